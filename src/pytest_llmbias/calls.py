@@ -1,0 +1,145 @@
+"""A model call, described canonically so that it has one stable key, and the response it got."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+
+KEY_VERSION = 1
+
+Messages = tuple[tuple[str, str], ...]
+
+
+def as_messages(prompt: str | Sequence[Mapping[str, str]]) -> Messages:
+    """A prompt string becomes one user message; a list of ``{role, content}`` is kept as given."""
+    if isinstance(prompt, str):
+        return (("user", prompt),)
+    out = []
+    for message in prompt:
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise ConfigError(f"a message needs string 'role' and 'content', got {dict(message)!r}")
+        out.append((role, content))
+    if not out:
+        raise ConfigError("a prompt needs at least one message")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One chat completion: model, endpoint, messages, parameters and sample index.
+
+    The key hashes all of them (not the alias, and never the API key), so two samples of the same
+    prompt are two entries, and a store can be moved or shared between machines.
+    """
+
+    model: str
+    api_base: str | None
+    messages: Messages
+    params: Mapping[str, Any] = field(hash=False)
+    sample: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        spec: ModelSpec,
+        prompt: str | Sequence[Mapping[str, str]],
+        generation: GenerationSettings,
+        *,
+        sample: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> ModelCall:
+        """The call for ``spec`` on ``prompt``: generation settings, then the model's own params,
+        then ``params``. Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are
+        independent draws, not replays of one seed."""
+        merged: dict[str, Any] = {"temperature": generation.temperature, "max_tokens": generation.max_tokens}
+        if generation.seed is not None:
+            merged["seed"] = generation.seed + sample
+        merged.update(spec.params)
+        merged.update(params or {})
+        return cls(model=spec.model, api_base=spec.api_base, messages=as_messages(prompt), params=merged, sample=sample)
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "v": KEY_VERSION,
+            "model": self.model,
+            "api_base": self.api_base,
+            "messages": [{"role": r, "content": c} for r, c in self.messages],
+            "params": dict(sorted(self.params.items())),
+            "sample": self.sample,
+        }
+
+    @cached_property
+    def key(self) -> str:
+        try:
+            blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except TypeError as exc:
+            raise ConfigError(f"model parameters must be JSON values: {exc}") from None
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    @property
+    def prompt_excerpt(self) -> str:
+        text = self.messages[-1][1]
+        return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Response:
+    """What a model answered to a :class:`ModelCall`, with usage and latency."""
+
+    call: ModelCall
+    text: str
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    created: float | None = None
+    source: str = field(default="network", compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.call.key
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.call.key,
+            **{k: v for k, v in self.call.canonical().items() if k != "v"},
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "latency_s": self.latency_s,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str) -> Response:
+        """Rebuild a response; raises ``KeyError``/``TypeError``/``ValueError`` on a malformed record."""
+        messages = tuple((m["role"], m["content"]) for m in data["messages"])
+        call = ModelCall(
+            model=data["model"],
+            api_base=data.get("api_base"),
+            messages=messages,
+            params=dict(data["params"]),
+            sample=int(data["sample"]),
+        )
+        text = data["text"]
+        if not isinstance(text, str):
+            raise TypeError("'text' must be a string")
+        usage = data.get("usage") or {}
+        return cls(
+            call=call,
+            text=text,
+            finish_reason=data.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_s=data.get("latency_s"),
+            created=data.get("created"),
+            source=source,
+        )

@@ -1,0 +1,58 @@
+"""``LLM``: the handle the ``llm_target``, ``llm_baselines`` and ``llm_judge`` fixtures give tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmbias.calls import ModelCall, Response
+
+if TYPE_CHECKING:
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.settings import ModelSpec
+
+
+class LLM:
+    """One configured model. Calls go through the session's store, so a repeated prompt is served
+    from disk, and in offline mode a prompt that was never stored fails naming the model.
+
+    ``sample`` picks an independent draw (its own store entry and seed); ``params`` override the
+    generation settings for this call.
+    """
+
+    def __init__(self, session: BiasSession, spec: ModelSpec) -> None:
+        self._session = session
+        self.spec = spec
+
+    @property
+    def alias(self) -> str:
+        return self.spec.alias
+
+    @property
+    def model(self) -> str:
+        return self.spec.model
+
+    def __repr__(self) -> str:
+        return f"LLM(alias={self.alias!r}, model={self.model!r})"
+
+    def _call(self, prompt: str | Sequence[Mapping[str, str]], sample: int, params: Mapping[str, Any]) -> ModelCall:
+        if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+            raise ValueError(f"sample must be a non-negative integer, got {sample!r}")
+        return ModelCall.build(self.spec, prompt, self._session.settings.generation, sample=sample, params=params)
+
+    def complete(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> Response:
+        """The full :class:`Response` (text, usage, latency, where it came from)."""
+        return self._session.run(self._session.complete(self.spec, self._call(prompt, sample, params)))
+
+    def ask(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> str:
+        """The model's answer to ``prompt`` (a string, or a list of chat messages)."""
+        return self.complete(prompt, sample=sample, **params).text
+
+    async def acomplete(
+        self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any
+    ) -> Response:
+        return await self._session.run_async(self._session.complete(self.spec, self._call(prompt, sample, params)))
+
+    async def aask(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> str:
+        """The async form of :meth:`ask`, for async tests."""
+        return (await self.acomplete(prompt, sample=sample, **params)).text

@@ -1,0 +1,191 @@
+"""Model calls through litellm: async, timed, retried by us (litellm's own retries are off).
+
+litellm is imported on first use only (it takes seconds to import, and without
+``LITELLM_LOCAL_MODEL_COST_MAP`` it fetches a price list from the internet at import time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.models.ratelimit import RateLimiter
+from pytest_llmbias.models.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
+from pytest_llmbias.settings import ModelSpec
+
+#: statuses that no retry can fix: bad request, auth, permissions, unknown model, unprocessable
+_FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
+
+_MISSING_CREDENTIALS = "Missing credentials"
+
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm once, offline-safe and quiet."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        _litellm = litellm
+    return _litellm
+
+
+def classify(exc: BaseException) -> tuple[bool, int | None, float | None]:
+    """(retryable, HTTP status, Retry-After seconds) for an exception from a completion call.
+
+    Rate limits, timeouts, server errors, dropped connections and malformed bodies are retryable;
+    bad requests, authentication and unknown models are not.
+    """
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None) if response is not None else None
+        if not isinstance(status, int):
+            status = None
+    retry_after = parse_retry_after(_header(exc, "retry-after"))
+    if _MISSING_CREDENTIALS in str(exc):
+        # The SDK refused before sending anything; litellm reports it as a 500.
+        return False, 401, None
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True, status, retry_after
+    if status is None:
+        return True, None, retry_after
+    if status in _FINAL_STATUSES:
+        return False, status, retry_after
+    return status in RETRYABLE_STATUSES or status >= 500, status, retry_after
+
+
+def _header(exc: BaseException, name: str) -> str | None:
+    for holder in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    ):
+        if holder is None:
+            continue
+        try:
+            value = holder.get(name) or holder.get(name.title())
+        except Exception:
+            continue
+        if value is not None:
+            return str(value)
+    return None
+
+
+CompletionFn = Callable[..., Awaitable[Any]]
+
+
+class ModelClient:
+    """Calls one model. ``complete`` returns a :class:`Response` or raises :class:`ProviderError`.
+
+    Every attempt passes through the model's rate limiter; waits between attempts follow the
+    :class:`RetryPolicy` and never undercut a Retry-After. The API key is read from the environment
+    at each call and never kept.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        timeout: float,
+        policy: RetryPolicy,
+        limiter: RateLimiter | None = None,
+        completion: CompletionFn | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.spec = spec
+        self.timeout = timeout
+        self.policy = policy
+        self.limiter = limiter or RateLimiter(0)
+        self._completion = completion
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.attempts = 0
+
+    async def complete(self, call: ModelCall) -> Response:
+        attempt = 0
+        while True:
+            await self.limiter.acquire()
+            self.attempts += 1
+            started = time.perf_counter()
+            try:
+                raw = await self._call(call)
+                return self._to_response(call, raw, time.perf_counter() - started)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                retryable, status, retry_after = (
+                    (exc.retryable, exc.status, None) if isinstance(exc, ProviderError) else classify(exc)
+                )
+                if not self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after):
+                    raise self._final_error(exc, status, retryable, attempt, retry_after) from exc
+                await self._sleep(self.policy.delay(attempt, retry_after, self._rng))
+                attempt += 1
+
+    async def _call(self, call: ModelCall) -> Any:
+        completion = self._completion or import_litellm().acompletion
+        kwargs: dict[str, Any] = dict(call.params)
+        kwargs.update(
+            model=call.model,
+            messages=[{"role": r, "content": c} for r, c in call.messages],
+            timeout=self.timeout,
+            max_retries=0,
+            num_retries=0,
+            drop_params=True,  # e.g. a provider without `seed` support
+        )
+        if call.api_base:
+            kwargs["api_base"] = call.api_base
+        key = self.spec.api_key()
+        if key is not None:
+            kwargs["api_key"] = key
+        # litellm's own timeout covers the HTTP exchange; this one also covers everything around it.
+        return await asyncio.wait_for(completion(**kwargs), timeout=self.timeout + 5.0)
+
+    def _to_response(self, call: ModelCall, raw: Any, latency: float) -> Response:
+        try:
+            choice = raw.choices[0]
+            text = choice.message.content
+            finish_reason = getattr(choice, "finish_reason", None)
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
+            raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from exc
+        if not isinstance(text, str) or not text.strip():
+            raise ProviderError("empty completion (no text in the first choice)", retryable=True)
+        usage = getattr(raw, "usage", None)
+        return Response(
+            call=call,
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=round(latency, 6),
+            created=time.time(),
+            source="network",
+        )
+
+    def _final_error(
+        self, exc: BaseException, status: int | None, retryable: bool, attempt: int, retry_after: float | None
+    ) -> ProviderError:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if len(detail) > 300:
+            detail = detail[:297] + "..."
+        where = f"model {self.spec.alias!r} ({self.spec.model}"
+        where += f" at {self.spec.api_base})" if self.spec.api_base else ")"
+        what = f"HTTP {status}" if status else type(exc).__name__
+        if retryable and retry_after is not None and retry_after > self.policy.max_retry_after:
+            why = f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
+        elif retryable:
+            why = f"gave up after {attempt + 1} attempts"
+        else:
+            why = "not retryable"
+        return ProviderError(f"{where}: {what}: {detail} ({why})", status=status, retryable=retryable)

@@ -1,0 +1,293 @@
+"""pytest glue: options, ini keys, markers, fixtures and hooks. Everything else is in the core.
+
+Loading this module imports only the standard library and pytest. The core (and litellm, diskcache,
+numpy...) is imported the first time a collected test carries one of the plugin's markers or asks
+for one of its fixtures: a project that uses neither pays nothing, writes nothing, calls nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_llmbias.collector import Progress
+    from pytest_llmbias.llm import LLM
+    from pytest_llmbias.responses import ResponseSet
+    from pytest_llmbias.session import BiasSession
+
+_session_key = pytest.StashKey["_Plugin"]()
+_spec_key = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmbias", "bias regression tests of LLMs (pytest-llmbias)")
+    group.addoption("--llmbias-config", metavar="PATH", help="settings file (default: llmbias.yaml in the rootdir)")
+    group.addoption("--llmbias-target", metavar="MODEL", help="the model under test (a litellm model string)")
+    group.addoption(
+        "--llmbias-baseline", metavar="MODEL", action="append", default=[],
+        help="a trusted baseline model; repeat for each (replaces the file's list)",
+    )
+    group.addoption("--llmbias-judge", metavar="MODEL", help="the judge model")
+    group.addoption("--llmbias-store", metavar="DIR", help="the response store folder (default: .llmbias)")
+    group.addoption("--llmbias-concurrency", metavar="N", type=int, help="model calls in flight at most")
+    group.addoption(
+        "--llmbias-cache", choices=("use", "refresh", "off"),
+        help="use: serve stored responses (default); refresh: ask again and overwrite; off: no store",
+    )
+    group.addoption(
+        "--llmbias-offline", action="store_true", default=False,
+        help="never call a model: a response missing from the store and snapshots fails its test",
+    )
+    group.addoption(
+        "--llmbias-snapshot", metavar="PATH", action="append", default=[],
+        help="a JSONL snapshot replayed read-only beneath the store; repeatable",
+    )
+    group.addoption("--llmbias-export", metavar="PATH", help="write the responses this session used to a JSONL snapshot")
+    parser.addini("llmbias_config", "path of the pytest-llmbias settings file, relative to the rootdir", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from pytest_llmbias.markers import MARKERS  # standard library only
+
+    for info in MARKERS.values():
+        config.addinivalue_line("markers", info.line)
+    plugin = _Plugin(config)
+    config.stash[_session_key] = plugin
+    config.pluginmanager.register(plugin, "llmbias-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.stash.get(_session_key, None)
+    if plugin is not None:
+        plugin.close()
+
+
+def _plugin(config: pytest.Config) -> _Plugin:
+    return config.stash[_session_key]
+
+
+class _Plugin:
+    """Per-run state; creates the core session only when a marker or fixture needs it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._session: BiasSession | None = None
+        self._closed = False
+        self._last_draw = 0.0
+
+    # -- the core session --------------------------------------------------------------------
+
+    @property
+    def session(self) -> BiasSession:
+        if self._session is None:
+            from pytest_llmbias.errors import ConfigError
+            from pytest_llmbias.session import BiasSession
+
+            try:
+                settings = self._settings()
+            except ConfigError as exc:
+                raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
+            self._session = BiasSession(
+                settings,
+                on_progress=self._progress,
+                worker_id=os.environ.get("PYTEST_XDIST_WORKER"),
+                run_id=os.environ.get("PYTEST_XDIST_TESTRUNUID"),
+            )
+        return self._session
+
+    def _settings(self) -> Any:
+        from pytest_llmbias.settings import find_config, resolve_settings
+
+        opt = self.config.option
+        cwd = self.config.invocation_params.dir
+        path = find_config(
+            cli_path=opt.llmbias_config,
+            ini_path=self.config.getini("llmbias_config") or None,
+            environ=os.environ,
+            rootdir=self.config.rootpath,
+            cwd=cwd,
+        )
+        cli = {
+            "target": opt.llmbias_target,
+            "baselines": opt.llmbias_baseline,
+            "judge": opt.llmbias_judge,
+            "store": opt.llmbias_store,
+            "concurrency": opt.llmbias_concurrency,
+            "cache": opt.llmbias_cache,
+            "offline": opt.llmbias_offline,
+            "snapshots": opt.llmbias_snapshot,
+            "export": opt.llmbias_export,
+        }
+        return resolve_settings(cli=cli, environ=os.environ, config_path=path, cwd=cwd)
+
+    def close(self) -> None:
+        if self._session is not None and not self._closed:
+            self._closed = True
+            self._session.close()
+
+    # -- collection: plan every call the selected tests need ---------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from pytest_llmbias.markers import MARKERS
+
+        marked = [
+            (item, name, marker)
+            for item in session.items
+            for name in MARKERS
+            if (marker := item.get_closest_marker(name)) is not None
+        ]
+        if not marked:
+            return
+        from pytest_llmbias.errors import ConfigError
+        from pytest_llmbias.markers import parse_marker
+
+        core = self.session
+        for item, name, marker in marked:
+            try:
+                spec = parse_marker(name, marker.args, marker.kwargs)
+                core.plan(spec)
+            except ConfigError as exc:
+                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            item.stash.setdefault(_spec_key, {})[name] = spec
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if _spec_key in item.stash:
+            self._ensure_collected()
+
+    def _ensure_collected(self) -> None:
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        ctx = capman.global_and_fixture_disabled() if capman else _nullcontext()
+        with ctx:
+            report = self.session.ensure_collected()
+            if report is not None:
+                self._write_line(self._describe(report))
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def _write_line(self, text: str) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+            reporter.ensure_newline()
+            reporter.write_line(text)
+
+    def _progress(self, p: Progress) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None or os.environ.get("PYTEST_XDIST_WORKER"):
+            return
+        now = time.monotonic()
+        final = p.done == p.total
+        tty = reporter.isatty() if callable(getattr(reporter, "isatty", None)) else sys.stdout.isatty()
+        if not final and now - self._last_draw < (0.2 if tty else 10.0):
+            return
+        self._last_draw = now
+        line = (
+            f"llmbias: {p.done}/{p.total} calls ({p.from_store} from store, {p.fetched} fetched, "
+            f"{p.errors} errors{f', {p.missing} missing' if p.missing else ''}) {p.calls_per_s:.1f} calls/s"
+        )
+        if tty:
+            reporter.write("\r" + line.ljust(100), flush=True)
+            if final:
+                reporter.write("\n")
+        else:
+            reporter.write_line(line)
+
+    @staticmethod
+    def _describe(report: Any) -> str:
+        return (
+            f"llmbias: {report.total} calls: {report.from_store} from store, {report.fetched} fetched, "
+            f"{len(report.errors)} failed, {len(report.missing)} missing, in {report.elapsed_s:.1f}s"
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self._session is None or not self._session.reports:
+            return
+        terminalreporter.section("llmbias", sep="-")
+        for report in self._session.reports:
+            terminalreporter.write_line(self._describe(report))
+        export = self._session.settings.store.export
+        if export is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+            terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        export = self.config.option.llmbias_export
+        if self._session is not None:
+            self.close()
+        elif export and not os.environ.get("PYTEST_XDIST_WORKER") and self.config.pluginmanager.hasplugin("dsession"):
+            # xdist controller: join the workers' parts.
+            from pytest_llmbias.session import merge_export_parts
+
+            merge_export_parts(Path(self.config.invocation_params.dir, export))
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
+    """The responses ``@pytest.mark.bias_responses(...)`` asked for (a ``ResponseSet``)."""
+    from pytest_llmbias.errors import MissingResponsesError, StoreError
+
+    specs = request.node.stash.get(_spec_key, {})
+    if "bias_responses" not in specs:
+        pytest.fail("the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False)
+    plugin = _plugin(request.config)
+    try:
+        return plugin.session.response_set(specs["bias_responses"])
+    except (MissingResponsesError, StoreError) as exc:
+        message = str(exc)
+    pytest.fail(message, pytrace=False)
+
+
+def _llm(config: pytest.Config, which: str) -> Any:
+    from pytest_llmbias.errors import ConfigError
+    from pytest_llmbias.llm import LLM
+
+    core = _plugin(config).session
+    settings = core.settings
+    try:
+        if which == "target":
+            settings.require_roster(min_baselines=0)
+            return LLM(core, settings.target)
+        if which == "baselines":
+            settings.require_roster(min_baselines=1)
+            return tuple(LLM(core, spec) for spec in settings.baselines)
+        if settings.judge is None:
+            raise ConfigError("no judge model configured: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL")
+        return LLM(core, settings.judge)
+    except ConfigError as exc:
+        message = f"pytest-llmbias: {exc}"
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def llm_target(pytestconfig: pytest.Config) -> LLM:
+    """The target model: ``.ask(prompt) -> str`` (and ``await .aask(prompt)``), through the store."""
+    return _llm(pytestconfig, "target")
+
+
+@pytest.fixture(scope="session")
+def llm_baselines(pytestconfig: pytest.Config) -> tuple[LLM, ...]:
+    """The baseline models, in configured order (each an ``LLM``)."""
+    return _llm(pytestconfig, "baselines")
+
+
+@pytest.fixture(scope="session")
+def llm_judge(pytestconfig: pytest.Config) -> LLM:
+    """The judge model (an ``LLM``)."""
+    return _llm(pytestconfig, "judge")

@@ -1,0 +1,251 @@
+"""The core object behind a pytest session: the plan of calls, the store, the clients, the loop.
+
+The plugin registers each marked test's spec here at collection time, asks for the batch to run
+once before the first marked test, and reads each test's responses from here. Nothing here
+imports pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.aio import LoopThread
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.collector import CollectionReport, PlannedCall, Progress, collect
+from pytest_llmbias.domains import Domain, load_domain
+from pytest_llmbias.errors import MissingResponsesError
+from pytest_llmbias.markers import ResponsesSpec
+from pytest_llmbias.models.client import ModelClient
+from pytest_llmbias.models.ratelimit import RateLimiter
+from pytest_llmbias.models.retry import RetryPolicy
+from pytest_llmbias.responses import ResponseSet, check_domain_selection, describe_missing, plan_responses
+from pytest_llmbias.settings import ModelSpec, Settings
+from pytest_llmbias.store.responses import ResponseStore
+
+
+class BiasSession:
+    """Plans, collects and serves the responses of one pytest session (or one xdist worker)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+        worker_id: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.on_progress = on_progress
+        self.worker_id = worker_id
+        self.run_id = run_id
+        self.planned: list[PlannedCall] = []
+        self.reports: list[CollectionReport] = []
+        self.errors: dict[str, str] = {}
+        self._domains: dict[str, Domain] = {}
+        self._store: ResponseStore | None = None
+        self._clients: dict[str, ModelClient] = {}
+        self._limiters: dict[str, RateLimiter] = {}
+        self._loop = LoopThread()
+        self._collected = False
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def domain(self, name: str) -> Domain:
+        """Load a domain once per session (configured paths, then built-ins, or a file path)."""
+        if name not in self._domains:
+            self._domains[name] = load_domain(name, self.settings.domains.paths)
+        return self._domains[name]
+
+    @property
+    def store(self) -> ResponseStore:
+        if self._store is None:
+            s = self.settings.store
+            self._store = ResponseStore(s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id)
+        return self._store
+
+    def client(self, spec: ModelSpec) -> ModelClient:
+        if spec.alias not in self._clients:
+            c = self.settings.collection
+            limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
+            self._clients[spec.alias] = ModelClient(
+                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter
+            )
+        return self._clients[spec.alias]
+
+    # -- planning and collection -------------------------------------------------------------
+
+    def plan(self, spec: ResponsesSpec) -> list[PlannedCall]:
+        """Validate ``spec`` against the roster and domain, and add its calls to the batch."""
+        domain = self.domain(spec.domain)
+        check_domain_selection(spec, domain)
+        calls = plan_responses(spec, self.settings, domain)
+        self.planned.extend(calls)
+        self._collected = False
+        return calls
+
+    def ensure_collected(self) -> CollectionReport | None:
+        """Run the planned batch once (later calls return at once). Under pytest-xdist the workers
+        take turns on a lock in the store folder, so whichever runs first makes the calls and the
+        others read them from the store."""
+        if self._collected or not self.planned:
+            return None
+        report = self.collect(self.planned)
+        self._collected = True
+        return report
+
+    def collect(self, planned: Sequence[PlannedCall]) -> CollectionReport:
+        """Make sure every call in ``planned`` has a response (or a recorded error)."""
+        by_alias = {p.alias: p for p in planned}
+        clients = {alias: self.client(self.settings.model(alias)) for alias in by_alias}
+        s = self.settings
+        with self._collection_lock():
+            report = self._loop.run(
+                collect(
+                    planned,
+                    store=self.store,
+                    clients=clients,
+                    concurrency=s.collection.concurrency,
+                    offline=s.store.offline,
+                    on_progress=self.on_progress,
+                )
+            )
+        self.errors.update(report.errors)
+        self.reports.append(report)
+        return report
+
+    @contextlib.contextmanager
+    def _collection_lock(self) -> Iterator[None]:
+        if self.settings.store.offline or self.settings.store.cache == "off":
+            yield
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: workers may duplicate calls
+            yield
+            return
+        directory = self.settings.store.dir
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / "collect.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def response_set(self, spec: ResponsesSpec) -> ResponseSet:
+        """The responses ``spec`` asked for. Raises :class:`MissingResponsesError` naming every
+        model and question id without a response (offline miss or failed call)."""
+        from pytest_llmbias.responses import select_models
+
+        self.ensure_collected()
+        domain = self.domain(spec.domain)
+        questions = domain.select(spec.categories)
+        models = select_models(self.settings, spec.models)
+        samples = spec.samples or self.settings.generation.samples
+        found: dict[tuple[str, str, int], Response] = {}
+        missing: dict[str, list[str]] = {}
+        errors: dict[str, str] = {}
+        for model in models:
+            for q in questions:
+                for s in range(samples):
+                    call = ModelCall.build(model, q.text, self.settings.generation, sample=s)
+                    response = self.store.get(call.key)
+                    if response is None:
+                        label = q.id if samples == 1 else f"{q.id}#{s}"
+                        missing.setdefault(model.alias, []).append(label)
+                        if call.key in self.errors:
+                            errors[call.key] = self.errors[call.key]
+                    else:
+                        found[(model.alias, q.id, s)] = response
+        if missing:
+            n = sum(len(v) for v in missing.values())
+            if errors:
+                why = f"{len(errors)} call(s) failed"
+            elif self.settings.store.offline:
+                why = "offline mode, and they are neither in the store nor in a snapshot"
+            else:
+                why = "they were not collected"
+            raise MissingResponsesError(
+                f"{n} response(s) for domain {domain.name!r} are missing ({why}):\n"
+                + describe_missing(missing, errors)
+            )
+        target = self.settings.target.alias if self.settings.target else None
+        aliases = tuple(m.alias for m in models)
+        return ResponseSet(
+            domain=domain,
+            questions=questions,
+            aliases=aliases,
+            target=target if target in aliases else None,
+            baselines=tuple(b.alias for b in self.settings.baselines if b.alias in aliases),
+            samples=samples,
+            responses=found,
+        )
+
+    # -- direct calls (fixtures) -------------------------------------------------------------
+
+    async def complete(self, spec: ModelSpec, call: ModelCall, *, question: str | None = None) -> Response:
+        """One call through the store: a stored response if there is one, else the model (unless
+        offline). Runs on the session loop."""
+        store = self.store
+        store.label(call.key, alias=spec.alias, question=question)
+        cached = store.get(call.key)
+        if cached is not None:
+            return cached
+        if self.settings.store.offline:
+            raise MissingResponsesError(
+                f"offline mode: no stored response of {spec.alias!r} ({spec.model}) to "
+                f"{call.prompt_excerpt!r} (sample {call.sample}); run once online, or add a snapshot"
+            )
+        response = await self.client(spec).complete(call)
+        store.put(response)
+        return response
+
+    def run(self, coro: Any) -> Any:
+        return self._loop.run(coro)
+
+    async def run_async(self, coro: Any) -> Any:
+        return await self._loop.run_async(coro)
+
+    # -- end ---------------------------------------------------------------------------------
+
+    def export(self, path: Path) -> int:
+        """Write the responses this session used to ``path`` (a worker writes its own part file,
+        which :func:`merge_export_parts` joins). Returns the number of lines written."""
+        if self._store is None:
+            return 0
+        if self.worker_id:
+            path = Path(f"{path}.{self.worker_id}.part")
+        return self._store.export(path)
+
+    def close(self) -> None:
+        try:
+            if self.settings.store.export is not None:
+                self.export(self.settings.store.export)
+        finally:
+            self._loop.close()
+            if self._store is not None:
+                self._store.close()
+
+
+def merge_export_parts(path: Path) -> int:
+    """Join the part files xdist workers wrote for ``path`` into ``path``; remove the parts."""
+    from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot, read_labels
+
+    parts = sorted(Path(path).parent.glob(f"{Path(path).name}.*.part"))
+    if not parts:
+        return 0
+    merged: dict[str, Response] = {}
+    labels: dict[str, Mapping[str, Any]] = {}
+    for part in parts:
+        merged.update(read_snapshot(part))
+        labels.update(read_labels(part))
+    count = write_snapshot(path, merged.values(), labels)
+    for part in parts:
+        os.unlink(part)
+    return count

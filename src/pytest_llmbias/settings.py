@@ -1,0 +1,522 @@
+"""One frozen :class:`Settings`, resolved once per session: CLI > environment > ``llmbias.yaml`` > defaults.
+
+The file is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment
+variable ``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the
+key and where it came from (the file and line, the option, or the environment variable). API keys are
+only ever read from the environment, by name (``api_key_env``), at call time; they are never stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.errors import ConfigError
+
+CONFIG_FILENAME = "llmbias.yaml"
+CACHE_MODES = ("use", "refresh", "off")
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+#: environment variable -> (settings key, kind); kind says how the string is parsed
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "LLMBIAS_TARGET": ("target", "str"),
+    "LLMBIAS_BASELINES": ("baselines", "csv"),
+    "LLMBIAS_JUDGE": ("judge", "str"),
+    "LLMBIAS_STORE": ("store", "path"),
+    "LLMBIAS_CONCURRENCY": ("concurrency", "int"),
+    "LLMBIAS_CACHE": ("cache", "str"),
+    "LLMBIAS_OFFLINE": ("offline", "bool"),
+    "LLMBIAS_SNAPSHOTS": ("snapshots", "paths"),
+    "LLMBIAS_EXPORT": ("export", "path"),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as litellm addresses it, plus how this project names it in reports.
+
+    ``api_key_env`` names the environment variable that holds the key; the key itself is read at
+    call time and never kept. ``params`` are extra completion parameters for this model only.
+    """
+
+    model: str
+    alias: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The API key from the environment, or None when no variable is named."""
+        if self.api_key_env is None:
+            return None
+        env = os.environ if environ is None else environ
+        value = env.get(self.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"model {self.alias!r} ({self.model}) reads its API key from ${self.api_key_env}, "
+                "which is not set"
+            )
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "alias": self.alias,
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "params": dict(self.params),
+        }
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling parameters sent with every question. Sample ``i`` is sent with ``seed + i``."""
+
+    temperature: float = 0.7
+    max_tokens: int = 512
+    samples: int = 1
+    seed: int | None = 0
+
+
+@dataclass(frozen=True)
+class CollectionSettings:
+    """How calls are made: ``concurrency`` calls in flight at most, ``rpm`` starts per minute per
+    model (0: no cap), ``timeout`` seconds a call, ``retries`` further tries on retryable errors."""
+
+    concurrency: int = 32
+    rpm: int = 3000
+    timeout: float = 60.0
+    retries: int = 5
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where responses live. ``cache``: use | refresh | off. ``offline`` never calls a model.
+    ``snapshots`` are JSONL files replayed read-only beneath the store; ``export`` writes the
+    responses the session used to a JSONL file."""
+
+    dir: Path = Path(".llmbias")
+    cache: str = "use"
+    offline: bool = False
+    snapshots: tuple[Path, ...] = ()
+    export: Path | None = None
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """The sentence-transformers model (hub name or local path) and an instruction override."""
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    instruction: str | None = None
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class DomainSettings:
+    """Folders (or files) searched for domain YAML before the built-in domains."""
+
+    paths: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the plugin reads from configuration, resolved once."""
+
+    target: ModelSpec | None = None
+    baselines: tuple[ModelSpec, ...] = ()
+    judge: ModelSpec | None = None
+    generation: GenerationSettings = GenerationSettings()
+    collection: CollectionSettings = CollectionSettings()
+    store: StoreSettings = StoreSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    domains: DomainSettings = DomainSettings()
+    source: Path | None = None
+
+    @property
+    def roster(self) -> tuple[ModelSpec, ...]:
+        """The target followed by the baselines."""
+        return ((self.target,) if self.target else ()) + self.baselines
+
+    def model(self, alias: str) -> ModelSpec:
+        for spec in (*self.roster, *((self.judge,) if self.judge else ())):
+            if spec.alias == alias:
+                return spec
+        known = ", ".join(s.alias for s in self.roster) or "none"
+        raise ConfigError(f"no model with alias {alias!r} (known: {known})")
+
+    def require_roster(self, min_baselines: int = 1) -> None:
+        """Raise :class:`ConfigError` unless a target and ``min_baselines`` baselines are configured."""
+        where = f" in {self.source}" if self.source else ""
+        if self.target is None:
+            raise ConfigError(
+                f"no target model configured{where}: set 'target' in {CONFIG_FILENAME}, "
+                "pass --llmbias-target MODEL, or set LLMBIAS_TARGET"
+            )
+        if len(self.baselines) < min_baselines:
+            raise ConfigError(
+                f"{len(self.baselines)} baseline model(s) configured{where}, at least {min_baselines} "
+                f"needed: list them under 'baselines' in {CONFIG_FILENAME} or pass "
+                "--llmbias-baseline MODEL once per model"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view, with no secrets (API keys are never held)."""
+
+        def convert(value: Any) -> Any:
+            if isinstance(value, Path):
+                return str(value)
+            if isinstance(value, ModelSpec):
+                return value.to_dict()
+            if dataclasses.is_dataclass(value):
+                return {f.name: convert(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            if isinstance(value, (tuple, list)):
+                return [convert(v) for v in value]
+            return value
+
+        return convert(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution
+
+
+_SECTIONS: dict[str, type] = {
+    "generation": GenerationSettings,
+    "collection": CollectionSettings,
+    "store": StoreSettings,
+    "embedding": EmbeddingSettings,
+    "domains": DomainSettings,
+}
+_TOP_KEYS = ("target", "baselines", "judge", *_SECTIONS)
+_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params")
+
+#: (section, field) -> kind, for the fields whose type is not plain
+_FIELD_KINDS: dict[tuple[str, str], str] = {
+    ("generation", "temperature"): "float",
+    ("generation", "max_tokens"): "posint",
+    ("generation", "samples"): "posint",
+    ("generation", "seed"): "optint",
+    ("collection", "concurrency"): "posint",
+    ("collection", "rpm"): "nonnegint",
+    ("collection", "timeout"): "posfloat",
+    ("collection", "retries"): "nonnegint",
+    ("store", "dir"): "path",
+    ("store", "cache"): "cache",
+    ("store", "offline"): "bool",
+    ("store", "snapshots"): "paths",
+    ("store", "export"): "optpath",
+    ("embedding", "model"): "str",
+    ("embedding", "instruction"): "optstr",
+    ("embedding", "batch_size"): "posint",
+    ("domains", "paths"): "paths",
+}
+
+
+class _Where:
+    """Names the place a value came from, for error messages."""
+
+    def __init__(self, source: str, lines: Mapping[str, int] | None = None) -> None:
+        self.source = source
+        self.lines = lines or {}
+
+    def __call__(self, key: str) -> str:
+        line = self.lines.get(key)
+        return f"{self.source}:{line}" if line else self.source
+
+
+def find_config(
+    *, cli_path: str | None, ini_path: str | None, environ: Mapping[str, str], rootdir: Path, cwd: Path
+) -> Path | None:
+    """The config file to read, or None. An explicitly named file that does not exist is an error."""
+    for given, origin in (
+        (cli_path, "--llmbias-config"),
+        (ini_path, "ini option llmbias_config"),
+        (environ.get("LLMBIAS_CONFIG"), "$LLMBIAS_CONFIG"),
+    ):
+        if given:
+            base = rootdir if origin.startswith("ini") else cwd
+            path = (base / given).resolve()
+            if not path.is_file():
+                raise ConfigError(f"{origin} names {given!r}, which is not a file ({path})")
+            return path
+    default = rootdir / CONFIG_FILENAME
+    return default if default.is_file() else None
+
+
+def load_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse a settings file into a mapping and the line of each dotted key."""
+    from pytest_llmbias.yamlutil import load_yaml_with_lines
+
+    data, lines = load_yaml_with_lines(path, error=ConfigError)
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the settings file must be a mapping of keys, got {type(data).__name__}")
+    return data, lines
+
+
+def resolve_settings(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve settings: CLI > environment > config file > defaults.
+
+    ``cli`` holds the already-parsed command-line values (None where an option was not given),
+    keyed as in :data:`ENV_VARS`' second column. Relative paths in the file are relative to the file;
+    relative paths from the command line or environment are relative to ``cwd``.
+    """
+    cli = dict(cli or {})
+    environ = os.environ if environ is None else environ
+    cwd = cwd or Path.cwd()
+
+    file_data: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    if config_path is not None:
+        file_data, lines = load_config_file(config_path)
+    where = _Where(str(config_path) if config_path else "settings", lines)
+    base_dir = config_path.parent if config_path else cwd
+
+    unknown = [k for k in file_data if k not in _TOP_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}"
+        )
+
+    target = _parse_model(file_data["target"], "target", where) if file_data.get("target") else None
+    baselines = _parse_baselines(file_data.get("baselines"), where)
+    judge = _parse_model(file_data["judge"], "judge", where) if file_data.get("judge") else None
+    sections = {
+        name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
+    }
+
+    # Overrides: environment, then command line.
+    for values in (_env_values(environ, cwd), _cli_values(cli, cwd)):
+        for key, (value, label) in values.items():
+            w = _Where(label)
+            if key == "target":
+                target = _parse_model(value, "target", w)
+            elif key == "judge":
+                judge = _parse_model(value, "judge", w)
+            elif key == "baselines":
+                baselines = _parse_baselines(list(value), w)
+            elif key == "store":
+                sections["store"] = dataclasses.replace(sections["store"], dir=value)
+            elif key == "concurrency":
+                _check_kind("posint", value, "concurrency", w)
+                sections["collection"] = dataclasses.replace(sections["collection"], concurrency=value)
+            elif key in ("cache", "offline", "snapshots", "export"):
+                kind = _FIELD_KINDS[("store", key)]
+                value = _check_kind(kind, value, key, w, base_dir=cwd)
+                sections["store"] = dataclasses.replace(sections["store"], **{key: value})
+
+    store: StoreSettings = sections["store"]
+    if store.offline and store.cache == "refresh":
+        raise ConfigError("--llmbias-offline cannot be combined with cache mode 'refresh' (it re-asks every model)")
+    if store.offline and store.cache == "off" and not store.snapshots:
+        raise ConfigError(
+            "--llmbias-offline with cache mode 'off' and no snapshot has nothing to read responses from"
+        )
+
+    _check_aliases(target, baselines, where)
+    return Settings(
+        target=target,
+        baselines=baselines,
+        judge=judge,
+        source=config_path,
+        **sections,
+    )
+
+
+def _env_values(environ: Mapping[str, str], cwd: Path) -> dict[str, tuple[Any, str]]:
+    out: dict[str, tuple[Any, str]] = {}
+    for var, (key, kind) in ENV_VARS.items():
+        raw = environ.get(var)
+        if raw is None or raw == "":
+            continue
+        label = f"${var}"
+        if kind == "csv":
+            value: Any = [part.strip() for part in raw.split(",") if part.strip()]
+        elif kind == "int":
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ConfigError(f"{label}: expected an integer, got {raw!r}") from None
+        elif kind == "bool":
+            lowered = raw.strip().lower()
+            if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ConfigError(f"{label}: expected true or false, got {raw!r}")
+            value = lowered in ("1", "true", "yes", "on")
+        elif kind == "path":
+            value = (cwd / raw).resolve()
+        elif kind == "paths":
+            value = tuple((cwd / p).resolve() for p in raw.split(os.pathsep) if p)
+        else:
+            value = raw
+        out[key] = (value, label)
+    return out
+
+
+def _cli_values(cli: Mapping[str, Any], cwd: Path) -> dict[str, tuple[Any, str]]:
+    out: dict[str, tuple[Any, str]] = {}
+    for key, value in cli.items():
+        if value is None or value == [] or (value is False and key == "offline"):
+            continue
+        if key in ("store", "export"):
+            value = (cwd / value).resolve()
+        elif key == "snapshots":
+            value = tuple((cwd / p).resolve() for p in value)
+        out[key] = (value, f"--llmbias-{_CLI_NAMES.get(key, key)}")
+    return out
+
+
+_CLI_NAMES = {"baselines": "baseline", "snapshots": "snapshot"}
+
+
+def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
+    if isinstance(raw, str):
+        if not raw.strip():
+            raise ConfigError(f"{where(key)}: {key!r} is an empty model name")
+        return ModelSpec(model=raw.strip(), alias=_default_alias(raw.strip()))
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{where(key)}: {key!r} must be a litellm model string or a mapping with keys "
+            f"{', '.join(_MODEL_KEYS)}; got {type(raw).__name__}"
+        )
+    unknown = [k for k in raw if k not in _MODEL_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where(key)}: unknown key {unknown[0]!r} in {key!r}; accepted keys: {', '.join(_MODEL_KEYS)}"
+        )
+    model = raw.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{where(key)}: {key!r} needs a 'model' (a litellm model string)")
+    for opt in ("alias", "api_base", "api_key_env"):
+        if raw.get(opt) is not None and not isinstance(raw[opt], str):
+            raise ConfigError(f"{where(key)}: '{key}.{opt}' must be a string, got {type(raw[opt]).__name__}")
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{where(key)}: '{key}.params' must be a mapping, got {type(params).__name__}")
+    for reserved in ("api_key", "messages", "model", "stream"):
+        if reserved in params:
+            raise ConfigError(
+                f"{where(key)}: '{key}.params.{reserved}' is not allowed"
+                + (" (name the variable in api_key_env instead)" if reserved == "api_key" else "")
+            )
+    api_base = raw.get("api_base")
+    return ModelSpec(
+        model=model.strip(),
+        alias=raw.get("alias") or _default_alias(model.strip()),
+        api_base=api_base.rstrip("/") if api_base else None,
+        api_key_env=raw.get("api_key_env"),
+        params=dict(params),
+    )
+
+
+def _parse_baselines(raw: Any, where: _Where) -> tuple[ModelSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
+        raise ConfigError(f"{where('baselines')}: 'baselines' must be a list of models, got {type(raw).__name__}")
+    return tuple(_parse_model(item, f"baselines[{i}]", where) for i, item in enumerate(raw))
+
+
+def _default_alias(model: str) -> str:
+    return model.rsplit("/", 1)[-1]
+
+
+def _check_aliases(target: ModelSpec | None, baselines: tuple[ModelSpec, ...], where: _Where) -> None:
+    seen: dict[str, str] = {}
+    for role, spec in [("target", target), *((f"baselines[{i}]", b) for i, b in enumerate(baselines))]:
+        if spec is None:
+            continue
+        if spec.alias in seen:
+            raise ConfigError(
+                f"{where('baselines')}: {role} and {seen[spec.alias]} share the alias {spec.alias!r}; "
+                "give each model a distinct 'alias'"
+            )
+        seen[spec.alias] = role
+
+
+def _parse_section(name: str, raw: Any, where: _Where, base_dir: Path) -> Any:
+    cls = _SECTIONS[name]
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where(name)}: {name!r} must be a mapping, got {type(raw).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in names:
+            raise ConfigError(
+                f"{where(f'{name}.{key}')}: unknown key '{name}.{key}'; accepted keys: {', '.join(names)}"
+            )
+        kind = _FIELD_KINDS[(name, key)]
+        values[key] = _check_kind(kind, value, f"{name}.{key}", where, base_dir=base_dir)
+    section = cls(**values)
+    if name == "store" and not section.dir.is_absolute():
+        section = dataclasses.replace(section, dir=(base_dir / section.dir).resolve())
+    return section
+
+
+def _check_kind(kind: str, value: Any, key: str, where: _Where, *, base_dir: Path | None = None) -> Any:
+    def fail(expected: str) -> ConfigError:
+        return ConfigError(f"{where(key)}: '{key}' must be {expected}, got {value!r}")
+
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise fail("a number")
+        return float(value)
+    if kind == "posfloat":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise fail("a positive number")
+        return float(value)
+    if kind == "posint":
+        if not is_int or value < 1:
+            raise fail("a positive integer")
+        return value
+    if kind == "nonnegint":
+        if not is_int or value < 0:
+            raise fail("a non-negative integer")
+        return value
+    if kind == "optint":
+        if value is not None and not is_int:
+            raise fail("an integer or null")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise fail("true or false")
+        return value
+    if kind == "cache":
+        if value not in CACHE_MODES:
+            raise fail(" | ".join(CACHE_MODES))
+        return value
+    if kind in ("str", "optstr"):
+        if value is None and kind == "optstr":
+            return None
+        if not isinstance(value, str) or not value:
+            raise fail("a non-empty string")
+        return value
+    if kind in ("path", "optpath"):
+        if value is None and kind == "optpath":
+            return None
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise fail("a path")
+        path = Path(value)
+        return path if path.is_absolute() or base_dir is None else (base_dir / path).resolve()
+    if kind == "paths":
+        if isinstance(value, (str, Path)):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, Path)) for v in value):
+            raise fail("a list of paths")
+        return tuple(
+            Path(v) if Path(v).is_absolute() or base_dir is None else (base_dir / v).resolve() for v in value
+        )
+    raise AssertionError(kind)  # pragma: no cover

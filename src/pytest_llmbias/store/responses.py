@@ -1,0 +1,110 @@
+"""The response store: session memory, then the disk store, then snapshots (read-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.calls import Response
+from pytest_llmbias.errors import StoreError
+from pytest_llmbias.store.disk import DiskCache, reset_hint
+from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
+
+_PREFIX = "response:"
+
+
+class ResponseStore:
+    """Responses by call key.
+
+    Modes: ``use`` reads memory, disk and snapshots and writes new responses to disk; ``refresh``
+    reads nothing persisted (every call is made again) and overwrites the disk entries; ``off`` reads
+    and writes nothing on disk. Errors are never stored: only :class:`Response` objects go in.
+
+    ``run_id`` (pytest-xdist's shared ``testrunuid``) stamps what this run writes: in ``refresh``
+    mode, entries written by another worker of the same run are served, so no call is made twice.
+    """
+
+    def __init__(
+        self, directory: Path, *, mode: str = "use", snapshots: Iterable[Path] = (), run_id: str | None = None
+    ) -> None:
+        if mode not in ("use", "refresh", "off"):
+            raise ValueError(f"unknown store mode {mode!r}")
+        self.directory = Path(directory)
+        self.mode = mode
+        self._disk = DiskCache(self.directory / "responses") if mode != "off" else None
+        self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
+        self._snapshots: dict[str, Response] | None = None
+        self._memory: dict[str, Response] = {}
+        self._used: dict[str, Response] = {}
+        self._labels: dict[str, dict[str, Any]] = {}
+        self.run_id = run_id
+
+    def _snapshot_layer(self) -> dict[str, Response]:
+        if self._snapshots is None:
+            merged: dict[str, Response] = {}
+            for path in self._snapshot_paths:
+                merged.update(read_snapshot(path))
+            self._snapshots = merged
+        return self._snapshots
+
+    def get(self, key: str) -> Response | None:
+        """The response for ``key`` if this store may serve it, else None."""
+        response = self._memory.get(key)
+        if response is None and self.mode == "use":
+            response = self._read_disk(key)
+            if response is None:
+                response = self._snapshot_layer().get(key)
+        elif response is None and self.mode == "refresh" and self.run_id:
+            response = self._read_disk(key, run_id=self.run_id)
+            if response is not None:
+                self._memory[key] = response
+        if response is not None:
+            self._used[key] = response
+        return response
+
+    def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
+        assert self._disk is not None
+        data = self._disk.get(_PREFIX + key)
+        if data is None or (run_id is not None and data.get("run") != run_id):
+            return None
+        try:
+            if data["key"] != key:
+                raise ValueError("stored under the wrong key")
+            response = Response.from_dict(data, source="store")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(
+                f"the store at {self.directory} holds a malformed response {key} ({exc}). "
+                + reset_hint(self.directory)
+            ) from exc
+        response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
+        return response
+
+    def put(self, response: Response) -> None:
+        """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now."""
+        if not isinstance(response, Response):
+            raise TypeError("only responses are stored")
+        if self._disk is not None:
+            record = response.to_dict()
+            if self.run_id:
+                record["run"] = self.run_id
+            self._disk.set(_PREFIX + response.key, record)
+        self._memory[response.key] = response
+        self._used[response.key] = response
+
+    def label(self, key: str, **labels: Any) -> None:
+        """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
+        self._labels.setdefault(key, {}).update({k: v for k, v in labels.items() if v is not None})
+
+    @property
+    def used(self) -> Mapping[str, Response]:
+        """Every response read or written this session."""
+        return dict(self._used)
+
+    def export(self, path: Path) -> int:
+        """Write the responses this session used to a JSONL snapshot. Returns the number written."""
+        return write_snapshot(path, self._used.values(), self._labels)
+
+    def close(self) -> None:
+        if self._disk is not None:
+            self._disk.close()

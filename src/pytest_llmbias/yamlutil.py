@@ -1,0 +1,58 @@
+"""YAML loading that remembers where each key was written, so errors can name the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, dict[str, int]]:
+    """Parse ``path`` safely. Returns the data and a map of dotted key path -> 1-based line.
+
+    List items appear in key paths as ``[i]`` (``baselines[0].model``). A syntax error, a duplicate
+    key, or an unreadable file raises ``error`` with the file and line.
+    """
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read: {exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise error(f"{where}: invalid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: invalid YAML: {exc}") from None
+    if node is None:
+        return None, {}
+    lines: dict[str, int] = {}
+    _walk(node, "", lines, path, error)
+    try:
+        data = yaml.load(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:  # pragma: no cover - compose already succeeded
+        raise error(f"{path}: invalid YAML: {exc}") from None
+    return data, lines
+
+
+def _walk(node: Any, prefix: str, lines: dict[str, int], path: Path, error: type[Exception]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise error(f"{path}:{line}: duplicate key {key!r} (first at line {seen[key]})")
+            seen[key] = line
+            dotted = f"{prefix}.{key}" if prefix else key
+            lines[dotted] = line
+            _walk(value_node, dotted, lines, path, error)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            dotted = f"{prefix}[{i}]"
+            lines[dotted] = item.start_mark.line + 1
+            _walk(item, dotted, lines, path, error)

@@ -1,0 +1,384 @@
+"""A small scripted OpenAI-compatible chat-completions server for tests.
+
+It listens on 127.0.0.1 only and never reaches the network. Built on
+aiohttp.web so one server can serve hundreds of concurrent slow requests.
+
+Usage in tests::
+
+    with OpenAIServer(latency=0.0) as server:
+        server.script("fake-model", {"status": 429, "headers": {"Retry-After": "1"}})
+        litellm.completion(model="openai/fake-model", api_base=server.base_url, ...)
+
+Usage for benchmarks (foreground, until SIGTERM/SIGINT)::
+
+    python tests/openai_server.py --port 8123 --latency 1.0
+    # prints "READY http://127.0.0.1:8123/v1" once listening
+    # GET /_admin/stats -> {"requests": N, "by_model": {...}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import signal
+import threading
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+HOST = "127.0.0.1"
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", "bad_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    408: ("timeout_error", "timeout"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", "internal_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+
+def _error_body(status: int, message: str | None = None) -> dict:
+    etype, code = _ERROR_TYPES.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", str(status))
+    )
+    return {
+        "error": {
+            "message": message or f"Scripted error {status}",
+            "type": etype,
+            "code": code,
+        }
+    }
+
+
+def _content_text(content: Any) -> str:
+    """Text of a message's content (string or list of content parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                if part.get("type", "text") == "text" and "text" in part:
+                    parts.append(str(part["text"]))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+def _last_user_content(messages: Any) -> str:
+    if isinstance(messages, list):
+        for msg in reversed(messages):
+            if isinstance(msg, dict) and msg.get("role") == "user":
+                return _content_text(msg.get("content"))
+    return ""
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel leftover tasks (e.g. handlers still sleeping for a client that
+    already timed out) so closing the loop does not warn about them."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+class OpenAIServer:
+    """A scripted OpenAI-compatible chat-completions server on 127.0.0.1."""
+
+    def __init__(self, *, port: int = 0, latency: float = 0.0):
+        self.port: int = port
+        self.latency: float = latency
+        self.base_url: str = ""
+        self._requested_port = port
+        self._lock = threading.Lock()
+        self._requests: list[dict] = []
+        self._scripts: dict[str, collections.deque] = {}
+        self._models_seen: dict[str, int] = {}  # model -> created timestamp (insertion-ordered)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._stopped_event: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def requests(self) -> list[dict]:
+        """Snapshot (copy) of every chat-completion request received."""
+        with self._lock:
+            return list(self._requests)
+
+    def script(self, model: str, *steps: dict) -> None:
+        """Queue scripted behaviours for requests whose "model" equals `model`."""
+        for step in steps:
+            if not isinstance(step, dict):
+                raise TypeError(f"script step must be a dict, got {type(step).__name__}")
+            unknown = set(step) - {"status", "headers", "body", "delay", "raw", "content"}
+            if unknown:
+                raise ValueError(f"unknown script step keys: {sorted(unknown)}")
+        with self._lock:
+            self._scripts.setdefault(model, collections.deque()).extend(dict(s) for s in steps)
+
+    def count(self, model: str | None = None) -> int:
+        with self._lock:
+            if model is None:
+                return len(self._requests)
+            return sum(1 for r in self._requests if r["model"] == model)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests.clear()
+            self._scripts.clear()
+
+    def start(self) -> "OpenAIServer":
+        if self._thread is not None:
+            return self
+        self._started.clear()
+        self._start_error = None
+        self._thread = threading.Thread(
+            target=self._thread_main, name="OpenAIServer", daemon=True
+        )
+        self._thread.start()
+        if not self._started.wait(timeout=30):
+            raise RuntimeError("OpenAIServer did not start within 30 s")
+        if self._start_error is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+            raise RuntimeError("OpenAIServer failed to start") from self._start_error
+        return self
+
+    def stop(self) -> None:
+        thread, loop, ev = self._thread, self._loop, self._stopped_event
+        if thread is None:
+            return
+        if loop is not None and ev is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(ev.set)
+            except RuntimeError:  # loop already closed
+                pass
+        thread.join(timeout=30)
+        self._thread = None
+        self._loop = None
+        self._stopped_event = None
+
+    def __enter__(self) -> "OpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ internals
+
+    def _build_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle_chat)
+        app.router.add_post("/chat/completions", self._handle_chat)
+        app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_get("/models", self._handle_models)
+        app.router.add_get("/_admin/stats", self._handle_stats)
+        app.router.add_route("*", "/{tail:.*}", self._handle_not_found)
+        return app
+
+    async def _serve_until_stopped(self, on_ready=None) -> None:
+        self._stopped_event = asyncio.Event()
+        app = self._build_app()
+        # access_log=None silences aiohttp's per-request access log; a short
+        # shutdown_timeout makes stop() cancel in-flight slow (scripted delay)
+        # handlers instead of waiting for them to finish.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=0.25
+        )
+        await runner.setup()
+        self._runner = runner
+        try:
+            site = web.TCPSite(
+                runner, HOST, self._requested_port, backlog=1024, reuse_address=True
+            )
+            await site.start()
+            sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+            self.port = sockets[0].getsockname()[1]
+            self.base_url = f"http://{HOST}:{self.port}/v1"
+            if on_ready is not None:
+                on_ready()
+            await self._stopped_event.wait()
+        finally:
+            await runner.cleanup()
+            self._runner = None
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve_until_stopped(on_ready=self._started.set))
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._start_error = exc
+        finally:
+            self._started.set()
+            _close_loop(loop)
+
+    def _next_step(self, model: str) -> dict | None:
+        with self._lock:
+            queue = self._scripts.get(model)
+            if queue:
+                return queue.popleft()
+            return None
+
+    async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+        received = time.time()
+        try:
+            payload = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            return web.json_response(
+                _error_body(400, "Request body is not valid JSON"), status=400
+            )
+        if not isinstance(payload, dict):
+            return web.json_response(
+                _error_body(400, "Request body must be a JSON object"), status=400
+            )
+        model = str(payload.get("model", ""))
+        messages = payload.get("messages", [])
+        params = {k: v for k, v in payload.items() if k not in ("model", "messages")}
+        with self._lock:
+            self._requests.append(
+                {"model": model, "messages": messages, "params": params, "time": received}
+            )
+            self._models_seen.setdefault(model, int(received))
+
+        step = self._next_step(model) or {}
+
+        delay = step.get("delay")
+        if delay is None and "status" not in step:
+            delay = self.latency
+        if delay:
+            await asyncio.sleep(float(delay))
+
+        if "status" in step:
+            status = int(step["status"])
+            headers = dict(step.get("headers") or {})
+            body = step.get("body")
+            if body is None:
+                body = _error_body(status)
+            if isinstance(body, (dict, list)):
+                return web.json_response(body, status=status, headers=headers)
+            if isinstance(body, bytes):
+                return web.Response(body=body, status=status, headers=headers)
+            return web.Response(text=str(body), status=status, headers=headers)
+
+        if "raw" in step:
+            raw = step["raw"]
+            data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
+            return web.Response(
+                body=data, status=200, headers={"Content-Type": "application/json"}
+            )
+
+        prompt = _last_user_content(messages)
+        if "content" in step:
+            content = str(step["content"])
+        else:
+            content = f"{model} answers: {prompt}"
+            if "seed" in payload:
+                content += f" [seed={payload['seed']}]"
+        prompt_tokens = sum(
+            _word_count(_content_text(m.get("content")))
+            for m in (messages if isinstance(messages, list) else [])
+            if isinstance(m, dict)
+        )
+        completion_tokens = _word_count(content)
+        body = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "fp_openai_server",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return web.json_response(body, headers=dict(step.get("headers") or {}))
+
+    async def _handle_models(self, request: web.Request) -> web.Response:
+        with self._lock:
+            seen = list(self._models_seen.items())
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": created, "owned_by": "openai-server"}
+                    for m, created in seen
+                ],
+            }
+        )
+
+    async def _handle_stats(self, request: web.Request) -> web.Response:
+        with self._lock:
+            by_model = collections.Counter(r["model"] for r in self._requests)
+            total = len(self._requests)
+        return web.json_response({"requests": total, "by_model": dict(by_model)})
+
+    async def _handle_not_found(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            _error_body(404, f"Unknown path: {request.method} {request.path}"), status=404
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args(argv)
+
+    server = OpenAIServer(port=args.port, latency=args.latency)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+
+        def request_stop() -> None:
+            if server._stopped_event is not None:
+                server._stopped_event.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, request_stop)
+        await server._serve_until_stopped(
+            on_ready=lambda: print(f"READY {server.base_url}", flush=True)
+        )
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
