@@ -154,7 +154,7 @@ class _Plugin:
                 spec = parse_marker(name, marker.args, marker.kwargs)
                 core.plan(spec)
             except ConfigError as exc:
-                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+                raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(_spec_key, {})[name] = spec
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -1,0 +1,55 @@
+"""Loading the plugin in a project that uses none of its markers costs nothing: no heavy import,
+no file written, no connection opened."""
+
+from __future__ import annotations
+
+import pytest
+
+HEAVY = ("litellm", "torch", "sentence_transformers", "textblob", "pandas", "scipy", "numpy", "diskcache", "yaml")
+
+CONFTEST = """
+import socket, sys
+
+CONNECTS = []
+
+def _audit(event, args):
+    if event in ("socket.connect", "socket.getaddrinfo"):
+        CONNECTS.append((event, repr(args)[:200]))
+
+sys.addaudithook(_audit)
+
+def pytest_sessionfinish(session):
+    heavy = [m for m in {heavy!r} if m in sys.modules]
+    with open({report!r}, "w") as fh:
+        fh.write(repr({{"heavy": heavy, "connects": CONNECTS,
+                        "plugin": session.config.pluginmanager.has_plugin("llmbias")}}))
+"""
+
+
+def test_unused_plugin_imports_nothing_heavy_writes_nothing_connects_nowhere(pytester: pytest.Pytester, tmp_path):
+    report = tmp_path / "report.txt"
+    project = pytester.mkdir("project")
+    (project / "conftest.py").write_text(CONFTEST.format(heavy=HEAVY, report=str(report)))
+    (project / "test_plain.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+
+    result = pytester.runpytest_subprocess(
+        str(project), "-p", "no:cacheprovider", "-p", "no:pytester", "--rootdir", str(project)
+    )
+
+    result.assert_outcomes(passed=1)
+    data = eval(report.read_text())  # written by the conftest above
+    assert data["plugin"], "the llmbias plugin was not loaded through its entry point"
+    assert data["heavy"] == []
+    assert data["connects"] == []
+    after = sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts)
+    assert after == [p for p in before if "__pycache__" not in p.parts]
+
+
+def test_an_llmbias_yaml_alone_does_not_wake_the_plugin(pytester: pytest.Pytester):
+    """A settings file is read only when a marker or fixture needs it: even a broken one."""
+    pytester.makefile(".yaml", llmbias="collection: {concurrency: many}\n")
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / ".llmbias").exists()

@@ -1,0 +1,428 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_llmbias.calls import KEY_VERSION, ModelCall, Response, as_messages
+from pytest_llmbias.collector import PlannedCall, deduplicate
+from pytest_llmbias.errors import ConfigError, StoreError
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot
+from pytest_llmbias.store.snapshot import read_labels
+
+GEN = GenerationSettings(temperature=0.5, max_tokens=100, samples=3, seed=40)
+SPEC = ModelSpec(model="openai/m", alias="m")
+
+
+def call(prompt: str = "Hello?", *, spec: ModelSpec = SPEC, sample: int = 0, gen: GenerationSettings = GEN) -> ModelCall:
+    return ModelCall.build(spec, prompt, gen, sample=sample)
+
+
+def response(c: ModelCall | None = None, text: str = "an answer", **kwargs) -> Response:
+    c = c or call()
+    defaults = dict(finish_reason="stop", prompt_tokens=3, completion_tokens=5, latency_s=0.25, created=1700000000.0)
+    defaults.update(kwargs)
+    return Response(call=c, text=text, **defaults)
+
+
+# --------------------------------------------------------------------------------------------
+# ModelCall keys
+
+
+def test_key_matches_canonical_json_sha256() -> None:
+    c = ModelCall.build(
+        ModelSpec(model="openai/m", alias="m", api_base="http://h/v1", params={"top_p": 0.9}),
+        "Héllo?",
+        GEN,
+        sample=2,
+    )
+    canonical = {
+        "v": 1,
+        "model": "openai/m",
+        "api_base": "http://h/v1",
+        "messages": [{"role": "user", "content": "Héllo?"}],
+        "params": {"max_tokens": 100, "seed": 42, "temperature": 0.5, "top_p": 0.9},
+        "sample": 2,
+    }
+    blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert KEY_VERSION == 1
+    assert c.key == hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    # A literal pin too: changing the key derivation silently invalidates every store and snapshot.
+    assert c.key == "86117c44983077935835c1968d5865c259482beb0107067555a77b765ede248b"
+
+
+def test_key_is_stable_across_instances_and_param_order() -> None:
+    a = ModelCall(model="m", api_base=None, messages=(("user", "x"),), params={"a": 1, "b": 2}, sample=0)
+    b = ModelCall(model="m", api_base=None, messages=(("user", "x"),), params={"b": 2, "a": 1}, sample=0)
+    assert a.key == b.key
+    assert len(a.key) == 64 and int(a.key, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(lambda: call(sample=1), id="sample"),
+        pytest.param(lambda: call(spec=ModelSpec(model="openai/m2", alias="m")), id="model"),
+        pytest.param(lambda: call(spec=ModelSpec(model="openai/m", alias="m", api_base="http://x")), id="api_base"),
+        pytest.param(lambda: call(spec=ModelSpec(model="openai/m", alias="m", params={"top_p": 0.1})), id="params"),
+        pytest.param(lambda: call(gen=GenerationSettings(temperature=0.6, max_tokens=100, seed=40)), id="temperature"),
+        pytest.param(lambda: call("Hello!"), id="content"),
+        pytest.param(lambda: ModelCall.build(SPEC, [{"role": "system", "content": "Hello?"}], GEN), id="role"),
+    ],
+)
+def test_key_differs(other) -> None:
+    assert other().key != call().key
+
+
+def test_key_ignores_alias_and_api_key_env() -> None:
+    base = call()
+    assert call(spec=ModelSpec(model="openai/m", alias="renamed")).key == base.key
+    assert call(spec=ModelSpec(model="openai/m", alias="m", api_key_env="SOME_KEY")).key == base.key
+
+
+def test_seed_is_generation_seed_plus_sample() -> None:
+    assert [call(sample=s).params["seed"] for s in range(3)] == [40, 41, 42]
+    no_seed = call(gen=GenerationSettings(seed=None))
+    assert "seed" not in no_seed.params
+
+
+def test_param_precedence() -> None:
+    spec = ModelSpec(model="openai/m", alias="m", params={"temperature": 0.0, "top_p": 0.5})
+    c = ModelCall.build(spec, "q", GEN, params={"top_p": 0.7})
+    assert c.params == {"temperature": 0.0, "max_tokens": 100, "seed": 40, "top_p": 0.7}
+
+
+def test_messages() -> None:
+    assert as_messages("hi") == (("user", "hi"),)
+    assert as_messages([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]) == (
+        ("system", "s"),
+        ("user", "u"),
+    )
+    with pytest.raises(ConfigError):
+        as_messages([])
+    with pytest.raises(ConfigError):
+        as_messages([{"role": "user"}])
+
+
+def test_non_json_params_rejected() -> None:
+    c = ModelCall.build(ModelSpec(model="m", alias="m", params={"x": object()}), "q", GEN)
+    with pytest.raises(ConfigError, match="JSON"):
+        _ = c.key
+
+
+def test_response_dict_round_trip() -> None:
+    r = response(call(sample=1, spec=ModelSpec(model="openai/m", alias="m", params={"stop": ["\n"]})))
+    again = Response.from_dict(json.loads(json.dumps(r.to_dict())), source="x")
+    assert again == r
+    assert again.key == r.key
+    assert again.source == "x"
+
+
+def test_deduplicate_keeps_first_per_key() -> None:
+    first = PlannedCall(alias="m", call=call(), question="q1")
+    same = PlannedCall(alias="m2", call=call(spec=ModelSpec(model="openai/m", alias="m2")), question="q2")
+    other = PlannedCall(alias="m", call=call(sample=1), question="q1")
+    unique = deduplicate([first, same, other])
+    assert list(unique.values()) == [first, other]
+    assert list(unique) == [first.call.key, other.call.key]
+
+
+# --------------------------------------------------------------------------------------------
+# ResponseStore on disk
+
+
+def test_put_then_get_from_new_instance(tmp_path: Path) -> None:
+    r = response()
+    store = ResponseStore(tmp_path)
+    store.put(r)
+    assert store.get(r.key) is r  # memory first
+    store.close()
+
+    again = ResponseStore(tmp_path)
+    got = again.get(r.key)
+    assert got == r
+    assert got is not r
+    assert got.source == "store"
+    assert got.key == r.key
+    assert again.used == {r.key: got}
+    assert again.get(call("unknown").key) is None
+    again.close()
+
+
+def test_refresh_does_not_serve_but_overwrites(tmp_path: Path) -> None:
+    old = response(text="old")
+    store = ResponseStore(tmp_path)
+    store.put(old)
+    store.close()
+
+    refresh = ResponseStore(tmp_path, mode="refresh")
+    assert refresh.get(old.key) is None
+    new = response(text="new")
+    refresh.put(new)
+    assert refresh.get(old.key) is new  # this session's own answer is served
+    refresh.close()
+
+    use = ResponseStore(tmp_path)
+    got = use.get(old.key)
+    assert got is not None and got.text == "new"
+    use.close()
+
+
+def test_off_creates_no_files(tmp_path: Path) -> None:
+    directory = tmp_path / "store"
+    store = ResponseStore(directory, mode="off", snapshots=[tmp_path / "absent.jsonl"])
+    r = response()
+    store.put(r)
+    assert store.get(r.key) is r
+    assert store.get(call("other").key) is None
+    store.close()
+    assert not directory.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_mode_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sometimes"):
+        ResponseStore(tmp_path, mode="sometimes")
+
+
+def test_put_refuses_non_responses(tmp_path: Path) -> None:
+    store = ResponseStore(tmp_path)
+    with pytest.raises(TypeError):
+        store.put({"text": "x"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.put(RuntimeError("a failed call"))  # type: ignore[arg-type]
+    assert store.used == {}
+    store.close()
+
+
+def test_snapshot_layer_beneath_store(tmp_path: Path) -> None:
+    c_both, c_snap = call("both"), call("snapshot only")
+    snap = tmp_path / "snap.jsonl"
+    write_snapshot(snap, [response(c_both, "from snapshot"), response(c_snap, "snapshot answer")])
+
+    disk = ResponseStore(tmp_path / "s")
+    disk.put(response(c_both, "from disk"))
+    disk.close()
+
+    store = ResponseStore(tmp_path / "s", snapshots=[snap])
+    both = store.get(c_both.key)
+    assert both is not None and both.text == "from disk" and both.source == "store"
+    only = store.get(c_snap.key)
+    assert only is not None and only.text == "snapshot answer" and only.source == "snapshot:snap.jsonl"
+    assert set(store.used) == {c_both.key, c_snap.key}
+    store.close()
+
+
+def test_later_snapshot_wins(tmp_path: Path) -> None:
+    c = call()
+    write_snapshot(tmp_path / "a.jsonl", [response(c, "a")])
+    write_snapshot(tmp_path / "b.jsonl", [response(c, "b")])
+    store = ResponseStore(tmp_path / "s", snapshots=[tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    got = store.get(c.key)
+    assert got is not None and got.text == "b"
+    store.close()
+
+
+@pytest.mark.parametrize("mode", ["refresh", "off"])
+def test_snapshots_ignored_outside_use_mode(tmp_path: Path, mode: str) -> None:
+    c = call()
+    snap = tmp_path / "snap.jsonl"
+    write_snapshot(snap, [response(c, "from snapshot")])
+    store = ResponseStore(tmp_path / "s", mode=mode, snapshots=[snap])
+    assert store.get(c.key) is None
+    store.close()
+
+
+def test_refresh_with_run_id_serves_same_run_only(tmp_path: Path) -> None:
+    c1, c2 = call("one"), call("two")
+    writer = ResponseStore(tmp_path, mode="refresh", run_id="run-1")
+    writer.put(response(c1, "fresh"))
+    writer.close()
+    plain = ResponseStore(tmp_path)
+    plain.put(response(c2, "no run"))
+    plain.close()
+
+    same = ResponseStore(tmp_path, mode="refresh", run_id="run-1")
+    got = same.get(c1.key)
+    assert got is not None and got.text == "fresh" and got.source == "store"
+    assert same.get(c2.key) is None  # written without a run id
+    same.close()
+
+    other = ResponseStore(tmp_path, mode="refresh", run_id="run-2")
+    assert other.get(c1.key) is None
+    other.close()
+
+    no_run = ResponseStore(tmp_path, mode="refresh")
+    assert no_run.get(c1.key) is None
+    no_run.close()
+
+    use = ResponseStore(tmp_path)
+    got = use.get(c1.key)
+    assert got is not None and got.text == "fresh"  # the run stamp does not hide it from 'use'
+    use.close()
+
+
+def test_corrupted_store_says_how_to_reset(tmp_path: Path) -> None:
+    store = ResponseStore(tmp_path)
+    store.put(response())
+    store.close()
+    db = tmp_path / "responses" / "cache.db"
+    assert db.is_file()
+    for extra in (tmp_path / "responses").glob("cache.db-*"):
+        extra.unlink()
+    db.write_bytes(b"\x00garbage, not a database\xff" * 200)
+
+    broken = ResponseStore(tmp_path)
+    with pytest.raises(StoreError) as info:
+        broken.get(response().key)
+    msg = str(info.value)
+    assert "rm -rf" in msg
+    assert str(tmp_path) in msg
+    broken.close()
+
+
+def test_malformed_disk_entry_says_how_to_reset(tmp_path: Path) -> None:
+    import diskcache
+
+    r = response()
+    with diskcache.Cache(str(tmp_path / "responses")) as cache:
+        cache.set("response:" + r.key, json.dumps({"key": r.key, "text": "no request fields"}))
+    store = ResponseStore(tmp_path)
+    with pytest.raises(StoreError, match="rm -rf"):
+        store.get(r.key)
+    store.close()
+
+
+def test_disk_entry_under_wrong_key_is_an_error(tmp_path: Path) -> None:
+    import diskcache
+
+    r, other = response(), call("other")
+    with diskcache.Cache(str(tmp_path / "responses")) as cache:
+        cache.set("response:" + other.key, json.dumps(r.to_dict()))
+    store = ResponseStore(tmp_path)
+    with pytest.raises(StoreError, match="wrong key"):
+        store.get(other.key)
+    store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshots
+
+
+def many_responses() -> list[Response]:
+    out = []
+    for prompt in ("b question", "a question", "c question"):
+        for sample in (1, 0):
+            out.append(response(call(prompt, sample=sample), text=f"answer to {prompt} #{sample}"))
+    return out
+
+
+def test_export_round_trip_sorted_and_stable(tmp_path: Path) -> None:
+    responses = many_responses()
+    store = ResponseStore(tmp_path / "s")
+    for i, r in enumerate(responses):
+        store.put(r)
+        store.label(r.key, alias="m", domain="d", question=f"q{5 - i // 2}", unused=None)
+    out1, out2 = tmp_path / "one.jsonl", tmp_path / "sub" / "two.jsonl"
+    assert store.export(out1) == len(responses)
+    # the same responses put in another order export identically
+    store2 = ResponseStore(tmp_path / "s2", mode="off")
+    for r in reversed(responses):
+        store2.put(r)
+    for i, r in enumerate(responses):
+        store2.label(r.key, alias="m", domain="d", question=f"q{5 - i // 2}")
+    assert store2.export(out2) == len(responses)
+    assert out1.read_bytes() == out2.read_bytes()
+    store.close()
+
+    back = read_snapshot(out1)
+    assert set(back) == {r.key for r in responses}
+    for r in responses:
+        assert back[r.key] == r
+        assert back[r.key].source == "snapshot:one.jsonl"
+
+    lines = out1.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    order = [(rec["labels"]["question"], rec["sample"], rec["key"]) for rec in records]
+    assert order == sorted(order)
+    assert all(line == json.dumps(json.loads(line), ensure_ascii=False, sort_keys=True) for line in lines)
+    labels = read_labels(out1)
+    assert all(lab["alias"] == "m" and "unused" not in lab for lab in labels.values())
+    assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_write_snapshot_without_labels_sorted_by_sample_then_key(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses())
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    order = [(rec["sample"], rec["key"]) for rec in records]
+    assert order == sorted(order)
+    assert "labels" not in records[0]
+
+
+def test_snapshot_blank_lines_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses()[:2])
+    path.write_text("\n" + path.read_text(encoding="utf-8") + "\n\n", encoding="utf-8")
+    assert len(read_snapshot(path)) == 2
+
+
+def test_snapshot_tampered_key(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses())
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[2])
+    record["messages"][0]["content"] = "edited by hand"
+    lines[2] = json.dumps(record, sort_keys=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(StoreError) as info:
+        read_snapshot(path)
+    assert f"{path}:3" in str(info.value)
+    assert "key does not match" in str(info.value)
+
+
+def test_snapshot_edited_key_field(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses())
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["key"] = "0" * 64
+    lines[0] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(StoreError, match=rf"{path}:1\b"):
+        read_snapshot(path)
+
+
+def test_snapshot_text_edit_is_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses()[:1])
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["text"] = "a hand-corrected answer"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    (got,) = read_snapshot(path).values()
+    assert got.text == "a hand-corrected answer"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["{not json", '{"key": "x"}', '["a", "list"]', '{"model": "m", "messages": [], "params": {}, "sample": 0, "text": 5}'],
+)
+def test_snapshot_malformed_line(tmp_path: Path, bad: str) -> None:
+    path = tmp_path / "s.jsonl"
+    write_snapshot(path, many_responses()[:2])
+    path.write_text(path.read_text(encoding="utf-8") + bad + "\n", encoding="utf-8")
+    with pytest.raises(StoreError) as info:
+        read_snapshot(path)
+    assert f"{path}:3" in str(info.value)
+
+
+def test_missing_snapshot(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="absent.jsonl"):
+        read_snapshot(tmp_path / "absent.jsonl")
+    store = ResponseStore(tmp_path / "s", snapshots=[tmp_path / "absent.jsonl"])
+    with pytest.raises(StoreError, match="absent.jsonl"):
+        store.get(call().key)
+    store.close()
