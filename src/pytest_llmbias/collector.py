@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmbias.calls import ModelCall
-from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.models.client import ModelClient
 from pytest_llmbias.store.responses import ResponseStore
 
@@ -123,7 +123,7 @@ async def collect(
         async with semaphore:
             try:
                 response = await clients[item.alias].complete(item.call)
-            except ProviderError as exc:
+            except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
                 errors[item.call.key] = str(exc)
                 progress.errors += 1
             else:

@@ -80,6 +80,7 @@ class _Plugin:
         self._session: BiasSession | None = None
         self._closed = False
         self._last_draw = 0.0
+        self._last_line = ""
 
     # -- the core session --------------------------------------------------------------------
 
@@ -162,29 +163,38 @@ class _Plugin:
             self._ensure_collected()
 
     def _ensure_collected(self) -> None:
+        if not self.session.pending:
+            return
         capman = self.config.pluginmanager.getplugin("capturemanager")
         ctx = capman.global_and_fixture_disabled() if capman else _nullcontext()
         with ctx:
+            reporter = self._reporter()
+            if reporter is not None:
+                reporter.ensure_newline()
             report = self.session.ensure_collected()
-            if report is not None:
-                self._write_line(self._describe(report))
+            if report is not None and reporter is not None:
+                prefix = "\r" if self._tty(reporter) else ""
+                reporter.write(prefix + self._describe(report).ljust(len(self._last_line)) + "\n", flush=True)
+                self._last_line = ""
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def _write_line(self, text: str) -> None:
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
-            reporter.ensure_newline()
-            reporter.write_line(text)
+    def _reporter(self) -> Any:
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            return None  # workers' output is not shown; the controller prints the summary
+        return self.config.pluginmanager.getplugin("terminalreporter")
+
+    @staticmethod
+    def _tty(reporter: Any) -> bool:
+        return bool(getattr(reporter, "isatty", sys.stdout.isatty)())
 
     def _progress(self, p: Progress) -> None:
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        reporter = self._reporter()
+        if reporter is None or p.done == p.total:
             return
         now = time.monotonic()
-        final = p.done == p.total
-        tty = reporter.isatty() if callable(getattr(reporter, "isatty", None)) else sys.stdout.isatty()
-        if not final and now - self._last_draw < (0.2 if tty else 10.0):
+        tty = self._tty(reporter)
+        if now - self._last_draw < (0.2 if tty else 10.0):
             return
         self._last_draw = now
         line = (
@@ -192,9 +202,8 @@ class _Plugin:
             f"{p.errors} errors{f', {p.missing} missing' if p.missing else ''}) {p.calls_per_s:.1f} calls/s"
         )
         if tty:
-            reporter.write("\r" + line.ljust(100), flush=True)
-            if final:
-                reporter.write("\n")
+            reporter.write("\r" + line.ljust(len(self._last_line)), flush=True)
+            self._last_line = line
         else:
             reporter.write_line(line)
 
@@ -208,6 +217,7 @@ class _Plugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self._session is None or not self._session.reports:
             return
+        terminalreporter.ensure_newline()
         terminalreporter.section("llmbias", sep="-")
         for report in self._session.reports:
             terminalreporter.write_line(self._describe(report))

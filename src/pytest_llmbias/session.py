@@ -87,11 +87,16 @@ class BiasSession:
         self._collected = False
         return calls
 
+    @property
+    def pending(self) -> bool:
+        """Whether planned calls are waiting for :meth:`ensure_collected`."""
+        return bool(self.planned) and not self._collected
+
     def ensure_collected(self) -> CollectionReport | None:
         """Run the planned batch once (later calls return at once). Under pytest-xdist the workers
         take turns on a lock in the store folder, so whichever runs first makes the calls and the
         others read them from the store."""
-        if self._collected or not self.planned:
+        if not self.pending:
             return None
         report = self.collect(self.planned)
         self._collected = True

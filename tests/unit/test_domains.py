@@ -404,11 +404,6 @@ def test_builtin_select_every_category() -> None:
 # Ids are stripped before use, so uniqueness must be checked on the stripped form
 
 
-@pytest.mark.xfail(
-    reason="BUG: loader.py checks duplicate question ids before strip(), so 'q-1' and 'q-1 ' both pass "
-    "and the domain holds two questions with id 'q-1'",
-    strict=True,
-)
 def test_duplicate_question_id_after_strip(tmp_path: Path) -> None:
     body = """
     categories:
@@ -421,11 +416,6 @@ def test_duplicate_question_id_after_strip(tmp_path: Path) -> None:
         load_domain(write_domain(tmp_path, "ws", body))
 
 
-@pytest.mark.xfail(
-    reason="BUG: loader.py checks duplicate concepts before strip(), so 'France' and ' France' both pass "
-    "and expand() yields two prompts with id 't:France'",
-    strict=True,
-)
 def test_duplicate_concept_after_strip(tmp_path: Path) -> None:
     body = """
     counterfactual:

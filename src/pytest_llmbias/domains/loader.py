@@ -170,13 +170,14 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             qid, text = q.get("id"), q.get("text")
             if not isinstance(qid, str) or not qid.strip():
                 raise fail(qkey, "a question needs a non-empty string 'id'")
+            qid = qid.strip()
             if not isinstance(text, str) or not text.strip():
                 raise fail(qkey, f"question {qid!r} needs a non-empty 'text'")
             if qid in seen_questions:
                 raise fail(f"{qkey}.id", f"duplicate question id {qid!r} (also in category {seen_questions[qid]!r})")
             seen_questions[qid] = cid
             reference = q.get("reference")
-            questions.append(Question(id=qid.strip(), text=text.strip(), category=cid, reference=reference))
+            questions.append(Question(id=qid, text=text.strip(), category=cid, reference=reference))
         name = cat.get("name") or cid
         categories.append(Category(id=cid, name=str(name), questions=tuple(questions)))
     return tuple(categories)
@@ -204,6 +205,7 @@ def _parse_counterfactual(raw: Any, where: Any, fail: Any) -> Counterfactual | N
         for concept in concepts:
             if not isinstance(concept, str) or not concept.strip():
                 raise fail(f"{key}.groups.{group}", f"group {group!r} holds a non-string or empty concept")
+            concept = concept.strip()
             if concept in seen_concepts:
                 raise fail(f"{key}.groups.{group}", f"duplicate concept {concept!r}")
             seen_concepts.add(concept)

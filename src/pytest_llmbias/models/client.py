@@ -114,6 +114,7 @@ class ModelClient:
         self.attempts = 0
 
     async def complete(self, call: ModelCall) -> Response:
+        self.spec.api_key()  # a missing key is a configuration error: fail now, not after retries
         attempt = 0
         while True:
             await self.limiter.acquire()
