@@ -51,12 +51,11 @@ class ResponseStore:
     def get(self, key: str) -> Response | None:
         """The response for ``key`` if this store may serve it, else None."""
         response = self._memory.get(key)
-        if response is None and self.mode == "use":
-            response = self._read_disk(key)
-            if response is None:
-                response = self._snapshot_layer().get(key)
-        elif response is None and self.mode == "refresh" and self.run_id:
-            response = self._read_disk(key, run_id=self.run_id)
+        if response is None:
+            if self.mode == "use":
+                response = self._read_disk(key) or self._snapshot_layer().get(key)
+            elif self.mode == "refresh" and self.run_id:
+                response = self._read_disk(key, run_id=self.run_id)
             if response is not None:
                 self._memory[key] = response
         if response is not None:
