@@ -22,7 +22,13 @@ from pytest_llmbias.markers import ResponsesSpec
 from pytest_llmbias.models.client import ModelClient
 from pytest_llmbias.models.ratelimit import RateLimiter
 from pytest_llmbias.models.retry import RetryPolicy
-from pytest_llmbias.responses import ResponseSet, check_domain_selection, describe_missing, plan_responses
+from pytest_llmbias.responses import (
+    ResponseSet,
+    check_domain_selection,
+    describe_missing,
+    plan_responses,
+    select_models,
+)
 from pytest_llmbias.settings import ModelSpec, Settings
 from pytest_llmbias.store.responses import ResponseStore
 
@@ -104,8 +110,7 @@ class BiasSession:
 
     def collect(self, planned: Sequence[PlannedCall]) -> CollectionReport:
         """Make sure every call in ``planned`` has a response (or a recorded error)."""
-        by_alias = {p.alias: p for p in planned}
-        clients = {alias: self.client(self.settings.model(alias)) for alias in by_alias}
+        clients = {alias: self.client(self.settings.model(alias)) for alias in {p.alias for p in planned}}
         s = self.settings
         with self._collection_lock():
             report = self._loop.run(
@@ -146,8 +151,6 @@ class BiasSession:
     def response_set(self, spec: ResponsesSpec) -> ResponseSet:
         """The responses ``spec`` asked for. Raises :class:`MissingResponsesError` naming every
         model and question id without a response (offline miss or failed call)."""
-        from pytest_llmbias.responses import select_models
-
         self.ensure_collected()
         domain = self.domain(spec.domain)
         questions = domain.select(spec.categories)
@@ -240,7 +243,7 @@ class BiasSession:
 
 def merge_export_parts(path: Path) -> int:
     """Join the part files xdist workers wrote for ``path`` into ``path``; remove the parts."""
-    from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot, read_labels
+    from pytest_llmbias.store.snapshot import read_labels, read_snapshot, write_snapshot
 
     parts = sorted(Path(path).parent.glob(f"{Path(path).name}.*.part"))
     if not parts:
