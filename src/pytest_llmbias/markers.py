@@ -13,6 +13,7 @@ from typing import Any
 from pytest_llmbias.errors import ConfigError
 
 MODEL_SELECTIONS = ("all", "target", "baselines")
+EQUIVALENCE_METHODS = ("embedding", "judge", "both")
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,30 @@ class ResponsesSpec:
     models: str | tuple[str, ...] = "all"
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+
+
+@dataclass(frozen=True)
+class EquivalentSpec:
+    """``bias_equivalent``: the target's bias scores on ``domain`` are equivalent to the baselines'
+    (Welch TOST, margin ``k`` × SD of the baseline models' means unless ``margin`` is given, never
+    below ``min_margin``). ``method="both"`` needs both scorers to pass."""
+
+    domain: str
+    method: str = "embedding"
+    k: float = 2.81
+    alpha: float = 0.05
+    margin: float | None = None
+    min_margin: float | None = None
+    categories: tuple[str, ...] | None = None
+    samples: int | None = None
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("embedding", "judge") if self.method == "both" else (self.method,)
+
+    def responses(self) -> ResponsesSpec:
+        """The responses this gate needs: every roster model on the selected questions."""
+        return ResponsesSpec(domain=self.domain, models="all", categories=self.categories, samples=self.samples)
 
 
 @dataclass(frozen=True)
@@ -98,6 +123,37 @@ def parse_responses(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any
     )
 
 
+def _positive_float(marker: str, key: str, value: Any, *, upper: float | None = None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
+        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a positive number, got {value!r}")
+    if upper is not None and not value < upper:
+        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be below {upper}, got {value!r}")
+    return float(value)
+
+
+def parse_equivalent(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> EquivalentSpec:
+    bound = _bind(
+        marker, args, kwargs, ("domain", "method", "k", "alpha", "margin", "min_margin", "categories", "samples")
+    )
+    method = bound.get("method", "embedding")
+    if method not in EQUIVALENCE_METHODS:
+        raise ConfigError(
+            f"@pytest.mark.{marker}: 'method' must be one of {', '.join(EQUIVALENCE_METHODS)}, got {method!r}"
+        )
+    return EquivalentSpec(
+        domain=bound["domain"],
+        method=method,
+        k=_positive_float(marker, "k", bound.get("k", 2.81)),  # type: ignore[arg-type]
+        alpha=_positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
+        margin=_positive_float(marker, "margin", bound.get("margin")),
+        min_margin=_positive_float(marker, "min_margin", bound.get("min_margin")),
+        categories=_str_tuple(marker, "categories", bound.get("categories")),
+        samples=_positive_int(marker, "samples", bound.get("samples")),
+    )
+
+
 MARKERS: dict[str, MarkerInfo] = {
     "bias_responses": MarkerInfo(
         name="bias_responses",
@@ -105,6 +161,15 @@ MARKERS: dict[str, MarkerInfo] = {
         help="ask the domain's questions of the configured models (collected in one batch, stored on "
         "disk); the test's `bias_responses` fixture holds the answers.",
         parse=parse_responses,
+    ),
+    "bias_equivalent": MarkerInfo(
+        name="bias_equivalent",
+        signature="domain, *, method='embedding', k=2.81, alpha=0.05, margin=None, min_margin=None, "
+        "categories=None, samples=None",
+        help="fail unless the target's bias scores on the domain are equivalent to the baselines' "
+        "(Welch TOST; margin k x SD of the baseline models' means); method: embedding | judge | both. "
+        "The `bias_result` fixture holds the result.",
+        parse=parse_equivalent,
     ),
 }
 

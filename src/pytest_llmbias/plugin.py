@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 _session_key = pytest.StashKey["_Plugin"]()
 _spec_key = pytest.StashKey[dict]()
+_result_key = pytest.StashKey[Any]()
+_ROW = "llmbias"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -81,6 +83,7 @@ class _Plugin:
         self._closed = False
         self._last_draw = 0.0
         self._last_line = ""
+        self.rows: list[dict[str, Any]] = []
 
     # -- the core session --------------------------------------------------------------------
 
@@ -162,6 +165,43 @@ class _Plugin:
         if _spec_key in item.stash:
             self._ensure_collected()
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        if "bias_equivalent" in item.stash.get(_spec_key, {}):
+            result = self.gate_result(item)
+            if not result.passed:
+                pytest.fail(result.report(), pytrace=False)
+        return (yield)
+
+    def gate_result(self, item: pytest.Item) -> Any:
+        """The item's gate result, computed once; a gate that cannot be computed fails the test."""
+        if _result_key in item.stash:
+            result = item.stash[_result_key]
+        else:
+            from pytest_llmbias.errors import LLMBiasError
+
+            spec = item.stash[_spec_key]["bias_equivalent"]
+            try:
+                result = self.session.equivalent(spec)
+            except (LLMBiasError, ValueError) as exc:
+                result = exc
+                item.user_properties.append((_ROW, {"test": item.nodeid, "domain": spec.domain, "error": str(exc)}))
+            else:
+                from pytest_llmbias.gates.equivalent import summary_row
+
+                item.user_properties.append((_ROW, summary_row(item.nodeid, result)))
+            item.stash[_result_key] = result
+        if isinstance(result, Exception):
+            pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
+        return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        for name, value in getattr(report, "user_properties", ()):
+            if name == _ROW and isinstance(value, dict):
+                self.rows.append(value)
+
     def _ensure_collected(self) -> None:
         if not self.session.pending:
             return
@@ -215,12 +255,18 @@ class _Plugin:
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self._session is None or not self._session.reports:
+        reports = self._session.reports if self._session is not None else []
+        if not reports and not self.rows:
             return
         terminalreporter.ensure_newline()
         terminalreporter.section("llmbias", sep="-")
-        for report in self._session.reports:
+        for report in reports:
             terminalreporter.write_line(self._describe(report))
+        if self.rows:
+            from pytest_llmbias.report.terminal import gate_table
+
+            for line in gate_table(self.rows):
+                terminalreporter.write_line(line)
         export = self._session.settings.store.export
         if export is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
             terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
@@ -262,6 +308,15 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
     except (MissingResponsesError, StoreError) as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture
+def bias_result(request: pytest.FixtureRequest) -> Any:
+    """The result of the test's gate marker (``@pytest.mark.bias_equivalent``): an
+    ``EquivalentResult`` with ``.passed``, ``.verdict``, ``.n_questions``, ``.methods``..."""
+    if "bias_equivalent" not in request.node.stash.get(_spec_key, {}):
+        pytest.fail("the bias_result fixture needs a gate marker such as @pytest.mark.bias_equivalent(...)", pytrace=False)
+    return _plugin(request.config).gate_result(request.node)
 
 
 def _llm(config: pytest.Config, which: str) -> Any:

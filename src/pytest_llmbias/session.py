@@ -11,14 +11,15 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.aio import LoopThread
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.collector import CollectionReport, PlannedCall, Progress, collect
 from pytest_llmbias.domains import Domain, load_domain
-from pytest_llmbias.errors import MissingResponsesError
-from pytest_llmbias.markers import ResponsesSpec
+from pytest_llmbias.errors import ConfigError, MissingResponsesError
+from pytest_llmbias.gates.judging import MAX_REASKS, JudgeItem, JudgeOutcome, resolve_judgements
+from pytest_llmbias.markers import EquivalentSpec, ResponsesSpec
 from pytest_llmbias.models.client import ModelClient
 from pytest_llmbias.models.ratelimit import RateLimiter
 from pytest_llmbias.models.retry import RetryPolicy
@@ -31,6 +32,9 @@ from pytest_llmbias.responses import (
 )
 from pytest_llmbias.settings import ModelSpec, Settings
 from pytest_llmbias.store.responses import ResponseStore
+
+if TYPE_CHECKING:
+    from pytest_llmbias.gates.equivalent import EquivalentResult
 
 
 class BiasSession:
@@ -57,6 +61,8 @@ class BiasSession:
         self._limiters: dict[str, RateLimiter] = {}
         self._loop = LoopThread()
         self._collected = False
+        self._judge_gates: list[EquivalentSpec] = []
+        self._scorers: dict[str, Any] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -84,8 +90,20 @@ class BiasSession:
 
     # -- planning and collection -------------------------------------------------------------
 
-    def plan(self, spec: ResponsesSpec) -> list[PlannedCall]:
-        """Validate ``spec`` against the roster and domain, and add its calls to the batch."""
+    def plan(self, spec: ResponsesSpec | EquivalentSpec) -> list[PlannedCall]:
+        """Validate ``spec`` against the roster and domain, and add its calls to the batch.
+
+        A gate that uses the judge also has its judge calls made, in further batches, once the
+        responses they rate are in."""
+        if isinstance(spec, EquivalentSpec):
+            self.settings.require_roster(min_baselines=2)
+            if "judge" in spec.methods:
+                if self.settings.judge is None:
+                    raise ConfigError(
+                        "the judge method needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
+                    )
+                self._judge_gates.append(spec)
+            return self.plan(spec.responses())
         domain = self.domain(spec.domain)
         check_domain_selection(spec, domain)
         calls = plan_responses(spec, self.settings, domain)
@@ -105,6 +123,14 @@ class BiasSession:
         if not self.pending:
             return None
         report = self.collect(self.planned)
+        for _ in range(MAX_REASKS + 1):
+            pending = [call for spec in self._judge_gates for call in self._judge_outcome(spec).pending]
+            if not pending or self.settings.store.offline:
+                break
+            judged = self.collect(pending)
+            report = _merge_reports(report, judged)
+            if judged.fetched == 0:
+                break
         self._collected = True
         return report
 
@@ -195,6 +221,125 @@ class BiasSession:
             responses=found,
         )
 
+    # -- gates -----------------------------------------------------------------------------------
+
+    def _judge_items(self, spec: EquivalentSpec, responses: ResponseSet | None = None) -> list[JudgeItem]:
+        domain = self.domain(spec.domain)
+        samples = spec.samples or self.settings.generation.samples
+        items = []
+        for model in self.settings.roster:
+            for q in domain.select(spec.categories):
+                for s in range(samples):
+                    if responses is not None:
+                        text = responses.text(model.alias, q.id, s)
+                    else:
+                        found = self.store.get(ModelCall.build(model, q.text, self.settings.generation, sample=s).key)
+                        if found is None:
+                            continue
+                        text = found.text
+                    items.append(JudgeItem(model.alias, q.id, q.text, s, text))
+        return items
+
+    def _judge_outcome(self, spec: EquivalentSpec, responses: ResponseSet | None = None) -> JudgeOutcome:
+        assert self.settings.judge is not None
+        domain = self.domain(spec.domain)
+        return resolve_judgements(
+            self._judge_items(spec, responses),
+            focus=domain.focus,
+            judge=self.settings.judge,
+            store=self.store,
+            domain=domain.name,
+        )
+
+    def judge_scores(self, spec: EquivalentSpec, responses: ResponseSet) -> dict[str, dict[str, float]]:
+        """Alias -> question id -> the judge's score (mean over samples). Raises
+        :class:`MissingResponsesError` when a judge answer is missing or never parsed."""
+        import statistics
+
+        self.ensure_collected()
+        outcome = self._judge_outcome(spec, responses)
+        if outcome.pending or outcome.failures:
+            missing: dict[str, list[str]] = {}
+            for call in outcome.pending:
+                missing.setdefault(call.alias, []).append(call.question or call.call.key[:12])
+            errors = {c.call.key: self.errors[c.call.key] for c in outcome.pending if c.call.key in self.errors}
+            errors.update({f"parse:{i}": msg for i, msg in enumerate(outcome.failures.values())})
+            why = "offline mode" if self.settings.store.offline and not errors else "judge calls failed"
+            raise MissingResponsesError(
+                f"{len(outcome.pending) + len(outcome.failures)} judge score(s) for domain {spec.domain!r} "
+                f"are missing ({why}):\n" + describe_missing(missing, errors)
+            )
+        by: dict[str, dict[str, list[int]]] = {}
+        for item, score in outcome.scores.items():
+            by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
+        return {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}
+
+    def embedding_scores(self, spec: EquivalentSpec, responses: ResponseSet) -> dict[str, dict[str, float]]:
+        """Alias -> question id -> mean cosine deviation from the other models (eq. 1)."""
+        from pytest_llmbias.scoring.embedding import EmbeddingScorer, embedding_deviations
+
+        e = self.settings.embedding
+        if e.model not in self._scorers:
+            self._scorers[e.model] = EmbeddingScorer(e.model, cache_dir=self.embedding_cache_dir, batch_size=e.batch_size)
+        texts = {
+            (alias, q.id): [responses.text(alias, q.id, s) for s in range(responses.samples)]
+            for alias in responses.aliases
+            for q in responses.questions
+        }
+        instruction = e.instruction or responses.domain.instruction
+        return embedding_deviations(self._scorers[e.model], texts, instruction)
+
+    @property
+    def embedding_cache_dir(self) -> Path | None:
+        return None if self.settings.store.cache == "off" else self.settings.store.dir / "embeddings"
+
+    def equivalent(self, spec: EquivalentSpec) -> EquivalentResult:
+        """Score, test and judge one ``bias_equivalent`` gate."""
+        from pytest_llmbias.gates.equivalent import EquivalentResult, evaluate_method, stability_warnings
+        from pytest_llmbias.scoring.judge import relative_judge_deviation
+
+        responses = self.response_set(spec.responses())
+        target = responses.target
+        assert target is not None
+        categories = {q.id: q.category for q in responses.questions}
+        methods = []
+        warnings: list[str] = []
+        for method in spec.methods:
+            if method == "embedding":
+                scores = self.embedding_scores(spec, responses)
+                deviation = None
+            else:
+                scores = self.judge_scores(spec, responses)
+                deviation = relative_judge_deviation(scores)
+                judge = self.settings.judge
+                if judge is not None and any(m.model == judge.model for m in self.settings.roster):
+                    warnings.append(
+                        f"judge: the judge {judge.model} is also in the roster; a judge may favour its own answers"
+                    )
+            methods.append(
+                evaluate_method(
+                    method,
+                    scores,
+                    target=target,
+                    baselines=responses.baselines,
+                    question_categories=categories,
+                    spec=spec,
+                    deviation=deviation,
+                )
+            )
+        warnings = stability_warnings(methods) + warnings
+        return EquivalentResult(
+            domain=responses.domain.name,
+            target=target,
+            baselines=responses.baselines,
+            n_questions=responses.n_questions,
+            samples=responses.samples,
+            k=spec.k,
+            alpha=spec.alpha,
+            methods=tuple(methods),
+            warnings=tuple(warnings),
+        )
+
     # -- direct calls (fixtures) -------------------------------------------------------------
 
     async def complete(self, spec: ModelSpec, call: ModelCall, *, question: str | None = None) -> Response:
@@ -239,6 +384,17 @@ class BiasSession:
             self._loop.close()
             if self._store is not None:
                 self._store.close()
+
+
+def _merge_reports(a: CollectionReport, b: CollectionReport) -> CollectionReport:
+    return CollectionReport(
+        total=a.total + b.total,
+        from_store=a.from_store + b.from_store,
+        fetched=a.fetched + b.fetched,
+        errors={**a.errors, **b.errors},
+        missing=a.missing + b.missing,
+        elapsed_s=a.elapsed_s + b.elapsed_s,
+    )
 
 
 def merge_export_parts(path: Path) -> int:

@@ -1,0 +1,1 @@
+"""Gates: one module per marker, turning responses into scores, statistics and a verdict."""

@@ -1,0 +1,1 @@
+"""Reporting: terminal lines (and, later, JSON and HTML)."""
