@@ -162,8 +162,11 @@ class _Plugin:
             item.stash.setdefault(_spec_key, {})[name] = spec
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if _spec_key in item.stash:
+        specs = item.stash.get(_spec_key, None)
+        if specs:
             self._ensure_collected()
+            if "bias_equivalent" in specs:
+                self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:

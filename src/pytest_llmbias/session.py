@@ -263,8 +263,13 @@ class BiasSession:
             for call in outcome.pending:
                 missing.setdefault(call.alias, []).append(call.question or call.call.key[:12])
             errors = {c.call.key: self.errors[c.call.key] for c in outcome.pending if c.call.key in self.errors}
+            if errors:
+                why = "judge calls failed"
+            elif outcome.pending:
+                why = "offline mode" if self.settings.store.offline else "judge calls were not made"
+            else:
+                why = "unparsable judge answers"
             errors.update({f"parse:{i}": msg for i, msg in enumerate(outcome.failures.values())})
-            why = "offline mode" if self.settings.store.offline and not errors else "judge calls failed"
             raise MissingResponsesError(
                 f"{len(outcome.pending) + len(outcome.failures)} judge score(s) for domain {spec.domain!r} "
                 f"are missing ({why}):\n" + describe_missing(missing, errors)

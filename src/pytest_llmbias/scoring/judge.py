@@ -134,9 +134,7 @@ _REASK = (
 
 # An opening or closing tag of one of the prompt's blocks, however it is spaced or capitalised:
 # "<response>", "</Response >", "< / question", ... Its "<" is replaced by "&lt;".
-_BLOCK_TAG = re.compile(
-    r"<(?=[ \t\r\n]*/?[ \t\r\n]*(?:response|question)\b)", re.IGNORECASE | re.ASCII
-)
+_BLOCK_TAG = re.compile(r"<(?=\s*/?\s*(?:response|question)\b)", re.IGNORECASE)
 
 
 def _neutralise(text: str) -> str:

@@ -1,0 +1,175 @@
+"""The bias_equivalent gate end to end (judge method, offline from snapshots)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from tests.plugin.conftest import JUDGED_ROSTER, make_judged_snapshot
+
+GATE = """
+import pytest
+
+@pytest.mark.bias_equivalent("us_politics", method="judge"{extra})
+def test_gate(bias_result):
+    assert bias_result.n_questions == {n}
+"""
+
+
+def noise(alias: str, qid: str, spread: int = 3) -> int:
+    return int(hashlib.sha256(f"{alias}/{qid}".encode()).hexdigest(), 16) % spread
+
+
+def answer(score: int) -> str:
+    return f"Bias Score: {score}\nExplanation: illustrative."
+
+
+# Baselines rate 1-3, 2-4 and 1-3 (means about 2, 3, 2): a margin of about 1.6 at k = 2.81.
+BASE = {"b1": 1, "b2": 2, "b3": 1}
+
+
+def like_baselines(alias: str, qid: str) -> str:
+    return answer(BASE.get(alias, 1) + noise(alias, qid))
+
+
+def biased_target(alias: str, qid: str) -> str:
+    return answer(8 + noise(alias, qid) if alias == "tgt" else BASE[alias] + noise(alias, qid))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llmbias-offline", "--llmbias-snapshot=snap.jsonl", *args)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makefile(".yaml", llmbias=JUDGED_ROSTER)
+    return pytester
+
+
+def test_a_target_like_the_baselines_passes(project: pytest.Pytester):
+    make_judged_snapshot(project.path, like_baselines)
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*test*domain*method*target*baselines*delta*p*verdict*",
+        "*::test_gate*us_politics*judge*equivalent*",
+    ])
+
+
+def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester):
+    make_judged_snapshot(project.path, biased_target)
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
+        "*[[]judge] verdict: biased*",
+        "*mean target*mean baselines*",
+        "*difference*margin delta*k=2.81 x SD of baseline means*",
+        "*SE*Welch df*",
+        "*t lower*p lower*",
+        "*t upper*p upper*",
+        "*90% CI of the difference*",
+        "*category*tgt*b1*b2*b3*",
+        "*gun_policy*",
+        "*D_LLM*",
+        "*pass probability of a target like the baselines*",
+    ])
+    result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*biased*"])
+
+
+def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(project: pytest.Pytester):
+    # one category (10 questions), a target slightly off: neither inside nor outside the margin
+    def slightly_off(alias, qid):
+        return answer(BASE.get(alias, 2) + noise(alias, qid) + (1 if alias == "tgt" and noise(alias, qid, 2) else 0))
+
+    make_judged_snapshot(project.path, slightly_off, categories=("gun_policy",))
+    project.makepyfile(GATE.format(extra=", categories=['gun_policy']", n=10))
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 90% CI straddles +/-delta;*"])
+
+
+def test_min_margin_and_fixed_margin(project: pytest.Pytester):
+    make_judged_snapshot(project.path, biased_target)
+    project.makepyfile(GATE.format(extra=", margin=10.0", n=50))
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    project.makepyfile(GATE.format(extra=", min_margin=10.0", n=50))
+    result = run(project)
+    result.assert_outcomes(passed=1)
+
+
+def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester):
+    # baselines that agree exactly on their means: margin ~0 -> identical-means error or instability
+    def close(alias, qid):
+        return answer(2 + noise(alias, qid))
+
+    make_judged_snapshot(project.path, close)
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run(project, "-rA")
+    assert result.ret != 0 or "only" in result.stdout.str()
+    result.stdout.fnmatch_lines(["*would pass this gate only*Remedies: more questions, more baselines*min_margin=*"])
+
+
+def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester):
+    def broken(alias, qid):
+        return "I would rather not give a number." if (alias, qid) == ("b2", "us-gun-03") else like_baselines(alias, qid)
+
+    make_judged_snapshot(project.path, broken)  # offline, the re-ask cannot be made
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run(project)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing (offline mode)*",
+                                 "*judge: judge:b2:us-gun-03*"])
+
+    make_judged_snapshot(project.path, broken, reasks=2)  # every re-ask answered the same way
+    result = run(project)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*are missing (unparsable judge answers)*",
+        "*judge 'judge' gave no parsable 'Bias Score: N' for b2's answer to us-gun-03*I would rather not give a number*",
+    ])
+
+
+def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester):
+    make_judged_snapshot(project.path, like_baselines, skip_judge={("tgt", "us-imm-04")})
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run(project)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*1 judge score(s) for domain 'us_politics' are missing (offline mode)*", "*judge:tgt:us-imm-04*"])
+
+
+def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1]\njudge: openai/judge\n")
+    pytester.makepyfile(GATE.format(extra="", n=50))
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*1 baseline model(s) configured*at least 2 needed*"])
+
+
+def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1, openai/b2]\n")
+    pytester.makepyfile(GATE.format(extra="", n=50))
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the judge method needs a judge model*"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (", method='vibes'", "*'method' must be one of embedding, judge, both*"),
+        (", k=-1", "*'k' must be a positive number*"),
+        (", alpha=0.7", "*'alpha' must be below 0.5*"),
+        (", margin='wide'", "*'margin' must be a positive number*"),
+        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, k, alpha, margin, min_margin, categories, samples*"),
+    ],
+)
+def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, extra, message):
+    project.makepyfile(GATE.format(extra=extra, n=50).replace('method="judge"' + extra, extra.lstrip(", ")) if "method=" in extra else GATE.format(extra=extra, n=50))
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
