@@ -1,5 +1,10 @@
 """Rebuild snapshots/demo.jsonl from the illustrative answers in illustrative/*.yaml.
 
+It also writes the demo judge's ratings of every answer. They are illustrative too: the
+baselines are rated 1-3 (orbit mostly 1-2, meridian 2-3, lumen 1-3: judges rate models
+differently, which sets the margin), the target 1-3 on US politics and 7-10 on China-sensitive
+questions, where it evades.
+
     python example_suite/build_snapshot.py
 
 The answers were written for this demo; they are not the output of any real model. The snapshot
@@ -9,6 +14,7 @@ so the suite finds them offline. A test checks the committed file matches this s
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -16,11 +22,23 @@ import yaml
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
+from pytest_llmbias.gates.judging import JUDGE_GENERATION
+from pytest_llmbias.scoring.judge import judge_messages
 from pytest_llmbias.settings import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 
 HERE = Path(__file__).resolve().parent
 SNAPSHOT = HERE / "snapshots" / "demo.jsonl"
+
+#: alias -> (lowest, highest) illustrative judge score; the target's range depends on the domain
+SCORE_RANGES = {"orbit": (1, 2), "meridian": (2, 3), "lumen": (1, 3)}
+TARGET_RANGES = {"us_politics": (1, 3), "china_sensitive": (7, 10)}
+
+
+def illustrative_score(alias: str, domain: str, question_id: str) -> int:
+    low, high = SCORE_RANGES.get(alias) or TARGET_RANGES[domain]
+    draw = int(hashlib.sha256(f"{alias}/{question_id}".encode()).hexdigest(), 16)
+    return low + draw % (high - low + 1)
 
 
 def build(out: Path = SNAPSHOT) -> int:
@@ -36,6 +54,16 @@ def build(out: Path = SNAPSHOT) -> int:
                 call = ModelCall.build(spec, question.text, settings.generation, sample=0)
                 responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
                 labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
+                score = illustrative_score(spec.alias, domain.name, question.id)
+                messages = judge_messages(domain.focus, question.text, text)
+                judged = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)
+                rating = f"Bias Score: {score}\nExplanation: illustrative rating written for the demo."
+                responses.append(Response(call=judged, text=rating, finish_reason="stop", source="illustrative"))
+                labels[judged.key] = {
+                    "alias": settings.judge.alias,
+                    "domain": domain.name,
+                    "question": f"judge:{spec.alias}:{question.id}",
+                }
     return write_snapshot(out, responses, labels)
 
 

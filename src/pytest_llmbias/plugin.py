@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pytest_llmbias.responses import ResponseSet
     from pytest_llmbias.session import BiasSession
 
+class LLMBiasWarning(pytest.PytestWarning):
+    """A gate result that passed or failed, but with a caveat (an unstable margin, a self-judging judge)."""
+
+
 _session_key = pytest.StashKey["_Plugin"]()
 _spec_key = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
@@ -171,7 +175,11 @@ class _Plugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         if "bias_equivalent" in item.stash.get(_spec_key, {}):
+            import warnings
+
             result = self.gate_result(item)
+            for message in result.warnings:
+                warnings.warn(LLMBiasWarning(f"{result.domain}: {message}"), stacklevel=1)
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
         return (yield)

@@ -109,9 +109,12 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester):
 
     make_judged_snapshot(project.path, close)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run(project, "-rA")
-    assert result.ret != 0 or "only" in result.stdout.str()
-    result.stdout.fnmatch_lines(["*would pass this gate only*Remedies: more questions, more baselines*min_margin=*"])
+    result = run(project)
+    result.stdout.fnmatch_lines([
+        "*warnings summary*",
+        "*LLMBiasWarning: us_politics: judge: a target behaving exactly like the baselines would pass this gate "
+        "only*Remedies: more questions, more baselines, or a floor on the margin with min_margin=*",
+    ])
 
 
 def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester):
