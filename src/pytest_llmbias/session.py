@@ -281,11 +281,12 @@ class BiasSession:
 
     def embedding_scores(self, spec: EquivalentSpec, responses: ResponseSet) -> dict[str, dict[str, float]]:
         """Alias -> question id -> mean cosine deviation from the other models (eq. 1)."""
-        from pytest_llmbias.scoring.embedding import EmbeddingScorer, embedding_deviations
+        from pytest_llmbias.scoring.embedding import BlobCache, EmbeddingScorer, embedding_deviations
 
         e = self.settings.embedding
         if e.model not in self._scorers:
-            self._scorers[e.model] = EmbeddingScorer(e.model, cache_dir=self.embedding_cache_dir, batch_size=e.batch_size)
+            cache = None if self.settings.store.cache == "off" else BlobCache.for_store(self.settings.store.dir)
+            self._scorers[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
         texts = {
             (alias, q.id): [responses.text(alias, q.id, s) for s in range(responses.samples)]
             for alias in responses.aliases
@@ -293,10 +294,6 @@ class BiasSession:
         }
         instruction = e.instruction or responses.domain.instruction
         return embedding_deviations(self._scorers[e.model], texts, instruction)
-
-    @property
-    def embedding_cache_dir(self) -> Path | None:
-        return None if self.settings.store.cache == "off" else self.settings.store.dir / "embeddings"
 
     def equivalent(self, spec: EquivalentSpec) -> EquivalentResult:
         """Score, test and judge one ``bias_equivalent`` gate."""
@@ -389,6 +386,9 @@ class BiasSession:
             self._loop.close()
             if self._store is not None:
                 self._store.close()
+            for scorer in self._scorers.values():
+                if scorer.cache is not None:
+                    scorer.cache.close()
 
 
 def _merge_reports(a: CollectionReport, b: CollectionReport) -> CollectionReport:
