@@ -89,6 +89,16 @@ class _Plugin:
         self._last_line = ""
         self.rows: list[dict[str, Any]] = []
 
+    @property
+    def worker_input(self) -> dict[str, Any]:
+        """pytest-xdist's worker data (empty outside a worker). Read from the config, not the
+        environment: a pytest run started from inside a worker inherits the worker's variables."""
+        return getattr(self.config, "workerinput", None) or {}
+
+    @property
+    def is_worker(self) -> bool:
+        return bool(self.worker_input)
+
     # -- the core session --------------------------------------------------------------------
 
     @property
@@ -104,8 +114,8 @@ class _Plugin:
             self._session = BiasSession(
                 settings,
                 on_progress=self._progress,
-                worker_id=os.environ.get("PYTEST_XDIST_WORKER"),
-                run_id=os.environ.get("PYTEST_XDIST_TESTRUNUID"),
+                worker_id=self.worker_input.get("workerid"),
+                run_id=self.worker_input.get("testrunuid"),
             )
         return self._session
 
@@ -231,7 +241,7 @@ class _Plugin:
     # -- reporting ---------------------------------------------------------------------------
 
     def _reporter(self) -> Any:
-        if os.environ.get("PYTEST_XDIST_WORKER"):
+        if self.is_worker:
             return None  # workers' output is not shown; the controller prints the summary
         return self.config.pluginmanager.getplugin("terminalreporter")
 
@@ -279,7 +289,7 @@ class _Plugin:
             for line in gate_table(self.rows):
                 terminalreporter.write_line(line)
         export = self._session.settings.store.export
-        if export is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+        if export is not None and not self.is_worker:
             terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
 
     @pytest.hookimpl(trylast=True)
@@ -287,7 +297,7 @@ class _Plugin:
         export = self.config.option.llmbias_export
         if self._session is not None:
             self.close()
-        elif export and not os.environ.get("PYTEST_XDIST_WORKER") and self.config.pluginmanager.hasplugin("dsession"):
+        elif export and not self.is_worker and self.config.pluginmanager.hasplugin("dsession"):
             # xdist controller: join the workers' parts.
             from pytest_llmbias.session import merge_export_parts
 
