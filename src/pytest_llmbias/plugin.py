@@ -288,7 +288,9 @@ class _Plugin:
 
             for line in gate_table(self.rows):
                 terminalreporter.write_line(line)
-        export = self._session.settings.store.export
+        export = self._session.settings.store.export if self._session is not None else None
+        if export is None and self.config.option.llmbias_export:
+            export = Path(self.config.invocation_params.dir, self.config.option.llmbias_export)
         if export is not None and not self.is_worker:
             terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
 

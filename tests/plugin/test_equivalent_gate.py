@@ -176,3 +176,18 @@ def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, extra, me
     result = run(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester):
+    make_judged_snapshot(project.path, biased_target)
+    project.makepyfile(
+        test_one=GATE.format(extra="", n=50),
+        test_two=GATE.format(extra=", margin=10.0", n=50),
+    )
+    result = run(project, "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test*domain*method*target*baselines*delta*p*verdict*",
+        "*test_one.py::test_gate*us_politics*judge*biased*",
+        "*test_two.py::test_gate*us_politics*judge*equivalent*",
+    ])
