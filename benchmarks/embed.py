@@ -10,7 +10,8 @@ Over N distinct synthetic sentences of 20-60 words (generated deterministically)
     (hashing, cache look-ups, one encode call, storing every vector), its model loaded and warmed
     beforehand; (a) and (b) alternate over ``--rounds`` rounds (direct first in odd rounds, scorer
     first in even ones); the median of each is reported with the ratio scorer/direct
-    (target >= 0.95);
+    (target >= 0.95), plus the ratio of the best runs and of CPU times, less sensitive to other
+    load on the machine (the scorer's own overhead, hashing and the cache, is ~80 ms per 2,000);
 (c) re-scoring: a new ``EmbeddingScorer`` and a new cache handle on the folder filled in (b),
     ``embed`` on the same N texts (every vector stored, the model never loaded): time and speed-up
     over (b) (target >= 50x). The bundled-weights verification is done once per process and is
@@ -88,13 +89,14 @@ def main() -> None:
     hash_s = time.perf_counter() - start
 
     direct_model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-    warm = texts[: args.batch_size]
+    warm = sorted(texts, key=len)[-2 * args.batch_size :]  # the longest: allocate the largest buffers
     direct_model.encode(warm, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False)
 
     tmp = Path(tempfile.mkdtemp(prefix="llmbias-embed-bench-"))
     # warm the scorer's model outside the timings (its own cache folder, not reused)
     warm_scorer = EmbeddingScorer(BUNDLED_MODEL_NAME, device="cpu", batch_size=args.batch_size)
     warm_scorer.embed(warm)
+    warm_scorer.model.encode(warm, batch_size=args.batch_size, show_progress_bar=False)
 
     def run_direct() -> tuple[float, float, np.ndarray]:
         cpu, start = time.process_time(), time.perf_counter()
@@ -174,6 +176,7 @@ def main() -> None:
         "direct_cpu_s": direct_cpu,
         "scorer_cpu_s": scorer_cpu,
         "ratio_scorer_direct_cpu": statistics.median(direct_cpu) / statistics.median(scorer_cpu),
+        "ratio_scorer_direct_best": min(direct_s) / min(scorer_s),
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "rescore_texts_per_s": len(texts) / rescore,
         "rescore_speedup": scored / rescore,
@@ -190,7 +193,7 @@ def main() -> None:
     ok = "ok" if figures["ratio_scorer_direct"] >= 0.95 else "BELOW"
     print(f"{'(b) EmbeddingScorer.embed, cold cache':<38}{scored:>10.2f}{len(texts) / scored:>12.1f}"
           f"   ratio {figures['ratio_scorer_direct']:.3f} (>= 0.95 {ok}); "
-          f"by CPU time {figures['ratio_scorer_direct_cpu']:.3f}")
+          f"best-of {figures['ratio_scorer_direct_best']:.3f}; by CPU time {figures['ratio_scorer_direct_cpu']:.3f}")
     ok = "ok" if figures["rescore_speedup"] >= 50 else "BELOW"
     print(f"{'(c) re-scoring, warm cache':<38}{rescore:>10.3f}{len(texts) / rescore:>12.0f}"
           f"   speed-up {figures['rescore_speedup']:.0f}x (>= 50x {ok})")
