@@ -191,3 +191,13 @@ def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester)
         "*test_one.py::test_gate*us_politics*judge*biased*",
         "*test_two.py::test_gate*us_politics*judge*equivalent*",
     ])
+
+
+def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", llmbias=JUDGED_ROSTER.replace("judge: {model: openai/judge, alias: judge}",
+                                                             "judge: {model: openai/b3, alias: judge}"))
+    make_judged_snapshot(pytester.path, like_baselines)
+    pytester.makepyfile(GATE.format(extra="", n=50))
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*LLMBiasWarning: us_politics: judge: the judge openai/b3 is also in the roster*"])
