@@ -249,15 +249,9 @@ class BlobCache:
 
     def _open(self) -> Any:
         if self._cache is None:
-            import diskcache
+            from pytest_llmbias.store.disk import open_cache
 
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                self._cache = diskcache.Cache(
-                    str(self.directory), timeout=self._timeout, eviction_policy="none", cull_limit=0
-                )
-            except Exception as exc:  # sqlite3.DatabaseError, OSError, ...
-                raise self._fail("cannot be opened", exc) from exc
+            self._cache = open_cache(self.directory, timeout=self._timeout, label="embedding cache")
         return self._cache
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:

@@ -21,6 +21,20 @@ def reset_hint(directory: Path) -> str:
     )
 
 
+def open_cache(directory: Path, *, timeout: float, label: str = "store") -> Any:
+    """A ``diskcache.Cache`` at ``directory`` (created if missing), eviction off; a folder that
+    cannot be opened is a :class:`StoreError` with the reset hint."""
+    import diskcache
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return diskcache.Cache(str(directory), timeout=timeout, eviction_policy="none", cull_limit=0)
+    except Exception as exc:  # sqlite3.DatabaseError, OSError, ...
+        raise StoreError(
+            f"the {label} at {directory} cannot be opened ({type(exc).__name__}: {exc}). " + reset_hint(directory)
+        ) from exc
+
+
 class DiskCache:
     """JSON values under string keys in a ``diskcache.Cache`` at ``directory``, opened on first use."""
 
@@ -31,18 +45,7 @@ class DiskCache:
 
     def _open(self) -> Any:
         if self._cache is None:
-            import diskcache
-
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                self._cache = diskcache.Cache(
-                    str(self.directory), timeout=self._timeout, eviction_policy="none", cull_limit=0
-                )
-            except Exception as exc:  # sqlite3.DatabaseError, OSError, ...
-                raise StoreError(
-                    f"the store at {self.directory} cannot be opened ({type(exc).__name__}: {exc}). "
-                    + reset_hint(self.directory)
-                ) from exc
+            self._cache = open_cache(self.directory, timeout=self._timeout)
         return self._cache
 
     def get(self, key: str) -> Any | None:
