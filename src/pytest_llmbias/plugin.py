@@ -7,6 +7,7 @@ for one of its fixtures: a project that uses neither pays nothing, writes nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -227,7 +228,7 @@ class _Plugin:
         if not self.session.pending:
             return
         capman = self.config.pluginmanager.getplugin("capturemanager")
-        ctx = capman.global_and_fixture_disabled() if capman else _nullcontext()
+        ctx = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
         with ctx:
             reporter = self._reporter()
             if reporter is not None:
@@ -304,14 +305,6 @@ class _Plugin:
             from pytest_llmbias.session import merge_export_parts
 
             merge_export_parts(Path(self.config.invocation_params.dir, export))
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 # -- fixtures ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Scorers that turn model responses into per-question bias scores.
 
+:mod:`pytest_llmbias.scoring.judge`: the judge rubric, prompt and strict score parsing.
 :mod:`pytest_llmbias.scoring.embedding`: the embedding deviation score of the relative-bias method
 (cosine distance of each model's responses to the other models' responses). Importing this package
 imports neither numpy nor torch nor sentence-transformers.
@@ -7,6 +8,7 @@ imports neither numpy nor torch nor sentence-transformers.
 
 from __future__ import annotations
 
+from pytest_llmbias.scoring import embedding as _embedding
 from pytest_llmbias.scoring.embedding import (
     BUNDLED_MODEL_NAME,
     BlobCache,
@@ -18,13 +20,4 @@ from pytest_llmbias.scoring.embedding import (
     resolve_model,
 )
 
-__all__ = [
-    "BUNDLED_MODEL_NAME",
-    "BlobCache",
-    "EmbeddingScorer",
-    "ScorerError",
-    "bundled_model_path",
-    "deviation_scores",
-    "embedding_deviations",
-    "resolve_model",
-]
+__all__ = list(_embedding.__all__)
