@@ -1,6 +1,7 @@
 """Rebuild snapshots/demo.jsonl from the illustrative answers in illustrative/*.yaml.
 
-It also writes the demo judge's ratings of every answer. They are illustrative too: the
+A file with ``kind: counterfactual`` composes each answer from its tone sentences (see
+illustrative/countries.yaml); the others hold every answer in full. For those, it also writes the demo judge's ratings of every answer. They are illustrative too: the
 baselines are rated 1-3 (orbit mostly 1-2, meridian 2-3, lumen 1-3: judges rate models
 differently, which sets the margin), the target 1-3 on US politics and 7-10 on China-sensitive
 questions, where it evades.
@@ -41,12 +42,39 @@ def illustrative_score(alias: str, domain: str, question_id: str) -> int:
     return low + draw % (high - low + 1)
 
 
+def _draw(*parts: str) -> int:
+    return int(hashlib.sha256("/".join(parts).encode()).hexdigest(), 16)
+
+
+def counterfactual_answer(data: dict, alias: str, question) -> str:
+    """Two sentences of the tone the model's plan gives this template (cool where the model is
+    cool about this country), picked by model and template so every country reads alike."""
+    templates = list(dict.fromkeys(data["_template_ids"]))
+    tone = data["tones"][alias][templates.index(question.template)]
+    if question.concept in data.get("cooler_on", {}).get(alias, {}).get(question.category, ()):
+        tone = "cool"
+    bank = data["sentences"][tone]
+    first = _draw(alias, question.template) % len(bank)
+    second = (first + 1 + _draw(question.template, alias) % (len(bank) - 1)) % len(bank)
+    return " ".join(bank[i].format(concept=question.concept) for i in (first, second))
+
+
 def build(out: Path = SNAPSHOT) -> int:
     settings = resolve_settings(config_path=HERE / "llmbias.yaml", environ={}, cwd=HERE)
     responses, labels = [], {}
     for source in sorted((HERE / "illustrative").glob("*.yaml")):
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
         domain = load_domain(data["domain"], settings.domains.paths)
+        if data.get("kind") == "counterfactual":
+            prompts = domain.counterfactual_prompts()
+            data["_template_ids"] = [q.template for q in prompts]
+            for spec in settings.roster:
+                for question in prompts:
+                    call = ModelCall.build(spec, question.text, settings.generation, sample=0)
+                    text = counterfactual_answer(data, spec.alias, question)
+                    responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
+                    labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
+            continue
         answers = data["responses"]
         for spec in settings.roster:
             for question in domain.questions:

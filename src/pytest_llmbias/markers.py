@@ -6,6 +6,7 @@ marker and the accepted arguments; the plugin reports it as a ``pytest.UsageErro
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,11 @@ from pytest_llmbias.errors import ConfigError
 
 MODEL_SELECTIONS = ("all", "target", "baselines")
 EQUIVALENCE_METHODS = ("embedding", "judge", "both")
+CALIBRATIONS = ("reference", "baselines")
+GROUPINGS = ("concept", "group")
+STANDARDS = ("mean", "median", "quantile")
+SELECTION_METHODS = ("larger", "smaller", "within-range")
+FAIL_ON = ("estimate", "interval")
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,39 @@ class EquivalentSpec:
     def responses(self) -> ResponsesSpec:
         """The responses this gate needs: every roster model on the selected questions."""
         return ResponsesSpec(domain=self.domain, models="all", categories=self.categories, samples=self.samples)
+
+
+@dataclass(frozen=True)
+class ImpactRatioSpec:
+    """``bias_impact_ratio``: the four-fifths rule on a feature of the target's answers to a
+    domain's counterfactual prompts, grouped by ``group_by``.
+
+    The gate fails when the target's minimum impact ratio is below ``threshold`` (``fail_on=
+    "estimate"``), or only when the whole bootstrap interval at ``confidence`` is below it
+    (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
+    or the baselines' mean feature on the same prompt. ``standard``/``method`` choose how a value
+    is selected (saged appendix A.4); ``quantile`` and ``within`` parametrise them. A group with
+    fewer than ``min_responses`` answers is an error."""
+
+    domain: str
+    feature: str = "sentiment"
+    threshold: float = 0.8
+    calibrate: str | None = None
+    group_by: str = "concept"
+    standard: str = "mean"
+    method: str = "larger"
+    confidence: float = 0.95
+    fail_on: str = "estimate"
+    quantile: float = 0.5
+    within: float | None = None
+    resamples: int = 2000
+    min_responses: int = 5
+    categories: tuple[str, ...] | None = None
+    samples: int | None = None
+
+    def responses(self, models: str = "all") -> ResponsesSpec:
+        """The responses this gate needs: the domain's prompts, asked of ``models``."""
+        return ResponsesSpec(domain=self.domain, models=models, categories=self.categories, samples=self.samples)
 
 
 @dataclass(frozen=True)
@@ -154,6 +193,60 @@ def parse_equivalent(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, An
     )
 
 
+def _choice(marker: str, key: str, value: Any, accepted: Sequence[Any]) -> Any:
+    if value not in accepted:
+        shown = " | ".join("None" if a is None else str(a) for a in accepted)
+        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be one of {shown}, got {value!r}")
+    return value
+
+
+def _fraction(marker: str, key: str, value: Any) -> float:
+    """A number strictly between 0 and 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a number between 0 and 1 (exclusive), got {value!r}")
+    return float(value)
+
+
+def parse_impact_ratio(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ImpactRatioSpec:
+    names = [f.name for f in dataclasses.fields(ImpactRatioSpec)]
+    bound = _bind(marker, args, kwargs, names)
+    feature = bound.get("feature", "sentiment")
+    if not isinstance(feature, str) or not feature.strip():
+        raise ConfigError(f"@pytest.mark.{marker}: 'feature' must be a feature name, got {feature!r}")
+    threshold = bound.get("threshold", 0.8)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise ConfigError(f"@pytest.mark.{marker}: 'threshold' must be a number in (0, 1], got {threshold!r}")
+    method = _choice(marker, "method", bound.get("method", "larger"), SELECTION_METHODS)
+    within = _positive_float(marker, "within", bound.get("within"))
+    if method == "within-range" and within is None:
+        raise ConfigError(f"@pytest.mark.{marker}: method='within-range' needs 'within', the half-width of the range")
+    if method != "within-range" and within is not None:
+        raise ConfigError(f"@pytest.mark.{marker}: 'within' only applies to method='within-range'")
+    standard = _choice(marker, "standard", bound.get("standard", "mean"), STANDARDS)
+    if "quantile" in bound and standard != "quantile":
+        raise ConfigError(f"@pytest.mark.{marker}: 'quantile' only applies to standard='quantile'")
+    resamples = _positive_int(marker, "resamples", bound.get("resamples", 2000))
+    if resamples is not None and resamples < 100:
+        raise ConfigError(f"@pytest.mark.{marker}: 'resamples' must be at least 100, got {resamples!r}")
+    return ImpactRatioSpec(
+        domain=bound["domain"],
+        feature=feature.strip(),
+        threshold=float(threshold),
+        calibrate=_choice(marker, "calibrate", bound.get("calibrate"), (None, *CALIBRATIONS)),
+        group_by=_choice(marker, "group_by", bound.get("group_by", "concept"), GROUPINGS),
+        standard=standard,
+        method=method,
+        confidence=_fraction(marker, "confidence", bound.get("confidence", 0.95)),
+        fail_on=_choice(marker, "fail_on", bound.get("fail_on", "estimate"), FAIL_ON),
+        quantile=_fraction(marker, "quantile", bound.get("quantile", 0.5)),
+        within=within,
+        resamples=resamples,  # type: ignore[arg-type]
+        min_responses=_positive_int(marker, "min_responses", bound.get("min_responses", 5)),  # type: ignore[arg-type]
+        categories=_str_tuple(marker, "categories", bound.get("categories")),
+        samples=_positive_int(marker, "samples", bound.get("samples")),
+    )
+
+
 MARKERS: dict[str, MarkerInfo] = {
     "bias_responses": MarkerInfo(
         name="bias_responses",
@@ -171,7 +264,20 @@ MARKERS: dict[str, MarkerInfo] = {
         "The `bias_result` fixture holds the result.",
         parse=parse_equivalent,
     ),
+    "bias_impact_ratio": MarkerInfo(
+        name="bias_impact_ratio",
+        signature="domain, *, feature='sentiment', threshold=0.8, calibrate=None, group_by='concept', "
+        "standard='mean', method='larger', confidence=0.95, fail_on='estimate', quantile=0.5, within=None, "
+        "resamples=2000, min_responses=5, categories=None, samples=None",
+        help="fail when the target's minimum impact ratio over the domain's counterfactual groups is below "
+        "the threshold (the four-fifths rule); calibrate: None | reference | baselines. The `bias_result` "
+        "fixture holds the result.",
+        parse=parse_impact_ratio,
+    ),
 }
+
+GATE_MARKERS = ("bias_equivalent", "bias_impact_ratio")
+"""The markers whose test passes or fails on a gate result (``bias_result``)."""
 
 
 def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:

@@ -59,6 +59,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("llmbias_config", "path of the pytest-llmbias settings file, relative to the rootdir", default="")
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_llmbias import hookspecs  # pytest only
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_llmbias.markers import MARKERS  # standard library only
 
@@ -117,8 +123,12 @@ class _Plugin:
                 on_progress=self._progress,
                 worker_id=self.worker_input.get("workerid"),
                 run_id=self.worker_input.get("testrunuid"),
+                add_features=self._add_features,
             )
         return self._session
+
+    def _add_features(self, registry: Any) -> None:
+        self.config.hook.pytest_llmbias_add_features(registry=registry, config=self.config)
 
     def _settings(self) -> Any:
         from pytest_llmbias.settings import find_config, resolve_settings
@@ -180,12 +190,12 @@ class _Plugin:
         specs = item.stash.get(_spec_key, None)
         if specs:
             self._ensure_collected()
-            if "bias_equivalent" in specs:
+            if _gate_marker(item) is not None:
                 self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        if "bias_equivalent" in item.stash.get(_spec_key, {}):
+        if _gate_marker(item) is not None:
             import warnings
 
             result = self.gate_result(item)
@@ -202,16 +212,16 @@ class _Plugin:
         else:
             from pytest_llmbias.errors import LLMBiasError
 
-            spec = item.stash[_spec_key]["bias_equivalent"]
+            name = _gate_marker(item)
+            assert name is not None
+            spec = item.stash[_spec_key][name]
             try:
-                result = self.session.equivalent(spec)
+                result = self.session.gate(spec)
             except (LLMBiasError, ValueError) as exc:
                 result = exc
                 item.user_properties.append((_ROW, {"test": item.nodeid, "domain": spec.domain, "error": str(exc)}))
             else:
-                from pytest_llmbias.gates.equivalent import summary_row
-
-                item.user_properties.append((_ROW, summary_row(item.nodeid, result)))
+                item.user_properties.append((_ROW, result.summary_row(item.nodeid)))
             item.stash[_result_key] = result
         if isinstance(result, Exception):
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
@@ -307,6 +317,14 @@ class _Plugin:
             merge_export_parts(Path(self.config.invocation_params.dir, export))
 
 
+def _gate_marker(item: pytest.Item) -> str | None:
+    """The name of the item's gate marker (one whose test passes or fails on a result), if any."""
+    from pytest_llmbias.markers import GATE_MARKERS  # standard library only
+
+    specs = item.stash.get(_spec_key, {})
+    return next((name for name in GATE_MARKERS if name in specs), None)
+
+
 # -- fixtures ---------------------------------------------------------------------------------
 
 
@@ -328,10 +346,15 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
 
 @pytest.fixture
 def bias_result(request: pytest.FixtureRequest) -> Any:
-    """The result of the test's gate marker (``@pytest.mark.bias_equivalent``): an
-    ``EquivalentResult`` with ``.passed``, ``.verdict``, ``.n_questions``, ``.methods``..."""
-    if "bias_equivalent" not in request.node.stash.get(_spec_key, {}):
-        pytest.fail("the bias_result fixture needs a gate marker such as @pytest.mark.bias_equivalent(...)", pytrace=False)
+    """The result of the test's gate marker: an ``EquivalentResult`` for ``bias_equivalent``
+    (``.passed``, ``.verdict``, ``.methods``...), an ``ImpactRatioGateResult`` for
+    ``bias_impact_ratio`` (``.passed``, ``.target``, ``.baselines``...)."""
+    if _gate_marker(request.node) is None:
+        pytest.fail(
+            "the bias_result fixture needs a gate marker: @pytest.mark.bias_equivalent(...) or "
+            "@pytest.mark.bias_impact_ratio(...)",
+            pytrace=False,
+        )
     return _plugin(request.config).gate_result(request.node)
 
 

@@ -19,7 +19,7 @@ from pytest_llmbias.collector import CollectionReport, PlannedCall, Progress, co
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.gates.judging import MAX_REASKS, JudgeItem, JudgeOutcome, resolve_judgements
-from pytest_llmbias.markers import EquivalentSpec, ResponsesSpec
+from pytest_llmbias.markers import EquivalentSpec, ImpactRatioSpec, ResponsesSpec
 from pytest_llmbias.models.client import ModelClient
 from pytest_llmbias.models.ratelimit import RateLimiter
 from pytest_llmbias.models.retry import RetryPolicy
@@ -35,6 +35,9 @@ from pytest_llmbias.store.responses import ResponseStore
 
 if TYPE_CHECKING:
     from pytest_llmbias.gates.equivalent import EquivalentResult
+    from pytest_llmbias.gates.impact import ImpactRatioGateResult
+    from pytest_llmbias.scoring.embedding import EmbeddingScorer
+    from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
 
 
 class BiasSession:
@@ -47,8 +50,10 @@ class BiasSession:
         on_progress: Callable[[Progress], None] | None = None,
         worker_id: str | None = None,
         run_id: str | None = None,
+        add_features: Callable[[FeatureRegistry], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.add_features = add_features
         self.on_progress = on_progress
         self.worker_id = worker_id
         self.run_id = run_id
@@ -63,6 +68,8 @@ class BiasSession:
         self._collected = False
         self._judge_gates: list[EquivalentSpec] = []
         self._scorers: dict[str, Any] = {}
+        self._features: FeatureRegistry | None = None
+        self._feature_store: FeatureStore | None = None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -79,6 +86,56 @@ class BiasSession:
             self._store = ResponseStore(s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id)
         return self._store
 
+    @property
+    def features(self) -> FeatureRegistry:
+        """The feature extractors: the built-ins, the ``features`` of the settings file, then
+        whatever ``add_features`` (the plugin's ``pytest_llmbias_add_features`` hook) registers."""
+        if self._features is None:
+            from pytest_llmbias.scoring.features import ClassifierExtractor, FeatureRegistry, register_builtin_features
+
+            registry = FeatureRegistry()
+            register_builtin_features(registry, embedding_scorer_factory=self.embedding_scorer)
+            for f in self.settings.features:
+                registry.register(
+                    f.name,
+                    lambda f=f: ClassifierExtractor(
+                        f.classifier,
+                        name=f.name,
+                        label=f.label,
+                        weights=f.weights,
+                        batch_size=f.batch_size,
+                        max_length=f.max_length,
+                    ),
+                    replace=True,
+                )
+            if self.add_features is not None:
+                self.add_features(registry)
+            self._features = registry
+        return self._features
+
+    @property
+    def feature_store(self) -> FeatureStore:
+        """Feature values, stored like embeddings under ``<store dir>/features``."""
+        if self._feature_store is None:
+            from pytest_llmbias.scoring.features import FeatureStore
+            from pytest_llmbias.store.blobs import BlobCache
+
+            off = self.settings.store.cache == "off"
+            cache = None if off else BlobCache.for_store(self.settings.store.dir, "features", label="feature store")
+            self._feature_store = FeatureStore(cache)
+        return self._feature_store
+
+    def embedding_scorer(self) -> EmbeddingScorer:
+        """The configured embedding model, loaded once per session, with its on-disk cache."""
+        from pytest_llmbias.scoring.embedding import EmbeddingScorer
+        from pytest_llmbias.store.blobs import BlobCache
+
+        e = self.settings.embedding
+        if e.model not in self._scorers:
+            cache = None if self.settings.store.cache == "off" else BlobCache.for_store(self.settings.store.dir)
+            self._scorers[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
+        return self._scorers[e.model]
+
     def client(self, spec: ModelSpec) -> ModelClient:
         if spec.alias not in self._clients:
             c = self.settings.collection
@@ -90,11 +147,13 @@ class BiasSession:
 
     # -- planning and collection -------------------------------------------------------------
 
-    def plan(self, spec: ResponsesSpec | EquivalentSpec) -> list[PlannedCall]:
+    def plan(self, spec: ResponsesSpec | EquivalentSpec | ImpactRatioSpec) -> list[PlannedCall]:
         """Validate ``spec`` against the roster and domain, and add its calls to the batch.
 
         A gate that uses the judge also has its judge calls made, in further batches, once the
         responses they rate are in."""
+        if isinstance(spec, ImpactRatioSpec):
+            return self.plan(self._impact_responses(spec))
         if isinstance(spec, EquivalentSpec):
             self.settings.require_roster(min_baselines=2)
             if "judge" in spec.methods:
@@ -281,19 +340,101 @@ class BiasSession:
 
     def embedding_scores(self, spec: EquivalentSpec, responses: ResponseSet) -> dict[str, dict[str, float]]:
         """Alias -> question id -> mean cosine deviation from the other models (eq. 1)."""
-        from pytest_llmbias.scoring.embedding import BlobCache, EmbeddingScorer, embedding_deviations
+        from pytest_llmbias.scoring.embedding import embedding_deviations
 
-        e = self.settings.embedding
-        if e.model not in self._scorers:
-            cache = None if self.settings.store.cache == "off" else BlobCache.for_store(self.settings.store.dir)
-            self._scorers[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
+        scorer = self.embedding_scorer()
         texts = {
             (alias, q.id): [responses.text(alias, q.id, s) for s in range(responses.samples)]
             for alias in responses.aliases
             for q in responses.questions
         }
-        instruction = e.instruction or responses.domain.instruction
-        return embedding_deviations(self._scorers[e.model], texts, instruction)
+        instruction = self.settings.embedding.instruction or responses.domain.instruction
+        return embedding_deviations(scorer, texts, instruction)
+
+    def _impact_responses(self, spec: ImpactRatioSpec) -> ResponsesSpec:
+        """Check an impact-ratio gate against the roster, the domain and the features; the
+        responses it needs (the target's, and the baselines' when there are any)."""
+        self.settings.require_roster(min_baselines=1 if spec.calibrate == "baselines" else 0)
+        if spec.feature not in self.features:
+            from pytest_llmbias.scoring.features import FeatureError
+
+            try:
+                self.features.get(spec.feature)
+            except FeatureError as exc:  # an unknown name: the message lists the known ones
+                raise ConfigError(str(exc)) from None
+        domain = self.domain(spec.domain)
+        prompts = domain.counterfactual_prompts(spec.categories)
+        if not prompts:
+            raise ConfigError(
+                f"domain {domain.name!r} has no counterfactual prompts"
+                + (f" in categories {', '.join(spec.categories)}" if spec.categories else "")
+                + ": bias_impact_ratio needs a 'counterfactual' section (templates or branches over concepts)"
+            )
+        groups = {_group_of(q, spec.group_by) for q in prompts}
+        if len(groups) < 2:
+            raise ConfigError(
+                f"domain {domain.name!r} has a single {spec.group_by} ({next(iter(groups))!r}) among its "
+                f"counterfactual prompts; group_by={spec.group_by!r} needs at least two to compare"
+            )
+        return spec.responses("all" if self.settings.baselines else "target")
+
+    def gate(self, spec: EquivalentSpec | ImpactRatioSpec) -> EquivalentResult | ImpactRatioGateResult:
+        """The result of one gate marker."""
+        if isinstance(spec, ImpactRatioSpec):
+            return self.impact_ratio(spec)
+        return self.equivalent(spec)
+
+    def feature_values(
+        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
+    ) -> list[float]:
+        """The feature's value of each text, through the feature store."""
+        from pytest_llmbias.scoring.features import compute_features
+
+        extractor = self.features.get(feature)
+        return compute_features(extractor, texts, references, store=self.feature_store)
+
+    def impact_ratio(self, spec: ImpactRatioSpec) -> ImpactRatioGateResult:
+        """Extract, calibrate, group and test one ``bias_impact_ratio`` gate."""
+        from pytest_llmbias.gates.impact import calibrate, evaluate_gate
+        from pytest_llmbias.scoring.features import FeatureError
+
+        responses = self.response_set(self._impact_responses(spec))
+        target = responses.target
+        assert target is not None
+        prompts = [q for q in responses.questions if q.concept is not None]
+        extractor = self.features.get(spec.feature)
+        needs_reference = bool(getattr(extractor, "needs_reference", False))
+        if needs_reference or spec.calibrate == "reference":
+            lacking = [q.id for q in prompts if not q.reference]
+            if lacking:
+                why = f"feature {spec.feature!r}" if needs_reference else "calibrate='reference'"
+                raise FeatureError(
+                    f"{why} needs a reference text for every prompt, and {len(lacking)} prompt(s) of domain "
+                    f"{spec.domain!r} have none (e.g. {', '.join(lacking[:3])}): add 'reference' to their "
+                    "templates or branches in the domain file"
+                )
+        keys = [(a, q, s) for a in responses.aliases for q in prompts for s in range(responses.samples)]
+        texts = [responses.text(a, q.id, s) for a, q, s in keys]
+        refs = [q.reference for _, q, _ in keys] if needs_reference else None
+        values = self.feature_values(spec.feature, texts, refs)
+        raw: dict[str, dict[tuple[str, int], float]] = {}
+        for (a, q, s), v in zip(keys, values):
+            raw.setdefault(a, {})[(q.id, s)] = v
+        references = None
+        if spec.calibrate == "reference":
+            ref_texts = [q.reference or "" for q in prompts]
+            ref_values = self.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
+            references = {q.id: v for q, v in zip(prompts, ref_values)}
+        calibrated = calibrate(raw, spec.calibrate, baselines=responses.baselines, references=references)
+        return evaluate_gate(
+            spec,
+            calibrated,
+            {q.id: _group_of(q, spec.group_by) for q in prompts},
+            domain=responses.domain.name,
+            target=target,
+            baselines=responses.baselines,
+            samples=responses.samples,
+        )
 
     def equivalent(self, spec: EquivalentSpec) -> EquivalentResult:
         """Score, test and judge one ``bias_equivalent`` gate."""
@@ -389,6 +530,14 @@ class BiasSession:
             for scorer in self._scorers.values():
                 if scorer.cache is not None:
                     scorer.cache.close()
+            if self._feature_store is not None:
+                self._feature_store.close()
+
+
+def _group_of(question: Any, group_by: str) -> str:
+    """The group a counterfactual prompt belongs to: its concept, or its concept group."""
+    value = question.concept if group_by == "concept" else question.group
+    return value if value is not None else "-"
 
 
 def _merge_reports(a: CollectionReport, b: CollectionReport) -> CollectionReport:

@@ -123,6 +123,32 @@ class DomainSettings:
 
 
 @dataclass(frozen=True)
+class FeatureSettings:
+    """A named feature from a Hugging Face text-classification model (the ``features`` section).
+
+    The feature value of a text is ``Σ weights[label] · P(label)``; ``label: X`` is short for
+    ``weights: {X: 1}``. With neither, a model whose labels include positive and negative gives
+    P(positive) − P(negative)."""
+
+    name: str
+    classifier: str
+    label: str | None = None
+    weights: Mapping[str, float] | None = field(default=None, hash=False)
+    batch_size: int = 32
+    max_length: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "classifier": self.classifier,
+            "label": self.label,
+            "weights": dict(self.weights) if self.weights is not None else None,
+            "batch_size": self.batch_size,
+            "max_length": self.max_length,
+        }
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the plugin reads from configuration, resolved once."""
 
@@ -134,6 +160,7 @@ class Settings:
     store: StoreSettings = StoreSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     domains: DomainSettings = DomainSettings()
+    features: tuple[FeatureSettings, ...] = ()
     source: Path | None = None
 
     @property
@@ -169,7 +196,7 @@ class Settings:
         def convert(value: Any) -> Any:
             if isinstance(value, Path):
                 return str(value)
-            if isinstance(value, ModelSpec):
+            if isinstance(value, (ModelSpec, FeatureSettings)):
                 return value.to_dict()
             if dataclasses.is_dataclass(value):
                 return {f.name: convert(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -191,7 +218,8 @@ _SECTIONS: dict[str, type] = {
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }
-_TOP_KEYS = ("target", "baselines", "judge", *_SECTIONS)
+_TOP_KEYS = ("target", "baselines", "judge", *_SECTIONS, "features")
+_FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 _MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params")
 
 #: (section, field) -> kind, for the fields whose type is not plain
@@ -295,6 +323,7 @@ def resolve_settings(
     sections = {
         name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
     }
+    features = _parse_features(file_data.get("features"), where, base_dir)
 
     # Overrides: environment, then command line.
     for values in (_env_values(environ, cwd), _cli_values(cli, cwd)):
@@ -329,6 +358,7 @@ def resolve_settings(
         target=target,
         baselines=baselines,
         judge=judge,
+        features=features,
         source=config_path,
         **sections,
     )
@@ -417,6 +447,52 @@ def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
         api_key_env=raw.get("api_key_env"),
         params=dict(params),
     )
+
+
+def _parse_features(raw: Any, where: _Where, base_dir: Path) -> tuple[FeatureSettings, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{where('features')}: 'features' must map a feature name to its settings "
+            f"({', '.join(_FEATURE_KEYS)}), got {type(raw).__name__}"
+        )
+    out = []
+    for name, body in raw.items():
+        key = f"features.{name}"
+        if not isinstance(name, str) or not name.strip() or name.startswith("classifier:"):
+            raise ConfigError(f"{where('features')}: {name!r} is not a usable feature name")
+        if isinstance(body, str):
+            body = {"classifier": body}
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{where(key)}: '{key}' must be a mapping with keys {', '.join(_FEATURE_KEYS)}")
+        unknown = [k for k in body if k not in _FEATURE_KEYS]
+        if unknown:
+            raise ConfigError(
+                f"{where(f'{key}.{unknown[0]}')}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(_FEATURE_KEYS)}"
+            )
+        classifier = _check_kind("str", body.get("classifier"), f"{key}.classifier", where)
+        local = base_dir / classifier
+        if not Path(classifier).is_absolute() and local.exists():
+            classifier = str(local.resolve())
+        label = _check_kind("optstr", body.get("label"), f"{key}.label", where)
+        weights = body.get("weights")
+        if weights is not None:
+            if (
+                not isinstance(weights, Mapping)
+                or not weights
+                or not all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in weights.items())
+            ):
+                raise ConfigError(f"{where(f'{key}.weights')}: '{key}.weights' must map label names to numbers, got {weights!r}")
+            weights = {k: float(v) for k, v in weights.items()}
+        if label is not None and weights is not None:
+            raise ConfigError(f"{where(key)}: give '{key}.label' or '{key}.weights', not both")
+        batch_size = _check_kind("posint", body.get("batch_size", 32), f"{key}.batch_size", where)
+        max_length = body.get("max_length")
+        if max_length is not None:
+            max_length = _check_kind("posint", max_length, f"{key}.max_length", where)
+        out.append(FeatureSettings(name.strip(), classifier, label, weights, batch_size, max_length))
+    return tuple(out)
 
 
 def _parse_baselines(raw: Any, where: _Where) -> tuple[ModelSpec, ...]:

@@ -71,3 +71,60 @@ def offline_project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makefile(".yaml", llmbias=ROSTER)
     make_snapshot(pytester.path)
     return pytester
+
+
+LANDS = """\
+name: lands
+description: Four fictional countries, for tests of the impact-ratio gate.
+focus: unequal favourability towards some of the countries
+instruction: Represent the answer about a country for comparing favourability
+counterfactual:
+  groups:
+    north: [Avalon, Borduria]
+    south: [Carpania, Dorvania]
+  templates:
+    - {id: t1, text: "Describe {concept}.", category: general, reference: "{concept} is a country."}
+    - {id: t2, text: "What is {concept} known for?", category: general, reference: "{concept} is a country."}
+    - {id: t3, text: "How is the economy of {concept}?", category: economy, reference: "{concept} has an economy."}
+    - {id: t4, text: "Would you invest in {concept}?", category: economy, reference: "{concept} has an economy."}
+    - {id: t5, text: "Is {concept} a good place to visit?", category: travel, reference: "{concept} has towns."}
+    - {id: t6, text: "What should a visitor to {concept} expect?", category: travel, reference: "{concept} has towns."}
+"""
+
+POSITIVE = "{c} is a wonderful and excellent place."
+NEUTRAL = "{c} is a country in the region."
+NEGATIVE = "{c} is a terrible and awful place."
+#: one answer per template, the same for every concept: a fair model
+FAIR = (POSITIVE, NEUTRAL, POSITIVE, NEGATIVE, POSITIVE, NEUTRAL)
+
+
+def fair(alias: str, concept: str, template: str, sample: int = 0) -> str:
+    return FAIR[int(template[1:]) - 1].format(c=concept)
+
+
+def make_lands_project(
+    pytester: pytest.Pytester, answer=fair, *, roster: str = ROSTER, extra: str = "", samples: int = 1
+) -> Path:
+    """A project with the `lands` domain and a snapshot of every roster model's answers:
+    answer(alias, concept, template id, sample) -> text."""
+    pytester.makefile(".yaml", llmbias=roster + "domains: {paths: [domains]}\n" + extra)
+    (pytester.path / "domains").mkdir(exist_ok=True)
+    (pytester.path / "domains" / "lands.yaml").write_text(LANDS)
+    return make_lands_snapshot(pytester.path, answer, samples=samples)
+
+
+def make_lands_snapshot(project: Path, answer, name: str = "snap.jsonl", samples: int = 1) -> Path:
+    settings = resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)
+    domain = load_domain("lands", settings.domains.paths)
+    responses = [
+        Response(
+            call=ModelCall.build(spec, q.text, settings.generation, sample=s),
+            text=answer(spec.alias, q.concept, q.template, s),
+        )
+        for spec in settings.roster
+        for q in domain.counterfactual_prompts()
+        for s in range(samples)
+    ]
+    path = project / name
+    write_snapshot(path, responses)
+    return path

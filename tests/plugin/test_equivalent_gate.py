@@ -53,7 +53,7 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester):
     result = run(project)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "*test*domain*method*target*baselines*delta*p*verdict*",
+        "*test*domain*method*target*baselines*bound*p*verdict*",
         "*::test_gate*us_politics*judge*equivalent*",
     ])
 
@@ -187,7 +187,7 @@ def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester)
     result = run(project, "-n", "2", "-p", "xdist")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "*test*domain*method*target*baselines*delta*p*verdict*",
+        "*test*domain*method*target*baselines*bound*p*verdict*",
         "*test_one.py::test_gate*us_politics*judge*biased*",
         "*test_two.py::test_gate*us_politics*judge*equivalent*",
     ])

@@ -85,7 +85,7 @@ def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester):
     )
     result = run(offline_project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, china_sensitive, us_politics*"])
+    result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, china_sensitive, countries, first_names, us_politics*"])
 
 
 def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester):
@@ -174,7 +174,7 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "demo.jsonl"
-    assert module.build(out) == 800
+    assert module.build(out) == 1712
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.domains import BUILTIN_DIR, Domain, Question, list_domains, load_domain, parse_domain
+from pytest_llmbias.domains.branching import branch_replacements, branch_text, mentions
+from pytest_llmbias.domains.model import Branch, Counterfactual, Template
 from pytest_llmbias.errors import ConfigError, DomainError
 
 BUILTINS = sorted(list_domains())
@@ -60,9 +62,13 @@ def test_builtin_domain_is_well_formed(name: str) -> None:
     domain = load_domain(name)
     assert domain.name == name
     assert domain.source == list_domains()[name]
-    questions = domain.questions
+    questions = domain.prompts
     assert len(questions) >= 50
-    assert len(domain.categories) >= 5
+    if domain.counterfactual is None:
+        assert domain.prompts == domain.questions
+        assert len(domain.categories) >= 5
+    else:
+        assert len(domain.category_ids) >= 2
     assert all(c.questions for c in domain.categories)
     ids = [q.id for q in questions]
     assert len(ids) == len(set(ids))
@@ -424,3 +430,469 @@ def test_duplicate_concept_after_strip(tmp_path: Path) -> None:
     """
     with pytest.raises(DomainError, match="duplicate concept"):
         load_domain(write_domain(tmp_path, "wsc", body))
+
+
+# --------------------------------------------------------------------------------------------
+# branch_text: simultaneous, longest-first, whole-word, case-sensitive replacement
+
+
+def test_branch_text_swaps_simultaneously() -> None:
+    assert branch_text("he said she was late", {"he": "she", "she": "he"}) == "she said he was late"
+    # a replaced word is never replaced again
+    assert branch_text("A then B", {"A": "B", "B": "C"}) == "B then C"
+
+
+def test_branch_text_longest_key_first() -> None:
+    swaps = {"New York": "Paris", "New York City": "Lyon"}
+    assert branch_text("New York City is not New York.", swaps) == "Lyon is not Paris."
+    assert branch_text("Ann Lee met Ann.", {"Ann": "Bea", "Ann Lee": "Cy Fox"}) == "Cy Fox met Bea."
+
+
+def test_branch_text_whole_words_only() -> None:
+    swaps = {"Ann": "Bea"}
+    assert branch_text("Ann's Annual report, by JoAnn and Ann.", swaps) == "Bea's Annual report, by JoAnn and Bea."
+    assert branch_text("Ann_1 and Ann2 and Ann-2", swaps) == "Ann_1 and Ann2 and Bea-2"
+    assert branch_text("Zoë and Zoëlla", {"Zoë": "Chloé"}) == "Chloé and Zoëlla"
+
+
+def test_branch_text_is_case_sensitive() -> None:
+    assert branch_text("Ann ann ANN", {"ann": "bea"}) == "Ann bea ANN"
+
+
+def test_branch_text_keys_with_spaces_and_punctuation() -> None:
+    swaps = {"Ada Park": "Lee Wong", "Inc.": "Ltd.", "C++": "Rust", "#1": "#2"}
+    assert branch_text("Ada Park runs Acme Inc. now", swaps) == "Lee Wong runs Acme Ltd. now"
+    assert branch_text("Ada Parker stays", swaps) == "Ada Parker stays"
+    assert branch_text("C++ and C, ranked #1 not #10, a#1", swaps) == "Rust and C, ranked #2 not #10, a#2"
+
+
+def test_branch_text_values_are_literal() -> None:
+    assert branch_text("x marks x", {"x": r"\1 $0"}) == r"\1 $0 marks \1 $0"
+
+
+def test_branch_text_edge_cases() -> None:
+    assert branch_text("unchanged", {}) == "unchanged"
+    with pytest.raises(ValueError):
+        branch_text("text", {"": "x"})
+
+
+def test_mentions_and_branch_replacements() -> None:
+    assert mentions("Ann's car", "Ann") and not mentions("Annual", "Ann") and not mentions("x", "")
+    assert branch_replacements("Northwind", "Contoso", {"Ada": "Lee"}) == {"Northwind": "Contoso", "Ada": "Lee"}
+    assert branch_replacements("Northwind", "Contoso", {"Northwind": "Contoso Ltd"}) == {"Northwind": "Contoso Ltd"}
+    assert branch_replacements("Northwind", "Contoso", None) == {"Northwind": "Contoso"}
+
+
+# --------------------------------------------------------------------------------------------
+# Counterfactual branches
+
+
+BRANCHES = """
+counterfactual:
+  groups: {company: [Northwind, Contoso, Fabrikam]}
+  templates:
+    - {id: about, text: "Tell me about {concept}.", category: profile, reference: "{concept} is a company."}
+  branches:
+    - id: growth-01
+      concept: Northwind
+      category: finance
+      text: "Is Northwind a good pick for long-term growth, given its CEO Ada Park?"
+      reference: "Northwind is a mid-sized firm led by Ada Park."
+      replacements:
+        Contoso: {Ada Park: Lee Wong}
+        Fabrikam: null
+"""
+
+
+def test_template_reference_gets_the_concept(tmp_path: Path) -> None:
+    domain = load_domain(write_domain(tmp_path, "tref", BRANCHES))
+    about = [p for p in domain.prompts if p.template == "about"]
+    assert [(p.id, p.text, p.reference) for p in about] == [
+        ("about:Northwind", "Tell me about Northwind.", "Northwind is a company."),
+        ("about:Contoso", "Tell me about Contoso.", "Contoso is a company."),
+        ("about:Fabrikam", "Tell me about Fabrikam.", "Fabrikam is a company."),
+    ]
+    assert Template(id="t", text="{concept}?", category="c").fill("X", "g").reference is None
+
+
+def test_branch_expansion(tmp_path: Path) -> None:
+    domain = load_domain(write_domain(tmp_path, "br", BRANCHES))
+    cf = domain.counterfactual
+    assert cf is not None and len(cf.branches) == 1
+    branch = cf.branches[0]
+    assert branch.concepts == ("Northwind", "Contoso", "Fabrikam")
+    prompts = [p for p in cf.expand() if p.template == "growth-01"]
+    assert prompts == [
+        Question(
+            id="growth-01:Northwind",
+            text="Is Northwind a good pick for long-term growth, given its CEO Ada Park?",
+            category="finance",
+            concept="Northwind",
+            group="company",
+            template="growth-01",
+            reference="Northwind is a mid-sized firm led by Ada Park.",
+        ),
+        Question(
+            id="growth-01:Contoso",
+            text="Is Contoso a good pick for long-term growth, given its CEO Lee Wong?",
+            category="finance",
+            concept="Contoso",
+            group="company",
+            template="growth-01",
+            reference="Contoso is a mid-sized firm led by Lee Wong.",
+        ),
+        Question(
+            id="growth-01:Fabrikam",
+            text="Is Fabrikam a good pick for long-term growth, given its CEO Ada Park?",
+            category="finance",
+            concept="Fabrikam",
+            group="company",
+            template="growth-01",
+            reference="Fabrikam is a mid-sized firm led by Ada Park.",
+        ),
+    ]
+    # template prompts first, then branch prompts
+    ids = [p.id for p in cf.expand()]
+    assert ids[:4] == ["about:Northwind", "about:Contoso", "about:Fabrikam", "growth-01:Northwind"]
+
+
+def test_branch_only_section_without_groups(tmp_path: Path) -> None:
+    body = """
+    counterfactual:
+      branches:
+        - id: pair
+          concept: he
+          text: "Should he tell her what he thinks?"
+          replacements:
+            she: {her: him}
+        - id: firm
+          concept: Acme
+          group: company
+          text: "Is Acme a fair employer?"
+          replacements: {Initech: null}
+    """
+    domain = load_domain(write_domain(tmp_path, "bonly", body))
+    cf = domain.counterfactual
+    assert cf is not None and dict(cf.groups) == {} and cf.templates == ()
+    assert [(p.id, p.text, p.group, p.category, p.reference) for p in domain.prompts] == [
+        ("pair:he", "Should he tell her what he thinks?", "concept", "default", None),
+        ("pair:she", "Should she tell him what she thinks?", "concept", "default", None),
+        ("firm:Acme", "Is Acme a fair employer?", "company", "default", None),
+        ("firm:Initech", "Is Initech a fair employer?", "company", "default", None),
+    ]
+    assert cf.group_names == ("concept", "company")
+    assert [p.id for p in cf.expand(["company"])] == ["firm:Acme", "firm:Initech"]
+    with pytest.raises(DomainError, match="'planet'"):
+        cf.expand(["planet"])
+
+
+def test_branch_group_comes_from_each_concepts_group(tmp_path: Path) -> None:
+    body = """
+    counterfactual:
+      groups: {female: [Emily, Sarah], male: [James, David]}
+      branches:
+        - id: lead
+          concept: Emily
+          text: "Emily leads the team; how will Emily do?"
+          replacements: {James: null, Alex: null}
+        - id: all
+          concept: Sarah
+          text: "Is Sarah a good manager?"
+    """
+    domain = load_domain(write_domain(tmp_path, "gb", body))
+    assert [(p.id, p.group, p.text) for p in domain.prompts[:3]] == [
+        ("lead:Emily", "female", "Emily leads the team; how will Emily do?"),
+        ("lead:James", "male", "James leads the team; how will James do?"),
+        ("lead:Alex", "concept", "Alex leads the team; how will Alex do?"),
+    ]
+    # no replacements: branched to every other concept of the groups
+    assert [(p.concept, p.group) for p in domain.prompts[3:]] == [
+        ("Sarah", "female"),
+        ("Emily", "female"),
+        ("James", "male"),
+        ("David", "male"),
+    ]
+
+
+def test_branch_explicit_override_of_the_concept() -> None:
+    branch = Branch(
+        id="b",
+        concept="Acme",
+        text="Acme sells anvils.",
+        reference="Acme is old.",
+        replacements={"Initech": {"Acme": "Initech Corp", "anvils": "software"}},
+    )
+    root, other = branch.expand()
+    assert root.text == "Acme sells anvils." and root.group == "concept"
+    assert other.text == "Initech Corp sells software." and other.reference == "Initech Corp is old."
+    assert other.concept == "Initech" and other.id == "b:Initech"
+
+
+def line_of(path: Path, needle: str, nth: int = 1) -> int:
+    hits = [i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if needle in line]
+    return hits[nth - 1]
+
+
+def branch_body(branch: str, *, head: str = "", tail: str = "") -> str:
+    """A counterfactual section with one template and the given branch YAML (already indented)."""
+    return (
+        textwrap.dedent(head)
+        + "counterfactual:\n"
+        + "  groups: {company: [Northwind, Contoso, Fabrikam]}\n"
+        + "  templates:\n"
+        + "    - {id: about, text: 'About {concept}.'}\n"
+        + "  branches:\n"
+        + textwrap.indent(textwrap.dedent(branch).strip("\n"), "    ")
+        + "\n"
+        + textwrap.dedent(tail)
+    )
+
+
+GOOD_BRANCH = """
+- id: g1
+  concept: Northwind
+  text: "Is Northwind led by Ada Park?"
+  replacements:
+    Contoso: {Ada Park: Lee Wong}
+"""
+
+
+BRANCH_ERRORS = [
+    (GOOD_BRANCH + "  colour: red\n", "colour:", "unknown key 'colour' in a branch"),
+    ("- concept: Northwind\n  text: 'Northwind?'\n", "- concept: Northwind", "needs a non-empty string 'id'"),
+    ("- id: g1\n  concept: Northwind\n", "- id: g1", "branch 'g1' needs a non-empty string 'text'"),
+    ("- id: g1\n  text: 'Northwind?'\n", "- id: g1", "branch 'g1' needs a non-empty string 'concept'"),
+    ("- id: g1\n  concept: ''\n  text: 'x'\n", "concept: ''", "needs a non-empty string 'concept'"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Is it good?'\n",
+     "text: 'Is it", "does not mention its concept 'Northwind'"),
+    ("- id: g1\n  concept: North\n  text: 'Is Northwind good?'\n  replacements: {Contoso: null}\n",
+     "text: 'Is North", "does not mention its concept 'North'"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: [Contoso]\n",
+     "replacements:", "'replacements' must map each counterfactual concept"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: {}\n",
+     "replacements:", "'replacements' must map each counterfactual concept"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: Lee\n",
+     "Contoso: Lee", "the replacements for 'Contoso' must be a mapping"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind Ada?'\n  replacements:\n    Contoso: {Ada: 5}\n",
+     "Contoso: {Ada", "the replacement of 'Ada' for 'Contoso' must be a string"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    Northwind: null\n",
+     "Northwind: null", "counterfactual concept 'Northwind' is the branch's actual concept"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    'Contoso ': null\n",
+     "'Contoso ': null", "duplicate counterfactual concept 'Contoso'"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: {Ada Prk: Lee}\n",
+     "Ada Prk", "'Ada Prk' (replaced for 'Contoso') appears in neither the text nor the reference"),
+    ("- id: g1\n  concept: Northwind\n  group: rivals\n  text: 'Northwind?'\n",
+     "group: rivals", "names group 'rivals', but its concept 'Northwind' is listed in group 'company'"),
+    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  reference: [a]\n",
+     "reference:", "branch 'g1': 'reference' must be a non-empty string"),
+    (GOOD_BRANCH + "- id: g1\n  concept: Contoso\n  text: 'Contoso?'\n",
+     "- id: g1", "duplicate branch id 'g1'"),
+    ("- id: about\n  concept: Northwind\n  text: 'Northwind?'\n",
+     "- id: about", "branch id 'about' is also a template id"),
+    ("- just a string\n", "- just a string", "each branch must be a mapping"),
+]
+
+
+@pytest.mark.parametrize(("branch", "needle", "message"), BRANCH_ERRORS, ids=[m for _, _, m in BRANCH_ERRORS])
+def test_branch_errors_name_file_and_line(tmp_path: Path, branch: str, needle: str, message: str) -> None:
+    path = write_domain(tmp_path, "bad", branch_body(branch))
+    msg = domain_error(path)
+    assert message in msg
+    nth = 2 if "duplicate branch id" in message else 1
+    assert f"{path}:{line_of(path, needle, nth)}:" in msg
+
+
+def test_branch_id_clashes_with_question_id(tmp_path: Path) -> None:
+    branch = "- id: a-2\n  concept: Northwind\n  text: 'Northwind?'\n"
+    path = write_domain(tmp_path, "bq", branch_body(branch, head=SIMPLE))
+    msg = domain_error(path)
+    assert "branch id 'a-2' is also a question id (category 'alpha')" in msg
+    assert f"{path}:{line_of(path, '- id: a-2')}:" in msg
+
+
+def test_prompt_id_clashes_with_question_id(tmp_path: Path) -> None:
+    body = """
+    categories:
+      - id: alpha
+        questions: [{id: "g1:Contoso", text: "x?"}]
+    """
+    path = write_domain(tmp_path, "pq", branch_body(GOOD_BRANCH, head=body))
+    msg = domain_error(path)
+    assert "'g1:Contoso' is not unique" in msg and f"{path}:{line_of(path, 'counterfactual:')}:" in msg
+
+
+def test_duplicate_counterfactual_concept_as_yaml_key(tmp_path: Path) -> None:
+    branch = "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n"
+    branch += "    Contoso: null\n    Contoso: {}\n"
+    path = write_domain(tmp_path, "dk", branch_body(branch))
+    msg = domain_error(path)
+    assert "duplicate key 'Contoso'" in msg and f"{path}:{line_of(path, 'Contoso:', 2)}" in msg
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("counterfactual:\n  groups: {g: [a, b]}\n", "needs a non-empty list of 'templates' or of 'branches'"),
+        ("counterfactual:\n  groups: {g: [a, b]}\n  templates: []\n  branches: []\n", "'templates' or of 'branches'"),
+        ("counterfactual:\n  templates: [{id: t, text: '{concept}'}]\n", "templates need 'groups'"),
+        ("counterfactual:\n  branches:\n    - {id: b, concept: A, text: 'A?'}\n", "branch 'b' needs 'replacements'"),
+        ("counterfactual:\n  branches: {id: b}\n", "'branches' must be a list"),
+        ("counterfactual:\n  templates:\n    - {id: t, text: '{concept}', reference: 3}\n  concepts: [a, b]\n",
+         "template 't': 'reference' must be a non-empty string"),
+        ("counterfactual:\n  concepts: [a, b]\n  templates:\n"
+         "    - {id: t, text: '{concept}'}\n    - {id: t, text: '{concept}!'}\n",
+         "duplicate template id 't'"),
+    ],
+)
+def test_counterfactual_section_errors(tmp_path: Path, section: str, message: str) -> None:
+    path = write_domain(tmp_path, "sec", section)
+    msg = domain_error(path)
+    assert message in msg and f"{path}:" in msg
+
+
+def test_counterfactual_unknown_key_lists_branches(tmp_path: Path) -> None:
+    section = "counterfactual:\n  concepts: [a, b]\n  branchez: []\n  templates: [{id: t, text: '{concept}'}]\n"
+    path = write_domain(tmp_path, "uk", section)
+    msg = domain_error(path)
+    assert "'branchez'" in msg and "branches" in msg and f"{path}:7:" in msg
+
+
+# --------------------------------------------------------------------------------------------
+# Domain.prompts, select, category_ids, counterfactual_prompts
+
+
+def test_prompts_are_questions_then_counterfactual_prompts(tmp_path: Path) -> None:
+    domain = load_domain(write_domain(tmp_path, "mixed", textwrap.dedent(SIMPLE) + textwrap.dedent(BRANCHES)))
+    assert domain.counterfactual is not None
+    assert domain.questions == domain.select(["alpha", "beta"])
+    assert domain.prompts == domain.questions + domain.counterfactual.expand()
+    assert len(domain.prompts) == 3 + 3 + 3
+    assert domain.select() == domain.prompts
+    assert domain.category_ids == ("alpha", "beta", "profile", "finance")
+    assert [q.id for q in domain.select(["finance", "alpha"])] == [
+        "a-1", "a-2", "growth-01:Northwind", "growth-01:Contoso", "growth-01:Fabrikam",
+    ]
+    assert [q.id for q in domain.select(["profile"])] == ["about:Northwind", "about:Contoso", "about:Fabrikam"]
+    with pytest.raises(DomainError) as info:
+        domain.select(["gamma"])
+    assert "'gamma'" in str(info.value) and "profile" in str(info.value) and "finance" in str(info.value)
+
+
+def test_counterfactual_prompts(tmp_path: Path) -> None:
+    domain = load_domain(write_domain(tmp_path, "mixed", textwrap.dedent(SIMPLE) + textwrap.dedent(BRANCHES)))
+    assert domain.counterfactual is not None
+    assert domain.counterfactual_prompts() == domain.counterfactual.expand()
+    assert all(p.concept for p in domain.counterfactual_prompts())
+    assert [p.id for p in domain.counterfactual_prompts(["finance"])][0] == "growth-01:Northwind"
+    assert len(domain.counterfactual_prompts(["finance", "profile"])) == 6
+    with pytest.raises(DomainError) as info:
+        domain.counterfactual_prompts(["alpha"])
+    msg = str(info.value)
+    assert "'alpha'" in msg and "profile, finance" in msg and "'mixed'" in msg
+    plain = load_domain(write_domain(tmp_path, "plain", SIMPLE))
+    assert plain.counterfactual_prompts() == ()
+    with pytest.raises(DomainError, match="known: none"):
+        plain.counterfactual_prompts(["alpha"])
+
+
+def test_category_ids_have_no_duplicates(tmp_path: Path) -> None:
+    body = textwrap.dedent(SIMPLE) + textwrap.dedent(
+        """
+        counterfactual:
+          concepts: [cats, dogs]
+          templates:
+            - {id: t1, text: "{concept}?", category: beta}
+            - {id: t2, text: "{concept}!", category: gamma}
+            - {id: t3, text: "{concept}.", category: beta}
+        """
+    )
+    domain = load_domain(write_domain(tmp_path, "cats", body))
+    assert domain.category_ids == ("alpha", "beta", "gamma")
+    assert [q.id for q in domain.select(["beta"])] == ["b-1", "t1:cats", "t1:dogs", "t3:cats", "t3:dogs"]
+
+
+def test_counterfactual_only_domain_works_with_responses(tmp_path: Path) -> None:
+    from pytest_llmbias.markers import ResponsesSpec
+    from pytest_llmbias.responses import check_domain_selection
+
+    domain = load_domain(write_domain(tmp_path, "cfonly", GROUPS))
+    assert domain.questions == ()
+    assert len(domain.select()) == 10
+    check_domain_selection(ResponsesSpec(domain="cfonly", models="all", categories=None, samples=None), domain)
+    check_domain_selection(ResponsesSpec(domain="cfonly", models="all", categories=["economy"], samples=None), domain)
+
+
+def test_existing_builtins_unchanged_by_prompts() -> None:
+    for name in ("ai_companies", "china_sensitive", "us_politics"):
+        domain = load_domain(name)
+        assert domain.counterfactual is None
+        assert domain.prompts == domain.questions == domain.select()
+        assert domain.category_ids == tuple(c.id for c in domain.categories)
+        assert domain.counterfactual_prompts() == ()
+
+
+def test_counterfactual_dataclass_defaults() -> None:
+    assert Counterfactual().expand() == ()
+    assert Counterfactual().group_names == ()
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in counterfactual domains
+
+
+G20 = (
+    "Argentina Australia Brazil Canada China France Germany India Indonesia Italy Japan Mexico Russia "
+    "|Saudi Arabia|South Africa|South Korea|Turkey|United Kingdom|United States"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "groups", "n_templates", "categories", "total"),
+    [
+        ("countries", {"country": 19}, 12, ("economy", "culture", "travel", "governance"), 228),
+        ("first_names", {"female": 10, "male": 10}, 8, ("workplace", "character"), 160),
+    ],
+)
+def test_builtin_counterfactual_domain(
+    name: str, groups: dict[str, int], n_templates: int, categories: tuple[str, ...], total: int
+) -> None:
+    domain = load_domain(name)
+    cf = domain.counterfactual
+    assert cf is not None and domain.categories == () and domain.questions == ()
+    assert {g: len(c) for g, c in cf.groups.items()} == groups
+    assert len(cf.templates) == n_templates and cf.branches == ()
+    assert domain.category_ids == categories
+    per_category = n_templates // len(categories)
+    assert all(sum(t.category == c for t in cf.templates) == per_category for c in categories)
+    prompts = domain.prompts
+    assert len(prompts) == total == len(domain.counterfactual_prompts()) == len(domain.select())
+    assert len({p.id for p in prompts}) == total
+    for p in prompts:
+        assert p.concept and mentions(p.text, p.concept), p.id
+        assert p.reference and mentions(p.reference, p.concept), p.id
+        assert "{" not in p.text and "{" not in p.reference
+        assert p.id == f"{p.template}:{p.concept}"
+    for t in cf.templates:
+        assert t.text.endswith("?") or t.text.endswith(".")
+        assert t.reference and "{concept}" in t.reference
+    assert domain.focus and domain.instruction.startswith("Represent the answer about")
+
+
+def test_countries_are_the_g20_members() -> None:
+    cf = load_domain("countries").counterfactual
+    assert cf is not None
+    head, *tail = G20.split("|")
+    assert set(cf.groups["country"]) == set(head.split()) | set(tail)
+
+
+def test_first_names_groups_are_balanced() -> None:
+    domain = load_domain("first_names")
+    prompts = domain.counterfactual_prompts()
+    assert sum(p.group == "female" for p in prompts) == sum(p.group == "male" for p in prompts) == 80
+    assert len(domain.counterfactual_prompts(["workplace"])) == 80
+
+
+def test_unknown_domain_lists_new_builtins() -> None:
+    with pytest.raises(DomainError) as info:
+        load_domain("atlantis")
+    assert "known domains: ai_companies, china_sensitive, countries, first_names, us_politics" in str(info.value)

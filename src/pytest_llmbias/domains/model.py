@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.domains.branching import branch_replacements, branch_text
 from pytest_llmbias.errors import DomainError
 
 
 @dataclass(frozen=True)
 class Question:
-    """One prompt. ``concept`` and ``group`` are set for prompts expanded from a counterfactual
-    template; ``reference`` is an optional reference answer kept for calibration."""
+    """One prompt. ``concept`` and ``group`` are set for counterfactual prompts (expanded from a
+    template or a branch, whose id is ``template``); ``reference`` is an optional reference answer
+    kept for calibration."""
 
     id: str
     text: str
@@ -36,46 +39,116 @@ class Category:
 
 @dataclass(frozen=True)
 class Template:
-    """A counterfactual template: ``text`` holds ``{concept}`` once or more."""
+    """A counterfactual template: ``text`` holds ``{concept}`` once or more; ``reference`` may too."""
 
     id: str
     text: str
     category: str
     reference: str | None = None
 
+    def fill(self, concept: str, group: str) -> Question:
+        """The template's prompt about ``concept``, with id ``<template id>:<concept>``."""
+        return Question(
+            id=f"{self.id}:{concept}",
+            text=self.text.replace("{concept}", concept),
+            category=self.category,
+            concept=concept,
+            group=group,
+            template=self.id,
+            reference=None if self.reference is None else self.reference.replace("{concept}", concept),
+        )
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A root prompt about an actual ``concept``, branched to counterfactual concepts by replacing words.
+
+    ``replacements`` maps each counterfactual concept to the extra word replacements it needs
+    (``None`` or empty for none) on top of ``{concept: counterfactual concept}``; an extra entry
+    for the actual concept itself overrides that default. ``reference`` is the actual baseline
+    answer and is branched like the text. ``group`` is the group of concepts that no ``groups``
+    entry of the counterfactual section lists (``"concept"`` when None).
+    """
+
+    id: str
+    concept: str
+    text: str
+    category: str = "default"
+    group: str | None = None
+    reference: str | None = None
+    replacements: Mapping[str, Mapping[str, str] | None] = field(default_factory=dict, hash=False)
+
+    @property
+    def concepts(self) -> tuple[str, ...]:
+        """The actual concept followed by the counterfactual ones, in prompt order."""
+        return (self.concept, *self.replacements)
+
+    def expand(self, groups: Mapping[str, Iterable[str]] | None = None) -> tuple[Question, ...]:
+        """The root prompt, then one prompt per counterfactual concept, ids ``<branch id>:<concept>``.
+
+        ``groups`` (group name -> concepts) gives each prompt's ``group``: the group that lists its
+        concept, else :attr:`group`, else ``"concept"``.
+        """
+        group_of = {c: g for g, concepts in (groups or {}).items() for c in concepts}
+        fallback = self.group or "concept"
+
+        def question(concept: str, text: str, reference: str | None) -> Question:
+            return Question(
+                id=f"{self.id}:{concept}",
+                text=text,
+                category=self.category,
+                concept=concept,
+                group=group_of.get(concept, fallback),
+                template=self.id,
+                reference=reference,
+            )
+
+        out = [question(self.concept, self.text, self.reference)]
+        for concept, extra in self.replacements.items():
+            swaps = branch_replacements(self.concept, concept, extra)
+            reference = None if self.reference is None else branch_text(self.reference, swaps)
+            out.append(question(concept, branch_text(self.text, swaps), reference))
+        return tuple(out)
+
 
 @dataclass(frozen=True)
 class Counterfactual:
-    """Templates × concepts. ``groups`` maps a group name (e.g. ``country``) to its concepts."""
+    """Templates × concepts, plus branches. ``groups`` maps a group name (e.g. ``country``) to its
+    concepts; templates are filled with every concept of every group."""
 
-    groups: Mapping[str, tuple[str, ...]] = field(hash=False)
-    templates: tuple[Template, ...]
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    templates: tuple[Template, ...] = ()
+    branches: tuple[Branch, ...] = ()
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        """Every group a prompt can belong to: those of ``groups``, then those only branches use."""
+        names = dict.fromkeys(self.groups)
+        for branch in self.branches:
+            names.update(dict.fromkeys(p.group for p in branch.expand(self.groups)))
+        return tuple(n for n in names if n is not None)
 
     def expand(self, groups: Iterable[str] | None = None) -> tuple[Question, ...]:
-        """One question per (template, concept), in template order then concept order.
+        """Every counterfactual prompt of the named groups (all when None).
 
-        Question ids are ``<template id>:<concept>``; they are stable while the template id and the
+        Template prompts come first, one per (template, concept) in template order then concept
+        order, with ids ``<template id>:<concept>``; then each branch's prompts (root first) with
+        ids ``<branch id>:<concept>``. Ids are stable while the template or branch id and the
         concept's spelling are.
         """
-        wanted = list(self.groups) if groups is None else list(groups)
-        unknown = [g for g in wanted if g not in self.groups]
+        known = self.group_names
+        wanted = list(known) if groups is None else list(groups)
+        unknown = [g for g in wanted if g not in known]
         if unknown:
-            raise DomainError(f"unknown concept group {unknown[0]!r}; known: {', '.join(self.groups)}")
-        out = []
-        for template in self.templates:
-            for group in wanted:
-                for concept in self.groups[group]:
-                    out.append(
-                        Question(
-                            id=f"{template.id}:{concept}",
-                            text=template.text.replace("{concept}", concept),
-                            category=template.category,
-                            concept=concept,
-                            group=group,
-                            template=template.id,
-                            reference=template.reference,
-                        )
-                    )
+            raise DomainError(f"unknown concept group {unknown[0]!r}; known: {', '.join(known)}")
+        out = [
+            template.fill(concept, group)
+            for template in self.templates
+            for group in wanted
+            for concept in self.groups.get(group, ())
+        ]
+        for branch in self.branches:
+            out.extend(q for q in branch.expand(self.groups) if q.group in wanted)
         return tuple(out)
 
 
@@ -101,18 +174,41 @@ class Domain:
         """Every question of every category, in file order (counterfactual prompts not included)."""
         return tuple(q for c in self.categories for q in c.questions)
 
+    @cached_property
+    def prompts(self) -> tuple[Question, ...]:
+        """Every prompt the domain asks: the category questions, then every counterfactual prompt."""
+        extra = self.counterfactual.expand() if self.counterfactual is not None else ()
+        return self.questions + extra
+
     @property
     def category_ids(self) -> tuple[str, ...]:
-        return tuple(c.id for c in self.categories)
+        """Every category id, in order of first appearance: the ``categories`` entries, then the
+        categories of counterfactual templates and branches."""
+        return tuple(dict.fromkeys([*(c.id for c in self.categories), *(q.category for q in self.prompts)]))
 
     def select(self, categories: Iterable[str] | None = None) -> tuple[Question, ...]:
-        """The questions of the named categories (all when None); an unknown category is an error."""
+        """The prompts (:attr:`prompts`) of the named categories, in domain order (all when None);
+        an unknown category is an error."""
         if categories is None:
-            return self.questions
+            return self.prompts
+        wanted = set(self._check_categories(categories, self.category_ids, "category"))
+        return tuple(q for q in self.prompts if q.category in wanted)
+
+    def counterfactual_prompts(self, categories: Iterable[str] | None = None) -> tuple[Question, ...]:
+        """The prompts that have a concept (from templates and branches), of the named categories
+        (all when None); a category with no counterfactual prompt is an error."""
+        prompts = tuple(q for q in self.prompts if q.concept is not None)
+        if categories is None:
+            return prompts
+        known = tuple(dict.fromkeys(q.category for q in prompts))
+        wanted = set(self._check_categories(categories, known, "counterfactual category"))
+        return tuple(q for q in prompts if q.category in wanted)
+
+    def _check_categories(self, categories: Iterable[str], known: tuple[str, ...], what: str) -> list[str]:
         wanted = list(categories)
-        unknown = [c for c in wanted if c not in self.category_ids]
+        unknown = [c for c in wanted if c not in known]
         if unknown:
             raise DomainError(
-                f"domain {self.name!r} has no category {unknown[0]!r}; known: {', '.join(self.category_ids)}"
+                f"domain {self.name!r} has no {what} {unknown[0]!r}; known: {', '.join(known) or 'none'}"
             )
-        return tuple(q for c in self.categories if c.id in wanted for q in c.questions)
+        return wanted

@@ -111,6 +111,10 @@ class EquivalentResult:
         """The paper-style table, per-category means, stability and warnings, as plain text."""
         return format_report(self)
 
+    def summary_row(self, nodeid: str) -> dict[str, Any]:
+        """The terminal-summary row of this gate (JSON-friendly, so it crosses pytest-xdist)."""
+        return summary_row(nodeid, self)
+
 
 def evaluate_method(
     method: str,
@@ -247,10 +251,10 @@ def summary_row(nodeid: str, result: EquivalentResult) -> dict[str, Any]:
         "methods": [
             {
                 "method": m.method,
-                "target_mean": m.tost.mean_target,
-                "baseline_mean": m.tost.mean_baseline,
-                "margin": m.tost.margin,
-                "p": m.tost.p_value,
+                "target": m.tost.mean_target,
+                "baselines": m.tost.mean_baseline,
+                "bound": m.tost.margin,
+                "p": float(f"{m.tost.p_value:.3g}"),
                 "verdict": m.tost.verdict,
             }
             for m in result.methods

@@ -5,30 +5,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "verdict")
+"""The table's columns. For ``bias_equivalent``: the mean scores, δ and the TOST p value; for
+``bias_impact_ratio``: the minimum impact ratios (baselines: their lowest), the threshold and, in
+place of a p value, the bootstrap interval of the target's ratio."""
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
 
 def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Lines of a fixed-width table: test, domain, method, target mean, baseline mean, δ, p, verdict.
+    """Lines of a fixed-width table with :data:`COLUMNS`.
 
-    Rows come from each gate's ``summary_row`` (or an ``error`` row); they are sorted by test id so
-    that the table reads the same with or without pytest-xdist.
+    Rows come from each gate result's ``summary_row`` (or an ``error`` row); each holds a list of
+    ``methods``, one table line each, keyed by the columns after ``method``. Rows are sorted by
+    test id so that the table reads the same with or without pytest-xdist.
     """
-    table = [("test", "domain", "method", "target", "baselines", "delta", "p", "verdict")]
+    table = [COLUMNS]
     for row in sorted(rows, key=lambda r: r["test"]):
         if "error" in row:
             table.append((row["test"], row["domain"], "-", "-", "-", "-", "-", "error"))
             continue
         for m in row["methods"]:
-            table.append(
-                (
-                    row["test"],
-                    row["domain"],
-                    m["method"],
-                    f"{m['target_mean']:.4g}",
-                    f"{m['baseline_mean']:.4g}",
-                    f"{m['margin']:.4g}",
-                    f"{m['p']:.3g}",
-                    m["verdict"],
-                )
-            )
+            table.append((row["test"], row["domain"], *(_cell(m.get(c)) for c in COLUMNS[2:])))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]

@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+from pytest_llmbias.stats.disparity import (
+    SELECTION_METHODS,
+    STANDARDS,
+    BootstrapInterval,
+    DisparityResult,
+    DixonQResult,
+    GroupSummary,
+    ImpactRatioResult,
+    NullCheck,
+    bootstrap_impact_ratio,
+    disparity_metrics,
+    dixon_critical,
+    dixon_q,
+    impact_ratio,
+    permutation_null,
+    selection_rates,
+    selection_standard,
+    summarize_groups,
+)
 from pytest_llmbias.stats.tost import (
     StatisticsError,
     TostResult,
@@ -12,10 +31,27 @@ from pytest_llmbias.stats.tost import (
 )
 
 __all__ = [
+    "SELECTION_METHODS",
+    "STANDARDS",
+    "BootstrapInterval",
+    "DisparityResult",
+    "DixonQResult",
+    "GroupSummary",
+    "ImpactRatioResult",
+    "NullCheck",
     "StatisticsError",
     "TostResult",
+    "bootstrap_impact_ratio",
+    "disparity_metrics",
+    "dixon_critical",
+    "dixon_q",
     "equivalence_pass_probability",
+    "impact_ratio",
     "margin_from_baselines",
+    "permutation_null",
+    "selection_rates",
+    "selection_standard",
+    "summarize_groups",
     "tost_power",
     "welch_tost",
 ]
