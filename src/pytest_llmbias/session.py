@@ -118,11 +118,9 @@ class BiasSession:
         """Feature values, stored like embeddings under ``<store dir>/features``."""
         if self._feature_store is None:
             from pytest_llmbias.scoring.features import FeatureStore
-            from pytest_llmbias.store.blobs import BlobCache
 
             off = self.settings.store.cache == "off"
-            cache = None if off else BlobCache.for_store(self.settings.store.dir, "features", label="feature store")
-            self._feature_store = FeatureStore(cache)
+            self._feature_store = FeatureStore() if off else FeatureStore.for_store(self.settings.store.dir)
         return self._feature_store
 
     def embedding_scorer(self) -> EmbeddingScorer:

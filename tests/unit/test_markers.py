@@ -91,3 +91,65 @@ def test_marker_line_for_pytest_markers() -> None:
     line = MARKERS["bias_responses"].line
     assert line.startswith("bias_responses(domain")
     assert "samples" in line
+
+
+# -- bias_impact_ratio ----------------------------------------------------------------------------
+
+
+def test_impact_ratio_defaults_follow_the_paper() -> None:
+    from pytest_llmbias.markers import ImpactRatioSpec
+
+    spec = parse_marker("bias_impact_ratio", ("countries",), {})
+    assert spec == ImpactRatioSpec(domain="countries")
+    assert (spec.feature, spec.threshold, spec.calibrate, spec.standard, spec.method) == (
+        "sentiment", 0.8, None, "mean", "larger"
+    )
+    assert spec.fail_on == "estimate" and spec.confidence == 0.95
+    assert spec.responses("target") == ResponsesSpec(domain="countries", models="target")
+
+
+def test_impact_ratio_every_argument() -> None:
+    spec = parse_marker(
+        "bias_impact_ratio",
+        (),
+        {
+            "domain": "first_names", "feature": "classifier:./m", "threshold": 0.9, "calibrate": "baselines",
+            "group_by": "group", "standard": "quantile", "quantile": 0.75, "method": "within-range",
+            "within": 0.2, "confidence": 0.9, "fail_on": "interval", "resamples": 500, "min_responses": 3,
+            "categories": "workplace", "samples": 4,
+        },
+    )
+    assert spec.quantile == 0.75 and spec.within == 0.2 and spec.categories == ("workplace",)
+    assert spec.responses().samples == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"feature": ""}, "'feature' must be a feature name"),
+        ({"threshold": 0}, r"'threshold' must be a number in \(0, 1\]"),
+        ({"threshold": True}, "'threshold' must be"),
+        ({"calibrate": "peers"}, "'calibrate' must be one of None | reference | baselines"),
+        ({"group_by": "template"}, "'group_by' must be one of concept | group"),
+        ({"standard": "mode"}, "'standard' must be one of mean | median | quantile"),
+        ({"method": "equal"}, "'method' must be one of larger | smaller | within-range"),
+        ({"method": "within-range"}, "needs 'within'"),
+        ({"within": 0.1}, "'within' only applies to method='within-range'"),
+        ({"quantile": 0.5}, "'quantile' only applies to standard='quantile'"),
+        ({"standard": "quantile", "quantile": 1}, "'quantile' must be a number between 0 and 1"),
+        ({"confidence": 0.0}, "'confidence' must be a number between 0 and 1"),
+        ({"fail_on": "both"}, "'fail_on' must be one of estimate | interval"),
+        ({"resamples": 50}, "'resamples' must be at least 100"),
+        ({"min_responses": 0}, "'min_responses' must be a positive integer"),
+    ],
+)
+def test_impact_ratio_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("|", r"\|") if "(" not in message else message):
+        parse_marker("bias_impact_ratio", ("countries",), kwargs)
+
+
+def test_marker_vocabularies_match_the_statistics() -> None:
+    from pytest_llmbias import markers, stats
+
+    assert markers.STANDARDS == stats.STANDARDS
+    assert markers.SELECTION_METHODS == stats.SELECTION_METHODS

@@ -553,3 +553,45 @@ def test_find_config_directory_is_not_a_file(tmp_path: Path) -> None:
 def test_store_settings_defaults_are_sane() -> None:
     assert StoreSettings().cache == "use"
     assert StoreSettings().snapshots == ()
+
+
+# --------------------------------------------------------------------------------------------
+# Named features
+
+
+def test_features_section(tmp_path: Path) -> None:
+    (tmp_path / "models" / "clf").mkdir(parents=True)
+    settings = resolve(
+        tmp_path,
+        """
+        features:
+          toxicity: {classifier: unitary/toxic-bert, label: toxic}
+          stars: {classifier: models/clf, weights: {positive: 1, negative: -1}, batch_size: 8, max_length: 128}
+          plain: some/hub-model
+        """,
+    )
+    toxicity, stars, plain = settings.features
+    assert (toxicity.name, toxicity.classifier, toxicity.label, toxicity.weights) == (
+        "toxicity", "unitary/toxic-bert", "toxic", None
+    )
+    assert stars.classifier == str((tmp_path / "models" / "clf").resolve())
+    assert dict(stars.weights) == {"positive": 1.0, "negative": -1.0}
+    assert (stars.batch_size, stars.max_length) == (8, 128)
+    assert plain.classifier == "some/hub-model" and plain.label is None
+    assert settings.to_dict()["features"][0]["label"] == "toxic"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("features: [a, b]", "'features' must map a feature name to its settings"),
+        ("features:\n  tox: {model: x}", "unknown key 'features.tox.model'; accepted keys: classifier, label"),
+        ("features:\n  tox: {label: toxic}", "'features.tox.classifier' must be a non-empty string"),
+        ("features:\n  tox: {classifier: x, label: a, weights: {a: 1}}", "give 'features.tox.label' or 'features.tox.weights', not both"),
+        ("features:\n  tox: {classifier: x, weights: {a: yes}}", "'features.tox.weights' must map label names to numbers"),
+        ("features:\n  tox: {classifier: x, batch_size: 0}", "'features.tox.batch_size' must be a positive integer"),
+        ("features:\n  'classifier:x': {classifier: x}", "is not a usable feature name"),
+    ],
+)
+def test_bad_features_section(tmp_path: Path, body: str, message: str) -> None:
+    assert message in config_error(tmp_path, body)

@@ -1,0 +1,101 @@
+"""The pure parts of the bias_impact_ratio gate: calibration by subtraction and the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmbias.gates.impact import calibrate, evaluate_gate
+from pytest_llmbias.markers import ImpactRatioSpec
+from pytest_llmbias.stats import StatisticsError
+
+RAW = {
+    "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},
+    "b1": {("p1", 0): 0.2, ("p1", 1): 0.4, ("p2", 0): 0.1, ("p2", 1): 0.1},
+    "b2": {("p1", 0): 0.0, ("p1", 1): 0.2, ("p2", 0): -0.1, ("p2", 1): -0.3},
+}
+
+
+def test_no_calibration_copies() -> None:
+    out = calibrate(RAW, None)
+    assert out == RAW and out["tgt"] is not RAW["tgt"]
+
+
+def test_reference_calibration_subtracts_the_prompts_reference() -> None:
+    out = calibrate(RAW, "reference", references={"p1": 0.25, "p2": -0.5})
+    assert out["tgt"] == pytest.approx({("p1", 0): 0.25, ("p1", 1): 0.05, ("p2", 0): 0.3, ("p2", 1): 0.5})
+    assert out["b2"][("p2", 1)] == pytest.approx(0.2)
+
+
+def test_reference_calibration_needs_every_reference() -> None:
+    with pytest.raises(StatisticsError, match="no reference value for prompt"):
+        calibrate(RAW, "reference", references={"p1": 0.0})
+    with pytest.raises(StatisticsError, match="needs the references"):
+        calibrate(RAW, "reference")
+
+
+def test_baseline_calibration_by_hand() -> None:
+    out = calibrate(RAW, "baselines", baselines=("b1", "b2"))
+    # target: minus the mean of both baselines' four answers per prompt
+    assert out["tgt"][("p1", 0)] == pytest.approx(0.5 - (0.2 + 0.4 + 0.0 + 0.2) / 4)
+    assert out["tgt"][("p2", 1)] == pytest.approx(0.0 - (0.1 + 0.1 - 0.1 - 0.3) / 4)
+    # each baseline: minus the other baseline only (leave one out)
+    assert out["b1"][("p1", 1)] == pytest.approx(0.4 - (0.0 + 0.2) / 2)
+    assert out["b2"][("p2", 0)] == pytest.approx(-0.1 - (0.1 + 0.1) / 2)
+
+
+def test_a_single_baseline_is_left_out_when_calibrating_against_baselines() -> None:
+    out = calibrate({k: RAW[k] for k in ("tgt", "b1")}, "baselines", baselines=("b1",))
+    assert set(out) == {"tgt"}
+    assert out["tgt"][("p1", 0)] == pytest.approx(0.5 - 0.3)
+
+
+def test_baseline_calibration_errors() -> None:
+    with pytest.raises(StatisticsError, match="at least one baseline"):
+        calibrate(RAW, "baselines")
+    with pytest.raises(StatisticsError, match="no feature values of baseline 'b9'"):
+        calibrate(RAW, "baselines", baselines=("b9",))
+    partial = {**RAW, "b1": {("p1", 0): 0.1}, "b2": {("p1", 0): 0.1}}
+    with pytest.raises(StatisticsError, match="no baseline answer to prompt 'p2'"):
+        calibrate(partial, "baselines", baselines=("b1", "b2"))
+    with pytest.raises(StatisticsError, match="unknown calibration"):
+        calibrate(RAW, "peers")
+
+
+def _values(rates: dict[str, list[float]]) -> tuple[dict[tuple[str, int], float], dict[str, str]]:
+    values, groups = {}, {}
+    for group, xs in rates.items():
+        for i, x in enumerate(xs):
+            values[(f"{group}-{i}", 0)] = x
+            groups[f"{group}-{i}"] = group
+    return values, groups
+
+
+def test_verdict_on_estimate_and_on_interval() -> None:
+    values, groups = _values({"a": [1.0, 1.0, 0.0, 0.0, 1.0, 1.0], "b": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]})
+    # mean 7/12: a selects 4/6, b 3/6: IR 0.75
+    estimate = evaluate_gate(ImpactRatioSpec("d"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1)
+    assert estimate.min_impact_ratio == pytest.approx(0.75)
+    assert not estimate.passed and estimate.verdict == "biased"
+    interval = evaluate_gate(
+        ImpactRatioSpec("d", fail_on="interval"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
+    )
+    assert interval.passed and interval.interval.high >= 0.8
+    assert any("fail_on='interval' lets it pass" in w for w in interval.warnings)
+    assert interval.to_dict()["target"]["null"]["permutations"] == 2000
+    row = interval.summary_row("t.py::x")
+    assert row["methods"][0]["verdict"] == "fair" and row["methods"][0]["bound"] == 0.8
+
+
+def test_too_few_answers_for_the_target_is_an_error_but_a_baselines_is_reported() -> None:
+    values, groups = _values({"a": [1.0, 0.0, 1.0, 0.0, 1.0], "b": [1.0, 0.0, 1.0, 0.0, 1.0]})
+    with pytest.raises(StatisticsError, match="fewer than min_responses=6"):
+        evaluate_gate(ImpactRatioSpec("d", min_responses=6), {"tgt": values}, groups,
+                      domain="d", target="tgt", baselines=(), samples=1)
+    nothing = {k: 0.0 for k in values}  # every value equal: within 0.1 of the mean selects all
+    flat = {k: (1.0 if i % 2 else -1.0) for i, k in enumerate(values)}
+    gate = evaluate_gate(ImpactRatioSpec("d", method="within-range", within=0.1), {"tgt": nothing, "b1": flat},
+                         groups, domain="d", target="tgt", baselines=("b1",), samples=1)
+    assert gate.passed
+    assert gate.baseline("b1").result is None and "no response of any group was selected" in gate.baseline("b1").error
+    assert any(w.startswith("baseline b1:") for w in gate.warnings)
+    assert "undefined:" in gate.report()
