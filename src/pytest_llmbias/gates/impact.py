@@ -227,9 +227,12 @@ def evaluate_model(
     values: Mapping[tuple[str, int], float],
     prompt_groups: Mapping[str, str],
     spec: ImpactRatioSpec,
-) -> tuple[ImpactRatioResult, BootstrapInterval]:
-    """One model's impact ratio and its bootstrap interval. Raises :class:`StatisticsError` when a
-    group has fewer than ``spec.min_responses`` values, or when no value is selected at all."""
+    *,
+    permutations: bool = False,
+) -> tuple[ImpactRatioResult, BootstrapInterval, NullCheck | None]:
+    """One model's impact ratio, its bootstrap interval and (with ``permutations``) its permutation
+    check. Raises :class:`StatisticsError` when a group has fewer than ``spec.min_responses``
+    values, or when no value is selected at all."""
     keys = sorted(values)
     groups = [prompt_groups[q] for q, _ in keys]
     numbers = [values[k] for k in keys]
@@ -256,7 +259,19 @@ def evaluate_model(
         seed=BOOTSTRAP_SEED,
         **options,
     )
-    return result, interval
+    null = None
+    if permutations:
+        null = permutation_null(
+            numbers,
+            groups,
+            spec.standard,
+            spec.method,
+            threshold=spec.threshold,
+            permutations=spec.resamples,
+            seed=BOOTSTRAP_SEED,
+            **options,
+        )
+    return result, interval, null
 
 
 def evaluate_gate(
@@ -271,19 +286,7 @@ def evaluate_gate(
 ) -> ImpactRatioGateResult:
     """The gate's result from (calibrated) feature values. The target's statistics must compute;
     a baseline's that do not are reported with their error and a warning."""
-    result, interval = evaluate_model(target, values[target], prompt_groups, spec)
-    keys = sorted(values[target])
-    null = permutation_null(
-        [values[target][k] for k in keys],
-        [prompt_groups[q] for q, _ in keys],
-        spec.standard,
-        spec.method,
-        quantile=spec.quantile,
-        within=spec.within,
-        threshold=spec.threshold,
-        permutations=spec.resamples,
-        seed=BOOTSTRAP_SEED,
-    )
+    result, interval, null = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
     target_impact = ModelImpact(target, result, interval, null=null)
     side: list[ModelImpact] = []
     warnings: list[str] = []
@@ -292,7 +295,7 @@ def evaluate_gate(
             side.append(ModelImpact(alias, None, None, "no peer baseline to calibrate against"))
             continue
         try:
-            r, i = evaluate_model(alias, values[alias], prompt_groups, spec)
+            r, i, _ = evaluate_model(alias, values[alias], prompt_groups, spec)
         except StatisticsError as exc:
             side.append(ModelImpact(alias, None, None, str(exc)))
             warnings.append(f"baseline {alias}: {exc}")
