@@ -13,7 +13,6 @@ down at exit (~1.5 s).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -24,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import KEY_ENV
 from tests.openai_server import OpenAIServer
 
-KEY_ENV = "LLMBIAS_IT_API_KEY"
 
 #: alias -> model name as the server sees it (litellm strips the "openai/" prefix)
 TARGET = "tgt"
@@ -53,21 +52,6 @@ def test_{name}(bias_responses):
 
 
 # -- fixtures and helpers -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer(latency=0.02) as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-integration-test")
-    for var in list(os.environ):
-        if var.startswith("LLMBIAS_") and var != KEY_ENV:
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def write_config(pytester, server, **collection):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_collection import MODELS, TARGET, requests_of, run, server, write_config  # noqa: F401
-from tests.integration.test_collection import _env  # noqa: F401  (autouse: the key and a clean environment)
+from tests.integration.test_collection import MODELS, TARGET, requests_of, run, write_config
 
 GATE = '''
 import pytest

@@ -18,6 +18,7 @@ target's; with ``calibrate="baselines"`` each baseline is calibrated against the
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -323,7 +324,7 @@ def evaluate_gate(
             f"baseline(s) {', '.join(below)} also fall below the threshold: the prompts or the feature may "
             "carry a disparity of their own; consider calibrate='baselines' or calibrate='reference'"
         )
-    return ImpactRatioGateResult(**{**gate.__dict__, "warnings": tuple(warnings)})
+    return dataclasses.replace(gate, warnings=tuple(warnings))
 
 
 def _interval_warnings(gate: ImpactRatioGateResult) -> list[str]:

@@ -255,24 +255,27 @@ def _resolve_classifier(model: str) -> tuple[str, str]:
     return name, "hub"
 
 
-def _labels_from_config(config: Any) -> tuple[str, ...]:
-    id2label = getattr(config, "id2label", None) or {}
+def _ordered_labels(id2label: Any) -> tuple[str, ...]:
+    """A config's ``id2label`` as label names in id order (ids may be ints or numeric strings)."""
     try:
         return tuple(str(id2label[i]) for i in sorted(id2label, key=int))
     except (TypeError, ValueError):
         return tuple(str(v) for v in id2label.values())
 
 
+def _labels_from_config(config: Any) -> tuple[str, ...]:
+    return _ordered_labels(getattr(config, "id2label", None) or {})
+
+
 def _labels_from_json(directory: Path) -> tuple[str, ...] | None:
     """The labels in a local folder's config.json (in id order), or None when it does not say."""
     try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        id2label = config["id2label"]
-        if not isinstance(id2label, dict) or not id2label:
-            return None
-        return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+        id2label = json.loads((directory / "config.json").read_text(encoding="utf-8"))["id2label"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
+    if not isinstance(id2label, dict) or not id2label or not all(str(k).lstrip("-").isdigit() for k in id2label):
+        return None
+    return _ordered_labels(id2label)
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
