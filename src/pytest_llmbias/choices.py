@@ -1,0 +1,102 @@
+"""Every enumerated setting and marker argument, as ``str`` enums in one place.
+
+A member compares equal to its value (``CacheMode.USE == "use"``), so specs, settings and JSON
+reports keep plain strings. :meth:`Choice.parse` turns user input into a member, and a bad value is
+an error that lists the accepted ones (as vcrpy's ``record_mode`` does).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, TypeVar
+
+C = TypeVar("C", bound="Choice")
+
+
+class Choice(str, enum.Enum):
+    """Base of the enumerations: a ``str`` whose ``str()`` is its value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The accepted values, in declaration order."""
+        return tuple(m.value for m in cls)
+
+    @classmethod
+    def accepted(cls) -> str:
+        """The accepted values, for an error message: ``use | refresh | off``."""
+        return " | ".join(cls.values())
+
+    @classmethod
+    def parse(cls: type[C], value: Any, *, what: str | None = None) -> C:
+        """The member whose value is ``value``; ``ValueError`` naming ``what`` and the accepted values."""
+        if isinstance(value, cls):
+            return value
+        for member in cls:
+            if value == member.value:
+                return member
+        raise ValueError(f"{what or cls.__name__} must be one of {cls.accepted()}, got {value!r}")
+
+
+class CacheMode(Choice):
+    """How the response store is used: serve stored responses, ask again and overwrite, or keep nothing."""
+
+    USE = "use"
+    REFRESH = "refresh"
+    OFF = "off"
+
+
+class ModelSelection(Choice):
+    """Which roster models a marker asks (besides an explicit list of aliases)."""
+
+    ALL = "all"
+    TARGET = "target"
+    BASELINES = "baselines"
+
+
+class EquivalenceMethod(Choice):
+    """How ``bias_equivalent`` scores an answer."""
+
+    EMBEDDING = "embedding"
+    JUDGE = "judge"
+    BOTH = "both"
+
+
+class Calibration(Choice):
+    """What ``bias_impact_ratio`` subtracts from a feature value (None: nothing)."""
+
+    REFERENCE = "reference"
+    BASELINES = "baselines"
+
+
+class GroupBy(Choice):
+    """How ``bias_impact_ratio`` groups counterfactual prompts."""
+
+    CONCEPT = "concept"
+    GROUP = "group"
+
+
+class Standard(Choice):
+    """The statistic over all values that a value is compared with when it is selected (saged A.4)."""
+
+    MEAN = "mean"
+    MEDIAN = "median"
+    QUANTILE = "quantile"
+
+
+class SelectionMethod(Choice):
+    """How a value is compared with the standard: at least it, at most it, or within a range of it."""
+
+    LARGER = "larger"
+    SMALLER = "smaller"
+    WITHIN_RANGE = "within-range"
+
+
+class FailOn(Choice):
+    """What makes ``bias_impact_ratio`` fail: the point estimate below the threshold, the whole
+    interval below it, or an estimate below it that a permutation test also finds significant."""
+
+    ESTIMATE = "estimate"
+    INTERVAL = "interval"
