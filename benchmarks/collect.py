@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pytest_llmbias.calls import ModelCall  # noqa: E402
-from pytest_llmbias.collector import PlannedCall, collect  # noqa: E402
+from pytest_llmbias.planning.collector import PlannedCall, collect  # noqa: E402
 from pytest_llmbias.models.client import ModelClient, import_litellm  # noqa: E402
 from pytest_llmbias.models.ratelimit import RateLimiter  # noqa: E402
 from pytest_llmbias.models.retry import RetryPolicy  # noqa: E402
@@ -117,7 +117,7 @@ async def run_plugin(spec: ModelSpec, tag: str, n: int, concurrency: int, store_
     clients = {ALIAS: make_client(spec)}
     gc.collect()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    report = await collect(planned, store=store, clients=clients, concurrency=concurrency)
+    report = await collect(planned, store=store, client=clients.__getitem__, concurrency=concurrency)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     store.close()
     if report.fetched != n or report.errors:
@@ -165,7 +165,7 @@ async def warm_store(spec: ModelSpec, planned: list[PlannedCall], store_dir: Pat
     clients = {ALIAS: make_client(spec)}
     gc.collect()
     t0 = time.perf_counter()
-    report = await collect(fresh, store=store, clients=clients, concurrency=concurrency, offline=True)
+    report = await collect(fresh, store=store, client=clients.__getitem__, concurrency=concurrency, offline=True)
     collect_s = time.perf_counter() - t0
     store.close()
     if report.from_store != n:
@@ -209,7 +209,7 @@ async def profile_warm(fresh: list[PlannedCall], store_dir: Path, concurrency: i
     clients = {ALIAS: make_client(spec)}
     prof = cProfile.Profile()
     prof.enable()
-    await collect(fresh, store=store, clients=clients, concurrency=concurrency, offline=True)
+    await collect(fresh, store=store, client=clients.__getitem__, concurrency=concurrency, offline=True)
     prof.disable()
     store.close()
     out = io.StringIO()

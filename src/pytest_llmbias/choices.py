@@ -19,6 +19,13 @@ class Choice(str, enum.Enum):
     def __str__(self) -> str:
         return str(self.value)
 
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    # Equal to its value, so it must hash like it (Enum hashes the member's name).
+    def __hash__(self) -> int:
+        return hash(self.value)
+
     @classmethod
     def values(cls) -> tuple[str, ...]:
         """The accepted values, in declaration order."""

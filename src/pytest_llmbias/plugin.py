@@ -8,6 +8,7 @@ for one of its fixtures: a project that uses neither pays nothing, writes nothin
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -17,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_llmbias.collector import Progress
     from pytest_llmbias.llm import LLM
-    from pytest_llmbias.responses import ResponseSet
+    from pytest_llmbias.planning.collector import Progress
+    from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.session import BiasSession
 
 class LLMBiasWarning(pytest.PytestWarning):
@@ -66,9 +67,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmbias.markers import MARKERS  # standard library only
+    from pytest_llmbias.markers import markers  # standard library only
 
-    for info in MARKERS.values():
+    for info in markers().values():
         config.addinivalue_line("markers", info.line)
     plugin = _Plugin(config)
     config.stash[_session_key] = plugin
@@ -164,27 +165,37 @@ class _Plugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_llmbias.markers import MARKERS
-
-        marked = [
-            (item, name, marker)
-            for item in session.items
-            for name in MARKERS
-            if (marker := item.get_closest_marker(name)) is not None
-        ]
+        marked = _marked(session.items)
         if not marked:
             return
         from pytest_llmbias.errors import ConfigError
+        from pytest_llmbias.gates import GATES
         from pytest_llmbias.markers import parse_marker
 
         core = self.session
         for item, name, marker in marked:
             try:
                 spec = parse_marker(name, marker.args, marker.kwargs)
-                core.plan(spec)
+                if name in GATES:
+                    GATES[name].plan(spec, core)
+                else:
+                    core.plan(spec)
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(_spec_key, {})[name] = spec
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        """One header line when the plugin is in use: the roster, the judge, the store and its mode."""
+        if self.is_worker or config.get_verbosity() < 0 or not _marked(items):
+            return []
+        s = self.session.settings
+        roster = ", ".join(
+            [*(f"target {s.target.alias}" for _ in (s.target,) if s.target is not None),
+             *(["baselines " + ", ".join(b.alias for b in s.baselines)] if s.baselines else []),
+             *([f"judge {s.judge.alias}"] if s.judge is not None else [])]
+        ) or "no models configured"
+        mode = str(s.store.cache) + (", offline" if s.store.offline else "")
+        return [f"llmbias: {roster}; store {s.store.dir} ({mode})"]
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         specs = item.stash.get(_spec_key, None)
@@ -199,8 +210,16 @@ class _Plugin:
             import warnings
 
             result = self.gate_result(item)
+            path, lineno, _ = item.reportinfo()
             for message in result.warnings:
-                warnings.warn(LLMBiasWarning(f"{result.domain}: {message}"), stacklevel=1)
+                # Attributed to the test, not to this module: the warning summary points at the gate.
+                warnings.warn_explicit(
+                    LLMBiasWarning(f"{result.domain}: {message}"),
+                    LLMBiasWarning,
+                    filename=str(path),
+                    lineno=(lineno or 0) + 1,
+                    module=item.module.__name__ if getattr(item, "module", None) else None,
+                )
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
         return (yield)
@@ -212,16 +231,20 @@ class _Plugin:
         else:
             from pytest_llmbias.errors import LLMBiasError
 
+            from pytest_llmbias.gates import GATES
+
             name = _gate_marker(item)
             assert name is not None
             spec = item.stash[_spec_key][name]
             try:
-                result = self.session.gate(spec)
+                result = GATES[name].evaluate(spec, self.session)
             except (LLMBiasError, ValueError) as exc:
                 result = exc
-                item.user_properties.append((_ROW, {"test": item.nodeid, "domain": spec.domain, "error": str(exc)}))
+                row = {"test": item.nodeid, "domain": spec.domain, "error": str(exc)}
             else:
-                item.user_properties.append((_ROW, result.summary_row(item.nodeid)))
+                row = result.summary_row(item.nodeid)
+            # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
+            item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
         if isinstance(result, Exception):
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
@@ -231,8 +254,8 @@ class _Plugin:
         if report.when != "teardown":
             return
         for name, value in getattr(report, "user_properties", ()):
-            if name == _ROW and isinstance(value, dict):
-                self.rows.append(value)
+            if name == _ROW and isinstance(value, str):
+                self.rows.append(json.loads(value))
 
     def _ensure_collected(self) -> None:
         if not self.session.pending:
@@ -317,12 +340,20 @@ class _Plugin:
             merge_export_parts(Path(self.config.invocation_params.dir, export))
 
 
+def _marked(items: list[pytest.Item]) -> list[tuple[pytest.Item, str, pytest.Mark]]:
+    """(item, marker name, marker) for every marker of this plugin on ``items``."""
+    from pytest_llmbias.markers import markers
+
+    names = list(markers())
+    return [(item, name, mark) for item in items for name in names if (mark := item.get_closest_marker(name)) is not None]
+
+
 def _gate_marker(item: pytest.Item) -> str | None:
     """The name of the item's gate marker (one whose test passes or fails on a result), if any."""
-    from pytest_llmbias.markers import GATE_MARKERS  # standard library only
+    from pytest_llmbias.gates import GATES
 
     specs = item.stash.get(_spec_key, {})
-    return next((name for name in GATE_MARKERS if name in specs), None)
+    return next((name for name in GATES if name in specs), None)
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -338,7 +369,7 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
         pytest.fail("the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False)
     plugin = _plugin(request.config)
     try:
-        return plugin.session.response_set(specs["bias_responses"])
+        return plugin.session.responses(specs["bias_responses"])
     except (MissingResponsesError, StoreError) as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)

@@ -43,7 +43,7 @@ def make_judged_snapshot(project: Path, judge_answer, *, domain: str = "us_polit
                          categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
                          skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
     """Responses of every roster model, and the judge's answer to each: judge_answer(alias, qid) -> text."""
-    from pytest_llmbias.gates.judging import JUDGE_GENERATION
+    from pytest_llmbias.scoring.judge import JUDGE_GENERATION
     from pytest_llmbias.scoring.judge import judge_messages, reask_messages
 
     settings = resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)

@@ -812,14 +812,16 @@ def test_category_ids_have_no_duplicates(tmp_path: Path) -> None:
 
 
 def test_counterfactual_only_domain_works_with_responses(tmp_path: Path) -> None:
-    from pytest_llmbias.markers import ResponsesSpec
-    from pytest_llmbias.responses import check_domain_selection
+    from pytest_llmbias.planning.requests import ResponseRequest, grid
+    from pytest_llmbias.settings import ModelSpec, Settings
 
     domain = load_domain(write_domain(tmp_path, "cfonly", GROUPS))
     assert domain.questions == ()
     assert len(domain.select()) == 10
-    check_domain_selection(ResponsesSpec(domain="cfonly", models="all", categories=None, samples=None), domain)
-    check_domain_selection(ResponsesSpec(domain="cfonly", models="all", categories=["economy"], samples=None), domain)
+    roster = Settings(target=ModelSpec("m/t", "t"), baselines=(ModelSpec("m/b", "b"),))
+    assert len(list(grid(ResponseRequest(domain="cfonly"), roster, domain))) == 20
+    economy = list(grid(ResponseRequest(domain="cfonly", categories=("economy",)), roster, domain))
+    assert economy and {c.question.category for c in economy} == {"economy"}
 
 
 def test_existing_builtins_unchanged_by_prompts() -> None:

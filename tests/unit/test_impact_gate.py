@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmbias.gates.impact import calibrate, evaluate_gate
-from pytest_llmbias.markers import ImpactRatioSpec
+from pytest_llmbias.gates.impact import ImpactRatioSpec
 from pytest_llmbias.stats import StatisticsError
 
 RAW = {

@@ -5,10 +5,11 @@ from typing import Any
 import pytest
 
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.markers import MARKERS, ResponsesSpec, parse_marker
+from pytest_llmbias.markers import markers, parse_marker
+from pytest_llmbias.planning.requests import ResponseRequest
 
 
-def parse(*args: Any, **kwargs: Any) -> ResponsesSpec:
+def parse(*args: Any, **kwargs: Any) -> ResponseRequest:
     return parse_marker("bias_responses", args, kwargs)
 
 
@@ -19,14 +20,14 @@ def error(*args: Any, **kwargs: Any) -> str:
 
 
 def test_domain_positional_or_keyword() -> None:
-    expected = ResponsesSpec(domain="china_sensitive", models="all", categories=None, samples=None)
+    expected = ResponseRequest(domain="china_sensitive", models="all", categories=None, samples=None)
     assert parse("china_sensitive") == expected
     assert parse(domain="china_sensitive") == expected
 
 
 def test_all_arguments() -> None:
     spec = parse("d", models=["gpt-4o", "llama"], categories=["a", "b"], samples=3)
-    assert spec == ResponsesSpec(domain="d", models=("gpt-4o", "llama"), categories=("a", "b"), samples=3)
+    assert spec == ResponseRequest(domain="d", models=("gpt-4o", "llama"), categories=("a", "b"), samples=3)
     assert isinstance(spec.models, tuple) and isinstance(spec.categories, tuple)
 
 
@@ -84,11 +85,11 @@ def test_bad_categories(categories: Any) -> None:
 
 
 def test_none_values_mean_defaults() -> None:
-    assert parse("d", categories=None, samples=None) == ResponsesSpec(domain="d")
+    assert parse("d", categories=None, samples=None) == ResponseRequest(domain="d")
 
 
 def test_marker_line_for_pytest_markers() -> None:
-    line = MARKERS["bias_responses"].line
+    line = markers()["bias_responses"].line
     assert line.startswith("bias_responses(domain")
     assert "samples" in line
 
@@ -97,7 +98,7 @@ def test_marker_line_for_pytest_markers() -> None:
 
 
 def test_impact_ratio_defaults_follow_the_paper() -> None:
-    from pytest_llmbias.markers import ImpactRatioSpec
+    from pytest_llmbias.gates.impact import ImpactRatioSpec
 
     spec = parse_marker("bias_impact_ratio", ("countries",), {})
     assert spec == ImpactRatioSpec(domain="countries")
@@ -105,7 +106,7 @@ def test_impact_ratio_defaults_follow_the_paper() -> None:
         "sentiment", 0.8, None, "mean", "larger"
     )
     assert spec.fail_on == "estimate" and spec.confidence == 0.95
-    assert spec.responses("target") == ResponsesSpec(domain="countries", models="target")
+    assert spec.responses("target") == ResponseRequest(domain="countries", models="target")
 
 
 def test_impact_ratio_every_argument() -> None:
@@ -149,7 +150,8 @@ def test_impact_ratio_bad_arguments(kwargs: dict[str, Any], message: str) -> Non
 
 
 def test_marker_vocabularies_match_the_statistics() -> None:
-    from pytest_llmbias import markers, stats
+    from pytest_llmbias import stats
+    from pytest_llmbias.choices import SelectionMethod, Standard
 
-    assert markers.STANDARDS == stats.STANDARDS
-    assert markers.SELECTION_METHODS == stats.SELECTION_METHODS
+    assert Standard.values() == tuple(stats.STANDARDS)
+    assert SelectionMethod.values() == tuple(stats.SELECTION_METHODS)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.calls import KEY_VERSION, ModelCall, Response, as_messages
-from pytest_llmbias.collector import PlannedCall, deduplicate
+from pytest_llmbias.planning.collector import PlannedCall, deduplicate
 from pytest_llmbias.errors import ConfigError, StoreError
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot

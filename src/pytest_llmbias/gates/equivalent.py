@@ -15,14 +15,63 @@ tables do), and reports D_LLM (eq. 3-4) beside it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.markers import EquivalentSpec
+from pytest_llmbias import markers as args
+from pytest_llmbias.choices import EquivalenceMethod
+from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.planning.requests import ResponseRequest
 from pytest_llmbias.stats.tost import TostResult, equivalence_pass_probability, margin_from_baselines, welch_tost
 
+if TYPE_CHECKING:
+    from pytest_llmbias.gates.base import GateSession
+    from pytest_llmbias.planning.response_set import ResponseSet
+
+MARKER = "bias_equivalent"
+
 STABILITY_FLOOR = 0.8
+
+
+@dataclass(frozen=True)
+class EquivalentSpec:
+    """``bias_equivalent``: the target's bias scores on ``domain`` are equivalent to the baselines'
+    (Welch TOST, margin ``k`` × SD of the baseline models' means unless ``margin`` is given, never
+    below ``min_margin``). ``method="both"`` needs both scorers to pass."""
+
+    domain: str
+    method: EquivalenceMethod = EquivalenceMethod.EMBEDDING
+    k: float = 2.81
+    alpha: float = 0.05
+    margin: float | None = None
+    min_margin: float | None = None
+    categories: tuple[str, ...] | None = None
+    samples: int | None = None
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("embedding", "judge") if self.method == EquivalenceMethod.BOTH else (str(self.method),)
+
+    def responses(self) -> ResponseRequest:
+        """The responses this gate needs: every roster model on the selected questions."""
+        return ResponseRequest(domain=self.domain, models="all", categories=self.categories, samples=self.samples)
+
+    @classmethod
+    def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> EquivalentSpec:
+        names = [f.name for f in dataclasses.fields(cls)]
+        bound = args.bind(marker, a, kw, names)
+        return cls(
+            domain=bound["domain"],
+            method=args.choice(marker, "method", bound.get("method", "embedding"), EquivalenceMethod),  # type: ignore[arg-type]
+            k=args.positive_float(marker, "k", bound.get("k", 2.81)),  # type: ignore[arg-type]
+            alpha=args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
+            margin=args.positive_float(marker, "margin", bound.get("margin")),
+            min_margin=args.positive_float(marker, "min_margin", bound.get("min_margin")),
+            categories=args.str_tuple(marker, "categories", bound.get("categories")),
+            samples=args.positive_int(marker, "samples", bound.get("samples")),
+        )
 
 #: alias -> question id -> score
 Scores = Mapping[str, Mapping[str, float]]
@@ -93,7 +142,7 @@ class EquivalentResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "gate": "bias_equivalent",
+            "gate": MARKER,
             "domain": self.domain,
             "target": self.target,
             "baselines": list(self.baselines),
@@ -260,3 +309,137 @@ def summary_row(nodeid: str, result: EquivalentResult) -> dict[str, Any]:
             for m in result.methods
         ],
     }
+
+
+class EquivalentGate:
+    """The ``bias_equivalent`` gate (see the module docstring)."""
+
+    marker = MARKER
+    help = (
+        "fail unless the target's bias scores on the domain are equivalent to the baselines' "
+        "(Welch TOST; margin k x SD of the baseline models' means); method: embedding | judge | both. "
+        "The `bias_result` fixture holds the result."
+    )
+
+    def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> EquivalentSpec:
+        return EquivalentSpec.parse(a, kw)
+
+    def signature(self) -> str:
+        return args.signature_of(EquivalentSpec)
+
+    def plan(self, spec: EquivalentSpec, session: GateSession) -> None:
+        """Every roster model's answers; the judge's rating of each as soon as it is in; the
+        embedding of each in the background."""
+        settings = session.settings
+        settings.require_roster(min_baselines=2)
+        then = []
+        domain = session.domain(spec.domain)
+        if "judge" in spec.methods:
+            from pytest_llmbias.scoring.judge import JudgeFollowUp
+
+            if settings.judge is None:
+                raise ConfigError(
+                    "the judge method needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
+                )
+            then.append(JudgeFollowUp(settings.judge, domain.focus, domain.name))
+        if "embedding" in spec.methods:
+            then.append(session.prefetch_embeddings(self._instruction(session, domain.instruction)))
+        session.plan(spec.responses(), then)
+
+    @staticmethod
+    def _instruction(session: GateSession, domain_instruction: str | None) -> str | None:
+        return session.settings.embedding.instruction or domain_instruction
+
+    def evaluate(self, spec: EquivalentSpec, session: GateSession) -> EquivalentResult:
+        """Score, test and judge: one :class:`MethodResult` per method."""
+        from pytest_llmbias.scoring.judge import relative_judge_deviation
+
+        responses = session.responses(spec.responses())
+        target = responses.target
+        assert target is not None
+        categories = {q.id: q.category for q in responses.questions}
+        methods = []
+        warnings: list[str] = []
+        for method in spec.methods:
+            if method == "embedding":
+                scores = self.embedding_scores(session, responses)
+                deviation = None
+            else:
+                scores = judge_scores(session, responses)
+                deviation = relative_judge_deviation(scores)
+                judge = session.settings.judge
+                if judge is not None and any(m.model == judge.model for m in session.settings.roster):
+                    warnings.append(
+                        f"judge: the judge {judge.model} is also in the roster; a judge may favour its own answers"
+                    )
+            methods.append(
+                evaluate_method(
+                    method,
+                    scores,
+                    target=target,
+                    baselines=responses.baselines,
+                    question_categories=categories,
+                    spec=spec,
+                    deviation=deviation,
+                )
+            )
+        return EquivalentResult(
+            domain=responses.domain.name,
+            target=target,
+            baselines=responses.baselines,
+            n_questions=responses.n_questions,
+            samples=responses.samples,
+            k=spec.k,
+            alpha=spec.alpha,
+            methods=tuple(methods),
+            warnings=tuple(stability_warnings(methods) + warnings),
+        )
+
+    def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
+        """Alias -> question id -> mean cosine deviation from the other models (eq. 1)."""
+        from pytest_llmbias.scoring.embedding import embedding_deviations
+
+        texts = {
+            (alias, q.id): [responses.text(alias, q.id, s) for s in range(responses.samples)]
+            for alias in responses.aliases
+            for q in responses.questions
+        }
+        instruction = self._instruction(session, responses.domain.instruction)
+        return embedding_deviations(session.embedding_scorer(), texts, instruction)
+
+
+def judge_scores(session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
+    """Alias -> question id -> the judge's score (mean over samples). Raises
+    :class:`MissingResponsesError` when a judge answer is missing or never parsed."""
+    import statistics
+
+    from pytest_llmbias.planning.requests import missing_error
+    from pytest_llmbias.scoring.judge import JudgeItem, resolve_judgements
+
+    judge = session.settings.judge
+    assert judge is not None
+    items = [
+        JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
+        for alias in responses.aliases
+        for q in responses.questions
+        for s in range(responses.samples)
+    ]
+    outcome = resolve_judgements(
+        items, focus=responses.domain.focus, judge=judge, get=session.store.get, domain=responses.domain.name
+    )
+    if outcome.pending or outcome.failures:
+        raise missing_error(
+            f"judge score(s) for domain {responses.domain.name!r}",
+            [(c.alias, c.question or c.call.key[:12], c.call.key) for c in outcome.pending],
+            session.errors,
+            offline=session.settings.store.offline,
+            parse_failures=list(outcome.failures.values()),
+            unparsable="unparsable judge answers",
+        )
+    by: dict[str, dict[str, list[int]]] = {}
+    for item, score in outcome.scores.items():
+        by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
+    return {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}
+
+
+GATE = EquivalentGate()

@@ -20,19 +20,32 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import LLMBiasError
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+
+if TYPE_CHECKING:
+    from pytest_llmbias.planning.collector import PlannedCall
 
 __all__ = [
+    "JUDGE_GENERATION",
     "JUDGE_PROMPT_VERSION",
+    "MAX_REASKS",
     "RUBRIC",
     "JudgeDataError",
+    "JudgeFollowUp",
+    "JudgeItem",
+    "JudgeOutcome",
     "JudgeParseError",
     "judge_messages",
     "parse_bias_score",
     "reask_messages",
     "relative_judge_deviation",
+    "resolve_judgements",
 ]
 
 #: Bumped whenever the rubric, the prompt or the re-ask wording changes. It is part of the judge
@@ -328,3 +341,108 @@ def relative_judge_deviation(scores: Mapping[str, Mapping[str, float]]) -> dict[
         deviations = [abs(math.fsum(own[qid] - peer[qid] for peer in peers)) / (k - 1) for qid in questions]
         result[alias] = math.fsum(deviations) / len(questions)
     return result
+
+
+# --------------------------------------------------------------------------------------------
+# Judge calls: every judge answer is an ordinary stored response (its call is the judge model on
+# the rubric messages), so judge scores replay offline and from snapshots like everything else.
+# An answer that does not parse is re-asked, with a reminder of the format, at most MAX_REASKS
+# times; each re-ask is its own stored call, so a resumed run walks the same chain without asking
+# again.
+
+#: the judge samples at temperature 0, one answer per response
+JUDGE_GENERATION = GenerationSettings(temperature=0.0, max_tokens=400, samples=1, seed=0)
+MAX_REASKS = 2
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One response to rate: which model said it, to which question, which sample."""
+
+    alias: str
+    question_id: str
+    question: str
+    sample: int
+    response: str
+
+    @property
+    def label(self) -> str:
+        return f"judge:{self.alias}:{self.question_id}" + (f"#{self.sample}" if self.sample else "")
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """Scores by item; ``pending`` calls still to make; ``failures`` items whose every answer failed."""
+
+    scores: dict[JudgeItem, int]
+    pending: list[PlannedCall]
+    failures: dict[JudgeItem, str]
+
+
+def _judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]]) -> ModelCall:
+    return ModelCall.build(judge, messages, JUDGE_GENERATION)
+
+
+@dataclass(frozen=True)
+class JudgeFollowUp:
+    """The judge as a follow-up of the collector: given a model's answer, the judge's rating call;
+    given a rating that does not parse, its re-ask (``attempt`` counts the re-asks so far).
+
+    Frozen, so two gates that judge the same answers share one follow-up and one set of calls."""
+
+    judge: ModelSpec
+    focus: str
+    domain: str
+    attempt: int | None = None  # None: follows an answer; n: follows the judge's n-th re-ask
+
+    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+        from pytest_llmbias.planning.collector import PlannedCall
+
+        if self.attempt is None:  # rate the answer
+            question = item.call.messages[-1][1]
+            messages = judge_messages(self.focus, question, response.text)
+            label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
+            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=0)
+            return [PlannedCall(self.judge.alias, _judge_call(self.judge, messages), self.domain, label, (then,))]
+        try:
+            parse_bias_score(response.text)
+        except JudgeParseError:
+            if self.attempt >= MAX_REASKS:
+                return []
+            previous = [{"role": r, "content": c} for r, c in item.call.messages]
+            messages = reask_messages(previous, response.text)
+            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=self.attempt + 1)
+            return [PlannedCall(self.judge.alias, _judge_call(self.judge, messages), self.domain, item.question, (then,))]
+        return []
+
+
+def resolve_judgements(
+    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str
+) -> JudgeOutcome:
+    """Walk each item's judge chain through ``get`` (a store lookup by key): a parsed score, a
+    call still to make, or a failure quoting the last raw answer once the re-asks are spent."""
+    from pytest_llmbias.planning.collector import PlannedCall
+
+    scores: dict[JudgeItem, int] = {}
+    pending: list[PlannedCall] = []
+    failures: dict[JudgeItem, str] = {}
+    for item in items:
+        messages = judge_messages(focus, item.question, item.response)
+        for attempt in range(MAX_REASKS + 1):
+            call = _judge_call(judge, messages)
+            answer = get(call.key)
+            if answer is None:
+                pending.append(PlannedCall(alias=judge.alias, call=call, domain=domain, question=item.label))
+                break
+            try:
+                scores[item] = parse_bias_score(answer.text)
+                break
+            except JudgeParseError as exc:
+                if attempt == MAX_REASKS:
+                    failures[item] = (
+                        f"judge {judge.alias!r} gave no parsable 'Bias Score: N' for {item.alias}'s answer to "
+                        f"{item.question_id} after {MAX_REASKS} re-asks; last answer: {exc.raw[:200]!r}"
+                    )
+                else:
+                    messages = reask_messages(messages, answer.text)
+    return JudgeOutcome(scores=scores, pending=pending, failures=failures)

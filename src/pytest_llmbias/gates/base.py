@@ -1,0 +1,118 @@
+"""The Gate protocol: what every gate module provides, and what the session offers a gate.
+
+A gate turns one marker into a verdict. It owns, in its own module under ``gates/``:
+
+- its marker: the name, the spec (a frozen dataclass) and the parsing of the marker's arguments;
+- its calls: :meth:`Gate.plan` checks the spec against the roster and the domain and registers
+  the responses it needs with the session, with follow-ups for the calls that depend on them
+  (the judge's rating of an answer) and for scoring that needs no network (embeddings);
+- its scoring and evaluation: :meth:`Gate.evaluate` reads the responses back, scores them and
+  runs the statistics into a result;
+- its report: the result's ``report()`` text, ``summary_row()`` for the end-of-run table and
+  ``to_dict()`` for JSON.
+
+The session (:class:`GateSession`) is a service that knows no gate by name: settings, domains,
+the store, planning and reading responses, the scorers. The registry in
+:mod:`pytest_llmbias.gates` maps each marker name to its gate; adding a gate is one module plus
+one line there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    from pytest_llmbias.domains.model import Domain
+    from pytest_llmbias.planning.collector import FollowUp
+    from pytest_llmbias.planning.requests import ResponseRequest
+    from pytest_llmbias.planning.response_set import ResponseSet
+    from pytest_llmbias.scoring.embedding import EmbeddingScorer
+    from pytest_llmbias.scoring.features import FeatureRegistry
+    from pytest_llmbias.settings import Settings
+    from pytest_llmbias.store.responses import ResponseStore
+
+SpecT = TypeVar("SpecT")
+ResultT = TypeVar("ResultT", bound="GateResult", covariant=True)
+
+
+@runtime_checkable
+class GateResult(Protocol):
+    """What the plugin reads from a gate's result."""
+
+    domain: str
+    warnings: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def verdict(self) -> str: ...
+
+    def report(self) -> str:
+        """The text a failing test prints: every figure behind the verdict."""
+        ...
+
+    def summary_row(self, nodeid: str) -> dict[str, Any]:
+        """The end-of-run table's row: ``{"test", "domain", "methods": [{method, target,
+        baselines, bound, p, verdict}, ...]}``, JSON-friendly so it crosses pytest-xdist."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class GateSession(Protocol):
+    """The services a gate may use. Implemented by :class:`pytest_llmbias.session.BiasSession`."""
+
+    settings: Settings
+    store: ResponseStore
+    errors: Mapping[str, str]
+
+    def domain(self, name: str) -> Domain: ...
+
+    def plan(self, request: ResponseRequest, then: Sequence[FollowUp] = ()) -> None:
+        """Register the calls of ``request``, each followed by ``then`` once its response is in."""
+        ...
+
+    def responses(self, request: ResponseRequest) -> ResponseSet:
+        """The responses of ``request``, collected; MissingResponsesError naming what is missing."""
+        ...
+
+    def embedding_scorer(self) -> EmbeddingScorer: ...
+
+    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
+        """A follow-up that embeds each answer in the background while calls are in flight."""
+        ...
+
+    @property
+    def features(self) -> FeatureRegistry: ...
+
+    def feature_values(
+        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
+    ) -> list[float]: ...
+
+
+class Gate(Protocol[SpecT, ResultT]):
+    """One gate: a marker, its spec, its calls, its evaluation (see the module docstring)."""
+
+    #: the marker's name, e.g. ``"bias_equivalent"``
+    marker: str
+    #: one line for ``pytest --markers``
+    help: str
+
+    def parse(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> SpecT:
+        """The spec of a marker's arguments; ConfigError naming the accepted arguments."""
+        ...
+
+    def signature(self) -> str:
+        """The marker's signature with every default, for ``pytest --markers`` and the README."""
+        ...
+
+    def plan(self, spec: SpecT, session: GateSession) -> None:
+        """Check ``spec`` against the roster and the domain (ConfigError), and register its calls."""
+        ...
+
+    def evaluate(self, spec: SpecT, session: GateSession) -> ResultT:
+        """Read, score and test: the gate's result. Raises an LLMBiasError (or ValueError) when the
+        data cannot give a verdict: missing responses, unparsable judge answers, zero variance."""
+        ...

@@ -1,0 +1,209 @@
+"""Run planned calls: store first, then concurrent, bounded, retried model calls, pipelined.
+
+Every response is written to the store the moment it arrives, so an interrupted batch resumes
+with only the missing calls. Failed calls are reported, never stored.
+
+A planned call may carry *follow-ups*: functions that, given the call's response, return further
+calls (the judge's rating of an answer, a re-ask of an unreadable rating) or hand the response to
+scoring that needs no network (embeddings). A follow-up runs as soon as its response is stored, or
+at once when it was already stored, and the calls it returns join the same pool under the same
+concurrency limit: nothing waits for a whole batch to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.errors import ConfigError, ProviderError
+from pytest_llmbias.store.responses import ResponseStore
+
+
+class Client(Protocol):
+    async def complete(self, call: ModelCall) -> Response: ...
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """A call a test needs: the model's alias, the call, reader-facing labels, and the follow-ups
+    to run on its response."""
+
+    alias: str
+    call: ModelCall
+    domain: str | None = None
+    question: str | None = None
+    then: tuple[FollowUp, ...] = field(default=(), compare=False, repr=False)
+
+
+FollowUp = Callable[[PlannedCall, Response], Iterable[PlannedCall]]
+"""Given a planned call and its response, the further calls it needs (possibly none)."""
+
+
+@dataclass
+class Progress:
+    """Live counts during a batch (passed to the progress callback)."""
+
+    total: int
+    done: int = 0
+    from_store: int = 0
+    fetched: int = 0
+    errors: int = 0
+    missing: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CollectionReport:
+    """What a batch did. ``errors`` and ``missing`` hold the keys that have no response."""
+
+    total: int
+    from_store: int
+    fetched: int
+    errors: Mapping[str, str]
+    missing: tuple[str, ...]
+    elapsed_s: float
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.fetched / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "from_store": self.from_store,
+            "fetched": self.fetched,
+            "errors": dict(self.errors),
+            "missing": list(self.missing),
+            "elapsed_s": self.elapsed_s,
+            "calls_per_s": self.calls_per_s,
+        }
+
+
+def deduplicate(planned: Sequence[PlannedCall]) -> dict[str, PlannedCall]:
+    """One planned call per key, the first one kept, carrying the follow-ups of every duplicate."""
+    unique: dict[str, PlannedCall] = {}
+    for item in planned:
+        first = unique.get(item.call.key)
+        if first is None:
+            unique[item.call.key] = item
+        elif item.then:
+            extra = tuple(f for f in item.then if f not in first.then)
+            if extra:
+                unique[item.call.key] = PlannedCall(first.alias, first.call, first.domain, first.question, first.then + extra)
+    return unique
+
+
+async def collect(
+    planned: Sequence[PlannedCall],
+    *,
+    store: ResponseStore,
+    client: Callable[[str], Client],
+    concurrency: int,
+    offline: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> CollectionReport:
+    """Make sure every planned call, and every call its follow-ups lead to, has a response in
+    ``store`` (or a recorded error).
+
+    ``client(alias)`` gives the client of a model (asked only when a call must be made). Store hits
+    are served at once; in ``offline`` mode misses are only counted. The rest run at most
+    ``concurrency`` at a time, in the order they became known. ``on_progress`` is called after each
+    call completes; its ``total`` grows as follow-ups add calls. A follow-up that raises is recorded
+    as that call's error (its response stays stored).
+    """
+    unique = deduplicate(planned)
+    progress = Progress(total=0)
+    seen: dict[str, PlannedCall] = {}
+    errors: dict[str, str] = {}
+    missing: list[str] = []
+    semaphore = asyncio.Semaphore(concurrency)
+    tasks: set[asyncio.Task[None]] = set()
+
+    def follow(item: PlannedCall, response: Response) -> None:
+        for then in item.then:
+            try:
+                more = list(then(item, response))
+            except Exception as exc:  # a broken follow-up must not stop the batch
+                errors.setdefault(item.call.key, f"{type(exc).__name__}: {exc}")
+                progress.errors += 1
+                continue
+            for extra in more:
+                submit(extra)
+
+    def submit(item: PlannedCall) -> None:
+        key = item.call.key
+        known = seen.get(key)
+        if known is not None:
+            new = tuple(f for f in item.then if f not in known.then)
+            if new:
+                seen[key] = PlannedCall(known.alias, known.call, known.domain, known.question, known.then + new)
+                response = store.get(key)
+                if response is not None:
+                    follow(PlannedCall(item.alias, item.call, item.domain, item.question, new), response)
+            return
+        seen[key] = item
+        progress.total += 1
+        store.label(key, alias=item.alias, domain=item.domain, question=item.question)
+        response = store.get(key)
+        if response is not None:
+            progress.from_store += 1
+            progress.done += 1
+            follow(item, response)
+        elif offline:
+            missing.append(key)
+            progress.missing += 1
+            progress.done += 1
+        else:
+            tasks.add(asyncio.ensure_future(fetch(key)))
+
+    async def fetch(key: str) -> None:
+        async with semaphore:
+            item = seen[key]
+            try:
+                response = await client(item.alias).complete(item.call)
+            except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
+                errors[key] = str(exc)
+                progress.errors += 1
+                response = None
+            else:
+                store.put(response)
+                progress.fetched += 1
+        progress.done += 1
+        if response is not None:
+            follow(seen[key], response)  # seen[key]: follow-ups added while the call was in flight too
+        if on_progress:
+            on_progress(progress)
+
+    for item in unique.values():
+        submit(item)
+    if on_progress:
+        on_progress(progress)
+    try:
+        while tasks:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            tasks.difference_update(done)
+            for task in done:
+                task.result()  # re-raise an unexpected error (a bug), never swallow it
+    finally:
+        for task in tasks:
+            task.cancel()
+    return CollectionReport(
+        total=progress.total,
+        from_store=progress.from_store,
+        fetched=progress.fetched,
+        errors=errors,
+        missing=tuple(missing),
+        elapsed_s=progress.elapsed,
+    )

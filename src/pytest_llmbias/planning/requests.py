@@ -1,0 +1,159 @@
+"""The one builder of model calls: a :class:`ResponseRequest` names (domain, models, questions,
+samples), and the same request gives the calls to plan, the keys to read back, and the wording of
+the error when some of them are missing.
+
+Planning (:meth:`ResponseRequest.plan`), reading (:meth:`ResponseRequest.read`) and the judge
+(which rates exactly the answers a request read) all go through :meth:`ResponseRequest.grid`, so a
+call is built one way only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.choices import ModelSelection
+from pytest_llmbias.domains.model import Domain, Question
+from pytest_llmbias.errors import ConfigError, MissingResponsesError
+from pytest_llmbias.planning.collector import FollowUp, PlannedCall
+from pytest_llmbias.planning.response_set import ResponseSet
+from pytest_llmbias.settings import ModelSpec, Settings
+
+
+@dataclass(frozen=True)
+class ResponseRequest:
+    """Ask ``domain``'s prompts (those of ``categories``, or all) of ``models``, ``samples`` times
+    each (``None``: ``generation.samples``). ``models`` is ``"all"``, ``"target"``, ``"baselines"``
+    or a tuple of aliases. This is also the spec of the ``bias_responses`` marker."""
+
+    domain: str
+    models: str | tuple[str, ...] = "all"
+    categories: tuple[str, ...] | None = None
+    samples: int | None = None
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One call of a request: which model, which prompt, which sample, and the call itself."""
+
+    model: ModelSpec
+    question: Question
+    sample: int
+    call: ModelCall
+
+    def planned(self, domain: str, then: Sequence[FollowUp] = ()) -> PlannedCall:
+        return PlannedCall(
+            alias=self.model.alias, call=self.call, domain=domain, question=self.question.id, then=tuple(then)
+        )
+
+
+def select_models(settings: Settings, models: str | tuple[str, ...]) -> tuple[ModelSpec, ...]:
+    """The model specs a ``models`` argument names; the roster must provide them."""
+    if models == ModelSelection.TARGET:
+        settings.require_roster(min_baselines=0)
+        assert settings.target is not None
+        return (settings.target,)
+    if models == ModelSelection.BASELINES:
+        settings.require_roster(min_baselines=1)
+        return settings.baselines
+    if models == ModelSelection.ALL:
+        settings.require_roster(min_baselines=1)
+        return settings.roster
+    return tuple(settings.model(alias) for alias in models)
+
+
+def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> Iterator[GridCell]:
+    """Every (model, prompt, sample) call of ``request``, models in roster order, then prompts in
+    domain order, then samples. Raises :class:`ConfigError` when the selection is empty or names
+    an unknown model or category."""
+    questions = domain.select(request.categories)
+    if not questions:
+        raise ConfigError(f"domain {domain.name!r} has no questions for categories {request.categories}")
+    samples = request.samples or settings.generation.samples
+    for model in select_models(settings, request.models):
+        for q in questions:
+            for s in range(samples):
+                yield GridCell(model, q, s, ModelCall.build(model, q.text, settings.generation, sample=s))
+
+
+def plan(
+    request: ResponseRequest, settings: Settings, domain: Domain, then: Sequence[FollowUp] = ()
+) -> list[PlannedCall]:
+    """The calls to make for ``request``; each carries the follow-ups ``then`` (e.g. the judge)."""
+    return [cell.planned(domain.name, then) for cell in grid(request, settings, domain)]
+
+
+def read(
+    request: ResponseRequest,
+    settings: Settings,
+    domain: Domain,
+    get: Callable[[str], Response | None],
+    errors: Mapping[str, str],
+) -> ResponseSet:
+    """The responses of ``request`` through ``get`` (a store lookup by key). Raises
+    :class:`MissingResponsesError` naming every model and question without a response; ``errors``
+    (call key -> message) says why a call failed."""
+    cells = list(grid(request, settings, domain))
+    samples = request.samples or settings.generation.samples
+    found: dict[tuple[str, str, int], Response] = {}
+    missing: list[tuple[str, str, str]] = []
+    for cell in cells:
+        response = get(cell.call.key)
+        if response is None:
+            label = cell.question.id if samples == 1 else f"{cell.question.id}#{cell.sample}"
+            missing.append((cell.model.alias, label, cell.call.key))
+        else:
+            found[(cell.model.alias, cell.question.id, cell.sample)] = response
+    if missing:
+        raise missing_error(f"response(s) for domain {domain.name!r}", missing, errors, offline=settings.store.offline)
+    models = select_models(settings, request.models)
+    aliases = tuple(m.alias for m in models)
+    target = settings.target.alias if settings.target else None
+    return ResponseSet(
+        domain=domain,
+        questions=domain.select(request.categories),
+        aliases=aliases,
+        target=target if target in aliases else None,
+        baselines=tuple(b.alias for b in settings.baselines if b.alias in aliases),
+        samples=samples,
+        responses=found,
+    )
+
+
+def missing_error(
+    what: str,
+    missing: Sequence[tuple[str, str, str]],
+    errors: Mapping[str, str],
+    *,
+    offline: bool,
+    parse_failures: Sequence[str] = (),
+    unparsable: str = "unparsable answers",
+    limit: int = 8,
+) -> MissingResponsesError:
+    """The one wording of a missing-data error: how many of ``what`` are missing and why, then per
+    alias the labels without a response, then the first distinct errors.
+
+    ``missing`` holds (alias, label, call key); ``errors`` maps a call key to why it failed;
+    ``parse_failures`` are answers that came back but could not be read (a judge's)."""
+    failed = {key: errors[key] for _, _, key in missing if key in errors}
+    if failed:
+        why = f"{len(failed)} call(s) failed"
+    elif missing:
+        why = "offline mode, and they are neither in the store nor in a snapshot" if offline else "they were not collected"
+    else:
+        why = unparsable
+    by_alias: dict[str, list[str]] = {}
+    for alias, label, _ in missing:
+        by_alias.setdefault(alias, []).append(label)
+    lines = []
+    for alias, labels in by_alias.items():
+        shown = ", ".join(labels[:limit]) + (f", ... ({len(labels)} in all)" if len(labels) > limit else "")
+        lines.append(f"  {alias}: {shown}")
+    distinct = list(dict.fromkeys([*failed.values(), *parse_failures]))
+    for message in distinct[:3]:
+        lines.append(f"  error: {message}")
+    if len(distinct) > 3:
+        lines.append(f"  ... and {len(distinct) - 3} other errors")
+    count = len(missing) + len(parse_failures)
+    return MissingResponsesError(f"{count} {what} are missing ({why}):\n" + "\n".join(lines))
