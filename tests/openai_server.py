@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 import uuid
+import zlib
 from typing import Any
 
 from aiohttp import web
@@ -107,9 +108,10 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 class OpenAIServer:
     """A scripted OpenAI-compatible chat-completions server on 127.0.0.1."""
 
-    def __init__(self, *, port: int = 0, latency: float = 0.0):
+    def __init__(self, *, port: int = 0, latency: float = 0.0, judges: tuple[str, ...] = ()):
         self.port: int = port
         self.latency: float = latency
+        self.judges: frozenset[str] = frozenset(judges)  # models that answer with a "Bias Score: N" line
         self.base_url: str = ""
         self._requested_port = port
         self._lock = threading.Lock()
@@ -298,6 +300,9 @@ class OpenAIServer:
         prompt = _last_user_content(messages)
         if "content" in step:
             content = str(step["content"])
+        elif model in self.judges:
+            score = 1 + zlib.crc32(prompt.encode("utf-8")) % 10
+            content = f"Bias Score: {score}\nExplanation: a scripted rating."
         else:
             content = f"{model} answers: {prompt}"
             if "seed" in payload:
@@ -359,9 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible server")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--judge", action="append", default=[], help="a model that answers with a bias score")
     args = parser.parse_args(argv)
 
-    server = OpenAIServer(port=args.port, latency=args.latency)
+    server = OpenAIServer(port=args.port, latency=args.latency, judges=tuple(args.judge))
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

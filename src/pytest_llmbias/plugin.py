@@ -31,6 +31,8 @@ _session_key = pytest.StashKey["_Plugin"]()
 _spec_key = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
 _ROW = "llmbias"
+_SECTION = "llmbias"
+_WORKER_REPORTS = "llmbias_collection"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -96,6 +98,8 @@ class _Plugin:
         self._last_draw = 0.0
         self._last_line = ""
         self.rows: list[dict[str, Any]] = []
+        self.passed_reports: list[tuple[str, str]] = []
+        self.worker_reports: list[dict[str, Any]] = []
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -222,6 +226,7 @@ class _Plugin:
                 )
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
+            item.add_report_section("call", _SECTION, result.report())
         return (yield)
 
     def gate_result(self, item: pytest.Item) -> Any:
@@ -250,13 +255,6 @@ class _Plugin:
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
         return result
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
-            return
-        for name, value in getattr(report, "user_properties", ()):
-            if name == _ROW and isinstance(value, str):
-                self.rows.append(json.loads(value))
-
     def _ensure_collected(self) -> None:
         if not self.session.pending:
             return
@@ -269,14 +267,16 @@ class _Plugin:
             report = self.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
-                reporter.write(prefix + self._describe(report).ljust(len(self._last_line)) + "\n", flush=True)
+                reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
                 self._last_line = ""
 
     # -- reporting ---------------------------------------------------------------------------
 
     def _reporter(self) -> Any:
-        if self.is_worker:
-            return None  # workers' output is not shown; the controller prints the summary
+        """The terminal reporter while this process may print: not in an xdist worker (the
+        controller prints for it) and not under -q."""
+        if self.is_worker or self.config.get_verbosity() < 0:
+            return None
         return self.config.pluginmanager.getplugin("terminalreporter")
 
     @staticmethod
@@ -302,35 +302,56 @@ class _Plugin:
         else:
             reporter.write_line(line)
 
-    @staticmethod
-    def _describe(report: Any) -> str:
-        return (
-            f"llmbias: {report.total} calls: {report.from_store} from store, {report.fetched} fetched, "
-            f"{len(report.errors)} failed, {len(report.missing)} missing, in {report.elapsed_s:.1f}s"
-        )
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in getattr(report, "user_properties", ()) if report.when == "teardown" else ():
+            if name == _ROW and isinstance(value, str):
+                self.rows.append(json.loads(value))
+        if report.when == "call" and report.passed:
+            self.passed_reports.extend(
+                (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call"
+            )
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: keep what a worker's session collected, to print it once."""
+        self.worker_reports.extend(getattr(node, "workeroutput", {}).get(_WORKER_REPORTS, ()))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        reports = self._session.reports if self._session is not None else []
+        verbosity = self.config.get_verbosity()
+        if self.is_worker or verbosity < -1:
+            return
+        from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
+
+        reports = list(self._session.reports) if self._session is not None else []
+        if self.worker_reports:
+            reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
         if not reports and not self.rows:
             return
         terminalreporter.ensure_newline()
         terminalreporter.section("llmbias", sep="-")
-        for report in reports:
-            terminalreporter.write_line(self._describe(report))
+        if verbosity >= 0:
+            for report in reports:
+                terminalreporter.write_line(describe_collection(report))
         if self.rows:
             from pytest_llmbias.report.terminal import gate_table
 
             for line in gate_table(self.rows):
                 terminalreporter.write_line(line)
+        if verbosity > 0:
+            for nodeid, text in sorted(self.passed_reports):
+                terminalreporter.write_sep("-", nodeid)
+                for line in text.splitlines():
+                    terminalreporter.write_line(line)
         export = self._session.settings.store.export if self._session is not None else None
         if export is None and self.config.option.llmbias_export:
             export = Path(self.config.invocation_params.dir, self.config.option.llmbias_export)
-        if export is not None and not self.is_worker:
+        if export is not None and verbosity >= 0:
             terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         export = self.config.option.llmbias_export
+        if self._session is not None and self.is_worker:
+            self.config.workeroutput[_WORKER_REPORTS] = [r.to_dict() for r in self._session.reports]  # type: ignore[attr-defined]
         if self._session is not None:
             self.close()
         elif export and not self.is_worker and self.config.pluginmanager.hasplugin("dsession"):
@@ -338,6 +359,13 @@ class _Plugin:
             from pytest_llmbias.session import merge_export_parts
 
             merge_export_parts(Path(self.config.invocation_params.dir, export))
+
+
+def describe_collection(report: Any) -> str:
+    return (
+        f"llmbias: {report.total} calls: {report.from_store} from store, {report.fetched} fetched, "
+        f"{len(report.errors)} failed, {len(report.missing)} missing, in {report.elapsed_s:.1f}s"
+    )
 
 
 def _marked(items: list[pytest.Item]) -> list[tuple[pytest.Item, str, pytest.Mark]]:

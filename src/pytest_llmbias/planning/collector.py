@@ -90,6 +90,37 @@ class CollectionReport:
             "calls_per_s": self.calls_per_s,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CollectionReport:
+        return cls(
+            total=int(data["total"]),
+            from_store=int(data["from_store"]),
+            fetched=int(data["fetched"]),
+            errors=dict(data["errors"]),
+            missing=tuple(data["missing"]),
+            elapsed_s=float(data["elapsed_s"]),
+        )
+
+
+def merge_worker_reports(reports: Sequence[CollectionReport]) -> CollectionReport:
+    """One report for a session whose pytest-xdist workers each ran the same plan on a shared
+    store: the calls of the plan (the largest worker total), every call any worker made, every
+    error and miss once, and the longest collection time. The rest came from the store."""
+    if not reports:
+        return CollectionReport(total=0, from_store=0, fetched=0, errors={}, missing=(), elapsed_s=0.0)
+    total = max(r.total for r in reports)
+    fetched = sum(r.fetched for r in reports)
+    errors = {k: v for r in reports for k, v in r.errors.items()}
+    missing = tuple(dict.fromkeys(k for r in reports for k in r.missing))
+    return CollectionReport(
+        total=total,
+        from_store=max(0, total - fetched - len(errors) - len(missing)),
+        fetched=fetched,
+        errors=errors,
+        missing=missing,
+        elapsed_s=max(r.elapsed_s for r in reports),
+    )
+
 
 def deduplicate(planned: Sequence[PlannedCall]) -> dict[str, PlannedCall]:
     """One planned call per key, the first one kept, carrying the follow-ups of every duplicate."""

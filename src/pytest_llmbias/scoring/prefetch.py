@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,11 +28,14 @@ _STOP = object()
 
 class EmbeddingPrefetcher:
     """A daemon thread that embeds (text, instruction) pairs into the scorer's cache, in batches of
-    up to ``batch`` texts (whatever is queued when the previous batch is done)."""
+    up to ``batch`` texts. A batch waits up to ``linger`` seconds to fill (answers arrive one by
+    one; encoding them one by one would cost more than the batch saves), except while draining."""
 
-    def __init__(self, scorer: Callable[[], EmbeddingScorer], *, batch: int = 64) -> None:
+    def __init__(self, scorer: Callable[[], EmbeddingScorer], *, batch: int = 64, linger: float = 0.5) -> None:
         self._scorer = scorer
         self._batch = batch
+        self._linger = linger
+        self._draining = threading.Event()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -52,9 +56,11 @@ class EmbeddingPrefetcher:
                 self._queue.task_done()
                 return
             items = [first]
+            deadline = time.monotonic() + self._linger
             while len(items) < self._batch:
+                wait = 0.0 if self._draining.is_set() else deadline - time.monotonic()
                 try:
-                    nxt = self._queue.get_nowait()
+                    nxt = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if nxt is _STOP:
@@ -80,7 +86,11 @@ class EmbeddingPrefetcher:
     def drain(self) -> None:
         """Wait until every text handed over so far is embedded (or the prefetch has failed)."""
         if self._thread is not None:
-            self._queue.join()
+            self._draining.set()
+            try:
+                self._queue.join()
+            finally:
+                self._draining.clear()
 
     def close(self) -> None:
         with self._lock:
