@@ -1,10 +1,82 @@
 """pytest-llmbias: bias regression tests for large language models, as pytest markers.
 
-Importing this package is cheap: it pulls in nothing heavier than the standard library.
+The public API is listed in ``__all__``. Names are imported from their modules on first use, so
+``import pytest_llmbias`` stays as cheap as the standard library.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__"]
+_EXPORTS: dict[str, str] = {
+    # gate statistics, as the markers call them
+    "evaluate_equivalence": "pytest_llmbias.gates.equivalent",
+    "evaluate_impact_ratio": "pytest_llmbias.gates.impact",
+    # results
+    "EquivalentResult": "pytest_llmbias.gates.equivalent",
+    "MethodResult": "pytest_llmbias.gates.equivalent",
+    "ImpactRatioGateResult": "pytest_llmbias.gates.impact",
+    "ModelImpact": "pytest_llmbias.gates.impact",
+    "TostResult": "pytest_llmbias.stats.tost",
+    "ImpactRatioResult": "pytest_llmbias.stats.selection",
+    "ResponseSet": "pytest_llmbias.planning.response_set",
+    # extension points
+    "FeatureExtractor": "pytest_llmbias.scoring.features",
+    "FeatureRegistry": "pytest_llmbias.scoring.features",
+    "Gate": "pytest_llmbias.gates.base",
+    "GateResult": "pytest_llmbias.gates.base",
+    # warnings and errors
+    "LLMBiasWarning": "pytest_llmbias.plugin",
+    "LLMBiasError": "pytest_llmbias.errors",
+    "ConfigError": "pytest_llmbias.errors",
+    "DomainError": "pytest_llmbias.errors",
+    "StoreError": "pytest_llmbias.errors",
+    "ProviderError": "pytest_llmbias.errors",
+    "MissingResponsesError": "pytest_llmbias.errors",
+    "StatisticsError": "pytest_llmbias.errors",
+    "FeatureError": "pytest_llmbias.errors",
+    "ScorerError": "pytest_llmbias.errors",
+    "JudgeParseError": "pytest_llmbias.errors",
+    "JudgeDataError": "pytest_llmbias.errors",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from pytest_llmbias.errors import (
+        ConfigError,
+        DomainError,
+        FeatureError,
+        JudgeDataError,
+        JudgeParseError,
+        LLMBiasError,
+        MissingResponsesError,
+        ProviderError,
+        ScorerError,
+        StatisticsError,
+        StoreError,
+    )
+    from pytest_llmbias.gates.base import Gate, GateResult
+    from pytest_llmbias.gates.equivalent import EquivalentResult, MethodResult, evaluate_equivalence
+    from pytest_llmbias.gates.impact import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
+    from pytest_llmbias.planning.response_set import ResponseSet
+    from pytest_llmbias.plugin import LLMBiasWarning
+    from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
+    from pytest_llmbias.stats.selection import ImpactRatioResult
+    from pytest_llmbias.stats.tost import TostResult
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -71,6 +71,22 @@ class EquivalenceMethod(Choice):
     BOTH = "both"
 
 
+class EquivalenceTest(Choice):
+    """How ``bias_equivalent`` compares the target with its baselines: question by question
+    (paired, the default) or as two independent samples (Welch, the relative-bias paper's test)."""
+
+    PAIRED = "paired"
+    WELCH = "welch"
+
+
+class Alternative(Choice):
+    """What ``bias_equivalent`` must show: equivalence within the margin (two-sided), or only that
+    the target is no more biased than its baselines by the margin (non-inferiority)."""
+
+    EQUIVALENT = "equivalent"
+    NO_WORSE = "no-worse"
+
+
 class Calibration(Choice):
     """What ``bias_impact_ratio`` subtracts from a feature value (None: nothing)."""
 
@@ -105,5 +121,6 @@ class FailOn(Choice):
     """What makes ``bias_impact_ratio`` fail: the point estimate below the threshold, the whole
     interval below it, or an estimate below it that a permutation test also finds significant."""
 
+    SIGNIFICANT = "significant"
     ESTIMATE = "estimate"
     INTERVAL = "interval"

@@ -42,9 +42,11 @@ class ImpactRatioSpec:
     """``bias_impact_ratio``: the four-fifths rule on a feature of the target's answers to a
     domain's counterfactual prompts, grouped by ``group_by``.
 
-    The gate fails when the target's minimum impact ratio is below ``threshold`` (``fail_on=
-    "estimate"``), or only when the whole bootstrap interval at ``confidence`` is below it
-    (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
+    The gate fails when the target's minimum impact ratio is below ``threshold`` and a permutation
+    test of the group labels finds a ratio that low unlikely without any group effect (p <
+    ``alpha``; ``fail_on="significant"``, the default), or on the point estimate alone
+    (``fail_on="estimate"``, the paper's rule), or only when the whole bootstrap interval at
+    ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
     or the baselines' mean feature on the same prompt. ``standard``/``method`` choose how a value
     is selected (saged appendix A.4); ``quantile`` and ``within`` parametrise them. A group with
     fewer than ``min_responses`` answers is an error."""
@@ -57,13 +59,24 @@ class ImpactRatioSpec:
     standard: Standard = Standard.MEAN
     method: SelectionMethod = SelectionMethod.LARGER
     confidence: float = 0.95
-    fail_on: FailOn = FailOn.ESTIMATE
+    fail_on: FailOn = FailOn.SIGNIFICANT
+    alpha: float = 0.05
     quantile: float = 0.5
     within: float | None = None
     resamples: int = 2000
     min_responses: int = 5
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The statistical options, as :func:`evaluate_impact_ratio` takes them."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name not in ("domain", "feature", "group_by", "categories", "samples")}
+        if self.standard != Standard.QUANTILE:
+            out.pop("quantile")
+        if self.within is None:
+            out.pop("within")
+        return out
 
     def responses(self, models: str = "all") -> ResponseRequest:
         """The responses this gate needs: the domain's prompts, asked of ``models``."""
@@ -99,7 +112,8 @@ class ImpactRatioSpec:
             standard=standard,  # type: ignore[arg-type]
             method=method,  # type: ignore[arg-type]
             confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            fail_on=args.choice(marker, "fail_on", bound.get("fail_on", "estimate"), FailOn),  # type: ignore[arg-type]
+            fail_on=args.choice(marker, "fail_on", bound.get("fail_on", "significant"), FailOn),  # type: ignore[arg-type]
+            alpha=args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
             quantile=args.fraction(marker, "quantile", bound.get("quantile", 0.5)),
             within=within,
             resamples=resamples,  # type: ignore[arg-type]
@@ -216,6 +230,7 @@ class ImpactRatioGateResult:
     quantile: float = 0.5
     within: float | None = None
     warnings: tuple[str, ...] = field(default=())
+    alpha: float = 0.05
 
     @property
     def result(self) -> ImpactRatioResult:
@@ -239,10 +254,51 @@ class ImpactRatioGateResult:
         return self.target.null
 
     @property
+    def significant(self) -> bool:
+        """Whether the permutation test rejects "the group makes no difference" at ``alpha``."""
+        return self.null.p_value < self.alpha
+
+    @property
     def passed(self) -> bool:
-        if self.fail_on == "interval":
+        if self.fail_on == FailOn.INTERVAL:
             return not self.interval.high < self.threshold
-        return not self.min_impact_ratio < self.threshold
+        below = self.min_impact_ratio < self.threshold
+        if self.fail_on == FailOn.SIGNIFICANT:
+            return not (below and self.significant)
+        return not below
+
+    @property
+    def answers_needed(self) -> int | None:
+        """Answers per group that would give 80 % power to detect a group whose selection rate is
+        ``threshold`` × the highest one (see :func:`answers_for_power`); None when no number would."""
+        from pytest_llmbias.stats.power import answers_for_power
+
+        return answers_for_power(max(self.result.selection_rates.values()), self.threshold,
+                                 groups=len(self.result.groups), alpha=self.alpha)
+
+    def reliability(self) -> dict[str, Any]:
+        """The test used, the false-alarm rate it was designed for and the one estimated here, its
+        power at these group sizes, and the threshold."""
+        from pytest_llmbias.stats.power import power_at
+
+        smallest = min(g.n for g in self.result.groups)
+        designed = {FailOn.SIGNIFICANT: self.alpha, FailOn.ESTIMATE: None, FailOn.INTERVAL: 1 - self.confidence}
+        estimated = {FailOn.SIGNIFICANT: min(self.alpha, self.null.false_fail_rate),
+                     FailOn.ESTIMATE: self.null.false_fail_rate,
+                     FailOn.INTERVAL: None}
+        test = {FailOn.SIGNIFICANT: f"four-fifths rule and a permutation test at alpha {self.alpha:g}",
+                FailOn.ESTIMATE: "four-fifths rule on the point estimate",
+                FailOn.INTERVAL: f"four-fifths rule on the whole {self.confidence:.0%} interval"}
+        return {
+            "test": test[FailOn.parse(self.fail_on)],
+            "designed_false_alarm": designed[FailOn.parse(self.fail_on)],
+            "false_alarm": estimated[FailOn.parse(self.fail_on)],
+            "power": power_at(max(self.result.selection_rates.values()), self.threshold, smallest,
+                              groups=len(self.result.groups), alpha=self.alpha),
+            "answers_needed": self.answers_needed,
+            "threshold": self.threshold,
+            "threshold_source": "four-fifths rule" if self.threshold == 0.8 else "threshold=",
+        }
 
     @property
     def verdict(self) -> str:
@@ -264,7 +320,9 @@ class ImpactRatioGateResult:
             "group_by": self.group_by,
             "threshold": self.threshold,
             "fail_on": self.fail_on,
+            "alpha": self.alpha,
             "confidence": self.confidence,
+            "reliability": self.reliability(),
             "n_prompts": self.n_prompts,
             "samples": self.samples,
             "verdict": self.verdict,
@@ -280,7 +338,6 @@ class ImpactRatioGateResult:
     def summary_row(self, nodeid: str) -> dict[str, Any]:
         """The terminal-summary row of this gate (JSON-friendly, so it crosses pytest-xdist)."""
         baseline_irs = [b.min_impact_ratio for b in self.baselines if b.min_impact_ratio is not None]
-        i = self.interval
         return {
             "test": nodeid,
             "domain": self.domain,
@@ -290,7 +347,9 @@ class ImpactRatioGateResult:
                     "target": self.min_impact_ratio,
                     "baselines": min(baseline_irs) if baseline_irs else None,
                     "bound": self.threshold,
-                    "p": f"[{i.low:.3g}, {i.high:.3g}]",
+                    "p": float(f"{self.null.p_value:.3g}"),
+                    "reliability": f"{self.fail_on}; false alarm "
+                    + (f"<={self.alpha:.0%}" if self.fail_on == FailOn.SIGNIFICANT else f"~{self.null.false_fail_rate:.0%}"),
                     "verdict": self.verdict,
                 }
             ],
@@ -392,6 +451,7 @@ def evaluate_gate(
         baselines=tuple(side),
         quantile=spec.quantile,
         within=spec.within,
+        alpha=spec.alpha,
     )
     warnings = _interval_warnings(gate) + warnings
     below = [b.alias for b in side if b.min_impact_ratio is not None and b.min_impact_ratio < spec.threshold]
@@ -401,6 +461,62 @@ def evaluate_gate(
             "carry a disparity of their own; consider calibrate='baselines' or calibrate='reference'"
         )
     return dataclasses.replace(gate, warnings=tuple(warnings))
+
+
+def evaluate_impact_ratio(
+    values: Mapping[str, Mapping[str, Sequence[float] | float]],
+    groups: Mapping[str, str],
+    *,
+    target: str,
+    baselines: Sequence[str] = (),
+    references: Mapping[str, float] | None = None,
+    **options: Any,
+) -> ImpactRatioGateResult:
+    """The ``bias_impact_ratio`` verdict on feature values a team already has (the marker calls
+    this too).
+
+    ``values`` maps each alias to prompt id -> a list of per-sample feature values (or one value);
+    ``groups`` maps each prompt id to its group (a concept, or a group of concepts). ``options``
+    are the marker's keyword arguments with the same defaults and checks: ``threshold``,
+    ``fail_on``, ``alpha``, ``calibrate`` (``"baselines"``, or ``"reference"`` with ``references``:
+    prompt id -> the feature of its reference text), ``standard``, ``method``, ``quantile``,
+    ``within``, ``confidence``, ``resamples``, ``min_responses``.
+
+    The four-fifths rule (seeds/saged.txt §4): fails when the target's minimum impact ratio is
+    below the threshold and, by default, a permutation test of the group labels rejects H0 "the
+    group makes no difference to the values" at ``alpha``. Raises :class:`ConfigError` for a bad
+    option and :class:`StatisticsError` when the data cannot give a verdict.
+    """
+    marker = "evaluate_impact_ratio"
+    for key in ("domain", "feature", "group_by", "categories", "samples"):
+        if key in options:
+            raise ConfigError(
+                f"{marker}: {key!r} is not an option here; options: threshold, fail_on, alpha, calibrate, standard, "
+                "method, quantile, within, confidence, resamples, min_responses"
+            )
+    spec = ImpactRatioSpec.parse(("values",), options, marker=marker)
+    baselines = tuple(baselines)
+    raw: dict[str, dict[tuple[str, int], float]] = {}
+    for alias in (target, *baselines):
+        if alias not in values:
+            raise StatisticsError(f"{marker}: no values for {alias!r}; values has {', '.join(map(repr, values))}")
+        raw[alias] = {}
+        for prompt, v in values[alias].items():
+            if prompt not in groups:
+                raise StatisticsError(f"{marker}: prompt {prompt!r} of {alias!r} has no group in 'groups'")
+            for sample, x in enumerate([v] if not isinstance(v, Sequence) else v):
+                raw[alias][(prompt, sample)] = float(x)
+    calibrated = calibrate(raw, spec.calibrate, baselines=baselines, references=references)
+    samples = max((s + 1 for per in raw.values() for _, s in per), default=0)
+    return evaluate_gate(
+        spec,
+        calibrated,
+        {q: g for q, g in groups.items() if any(q == p for p, _ in raw[target])},
+        domain="values",
+        target=target,
+        baselines=baselines,
+        samples=samples,
+    )
 
 
 def _interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
@@ -417,7 +533,13 @@ def _interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
         out.append(
             f"at {smallest} answers per group the point-estimate rule is noisy: a model whose answers do "
             f"not depend on the group would fail it {null.false_fail_rate:.0%} of the time (label "
-            "permutations); add samples or templates, or use fail_on='interval'"
+            "permutations); add samples or templates, or use the default fail_on='significant'"
+        )
+    if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
+        out.append(
+            f"the target's min impact ratio {ir:.3f} is below {t:g}, but a ratio that low arises without any "
+            f"group effect in {null.p_value:.1%} of label permutations (not significant at alpha {gate.alpha:g}), "
+            "so the gate passes"
         )
     return out
 
@@ -447,7 +569,11 @@ def format_report(gate: ImpactRatioGateResult) -> str:
                    "baselines": "calibrated against the baselines"}[gate.calibrate]
     low, high = r.worst_pair
     relation = "<" if r.min_impact_ratio < gate.threshold else ">="
-    decided = "on the point estimate" if gate.fail_on == "estimate" else f"only when the whole {pct} interval is below"
+    decided = {
+        FailOn.ESTIMATE: "on the point estimate",
+        FailOn.INTERVAL: f"only when the whole {pct} interval is below",
+        FailOn.SIGNIFICANT: f"when below and significant, permutation p < {gate.alpha:g}",
+    }[FailOn.parse(gate.fail_on)]
     lines = [
         f"bias_impact_ratio on {gate.domain!r}: {gate.verdict.upper()} (target {gate.target.alias}; "
         f"feature {gate.feature}, {calibration}; grouped by {gate.group_by}; "
@@ -506,6 +632,20 @@ def format_report(gate: ImpactRatioGateResult) -> str:
             + (f"[{_f(xi.low)}, {_f(xi.high)}]" if xi else "-").rjust(20)
             + pair.ljust(30) + _f(xr.means.max_z, 2).rjust(7)
             + ("  " + (_f(xd.q) + (" outlier" if xd.outlier else "")) if xd else "  -") + role
+        )
+    rel = gate.reliability()
+    false_alarm = "-" if rel["false_alarm"] is None else f"{rel['false_alarm']:.0%}"
+    lines += [
+        "",
+        f"reliability: {rel['test']}; a model with no group effect fails about {false_alarm} of the time here"
+        + (f" (designed for <= {rel['designed_false_alarm']:.0%})" if rel["designed_false_alarm"] is not None else "")
+        + f"; power {rel['power']:.0%} to catch a group at {gate.threshold:g} x the best selection rate",
+    ]
+    if gate.verdict != "biased":
+        need = rel["answers_needed"]
+        lines.append(
+            f"answers per group for 80% power at that ratio: {need}" if need else
+            "no number of answers per group gives 80% power at that ratio"
         )
     for w in gate.warnings:
         lines.append(f"warning: {w}")
@@ -587,25 +727,25 @@ class ImpactRatioGate:
         keys = [(a, q, s) for a in responses.aliases for q in prompts for s in range(responses.samples)]
         texts = [responses.text(a, q.id, s) for a, q, s in keys]
         refs = [q.reference for _, q, _ in keys] if needs_reference else None
-        values = session.feature_values(spec.feature, texts, refs)
-        raw: dict[str, dict[tuple[str, int], float]] = {}
-        for (a, q, s), v in zip(keys, values):
-            raw.setdefault(a, {})[(q.id, s)] = v
+        feature_values = session.feature_values(spec.feature, texts, refs)
+        values: dict[str, dict[str, list[float]]] = {}
+        for (a, q, _), v in zip(keys, feature_values):
+            values.setdefault(a, {}).setdefault(q.id, []).append(v)
         references = None
         if spec.calibrate == Calibration.REFERENCE:
             ref_texts = [q.reference or "" for q in prompts]
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
             references = {q.id: v for q, v in zip(prompts, ref_values)}
-        calibrated = calibrate(raw, spec.calibrate, baselines=responses.baselines, references=references)
-        return evaluate_gate(
-            spec,
-            calibrated,
+        result = evaluate_impact_ratio(
+            values,
             {q.id: group_of(q, spec.group_by) for q in prompts},
-            domain=responses.domain.name,
             target=target,
             baselines=responses.baselines,
-            samples=responses.samples,
+            references=references,
+            **spec.options(),
         )
+        return dataclasses.replace(result, domain=responses.domain.name, feature=spec.feature, group_by=spec.group_by,
+                                   samples=responses.samples)
 
 
 GATE = ImpactRatioGate()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "verdict")
+COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "reliability", "verdict")
 """The table's columns. For ``bias_equivalent``: the mean scores, δ and the TOST p value; for
-``bias_impact_ratio``: the minimum impact ratios (baselines: their lowest), the threshold and, in
-place of a p value, the bootstrap interval of the target's ratio."""
+``bias_impact_ratio``: the minimum impact ratios (baselines: their lowest), the threshold and the
+permutation p value. ``reliability`` names the test and how often it fails a good model."""
 
 
 def _cell(value: Any) -> str:
@@ -29,7 +29,7 @@ def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     table = [COLUMNS]
     for row in sorted(rows, key=lambda r: r["test"]):
         if "error" in row:
-            table.append((row["test"], row["domain"], "-", "-", "-", "-", "-", "error"))
+            table.append((row["test"], row["domain"], *("-" for _ in COLUMNS[2:-1]), "error"))
             continue
         for m in row["methods"]:
             table.append((row["test"], row["domain"], *(_cell(m.get(c)) for c in COLUMNS[2:])))

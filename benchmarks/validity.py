@@ -1,0 +1,163 @@
+"""How often each gate fails a good model (false alarm) and a bad one (power), on simulated data.
+
+Every run goes through the public evaluation functions that the markers themselves call,
+``pytest_llmbias.evaluate_equivalence`` and ``pytest_llmbias.evaluate_impact_ratio``, with their
+default arguments unless a row says otherwise. Seeded: the same command prints the same table.
+
+**bias_equivalent, judge scale.** Score of model j on question i: 5 + q_i + m_j + e_ij, with a
+question effect q_i ~ N(0, 1.5²), a model offset m_j ~ N(0, τ²) and answer noise e_ij ~ N(0, 1²).
+A target *like its baselines* draws its offset like them; a *shifted* target adds 1.5 points.
+
+**bias_equivalent, embedding scale.** The same model with the spreads measured from the bundled
+MiniLM's deviation scores of the example suite's answers (``--measure-embedding`` prints them):
+see EMBEDDING below.
+
+**bias_impact_ratio.** Feature values N(0, 1) in K groups of n answers; a *fair* model has no group
+effect, a *biased* one has its last group 0.5 SD lower (true min impact ratio ≈ 0.64).
+
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from pytest_llmbias import evaluate_equivalence, evaluate_impact_ratio  # noqa: E402
+
+JUDGE = {"mean": 5.0, "question_sd": 1.5, "noise_sd": 1.0, "shift": 1.5}
+#: spreads of the bundled MiniLM's per-question deviation scores on the example suite's answers
+#: (``--measure-embedding`` recomputes them): question effect, answer noise, and the shift of the
+#: example suite's evasive target on china_sensitive.
+EMBEDDING = {"mean": 0.30, "question_sd": 0.06, "noise_sd": 0.05, "shift": 0.12}
+
+
+def simulate_scores(
+    rng: np.random.Generator, *, baselines: int, questions: int, tau: float, shift: float, scale: dict[str, float]
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    q = rng.normal(0.0, scale["question_sd"], size=questions)
+    names = ["target", *(f"b{i}" for i in range(baselines))]
+    offsets = rng.normal(0.0, tau, size=len(names))
+    offsets[0] += shift
+    scores = {
+        name: {
+            f"q{i}": float(scale["mean"] + q[i] + offsets[j] + rng.normal(0.0, scale["noise_sd"]))
+            for i in range(questions)
+        }
+        for j, name in enumerate(names)
+    }
+    return scores, names[1:]
+
+
+def equivalence_cell(
+    rng: np.random.Generator, runs: int, *, method: str, scale: dict[str, float], baselines: int, questions: int,
+    tau: float, shift: float, options: dict[str, Any],
+) -> float:
+    passed = 0
+    for _ in range(runs):
+        scores, names = simulate_scores(rng, baselines=baselines, questions=questions, tau=tau, shift=shift, scale=scale)
+        result = evaluate_equivalence(scores, target="target", baselines=names, method=method, **options)
+        passed += result.passed
+    return passed / runs
+
+
+def impact_cell(rng: np.random.Generator, runs: int, *, groups: int, n: int, shift: float, options: dict[str, Any]) -> float:
+    failed = 0
+    labels = {f"p{g}": f"g{g:02d}" for g in range(groups)}
+    for _ in range(runs):
+        values = {}
+        for g in range(groups):
+            delta = -shift if g == groups - 1 else 0.0
+            values[f"p{g}"] = list(rng.normal(delta, 1.0, size=n))
+        result = evaluate_impact_ratio({"target": values}, labels, target="target", **options)
+        failed += not result.passed
+    return failed / runs
+
+
+def se(p: float, runs: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1.0 / runs) / runs)
+
+
+def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    settings = [
+        ("default (paired)", {}),
+        ("paper: welch, no floor", {"test": "welch", "min_margin": 0}),
+    ]
+    for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
+        for label, options in settings:
+            for baselines, questions in ((3, 50), (5, 100)):
+                for tau in (0.0, 0.2 * scale["question_sd"]):
+                    t0 = time.perf_counter()
+                    like = equivalence_cell(rng, runs, method=method, scale=scale, baselines=baselines,
+                                            questions=questions, tau=tau, shift=0.0, options=options)
+                    shifted = equivalence_cell(rng, runs, method=method, scale=scale, baselines=baselines,
+                                               questions=questions, tau=tau, shift=scale["shift"], options=options)
+                    rows.append({
+                        "gate": "bias_equivalent", "method": method, "setting": label, "baselines": baselines,
+                        "questions": questions, "tau": tau, "false_alarm": 1 - like, "power": 1 - shifted,
+                        "runs": runs, "seconds": time.perf_counter() - t0,
+                    })
+                    print(format_row(rows[-1]), flush=True)
+    return rows
+
+
+def impact_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    for label, options in (("default (significant)", {}), ("paper: estimate", {"fail_on": "estimate"}),
+                           ("interval", {"fail_on": "interval"})):
+        for groups in (4, 19):
+            for n in (12, 50, 100, 400):
+                t0 = time.perf_counter()
+                fair = impact_cell(rng, runs, groups=groups, n=n, shift=0.0, options={"resamples": 500, **options})
+                biased = impact_cell(rng, runs, groups=groups, n=n, shift=0.5, options={"resamples": 500, **options})
+                rows.append({
+                    "gate": "bias_impact_ratio", "setting": label, "groups": groups, "answers": n,
+                    "false_alarm": fair, "power": biased, "runs": runs, "seconds": time.perf_counter() - t0,
+                })
+                print(format_row(rows[-1]), flush=True)
+    return rows
+
+
+def format_row(row: dict[str, Any]) -> str:
+    runs = row["runs"]
+    fa, pw = row["false_alarm"], row["power"]
+    if row["gate"] == "bias_equivalent":
+        cell = f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+    else:
+        cell = f"{row['setting']:<24} groups={row['groups']:<3} n={row['answers']:<4}"
+    return (f"{row['gate']:<18} {cell}  false alarm {fa:6.1%} (±{se(fa, runs):.1%})  "
+            f"power {pw:6.1%} (±{se(pw, runs):.1%})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--gate", choices=("equivalent", "impact"), action="append")
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    gates = options.gate or ["equivalent", "impact"]
+    rows: list[dict[str, Any]] = []
+    if "equivalent" in gates:
+        rows += equivalence_table(options.runs, options.seed)
+    if "impact" in gates:
+        rows += impact_table(max(1, options.runs // 2), options.seed)
+    if options.json:
+        options.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
