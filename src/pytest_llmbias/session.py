@@ -354,7 +354,7 @@ class BiasSession:
         responses it needs (the target's, and the baselines' when there are any)."""
         self.settings.require_roster(min_baselines=1 if spec.calibrate == "baselines" else 0)
         if spec.feature not in self.features:
-            from pytest_llmbias.scoring.features import FeatureError
+            from pytest_llmbias.errors import FeatureError
 
             try:
                 self.features.get(spec.feature)
@@ -394,7 +394,7 @@ class BiasSession:
     def impact_ratio(self, spec: ImpactRatioSpec) -> ImpactRatioGateResult:
         """Extract, calibrate, group and test one ``bias_impact_ratio`` gate."""
         from pytest_llmbias.gates.impact import calibrate, evaluate_gate
-        from pytest_llmbias.scoring.features import FeatureError
+        from pytest_llmbias.errors import FeatureError
 
         responses = self.response_set(self._impact_responses(spec))
         target = responses.target

@@ -13,11 +13,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from pytest_llmbias.errors import StatisticsError
 from pytest_llmbias.stats import (
     SELECTION_METHODS,
     STANDARDS,
     BootstrapInterval,
-    StatisticsError,
     bootstrap_impact_ratio,
     disparity_metrics,
     dixon_critical,

@@ -20,12 +20,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from pytest_llmbias.errors import LLMBiasError, StoreError  # noqa: E402
-from pytest_llmbias.scoring.embedding import EmbeddingScorer, ScorerError  # noqa: E402
+from pytest_llmbias.errors import FeatureError, LLMBiasError, ScorerError, StoreError  # noqa: E402
+from pytest_llmbias.scoring.embedding import EmbeddingScorer  # noqa: E402
 from pytest_llmbias.scoring.features import (  # noqa: E402
     ClassifierExtractor,
     EmbeddingDistanceExtractor,
-    FeatureError,
     FeatureExtractor,
     FeatureRegistry,
     FeatureStore,

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_llmbias.gates.impact import calibrate, evaluate_gate
 from pytest_llmbias.markers import ImpactRatioSpec
-from pytest_llmbias.stats import StatisticsError
+from pytest_llmbias.errors import StatisticsError
 
 RAW = {
     "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},

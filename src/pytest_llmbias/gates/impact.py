@@ -33,7 +33,7 @@ from pytest_llmbias.stats.disparity import (
     impact_ratio,
     permutation_null,
 )
-from pytest_llmbias.stats.tost import StatisticsError
+from pytest_llmbias.errors import StatisticsError
 
 #: alias -> (prompt id, sample) -> feature value
 FeatureValues = Mapping[str, Mapping[tuple[str, int], float]]

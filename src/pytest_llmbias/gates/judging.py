@@ -46,7 +46,8 @@ def resolve_judgements(
 ) -> JudgeOutcome:
     """Walk each item's judge chain through the store: a parsed score, a call still to make, or a
     failure quoting the last raw answer once the re-asks are spent."""
-    from pytest_llmbias.scoring.judge import JudgeParseError, judge_messages, parse_bias_score, reask_messages
+    from pytest_llmbias.errors import JudgeParseError
+    from pytest_llmbias.scoring.judge import judge_messages, parse_bias_score, reask_messages
 
     scores: dict[JudgeItem, int] = {}
     pending: list[PlannedCall] = []

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
-from pytest_llmbias.errors import LLMBiasError, StoreError
-from pytest_llmbias.scoring.embedding import EmbeddingScorer, ScorerError, _looks_like_path, _tree_digest
+from pytest_llmbias.errors import FeatureError, LLMBiasError, StoreError
+from pytest_llmbias.scoring.embedding import EmbeddingScorer, _looks_like_path, _tree_digest
 from pytest_llmbias.store.blobs import BlobCache
 from pytest_llmbias.store.disk import reset_hint
 
@@ -44,7 +44,6 @@ __all__ = [
     "CLASSIFIER_PREFIX",
     "ClassifierExtractor",
     "EmbeddingDistanceExtractor",
-    "FeatureError",
     "FeatureExtractor",
     "FeatureRegistry",
     "FeatureStore",
@@ -63,13 +62,6 @@ _TRANSFORMERS_HINT = (
     'Install them with: pip install transformers torch (or pip install "pytest-llmbias[embeddings]", '
     "which includes both; install torch==2.13.0 first to get the CPU build)"
 )
-
-
-class FeatureError(ScorerError):
-    """A feature cannot be resolved, loaded or computed, or an extractor returned bad values.
-
-    A :class:`~pytest_llmbias.scoring.embedding.ScorerError` (so an :class:`LLMBiasError`).
-    """
 
 
 # --------------------------------------------------------------------------------------------

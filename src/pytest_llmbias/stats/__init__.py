@@ -22,7 +22,6 @@ from pytest_llmbias.stats.disparity import (
     summarize_groups,
 )
 from pytest_llmbias.stats.tost import (
-    StatisticsError,
     TostResult,
     equivalence_pass_probability,
     margin_from_baselines,
@@ -39,7 +38,6 @@ __all__ = [
     "GroupSummary",
     "ImpactRatioResult",
     "NullCheck",
-    "StatisticsError",
     "TostResult",
     "bootstrap_impact_ratio",
     "disparity_metrics",

@@ -28,7 +28,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from pytest_llmbias.stats.tost import StatisticsError
+from pytest_llmbias.errors import StatisticsError
 
 STANDARDS = ("mean", "median", "quantile")
 SELECTION_METHODS = ("larger", "smaller", "within-range")
