@@ -195,6 +195,37 @@ def test_import_is_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_each_submodule_imports_nothing_heavy() -> None:
+    modules = ["base", "sentiment", "distance", "classifier", "registry", "store"]
+    code = (
+        "import importlib, sys; "
+        f"[importlib.import_module('pytest_llmbias.scoring.features.' + m) for m in {modules!r}]; "
+        "print([m for m in ('numpy', 'scipy', 'textblob', 'torch', 'transformers', 'sentence_transformers') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_one_module_per_concern() -> None:
+    import pytest_llmbias.scoring.features as features
+
+    homes = {
+        "FeatureExtractor": "base",
+        "compute_features": "base",
+        "SentimentExtractor": "sentiment",
+        "EmbeddingDistanceExtractor": "distance",
+        "ClassifierExtractor": "classifier",
+        "FeatureRegistry": "registry",
+        "register_builtin_features": "registry",
+        "FeatureStore": "store",
+    }
+    assert {name: getattr(features, name).__module__ for name in homes} == {
+        name: f"pytest_llmbias.scoring.features.{module}" for name, module in homes.items()
+    }
+    assert set(features.__all__) == {*homes, "FEATURES_FOLDER", "CLASSIFIER_PREFIX"}
+
+
 def test_feature_error_is_a_scorer_error() -> None:
     assert issubclass(FeatureError, ScorerError) and issubclass(FeatureError, LLMBiasError)
 
