@@ -149,7 +149,8 @@ def test_impact_ratio_bad_arguments(kwargs: dict[str, Any], message: str) -> Non
 
 
 def test_marker_vocabularies_match_the_statistics() -> None:
-    from pytest_llmbias import markers, stats
+    from pytest_llmbias import markers
+    from pytest_llmbias.choices import SelectionMethod, Standard
 
-    assert markers.STANDARDS == stats.STANDARDS
-    assert markers.SELECTION_METHODS == stats.SELECTION_METHODS
+    assert markers.STANDARDS == Standard.values()
+    assert markers.SELECTION_METHODS == SelectionMethod.values()

@@ -24,16 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmbias.markers import ImpactRatioSpec
-from pytest_llmbias.stats.disparity import (
-    BootstrapInterval,
-    ImpactRatioResult,
-    NullCheck,
-    bootstrap_impact_ratio,
-    impact_ratio,
-    permutation_null,
-)
 from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.markers import ImpactRatioSpec
+from pytest_llmbias.stats.resampling import BootstrapInterval, NullCheck, bootstrap_impact_ratio, permutation_null
+from pytest_llmbias.stats.selection import ImpactRatioResult, SelectionRule, impact_ratio
 
 #: alias -> (prompt id, sample) -> feature value
 FeatureValues = Mapping[str, Mapping[tuple[str, int], float]]
@@ -248,29 +242,15 @@ def evaluate_model(
             f"{shown}. Add templates or samples, or lower min_responses (a selection rate of so few "
             "answers says little)"
         )
-    options: dict[str, Any] = {"quantile": spec.quantile, "within": spec.within}
-    result = impact_ratio(numbers, groups, spec.standard, spec.method, confidence=spec.confidence, **options)
+    rule = SelectionRule.parse(spec.standard, spec.method, quantile=spec.quantile, within=spec.within)
+    result = impact_ratio(numbers, groups, rule, confidence=spec.confidence)
     interval = bootstrap_impact_ratio(
-        numbers,
-        groups,
-        spec.standard,
-        spec.method,
-        confidence=spec.confidence,
-        resamples=spec.resamples,
-        seed=BOOTSTRAP_SEED,
-        **options,
+        numbers, groups, rule, confidence=spec.confidence, resamples=spec.resamples, seed=BOOTSTRAP_SEED
     )
     null = None
     if permutations:
         null = permutation_null(
-            numbers,
-            groups,
-            spec.standard,
-            spec.method,
-            threshold=spec.threshold,
-            permutations=spec.resamples,
-            seed=BOOTSTRAP_SEED,
-            **options,
+            numbers, groups, rule, threshold=spec.threshold, permutations=spec.resamples, seed=BOOTSTRAP_SEED
         )
     return result, interval, null
 

@@ -1,22 +1,31 @@
-"""Statistics: pure functions over numbers (numpy/scipy only), each stating its H0 and H1."""
+"""Statistics: pure functions over numbers (numpy/scipy only), each stating its H0 and H1.
+
+:mod:`.selection`: the selection rule, selection rates, group summaries and the impact ratio.
+:mod:`.resampling`: the bootstrap interval of the impact ratio and its permutation check.
+:mod:`.outliers`: disparity metrics over groups, max Z and Dixon's Q.
+:mod:`.tost`: Welch's TOST for equivalence, its margin and power.
+"""
 
 from __future__ import annotations
 
-from pytest_llmbias.stats.disparity import (
-    SELECTION_METHODS,
-    STANDARDS,
-    BootstrapInterval,
+from pytest_llmbias.stats.outliers import (
     DisparityResult,
     DixonQResult,
-    GroupSummary,
-    ImpactRatioResult,
-    NullCheck,
-    bootstrap_impact_ratio,
     disparity_metrics,
     dixon_critical,
     dixon_q,
-    impact_ratio,
+)
+from pytest_llmbias.stats.resampling import (
+    BootstrapInterval,
+    NullCheck,
+    bootstrap_impact_ratio,
     permutation_null,
+)
+from pytest_llmbias.stats.selection import (
+    GroupSummary,
+    ImpactRatioResult,
+    SelectionRule,
+    impact_ratio,
     selection_rates,
     selection_standard,
     summarize_groups,
@@ -30,14 +39,13 @@ from pytest_llmbias.stats.tost import (
 )
 
 __all__ = [
-    "SELECTION_METHODS",
-    "STANDARDS",
     "BootstrapInterval",
     "DisparityResult",
     "DixonQResult",
     "GroupSummary",
     "ImpactRatioResult",
     "NullCheck",
+    "SelectionRule",
     "TostResult",
     "bootstrap_impact_ratio",
     "disparity_metrics",
