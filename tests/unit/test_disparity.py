@@ -392,6 +392,49 @@ def test_disparity_edge_cases():
     assert flat.to_dict()["max_z_group"] is None
 
 
+def test_a_constant_feature_has_no_outlier_despite_rounded_group_means():
+    # The mean of three 0.1s is 0.10000000000000002, of two or four 0.1s 0.1: a spread of a few
+    # ulps that Dixon's Q read as Q = 1 ("outlier A") and max Z as a group standing apart.
+    r = impact_ratio([0.1] * 9, ["A"] * 3 + ["B"] * 2 + ["C"] * 4)
+    assert r.group("A").mean != r.group("B").mean  # the rounding is really there
+    assert r.min_impact_ratio == 1.0
+    m = r.means
+    assert (m.range, m.sd, m.max_z, m.max_z_group, m.min_max_ratio) == (0.0, 0.0, 0.0, None, 1.0)
+    assert m.dixon is not None and m.dixon.q == 0.0 and not m.dixon.outlier and m.dixon.suspect is None
+    assert m.values == {"A": r.group("A").mean, "B": 0.1, "C": 0.1}  # the values themselves are kept
+    json.dumps(r.to_dict(), allow_nan=False)
+
+
+def test_values_a_few_ulps_apart_count_as_equal():
+    near = {"a": 0.3, "b": 0.1 + 0.2, "c": float(np.nextafter(0.3, 1.0)), "d": float(np.nextafter(0.3, 0.0))}
+    assert len(set(near.values())) == 3
+    q = dixon_q(near)
+    assert q.q == 0.0 and not q.outlier and q.suspect is None
+    d = disparity_metrics(near)
+    assert (d.range, d.sd, d.max_z, d.max_z_group, d.min_max_ratio) == (0.0, 0.0, 0.0, None, 1.0)
+    assert not d.dixon.outlier
+    # near 0 the tolerance does not shrink with the values: rounding scales with the scores averaged
+    around_zero = disparity_metrics({"a": 1e-17, "b": 0.0, "c": -2e-17})
+    assert (around_zero.sd, around_zero.max_z_group, around_zero.dixon.suspect) == (0.0, None, None)
+    # and it grows with them
+    big = disparity_metrics({"a": 1e6, "b": 1e6, "c": float(np.nextafter(1e6, 2e6))})
+    assert big.sd == 0.0 and not big.dixon.outlier
+
+
+def test_a_small_real_difference_is_still_a_difference():
+    d = disparity_metrics({"a": 0.3, "b": 0.3, "c": 0.3 + 1e-9})
+    assert d.sd > 0 and d.max_z_group == "c" and d.range == pytest.approx(1e-9)
+    assert d.dixon.q == 1.0 and d.dixon.outlier and d.dixon.suspect == "c"
+    big = dixon_q({"a": 1e6, "b": 1e6, "c": 1e6 + 1e-3})
+    assert big.outlier and big.suspect == "c"
+
+
+def test_dixon_end_gaps_equal_up_to_rounding_are_a_tie():
+    # gaps 0.30000000000000004 and 0.29999999999999993: a tie, which goes to the upper end
+    r = dixon_q({"a": 0.0, "b": 0.1 + 0.2, "c": 0.6})
+    assert r.suspect == "c" and r.q == pytest.approx(0.5)
+
+
 # ------------------------------------------------------------------------------------------
 # Bootstrap
 # ------------------------------------------------------------------------------------------
@@ -648,6 +691,25 @@ def test_exactly_one_when_every_group_holds_the_same_values(base, copies, k, cfg
         assert r is not None  # larger/smaller always select something
         assert r.min_impact_ratio == 1.0
         assert len(set(r.selection_rates.values())) == 1
+
+
+@SETTINGS
+@given(
+    base=st.lists(score, min_size=1, max_size=12),
+    sizes=st.lists(st.integers(1, 4), min_size=3, max_size=4),
+    order=st.randoms(use_true_random=False),
+)
+def test_groups_holding_the_same_values_have_no_outlier(base, sizes, order):
+    values: list[float] = []
+    groups: list[str] = []
+    for label, copies in zip(LABELS, sizes):
+        own = base * copies
+        order.shuffle(own)
+        values += own
+        groups += [label] * len(own)
+    m = impact_ratio(values, groups).means
+    assert (m.sd, m.max_z, m.max_z_group) == (0.0, 0.0, None)
+    assert m.dixon is not None and not m.dixon.outlier and m.dixon.suspect is None
 
 
 def test_constants():

@@ -21,6 +21,9 @@ from pytest_llmbias.stats._common import check_confidence, jsonable
 
 __all__ = ["DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"]
 
+# Relative tolerance below which a spread or a gap is floating-point rounding: see _rounding().
+_SPREAD_RTOL = 1e-12
+
 
 @dataclass(frozen=True)
 class DixonQResult:
@@ -64,10 +67,11 @@ class DixonQResult:
 class DisparityResult:
     """Disparity metrics over one statistic of the groups (e.g. the group means).
 
-    ``range`` = max − min; ``sd`` with ddof=1 (0 when every value is equal); ``min_max_ratio`` =
-    min / max, None when the values can be negative or the max is not positive (a ratio of signed
-    values has no meaning); ``max_z`` = the largest |x − mean| / sd, with the group it belongs to
-    (0.0 and None when sd is 0); ``dixon`` is Dixon's Q test, None for fewer than 3 groups.
+    ``range`` = max − min; ``sd`` with ddof=1 (0 when every value is equal, up to floating-point
+    rounding: see :func:`disparity_metrics`); ``min_max_ratio`` = min / max, None when the values
+    can be negative or the max is not positive (a ratio of signed values has no meaning);
+    ``max_z`` = the largest |x − mean| / sd, with the group it belongs to (0.0 and None when sd
+    is 0); ``dixon`` is Dixon's Q test, None for fewer than 3 groups.
     """
 
     statistic: str
@@ -168,14 +172,30 @@ def _finite_mapping(values: Mapping[str, float], what: str) -> tuple[list[str], 
     return names, arr
 
 
+def _rounding(arr: np.ndarray[Any, Any]) -> float:
+    """The largest difference between the values ``arr`` that is taken for floating-point rounding:
+    1e-12 · max(1, max |x|).
+
+    Group statistics are computed in floating point: the mean of three 0.1s is 0.10000000000000002
+    while that of two is 0.1, so groups whose scores are all equal can differ by a few ulps, and
+    Dixon's Q of such values is 1 (a "perfect outlier") and their max Z well defined. A rounding
+    error scales with the scores a statistic was computed from, not with the statistic itself (the
+    mean of 0.2 and −0.2 may come out as 1e-17), hence the floor of 1: the scores of every built-in
+    feature are of order 1. For such scores 1e-12 is thousands of ulps, yet far below any
+    meaningful difference.
+    """
+    return _SPREAD_RTOL * max(1.0, float(np.max(np.abs(arr))))
+
+
 def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResult:
     """Dixon's Q test (r10, two-sided) on one value per group.
 
     On the sorted values x1 ≤ … ≤ xn, Q = max(x2 − x1, xn − x(n−1)) / (xn − x1); the suspect is the
     group at the end with the larger gap (the upper end on a tie; equal values are ordered by group
-    name). The suspect is an outlier when Q exceeds :func:`dixon_critical` (n, confidence). When
-    every value is equal (range 0), Q is 0, there is no suspect and no outlier.
-    Needs at least 3 values. Source: seeds/saged.txt §4.2 (Rorabacher 1991).
+    name; gaps that differ by rounding only count as a tie). The suspect is an outlier when Q
+    exceeds :func:`dixon_critical` (n, confidence). When every value is equal (a range within
+    floating-point rounding, 1e-12 · max(1, max |x|), counts as 0), Q is 0, there is no suspect
+    and no outlier. Needs at least 3 values. Source: seeds/saged.txt §4.2 (Rorabacher 1991).
     """
     check_confidence(confidence)
     names, arr = _finite_mapping(values, "dixon_q")
@@ -186,11 +206,12 @@ def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResu
     order = sorted(range(n), key=lambda i: (arr[i], names[i]))
     x = arr[order]
     spread = float(x[-1] - x[0])
-    if spread == 0.0:
+    rounding = _rounding(x)
+    if spread <= rounding:
         return DixonQResult(n=n, q=0.0, critical=critical, confidence=float(confidence), suspect=None,
                             suspect_value=math.nan)
     low_gap, high_gap = float(x[1] - x[0]), float(x[-1] - x[-2])
-    idx = order[-1] if high_gap >= low_gap else order[0]
+    idx = order[-1] if high_gap >= low_gap - rounding else order[0]
     q = max(low_gap, high_gap) / spread
     return DixonQResult(n=n, q=q, critical=critical, confidence=float(confidence), suspect=names[idx],
                         suspect_value=float(arr[idx]))
@@ -201,7 +222,10 @@ def disparity_metrics(stats: Mapping[str, float], *, statistic: str = "mean", co
 
     Range (max − min), SD (ddof=1), min/max ratio (None unless every value is ≥ 0 and the max is
     > 0), max Z-score (largest |x − mean| / SD, and its group; ties go to the first group by name)
-    and Dixon's Q test (from 3 groups on). Needs at least 2 groups. Source: seeds/saged.txt §4.2.
+    and Dixon's Q test (from 3 groups on). Values that differ by floating-point rounding only
+    (a range within 1e-12 · max(1, max |x|)) count as equal: range 0, SD 0, min/max ratio 1 (when
+    defined), max Z 0 with no group, and no Dixon outlier. Needs at least 2 groups. Source:
+    seeds/saged.txt §4.2.
     """
     names, arr = _finite_mapping(stats, "disparity")
     if len(names) < 2:
@@ -210,8 +234,11 @@ def disparity_metrics(stats: Mapping[str, float], *, statistic: str = "mean", co
     check_confidence(confidence)
     lo, hi = float(arr.min()), float(arr.max())
     spread = hi - lo
-    sd = 0.0 if spread == 0.0 else float(np.std(arr, ddof=1))
-    ratio = None if lo < 0 or hi <= 0 else lo / hi
+    equal = spread <= _rounding(arr)
+    if equal:
+        spread = 0.0
+    sd = 0.0 if equal else float(np.std(arr, ddof=1))
+    ratio = None if lo < 0 or hi <= 0 else (1.0 if equal else lo / hi)
     if sd > 0:
         z = np.abs(arr - arr.mean()) / sd
         i = int(np.argmax(z))
