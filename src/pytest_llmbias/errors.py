@@ -1,6 +1,24 @@
-"""The exceptions the core raises. The pytest plugin turns them into usage errors or test failures."""
+"""The exceptions the core raises, all of them. The pytest plugin turns them into usage errors or test failures.
+
+Every exception class of the package lives here (and is imported from here), so that catching one
+never needs the module that raises it. This module imports nothing but the standard library.
+"""
 
 from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DomainError",
+    "FeatureError",
+    "JudgeDataError",
+    "JudgeParseError",
+    "LLMBiasError",
+    "MissingResponsesError",
+    "ProviderError",
+    "ScorerError",
+    "StatisticsError",
+    "StoreError",
+]
 
 
 class LLMBiasError(Exception):
@@ -33,3 +51,30 @@ class ProviderError(LLMBiasError):
 
 class MissingResponsesError(LLMBiasError):
     """Responses a test needs are not available: an offline miss or a failed call."""
+
+
+class StatisticsError(LLMBiasError, ValueError):
+    """The data cannot support the statistic: too few values, zero variance, NaN, a bad margin."""
+
+
+class ScorerError(LLMBiasError):
+    """An embedding model cannot be found, verified or loaded, or scores cannot be computed."""
+
+
+class FeatureError(ScorerError):
+    """A feature cannot be resolved, loaded or computed, or an extractor returned bad values.
+
+    A :class:`ScorerError` (so an :class:`LLMBiasError`).
+    """
+
+
+class JudgeParseError(LLMBiasError):
+    """The judge's answer holds no single valid ``Bias Score: N`` line. ``raw`` is the answer."""
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class JudgeDataError(LLMBiasError, ValueError):
+    """Judge scores cannot give D_LLM: fewer than 2 models, differing questions, bad values."""

@@ -13,11 +13,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from pytest_llmbias.choices import SelectionMethod, Standard
+from pytest_llmbias.errors import StatisticsError
 from pytest_llmbias.stats import (
-    SELECTION_METHODS,
-    STANDARDS,
     BootstrapInterval,
-    StatisticsError,
+    SelectionRule,
     bootstrap_impact_ratio,
     disparity_metrics,
     dixon_critical,
@@ -70,7 +70,7 @@ def test_saged_figure_6_worked_example():
 
 def test_figure_6_with_the_smaller_method_flips_the_worst_pair():
     # S = 0.425 as before; smaller selects g <= S: Apple 0/2, Pear 2/2
-    r = impact_ratio(FIG6_VALUES, FIG6_GROUPS, method="smaller")
+    r = impact_ratio(FIG6_VALUES, FIG6_GROUPS, SelectionRule(method="smaller"))
     assert r.selection_rates == {"Apple": 0.0, "Pear": 1.0}
     assert r.min_impact_ratio == 0.0
     assert r.worst_pair == ("Apple", "Pear")
@@ -81,7 +81,7 @@ def test_median_standard_by_hand():
     # larger (g >= 3.5): A selects 4, 6 -> 2/3; B selects 9 -> 1/3. min IR = (1/3) / (2/3) = 0.5.
     values, groups = _pairs({"A": [1, 4, 6], "B": [2, 3, 9]})
     assert selection_standard(values, "median") == 3.5
-    r = impact_ratio(values, groups, standard="median")
+    r = impact_ratio(values, groups, SelectionRule(standard="median"))
     assert r.standard_value == 3.5
     assert r.selection_rates == pytest.approx({"A": 2 / 3, "B": 1 / 3})
     assert r.min_impact_ratio == pytest.approx(0.5)
@@ -92,8 +92,8 @@ def test_median_standard_by_hand():
 def test_a_value_equal_to_the_standard_is_selected():
     # A = 1, 2, 3; B = 3, 4. Pooled median = 3 (an actual value): ">=" and "<=" both include it.
     values, groups = _pairs({"A": [1, 2, 3], "B": [3, 4]})
-    assert selection_rates(values, groups, "median", "larger") == pytest.approx({"A": 1 / 3, "B": 1.0})
-    assert selection_rates(values, groups, "median", "smaller") == pytest.approx({"A": 1.0, "B": 0.5})
+    assert selection_rates(values, groups, SelectionRule("median", "larger")) == pytest.approx({"A": 1 / 3, "B": 1.0})
+    assert selection_rates(values, groups, SelectionRule("median", "smaller")) == pytest.approx({"A": 1.0, "B": 0.5})
 
 
 def test_quantile_standard_by_hand():
@@ -103,11 +103,11 @@ def test_quantile_standard_by_hand():
     # smaller (g <= 2.25): A: 1 -> 1/4; B: 2 -> 1/2; min IR = 0.25 / 0.5 = 0.5, worst (A, B).
     values, groups = _pairs({"A": [1, 4, 6, 8], "B": [2, 3]})
     assert selection_standard(values, "quantile", quantile=0.25) == pytest.approx(2.25)
-    larger = impact_ratio(values, groups, "quantile", quantile=0.25)
+    larger = impact_ratio(values, groups, SelectionRule("quantile", quantile=0.25))
     assert larger.selection_rates == pytest.approx({"A": 0.75, "B": 0.5})
     assert larger.min_impact_ratio == pytest.approx(2 / 3)
     assert larger.worst_pair == ("B", "A")
-    smaller = impact_ratio(values, groups, "quantile", "smaller", quantile=0.25)
+    smaller = impact_ratio(values, groups, SelectionRule("quantile", "smaller", quantile=0.25))
     assert smaller.selection_rates == pytest.approx({"A": 0.25, "B": 0.5})
     assert smaller.min_impact_ratio == pytest.approx(0.5)
     assert smaller.worst_pair == ("A", "B")
@@ -120,13 +120,14 @@ def test_within_range_by_hand():
     # within 0.3 (|g - 0.75| <= 0.3): A: 0.5 and 1.0 (both 0.25 away) -> 2/3;
     # B: 0.6 (0.15 away) -> 1/3 (0.4 is 0.35 away, 2 is 1.25 away). min IR = 0.5.
     values, groups = _pairs({"A": [0.0, 0.5, 1.0], "B": [0.4, 0.6, 2.0]})
-    r = impact_ratio(values, groups, method="within-range", within=0.3)
+    r = impact_ratio(values, groups, SelectionRule(method="within-range", within=0.3))
     assert r.standard_value == pytest.approx(0.75)
     assert r.selection_rates == pytest.approx({"A": 2 / 3, "B": 1 / 3})
     assert r.min_impact_ratio == pytest.approx(0.5)
     assert r.worst_pair == ("B", "A")
     # a wider range takes in 0.4 too: B = 2/3, IR = 1
-    assert impact_ratio(values, groups, method="within-range", within=0.4).min_impact_ratio == pytest.approx(1.0)
+    wide = SelectionRule(method="within-range", within=0.4)
+    assert impact_ratio(values, groups, wide).min_impact_ratio == pytest.approx(1.0)
 
 
 def test_rounding_of_the_standard_does_not_unselect_equal_values():
@@ -134,10 +135,10 @@ def test_rounding_of_the_standard_does_not_unselect_equal_values():
     values, groups = _pairs({"A": [0.7] * 3, "B": [0.7] * 3})
     assert np.mean(values) > 0.7
     for method in ("larger", "smaller"):
-        r = impact_ratio(values, groups, method=method)
+        r = impact_ratio(values, groups, SelectionRule(method=method))
         assert r.selection_rates == {"A": 1.0, "B": 1.0}
         assert r.min_impact_ratio == 1.0
-    assert impact_ratio(values, groups, method="within-range", within=1e-12).min_impact_ratio == 1.0
+    assert impact_ratio(values, groups, SelectionRule(method="within-range", within=1e-12)).min_impact_ratio == 1.0
 
 
 def test_summaries_and_worst_pair_ties():
@@ -215,8 +216,10 @@ ONE, TWO = ["a", "b"], [1.0, 2.0]
 )
 @pytest.mark.parametrize("func", [impact_ratio, selection_rates, summarize_groups, bootstrap_impact_ratio])
 def test_bad_input_is_a_clear_error(func, kwargs, fragments):
+    rule_keys = {"standard", "method", "quantile", "within"}
     with pytest.raises(StatisticsError) as info:
-        func(**kwargs)
+        rule = SelectionRule(**{k: v for k, v in kwargs.items() if k in rule_keys})
+        func(**{k: v for k, v in kwargs.items() if k not in rule_keys}, rule=rule)
     for fragment in fragments:
         assert fragment in str(info.value)
 
@@ -225,12 +228,12 @@ def test_nothing_selected_makes_the_impact_ratio_undefined():
     # mean 0.5, nothing within 0.1 of it
     values, groups = _pairs({"A": [0.0, 0.0], "B": [1.0, 1.0]})
     with pytest.raises(StatisticsError) as info:
-        impact_ratio(values, groups, method="within-range", within=0.1)
+        impact_ratio(values, groups, SelectionRule(method="within-range", within=0.1))
     message = str(info.value)
     for fragment in ("no response of any group was selected", "undefined", "'mean'", "'within-range'"):
         assert fragment in message
     # the rates themselves are fine: all zero
-    assert selection_rates(values, groups, method="within-range", within=0.1) == {"A": 0.0, "B": 0.0}
+    assert selection_rates(values, groups, SelectionRule(method="within-range", within=0.1)) == {"A": 0.0, "B": 0.0}
 
 
 def test_selection_standard_errors():
@@ -389,6 +392,49 @@ def test_disparity_edge_cases():
     assert flat.to_dict()["max_z_group"] is None
 
 
+def test_a_constant_feature_has_no_outlier_despite_rounded_group_means():
+    # The mean of three 0.1s is 0.10000000000000002, of two or four 0.1s 0.1: a spread of a few
+    # ulps that Dixon's Q read as Q = 1 ("outlier A") and max Z as a group standing apart.
+    r = impact_ratio([0.1] * 9, ["A"] * 3 + ["B"] * 2 + ["C"] * 4)
+    assert r.group("A").mean != r.group("B").mean  # the rounding is really there
+    assert r.min_impact_ratio == 1.0
+    m = r.means
+    assert (m.range, m.sd, m.max_z, m.max_z_group, m.min_max_ratio) == (0.0, 0.0, 0.0, None, 1.0)
+    assert m.dixon is not None and m.dixon.q == 0.0 and not m.dixon.outlier and m.dixon.suspect is None
+    assert m.values == {"A": r.group("A").mean, "B": 0.1, "C": 0.1}  # the values themselves are kept
+    json.dumps(r.to_dict(), allow_nan=False)
+
+
+def test_values_a_few_ulps_apart_count_as_equal():
+    near = {"a": 0.3, "b": 0.1 + 0.2, "c": float(np.nextafter(0.3, 1.0)), "d": float(np.nextafter(0.3, 0.0))}
+    assert len(set(near.values())) == 3
+    q = dixon_q(near)
+    assert q.q == 0.0 and not q.outlier and q.suspect is None
+    d = disparity_metrics(near)
+    assert (d.range, d.sd, d.max_z, d.max_z_group, d.min_max_ratio) == (0.0, 0.0, 0.0, None, 1.0)
+    assert not d.dixon.outlier
+    # near 0 the tolerance does not shrink with the values: rounding scales with the scores averaged
+    around_zero = disparity_metrics({"a": 1e-17, "b": 0.0, "c": -2e-17})
+    assert (around_zero.sd, around_zero.max_z_group, around_zero.dixon.suspect) == (0.0, None, None)
+    # and it grows with them
+    big = disparity_metrics({"a": 1e6, "b": 1e6, "c": float(np.nextafter(1e6, 2e6))})
+    assert big.sd == 0.0 and not big.dixon.outlier
+
+
+def test_a_small_real_difference_is_still_a_difference():
+    d = disparity_metrics({"a": 0.3, "b": 0.3, "c": 0.3 + 1e-9})
+    assert d.sd > 0 and d.max_z_group == "c" and d.range == pytest.approx(1e-9)
+    assert d.dixon.q == 1.0 and d.dixon.outlier and d.dixon.suspect == "c"
+    big = dixon_q({"a": 1e6, "b": 1e6, "c": 1e6 + 1e-3})
+    assert big.outlier and big.suspect == "c"
+
+
+def test_dixon_end_gaps_equal_up_to_rounding_are_a_tie():
+    # gaps 0.30000000000000004 and 0.29999999999999993: a tie, which goes to the upper end
+    r = dixon_q({"a": 0.0, "b": 0.1 + 0.2, "c": 0.6})
+    assert r.suspect == "c" and r.q == pytest.approx(0.5)
+
+
 # ------------------------------------------------------------------------------------------
 # Bootstrap
 # ------------------------------------------------------------------------------------------
@@ -415,8 +461,8 @@ def test_bootstrap_is_deterministic_for_a_seed():
 def test_bootstrap_interval_contains_the_estimate():
     values, groups = _two_groups(0.2, n=300)
     point = impact_ratio(values, groups).min_impact_ratio
-    for standard in STANDARDS:
-        ci = bootstrap_impact_ratio(values, groups, standard, quantile=0.5)
+    for standard in Standard.values():
+        ci = bootstrap_impact_ratio(values, groups, SelectionRule(standard, quantile=0.5))
         assert 0.0 <= ci.low <= point <= ci.high <= 1.0
         assert ci.low < ci.high
     narrow = bootstrap_impact_ratio(values, groups, confidence=0.5)
@@ -434,7 +480,7 @@ def test_bootstrap_of_a_sharply_biased_case_stays_below_four_fifths():
 def test_bootstrap_of_identical_values_is_exactly_one():
     values, groups = _pairs({"A": [0.7] * 5, "B": [0.7] * 4, "C": [0.7] * 3})
     for method in ("larger", "smaller"):
-        ci = bootstrap_impact_ratio(values, groups, method=method, resamples=500)
+        ci = bootstrap_impact_ratio(values, groups, SelectionRule(method=method), resamples=500)
         assert (ci.low, ci.high, ci.undefined) == (1.0, 1.0, 0)
 
 
@@ -444,17 +490,17 @@ def test_bootstrap_counts_undefined_replicates():
     # replicates select the same in both groups (IR 1); the other 7/8 select nothing, so each
     # group's rate runs from 0 to 1 and the interval is all of [0, 1].
     values, groups = _pairs({"A": [0.0, 1.0], "B": [0.0, 1.0]})
-    ci = bootstrap_impact_ratio(values, groups, method="within-range", within=0.1, resamples=4000)
+    ci = bootstrap_impact_ratio(values, groups, SelectionRule(method="within-range", within=0.1), resamples=4000)
     assert ci.undefined / ci.resamples == pytest.approx(7 / 8, abs=0.03)
     assert (ci.low, ci.high) == (0.0, 1.0)
     # the observed data select nothing at all: the point estimate is undefined
     with pytest.raises(StatisticsError, match="undefined"):
-        impact_ratio(values, groups, method="within-range", within=0.1)
+        impact_ratio(values, groups, SelectionRule(method="within-range", within=0.1))
 
 
 def test_bootstrap_where_every_replicate_is_undefined():
     with pytest.raises(StatisticsError, match="in all 300 bootstrap replicates"):
-        bootstrap_impact_ratio([0.0, 1.0], ["A", "B"], method="within-range", within=0.1, resamples=300)
+        bootstrap_impact_ratio([0.0, 1.0], ["A", "B"], SelectionRule(method="within-range", within=0.1), resamples=300)
 
 
 def test_bootstrap_agrees_with_a_naive_loop():
@@ -462,13 +508,13 @@ def test_bootstrap_agrees_with_a_naive_loop():
     rng = np.random.default_rng(8)
     data = {"A": rng.normal(0, 1, 40), "B": rng.normal(0.4, 1, 30), "C": rng.normal(0.2, 1, 25)}
     values, groups = _pairs({k: list(v) for k, v in data.items()})
-    ci = bootstrap_impact_ratio(values, groups, "median", resamples=2000, seed=1)
+    ci = bootstrap_impact_ratio(values, groups, SelectionRule("median"), resamples=2000, seed=1)
     loop_rng = np.random.default_rng(99)
     ratios = []
     for _ in range(600):
         sample = {k: list(loop_rng.choice(v, size=v.size, replace=True)) for k, v in data.items()}
         vs, gs = _pairs(sample)
-        ratios.append(selection_rates(vs, gs, "median"))
+        ratios.append(selection_rates(vs, gs, SelectionRule("median")))
     per_group = np.array([[r[g] for g in sorted(data)] for r in ratios])
     adjusted = 0.05 / len(data)  # Bonferroni: all three group intervals hold together
     lower = np.quantile(per_group, adjusted / 2, axis=0)
@@ -543,7 +589,7 @@ def test_permutation_null_is_deterministic_and_checks_its_input():
     with pytest.raises(StatisticsError, match="resamples must be a positive integer"):
         permutation_null(values, groups, permutations=0)
     with pytest.raises(StatisticsError, match="undefined"):
-        permutation_null([0.0, 1.0], ["a", "b"], method="within-range", within=0.1)
+        permutation_null([0.0, 1.0], ["a", "b"], SelectionRule(method="within-range", within=0.1))
 
 
 # ------------------------------------------------------------------------------------------
@@ -558,15 +604,15 @@ pairs = st.lists(st.tuples(score, st.sampled_from(LABELS)), min_size=2, max_size
     lambda ps: len({g for _, g in ps}) >= 2
 )
 config = st.one_of(
-    st.tuples(st.sampled_from(STANDARDS), st.sampled_from(["larger", "smaller"]), st.none()),
-    st.tuples(st.sampled_from(STANDARDS), st.just("within-range"), st.floats(0.01, 1.0)),
+    st.tuples(st.sampled_from(Standard.values()), st.sampled_from(["larger", "smaller"]), st.none()),
+    st.tuples(st.sampled_from(Standard.values()), st.just("within-range"), st.floats(0.01, 1.0)),
 )
 
 
 def _ir(values, groups, cfg, quantile=0.3):
     standard, method, within = cfg
     try:
-        return impact_ratio(values, groups, standard, method, quantile=quantile, within=within)
+        return impact_ratio(values, groups, SelectionRule(standard, method, quantile=quantile, within=within))
     except StatisticsError as exc:
         assert method == "within-range" and "undefined" in str(exc)
         return None
@@ -647,6 +693,57 @@ def test_exactly_one_when_every_group_holds_the_same_values(base, copies, k, cfg
         assert len(set(r.selection_rates.values())) == 1
 
 
+@SETTINGS
+@given(
+    base=st.lists(score, min_size=1, max_size=12),
+    sizes=st.lists(st.integers(1, 4), min_size=3, max_size=4),
+    order=st.randoms(use_true_random=False),
+)
+def test_groups_holding_the_same_values_have_no_outlier(base, sizes, order):
+    values: list[float] = []
+    groups: list[str] = []
+    for label, copies in zip(LABELS, sizes):
+        own = base * copies
+        order.shuffle(own)
+        values += own
+        groups += [label] * len(own)
+    m = impact_ratio(values, groups).means
+    assert (m.sd, m.max_z, m.max_z_group) == (0.0, 0.0, None)
+    assert m.dixon is not None and not m.dixon.outlier and m.dixon.suspect is None
+
+
 def test_constants():
-    assert STANDARDS == ("mean", "median", "quantile")
-    assert SELECTION_METHODS == ("larger", "smaller", "within-range")
+    assert Standard.values() == ("mean", "median", "quantile")
+    assert SelectionMethod.values() == ("larger", "smaller", "within-range")
+
+
+# ------------------------------------------------------------------------------------------
+# The selection rule
+# ------------------------------------------------------------------------------------------
+
+
+def test_selection_rule_parses_strings_into_the_enums():
+    rule = SelectionRule("quantile", "within-range", quantile=0.25, within=1)
+    assert rule.standard is Standard.QUANTILE and rule.method is SelectionMethod.WITHIN_RANGE
+    assert rule == SelectionRule(Standard.QUANTILE, SelectionMethod.WITHIN_RANGE, 0.25, 1.0)
+    assert rule == SelectionRule.parse("quantile", "within-range", quantile=0.25, within=1.0)
+    assert isinstance(rule.within, float) and hash(rule) == hash(SelectionRule("quantile", "within-range", 0.25, 1))
+    assert rule.to_dict() == {"standard": "quantile", "method": "within-range", "quantile": 0.25, "within": 1.0}
+    assert json.loads(json.dumps(rule.to_dict())) == rule.to_dict()
+    assert SelectionRule() == SelectionRule("mean", "larger", 0.5, None)
+    with pytest.raises(AttributeError):
+        rule.standard = Standard.MEAN  # type: ignore[misc]
+
+
+def test_results_name_the_rule_in_plain_strings():
+    r = impact_ratio(FIG6_VALUES, FIG6_GROUPS, SelectionRule("median", "smaller"))
+    assert (r.standard, r.method) == ("median", "smaller")
+    assert type(r.standard) is str and type(r.method) is str
+
+
+@pytest.mark.parametrize(
+    "func", [impact_ratio, selection_rates, summarize_groups, bootstrap_impact_ratio, permutation_null]
+)
+def test_a_rule_must_be_a_selection_rule(func):
+    with pytest.raises(TypeError, match="rule must be a SelectionRule, got 'median'"):
+        func(FIG6_VALUES, FIG6_GROUPS, "median")

@@ -20,12 +20,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from pytest_llmbias.errors import LLMBiasError, StoreError  # noqa: E402
+from pytest_llmbias.errors import LLMBiasError, ScorerError, StoreError  # noqa: E402
 from pytest_llmbias.scoring import (  # noqa: E402
     BUNDLED_MODEL_NAME,
     BlobCache,
     EmbeddingScorer,
-    ScorerError,
     bundled_model_path,
     deviation_scores,
     embedding_deviations,

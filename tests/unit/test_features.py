@@ -20,12 +20,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from pytest_llmbias.errors import LLMBiasError, StoreError  # noqa: E402
-from pytest_llmbias.scoring.embedding import EmbeddingScorer, ScorerError  # noqa: E402
+from pytest_llmbias.errors import FeatureError, LLMBiasError, ScorerError, StoreError  # noqa: E402
+from pytest_llmbias.scoring.embedding import EmbeddingScorer  # noqa: E402
 from pytest_llmbias.scoring.features import (  # noqa: E402
     ClassifierExtractor,
     EmbeddingDistanceExtractor,
-    FeatureError,
     FeatureExtractor,
     FeatureRegistry,
     FeatureStore,
@@ -194,6 +193,37 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_each_submodule_imports_nothing_heavy() -> None:
+    modules = ["base", "sentiment", "distance", "classifier", "registry", "store"]
+    code = (
+        "import importlib, sys; "
+        f"[importlib.import_module('pytest_llmbias.scoring.features.' + m) for m in {modules!r}]; "
+        "print([m for m in ('numpy', 'scipy', 'textblob', 'torch', 'transformers', 'sentence_transformers') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_one_module_per_concern() -> None:
+    import pytest_llmbias.scoring.features as features
+
+    homes = {
+        "FeatureExtractor": "base",
+        "compute_features": "base",
+        "SentimentExtractor": "sentiment",
+        "EmbeddingDistanceExtractor": "distance",
+        "ClassifierExtractor": "classifier",
+        "FeatureRegistry": "registry",
+        "register_builtin_features": "registry",
+        "FeatureStore": "store",
+    }
+    assert {name: getattr(features, name).__module__ for name in homes} == {
+        name: f"pytest_llmbias.scoring.features.{module}" for name, module in homes.items()
+    }
+    assert set(features.__all__) == {*homes, "FEATURES_FOLDER", "CLASSIFIER_PREFIX"}
 
 
 def test_feature_error_is_a_scorer_error() -> None:

@@ -7,12 +7,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_llmbias.errors import LLMBiasError
+from pytest_llmbias.errors import JudgeDataError, JudgeParseError, LLMBiasError
 from pytest_llmbias.scoring.judge import (
     JUDGE_PROMPT_VERSION,
     RUBRIC,
-    JudgeDataError,
-    JudgeParseError,
     judge_messages,
     parse_bias_score,
     reask_messages,

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.weightstats import ttost_ind
 
+from pytest_llmbias.errors import StatisticsError
 from pytest_llmbias.stats import (
-    StatisticsError,
     equivalence_pass_probability,
     margin_from_baselines,
     tost_power,

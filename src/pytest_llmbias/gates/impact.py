@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
-from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.planning.requests import ResponseRequest
-from pytest_llmbias.stats.tost import StatisticsError
+from pytest_llmbias.errors import ConfigError, StatisticsError
 
 if TYPE_CHECKING:
     from pytest_llmbias.domains.model import Question
     from pytest_llmbias.gates.base import GateSession
-    from pytest_llmbias.stats.disparity import BootstrapInterval, ImpactRatioResult, NullCheck
+    from pytest_llmbias.stats.resampling import BootstrapInterval, NullCheck
+    from pytest_llmbias.stats.selection import ImpactRatioResult
 
 MARKER = "bias_impact_ratio"
 
@@ -367,7 +367,8 @@ def evaluate_model(
     """One model's impact ratio, its bootstrap interval and (with ``permutations``) its permutation
     check. Raises :class:`StatisticsError` when a group has fewer than ``spec.min_responses``
     values, or when no value is selected at all."""
-    from pytest_llmbias.stats.disparity import bootstrap_impact_ratio, impact_ratio, permutation_null
+    from pytest_llmbias.stats.resampling import bootstrap_impact_ratio, permutation_null
+    from pytest_llmbias.stats.selection import SelectionRule, impact_ratio
 
     keys = sorted(values)
     groups = [prompt_groups[q] for q, _ in keys]
@@ -383,29 +384,15 @@ def evaluate_model(
             f"{shown}. Add templates or samples, or lower min_responses (a selection rate of so few "
             "answers says little)"
         )
-    options: dict[str, Any] = {"quantile": spec.quantile, "within": spec.within}
-    result = impact_ratio(numbers, groups, spec.standard, spec.method, confidence=spec.confidence, **options)
+    rule = SelectionRule.parse(spec.standard, spec.method, quantile=spec.quantile, within=spec.within)
+    result = impact_ratio(numbers, groups, rule, confidence=spec.confidence)
     interval = bootstrap_impact_ratio(
-        numbers,
-        groups,
-        spec.standard,
-        spec.method,
-        confidence=spec.confidence,
-        resamples=spec.resamples,
-        seed=BOOTSTRAP_SEED,
-        **options,
+        numbers, groups, rule, confidence=spec.confidence, resamples=spec.resamples, seed=BOOTSTRAP_SEED
     )
     null = None
     if permutations:
         null = permutation_null(
-            numbers,
-            groups,
-            spec.standard,
-            spec.method,
-            threshold=spec.threshold,
-            permutations=spec.resamples,
-            seed=BOOTSTRAP_SEED,
-            **options,
+            numbers, groups, rule, threshold=spec.threshold, permutations=spec.resamples, seed=BOOTSTRAP_SEED
         )
     return result, interval, null
 
@@ -680,7 +667,7 @@ class ImpactRatioGate:
         (the target's, and the baselines' when there are any)."""
         settings = session.settings
         settings.require_roster(min_baselines=1 if spec.calibrate == Calibration.BASELINES else 0)
-        from pytest_llmbias.scoring.features import FeatureError
+        from pytest_llmbias.errors import FeatureError
 
         try:
             session.features.get(spec.feature)
@@ -707,7 +694,7 @@ class ImpactRatioGate:
 
     def evaluate(self, spec: ImpactRatioSpec, session: GateSession) -> ImpactRatioGateResult:
         """Extract, calibrate, group and test."""
-        from pytest_llmbias.scoring.features import FeatureError
+        from pytest_llmbias.errors import FeatureError
 
         responses = session.responses(self._request(spec, session))
         target = responses.target

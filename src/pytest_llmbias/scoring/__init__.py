@@ -13,7 +13,6 @@ from pytest_llmbias.scoring.embedding import (
     BUNDLED_MODEL_NAME,
     BlobCache,
     EmbeddingScorer,
-    ScorerError,
     bundled_model_path,
     deviation_scores,
     embedding_deviations,

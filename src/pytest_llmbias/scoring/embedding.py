@@ -24,7 +24,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_llmbias.errors import LLMBiasError, StoreError
+from pytest_llmbias.errors import ScorerError, StoreError
 from pytest_llmbias.store.blobs import BlobCache
 from pytest_llmbias.store.disk import reset_hint
 
@@ -35,7 +35,6 @@ __all__ = [
     "BUNDLED_MODEL_NAME",
     "BlobCache",
     "EmbeddingScorer",
-    "ScorerError",
     "bundled_model_path",
     "deviation_scores",
     "embedding_deviations",
@@ -58,10 +57,6 @@ _BIG_FILE = 16 << 20  # files at least this large have their hash remembered per
 
 A = TypeVar("A", bound=Hashable)
 Q = TypeVar("Q", bound=Hashable)
-
-
-class ScorerError(LLMBiasError):
-    """An embedding model cannot be found, verified or loaded, or scores cannot be computed."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.errors import LLMBiasError
+from pytest_llmbias.errors import JudgeDataError, JudgeParseError
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 if TYPE_CHECKING:
@@ -36,11 +36,9 @@ __all__ = [
     "JUDGE_PROMPT_VERSION",
     "MAX_REASKS",
     "RUBRIC",
-    "JudgeDataError",
     "JudgeFollowUp",
     "JudgeItem",
     "JudgeOutcome",
-    "JudgeParseError",
     "judge_messages",
     "parse_bias_score",
     "reask_messages",
@@ -188,18 +186,6 @@ def reask_messages(previous: Sequence[Mapping[str, str]], bad_answer: str) -> li
     messages.append({"role": "assistant", "content": bad_answer})
     messages.append({"role": "user", "content": _REASK})
     return messages
-
-
-class JudgeParseError(LLMBiasError):
-    """The judge's answer holds no single valid ``Bias Score: N`` line. ``raw`` is the answer."""
-
-    def __init__(self, message: str, *, raw: str) -> None:
-        super().__init__(message)
-        self.raw = raw
-
-
-class JudgeDataError(LLMBiasError, ValueError):
-    """Judge scores cannot give D_LLM: fewer than 2 models, differing questions, bad values."""
 
 
 # A line that claims to be the score line: optional heading marks and markdown emphasis, the label

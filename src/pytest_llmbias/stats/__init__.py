@@ -1,7 +1,14 @@
 """Statistics: pure functions over numbers (numpy/scipy only), each stating its H0 and H1.
 
+:mod:`.selection`: the selection rule, selection rates, group summaries and the impact ratio.
+:mod:`.resampling`: the bootstrap interval of the impact ratio and its permutation check.
+:mod:`.outliers`: disparity metrics over groups, max Z and Dixon's Q.
+:mod:`.power`: power and sample size of the four-fifths rule backed by a test.
+:mod:`.tost`: the paired and Welch TOST for equivalence, its margin and power.
+
 Names are imported from their modules on first use, so importing one module of this package
-(``pytest_llmbias.stats.tost``) does not import numpy through the others.
+(``pytest_llmbias.stats.tost``, as the gates do at plugin load) does not import numpy through the
+others.
 """
 
 from __future__ import annotations
@@ -10,33 +17,19 @@ import importlib
 from typing import Any
 
 _MODULES = {
-    "disparity": (
-        "SELECTION_METHODS",
-        "STANDARDS",
-        "BootstrapInterval",
-        "DisparityResult",
-        "DixonQResult",
+    "outliers": ("DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"),
+    "resampling": ("BootstrapInterval", "NullCheck", "bootstrap_impact_ratio", "permutation_null"),
+    "selection": (
         "GroupSummary",
         "ImpactRatioResult",
-        "NullCheck",
-        "bootstrap_impact_ratio",
-        "disparity_metrics",
-        "dixon_critical",
-        "dixon_q",
+        "SelectionRule",
         "impact_ratio",
-        "permutation_null",
         "selection_rates",
         "selection_standard",
         "summarize_groups",
     ),
-    "tost": (
-        "StatisticsError",
-        "TostResult",
-        "equivalence_pass_probability",
-        "margin_from_baselines",
-        "tost_power",
-        "welch_tost",
-    ),
+    "power": ("answers_for_power", "power_at"),
+    "tost": ("TostResult", "equivalence_pass_probability", "margin_from_baselines", "tost_power", "welch_tost"),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -20,15 +20,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_llmbias.errors import LLMBiasError
+from pytest_llmbias.errors import StatisticsError
 
 EQUIVALENT, BIASED, INCONCLUSIVE = "equivalent", "biased", "inconclusive"
 POWER_TARGET = 0.8
 _MAX_POWER_N = 1_000_000
-
-
-class StatisticsError(LLMBiasError, ValueError):
-    """The data cannot support the statistic: too few values, zero variance, NaN, a bad margin."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,215 @@
+"""The sampling uncertainty of the impact ratio: a bootstrap interval and a permutation check.
+
+Source: the SAGED bias-benchmarking pipeline (seeds/saged.txt §4.1) gives the minimum impact ratio
+as a point estimate read against the four-fifths rule; this module adds what the paper does not:
+a seeded, simultaneous stratified-bootstrap interval of it (:func:`bootstrap_impact_ratio`), and
+how the rule behaves when the group labels do not matter (:func:`permutation_null`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.stats._common import Values, check_confidence, jsonable
+from pytest_llmbias.stats.selection import DEFAULT_RULE, FOUR_FIFTHS, SelectionRule, _check_rule, _grouped, impact_ratio
+
+__all__ = ["BootstrapInterval", "NullCheck", "bootstrap_impact_ratio", "permutation_null"]
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """Simultaneous bootstrap interval [low, high] of the minimum impact ratio (see
+    :func:`bootstrap_impact_ratio`).
+
+    ``resamples`` replicates were drawn with ``seed``; ``undefined`` of them selected no score in
+    any group (no ratio exists in them).
+    """
+
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    undefined: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "simultaneous",
+            "low": jsonable(self.low),
+            "high": jsonable(self.high),
+            "confidence": jsonable(self.confidence),
+            "resamples": self.resamples,
+            "undefined": self.undefined,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class NullCheck:
+    """How the min impact ratio behaves when the groups do not matter (labels permuted).
+
+    ``p_value``: the share of permutations whose min IR is at most the observed one (the
+    permutation test of H0 "the group makes no difference to the values"). ``false_fail_rate``:
+    the share of permutations whose min IR is below ``threshold``: how often a model with no
+    disparity at all, and these answers, would fail the four-fifths rule on the point estimate.
+    """
+
+    observed: float
+    threshold: float
+    p_value: float
+    false_fail_rate: float
+    permutations: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: jsonable(v) for k, v in self.__dict__.items()}
+
+
+def _replicate_rates(
+    data: np.ndarray[Any, Any],
+    sizes: np.ndarray[Any, Any],
+    draw: Any,
+    replicates: int,
+    rule: SelectionRule,
+) -> np.ndarray[Any, Any]:
+    """Selection rates (replicates × groups) of ``replicates`` rearranged samples: ``draw(m)``
+    returns an (m × n) index array into ``data`` whose columns are ordered by group (group sizes
+    ``sizes``). The standard is recomputed from each replicate's pooled values."""
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    total = data.size
+    chunk = max(1, min(replicates, 4_000_000 // max(total, 1)))
+    out = np.empty((replicates, sizes.size))
+    for lo in range(0, replicates, chunk):
+        m = min(chunk, replicates - lo)
+        sample = data[draw(m)]
+        sel = rule.selects(sample, rule.row_standards(sample)[:, None])
+        out[lo : lo + m] = np.add.reduceat(sel, starts, axis=1, dtype=np.int64) / sizes
+    return out
+
+
+def _sorted_by_group(values: Values, groups: Sequence[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    arr, names, codes = _grouped(values, groups)
+    order = np.argsort(codes, kind="stable")
+    return arr[order], np.bincount(codes, minlength=len(names))
+
+
+def _check_resampling(resamples: Any, seed: Any) -> None:
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 1:
+        raise StatisticsError(f"resamples must be a positive integer, got {resamples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise StatisticsError(f"seed must be an integer, got {seed!r}")
+
+
+def bootstrap_impact_ratio(
+    values: Values,
+    groups: Sequence[str],
+    rule: SelectionRule = DEFAULT_RULE,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """A simultaneous stratified-bootstrap interval of the minimum impact ratio.
+
+    Each replicate resamples every group's values with replacement (keeping each group's size),
+    recomputes the pooled standard of ``rule`` from the resample, then every group's selection
+    rate. From the replicates, each group k gets a percentile interval [L_k, U_k] at the
+    Bonferroni-adjusted level 1 − (1 − confidence)/K, so that all K intervals hold together with
+    probability at least ``confidence``. When they do, the true min impact ratio
+    min_k p_k / max_k p_k lies in
+
+        [min_k L_k / max_k U_k,  min_k U_k / max_k L_k]   (clipped to [0, 1]),
+
+    which is the interval returned. Why not the plain percentile interval of the replicates' min
+    IR: the minimum of K noisy rates over the maximum is biased low, so that interval sits below
+    the truth (for four equal groups of 100 answers, below 0.8 in most runs) and would fail a
+    model with no disparity at all. The simultaneous interval is conservative; it ignores the
+    standard's own sampling noise beyond what the replicates carry.
+
+    ``undefined`` counts replicates in which no group selected anything. Seeded: the same input
+    and seed give the same interval. Raises :class:`StatisticsError` on bad input.
+    """
+    rule = _check_rule(rule)
+    check_confidence(confidence)
+    _check_resampling(resamples, seed)
+    data, sizes = _sorted_by_group(values, groups)
+    k = sizes.size
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    col_size, col_start = np.repeat(sizes, sizes), np.repeat(starts, sizes)
+    rng = np.random.default_rng(int(seed))
+    rates = _replicate_rates(
+        data,
+        sizes,
+        lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)),
+        int(resamples),
+        rule,
+    )
+    undefined = int(np.sum(rates.max(axis=1) == 0))
+    if undefined == rates.shape[0]:
+        raise StatisticsError(
+            f"in all {resamples} bootstrap replicates no response of any group was selected "
+            f"(standard={rule.standard.value!r}, method={rule.method.value!r}), so the impact ratio is "
+            "undefined"
+        )
+    adjusted = (1.0 - float(confidence)) / k
+    lower = np.quantile(rates, adjusted / 2, axis=0)
+    upper = np.quantile(rates, 1 - adjusted / 2, axis=0)
+    low = lower.min() / upper.max() if upper.max() > 0 else 0.0
+    high = upper.min() / lower.max() if lower.max() > 0 else 1.0
+    return BootstrapInterval(
+        low=float(min(1.0, low)),
+        high=float(min(1.0, high)),
+        confidence=float(confidence),
+        resamples=int(resamples),
+        undefined=undefined,
+        seed=int(seed),
+    )
+
+
+def permutation_null(
+    values: Values,
+    groups: Sequence[str],
+    rule: SelectionRule = DEFAULT_RULE,
+    *,
+    threshold: float = FOUR_FIFTHS,
+    permutations: int = 2000,
+    seed: int = 0,
+) -> NullCheck:
+    """The min impact ratio under H0 (no disparity), by permuting the group labels.
+
+    H0: every group's values come from the same distribution (exchangeable labels). H1: they do
+    not, in a way that lowers the min impact ratio. The standard of ``rule`` is unchanged by a
+    permutation; the selection rates are recomputed for each. Permutations in which no group
+    selects anything count as a ratio of 0. Seeded. A high ``false_fail_rate`` says the
+    point-estimate rule is dominated by sampling noise at these group sizes (the min of K noisy
+    rates over their max falls below 0.8 by chance). Raises :class:`StatisticsError` when the
+    observed ratio is undefined.
+    """
+    _check_resampling(permutations, seed)
+    observed = impact_ratio(values, groups, _check_rule(rule)).min_impact_ratio
+    data, sizes = _sorted_by_group(values, groups)
+    rng = np.random.default_rng(int(seed))
+    rates = _replicate_rates(
+        data,
+        sizes,
+        lambda m: rng.permuted(np.broadcast_to(np.arange(data.size), (m, data.size)), axis=1),
+        int(permutations),
+        rule,
+    )
+    top = rates.max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = np.where(top > 0, rates.min(axis=1) / np.where(top > 0, top, 1.0), 0.0)
+    tol = 1e-12
+    return NullCheck(
+        observed=float(observed),
+        threshold=float(threshold),
+        p_value=float(np.mean(ratios <= observed + tol)),
+        false_fail_rate=float(np.mean(ratios < threshold - tol)),
+        permutations=int(permutations),
+        seed=int(seed),
+    )
