@@ -46,11 +46,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from pytest_llmbias.calls import ModelCall  # noqa: E402
 from pytest_llmbias.planning.collector import PlannedCall, collect  # noqa: E402
-from pytest_llmbias.models.client import ModelClient, import_litellm  # noqa: E402
-from pytest_llmbias.models.ratelimit import RateLimiter  # noqa: E402
-from pytest_llmbias.models.retry import RetryPolicy  # noqa: E402
+from pytest_llmbias.clients.litellm_client import ModelClient, import_litellm  # noqa: E402
+from pytest_llmbias.clients.ratelimit import RateLimiter  # noqa: E402
+from pytest_llmbias.clients.retry import RetryPolicy  # noqa: E402
 from pytest_llmbias.settings import GenerationSettings, ModelSpec  # noqa: E402
-from pytest_llmbias.store.responses import ResponseStore  # noqa: E402
+from pytest_llmbias.store.response_store import ResponseStore  # noqa: E402
 
 MODEL = "openai/bench"
 ALIAS = "bench"

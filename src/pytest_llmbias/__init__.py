@@ -26,8 +26,8 @@ _EXPORTS: dict[str, str] = {
     # extension points
     "FeatureExtractor": "pytest_llmbias.scoring.features",
     "FeatureRegistry": "pytest_llmbias.scoring.features",
-    "Gate": "pytest_llmbias.gates.base",
-    "GateResult": "pytest_llmbias.gates.base",
+    "Gate": "pytest_llmbias.gates.protocol",
+    "GateResult": "pytest_llmbias.gates.protocol",
     # warnings and errors
     "LLMBiasWarning": "pytest_llmbias.plugin",
     "LLMBiasError": "pytest_llmbias.errors",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StatisticsError,
         StoreError,
     )
-    from pytest_llmbias.gates.base import Gate, GateResult
+    from pytest_llmbias.gates.protocol import Gate, GateResult
     from pytest_llmbias.gates.equivalent import EquivalentResult, MethodResult, evaluate_equivalence
     from pytest_llmbias.gates.impact import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
     from pytest_llmbias.planning.response_set import ResponseSet

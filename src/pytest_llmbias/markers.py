@@ -1,7 +1,7 @@
 """The plugin's markers and their arguments, validated in one place.
 
 Each marker parses into a frozen spec: ``bias_responses`` into a
-:class:`~pytest_llmbias.planning.requests.ResponseRequest`, each gate marker into its gate's spec
+:class:`~pytest_llmbias.planning.request.ResponseRequest`, each gate marker into its gate's spec
 (see :mod:`pytest_llmbias.gates`). The argument checks below are shared by every marker; a bad
 argument raises :class:`ConfigError` naming the marker and the accepted arguments, which the
 plugin reports as a ``pytest.UsageError``.
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pytest_llmbias.choices import Choice, ModelSelection
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.planning.requests import ResponseRequest
+from pytest_llmbias.planning.request import ResponseRequest
 
 C = TypeVar("C", bound=Choice)
 

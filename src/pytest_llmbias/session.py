@@ -18,15 +18,14 @@ from pytest_llmbias.aio import LoopThread
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
-from pytest_llmbias.models.client import ModelClient
-from pytest_llmbias.models.ratelimit import RateLimiter
-from pytest_llmbias.models.retry import RetryPolicy
-from pytest_llmbias.planning import requests
+from pytest_llmbias.clients.litellm_client import ModelClient
+from pytest_llmbias.clients.ratelimit import RateLimiter
+from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
-from pytest_llmbias.planning.requests import ResponseRequest
+from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.settings import ModelSpec, Settings
-from pytest_llmbias.store.responses import ResponseStore
+from pytest_llmbias.store.response_store import ResponseStore
 
 if TYPE_CHECKING:
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
@@ -151,7 +150,7 @@ class BiasSession:
     def plan(self, request: ResponseRequest, then: Sequence[FollowUp] = ()) -> list[PlannedCall]:
         """Validate ``request`` against the roster and its domain, and add its calls, each with the
         follow-ups ``then``, to the plan."""
-        calls = requests.plan(request, self.settings, self.domain(request.domain), then)
+        calls = plan_calls(request, self.settings, self.domain(request.domain), then)
         self.planned.extend(calls)
         self._collected = False
         return calls
@@ -218,7 +217,7 @@ class BiasSession:
         :class:`MissingResponsesError` naming every model and question id without a response
         (offline miss or failed call)."""
         self.ensure_collected()
-        return requests.read(request, self.settings, self.domain(request.domain), self.store.get, self.errors)
+        return read_responses(request, self.settings, self.domain(request.domain), self.store.get, self.errors)
 
     def feature_values(
         self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_llmbias.domains import BUILTIN_DIR, Domain, Question, list_domains, load_domain, parse_domain
 from pytest_llmbias.domains.branching import branch_replacements, branch_text, mentions
-from pytest_llmbias.domains.model import Branch, Counterfactual, Template
+from pytest_llmbias.domains.domain import Branch, Counterfactual, Template
 from pytest_llmbias.errors import ConfigError, DomainError
 
 BUILTINS = sorted(list_domains())
@@ -812,7 +812,7 @@ def test_category_ids_have_no_duplicates(tmp_path: Path) -> None:
 
 
 def test_counterfactual_only_domain_works_with_responses(tmp_path: Path) -> None:
-    from pytest_llmbias.planning.requests import ResponseRequest, grid
+    from pytest_llmbias.planning.request import ResponseRequest, grid
     from pytest_llmbias.settings import ModelSpec, Settings
 
     domain = load_domain(write_domain(tmp_path, "cfonly", GROUPS))

@@ -196,7 +196,7 @@ def test_import_is_light() -> None:
 
 
 def test_each_submodule_imports_nothing_heavy() -> None:
-    modules = ["base", "sentiment", "distance", "classifier", "registry", "store"]
+    modules = ["extractor", "sentiment", "distance", "classifier", "registry", "feature_store"]
     code = (
         "import importlib, sys; "
         f"[importlib.import_module('pytest_llmbias.scoring.features.' + m) for m in {modules!r}]; "
@@ -211,14 +211,14 @@ def test_one_module_per_concern() -> None:
     import pytest_llmbias.scoring.features as features
 
     homes = {
-        "FeatureExtractor": "base",
-        "compute_features": "base",
+        "FeatureExtractor": "extractor",
+        "compute_features": "extractor",
         "SentimentExtractor": "sentiment",
         "EmbeddingDistanceExtractor": "distance",
         "ClassifierExtractor": "classifier",
         "FeatureRegistry": "registry",
         "register_builtin_features": "registry",
-        "FeatureStore": "store",
+        "FeatureStore": "feature_store",
     }
     assert {name: getattr(features, name).__module__ for name in homes} == {
         name: f"pytest_llmbias.scoring.features.{module}" for name, module in homes.items()

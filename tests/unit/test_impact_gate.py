@@ -70,12 +70,20 @@ def _values(rates: dict[str, list[float]]) -> tuple[dict[tuple[str, int], float]
     return values, groups
 
 
-def test_verdict_on_estimate_and_on_interval() -> None:
+def test_verdict_on_estimate_on_interval_and_on_significance() -> None:
     values, groups = _values({"a": [1.0, 1.0, 0.0, 0.0, 1.0, 1.0], "b": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]})
     # mean 7/12: a selects 4/6, b 3/6: IR 0.75
-    estimate = evaluate_gate(ImpactRatioSpec("d"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1)
+    estimate = evaluate_gate(
+        ImpactRatioSpec("d", fail_on="estimate"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
+    )
     assert estimate.min_impact_ratio == pytest.approx(0.75)
     assert not estimate.passed and estimate.verdict == "biased"
+    # the default: below the threshold, but 6 answers a group make that ratio likely by chance
+    significant = evaluate_gate(ImpactRatioSpec("d"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1)
+    assert significant.min_impact_ratio == pytest.approx(0.75)
+    assert significant.null.p_value >= 0.05 and not significant.significant
+    assert significant.passed and significant.verdict == "fair"
+    assert any("not significant at alpha 0.05" in w for w in significant.warnings)
     interval = evaluate_gate(
         ImpactRatioSpec("d", fail_on="interval"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
     )

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.markers import markers, parse_marker
-from pytest_llmbias.planning.requests import ResponseRequest
+from pytest_llmbias.planning.request import ResponseRequest
 
 
 def parse(*args: Any, **kwargs: Any) -> ResponseRequest:
@@ -97,7 +97,7 @@ def test_marker_line_for_pytest_markers() -> None:
 # -- bias_impact_ratio ----------------------------------------------------------------------------
 
 
-def test_impact_ratio_defaults_follow_the_paper() -> None:
+def test_impact_ratio_defaults_are_the_papers_with_a_significance_test() -> None:
     from pytest_llmbias.gates.impact import ImpactRatioSpec
 
     spec = parse_marker("bias_impact_ratio", ("countries",), {})
@@ -105,7 +105,7 @@ def test_impact_ratio_defaults_follow_the_paper() -> None:
     assert (spec.feature, spec.threshold, spec.calibrate, spec.standard, spec.method) == (
         "sentiment", 0.8, None, "mean", "larger"
     )
-    assert spec.fail_on == "estimate" and spec.confidence == 0.95
+    assert spec.fail_on == "significant" and spec.alpha == 0.05 and spec.confidence == 0.95
     assert spec.responses("target") == ResponseRequest(domain="countries", models="target")
 
 
@@ -139,7 +139,7 @@ def test_impact_ratio_every_argument() -> None:
         ({"quantile": 0.5}, "'quantile' only applies to standard='quantile'"),
         ({"standard": "quantile", "quantile": 1}, "'quantile' must be a number between 0 and 1"),
         ({"confidence": 0.0}, "'confidence' must be a number between 0 and 1"),
-        ({"fail_on": "both"}, "'fail_on' must be one of estimate | interval"),
+        ({"fail_on": "both"}, "'fail_on' must be one of significant | estimate | interval"),
         ({"resamples": 50}, "'resamples' must be at least 100"),
         ({"min_responses": 0}, "'min_responses' must be a positive integer"),
     ],

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.models import ModelClient, RateLimiter, RetryPolicy, classify, parse_retry_after
-from pytest_llmbias.models.client import import_litellm
-from pytest_llmbias.models.retry import RETRYABLE_STATUSES
+from pytest_llmbias.clients import ModelClient, RateLimiter, RetryPolicy, classify, parse_retry_after
+from pytest_llmbias.clients.litellm_client import import_litellm
+from pytest_llmbias.clients.retry import RETRYABLE_STATUSES
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 # --------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_rate_limiter_zero_never_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     async def fake_sleep(delay: float, *args: Any) -> None:
         slept.append(delay)
 
-    monkeypatch.setattr("pytest_llmbias.models.ratelimit.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("pytest_llmbias.clients.ratelimit.asyncio.sleep", fake_sleep)
 
     async def run() -> float:
         limiter = RateLimiter(0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_llmbias.domains.loader import BUILTIN_DIR, list_domains, load_domain, parse_domain
-from pytest_llmbias.domains.model import Category, Counterfactual, Domain, Question, Template
+from pytest_llmbias.domains.domain import Category, Counterfactual, Domain, Question, Template
 
 __all__ = [
     "BUILTIN_DIR",

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.domains.branching import mentions
-from pytest_llmbias.domains.model import Branch, Category, Counterfactual, Domain, Question, Template
+from pytest_llmbias.domains.domain import Branch, Category, Counterfactual, Domain, Question, Template
 from pytest_llmbias.errors import DomainError
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"

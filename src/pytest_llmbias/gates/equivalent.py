@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias import markers as args
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.planning.requests import ResponseRequest
+from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.stats.tost import TostResult, equivalence_pass_probability, margin_from_baselines, welch_tost
 
 if TYPE_CHECKING:
-    from pytest_llmbias.gates.base import GateSession
+    from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.planning.response_set import ResponseSet
 
 MARKER = "bias_equivalent"
@@ -617,7 +617,7 @@ def judge_scores(session: GateSession, responses: ResponseSet) -> dict[str, dict
     :class:`MissingResponsesError` when a judge answer is missing or never parsed."""
     import statistics
 
-    from pytest_llmbias.planning.requests import missing_error
+    from pytest_llmbias.planning.request import missing_error
     from pytest_llmbias.scoring.judge import JudgeItem, resolve_judgements
 
     judge = session.settings.judge

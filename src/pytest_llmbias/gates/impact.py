@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
-from pytest_llmbias.planning.requests import ResponseRequest
+from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 
 if TYPE_CHECKING:
-    from pytest_llmbias.domains.model import Question
-    from pytest_llmbias.gates.base import GateSession
+    from pytest_llmbias.domains.domain import Question
+    from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.stats.resampling import BootstrapInterval, NullCheck
     from pytest_llmbias.stats.selection import ImpactRatioResult
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.store.responses import ResponseStore
+from pytest_llmbias.store.response_store import ResponseStore
 
 
 class Client(Protocol):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmbias.calls import Response
-from pytest_llmbias.domains.model import Domain, Question
+from pytest_llmbias.domains.domain import Domain, Question
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_llmbias.store.blobs import BlobCache
 from pytest_llmbias.store.disk import DiskCache
-from pytest_llmbias.store.responses import ResponseStore
+from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
 
 __all__ = ["BlobCache", "DiskCache", "ResponseStore", "read_snapshot", "write_snapshot"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_llmbias.errors import FeatureError
 from pytest_llmbias.scoring.embedding import _looks_like_path, _tree_digest
-from pytest_llmbias.scoring.features.base import FeatureExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 
 __all__ = ["CLASSIFIER_PREFIX", "ClassifierExtractor"]
 

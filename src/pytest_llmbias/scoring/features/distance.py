@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_llmbias.errors import FeatureError
-from pytest_llmbias.scoring.features.base import FeatureExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 
 if TYPE_CHECKING:
     from pytest_llmbias.scoring.embedding import EmbeddingScorer

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
 from pytest_llmbias.errors import FeatureError, LLMBiasError
-from pytest_llmbias.scoring.features.base import FeatureExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 from pytest_llmbias.scoring.features.classifier import CLASSIFIER_PREFIX, ClassifierExtractor
 from pytest_llmbias.scoring.features.distance import EmbeddingDistanceExtractor
 from pytest_llmbias.scoring.features.sentiment import SentimentExtractor

@@ -6,7 +6,7 @@ import importlib.metadata
 from collections.abc import Sequence
 
 from pytest_llmbias.errors import FeatureError
-from pytest_llmbias.scoring.features.base import FeatureExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 
 __all__ = ["SentimentExtractor"]
 

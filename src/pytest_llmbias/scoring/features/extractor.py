@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.errors import FeatureError, LLMBiasError
-from pytest_llmbias.scoring.features.store import FeatureStore
+from pytest_llmbias.scoring.features.feature_store import FeatureStore
 from pytest_llmbias.store.blobs import BlobCache
 
 __all__ = ["FeatureExtractor", "compute_features"]

@@ -2,9 +2,8 @@
 samples), and the same request gives the calls to plan, the keys to read back, and the wording of
 the error when some of them are missing.
 
-Planning (:meth:`ResponseRequest.plan`), reading (:meth:`ResponseRequest.read`) and the judge
-(which rates exactly the answers a request read) all go through :meth:`ResponseRequest.grid`, so a
-call is built one way only.
+Planning (:func:`plan_calls`), reading (:func:`read_responses`) and the judge (which rates exactly
+the answers a request read) all go through :func:`grid`, so a call is built one way only.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import ModelSelection
-from pytest_llmbias.domains.model import Domain, Question
+from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall
 from pytest_llmbias.planning.response_set import ResponseSet
@@ -77,14 +76,14 @@ def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> Iterat
                 yield GridCell(model, q, s, ModelCall.build(model, q.text, settings.generation, sample=s))
 
 
-def plan(
+def plan_calls(
     request: ResponseRequest, settings: Settings, domain: Domain, then: Sequence[FollowUp] = ()
 ) -> list[PlannedCall]:
     """The calls to make for ``request``; each carries the follow-ups ``then`` (e.g. the judge)."""
     return [cell.planned(domain.name, then) for cell in grid(request, settings, domain)]
 
 
-def read(
+def read_responses(
     request: ResponseRequest,
     settings: Settings,
     domain: Domain,

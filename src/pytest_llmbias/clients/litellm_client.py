@@ -15,8 +15,8 @@ from typing import Any
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ProviderError
-from pytest_llmbias.models.ratelimit import RateLimiter
-from pytest_llmbias.models.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
+from pytest_llmbias.clients.ratelimit import RateLimiter
+from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from pytest_llmbias.settings import ModelSpec
 
 #: statuses that no retry can fix: bad request, auth, permissions, unknown model, unprocessable

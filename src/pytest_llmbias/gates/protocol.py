@@ -23,14 +23,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from pytest_llmbias.domains.model import Domain
+    from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.planning.collector import FollowUp
-    from pytest_llmbias.planning.requests import ResponseRequest
+    from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry
     from pytest_llmbias.settings import Settings
-    from pytest_llmbias.store.responses import ResponseStore
+    from pytest_llmbias.store.response_store import ResponseStore
 
 SpecT = TypeVar("SpecT")
 ResultT = TypeVar("ResultT", bound="GateResult", covariant=True)
