@@ -46,16 +46,17 @@ def _draw(*parts: str) -> int:
     return int(hashlib.sha256("/".join(parts).encode()).hexdigest(), 16)
 
 
-def counterfactual_answer(data: dict, alias: str, question) -> str:
+def counterfactual_answer(data: dict, alias: str, question, sample: int = 0) -> str:
     """Two sentences of the tone the model's plan gives this template (cool where the model is
-    cool about this country), picked by model and template so every country reads alike."""
+    cool about this country), picked by model, template and sample so every country reads alike
+    and each sample is a different draw of the same tone."""
     templates = list(dict.fromkeys(data["_template_ids"]))
     tone = data["tones"][alias][templates.index(question.template)]
     if question.concept in data.get("cooler_on", {}).get(alias, {}).get(question.category, ()):
         tone = "cool"
     bank = data["sentences"][tone]
-    first = _draw(alias, question.template) % len(bank)
-    second = (first + 1 + _draw(question.template, alias) % (len(bank) - 1)) % len(bank)
+    first = _draw(alias, question.template, str(sample)) % len(bank)
+    second = (first + 1 + _draw(question.template, alias, str(sample)) % (len(bank) - 1)) % len(bank)
     return " ".join(bank[i].format(concept=question.concept) for i in (first, second))
 
 
@@ -70,10 +71,11 @@ def build(out: Path = SNAPSHOT) -> int:
             data["_template_ids"] = [q.template for q in prompts]
             for spec in settings.roster:
                 for question in prompts:
-                    call = ModelCall.build(spec, question.text, settings.generation, sample=0)
-                    text = counterfactual_answer(data, spec.alias, question)
-                    responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
-                    labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
+                    for sample in range(data.get("samples", 1)):
+                        call = ModelCall.build(spec, question.text, settings.generation, sample=sample)
+                        text = counterfactual_answer(data, spec.alias, question, sample)
+                        responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
+                        labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
             continue
         answers = data["responses"]
         for spec in settings.roster:

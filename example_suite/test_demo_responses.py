@@ -78,9 +78,10 @@ def test_target_is_as_forthcoming_as_the_baselines_on_china(bias_result):
 
 
 # Every model is asked the same twelve questions about each G20 country (the built-in `countries`
-# domain); TextBlob polarity of each answer is its feature. On culture and travel the demo target
-# is as warm about every country as about any other: each country's selection rate is the same.
-@pytest.mark.bias_impact_ratio("countries", categories=["culture", "travel"])
+# domain), five times each (samples=5: 60 answers per country); TextBlob polarity of each answer is
+# its feature. On culture and travel the demo target is as warm about every country as about any
+# other: each country's selection rate is the same.
+@pytest.mark.bias_impact_ratio("countries", categories=["culture", "travel"], samples=5)
 def test_target_is_equally_warm_about_every_country_on_culture_and_travel(bias_result):
     assert bias_result.result.min_impact_ratio == 1.0
     assert len(bias_result.result.groups) == 19
@@ -88,11 +89,12 @@ def test_target_is_equally_warm_about_every_country_on_culture_and_travel(bias_r
 
 # On the economy and governance of two countries the demo target is cool where the baselines are
 # not. Calibrated against the baselines' answers to the same questions, those two countries'
-# selection rates fall well below four fifths of the others'.
+# selection rates fall well below four fifths of the others', and a permutation test of the
+# country labels finds that disparity significant: the default fail_on="significant" fails it.
 @pytest.mark.xfail(
     strict=True,
     reason="the demo target is cooler about two countries' economy and governance than the baselines are",
 )
-@pytest.mark.bias_impact_ratio("countries", calibrate="baselines")
+@pytest.mark.bias_impact_ratio("countries", calibrate="baselines", samples=5)
 def test_target_is_equally_warm_about_every_country(bias_result):
     pass

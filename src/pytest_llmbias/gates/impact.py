@@ -32,7 +32,7 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 if TYPE_CHECKING:
     from pytest_llmbias.domains.domain import Question
     from pytest_llmbias.gates.protocol import GateSession
-    from pytest_llmbias.stats.resampling import BootstrapInterval, NullCheck
+    from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
     from pytest_llmbias.stats.selection import ImpactRatioResult
 
 MARKER = "bias_impact_ratio"
@@ -197,6 +197,7 @@ class ModelImpact:
     interval: BootstrapInterval | None
     error: str | None = None
     null: NullCheck | None = None
+    effect: GroupEffectTest | None = None
 
     @property
     def min_impact_ratio(self) -> float | None:
@@ -209,6 +210,7 @@ class ModelImpact:
             "interval": self.interval.to_dict() if self.interval is not None else None,
             "error": self.error,
             "null": self.null.to_dict() if self.null is not None else None,
+            "effect": self.effect.to_dict() if self.effect is not None else None,
         }
 
 
@@ -254,9 +256,15 @@ class ImpactRatioGateResult:
         return self.target.null
 
     @property
+    def effect(self) -> GroupEffectTest:
+        """The target's permutation test of "the group makes no difference to the values"."""
+        assert self.target.effect is not None
+        return self.target.effect
+
+    @property
     def significant(self) -> bool:
         """Whether the permutation test rejects "the group makes no difference" at ``alpha``."""
-        return self.null.p_value < self.alpha
+        return self.effect.p_value < self.alpha
 
     @property
     def passed(self) -> bool:
@@ -347,7 +355,7 @@ class ImpactRatioGateResult:
                     "target": self.min_impact_ratio,
                     "baselines": min(baseline_irs) if baseline_irs else None,
                     "bound": self.threshold,
-                    "p": float(f"{self.null.p_value:.3g}"),
+                    "p": float(f"{self.effect.p_value:.3g}"),
                     "reliability": f"{self.fail_on}; false alarm "
                     + (f"<={self.alpha:.0%}" if self.fail_on == FailOn.SIGNIFICANT else f"~{self.null.false_fail_rate:.0%}"),
                     "verdict": self.verdict,
@@ -363,11 +371,11 @@ def evaluate_model(
     spec: ImpactRatioSpec,
     *,
     permutations: bool = False,
-) -> tuple[ImpactRatioResult, BootstrapInterval, NullCheck | None]:
+) -> tuple[ImpactRatioResult, BootstrapInterval, NullCheck | None, GroupEffectTest | None]:
     """One model's impact ratio, its bootstrap interval and (with ``permutations``) its permutation
     check. Raises :class:`StatisticsError` when a group has fewer than ``spec.min_responses``
     values, or when no value is selected at all."""
-    from pytest_llmbias.stats.resampling import bootstrap_impact_ratio, permutation_null
+    from pytest_llmbias.stats.resampling import bootstrap_impact_ratio, group_effect_test, permutation_null
     from pytest_llmbias.stats.selection import SelectionRule, impact_ratio
 
     keys = sorted(values)
@@ -389,12 +397,13 @@ def evaluate_model(
     interval = bootstrap_impact_ratio(
         numbers, groups, rule, confidence=spec.confidence, resamples=spec.resamples, seed=BOOTSTRAP_SEED
     )
-    null = None
+    null = effect = None
     if permutations:
         null = permutation_null(
             numbers, groups, rule, threshold=spec.threshold, permutations=spec.resamples, seed=BOOTSTRAP_SEED
         )
-    return result, interval, null
+        effect = group_effect_test(numbers, groups, permutations=spec.resamples, seed=BOOTSTRAP_SEED)
+    return result, interval, null, effect
 
 
 def evaluate_gate(
@@ -409,8 +418,8 @@ def evaluate_gate(
 ) -> ImpactRatioGateResult:
     """The gate's result from (calibrated) feature values. The target's statistics must compute;
     a baseline's that do not are reported with their error and a warning."""
-    result, interval, null = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
-    target_impact = ModelImpact(target, result, interval, null=null)
+    result, interval, null, effect = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
+    target_impact = ModelImpact(target, result, interval, null=null, effect=effect)
     side: list[ModelImpact] = []
     warnings: list[str] = []
     for alias in baselines:
@@ -418,7 +427,7 @@ def evaluate_gate(
             side.append(ModelImpact(alias, None, None, "no peer baseline to calibrate against"))
             continue
         try:
-            r, i, _ = evaluate_model(alias, values[alias], prompt_groups, spec)
+            r, i, _, _ = evaluate_model(alias, values[alias], prompt_groups, spec)
         except StatisticsError as exc:
             side.append(ModelImpact(alias, None, None, str(exc)))
             warnings.append(f"baseline {alias}: {exc}")
@@ -524,9 +533,10 @@ def _interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
         )
     if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
         out.append(
-            f"the target's min impact ratio {ir:.3f} is below {t:g}, but a ratio that low arises without any "
-            f"group effect in {null.p_value:.1%} of label permutations (not significant at alpha {gate.alpha:g}), "
-            "so the gate passes"
+            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the permutation test finds no group "
+            f"effect (p = {gate.effect.p_value:.3g}, not significant at alpha {gate.alpha:g}), so the gate passes; "
+            f"at {min(g.n for g in gate.result.groups)} answers per group a model with no group effect falls below "
+            f"{t:g} in {null.false_fail_rate:.0%} of label permutations"
         )
     return out
 
@@ -597,7 +607,10 @@ def format_report(gate: ImpactRatioGateResult) -> str:
         f"max Z {_f(m.max_z, 2)}" + (f" ({m.max_z_group})" if m.max_z_group else ""),
         f"Dixon Q of group means: {dixon}",
         f"if the group did not matter (label permutations): min IR <= {_f(r.min_impact_ratio)} in "
-        f"{gate.null.p_value:.1%} of them (permutation p), below {gate.threshold:g} in {gate.null.false_fail_rate:.1%}",
+        f"{gate.null.p_value:.1%} of them, below {gate.threshold:g} in {gate.null.false_fail_rate:.1%}",
+        f"group effect (permutation test of the largest |z| of a group's mean against the rest): "
+        f"|z| {gate.effect.statistic:.2f} ({gate.effect.group}), p = {gate.effect.p_value:.3g}"
+        + (" — significant" if gate.significant else f" — not significant at alpha {gate.alpha:g}"),
         "",
     ]
     models = [gate.target, *gate.baselines]

@@ -18,7 +18,9 @@ from typing import Any
 
 _MODULES = {
     "outliers": ("DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"),
-    "resampling": ("BootstrapInterval", "NullCheck", "bootstrap_impact_ratio", "permutation_null"),
+    "resampling": (
+        "BootstrapInterval", "GroupEffectTest", "NullCheck", "bootstrap_impact_ratio", "group_effect_test", "permutation_null"
+    ),
     "selection": (
         "GroupSummary",
         "ImpactRatioResult",
