@@ -13,6 +13,7 @@ concurrency limit: nothing waits for a whole batch to finish.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ async def collect(
 
     ``client(alias)`` gives the client of a model (asked only when a call must be made). Store hits
     are served at once; in ``offline`` mode misses are only counted. The rest run at most
-    ``concurrency`` at a time, in the order they became known. ``on_progress`` is called after each
+    ``concurrency`` at a time: follow-ups first (deepest first), then in the order calls became known. ``on_progress`` is called after each
     call completes; its ``total`` grows as follow-ups add calls. A follow-up that raises is recorded
     as that call's error (its response stays stored).
     """
@@ -159,8 +160,12 @@ async def collect(
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
     missing: list[str] = []
-    semaphore = asyncio.Semaphore(concurrency)
-    tasks: set[asyncio.Task[None]] = set()
+    # Calls waiting for a slot, deepest follow-up first, then in the order they became known: a
+    # chain (answer -> rating -> re-ask) finishes early instead of queueing behind every answer.
+    queue: list[tuple[int, int, str]] = []
+    depth: dict[str, int] = {}
+    wake = asyncio.Event()
+    in_flight = 0
 
     def follow(item: PlannedCall, response: Response) -> None:
         for then in item.then:
@@ -171,9 +176,9 @@ async def collect(
                 progress.errors += 1
                 continue
             for extra in more:
-                submit(extra)
+                submit(extra, depth.get(item.call.key, 0) + 1)
 
-    def submit(item: PlannedCall) -> None:
+    def submit(item: PlannedCall, level: int = 0) -> None:
         key = item.call.key
         known = seen.get(key)
         if known is not None:
@@ -185,6 +190,7 @@ async def collect(
                     follow(PlannedCall(item.alias, item.call, item.domain, item.question, new), response)
             return
         seen[key] = item
+        depth[key] = level
         progress.total += 1
         store.label(key, alias=item.alias, domain=item.domain, question=item.question)
         response = store.get(key)
@@ -197,38 +203,52 @@ async def collect(
             progress.missing += 1
             progress.done += 1
         else:
-            tasks.add(asyncio.ensure_future(fetch(key)))
+            heapq.heappush(queue, (-level, len(seen), key))
+            wake.set()
 
     async def fetch(key: str) -> None:
-        async with semaphore:
-            item = seen[key]
-            try:
-                response = await client(item.alias).complete(item.call)
-            except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
-                errors[key] = str(exc)
-                progress.errors += 1
-                response = None
-            else:
-                store.put(response)
-                progress.fetched += 1
+        item = seen[key]
+        try:
+            response = await client(item.alias).complete(item.call)
+        except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
+            errors[key] = str(exc)
+            progress.errors += 1
+            response = None
+        else:
+            store.put(response)
+            progress.fetched += 1
         progress.done += 1
         if response is not None:
             follow(seen[key], response)  # seen[key]: follow-ups added while the call was in flight too
         if on_progress:
             on_progress(progress)
 
+    async def worker() -> None:
+        nonlocal in_flight
+        while True:
+            while not queue:
+                if in_flight == 0:
+                    wake.set()  # nothing queued, nothing in flight: let every worker finish
+                    return
+                wake.clear()
+                await wake.wait()
+            _, _, key = heapq.heappop(queue)
+            in_flight += 1
+            try:
+                await fetch(key)
+            finally:
+                in_flight -= 1
+                wake.set()
+
     for item in unique.values():
         submit(item)
     if on_progress:
         on_progress(progress)
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) or 1)))]
     try:
-        while tasks:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            tasks.difference_update(done)
-            for task in done:
-                task.result()  # re-raise an unexpected error (a bug), never swallow it
+        await asyncio.gather(*workers)
     finally:
-        for task in tasks:
+        for task in workers:
             task.cancel()
     return CollectionReport(
         total=progress.total,
