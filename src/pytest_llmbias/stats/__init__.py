@@ -26,6 +26,7 @@ from pytest_llmbias.stats.tost import (
     TostResult,
     equivalence_pass_probability,
     margin_from_baselines,
+    paired_tost,
     tost_power,
     welch_tost,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "equivalence_pass_probability",
     "impact_ratio",
     "margin_from_baselines",
+    "paired_tost",
     "permutation_null",
     "selection_rates",
     "selection_standard",
