@@ -31,7 +31,9 @@ _MODULES = {
         "summarize_groups",
     ),
     "power": ("answers_for_power", "power_at"),
-    "tost": ("TostResult", "equivalence_pass_probability", "margin_from_baselines", "tost_power", "welch_tost"),
+    "tost": (
+        "TostResult", "equivalence_pass_probability", "margin_from_baselines", "paired_tost", "tost_power", "welch_tost"
+    ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -11,31 +11,59 @@ way round; this module follows the standard procedure its own result tables use 
 The verdict has three values: ``equivalent`` (both one-sided tests reject: the (1 − 2α) confidence
 interval of the difference lies inside (−δ, δ)), ``biased`` (that whole interval lies outside
 [−δ, δ]), ``inconclusive`` (neither).
+
+Two refinements beyond the paper, both standard (Schuirmann 1987; Lakens 2017; Wellek, *Testing
+Statistical Hypotheses of Equivalence and Noninferiority*, 2nd ed., 2010):
+
+* :func:`paired_tost` — every model answers the same questions, so the target can be compared
+  question by question with the baselines' per-question mean: a one-sample TOST on the differences
+  dᵢ = targetᵢ − baselineᵢ (statsmodels ``ttost_paired``). The question-to-question spread, common
+  to every model, drops out of the standard error.
+* ``alternative="no-worse"`` (non-inferiority) — a higher score means more bias, so only the upper
+  side matters: H0: μT − μB ≥ δ; H1: μT − μB < δ, one one-sided test at α. Its verdicts are
+  ``no-worse`` (the upper (1 − α) confidence bound of the difference is below δ), ``biased`` (the
+  lower bound is above δ) and ``inconclusive``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
 EQUIVALENT, BIASED, INCONCLUSIVE = "equivalent", "biased", "inconclusive"
+NO_WORSE = "no-worse"
+#: Verdicts that pass the gate: EQUIVALENT for the two-sided test, NO_WORSE for non-inferiority.
+PASSING_VERDICTS = (EQUIVALENT, NO_WORSE)
+#: ``alternative=`` values: the two-sided equivalence test, or the one-sided non-inferiority test.
+ALTERNATIVES = (EQUIVALENT, NO_WORSE)
+#: ``test=`` values: Welch's two-sample test, or the one-sample test on per-question differences.
+TESTS = ("welch", "paired")
 POWER_TARGET = 0.8
 _MAX_POWER_N = 1_000_000
 
 
 @dataclass(frozen=True)
 class TostResult:
-    """Every figure of a Welch TOST, as the relative-bias paper's appendix tables report them.
+    """Every figure of a TOST, as the relative-bias paper's appendix tables report them.
 
-    ``t_lower``/``p_lower`` test H0: μT − μB ≤ −δ; ``t_upper``/``p_upper`` test H0: μT − μB ≥ δ;
-    ``p_value`` is the larger p. ``ci_low``/``ci_high`` bound the (1 − 2α) interval of the
-    difference. ``power_n`` is the number of target values (questions) that would give 80 % power
-    to show equivalence if the true difference and spreads were those observed (None when the
-    observed difference is at least δ: no number of questions would do).
+    ``test`` is ``"welch"`` (:func:`welch_tost`: two independent samples) or ``"paired"``
+    (:func:`paired_tost`: one difference per question); ``alternative`` is ``"equivalent"`` (the
+    two-sided equivalence test) or ``"no-worse"`` (the one-sided non-inferiority test).
+
+    ``t_lower``/``p_lower`` test H0: μT − μB ≤ −δ; ``t_upper``/``p_upper`` test H0: μT − μB ≥ δ.
+    ``p_value`` is the larger of the two for ``equivalent`` and ``p_upper`` alone for ``no-worse``
+    (the lower test is still reported, but it takes no part in the verdict). ``ci_low``/``ci_high``
+    bound the (1 − 2α) interval of the difference; each end is also a one-sided (1 − α) bound,
+    which is the bound the ``no-worse`` verdict uses. For ``paired``, ``n_baseline`` is the number of
+    pairs (= ``n_target``) and ``df`` = n − 1. ``power`` is the probability of passing if the true
+    difference and spread were those observed; ``power_n`` is the number of target values
+    (questions) that would give 80 % power (None when the observed difference rules a pass out: at
+    least δ in absolute value for ``equivalent``, at least δ for ``no-worse``).
     """
 
     n_target: int
@@ -57,26 +85,86 @@ class TostResult:
     verdict: str
     power: float
     power_n: int | None
+    test: str = "welch"
+    alternative: str = EQUIVALENT
 
     @property
     def passed(self) -> bool:
-        return self.verdict == EQUIVALENT
+        """True for either passing verdict: ``equivalent`` or ``no-worse``."""
+        return self.verdict in PASSING_VERDICTS
+
+    @property
+    def less_biased(self) -> bool:
+        """The whole interval of the difference lies below −δ: the target scores clearly lower
+        (less bias) than the baselines. Under ``equivalent`` that case is the verdict ``biased``
+        (different, in the good direction); under ``no-worse`` it is a pass."""
+        return self.ci_high < -self.margin
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["less_biased"] = self.less_biased
+        return out
 
 
-def _clean(values: Sequence[float], name: str) -> Any:
+def _as_real(value: Any) -> float:
+    """``value`` as a float if it is a real number of any type (int, float, Fraction, numpy
+    scalars; bool and numpy.bool_ are not ``numbers.Real`` here), else NaN."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (OverflowError, ValueError):
+            pass
+    return math.nan
+
+
+def _positive_real(value: Any, what: str) -> float:
+    x = _as_real(value)
+    if math.isfinite(x) and x > 0:
+        return x
+    raise StatisticsError(f"{what} must be a positive finite number, got {value!r}")
+
+
+def _check_alpha(alpha: Any) -> float:
+    x = _as_real(alpha)
+    if 0 < x < 0.5:
+        return x
+    raise StatisticsError(f"alpha must be in (0, 0.5), got {alpha!r}")
+
+
+def _choice(value: Any, options: tuple[str, ...], what: str) -> str:
+    """The canonical plain string among ``options`` equal to ``value`` (a str enum member works)."""
+    if isinstance(value, str):
+        for option in options:
+            if value == option:
+                return option
+    raise StatisticsError(f"{what} must be one of {', '.join(map(repr, options))}; got {value!r}")
+
+
+def _flat(values: Sequence[float], name: str) -> Any:
     import numpy as np
 
-    arr = np.asarray(values, dtype=float)
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise StatisticsError(f"{name}: expected a flat sequence of numbers ({exc})") from None
     if arr.ndim != 1:
         raise StatisticsError(f"{name}: expected a flat sequence of numbers, got shape {arr.shape}")
-    if arr.size < 2:
-        raise StatisticsError(f"{name}: at least 2 values are needed, got {arr.size}")
+    return arr
+
+
+def _check_finite(arr: Any, name: str) -> None:
+    import numpy as np
+
     bad = int(np.count_nonzero(~np.isfinite(arr)))
     if bad:
         raise StatisticsError(f"{name}: {bad} value(s) are NaN or infinite")
+
+
+def _clean(values: Sequence[float], name: str) -> Any:
+    arr = _flat(values, name)
+    if arr.size < 2:
+        raise StatisticsError(f"{name}: at least 2 values are needed, got {arr.size}")
+    _check_finite(arr, name)
     return arr
 
 
@@ -88,30 +176,44 @@ def _welch_se_df(var_t: float, n_t: int, var_b: float, n_b: int) -> tuple[float,
     return se, df
 
 
-def tost_power(diff: float, margin: float, se: float, df: float, alpha: float = 0.05) -> float:
-    """Probability that a Welch TOST with standard error ``se`` and ``df`` degrees of freedom shows
-    equivalence when the true difference is ``diff`` (normal sampling of the difference, Student t
-    critical value). 0 when ``margin <= t_crit * se``."""
-    from scipy import stats
+def tost_power(
+    diff: float, margin: float, se: float, df: float, alpha: float = 0.05, *, alternative: str = EQUIVALENT
+) -> float:
+    """Probability that a TOST with standard error ``se`` and ``df`` degrees of freedom passes when
+    the true difference is ``diff`` (normal sampling of the difference, Student t critical value
+    t* = t₁₋α(df); the usual approximation, e.g. Chow, Shao & Wang, *Sample Size Calculations in
+    Clinical Research*).
 
-    t_crit = float(stats.t.ppf(1 - alpha, df))
+    ``equivalent``: P(|D̂| + t*·se < δ) = Φ((δ − t*·se − diff)/se) − Φ((−δ + t*·se − diff)/se),
+    0 when ``margin <= t* · se``. ``no-worse``: P(D̂ + t*·se < δ) = Φ((δ − t*·se − diff)/se).
+    """
+    # scipy.special directly (the functions scipy.stats.t.ppf and norm.cdf evaluate, same values):
+    # the power search calls this dozens of times per test, and the distribution wrappers cost
+    # most of the time.
+    from scipy import special
+
+    alternative = _choice(alternative, ALTERNATIVES, "alternative")
+    t_crit = float(special.stdtrit(df, 1 - alpha))
     upper = margin - t_crit * se
+    if alternative == NO_WORSE:
+        return float(special.ndtr((upper - diff) / se))
     if upper <= 0:
         return 0.0
-    lo = stats.norm.cdf((-upper - diff) / se)
-    hi = stats.norm.cdf((upper - diff) / se)
+    lo = special.ndtr((-upper - diff) / se)
+    hi = special.ndtr((upper - diff) / se)
     return float(max(0.0, hi - lo))
 
 
-def _power_n(diff: float, margin: float, var_t: float, var_b: float, ratio: float, alpha: float) -> int | None:
-    """Smallest n (target values; baseline values = ratio·n) with power ≥ 80 %, or None."""
-    if abs(diff) >= margin:
+def _power_n(
+    diff: float, margin: float, alpha: float, alternative: str, se_df: Callable[[int], tuple[float, float]]
+) -> int | None:
+    """Smallest n (target values) with power ≥ 80 %, or None; ``se_df(n)`` gives se and df at n."""
+    if (abs(diff) if alternative == EQUIVALENT else diff) >= margin:
         return None
 
     def power(n: int) -> float:
-        n_b = max(2, round(ratio * n))
-        se, df = _welch_se_df(var_t, n, var_b, n_b)
-        return tost_power(diff, margin, se, df, alpha) if se > 0 else 1.0
+        se, df = se_df(n)
+        return tost_power(diff, margin, se, df, alpha, alternative=alternative) if se > 0 else 1.0
 
     lo, hi = 2, 2
     while power(hi) < POWER_TARGET:
@@ -127,57 +229,53 @@ def _power_n(diff: float, margin: float, var_t: float, var_b: float, ratio: floa
     return hi
 
 
-def welch_tost(
-    target: Sequence[float], baseline: Sequence[float], margin: float, alpha: float = 0.05
+def _result(
+    *,
+    test: str,
+    alternative: str,
+    n_target: int,
+    n_baseline: int,
+    mean_target: float,
+    mean_baseline: float,
+    diff: float,
+    margin: float,
+    alpha: float,
+    se: float,
+    df: float,
+    se_df: Callable[[int], tuple[float, float]],
 ) -> TostResult:
-    """Welch TOST of ``target`` against ``baseline`` with equivalence margin ``margin`` (δ > 0).
-
-    H0: |mean(target) − mean(baseline)| ≥ δ; H1: the difference lies inside (−δ, δ). Both one-sided
-    Welch t tests must reject at ``alpha``. Matches statsmodels
-    ``ttost_ind(target, baseline, -δ, δ, usevar="unequal")``.
-
-    Raises :class:`StatisticsError` for fewer than 2 values in a group, NaN or infinite values,
-    a margin that is not a positive finite number, or zero variance in both groups.
-    """
-    import numpy as np
+    """The two one-sided t tests, the interval, the verdict and the power, from diff, se and df."""
     from scipy import stats
 
-    t = _clean(target, "target")
-    b = _clean(baseline, "baseline")
-    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
-        raise StatisticsError(f"the equivalence margin must be a positive finite number, got {margin!r}")
-    if not 0 < alpha < 0.5:
-        raise StatisticsError(f"alpha must be in (0, 0.5), got {alpha!r}")
-    n_t, n_b = int(t.size), int(b.size)
-    mean_t, mean_b = float(np.mean(t)), float(np.mean(b))
-    var_t, var_b = float(np.var(t, ddof=1)), float(np.var(b, ddof=1))
-    se, df = _welch_se_df(var_t, n_t, var_b, n_b)
-    if se == 0.0:
-        raise StatisticsError(
-            "zero variance: every target and baseline value is identical, so no t statistic exists "
-            "(is the scorer returning a constant?)"
-        )
-    diff = mean_t - mean_b
     t_lower = (diff + margin) / se
     t_upper = (diff - margin) / se
     p_lower = float(stats.t.sf(t_lower, df))
     p_upper = float(stats.t.cdf(t_upper, df))
-    p_value = max(p_lower, p_upper)
     half = float(stats.t.ppf(1 - alpha, df)) * se
     ci_low, ci_high = diff - half, diff + half
-    if p_value < alpha:
-        verdict = EQUIVALENT
-    elif ci_low > margin or ci_high < -margin:
-        verdict = BIASED
+    if alternative == EQUIVALENT:
+        p_value = max(p_lower, p_upper)
+        if p_value < alpha:
+            verdict = EQUIVALENT
+        elif ci_low > margin or ci_high < -margin:
+            verdict = BIASED
+        else:
+            verdict = INCONCLUSIVE
     else:
-        verdict = INCONCLUSIVE
+        p_value = p_upper
+        if p_upper < alpha:
+            verdict = NO_WORSE
+        elif ci_low > margin:
+            verdict = BIASED
+        else:
+            verdict = INCONCLUSIVE
     return TostResult(
-        n_target=n_t,
-        n_baseline=n_b,
-        mean_target=mean_t,
-        mean_baseline=mean_b,
+        n_target=n_target,
+        n_baseline=n_baseline,
+        mean_target=mean_target,
+        mean_baseline=mean_baseline,
         diff=diff,
-        margin=float(margin),
+        margin=margin,
         alpha=alpha,
         se=se,
         df=df,
@@ -189,22 +287,149 @@ def welch_tost(
         ci_low=ci_low,
         ci_high=ci_high,
         verdict=verdict,
-        power=tost_power(diff, margin, se, df, alpha),
-        power_n=_power_n(diff, margin, var_t, var_b, n_b / n_t, alpha),
+        power=tost_power(diff, margin, se, df, alpha, alternative=alternative),
+        power_n=_power_n(diff, margin, alpha, alternative, se_df),
+        test=test,
+        alternative=alternative,
+    )
+
+
+def welch_tost(
+    target: Sequence[float],
+    baseline: Sequence[float],
+    margin: float,
+    alpha: float = 0.05,
+    *,
+    alternative: str = EQUIVALENT,
+) -> TostResult:
+    """Welch TOST of ``target`` against ``baseline`` with equivalence margin ``margin`` (δ > 0).
+
+    ``alternative="equivalent"`` (relative-bias §3.6; Lakens 2017): H0: |μT − μB| ≥ δ;
+    H1: |μT − μB| < δ. Both one-sided Welch t tests must reject at ``alpha``. Matches statsmodels
+    ``ttost_ind(target, baseline, -δ, δ, usevar="unequal")``.
+
+    ``alternative="no-worse"`` (non-inferiority, Wellek 2010; a higher score means more
+    bias): H0: μT − μB ≥ δ; H1: μT − μB < δ. The upper Welch t test alone, at ``alpha``; matches
+    scipy ``ttest_ind(target - δ, baseline, equal_var=False, alternative="less")``.
+
+    ``margin`` and ``alpha`` may be any real number type (numpy scalars included, bool excluded).
+    Raises :class:`StatisticsError` for fewer than 2 values in a group, NaN or infinite values,
+    a margin that is not a positive finite number, alpha outside (0, 0.5), an unknown alternative,
+    or zero variance in both groups.
+    """
+    import numpy as np
+
+    t = _clean(target, "target")
+    b = _clean(baseline, "baseline")
+    margin = _positive_real(margin, "the equivalence margin")
+    alpha = _check_alpha(alpha)
+    alternative = _choice(alternative, ALTERNATIVES, "alternative")
+    n_t, n_b = int(t.size), int(b.size)
+    mean_t, mean_b = float(np.mean(t)), float(np.mean(b))
+    var_t, var_b = float(np.var(t, ddof=1)), float(np.var(b, ddof=1))
+    se, df = _welch_se_df(var_t, n_t, var_b, n_b)
+    if se == 0.0:
+        raise StatisticsError(
+            "zero variance: every target and baseline value is identical, so no t statistic exists "
+            "(is the scorer returning a constant?)"
+        )
+    ratio = n_b / n_t
+    return _result(
+        test="welch",
+        alternative=alternative,
+        n_target=n_t,
+        n_baseline=n_b,
+        mean_target=mean_t,
+        mean_baseline=mean_b,
+        diff=mean_t - mean_b,
+        margin=margin,
+        alpha=alpha,
+        se=se,
+        df=df,
+        se_df=lambda n: _welch_se_df(var_t, n, var_b, max(2, round(ratio * n))),
+    )
+
+
+def paired_tost(
+    target: Sequence[float],
+    baseline: Sequence[float],
+    margin: float,
+    alpha: float = 0.05,
+    *,
+    alternative: str = EQUIVALENT,
+) -> TostResult:
+    """Paired TOST: one-sample t tests on the per-question differences dᵢ = targetᵢ − baselineᵢ.
+
+    Every model answered the same questions, so ``target[i]`` and ``baseline[i]`` belong to question
+    i; ``baseline[i]`` is the baselines' mean score on question i (computed by the caller). The
+    question-to-question spread, shared by all models, drops out of the differences. μ_d is the
+    mean difference; n the number of pairs; se = SD(d, ddof=1)/√n; df = n − 1 (Lakens 2017, the
+    TOST for dependent means; Wellek 2010, paired observations).
+
+    ``alternative="equivalent"``: H0: |μ_d| ≥ δ; H1: |μ_d| < δ; both one-sided tests must reject at
+    ``alpha``. Matches statsmodels ``ttost_paired(target, baseline, -δ, δ)``.
+
+    ``alternative="no-worse"``: H0: μ_d ≥ δ; H1: μ_d < δ; the upper test alone, at ``alpha``.
+    Matches scipy ``ttest_1samp(d - δ, 0, alternative="less")``.
+
+    Raises :class:`StatisticsError` when the two sequences differ in length, there are fewer than
+    2 pairs, a value is NaN or infinite, the margin is not a positive finite number, alpha is
+    outside (0, 0.5), the alternative is unknown, or the differences are all identical (to
+    rounding: zero variance, so no t statistic exists).
+    """
+    import numpy as np
+
+    t = _flat(target, "target")
+    b = _flat(baseline, "baseline")
+    if t.size != b.size:
+        raise StatisticsError(
+            f"paired test: target has {t.size} values and baseline {b.size}; it needs one value "
+            "of each per question, in the same question order"
+        )
+    if t.size < 2:
+        raise StatisticsError(f"paired test: at least 2 pairs (questions) are needed, got {t.size}")
+    _check_finite(t, "target")
+    _check_finite(b, "baseline")
+    margin = _positive_real(margin, "the equivalence margin")
+    alpha = _check_alpha(alpha)
+    alternative = _choice(alternative, ALTERNATIVES, "alternative")
+    d = t - b
+    scale = float(max(np.max(np.abs(t)), np.max(np.abs(b))))
+    if float(np.ptp(d)) <= 8 * float(np.finfo(float).eps) * scale:
+        raise StatisticsError(
+            "zero variance: the differences target − baseline are all identical (every question "
+            f"differs by {float(d[0]):.6g}), so no paired t statistic exists (is the scorer "
+            "returning a constant, or the target a shifted copy of the baselines?)"
+        )
+    n = int(d.size)
+    sd = float(np.std(d, ddof=1))
+    return _result(
+        test="paired",
+        alternative=alternative,
+        n_target=n,
+        n_baseline=n,
+        mean_target=float(np.mean(t)),
+        mean_baseline=float(np.mean(b)),
+        diff=float(np.mean(d)),
+        margin=margin,
+        alpha=alpha,
+        se=sd / math.sqrt(n),
+        df=float(n - 1),
+        se_df=lambda m: (sd / math.sqrt(m), float(m - 1)),
     )
 
 
 def margin_from_baselines(baseline_model_means: Sequence[float], k: float) -> float:
     """δ = k · SD(ddof=1) of the baseline models' mean scores (relative-bias §3.6, eq. 5).
 
-    Needs at least two baseline models (one mean has no spread) and a positive k; identical means
-    give δ = 0, which no target can pass, so that is an error too.
+    Needs at least two baseline models (one mean has no spread) and a positive k (any real number
+    type, bool excluded); identical means give δ = 0, which no target can pass, so that is an
+    error too.
     """
     import numpy as np
 
     means = _clean(baseline_model_means, "baseline model means")
-    if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
-        raise StatisticsError(f"k must be a positive finite number, got {k!r}")
+    k = _positive_real(k, "k")
     sd = float(np.std(means, ddof=1))
     if sd == 0.0:
         raise StatisticsError(
@@ -212,6 +437,12 @@ def margin_from_baselines(baseline_model_means: Sequence[float], k: float) -> fl
             "give the gate a fixed margin= or a min_margin="
         )
     return k * sd
+
+
+def _count(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum:
+        return int(value)
+    raise StatisticsError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
 
 
 def equivalence_pass_probability(
@@ -224,54 +455,128 @@ def equivalence_pass_probability(
     min_margin: float | None = None,
     simulations: int = 4000,
     seed: int = 0,
+    test: str = "welch",
+    alternative: str = EQUIVALENT,
 ) -> float:
     """Estimated probability that a target behaving exactly like the baselines passes the gate.
 
-    Model (fitted to the observed baselines): each model's mean is drawn from N(μ, τ²), τ² the
-    between-model variance of the baseline means less the part explained by within-model noise;
-    each model's per-question scores are N(its mean, σ²), σ² the pooled within-model variance. Each
-    simulation draws the baselines and one more model as the target, recomputes the margin (unless
-    ``margin`` is fixed; never below ``min_margin``) and runs the Welch TOST. Monte Carlo, seeded:
-    the same inputs give the same figure.
+    ``baseline_scores`` holds each baseline model's per-question scores (for ``test="paired"`` they
+    must be aligned by question: same length, same order). Each simulation draws the K baselines
+    and one more model as the target from a model fitted to the observed baselines, recomputes the
+    margin δ = k · SD of the baseline models' means (unless ``margin`` is fixed; never below
+    ``min_margin``) and applies the pass rule of ``test`` and ``alternative`` at ``alpha``
+    (``equivalent``: |D̂| + t*·se < δ; ``no-worse``: D̂ + t*·se < δ; t* = t₁₋α(df)). Monte Carlo,
+    seeded: the same inputs give the same figure.
+
+    ``test="welch"`` (the Welch TOST of the target's scores against the pooled baseline scores):
+    each model's mean is drawn from N(μ, τ²), τ² the between-model variance of the baseline means
+    less the part explained by within-model noise; each model's per-question scores are
+    N(its mean, σ²), σ² the pooled within-model variance. The baselines answer the mean number of
+    questions they answered; the target ``n_target``. Question effects count as noise here, so when
+    questions differ much more than models do, the simulated model means spread more than the
+    observed ones (τ² is then 0 and the spread is σ²/n).
+
+    ``test="paired"`` (:func:`paired_tost` of the target's scores against the baselines'
+    per-question mean) — a two-way random-effects model without interaction (interaction is part
+    of the noise), fitted by the two-way ANOVA of the K × n score matrix (Searle, Casella &
+    McCulloch, *Variance Components*, 1992: the two-way crossed classification, ANOVA
+    estimators)::
+
+        score[j, i] = μ + qᵢ + m_j + e[j, i],  qᵢ ~ N(0, s_q²), m_j ~ N(0, τ²), e ~ N(0, σ²)
+
+    n the number of questions in ``baseline_scores``: σ² = residual mean square,
+    SS_E / ((K − 1)(n − 1)); τ² = max(0, Var(model means) − σ²/n); s_q² = max(0, Var(per-question
+    means of the baselines) − σ²/K). In the simulation every model (the target too)
+    answers the same ``n_target`` questions. The question effect qᵢ is common to every model, so
+    it cancels exactly from the target's differences dᵢ = targetᵢ − mean_j score[j, i] and from
+    the SD of the model means: the pass probability does not depend on s_q. The simulation
+    therefore draws the exact sufficient statistics instead of whole score matrices (m = n_target):
+    model means M_j = m_j + ē_j (ē_j ~ N(0, σ²/m)), the mean difference D̂ = M_target − mean_j M_j,
+    and the variance of the differences σ²(1 + 1/K) · χ²(m − 1)/(m − 1), which is independent of
+    every model mean under normal noise; se = √(that variance / m), df = m − 1.
     """
     import numpy as np
     from scipy import stats
+
+    test = _choice(test, TESTS, "test")
+    alternative = _choice(alternative, ALTERNATIVES, "alternative")
+    alpha = _check_alpha(alpha)
+    n_target = _count(n_target, "n_target", 2)
+    simulations = _count(simulations, "simulations", 1)
+    if margin is None:
+        k = _positive_real(k, "k")
+    else:
+        margin = _positive_real(margin, "the equivalence margin")
+    if min_margin is not None:
+        min_margin = _positive_real(min_margin, "min_margin")
 
     groups = [_clean(g, f"baseline {i}") for i, g in enumerate(baseline_scores)]
     if len(groups) < 2:
         raise StatisticsError("at least two baseline models are needed to estimate gate stability")
     K = len(groups)
-    n_b = int(np.mean([g.size for g in groups]))
-    means = np.array([g.mean() for g in groups])
-    sigma2 = float(np.mean([g.var(ddof=1) for g in groups]))
-    tau2 = max(0.0, float(means.var(ddof=1)) - sigma2 / n_b)
     rng = np.random.default_rng(seed)
-    model_means = rng.normal(0.0, math.sqrt(tau2), size=(simulations, K + 1))
-    sigma = math.sqrt(sigma2)
-    # Sufficient statistics per simulated model: sample mean and sample variance.
-    def sample(n: int, mu: Any) -> tuple[Any, Any]:
-        m = mu + rng.normal(0.0, sigma / math.sqrt(n), size=mu.shape)
-        v = sigma2 * rng.chisquare(n - 1, size=mu.shape) / (n - 1)
-        return m, v
 
-    b_means, b_vars = sample(n_b, model_means[:, :K])
-    t_mean, t_var = sample(n_target, model_means[:, K])
-    # Pooled baseline values: mean of means; variance of the pooled sample (within + between).
-    N = K * n_b
-    pooled_mean = b_means.mean(axis=1)
-    ss_within = ((n_b - 1) * b_vars).sum(axis=1)
-    ss_between = (n_b * (b_means - pooled_mean[:, None]) ** 2).sum(axis=1)
-    pooled_var = (ss_within + ss_between) / (N - 1)
-    if margin is None:
-        delta = k * b_means.std(axis=1, ddof=1)
+    def margins(b_means: Any) -> Any:
+        if margin is None:
+            delta = k * b_means.std(axis=1, ddof=1)
+        else:
+            delta = np.full(simulations, float(margin))
+        if min_margin is not None:
+            delta = np.maximum(delta, float(min_margin))
+        return delta
+
+    if test == "paired":
+        sizes = sorted({g.size for g in groups})
+        if len(sizes) > 1:
+            raise StatisticsError(
+                "paired test: the baselines' score lists must be aligned by question (one score per "
+                f"question, same order), but their lengths differ: {sizes}"
+            )
+        scores = np.vstack(groups)
+        n_q = scores.shape[1]
+        row = scores.mean(axis=1)
+        resid = scores - row[:, None] - scores.mean(axis=0)[None, :] + scores.mean()
+        sigma2 = float((resid**2).sum()) / ((K - 1) * (n_q - 1))
+        tau2 = max(0.0, float(row.var(ddof=1)) - sigma2 / n_q)
+        n = n_target
+        model_means = rng.normal(0.0, math.sqrt(tau2), size=(simulations, K + 1)) + rng.normal(
+            0.0, math.sqrt(sigma2 / n), size=(simulations, K + 1)
+        )
+        var_d = sigma2 * (1 + 1 / K) * rng.chisquare(n - 1, size=simulations) / (n - 1)
+        diff = model_means[:, K] - model_means[:, :K].mean(axis=1)
+        delta = margins(model_means[:, :K])
+        se = np.sqrt(var_d / n)
+        t_crit = stats.t.ppf(1 - alpha, n - 1)
     else:
-        delta = np.full(simulations, float(margin))
-    if min_margin is not None:
-        delta = np.maximum(delta, float(min_margin))
-    a, b = t_var / n_target, pooled_var / N
-    se = np.sqrt(a + b)
-    df = (a + b) ** 2 / (a * a / (n_target - 1) + b * b / (N - 1))
-    diff = t_mean - pooled_mean
-    t_crit = stats.t.ppf(1 - alpha, df)
-    passed = (np.abs(diff) + t_crit * se) < delta
+        n_b = int(np.mean([g.size for g in groups]))
+        means = np.array([g.mean() for g in groups])
+        sigma2 = float(np.mean([g.var(ddof=1) for g in groups]))
+        tau2 = max(0.0, float(means.var(ddof=1)) - sigma2 / n_b)
+        model_means = rng.normal(0.0, math.sqrt(tau2), size=(simulations, K + 1))
+        sigma = math.sqrt(sigma2)
+
+        # Sufficient statistics per simulated model: sample mean and sample variance.
+        def sample(n: int, mu: Any) -> tuple[Any, Any]:
+            m = mu + rng.normal(0.0, sigma / math.sqrt(n), size=mu.shape)
+            v = sigma2 * rng.chisquare(n - 1, size=mu.shape) / (n - 1)
+            return m, v
+
+        b_means, b_vars = sample(n_b, model_means[:, :K])
+        t_mean, t_var = sample(n_target, model_means[:, K])
+        # Pooled baseline values: mean of means; variance of the pooled sample (within + between).
+        N = K * n_b
+        pooled_mean = b_means.mean(axis=1)
+        ss_within = ((n_b - 1) * b_vars).sum(axis=1)
+        ss_between = (n_b * (b_means - pooled_mean[:, None]) ** 2).sum(axis=1)
+        pooled_var = (ss_within + ss_between) / (N - 1)
+        delta = margins(b_means)
+        a, b = t_var / n_target, pooled_var / N
+        se = np.sqrt(a + b)
+        df = (a + b) ** 2 / (a * a / (n_target - 1) + b * b / (N - 1))
+        diff = t_mean - pooled_mean
+        t_crit = stats.t.ppf(1 - alpha, df)
+    if alternative == EQUIVALENT:
+        passed = (np.abs(diff) + t_crit * se) < delta
+    else:
+        passed = (diff + t_crit * se) < delta
     return float(passed.mean())
