@@ -33,30 +33,12 @@ _ROW = "llmbias"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_llmbias.options import OPTIONS  # standard library only
+
     group = parser.getgroup("llmbias", "bias regression tests of LLMs (pytest-llmbias)")
-    group.addoption("--llmbias-config", metavar="PATH", help="settings file (default: llmbias.yaml in the rootdir)")
-    group.addoption("--llmbias-target", metavar="MODEL", help="the model under test (a litellm model string)")
-    group.addoption(
-        "--llmbias-baseline", metavar="MODEL", action="append", default=[],
-        help="a trusted baseline model; repeat for each (replaces the file's list)",
-    )
-    group.addoption("--llmbias-judge", metavar="MODEL", help="the judge model")
-    group.addoption("--llmbias-store", metavar="DIR", help="the response store folder (default: .llmbias)")
-    group.addoption("--llmbias-concurrency", metavar="N", type=int, help="model calls in flight at most")
-    group.addoption(
-        "--llmbias-cache", choices=("use", "refresh", "off"),
-        help="use: serve stored responses (default); refresh: ask again and overwrite; off: no store",
-    )
-    group.addoption(
-        "--llmbias-offline", action="store_true", default=False,
-        help="never call a model: a response missing from the store and snapshots fails its test",
-    )
-    group.addoption(
-        "--llmbias-snapshot", metavar="PATH", action="append", default=[],
-        help="a JSONL snapshot replayed read-only beneath the store; repeatable",
-    )
-    group.addoption("--llmbias-export", metavar="PATH", help="write the responses this session used to a JSONL snapshot")
-    parser.addini("llmbias_config", "path of the pytest-llmbias settings file, relative to the rootdir", default="")
+    for option in OPTIONS:
+        group.addoption(option.flag, **option.argparse_kwargs())
+        parser.addini(option.ini, option.ini_help, type=option.ini_type, default=option.ini_default)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -131,29 +113,27 @@ class _Plugin:
         self.config.hook.pytest_llmbias_add_features(registry=registry, config=self.config)
 
     def _settings(self) -> Any:
+        from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS
         from pytest_llmbias.settings import find_config, resolve_settings
 
-        opt = self.config.option
-        cwd = self.config.invocation_params.dir
+        config = self.config
+        cwd = config.invocation_params.dir
         path = find_config(
-            cli_path=opt.llmbias_config,
-            ini_path=self.config.getini("llmbias_config") or None,
+            cli_path=getattr(config.option, CONFIG.dest),
+            ini_path=config.getini(CONFIG.ini) or None,
             environ=os.environ,
-            rootdir=self.config.rootpath,
+            rootdir=config.rootpath,
             cwd=cwd,
         )
-        cli = {
-            "target": opt.llmbias_target,
-            "baselines": opt.llmbias_baseline,
-            "judge": opt.llmbias_judge,
-            "store": opt.llmbias_store,
-            "concurrency": opt.llmbias_concurrency,
-            "cache": opt.llmbias_cache,
-            "offline": opt.llmbias_offline,
-            "snapshots": opt.llmbias_snapshot,
-            "export": opt.llmbias_export,
-        }
-        return resolve_settings(cli=cli, environ=os.environ, config_path=path, cwd=cwd)
+        return resolve_settings(
+            cli={o.name: getattr(config.option, o.dest) for o in SETTINGS_OPTIONS},
+            ini={o.name: config.getini(o.ini) for o in SETTINGS_OPTIONS},
+            ini_dir=config.rootpath,
+            ini_file=config.inipath,
+            environ=os.environ,
+            config_path=path,
+            cwd=cwd,
+        )
 
     def close(self) -> None:
         if self._session is not None and not self._closed:
