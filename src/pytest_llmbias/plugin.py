@@ -30,6 +30,8 @@ _session_key = pytest.StashKey["_Plugin"]()
 _spec_key = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
 _ROW = "llmbias"
+#: the key of config.workeroutput under which a pytest-xdist worker reports its export part files
+_EXPORT_PARTS = "llmbias_export_parts"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -77,6 +79,10 @@ class _Plugin:
         self._last_draw = 0.0
         self._last_line = ""
         self.rows: list[dict[str, Any]] = []
+        #: export path -> the part files pytest-xdist workers wrote for it (controller only)
+        self.export_parts: dict[str, list[str]] = {}
+        #: the export files this process wrote or merged, for the summary
+        self.exported: list[Path] = []
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -268,7 +274,7 @@ class _Plugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         reports = self._session.reports if self._session is not None else []
-        if not reports and not self.rows:
+        if not reports and not self.rows and not self.exported:
             return
         terminalreporter.ensure_newline()
         terminalreporter.section("llmbias", sep="-")
@@ -279,22 +285,37 @@ class _Plugin:
 
             for line in gate_table(self.rows):
                 terminalreporter.write_line(line)
-        export = self._session.settings.store.export if self._session is not None else None
-        if export is None and self.config.option.llmbias_export:
-            export = Path(self.config.invocation_params.dir, self.config.option.llmbias_export)
-        if export is not None and not self.is_worker:
-            terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
+        if not self.is_worker:
+            for export in self.exported:
+                terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        export = self.config.option.llmbias_export
         if self._session is not None:
+            export = self._session.settings.store.export
             self.close()
-        elif export and not self.is_worker and self.config.pluginmanager.hasplugin("dsession"):
-            # xdist controller: join the workers' parts.
-            from pytest_llmbias.session import merge_export_parts
+            if export is not None and self._session.worker_id:
+                # pytest-xdist sends workeroutput after every pytest_sessionfinish has run.
+                from pytest_llmbias.store.snapshot import export_part_path
 
-            merge_export_parts(Path(self.config.invocation_params.dir, export))
+                part = export_part_path(export, self._session.worker_id)
+                if part.is_file():
+                    self.config.workeroutput.setdefault(_EXPORT_PARTS, {})[str(export)] = [str(part)]
+            elif export is not None and export.is_file():  # nothing is written when no store was opened
+                self.exported.append(export)
+        if self.export_parts:
+            from pytest_llmbias.store.snapshot import merge_export_parts
+
+            for export_path, parts in self.export_parts.items():
+                merge_export_parts(Path(export_path), [Path(p) for p in parts])
+                self.exported.append(Path(export_path))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: note the export part files a finished worker wrote."""
+        output = getattr(node, "workeroutput", None) or {}
+        for export, parts in output.get(_EXPORT_PARTS, {}).items():
+            self.export_parts.setdefault(export, []).extend(parts)
 
 
 def _gate_marker(item: pytest.Item) -> str | None:

@@ -8,8 +8,7 @@ imports pytest.
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from pytest_llmbias.responses import (
 )
 from pytest_llmbias.settings import ModelSpec, Settings
 from pytest_llmbias.store.responses import ResponseStore
+from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
     from pytest_llmbias.gates.equivalent import EquivalentResult
@@ -510,11 +510,12 @@ class BiasSession:
 
     def export(self, path: Path) -> int:
         """Write the responses this session used to ``path`` (a worker writes its own part file,
-        which :func:`merge_export_parts` joins). Returns the number of lines written."""
+        which :func:`~pytest_llmbias.store.snapshot.merge_export_parts` joins). Returns the number
+        of lines written."""
         if self._store is None:
             return 0
         if self.worker_id:
-            path = Path(f"{path}.{self.worker_id}.part")
+            path = export_part_path(path, self.worker_id)
         return self._store.export(path)
 
     def close(self) -> None:
@@ -548,20 +549,3 @@ def _merge_reports(a: CollectionReport, b: CollectionReport) -> CollectionReport
         elapsed_s=a.elapsed_s + b.elapsed_s,
     )
 
-
-def merge_export_parts(path: Path) -> int:
-    """Join the part files xdist workers wrote for ``path`` into ``path``; remove the parts."""
-    from pytest_llmbias.store.snapshot import read_labels, read_snapshot, write_snapshot
-
-    parts = sorted(Path(path).parent.glob(f"{Path(path).name}.*.part"))
-    if not parts:
-        return 0
-    merged: dict[str, Response] = {}
-    labels: dict[str, Mapping[str, Any]] = {}
-    for part in parts:
-        merged.update(read_snapshot(part))
-        labels.update(read_labels(part))
-    count = write_snapshot(path, merged.values(), labels)
-    for part in parts:
-        os.unlink(part)
-    return count

@@ -234,3 +234,37 @@ def test_ini_options_do_not_stop_a_run_without_the_plugin(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
 
+
+# -- export under pytest-xdist ----------------------------------------------------------------
+
+ONLY = """
+import pytest
+
+@pytest.mark.bias_responses("china_sensitive", categories=["tibet"], models={models!r})
+def test_{models}(bias_responses):
+    assert len(bias_responses) == {n}
+"""
+
+
+@pytest.mark.parametrize("given_in", ["llmbias.yaml", "environment"])
+def test_xdist_joins_an_export_given_outside_the_command_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given_in: str
+):
+    pytest.importorskip("xdist")
+    project = pytester.path
+    export = ", export: out/used.jsonl" if given_in == "llmbias.yaml" else ""
+    pytester.makefile(".yaml", llmbias=LOCAL_ROSTER + f"store: {{offline: true, snapshots: [snap.jsonl]{export}}}\n")
+    make_snapshot(project)
+    if given_in == "environment":
+        monkeypatch.setenv("LLMBIAS_EXPORT", "out/used.jsonl")
+    (project / "test_target.py").write_text(ONLY.format(models="target", n=10))
+    (project / "test_baselines.py").write_text(ONLY.format(models="baselines", n=20))
+
+    result = run(pytester, "-n", "2", "-v")
+
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines_random(["*gw0*PASSED*", "*gw1*PASSED*"])  # one test on each worker
+    assert sorted(p.name for p in (project / "out").iterdir()) == ["used.jsonl"]  # no part left
+    lines = (project / "out" / "used.jsonl").read_text().splitlines()
+    assert len(lines) == 30
+    result.stdout.fnmatch_lines([f"*llmbias: responses used are exported to {project / 'out' / 'used.jsonl'}*"])
