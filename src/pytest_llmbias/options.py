@@ -97,10 +97,12 @@ class Option:
 
     @property
     def ini_help(self) -> str:
-        help = self.help_text + ("; one per line" if self.repeatable else "")
+        """The help of the ini key: the option's, saying how a list is written and what a relative
+        path is relative to."""
+        text = self.help_text + ("; one per line" if self.repeatable else "")
         if self.kind in ("path", "optpath", "paths"):
-            help += "; relative to the rootdir"
-        return help
+            text += "; relative to the rootdir"
+        return text
 
 
 CONFIG = Option(

@@ -300,7 +300,7 @@ class _Plugin:
 
                 part = export_part_path(export, self._session.worker_id)
                 if part.is_file():
-                    self.config.workeroutput.setdefault(_EXPORT_PARTS, {})[str(export)] = [str(part)]
+                    self.config.workeroutput[_EXPORT_PARTS] = {str(export): [str(part)]}  # type: ignore[attr-defined]
             elif export is not None and export.is_file():  # nothing is written when no store was opened
                 self.exported.append(export)
         if self.export_parts:
