@@ -33,33 +33,17 @@ _result_key = pytest.StashKey[Any]()
 _ROW = "llmbias"
 _SECTION = "llmbias"
 _WORKER_REPORTS = "llmbias_collection"
+#: the key of config.workeroutput under which a pytest-xdist worker reports its export part files
+_EXPORT_PARTS = "llmbias_export_parts"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_llmbias.options import OPTIONS  # standard library only
+
     group = parser.getgroup("llmbias", "bias regression tests of LLMs (pytest-llmbias)")
-    group.addoption("--llmbias-config", metavar="PATH", help="settings file (default: llmbias.yaml in the rootdir)")
-    group.addoption("--llmbias-target", metavar="MODEL", help="the model under test (a litellm model string)")
-    group.addoption(
-        "--llmbias-baseline", metavar="MODEL", action="append", default=[],
-        help="a trusted baseline model; repeat for each (replaces the file's list)",
-    )
-    group.addoption("--llmbias-judge", metavar="MODEL", help="the judge model")
-    group.addoption("--llmbias-store", metavar="DIR", help="the response store folder (default: .llmbias)")
-    group.addoption("--llmbias-concurrency", metavar="N", type=int, help="model calls in flight at most")
-    group.addoption(
-        "--llmbias-cache", choices=("use", "refresh", "off"),
-        help="use: serve stored responses (default); refresh: ask again and overwrite; off: no store",
-    )
-    group.addoption(
-        "--llmbias-offline", action="store_true", default=False,
-        help="never call a model: a response missing from the store and snapshots fails its test",
-    )
-    group.addoption(
-        "--llmbias-snapshot", metavar="PATH", action="append", default=[],
-        help="a JSONL snapshot replayed read-only beneath the store; repeatable",
-    )
-    group.addoption("--llmbias-export", metavar="PATH", help="write the responses this session used to a JSONL snapshot")
-    parser.addini("llmbias_config", "path of the pytest-llmbias settings file, relative to the rootdir", default="")
+    for option in OPTIONS:
+        group.addoption(option.flag, **option.argparse_kwargs())
+        parser.addini(option.ini, option.ini_help, type=option.ini_type, default=option.ini_default)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -100,6 +84,10 @@ class _Plugin:
         self.rows: list[dict[str, Any]] = []
         self.passed_reports: list[tuple[str, str]] = []
         self.worker_reports: list[dict[str, Any]] = []
+        #: export path -> the part files pytest-xdist workers wrote for it (controller only)
+        self.export_parts: dict[str, list[str]] = {}
+        #: the export files this process wrote or merged, for the summary
+        self.exported: list[Path] = []
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -136,29 +124,27 @@ class _Plugin:
         self.config.hook.pytest_llmbias_add_features(registry=registry, config=self.config)
 
     def _settings(self) -> Any:
+        from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS
         from pytest_llmbias.settings import find_config, resolve_settings
 
-        opt = self.config.option
-        cwd = self.config.invocation_params.dir
+        config = self.config
+        cwd = config.invocation_params.dir
         path = find_config(
-            cli_path=opt.llmbias_config,
-            ini_path=self.config.getini("llmbias_config") or None,
+            cli_path=getattr(config.option, CONFIG.dest),
+            ini_path=config.getini(CONFIG.ini) or None,
             environ=os.environ,
-            rootdir=self.config.rootpath,
+            rootdir=config.rootpath,
             cwd=cwd,
         )
-        cli = {
-            "target": opt.llmbias_target,
-            "baselines": opt.llmbias_baseline,
-            "judge": opt.llmbias_judge,
-            "store": opt.llmbias_store,
-            "concurrency": opt.llmbias_concurrency,
-            "cache": opt.llmbias_cache,
-            "offline": opt.llmbias_offline,
-            "snapshots": opt.llmbias_snapshot,
-            "export": opt.llmbias_export,
-        }
-        return resolve_settings(cli=cli, environ=os.environ, config_path=path, cwd=cwd)
+        return resolve_settings(
+            cli={o.name: getattr(config.option, o.dest) for o in SETTINGS_OPTIONS},
+            ini={o.name: config.getini(o.ini) for o in SETTINGS_OPTIONS},
+            ini_dir=config.rootpath,
+            ini_file=config.inipath,
+            environ=os.environ,
+            config_path=path,
+            cwd=cwd,
+        )
 
     def close(self) -> None:
         if self._session is not None and not self._closed:
@@ -311,10 +297,6 @@ class _Plugin:
                 (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call"
             )
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """xdist controller: keep what a worker's session collected, to print it once."""
-        self.worker_reports.extend(getattr(node, "workeroutput", {}).get(_WORKER_REPORTS, ()))
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         verbosity = self.config.get_verbosity()
         if self.is_worker or verbosity < -1:
@@ -324,7 +306,7 @@ class _Plugin:
         reports = list(self._session.reports) if self._session is not None else []
         if self.worker_reports:
             reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
-        if not reports and not self.rows:
+        if not reports and not self.rows and not self.exported:
             return
         terminalreporter.ensure_newline()
         terminalreporter.section("llmbias", sep="-")
@@ -341,24 +323,41 @@ class _Plugin:
                 terminalreporter.write_sep("-", nodeid)
                 for line in text.splitlines():
                     terminalreporter.write_line(line)
-        export = self._session.settings.store.export if self._session is not None else None
-        if export is None and self.config.option.llmbias_export:
-            export = Path(self.config.invocation_params.dir, self.config.option.llmbias_export)
-        if export is not None and verbosity >= 0:
-            terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
+        if verbosity >= 0:
+            for export in self.exported:
+                terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        export = self.config.option.llmbias_export
         if self._session is not None and self.is_worker:
             self.config.workeroutput[_WORKER_REPORTS] = [r.to_dict() for r in self._session.reports]  # type: ignore[attr-defined]
         if self._session is not None:
+            export = self._session.settings.store.export
             self.close()
-        elif export and not self.is_worker and self.config.pluginmanager.hasplugin("dsession"):
-            # xdist controller: join the workers' parts.
-            from pytest_llmbias.session import merge_export_parts
+            if export is not None and self._session.worker_id:
+                # pytest-xdist sends workeroutput after every pytest_sessionfinish has run.
+                from pytest_llmbias.store.snapshot import export_part_path
 
-            merge_export_parts(Path(self.config.invocation_params.dir, export))
+                part = export_part_path(export, self._session.worker_id)
+                if part.is_file():
+                    self.config.workeroutput[_EXPORT_PARTS] = {str(export): [str(part)]}  # type: ignore[attr-defined]
+            elif export is not None and export.is_file():  # nothing is written when no store was opened
+                self.exported.append(export)
+        if self.export_parts:
+            from pytest_llmbias.store.snapshot import merge_export_parts
+
+            for export_path, parts in self.export_parts.items():
+                merge_export_parts(Path(export_path), [Path(p) for p in parts])
+                self.exported.append(Path(export_path))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: note what a finished worker collected (to print it once) and the
+        export part files it wrote (to merge them)."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.worker_reports.extend(output.get(_WORKER_REPORTS, ()))
+        for export, parts in output.get(_EXPORT_PARTS, {}).items():
+            self.export_parts.setdefault(export, []).extend(parts)
 
 
 def describe_collection(report: Any) -> str:

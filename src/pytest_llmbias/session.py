@@ -9,8 +9,7 @@ read its responses from here. Nothing here imports pytest.
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_re
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.settings import ModelSpec, Settings
 from pytest_llmbias.store.response_store import ResponseStore
+from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
@@ -257,11 +257,12 @@ class BiasSession:
 
     def export(self, path: Path) -> int:
         """Write the responses this session used to ``path`` (a worker writes its own part file,
-        which :func:`merge_export_parts` joins). Returns the number of lines written."""
+        which :func:`~pytest_llmbias.store.snapshot.merge_export_parts` joins). Returns the number
+        of lines written."""
         if self._store is None:
             return 0
         if self.worker_id:
-            path = Path(f"{path}.{self.worker_id}.part")
+            path = export_part_path(path, self.worker_id)
         return self._store.export(path)
 
     def close(self) -> None:
@@ -281,19 +282,3 @@ class BiasSession:
                 self._feature_store.close()
 
 
-def merge_export_parts(path: Path) -> int:
-    """Join the part files xdist workers wrote for ``path`` into ``path``; remove the parts."""
-    from pytest_llmbias.store.snapshot import read_labels, read_snapshot, write_snapshot
-
-    parts = sorted(Path(path).parent.glob(f"{Path(path).name}.*.part"))
-    if not parts:
-        return 0
-    merged: dict[str, Response] = {}
-    labels: dict[str, Mapping[str, Any]] = {}
-    for part in parts:
-        merged.update(read_snapshot(part))
-        labels.update(read_labels(part))
-    count = write_snapshot(path, merged.values(), labels)
-    for part in parts:
-        os.unlink(part)
-    return count

@@ -1,38 +1,30 @@
-"""One frozen :class:`Settings`, resolved once per session: CLI > environment > ``llmbias.yaml`` > defaults.
+"""One frozen :class:`Settings`, resolved once per session: command line > environment > ini >
+``llmbias.yaml`` > defaults.
 
-The file is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment
-variable ``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the
-key and where it came from (the file and line, the option, or the environment variable). API keys are
-only ever read from the environment, by name (``api_key_env``), at call time; they are never stored.
+Which settings can be given outside the file, and how each is spelled, is declared once in
+:data:`pytest_llmbias.options.OPTIONS`; this module parses and checks them from that table. The file
+is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment variable
+``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the key and
+where it came from (the file and line, the option, the environment variable or the ini key). API
+keys are only ever read from the environment, by name (``api_key_env``), at call time; they are
+never stored.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
 
 CONFIG_FILENAME = "llmbias.yaml"
-CACHE_MODES = ("use", "refresh", "off")
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-
-#: environment variable -> (settings key, kind); kind says how the string is parsed
-ENV_VARS: dict[str, tuple[str, str]] = {
-    "LLMBIAS_TARGET": ("target", "str"),
-    "LLMBIAS_BASELINES": ("baselines", "csv"),
-    "LLMBIAS_JUDGE": ("judge", "str"),
-    "LLMBIAS_STORE": ("store", "path"),
-    "LLMBIAS_CONCURRENCY": ("concurrency", "int"),
-    "LLMBIAS_CACHE": ("cache", "str"),
-    "LLMBIAS_OFFLINE": ("offline", "bool"),
-    "LLMBIAS_SNAPSHOTS": ("snapshots", "paths"),
-    "LLMBIAS_EXPORT": ("export", "path"),
-}
 
 
 @dataclass(frozen=True)
@@ -100,7 +92,7 @@ class StoreSettings:
     responses the session used to a JSONL file."""
 
     dir: Path = Path(".llmbias")
-    cache: str = "use"
+    cache: CacheMode = CacheMode.USE
     offline: bool = False
     snapshots: tuple[Path, ...] = ()
     export: Path | None = None
@@ -179,22 +171,24 @@ class Settings:
         """Raise :class:`ConfigError` unless a target and ``min_baselines`` baselines are configured."""
         where = f" in {self.source}" if self.source else ""
         if self.target is None:
+            target = _OPTION_BY_KEY["target"]
             raise ConfigError(
                 f"no target model configured{where}: set 'target' in {CONFIG_FILENAME}, "
-                "pass --llmbias-target MODEL, or set LLMBIAS_TARGET"
+                f"pass {target.flag} MODEL, or set {target.env} (or the ini option {target.ini})"
             )
         if len(self.baselines) < min_baselines:
+            baselines = _OPTION_BY_KEY["baselines"]
             raise ConfigError(
                 f"{len(self.baselines)} baseline model(s) configured{where}, at least {min_baselines} "
                 f"needed: list them under 'baselines' in {CONFIG_FILENAME} or pass "
-                "--llmbias-baseline MODEL once per model"
+                f"{baselines.flag} MODEL once per model"
             )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly view, with no secrets (API keys are never held)."""
 
         def convert(value: Any) -> Any:
-            if isinstance(value, Path):
+            if isinstance(value, (Path, Choice)):
                 return str(value)
             if isinstance(value, (ModelSpec, FeatureSettings)):
                 return value.to_dict()
@@ -218,25 +212,24 @@ _SECTIONS: dict[str, type] = {
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }
-_TOP_KEYS = ("target", "baselines", "judge", *_SECTIONS, "features")
+#: settings key ("store.offline") -> the option that also sets it outside the file
+_OPTION_BY_KEY: dict[str, Option] = {o.key: o for o in SETTINGS_OPTIONS}
+#: the options that set a top-level key (a model or the baselines) rather than a section's field
+_TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
+_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 _MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params")
 
-#: (section, field) -> kind, for the fields whose type is not plain
-_FIELD_KINDS: dict[tuple[str, str], str] = {
+#: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
+#: pytest_llmbias.options.OPTIONS
+_FILE_KINDS: dict[tuple[str, str], str] = {
     ("generation", "temperature"): "float",
     ("generation", "max_tokens"): "posint",
     ("generation", "samples"): "posint",
     ("generation", "seed"): "optint",
-    ("collection", "concurrency"): "posint",
     ("collection", "rpm"): "nonnegint",
     ("collection", "timeout"): "posfloat",
     ("collection", "retries"): "nonnegint",
-    ("store", "dir"): "path",
-    ("store", "cache"): "cache",
-    ("store", "offline"): "bool",
-    ("store", "snapshots"): "paths",
-    ("store", "export"): "optpath",
     ("embedding", "model"): "str",
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
@@ -260,13 +253,12 @@ def find_config(
     *, cli_path: str | None, ini_path: str | None, environ: Mapping[str, str], rootdir: Path, cwd: Path
 ) -> Path | None:
     """The config file to read, or None. An explicitly named file that does not exist is an error."""
-    for given, origin in (
-        (cli_path, "--llmbias-config"),
-        (ini_path, "ini option llmbias_config"),
-        (environ.get("LLMBIAS_CONFIG"), "$LLMBIAS_CONFIG"),
+    for given, origin, base in (
+        (cli_path, CONFIG.flag, cwd),
+        (ini_path, f"ini option {CONFIG.ini}", rootdir),
+        (environ.get(CONFIG.env), f"${CONFIG.env}", cwd),
     ):
         if given:
-            base = rootdir if origin.startswith("ini") else cwd
             path = (base / given).resolve()
             if not path.is_file():
                 raise ConfigError(f"{origin} names {given!r}, which is not a file ({path})")
@@ -293,16 +285,29 @@ def resolve_settings(
     environ: Mapping[str, str] | None = None,
     config_path: Path | None = None,
     cwd: Path | None = None,
+    ini: Mapping[str, Any] | None = None,
+    ini_dir: Path | None = None,
+    ini_file: Path | str | None = None,
 ) -> Settings:
-    """Resolve settings: CLI > environment > config file > defaults.
+    """Resolve settings: command line > environment > ini > config file > defaults.
 
-    ``cli`` holds the already-parsed command-line values (None where an option was not given),
-    keyed as in :data:`ENV_VARS`' second column. Relative paths in the file are relative to the file;
-    relative paths from the command line or environment are relative to ``cwd``.
+    ``cli`` and ``ini`` are keyed by option name (:attr:`Option.name <pytest_llmbias.options.Option.name>`:
+    "target", "baselines", "offline"...). ``cli`` holds the values argparse produced (None, ``[]``
+    or False where an option was not given); ``ini`` the values ``config.getini`` returned (strings,
+    or lists of lines for the list options; empty where a key is absent). Relative paths in the
+    file are relative to the file; from the ini file, relative to ``ini_dir`` (the rootdir); from
+    the command line or environment, relative to ``cwd``. ``ini_file`` only names the ini file in
+    error messages. Raises :class:`ConfigError` naming the key and where the bad value came from.
     """
     cli = dict(cli or {})
+    ini = dict(ini or {})
     environ = os.environ if environ is None else environ
     cwd = cwd or Path.cwd()
+    names = {o.name for o in SETTINGS_OPTIONS}
+    for given in (cli, ini):
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise ValueError(f"unknown option name(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
 
     file_data: dict[str, Any] = {}
     lines: dict[str, int] = {}
@@ -317,96 +322,95 @@ def resolve_settings(
             f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}"
         )
 
-    target = _parse_model(file_data["target"], "target", where) if file_data.get("target") else None
-    baselines = _parse_baselines(file_data.get("baselines"), where)
-    judge = _parse_model(file_data["judge"], "judge", where) if file_data.get("judge") else None
+    top: dict[str, Any] = {
+        o.key: _check_option(o, file_data[o.key], where, base_dir)
+        for o in _TOP_OPTIONS
+        if file_data.get(o.key) not in (None, "")
+    }
     sections = {
         name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
     }
     features = _parse_features(file_data.get("features"), where, base_dir)
 
-    # Overrides: environment, then command line.
-    for values in (_env_values(environ, cwd), _cli_values(cli, cwd)):
-        for key, (value, label) in values.items():
-            w = _Where(label)
-            if key == "target":
-                target = _parse_model(value, "target", w)
-            elif key == "judge":
-                judge = _parse_model(value, "judge", w)
-            elif key == "baselines":
-                baselines = _parse_baselines(list(value), w)
-            elif key == "store":
-                sections["store"] = dataclasses.replace(sections["store"], dir=value)
-            elif key == "concurrency":
-                _check_kind("posint", value, "concurrency", w)
-                sections["collection"] = dataclasses.replace(sections["collection"], concurrency=value)
-            elif key in ("cache", "offline", "snapshots", "export"):
-                kind = _FIELD_KINDS[("store", key)]
-                value = _check_kind(kind, value, key, w, base_dir=cwd)
-                sections["store"] = dataclasses.replace(sections["store"], **{key: value})
+    overrides = _overrides(cli, environ, cwd, ini, ini_dir or cwd, ini_file)
+    for option, value, origin, base in overrides:
+        value = _check_option(option, value, origin, base)
+        section, _, name = option.key.partition(".")
+        if name:
+            sections[section] = dataclasses.replace(sections[section], **{name: value})
+        else:
+            top[section] = value
 
     store: StoreSettings = sections["store"]
-    if store.offline and store.cache == "refresh":
-        raise ConfigError("--llmbias-offline cannot be combined with cache mode 'refresh' (it re-asks every model)")
-    if store.offline and store.cache == "off" and not store.snapshots:
-        raise ConfigError(
-            "--llmbias-offline with cache mode 'off' and no snapshot has nothing to read responses from"
-        )
+    if store.offline and store.cache == CacheMode.REFRESH:
+        raise ConfigError("offline mode cannot be combined with cache mode 'refresh' (it re-asks every model)")
+    if store.offline and store.cache == CacheMode.OFF and not store.snapshots:
+        raise ConfigError("offline mode with cache mode 'off' and no snapshot has nothing to read responses from")
 
-    _check_aliases(target, baselines, where)
-    return Settings(
-        target=target,
-        baselines=baselines,
-        judge=judge,
-        features=features,
-        source=config_path,
-        **sections,
-    )
+    _check_aliases(top.get("target"), top.get("baselines", ()), where)
+    return Settings(**top, features=features, source=config_path, **sections)
 
 
-def _env_values(environ: Mapping[str, str], cwd: Path) -> dict[str, tuple[Any, str]]:
-    out: dict[str, tuple[Any, str]] = {}
-    for var, (key, kind) in ENV_VARS.items():
-        raw = environ.get(var)
-        if raw is None or raw == "":
+def _overrides(
+    cli: Mapping[str, Any],
+    environ: Mapping[str, str],
+    cwd: Path,
+    ini: Mapping[str, Any],
+    ini_dir: Path,
+    ini_file: Path | str | None,
+) -> Iterator[tuple[Option, Any, _Where, Path]]:
+    """Every value given outside the file, lowest precedence first (ini, environment, command
+    line), as (option, value as the file would hold it, where it came from, base of relative paths)."""
+    in_file = f" ({ini_file})" if ini_file else ""
+    for option in SETTINGS_OPTIONS:
+        raw = ini.get(option.name)
+        if raw not in (None, "", []):
+            yield option, _from_text(option, raw), _Where(f"ini option {option.ini}{in_file}"), ini_dir
+    for option in SETTINGS_OPTIONS:
+        raw = environ.get(option.env)
+        if raw:
+            yield option, _from_text(option, raw), _Where(f"${option.env}"), cwd
+    for option in SETTINGS_OPTIONS:
+        value = cli.get(option.name)
+        # A switch left off is not an override: it cannot turn off what the file turned on.
+        if value is None or value == [] or (option.kind == "bool" and value is False):
             continue
-        label = f"${var}"
-        if kind == "csv":
-            value: Any = [part.strip() for part in raw.split(",") if part.strip()]
-        elif kind == "int":
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(f"{label}: expected an integer, got {raw!r}") from None
-        elif kind == "bool":
-            lowered = raw.strip().lower()
-            if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                raise ConfigError(f"{label}: expected true or false, got {raw!r}")
-            value = lowered in ("1", "true", "yes", "on")
-        elif kind == "path":
-            value = (cwd / raw).resolve()
-        elif kind == "paths":
-            value = tuple((cwd / p).resolve() for p in raw.split(os.pathsep) if p)
-        else:
-            value = raw
-        out[key] = (value, label)
-    return out
+        yield option, value, _Where(option.flag), cwd
 
 
-def _cli_values(cli: Mapping[str, Any], cwd: Path) -> dict[str, tuple[Any, str]]:
-    out: dict[str, tuple[Any, str]] = {}
-    for key, value in cli.items():
-        if value is None or value == [] or (value is False and key == "offline"):
-            continue
-        if key in ("store", "export"):
-            value = (cwd / value).resolve()
-        elif key == "snapshots":
-            value = tuple((cwd / p).resolve() for p in value)
-        out[key] = (value, f"--llmbias-{_CLI_NAMES.get(key, key)}")
-    return out
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
-_CLI_NAMES = {"baselines": "baseline", "snapshots": "snapshot"}
+def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
+    """The value a string from the environment or an ini file stands for, as ``llmbias.yaml``
+    would hold it. A list option's string is split on the option's separator (an ini list comes
+    already split into lines). A string that does not parse is returned as it is, for
+    :func:`_check_option` to refuse with the key, the place and what was expected."""
+    if option.repeatable:
+        items = raw.split(option.separator) if isinstance(raw, str) else raw
+        return [item.strip() for item in items if isinstance(item, str) and item.strip()]
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    if option.kind == "bool":
+        lowered = text.lower()
+        return True if lowered in _TRUE else False if lowered in _FALSE else text
+    if option.kind == "posint":
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _check_option(option: Option, value: Any, where: _Where, base_dir: Path) -> Any:
+    """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``."""
+    if option.kind == "model":
+        return _parse_model(value, option.key, where)
+    if option.kind == "models":
+        return _parse_baselines(value, where)
+    return _check_kind(option.kind, value, option.key, where, base_dir=base_dir, choices=option.choices)
 
 
 def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
@@ -533,15 +537,26 @@ def _parse_section(name: str, raw: Any, where: _Where, base_dir: Path) -> Any:
             raise ConfigError(
                 f"{where(f'{name}.{key}')}: unknown key '{name}.{key}'; accepted keys: {', '.join(names)}"
             )
-        kind = _FIELD_KINDS[(name, key)]
-        values[key] = _check_kind(kind, value, f"{name}.{key}", where, base_dir=base_dir)
+        option = _OPTION_BY_KEY.get(f"{name}.{key}")
+        if option is not None:
+            values[key] = _check_option(option, value, where, base_dir)
+        else:
+            values[key] = _check_kind(_FILE_KINDS[(name, key)], value, f"{name}.{key}", where, base_dir=base_dir)
     section = cls(**values)
     if name == "store" and not section.dir.is_absolute():
         section = dataclasses.replace(section, dir=(base_dir / section.dir).resolve())
     return section
 
 
-def _check_kind(kind: str, value: Any, key: str, where: _Where, *, base_dir: Path | None = None) -> Any:
+def _check_kind(
+    kind: str,
+    value: Any,
+    key: str,
+    where: _Where,
+    *,
+    base_dir: Path | None = None,
+    choices: type[Choice] | None = None,
+) -> Any:
     def fail(expected: str) -> ConfigError:
         return ConfigError(f"{where(key)}: '{key}' must be {expected}, got {value!r}")
 
@@ -570,10 +585,12 @@ def _check_kind(kind: str, value: Any, key: str, where: _Where, *, base_dir: Pat
         if not isinstance(value, bool):
             raise fail("true or false")
         return value
-    if kind == "cache":
-        if value not in CACHE_MODES:
-            raise fail(" | ".join(CACHE_MODES))
-        return value
+    if kind == "choice":
+        assert choices is not None
+        try:
+            return choices.parse(value)
+        except ValueError:
+            raise fail(f"one of {choices.accepted()}") from None
     if kind in ("str", "optstr"):
         if value is None and kind == "optstr":
             return None

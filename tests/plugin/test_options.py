@@ -178,3 +178,93 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )
+
+
+# -- ini options ------------------------------------------------------------------------------
+
+#: the roster of offline_project, whose models answer on a closed local port: were a call made by
+#: mistake, it would fail at once instead of reaching the internet
+LOCAL_ROSTER = """\
+target: {model: openai/tgt, alias: tgt, api_base: "http://127.0.0.1:9/v1"}
+baselines:
+  - {model: openai/b1, alias: b1, api_base: "http://127.0.0.1:9/v1"}
+  - {model: openai/b2, alias: b2, api_base: "http://127.0.0.1:9/v1"}
+collection: {retries: 0, timeout: 5}
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pytest.ini", "[pytest]\nllmbias_offline = true\nllmbias_snapshots =\n    snap.jsonl\n"),
+        ("pyproject.toml", '[tool.pytest.ini_options]\nllmbias_offline = true\nllmbias_snapshots = ["snap.jsonl"]\n'),
+    ],
+    ids=["pytest.ini", "pyproject.toml"],
+)
+def test_ini_options_set_offline_mode_and_snapshots(pytester: pytest.Pytester, name: str, text: str):
+    pytester.makefile(".yaml", llmbias=LOCAL_ROSTER)
+    make_snapshot(pytester.path, skip={("b2", "cn-tib-03")})
+    (pytester.path / name).write_text(text)
+    pytester.makepyfile(MARKED.format(extra=""))
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*1 response(s) for domain 'china_sensitive' are missing (offline mode*",
+        "*b2: cn-tib-03*",
+    ])
+    result.stdout.fnmatch_lines(["*llmbias: 30 calls: 29 from store, 0 fetched, 0 failed, 1 missing*"])
+
+
+def test_a_bad_ini_value_names_the_ini_key_and_the_accepted_values(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", llmbias=LOCAL_ROSTER)
+    pytester.makeini("[pytest]\nllmbias_cache = sometimes\n")
+    pytester.makepyfile(MARKED.format(extra=""))
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*ini option llmbias_cache (*tox.ini): 'store.cache' must be one of use | refresh | off, got 'sometimes'*"
+    ])
+
+
+def test_ini_options_do_not_stop_a_run_without_the_plugin(pytester: pytest.Pytester):
+    """Unlike `addopts = --llmbias-offline`, which `-p no:llmbias` turns into an unrecognized argument."""
+    pytester.makeini("[pytest]\nllmbias_offline = true\nllmbias_cache = use\nllmbias_snapshots =\n    a.jsonl\n")
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = run(pytester, "-p", "no:llmbias")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+
+
+# -- export under pytest-xdist ----------------------------------------------------------------
+
+ONLY = """
+import pytest
+
+@pytest.mark.bias_responses("china_sensitive", categories=["tibet"], models={models!r})
+def test_{models}(bias_responses):
+    assert len(bias_responses) == {n}
+"""
+
+
+@pytest.mark.parametrize("given_in", ["llmbias.yaml", "environment"])
+def test_xdist_joins_an_export_given_outside_the_command_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given_in: str
+):
+    pytest.importorskip("xdist")
+    project = pytester.path
+    export = ", export: out/used.jsonl" if given_in == "llmbias.yaml" else ""
+    pytester.makefile(".yaml", llmbias=LOCAL_ROSTER + f"store: {{offline: true, snapshots: [snap.jsonl]{export}}}\n")
+    make_snapshot(project)
+    if given_in == "environment":
+        monkeypatch.setenv("LLMBIAS_EXPORT", "out/used.jsonl")
+    (project / "test_target.py").write_text(ONLY.format(models="target", n=10))
+    (project / "test_baselines.py").write_text(ONLY.format(models="baselines", n=20))
+
+    result = run(pytester, "-n", "2", "-v")
+
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines_random(["*gw0*PASSED*", "*gw1*PASSED*"])  # one test on each worker
+    assert sorted(p.name for p in (project / "out").iterdir()) == ["used.jsonl"]  # no part left
+    lines = (project / "out" / "used.jsonl").read_text().splitlines()
+    assert len(lines) == 30
+    result.stdout.fnmatch_lines([f"*llmbias: responses used are exported to {project / 'out' / 'used.jsonl'}*"])

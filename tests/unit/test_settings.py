@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.settings import (
     CollectionSettings,
@@ -401,6 +402,99 @@ def test_cli_bad_values_name_the_option(tmp_path: Path) -> None:
         resolve(tmp_path, cli={"concurrency": 0})
     with pytest.raises(ConfigError, match="--llmbias-cache"):
         resolve(tmp_path, cli={"cache": "always"})
+
+
+# --------------------------------------------------------------------------------------------
+# Ini options: between the environment and the file
+
+
+def resolve_ini(tmp_path: Path, text: str | None = None, *, ini, env=None, cli=None, ini_dir=None) -> Settings:
+    config = write_config(tmp_path, text) if text is not None else None
+    return resolve_settings(
+        cli=cli or {}, environ=env or {}, config_path=config, cwd=tmp_path,
+        ini=ini, ini_dir=ini_dir or tmp_path, ini_file=tmp_path / "pytest.ini",
+    )
+
+
+INI = {
+    "target": "openai/ini-target",
+    "baselines": ["openai/ini-b1", "openai/ini-b2"],
+    "concurrency": "5",
+    "cache": "off",
+    "offline": "false",
+    "store": "ini-store",
+    "snapshots": [],  # what getini returns for an absent key: not set
+    "judge": "",
+}
+
+
+def test_ini_overrides_file(tmp_path: Path) -> None:
+    settings = resolve_ini(tmp_path, FILE, ini=INI)
+    assert settings.target is not None and settings.target.model == "openai/ini-target"
+    assert [b.model for b in settings.baselines] == ["openai/ini-b1", "openai/ini-b2"]
+    assert settings.collection.concurrency == 5
+    assert settings.store.cache == "off"
+    assert settings.store.offline is False
+    assert settings.store.dir == (tmp_path / "ini-store").resolve()
+    assert settings.judge is None
+
+
+def test_env_and_cli_override_ini(tmp_path: Path) -> None:
+    settings = resolve_ini(tmp_path, FILE, ini=INI, env={"LLMBIAS_CONCURRENCY": "7", "LLMBIAS_TARGET": "openai/env-t"})
+    assert settings.collection.concurrency == 7
+    assert settings.target is not None and settings.target.model == "openai/env-t"
+    assert settings.store.cache == "off"  # from the ini: no variable, no option
+    settings = resolve_ini(tmp_path, FILE, ini=INI, env={"LLMBIAS_CONCURRENCY": "7"}, cli={"concurrency": 11, "cache": "use"})
+    assert settings.collection.concurrency == 11
+    assert settings.store.cache == "use"
+
+
+def test_ini_values_as_pyproject_ini_options_gives_them(tmp_path: Path) -> None:
+    """[tool.pytest.ini_options] turns `llmbias_offline = true` into the string "True"."""
+    settings = resolve_ini(tmp_path, ini={"offline": "True", "snapshots": ["a.jsonl", "sub/b.jsonl"]})
+    assert settings.store.offline is True
+    assert settings.store.snapshots == ((tmp_path / "a.jsonl").resolve(), (tmp_path / "sub" / "b.jsonl").resolve())
+
+
+def test_ini_paths_are_relative_to_the_ini_dir(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    settings = resolve_ini(tmp_path, ini={"export": "out/used.jsonl", "store": "s"}, ini_dir=root)
+    assert settings.store.export == (root / "out" / "used.jsonl").resolve()
+    assert settings.store.dir == (root / "s").resolve()
+    cli = resolve_ini(tmp_path, ini={"export": "out/used.jsonl"}, cli={"export": "x.jsonl"}, ini_dir=root)
+    assert cli.store.export == (tmp_path / "x.jsonl").resolve()
+
+
+@pytest.mark.parametrize(
+    ("ini", "expected"),
+    [
+        ({"cache": "sometimes"}, "ini option llmbias_cache ({ini}): 'store.cache' must be one of use | refresh | off, got 'sometimes'"),
+        ({"offline": "maybe"}, "ini option llmbias_offline ({ini}): 'store.offline' must be true or false, got 'maybe'"),
+        ({"concurrency": "lots"}, "ini option llmbias_concurrency ({ini}): 'collection.concurrency' must be a positive integer, got 'lots'"),
+    ],
+)
+def test_bad_ini_value_names_the_ini_key_and_what_it_accepts(tmp_path: Path, ini, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_ini(tmp_path, ini=ini)
+    assert str(info.value) == expected.format(ini=tmp_path / "pytest.ini")
+
+
+def test_bad_ini_value_is_an_error_even_when_the_environment_overrides_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="llmbias_cache"):
+        resolve_ini(tmp_path, ini={"cache": "sometimes"}, env={"LLMBIAS_CACHE": "use"})
+
+
+def test_unknown_option_names_are_a_programming_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown option name.*offlin"):
+        resolve(tmp_path, cli={"offlin": True})
+    with pytest.raises(ValueError, match="unknown option name.*config"):
+        resolve_ini(tmp_path, ini={"config": "x.yaml"})  # the file is found by find_config
+
+
+def test_cache_mode_is_a_cache_mode_member(tmp_path: Path) -> None:
+    settings = resolve(tmp_path, "store: {cache: refresh}\n")
+    assert settings.store.cache is CacheMode.REFRESH
+    assert settings.to_dict()["store"]["cache"] == "refresh"
 
 
 # --------------------------------------------------------------------------------------------

@@ -426,3 +426,30 @@ def test_missing_snapshot(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="absent.jsonl"):
         store.get(call().key)
     store.close()
+
+
+def test_merge_export_parts_joins_the_given_parts_and_removes_them(tmp_path: Path) -> None:
+    from pytest_llmbias.store.snapshot import export_part_path, merge_export_parts
+
+    responses = many_responses()
+    export = tmp_path / "out" / "used.jsonl"
+    gw0, gw1 = export_part_path(export, "gw0"), export_part_path(export, "gw1")
+    assert gw0 == tmp_path / "out" / "used.jsonl.gw0.part"
+    labels = {responses[0].key: {"alias": "m", "domain": "d", "question": "q1"}}
+    write_snapshot(gw0, responses[:3], labels)
+    write_snapshot(gw1, responses[2:])  # responses[2] is in both parts
+    stale = export_part_path(export, "gw7")
+    write_snapshot(stale, [response(call("not this run"))])
+
+    assert merge_export_parts(export, [gw0, gw1]) == len(responses)
+    assert set(read_snapshot(export)) == {r.key for r in responses}
+    assert read_labels(export) == labels
+    assert not gw0.exists() and not gw1.exists()
+    assert stale.exists()  # only the parts it is given
+
+
+def test_merge_export_parts_without_parts_writes_nothing(tmp_path: Path) -> None:
+    from pytest_llmbias.store.snapshot import merge_export_parts
+
+    assert merge_export_parts(tmp_path / "used.jsonl", []) == 0
+    assert not (tmp_path / "used.jsonl").exists()

@@ -86,3 +86,28 @@ def write_snapshot(
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(rows)
+
+
+def export_part_path(path: Path, worker_id: str) -> Path:
+    """The file a pytest-xdist worker exports to instead of ``path``: ``<path>.<worker_id>.part``."""
+    return Path(f"{path}.{worker_id}.part")
+
+
+def merge_export_parts(path: Path, parts: Iterable[Path]) -> int:
+    """Join the snapshot ``parts`` (the workers' exports) into ``path``, then remove them.
+
+    A response in several parts is written once. Writes nothing when ``parts`` is empty.
+    Returns the number of lines written.
+    """
+    parts = list(parts)
+    if not parts:
+        return 0
+    merged: dict[str, Response] = {}
+    labels: dict[str, Mapping[str, Any]] = {}
+    for part in parts:
+        merged.update(read_snapshot(part))
+        labels.update(read_labels(part))
+    count = write_snapshot(path, merged.values(), labels)
+    for part in parts:
+        Path(part).unlink()
+    return count

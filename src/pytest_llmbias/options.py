@@ -1,0 +1,241 @@
+"""Every user-facing option, declared once: :data:`OPTIONS`.
+
+An option is a setting (``store.offline``) that can also be given outside ``llmbias.yaml``: on the
+command line (``--llmbias-offline``), in the environment (``LLMBIAS_OFFLINE``) and as an ini key
+(``llmbias_offline`` in pytest.ini, tox.ini, setup.cfg or ``[tool.pytest.ini_options]``). The
+plugin's command-line options and ini keys, the plugin's reading of them, the settings resolution
+(:mod:`pytest_llmbias.settings`) and the README's table are all generated from this table.
+
+Precedence: command line > environment > ini > ``llmbias.yaml`` > default. The one exception is
+:data:`CONFIG`, which names the file: it is looked up on the command line, then in the ini file,
+then in the environment (see :func:`pytest_llmbias.settings.find_config`).
+
+Standard library only: the plugin imports this module whenever pytest loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.choices import CacheMode, Choice
+
+#: how a value is parsed and checked; see ``settings._check_option``
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "bool", "choice")
+#: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
+LIST_KINDS = ("paths", "models")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option and each of its spellings.
+
+    ``name`` is the common part of the spellings: flag ``--llmbias-<name>`` (singular for a
+    repeatable flag, which takes one value per use), environment variable ``LLMBIAS_<NAME>``, ini key
+    ``llmbias_<name>``. ``key`` is where the value lands in :class:`~pytest_llmbias.settings.Settings`
+    (and its key in ``llmbias.yaml``). ``default`` is the settings default, shown in the help.
+    ``separator`` splits a list from the environment; an ini list has one item per line.
+    """
+
+    name: str
+    key: str
+    kind: str
+    help: str
+    flag: str
+    env: str
+    ini: str
+    metavar: str | None = None
+    default: Any = None
+    choices: type[Choice] | None = None
+    separator: str | None = None
+
+    @property
+    def repeatable(self) -> bool:
+        """True when the value is a list (the flag is repeated, the variable separated)."""
+        return self.kind in LIST_KINDS
+
+    @property
+    def dest(self) -> str:
+        """The attribute of ``config.option`` that holds the command-line value."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def help_text(self) -> str:
+        """The help, with the default when it says something (not None, empty or False)."""
+        if self.default in (None, (), False):
+            return self.help
+        return f"{self.help} (default: {self.default})"
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``addoption``. A value left off the command line reads as None,
+        ``[]`` for a repeatable flag, False for a switch."""
+        kwargs: dict[str, Any] = {"help": self.help_text + ("; repeatable" if self.repeatable else "")}
+        if self.kind == "bool":
+            return {**kwargs, "action": "store_true", "default": False}
+        if self.metavar:
+            kwargs["metavar"] = self.metavar
+        if self.repeatable:
+            kwargs.update(action="append", default=[])
+        if self.kind == "posint":
+            kwargs["type"] = int
+        if self.choices is not None:
+            kwargs["choices"] = self.choices.values()
+        return kwargs
+
+    @property
+    def ini_type(self) -> str:
+        """The ``addini`` type: one item per line for a list, else a string parsed as the
+        environment variable is (so that a bad value is reported with its key and accepted values)."""
+        return "linelist" if self.repeatable else "string"
+
+    @property
+    def ini_default(self) -> Any:
+        """What ``getini`` returns when the key is absent: empty, meaning "not set"."""
+        return [] if self.repeatable else ""
+
+    @property
+    def ini_help(self) -> str:
+        """The help of the ini key: the option's, saying how a list is written and what a relative
+        path is relative to."""
+        text = self.help_text + ("; one per line" if self.repeatable else "")
+        if self.kind in ("path", "optpath", "paths"):
+            text += "; relative to the rootdir"
+        return text
+
+
+CONFIG = Option(
+    name="config",
+    key="source",
+    kind="path",
+    help="the settings file (without it: llmbias.yaml in the rootdir, if there is one)",
+    flag="--llmbias-config",
+    env="LLMBIAS_CONFIG",
+    ini="llmbias_config",
+    metavar="PATH",
+)
+
+OPTIONS: tuple[Option, ...] = (
+    CONFIG,
+    Option(
+        name="target",
+        key="target",
+        kind="model",
+        help="the model under test (a litellm model string)",
+        flag="--llmbias-target",
+        env="LLMBIAS_TARGET",
+        ini="llmbias_target",
+        metavar="MODEL",
+    ),
+    Option(
+        name="baselines",
+        key="baselines",
+        kind="models",
+        help="the trusted baseline models (replace the file's list)",
+        flag="--llmbias-baseline",
+        env="LLMBIAS_BASELINES",
+        ini="llmbias_baselines",
+        metavar="MODEL",
+        default=(),
+        separator=",",
+    ),
+    Option(
+        name="judge",
+        key="judge",
+        kind="model",
+        help="the judge model",
+        flag="--llmbias-judge",
+        env="LLMBIAS_JUDGE",
+        ini="llmbias_judge",
+        metavar="MODEL",
+    ),
+    Option(
+        name="store",
+        key="store.dir",
+        kind="path",
+        help="the response store folder",
+        flag="--llmbias-store",
+        env="LLMBIAS_STORE",
+        ini="llmbias_store",
+        metavar="DIR",
+        default=Path(".llmbias"),
+    ),
+    Option(
+        name="concurrency",
+        key="collection.concurrency",
+        kind="posint",
+        help="model calls in flight at most",
+        flag="--llmbias-concurrency",
+        env="LLMBIAS_CONCURRENCY",
+        ini="llmbias_concurrency",
+        metavar="N",
+        default=32,
+    ),
+    Option(
+        name="cache",
+        key="store.cache",
+        kind="choice",
+        help="use: serve stored responses; refresh: ask again and overwrite; off: no store",
+        flag="--llmbias-cache",
+        env="LLMBIAS_CACHE",
+        ini="llmbias_cache",
+        default=CacheMode.USE,
+        choices=CacheMode,
+    ),
+    Option(
+        name="offline",
+        key="store.offline",
+        kind="bool",
+        help="never call a model: a response missing from the store and snapshots fails its test",
+        flag="--llmbias-offline",
+        env="LLMBIAS_OFFLINE",
+        ini="llmbias_offline",
+        default=False,
+    ),
+    Option(
+        name="snapshots",
+        key="store.snapshots",
+        kind="paths",
+        help="JSONL snapshots replayed read-only beneath the store (replace the file's list)",
+        flag="--llmbias-snapshot",
+        env="LLMBIAS_SNAPSHOTS",
+        ini="llmbias_snapshots",
+        metavar="PATH",
+        default=(),
+        separator=os.pathsep,
+    ),
+    Option(
+        name="export",
+        key="store.export",
+        kind="optpath",
+        help="write the responses this session used to a JSONL snapshot",
+        flag="--llmbias-export",
+        env="LLMBIAS_EXPORT",
+        ini="llmbias_export",
+        metavar="PATH",
+    ),
+)
+
+#: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)
+SETTINGS_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o is not CONFIG)
+
+
+def markdown_table() -> str:
+    """The README's table of every option's spellings (command line, environment, ini key, key in
+    ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
+    rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        value = o.metavar or ("\\|".join(o.choices.values()) if o.choices else None)
+        cli = f"`{o.flag} {value}`" if value else f"`{o.flag}`"
+        env, ini = f"`{o.env}`", f"`{o.ini}`"
+        if o.repeatable:
+            cli += " (repeat; replaces the file's list)"
+            env += " (comma-separated)" if o.separator == "," else " (`os.pathsep`-separated)"
+            ini += " (one per line)"
+        if o.kind == "bool":
+            env += " (`true`/`false`)"
+            ini += " (`true`/`false`)"
+        yaml = "— (names the file)" if o is CONFIG else f"`{o.key}`"
+        rows.append(f"| {cli} | {env} | {ini} | {yaml} |")
+    return "\n".join(rows) + "\n"
