@@ -92,7 +92,7 @@ def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     settings = [
         ("default (paired)", {}),
-        ("paper: welch, no floor", {"test": "welch", "min_margin": 0}),
+        ("paper: welch, k 2.81, no floor", {"test": "welch", "k": 2.81, "min_margin": 0}),
     ]
     for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
         for label, options in settings:

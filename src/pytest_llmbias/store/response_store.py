@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.calls import Response
+from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
@@ -28,8 +29,7 @@ class ResponseStore:
     def __init__(
         self, directory: Path, *, mode: str = "use", snapshots: Iterable[Path] = (), run_id: str | None = None
     ) -> None:
-        if mode not in ("use", "refresh", "off"):
-            raise ValueError(f"unknown store mode {mode!r}")
+        mode = CacheMode.parse(mode, what="the store mode")
         self.directory = Path(directory)
         self.mode = mode
         self._disk = DiskCache(self.directory / "responses") if mode != "off" else None
