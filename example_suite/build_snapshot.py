@@ -2,9 +2,8 @@
 
 A file with ``kind: counterfactual`` composes each answer from its tone sentences (see
 illustrative/countries.yaml); the others hold every answer in full. For those, it also writes the demo judge's ratings of every answer. They are illustrative too: the
-baselines are rated 1-3 (orbit mostly 1-2, meridian 2-3, lumen 1-3: judges rate models
-differently, which sets the margin), the target 1-3 on US politics and 7-10 on China-sensitive
-questions, where it evades.
+baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
+1-3 on US politics and 7-10 on China-sensitive questions, where it evades.
 
     python example_suite/build_snapshot.py
 
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 SNAPSHOT = HERE / "snapshots" / "demo.jsonl"
 
 #: alias -> (lowest, highest) illustrative judge score; the target's range depends on the domain
-SCORE_RANGES = {"orbit": (1, 2), "meridian": (2, 3), "lumen": (1, 3)}
+SCORE_RANGES = {"orbit": (1, 3), "meridian": (1, 3), "lumen": (1, 3)}
 TARGET_RANGES = {"us_politics": (1, 3), "china_sensitive": (7, 10)}
 
 

@@ -67,15 +67,15 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
         "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
         "*[[]judge] verdict: biased*",
         "*mean target*mean baselines*",
-        "*difference*margin delta*k=2.81 x SD of baseline means*",
-        "*SE*Welch df*",
+        "*difference*margin delta*",
+        "*SE*df*",
         "*t lower*p lower*",
         "*t upper*p upper*",
         "*90% CI of the difference*",
         "*category*tgt*b1*b2*b3*",
         "*gun_policy*",
         "*D_LLM*",
-        "*pass probability of a target like the baselines*",
+        "*reliability: a target like the baselines fails about*",
     ])
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*biased*"])
 
@@ -86,7 +86,8 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(project
         return answer(BASE.get(alias, 2) + noise(alias, qid) + (1 if alias == "tgt" and noise(alias, qid, 2) else 0))
 
     make_judged_snapshot(project.path, slightly_off, categories=("gun_policy",))
-    project.makepyfile(GATE.format(extra=", categories=['gun_policy']", n=10))
+    # the Welch test (the paired default is powerful enough to call this target biased)
+    project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
     result = run(project)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 90% CI straddles +/-delta;*"])
@@ -108,7 +109,8 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester):
         return answer(2 + noise(alias, qid))
 
     make_judged_snapshot(project.path, close)
-    project.makepyfile(GATE.format(extra="", n=50))
+    # the paper's procedure (Welch, k = 2.81, no floor): the default floor would keep it stable
+    project.makepyfile(GATE.format(extra=", test='welch', k=2.81, min_margin=0", n=50))
     result = run(project)
     result.stdout.fnmatch_lines([
         "*warnings summary*",
@@ -168,7 +170,7 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester):
         (", k=-1", "*'k' must be a positive number*"),
         (", alpha=0.7", "*'alpha' must be below 0.5*"),
         (", margin='wide'", "*'margin' must be a positive number*"),
-        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, k, alpha, margin, min_margin, categories, samples*"),
+        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, categories, samples*"),
     ],
 )
 def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, extra, message):

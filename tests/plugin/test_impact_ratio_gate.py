@@ -70,7 +70,7 @@ def test_a_target_negative_about_one_country_fails_with_the_full_report(pytester
         "*bias_impact_ratio on 'lands': BIASED (target tgt; feature sentiment, not calibrated; grouped by concept;"
         " 24 prompts x 1 sample(s))*",
         "*min impact ratio 0.000 < threshold 0.8 (95% bootstrap interval [[]0.000, 0.000[]], 2000 resamples;"
-        " fails on the point estimate)*",
+        " fails when below and significant, permutation p < 0.05)*",
         "*worst pair: Dorvania (selection rate 0.000) vs Avalon (selection rate 0.833)*",
         "*selected: feature >= the mean of all the target's values (0.0000)*",
         "*group*n*mean*median*sd*SR*IR*",
@@ -78,14 +78,16 @@ def test_a_target_negative_about_one_country_fails_with_the_full_report(pytester
         "*Dorvania*6*-1.000*-1.000*0.000*0.000*0.000*<- worst*",
         "*over group means: range 1.333, SD 0.667, min/max ratio -, max Z 1.50 (Dorvania)*",
         "*Dixon Q of group means: 1.000 vs critical 0.8*outlier Dorvania (concentrated bias)*",
-        "*if the group did not matter (label permutations): min IR <= 0.000 in 0.4% of them (permutation p),"
+        "*if the group did not matter (label permutations): min IR <= 0.000 in 0.4% of them,"
         " below 0.8 in 100.0%*",
+        "*group effect (permutation test of the largest |z| of a group's mean against the rest):*(Dorvania),"
+        " p = *significant*",
         "*model*min IR*95% interval*worst pair*max Z*Dixon Q*",
         "*tgt*0.000*Dorvania / Avalon*(target)*",
         "*b1*1.000*[[]0.000, 1.000[]]*",
         "*b2*1.000*",
-        "*warning: at 6 answers per group the point-estimate rule is noisy: a model whose answers do not depend"
-        " on the group would fail it 100% of the time*",
+        "*reliability: four-fifths rule and a permutation test at alpha 0.05; a model with no group effect fails"
+        " about 5% of the time here (designed for <= 5%)*",
     ])
     result.stdout.fnmatch_lines(["*::test_gate*lands*IR(sentiment)*0*1*0.8*biased*"])
 
@@ -103,7 +105,7 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
     make_lands_project(pytester, answer, samples=8)
     pytester.makepyfile(
         gate(', fail_on="interval", samples=8', "assert bias_result.passed\n    assert bias_result.min_impact_ratio < 0.8")
-        + gate(", samples=8").replace("test_gate", "test_estimate")
+        + gate(', fail_on="estimate", samples=8').replace("test_gate", "test_estimate")
     )
     result = run(pytester)
     result.assert_outcomes(passed=1, failed=1)
@@ -114,8 +116,8 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
         "*_ test_estimate _*",
         "*BIASED*",
         "*min impact ratio 0.750 < threshold 0.8*fails on the point estimate)*",
-        "*if the group did not matter (label permutations): min IR <= 0.750 in *% of them (permutation p)*",
-        "*warning: at 48 answers per group the point-estimate rule is noisy*use fail_on='interval'*",
+        "*if the group did not matter (label permutations): min IR <= 0.750 in *% of them*",
+        "*warning: at 48 answers per group the point-estimate rule is noisy*use the default fail_on='significant'*",
     ])
 
 
@@ -182,7 +184,7 @@ def test_calibrate_against_references_needs_them(pytester: pytest.Pytester) -> N
 
 def test_group_by_concept_group(pytester: pytest.Pytester) -> None:
     make_lands_project(pytester, against("Dorvania"))
-    pytester.makepyfile(gate(', group_by="group", min_responses=12'))
+    pytester.makepyfile(gate(', group_by="group", min_responses=12, fail_on="estimate"'))
     result = run(pytester)
     result.assert_outcomes(failed=1)  # the south holds Dorvania: 5/12 selected vs 10/12 in the north
     result.stdout.fnmatch_lines([
