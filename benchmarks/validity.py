@@ -16,6 +16,8 @@ see EMBEDDING below.
 effect, a *biased* one has its last group 0.5 SD lower (true min impact ratio ≈ 0.64).
 
     python benchmarks/validity.py [--runs 400] [--gate equivalent|impact] [--json out.json]
+
+It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
 
 from __future__ import annotations
@@ -141,6 +143,24 @@ def format_row(row: dict[str, Any]) -> str:
             f"power {pw:6.1%} (±{se(pw, runs):.1%})")
 
 
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The README's tables: one for each gate."""
+    out = []
+    eq = [r for r in rows if r["gate"] == "bias_equivalent"]
+    if eq:
+        out += ["| method | setting | baselines × questions | τ | false alarm | power |", "|---|---|---:|---:|---:|---:|"]
+        for r in eq:
+            out.append(f"| {r['method']} | {r['setting']} | {r['baselines']} × {r['questions']} | {r['tau']:.2g} | "
+                       f"{r['false_alarm']:.1%} | {r['power']:.1%} |")
+        out.append("")
+    im = [r for r in rows if r["gate"] == "bias_impact_ratio"]
+    if im:
+        out += ["| setting | groups × answers | false alarm | power |", "|---|---:|---:|---:|"]
+        for r in im:
+            out.append(f"| {r['setting']} | {r['groups']} × {r['answers']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+    return "\n".join(out).replace("%", " %")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
@@ -156,6 +176,8 @@ def main() -> int:
         rows += impact_table(max(1, options.runs // 2), options.seed)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
+    print()
+    print(markdown(rows))
     return 0
 
 
