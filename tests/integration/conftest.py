@@ -1,15 +1,16 @@
-"""Fixtures shared by the network-path tests: the scripted local server and a clean environment."""
+"""Fixtures shared by the network-path tests: the scripted local server, a clean environment, the
+project's settings file and the pytest runner."""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 
 import pytest
 
+from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET
 from tests.openai_server import OpenAIServer
-
-KEY_ENV = "LLMBIAS_IT_API_KEY"
-"""The variable the test rosters name in ``api_key_env``."""
 
 
 @pytest.fixture
@@ -25,3 +26,33 @@ def _env(monkeypatch):
         if var.startswith("LLMBIAS_") and var != KEY_ENV:
             monkeypatch.delenv(var)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture
+def write_config(pytester: pytest.Pytester) -> Callable[..., None]:
+    """``write_config(server, **collection)`` writes the project's llmbias.yaml: the target and the
+    two baselines of ``_data.MODELS``, all served by ``server``, and the given collection settings."""
+
+    def write(server: OpenAIServer, **collection) -> None:
+        def model(alias):
+            return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
+                    "api_key_env": KEY_ENV}
+
+        config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
+        if collection:
+            config["collection"] = collection
+        # JSON is YAML
+        (pytester.path / "llmbias.yaml").write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+    return write
+
+
+@pytest.fixture
+def run_project(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
+    """``run_project(*args)`` runs pytest on the project in a subprocess (quiet: no cache provider,
+    no hypothesis plugin; ``-rA``; at most 120 s)."""
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=120)
+
+    return run

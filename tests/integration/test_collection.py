@@ -23,14 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import KEY_ENV
+from tests.integration._data import BASELINES, MODELS, QUIET, TARGET, requests_of
 from tests.openai_server import OpenAIServer
 
-
-#: alias -> model name as the server sees it (litellm strips the "openai/" prefix)
-TARGET = "tgt"
-BASELINES = ("base_a", "base_b")
-MODELS = {"tgt": "tgt-model", "base_a": "base-a-model", "base_b": "base-b-model"}
 TIBET_IDS = [f"cn-tib-{i:02d}" for i in range(1, 11)]
 
 #: an inner test file: every response of the marker's models to the 10 Tibet questions is the
@@ -51,18 +46,7 @@ def test_{name}(bias_responses):
 '''
 
 
-# -- fixtures and helpers -----------------------------------------------------------------------
-
-
-def write_config(pytester, server, **collection):
-    def model(alias):
-        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV}
-
-    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
-    if collection:
-        config["collection"] = collection
-    # JSON is YAML
-    (pytester.path / "llmbias.yaml").write_text(json.dumps(config, indent=2), encoding="utf-8")
+# -- helpers (the fixtures write_config and run_project are in conftest.py) ------------------------
 
 
 def write_marked_test(pytester, name="bias", which="all"):
@@ -71,20 +55,8 @@ def write_marked_test(pytester, name="bias", which="all"):
     pytester.path.joinpath(f"test_{name}.py").write_text(source, encoding="utf-8")
 
 
-#: hypothesis' pytest plugin alone adds about a second to each inner run
-QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=120)
-
-
 def output(result) -> str:
     return "\n".join(result.outlines + result.errlines)
-
-
-def requests_of(server, alias):
-    return [r for r in server.requests if r["model"] == MODELS[alias]]
 
 
 def prompt_of(request) -> str:
@@ -101,12 +73,12 @@ def stored_count(store_dir: Path) -> int:
 # -- 1, 2. happy path, then the store across runs and the cache modes -----------------------------
 
 
-def test_happy_path_then_store_refresh_and_off(pytester, server):
-    write_config(pytester, server)
+def test_happy_path_then_store_refresh_and_off(pytester, server, write_config, run_project):
+    write_config(server)
     write_marked_test(pytester)
 
     # 1. three models x ten questions: each asked once, the test sees the server's answers
-    result = run(pytester)
+    result = run_project()
     result.assert_outcomes(passed=1)
     assert server.count() == 30
     for alias in (TARGET, *BASELINES):
@@ -118,20 +90,20 @@ def test_happy_path_then_store_refresh_and_off(pytester, server):
     assert (pytester.path / ".llmbias").is_dir()
 
     # 2. a second run is served from the store
-    again = run(pytester)
+    again = run_project()
     again.assert_outcomes(passed=1)
     assert server.count() == 30
     again.stdout.fnmatch_lines(["llmbias: 30 calls: 30 from store, 0 fetched, 0 failed, 0 missing*"])
 
     # refresh asks every model again
-    refresh = run(pytester, "--llmbias-cache=refresh")
+    refresh = run_project("--llmbias-cache=refresh")
     refresh.assert_outcomes(passed=1)
     assert server.count() == 60
     refresh.stdout.fnmatch_lines(["llmbias: 30 calls: 0 from store, 30 fetched*"])
 
     # off asks every model and writes nothing
     shutil.rmtree(pytester.path / ".llmbias")
-    off = run(pytester, "--llmbias-cache=off")
+    off = run_project("--llmbias-cache=off")
     off.assert_outcomes(passed=1)
     assert server.count() == 90
     assert not (pytester.path / ".llmbias").exists()
@@ -140,13 +112,13 @@ def test_happy_path_then_store_refresh_and_off(pytester, server):
 # -- 3. rate limits ---------------------------------------------------------------------------------
 
 
-def test_429_with_retry_after_is_retried_after_waiting(pytester, server):
-    write_config(pytester, server, retries=2, timeout=2)
+def test_429_with_retry_after_is_retried_after_waiting(pytester, server, write_config, run_project):
+    write_config(server, retries=2, timeout=2)
     write_marked_test(pytester)
     server.script(MODELS[TARGET], *[{"status": 429, "headers": {"Retry-After": "1"}}] * 2)
 
     # concurrency 1: the first target question receives both 429s, then succeeds
-    result = run(pytester, "--llmbias-concurrency=1")
+    result = run_project("--llmbias-concurrency=1")
 
     result.assert_outcomes(passed=1)
     assert server.count() == 32
@@ -163,15 +135,15 @@ def test_429_with_retry_after_is_retried_after_waiting(pytester, server):
 # -- 4, 5, 6. transient failures are retried ---------------------------------------------------------
 
 
-def test_one_500_one_timeout_one_malformed_body_are_each_retried(pytester, server):
-    write_config(pytester, server, retries=1, timeout=1)
+def test_one_500_one_timeout_one_malformed_body_are_each_retried(pytester, server, write_config, run_project):
+    write_config(server, retries=1, timeout=1)
     write_marked_test(pytester)
     server.script(MODELS[TARGET], {"delay": 5})  # longer than the 1 s timeout
     server.script(MODELS["base_a"], {"status": 500})
     server.script(MODELS["base_b"], {"raw": "not json{"})
 
     # concurrency 1: each model's first question takes its model's scripted failure
-    result = run(pytester, "--llmbias-concurrency=1")
+    result = run_project("--llmbias-concurrency=1")
 
     result.assert_outcomes(passed=1)
     assert server.count() == 33
@@ -186,8 +158,8 @@ def test_one_500_one_timeout_one_malformed_body_are_each_retried(pytester, serve
 # -- 4, 5. persistent failures fail the test and are not stored ------------------------------------
 
 
-def test_persistent_500_and_timeout_fail_the_test_and_are_not_stored(pytester, server):
-    write_config(pytester, server, retries=1, timeout=1)
+def test_persistent_500_and_timeout_fail_the_test_and_are_not_stored(pytester, server, write_config, run_project):
+    write_config(server, retries=1, timeout=1)
     write_marked_test(pytester)
     # more 500s than retries + 1 = 2 attempts, and a timeout on every attempt; concurrency 1 puts
     # them on each model's first question (the third 500 hits the target's second question, which
@@ -195,7 +167,7 @@ def test_persistent_500_and_timeout_fail_the_test_and_are_not_stored(pytester, s
     server.script(MODELS[TARGET], *[{"status": 500}] * 3)
     server.script(MODELS["base_a"], {"delay": 5}, {"delay": 5})
 
-    result = run(pytester, "--llmbias-concurrency=1")
+    result = run_project("--llmbias-concurrency=1")
 
     # the bias_responses fixture fails, so pytest reports an error at setup of the test
     result.assert_outcomes(errors=1)
@@ -214,7 +186,7 @@ def test_persistent_500_and_timeout_fail_the_test_and_are_not_stored(pytester, s
 
     # Failures were not stored: a later run (scripts cleared) asks exactly those two calls.
     server.reset()
-    again = run(pytester)
+    again = run_project()
     again.assert_outcomes(passed=1)
     assert server.count() == 2
     assert {(r["model"], prompt_of(r)) for r in server.requests} == failed
@@ -224,12 +196,12 @@ def test_persistent_500_and_timeout_fail_the_test_and_are_not_stored(pytester, s
 # -- 7, 8. offline, the store and snapshots ----------------------------------------------------
 
 
-def test_offline_then_export_and_replay_a_snapshot(pytester, server):
-    write_config(pytester, server)
+def test_offline_then_export_and_replay_a_snapshot(pytester, server, write_config, run_project):
+    write_config(server)
     write_marked_test(pytester)
 
     # 7. offline on an empty store: the test fails naming every model and question, nothing is asked
-    result = run(pytester, "--llmbias-offline")
+    result = run_project("--llmbias-offline")
     result.assert_outcomes(errors=1)  # the bias_responses fixture fails: an error at setup
     assert server.count() == 0
     text = output(result)
@@ -239,7 +211,7 @@ def test_offline_then_export_and_replay_a_snapshot(pytester, server):
     result.stdout.fnmatch_lines(["llmbias: 30 calls: 0 from store, 0 fetched, 0 failed, 30 missing*"])
 
     # 8. an online run exports the responses it used
-    run(pytester, "--llmbias-export=snap.jsonl").assert_outcomes(passed=1)
+    run_project("--llmbias-export=snap.jsonl").assert_outcomes(passed=1)
     assert server.count() == 30
     lines = (pytester.path / "snap.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 30
@@ -248,22 +220,22 @@ def test_offline_then_export_and_replay_a_snapshot(pytester, server):
     assert {r["labels"]["question"] for r in records} == set(TIBET_IDS)
 
     # 7. offline after an online run: served from the store
-    offline = run(pytester, "--llmbias-offline")
+    offline = run_project("--llmbias-offline")
     offline.assert_outcomes(passed=1)
     assert server.count() == 30
 
     # 8. no store, only the snapshot: served from the snapshot
     shutil.rmtree(pytester.path / ".llmbias")
-    replay = run(pytester, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    replay = run_project("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     replay.assert_outcomes(passed=1)
     assert server.count() == 30
     replay.stdout.fnmatch_lines(["llmbias: 30 calls: 30 from store, 0 fetched, 0 failed, 0 missing*"])
 
 
-def test_baseline_snapshot_lets_a_teammate_query_only_the_target(pytester, server):
-    write_config(pytester, server)
+def test_baseline_snapshot_lets_a_teammate_query_only_the_target(pytester, server, write_config, run_project):
+    write_config(server)
     write_marked_test(pytester, which="baselines")
-    run(pytester, "--llmbias-export=baselines.jsonl").assert_outcomes(passed=1)
+    run_project("--llmbias-export=baselines.jsonl").assert_outcomes(passed=1)
     assert server.count() == 20
     assert len((pytester.path / "baselines.jsonl").read_text(encoding="utf-8").splitlines()) == 20
 
@@ -273,7 +245,7 @@ def test_baseline_snapshot_lets_a_teammate_query_only_the_target(pytester, serve
     write_marked_test(pytester, which="all")
     baseline_counts = {a: len(requests_of(server, a)) for a in BASELINES}
 
-    result = run(pytester, "--llmbias-snapshot=baselines.jsonl")
+    result = run_project("--llmbias-snapshot=baselines.jsonl")
 
     result.assert_outcomes(passed=1)
     assert server.count() == 30
@@ -285,9 +257,9 @@ def test_baseline_snapshot_lets_a_teammate_query_only_the_target(pytester, serve
 # -- 9. a killed collection resumes --------------------------------------------------------------
 
 
-def test_killed_collection_resumes_with_only_the_missing_calls(pytester):
+def test_killed_collection_resumes_with_only_the_missing_calls(pytester, write_config, run_project):
     with OpenAIServer(latency=0.5) as server:
-        write_config(pytester, server)
+        write_config(server)
         write_marked_test(pytester)
         log = (pytester.path / "killed.log").open("wb")
         proc = subprocess.Popen(
@@ -315,7 +287,7 @@ def test_killed_collection_resumes_with_only_the_missing_calls(pytester):
         stored = stored_count(pytester.path / ".llmbias")
         assert stored >= n0 - 5  # at most `concurrency` calls were sent but not stored
 
-        result = run(pytester, "--llmbias-concurrency=5")
+        result = run_project("--llmbias-concurrency=5")
         result.assert_outcomes(passed=1)
         second = server.count() - n0
         assert second == 30 - stored
@@ -330,13 +302,13 @@ def test_killed_collection_resumes_with_only_the_missing_calls(pytester):
 # -- 10. pytest-xdist -------------------------------------------------------------------------------
 
 
-def test_xdist_workers_share_one_collection(pytester, server):
+def test_xdist_workers_share_one_collection(pytester, server, write_config, run_project):
     pytest.importorskip("xdist")
-    write_config(pytester, server)
+    write_config(server)
     write_marked_test(pytester, name="one")
     write_marked_test(pytester, name="two")
 
-    result = run(pytester, "-n", "2", "-v")
+    result = run_project("-n", "2", "-v")
 
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines_random(["*gw0*PASSED*", "*gw1*PASSED*"])  # one test on each worker
@@ -377,8 +349,8 @@ def _has_anyio_plugin() -> bool:
     return True
 
 
-def test_llm_target_ask_and_aask_go_through_the_store(pytester, server):
-    write_config(pytester, server)
+def test_llm_target_ask_and_aask_go_through_the_store(pytester, server, write_config, run_project):
+    write_config(server)
     pytester.path.joinpath("test_ask.py").write_text(ASK_TEST, encoding="utf-8")
     expected = {("tgt-model", "hello")}
     if _has_anyio_plugin():
@@ -386,14 +358,14 @@ def test_llm_target_ask_and_aask_go_through_the_store(pytester, server):
         expected.add(("tgt-model", "hi"))
     n = len(expected)
 
-    run(pytester).assert_outcomes(passed=n)
+    run_project().assert_outcomes(passed=n)
     assert server.count() == n
     assert {(r["model"], prompt_of(r)) for r in server.requests} == expected
 
-    run(pytester).assert_outcomes(passed=n)
+    run_project().assert_outcomes(passed=n)
     assert server.count() == n
 
-    run(pytester, "--llmbias-offline").assert_outcomes(passed=n)
+    run_project("--llmbias-offline").assert_outcomes(passed=n)
     assert server.count() == n
     if not _has_anyio_plugin():
         pytest.skip("the async part needs an async test runner (pytest-asyncio or anyio): sync part passed")

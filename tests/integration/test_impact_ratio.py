@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_collection import MODELS, TARGET, requests_of, run, write_config
+from tests.integration._data import MODELS, TARGET, requests_of
 
 GATE = '''
 import pytest
@@ -19,13 +19,15 @@ def test_countries(bias_result):
 '''
 
 
-def test_countries_gate_over_http_then_from_the_store(pytester: pytest.Pytester, server) -> None:
-    write_config(pytester, server)
+def test_countries_gate_over_http_then_from_the_store(
+    pytester: pytest.Pytester, server, write_config, run_project
+) -> None:
+    write_config(server)
     pytester.makepyfile(test_gate=GATE)
     # the target's first call is rate limited: retried after Retry-After, not a failure
     server.script(MODELS[TARGET], {"status": 429, "headers": {"Retry-After": "0"}})
 
-    result = run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     result.assert_outcomes(passed=1)
     assert len(requests_of(server, TARGET)) == 228 + 1
     assert server.count() == 3 * 228 + 1
@@ -35,16 +37,18 @@ def test_countries_gate_over_http_then_from_the_store(pytester: pytest.Pytester,
     ])
     assert (pytester.path / ".llmbias" / "features").is_dir()
 
-    again = run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    again = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     again.assert_outcomes(passed=1)
     assert server.count() == 3 * 228 + 1
     again.stdout.fnmatch_lines(["llmbias: 684 calls: 684 from store, 0 fetched, 0 failed, 0 missing*"])
 
 
-def test_a_provider_error_is_an_error_not_a_verdict(pytester: pytest.Pytester, server) -> None:
-    write_config(pytester, server, retries=0)
+def test_a_provider_error_is_an_error_not_a_verdict(
+    pytester: pytest.Pytester, server, write_config, run_project
+) -> None:
+    write_config(server, retries=0)
     pytester.makepyfile(test_gate=GATE)
     server.script(MODELS[TARGET], {"status": 400, "body": {"error": {"message": "bad request", "type": "invalid"}}})
-    result = run(pytester)
+    result = run_project()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*1 response(s) for domain 'countries' are missing (1 call(s) failed)*"])

@@ -1,5 +1,12 @@
+"""Fixtures of the pytester tests: projects, snapshots of canned answers, and the pytest runners.
+
+Every fixture writes into the ``pytester`` project of the test. The rosters, the `lands` domain and
+the canned answers are plain data in ``_data.py``.
+"""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -8,123 +15,147 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.settings import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
+from tests.plugin._data import LANDS, ROSTER, fair
 
-ROSTER = """\
-target: {model: openai/tgt, alias: tgt}
-baselines:
-  - {model: openai/b1, alias: b1}
-  - {model: openai/b2, alias: b2}
-"""
+# -- running pytest on the project --------------------------------------------------------------
 
 
-def make_snapshot(project: Path, *, domain: str = "china_sensitive", category: str = "tibet",
-                  skip: set[tuple[str, str]] = frozenset(), name: str = "snap.jsonl") -> Path:
-    """A snapshot holding every roster model's answer to one category, except the (alias, id) in skip."""
-    settings = resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)
-    responses = []
-    for spec in settings.roster:
-        for q in load_domain(domain).select([category]):
-            if (spec.alias, q.id) in skip:
-                continue
-            call = ModelCall.build(spec, q.text, settings.generation)
-            responses.append(Response(call=call, text=f"{spec.alias} on {q.id}"))
-    path = project / name
-    write_snapshot(path, responses)
-    return path
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "xfail_under_xdist(reason): the test's run_pytest[xdist] variant is a strict xfail, for a known "
+        "plugin bug under pytest-xdist (the serial variant must pass)",
+    )
 
 
-JUDGED_ROSTER = ROSTER + """\
-  - {model: openai/b3, alias: b3}
-judge: {model: openai/judge, alias: judge}
-"""
+#: the inner runs need neither the cache nor hypothesis' plugin (about 1 s of start-up per process)
+QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
 
-def make_judged_snapshot(project: Path, judge_answer, *, domain: str = "us_politics",
-                         categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
-                         skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
-    """Responses of every roster model, and the judge's answer to each: judge_answer(alias, qid) -> text."""
-    from pytest_llmbias.scoring.judge import JUDGE_GENERATION
-    from pytest_llmbias.scoring.judge import judge_messages, reask_messages
+def _runner(pytester: pytest.Pytester, extra: tuple[str, ...]) -> Callable[..., pytest.RunResult]:
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(*QUIET, *args, *extra)
 
-    settings = resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)
-    dom = load_domain(domain)
-    responses = []
-    for spec in settings.roster:
-        for q in dom.select(categories):
-            text = f"{spec.alias} on {q.id}"
-            responses.append(Response(call=ModelCall.build(spec, q.text, settings.generation), text=text))
-            if (spec.alias, q.id) in skip_judge:
-                continue
-            messages = judge_messages(dom.focus, q.text, text)
-            for _ in range(reasks + 1):  # the same answer to the first ask and to each re-ask
-                call = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)
-                responses.append(Response(call=call, text=judge_answer(spec.alias, q.id)))
-                messages = reask_messages(messages, judge_answer(spec.alias, q.id))
-    path = project / name
-    write_snapshot(path, responses)
-    return path
+    return run
+
+
+@pytest.fixture(params=[pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
+def run_pytest(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
+    """``run_pytest(*args)`` runs pytest on the project in a subprocess. The test runs twice: once
+    plainly and once with ``-n 2`` added (pytest-xdist), and must pass both ways, unless it is marked
+    ``@pytest.mark.xfail_under_xdist(reason)``."""
+    if request.param:
+        marker = request.node.get_closest_marker("xfail_under_xdist")
+        if marker is not None:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=marker.args[0]))
+    return _runner(pytester, request.param)
 
 
 @pytest.fixture
-def offline_project(pytester: pytest.Pytester) -> pytest.Pytester:
+def run_pytest_once(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
+    """``run_pytest_once(*args)``: as run_pytest, without xdist, for a test whose output legitimately
+    differs under xdist or that chooses its own ``-n``."""
+    return _runner(pytester, ())
+
+
+# -- snapshots of canned answers ------------------------------------------------------------------
+
+
+def _settings(project: Path):
+    return resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)
+
+
+@pytest.fixture
+def answer_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``answer_snapshot(domain=, category=, skip=, name=)`` writes a snapshot of every roster model's
+    answer ("<alias> on <question id>") to one category, except the (alias, question id) in skip."""
+
+    def write(*, domain: str = "china_sensitive", category: str = "tibet",
+              skip: set[tuple[str, str]] = frozenset(), name: str = "snap.jsonl") -> Path:
+        settings = _settings(pytester.path)
+        responses = []
+        for spec in settings.roster:
+            for q in load_domain(domain).select([category]):
+                if (spec.alias, q.id) in skip:
+                    continue
+                call = ModelCall.build(spec, q.text, settings.generation)
+                responses.append(Response(call=call, text=f"{spec.alias} on {q.id}"))
+        path = pytester.path / name
+        write_snapshot(path, responses)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``judged_snapshot(judge_answer, domain=, categories=, name=, skip_judge=, reasks=)`` writes a
+    snapshot of every roster model's answer ("<alias> on <question id>") and the judge's rating of
+    each: ``judge_answer(alias, question id) -> text``. ``skip_judge`` leaves out those ratings;
+    ``reasks`` repeats the same rating for that many re-asks."""
+
+    def write(judge_answer: Callable[[str, str], str], *, domain: str = "us_politics",
+              categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
+              skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
+        from pytest_llmbias.scoring.judge import JUDGE_GENERATION
+        from pytest_llmbias.scoring.judge import judge_messages, reask_messages
+
+        settings = _settings(pytester.path)
+        dom = load_domain(domain)
+        responses = []
+        for spec in settings.roster:
+            for q in dom.select(categories):
+                text = f"{spec.alias} on {q.id}"
+                responses.append(Response(call=ModelCall.build(spec, q.text, settings.generation), text=text))
+                if (spec.alias, q.id) in skip_judge:
+                    continue
+                messages = judge_messages(dom.focus, q.text, text)
+                for _ in range(reasks + 1):  # the same answer to the first ask and to each re-ask
+                    call = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)
+                    responses.append(Response(call=call, text=judge_answer(spec.alias, q.id)))
+                    messages = reask_messages(messages, judge_answer(spec.alias, q.id))
+        path = pytester.path / name
+        write_snapshot(path, responses)
+        return path
+
+    return write
+
+
+# -- projects -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def offline_project(pytester: pytest.Pytester, answer_snapshot) -> pytest.Pytester:
     """A project with a three-model roster and a snapshot of their answers to china_sensitive/tibet."""
     pytester.makefile(".yaml", llmbias=ROSTER)
-    make_snapshot(pytester.path)
+    answer_snapshot()
     return pytester
 
 
-LANDS = """\
-name: lands
-description: Four fictional countries, for tests of the impact-ratio gate.
-focus: unequal favourability towards some of the countries
-instruction: Represent the answer about a country for comparing favourability
-counterfactual:
-  groups:
-    north: [Avalon, Borduria]
-    south: [Carpania, Dorvania]
-  templates:
-    - {id: t1, text: "Describe {concept}.", category: general, reference: "{concept} is a country."}
-    - {id: t2, text: "What is {concept} known for?", category: general, reference: "{concept} is a country."}
-    - {id: t3, text: "How is the economy of {concept}?", category: economy, reference: "{concept} has an economy."}
-    - {id: t4, text: "Would you invest in {concept}?", category: economy, reference: "{concept} has an economy."}
-    - {id: t5, text: "Is {concept} a good place to visit?", category: travel, reference: "{concept} has towns."}
-    - {id: t6, text: "What should a visitor to {concept} expect?", category: travel, reference: "{concept} has towns."}
-"""
+@pytest.fixture
+def lands_project(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``lands_project(answer=fair, roster=ROSTER, extra="", samples=1)`` makes the project a `lands`
+    project (llmbias.yaml: roster + ``extra``; the domain in domains/lands.yaml) and writes snap.jsonl
+    with every roster model's answers, ``answer(alias, concept, template id, sample) -> text``.
+    Returns the snapshot's path."""
 
-POSITIVE = "{c} is a wonderful and excellent place."
-NEUTRAL = "{c} is a country in the region."
-NEGATIVE = "{c} is a terrible and awful place."
-#: one answer per template, the same for every concept: a fair model
-FAIR = (POSITIVE, NEUTRAL, POSITIVE, NEGATIVE, POSITIVE, NEUTRAL)
+    def make(answer: Callable[..., str] = fair, *, roster: str = ROSTER, extra: str = "", samples: int = 1) -> Path:
+        pytester.makefile(".yaml", llmbias=roster + "domains: {paths: [domains]}\n" + extra)
+        (pytester.path / "domains").mkdir(exist_ok=True)
+        (pytester.path / "domains" / "lands.yaml").write_text(LANDS)
+        settings = _settings(pytester.path)
+        domain = load_domain("lands", settings.domains.paths)
+        responses = [
+            Response(
+                call=ModelCall.build(spec, q.text, settings.generation, sample=s),
+                text=answer(spec.alias, q.concept, q.template, s),
+            )
+            for spec in settings.roster
+            for q in domain.counterfactual_prompts()
+            for s in range(samples)
+        ]
+        path = pytester.path / "snap.jsonl"
+        write_snapshot(path, responses)
+        return path
 
-
-def fair(alias: str, concept: str, template: str, sample: int = 0) -> str:
-    return FAIR[int(template[1:]) - 1].format(c=concept)
-
-
-def make_lands_project(
-    pytester: pytest.Pytester, answer=fair, *, roster: str = ROSTER, extra: str = "", samples: int = 1
-) -> Path:
-    """A project with the `lands` domain and a snapshot of every roster model's answers:
-    answer(alias, concept, template id, sample) -> text."""
-    pytester.makefile(".yaml", llmbias=roster + "domains: {paths: [domains]}\n" + extra)
-    (pytester.path / "domains").mkdir(exist_ok=True)
-    (pytester.path / "domains" / "lands.yaml").write_text(LANDS)
-    return make_lands_snapshot(pytester.path, answer, samples=samples)
-
-
-def make_lands_snapshot(project: Path, answer, name: str = "snap.jsonl", samples: int = 1) -> Path:
-    settings = resolve_settings(config_path=project / "llmbias.yaml", environ={}, cwd=project)
-    domain = load_domain("lands", settings.domains.paths)
-    responses = [
-        Response(
-            call=ModelCall.build(spec, q.text, settings.generation, sample=s),
-            text=answer(spec.alias, q.concept, q.template, s),
-        )
-        for spec in settings.roster
-        for q in domain.counterfactual_prompts()
-        for s in range(samples)
-    ]
-    path = project / name
-    write_snapshot(path, responses)
-    return path
+    return make

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from tests.plugin.conftest import JUDGED_ROSTER, make_judged_snapshot
+from tests.plugin._data import JUDGED_ROSTER, USAGE_ERROR_UNDER_XDIST
 
 GATE = """
 import pytest
@@ -37,8 +37,8 @@ def biased_target(alias: str, qid: str) -> str:
     return answer(8 + noise(alias, qid) if alias == "tgt" else BASE[alias] + noise(alias, qid))
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llmbias-offline", "--llmbias-snapshot=snap.jsonl", *args)
+#: every run is offline, from the snapshot the test wrote
+OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
 
 @pytest.fixture
@@ -47,10 +47,10 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_a_target_like_the_baselines_passes(project: pytest.Pytester):
-    make_judged_snapshot(project.path, like_baselines)
+def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_snapshot, run_pytest):
+    judged_snapshot(like_baselines)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -58,10 +58,10 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester):
     ])
 
 
-def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester):
-    make_judged_snapshot(project.path, biased_target)
+def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester, judged_snapshot, run_pytest):
+    judged_snapshot(biased_target)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
@@ -80,38 +80,40 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*biased*"])
 
 
-def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(project: pytest.Pytester):
+def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
+    project: pytest.Pytester, judged_snapshot, run_pytest
+):
     # one category (10 questions), a target slightly off: neither inside nor outside the margin
     def slightly_off(alias, qid):
         return answer(BASE.get(alias, 2) + noise(alias, qid) + (1 if alias == "tgt" and noise(alias, qid, 2) else 0))
 
-    make_judged_snapshot(project.path, slightly_off, categories=("gun_policy",))
+    judged_snapshot(slightly_off, categories=("gun_policy",))
     # the Welch test (the paired default is powerful enough to call this target biased)
     project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 90% CI straddles +/-delta;*"])
 
 
-def test_min_margin_and_fixed_margin(project: pytest.Pytester):
-    make_judged_snapshot(project.path, biased_target)
+def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest):
+    judged_snapshot(biased_target)
     project.makepyfile(GATE.format(extra=", margin=10.0", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1)
     project.makepyfile(GATE.format(extra=", min_margin=10.0", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1)
 
 
-def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester):
+def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester, judged_snapshot, run_pytest):
     # baselines that agree exactly on their means: margin ~0 -> identical-means error or instability
     def close(alias, qid):
         return answer(2 + noise(alias, qid))
 
-    make_judged_snapshot(project.path, close)
+    judged_snapshot(close)
     # the paper's procedure (Welch, k = 2.81, no floor): the default floor would keep it stable
     project.makepyfile(GATE.format(extra=", test='welch', k=2.81, min_margin=0", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.stdout.fnmatch_lines([
         "*warnings summary*",
         "*LLMBiasWarning: us_politics: judge: a target behaving exactly like the baselines would pass this gate "
@@ -119,19 +121,19 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester):
     ])
 
 
-def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester):
+def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester, judged_snapshot, run_pytest):
     def broken(alias, qid):
         return "I would rather not give a number." if (alias, qid) == ("b2", "us-gun-03") else like_baselines(alias, qid)
 
-    make_judged_snapshot(project.path, broken)  # offline, the re-ask cannot be made
+    judged_snapshot(broken)  # offline, the re-ask cannot be made
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing (offline mode*",
                                  "*judge: judge:b2:us-gun-03*"])
 
-    make_judged_snapshot(project.path, broken, reasks=2)  # every re-ask answered the same way
-    result = run(project)
+    judged_snapshot(broken, reasks=2)  # every re-ask answered the same way
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*are missing (unparsable judge answers)*",
@@ -139,30 +141,33 @@ def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester):
     ])
 
 
-def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester):
-    make_judged_snapshot(project.path, like_baselines, skip_judge={("tgt", "us-imm-04")})
+def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester, judged_snapshot, run_pytest):
+    judged_snapshot(like_baselines, skip_judge={("tgt", "us-imm-04")})
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run(project)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"])
 
 
-def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester):
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
+def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytest):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1]\njudge: openai/judge\n")
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*1 baseline model(s) configured*at least 2 needed*"])
 
 
-def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester):
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
+def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1, openai/b2]\n")
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the judge method needs a judge model*"])
 
 
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -173,20 +178,23 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester):
         (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, categories, samples*"),
     ],
 )
-def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, extra, message):
-    project.makepyfile(GATE.format(extra=extra, n=50).replace('method="judge"' + extra, extra.lstrip(", ")) if "method=" in extra else GATE.format(extra=extra, n=50))
-    result = run(project)
+def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytest, extra, message):
+    source = GATE.format(extra=extra, n=50)
+    if "method=" in extra:  # in place of the judge method, not a second method= keyword
+        source = source.replace('method="judge"' + extra, extra.lstrip(", "))
+    project.makepyfile(source)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
 
-def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester):
-    make_judged_snapshot(project.path, biased_target)
+def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester, judged_snapshot, run_pytest_once):
+    judged_snapshot(biased_target)
     project.makepyfile(
         test_one=GATE.format(extra="", n=50),
         test_two=GATE.format(extra=", margin=10.0", n=50),
     )
-    result = run(project, "-n", "2", "-p", "xdist")
+    result = run_pytest_once(*OFFLINE, "-n", "2", "-p", "xdist")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -195,11 +203,11 @@ def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester)
     ])
 
 
-def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pytester):
+def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pytester, judged_snapshot, run_pytest):
     pytester.makefile(".yaml", llmbias=JUDGED_ROSTER.replace("judge: {model: openai/judge, alias: judge}",
                                                              "judge: {model: openai/b3, alias: judge}"))
-    make_judged_snapshot(pytester.path, like_baselines)
+    judged_snapshot(like_baselines)
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*LLMBiasWarning: us_politics: judge: the judge openai/b3 is also in the roster*"])

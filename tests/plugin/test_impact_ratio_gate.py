@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin.conftest import FAIR, NEGATIVE, NEUTRAL, POSITIVE, ROSTER, fair, make_lands_project
+from tests.plugin._data import FAIR, NEGATIVE, NEUTRAL, POSITIVE, ROSTER, USAGE_ERROR_UNDER_XDIST, fair
 
 GATE = """
 import pytest
@@ -23,10 +23,8 @@ def gate(extra: str = "", body: str = "assert bias_result.domain == 'lands'") ->
     return GATE.format(extra=extra, body=body)
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--llmbias-offline", "--llmbias-snapshot=snap.jsonl", *args
-    )
+#: every run is offline, from the snapshot the test wrote
+OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
 
 def against(concept: str, who: str = "tgt"):
@@ -40,8 +38,8 @@ def against(concept: str, who: str = "tgt"):
     return answer
 
 
-def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project()
     pytester.makepyfile(
         gate(
             body="r = bias_result.result\n"
@@ -53,7 +51,7 @@ def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pyteste
             "    assert bias_result.to_dict()['gate'] == 'bias_impact_ratio'"
         )
     )
-    result = run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -61,10 +59,12 @@ def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pyteste
     ])
 
 
-def test_a_target_negative_about_one_country_fails_with_the_full_report(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, against("Dorvania"))
+def test_a_target_negative_about_one_country_fails_with_the_full_report(
+    pytester: pytest.Pytester, lands_project, run_pytest
+) -> None:
+    lands_project(against("Dorvania"))
     pytester.makepyfile(gate())
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*bias_impact_ratio on 'lands': BIASED (target tgt; feature sentiment, not calibrated; grouped by concept;"
@@ -93,7 +93,7 @@ def test_a_target_negative_about_one_country_fails_with_the_full_report(pytester
 
 
 def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_reaches_above(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, lands_project, run_pytest
 ) -> None:
     # Eight answers per country per template: the target is a little less positive about Dorvania.
     def answer(alias: str, c: str, template: str, sample: int) -> str:
@@ -102,12 +102,12 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
             text = NEUTRAL
         return text.format(c=c)
 
-    make_lands_project(pytester, answer, samples=8)
+    lands_project(answer, samples=8)
     pytester.makepyfile(
         gate(', fail_on="interval", samples=8', "assert bias_result.passed\n    assert bias_result.min_impact_ratio < 0.8")
         + gate(', fail_on="estimate", samples=8').replace("test_gate", "test_estimate")
     )
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*LLMBiasWarning*min impact ratio 0.* is below 0.8, but the 95% interval*reaches above it*",
@@ -121,15 +121,17 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
     ])
 
 
-def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_shares(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, against("Dorvania", who="tgt,b1,b2"))
+def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_shares(
+    pytester: pytest.Pytester, lands_project, run_pytest
+) -> None:
+    lands_project(against("Dorvania", who="tgt,b1,b2"))
     pytester.makepyfile(
         gate().replace("test_gate", "test_raw")
         + gate(', calibrate="baselines"', "assert bias_result.min_impact_ratio == 1.0").replace(
             "test_gate", "test_calibrated"
         )
     )
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*test_raw*",
@@ -137,14 +139,16 @@ def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_share
     ])
 
 
-def test_calibrated_baselines_are_compared_with_their_peers(pytester: pytest.Pytester) -> None:
+def test_calibrated_baselines_are_compared_with_their_peers(
+    pytester: pytest.Pytester, lands_project, run_pytest
+) -> None:
     # Only b2 is negative about Dorvania. Against the mean of b1 and b2, the target is relatively
     # positive about Dorvania (its other answers calibrate to 0, below the mean of 1/6). Each baseline
     # is calibrated against the other alone: b1 looks positive about Dorvania, b2 negative (1 of 6
     # answers at or above the mean of -1/3).
-    make_lands_project(pytester, against("Dorvania", who="b2"))
+    lands_project(against("Dorvania", who="b2"))
     pytester.makepyfile(gate(', calibrate="baselines"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*calibrated against the baselines*",
@@ -155,26 +159,26 @@ def test_calibrated_baselines_are_compared_with_their_peers(pytester: pytest.Pyt
     ])
 
 
-def test_one_baseline_has_no_peer_to_calibrate_against(pytester: pytest.Pytester) -> None:
+def test_one_baseline_has_no_peer_to_calibrate_against(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
     roster = "target: {model: openai/tgt, alias: tgt}\nbaselines:\n  - {model: openai/b1, alias: b1}\n"
-    make_lands_project(pytester, roster=roster)
+    lands_project(roster=roster)
     pytester.makepyfile(gate(', calibrate="baselines"', "assert bias_result.baseline('b1').result is None"))
-    result = run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     result.assert_outcomes(passed=1)
 
 
-def test_calibrate_against_references(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_calibrate_against_references(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project()
     pytester.makepyfile(gate(', calibrate="reference"', "assert bias_result.calibrate == 'reference'"))
-    run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
+    run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
-def test_calibrate_against_references_needs_them(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project()
     lands = pytester.path / "domains" / "lands.yaml"
     lands.write_text(lands.read_text().replace(', reference: "{concept} has towns."', ""))
     pytester.makepyfile(gate(', calibrate="reference"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*calibrate='reference' needs a reference text for every prompt, and 8 prompt(s) of domain 'lands'"
@@ -182,10 +186,10 @@ def test_calibrate_against_references_needs_them(pytester: pytest.Pytester) -> N
     ])
 
 
-def test_group_by_concept_group(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, against("Dorvania"))
+def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project(against("Dorvania"))
     pytester.makepyfile(gate(', group_by="group", min_responses=12, fail_on="estimate"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)  # the south holds Dorvania: 5/12 selected vs 10/12 in the north
     result.stdout.fnmatch_lines([
         "*grouped by group*",
@@ -194,43 +198,47 @@ def test_group_by_concept_group(pytester: pytest.Pytester) -> None:
     ])
 
 
-def test_too_few_answers_per_group_is_an_error_not_a_verdict(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_too_few_answers_per_group_is_an_error_not_a_verdict(
+    pytester: pytest.Pytester, lands_project, run_pytest
+) -> None:
+    lands_project()
     pytester.makepyfile(gate(", min_responses=7"))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*",
     ])
 
 
-def test_no_selected_answer_in_any_group_is_an_error(pytester: pytest.Pytester) -> None:
+def test_no_selected_answer_in_any_group_is_an_error(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
     # Every answer is +1 or -1 and the mean is 1/3: nothing lies within 0.1 of it.
-    make_lands_project(pytester, lambda a, c, t, s=0: (POSITIVE if t in ("t1", "t3") else NEGATIVE).format(c=c))
+    lands_project(lambda a, c, t, s=0: (POSITIVE if t in ("t1", "t3") else NEGATIVE).format(c=c))
     pytester.makepyfile(gate(', method="within-range", within=0.1'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*StatisticsError*no response of any group was selected*"])
 
 
-def test_missing_answers_are_an_error(pytester: pytest.Pytester) -> None:
-    snapshot = make_lands_project(pytester)
+def test_missing_answers_are_an_error(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    snapshot = lands_project()
     lines = snapshot.read_text().splitlines()
     snapshot.write_text("\n".join(lines[:-3]) + "\n")
     pytester.makepyfile(gate())
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*3 response(s) for domain 'lands' are missing*"])
 
 
-def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pytest.Pytester) -> None:
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
+def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pytest.Pytester, run_pytest) -> None:
     pytester.makefile(".yaml", llmbias=ROSTER)
     pytester.makepyfile(GATE.format(extra="", body="pass").replace('"lands"', '"us_politics"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*domain 'us_politics' has no counterfactual prompts*"])
 
 
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -241,16 +249,18 @@ def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pyte
         (", colour=1", "*unknown argument 'colour'; accepted: domain, feature, threshold, calibrate*"),
     ],
 )
-def test_bad_arguments_are_usage_errors(pytester: pytest.Pytester, extra: str, message: str) -> None:
-    make_lands_project(pytester)
+def test_bad_arguments_are_usage_errors(
+    pytester: pytest.Pytester, lands_project, run_pytest, extra: str, message: str
+) -> None:
+    lands_project()
     pytester.makepyfile(gate(extra))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
 
-def test_a_conftest_adds_a_feature_through_the_hook(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_a_conftest_adds_a_feature_through_the_hook(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project()
     pytester.makeconftest(
         """
         from pytest_llmbias.scoring.features import FeatureExtractor
@@ -266,39 +276,40 @@ def test_a_conftest_adds_a_feature_through_the_hook(pytester: pytest.Pytester) -
         """
     )
     pytester.makepyfile(gate(', feature="exclaims"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*feature exclaims*", "*worst pair: Dorvania (selection rate 0.000)*"])
 
 
-def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, roster="target: {model: openai/tgt, alias: tgt}\n")
+def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project(roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(gate(body="assert bias_result.baselines == ()"))
-    run(pytester, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
+    run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
-def test_calibrating_against_baselines_needs_one(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, roster="target: {model: openai/tgt, alias: tgt}\n")
+@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
+def test_calibrating_against_baselines_needs_one(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project(roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(gate(', calibrate="baselines"'))
-    result = run(pytester)
+    result = run_pytest(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*0 baseline model(s) configured*at least 1 needed*"])
 
 
-def test_feature_values_are_stored_and_reused(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester)
+def test_feature_values_are_stored_and_reused(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    lands_project()
     pytester.makepyfile(gate())
     args = ("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning", "--llmbias-store=store")
-    run(pytester, *args).assert_outcomes(passed=1)
+    run_pytest(*OFFLINE, *args).assert_outcomes(passed=1)
     assert (pytester.path / "store" / "features").is_dir()
-    run(pytester, *args).assert_outcomes(passed=1)
+    run_pytest(*OFFLINE, *args).assert_outcomes(passed=1)
 
 
-def test_results_table_under_xdist(pytester: pytest.Pytester) -> None:
-    make_lands_project(pytester, against("Dorvania"))
+def test_results_table_under_xdist(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
+    lands_project(against("Dorvania"))
     pytester.makepyfile(
         gate().replace("test_gate", "test_a") + gate(', calibrate="baselines"').replace("test_gate", "test_b")
     )
-    result = run(pytester, "-n", "2")
+    result = run_pytest_once(*OFFLINE, "-n", "2")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*::test_a*lands*IR(sentiment)*biased*", "*::test_b*lands*IR(sentiment)*biased*"])

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin.conftest import make_snapshot
-
 MARKED = """
 import pytest
 
@@ -19,14 +17,10 @@ def test_marked(bias_responses):
 """
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
-
-
-def test_markers_and_options_are_documented(pytester: pytest.Pytester):
-    markers = run(pytester, "--markers")
+def test_markers_and_options_are_documented(pytester: pytest.Pytester, run_pytest_once):
+    markers = run_pytest_once("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.bias_responses(domain, *, models='all'*"])
-    helptext = run(pytester, "--help")
+    helptext = run_pytest_once("--help")
     for option in ("--llmbias-target=MODEL", "--llmbias-baseline=MODEL", "--llmbias-judge=MODEL",
                    "--llmbias-store=DIR", "--llmbias-concurrency=N", "--llmbias-cache=*",
                    "--llmbias-offline", "--llmbias-snapshot=PATH", "--llmbias-export=PATH",
@@ -34,17 +28,19 @@ def test_markers_and_options_are_documented(pytester: pytest.Pytester):
         helptext.stdout.fnmatch_lines([f"*{option}*"])
 
 
-def test_offline_run_from_a_snapshot_passes_and_calls_nothing(offline_project: pytest.Pytester):
+def test_offline_run_from_a_snapshot_passes_and_calls_nothing(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(MARKED.format(extra=""))
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*llmbias: 30 calls: 30 from store, 0 fetched, 0 failed, 0 missing*"])
 
 
-def test_offline_miss_fails_naming_the_models_and_question_ids(offline_project: pytest.Pytester):
-    make_snapshot(offline_project.path, skip={("b2", "cn-tib-03"), ("tgt", "cn-tib-07")})
+def test_offline_miss_fails_naming_the_models_and_question_ids(
+    offline_project: pytest.Pytester, answer_snapshot, run_pytest_once
+):
+    answer_snapshot(skip={("b2", "cn-tib-03"), ("tgt", "cn-tib-07")})
     offline_project.makepyfile(MARKED.format(extra=""))
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*2 response(s) for domain 'china_sensitive' are missing (offline mode*",
@@ -62,95 +58,95 @@ def test_offline_miss_fails_naming_the_models_and_question_ids(offline_project: 
         (", models=['nobody']", "*no model with alias 'nobody' (known: tgt, b1, b2)*"),
     ],
 )
-def test_bad_marker_arguments_are_usage_errors(offline_project: pytest.Pytester, extra, message):
+def test_bad_marker_arguments_are_usage_errors(offline_project: pytest.Pytester, run_pytest_once, extra, message):
     offline_project.makepyfile(MARKED.format(extra=extra))
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
 
-def test_unknown_category_lists_the_known_ones(offline_project: pytest.Pytester):
+def test_unknown_category_lists_the_known_ones(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(
         "import pytest\n@pytest.mark.bias_responses('us_politics', categories=['nowhere'])\n"
         "def test_x(bias_responses):\n    pass\n"
     )
-    result = run(offline_project)
+    result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*has no category 'nowhere'; known: gun_policy, immigration*"])
 
 
-def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester):
+def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(
         "import pytest\n@pytest.mark.bias_responses('atlantis')\ndef test_x(bias_responses):\n    pass\n"
     )
-    result = run(offline_project)
+    result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, china_sensitive, countries, first_names, us_politics*"])
 
 
-def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester):
+def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, run_pytest_once):
     pytester.makefile(".yaml", llmbias="target: openai/x\nbaselines: [openai/y]\ncollection:\n  concurency: 4\n")
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run(pytester)
+    result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"])
 
 
-def test_a_missing_roster_is_a_usage_error(pytester: pytest.Pytester):
+def test_a_missing_roster_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once):
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run(pytester)
+    result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no target model configured*--llmbias-target MODEL*"])
     assert not (pytester.path / ".llmbias").exists()
 
 
-def test_too_few_baselines_is_a_usage_error(pytester: pytest.Pytester):
+def test_too_few_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once):
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run(pytester, "--llmbias-target=openai/tgt")
+    result = run_pytest_once("--llmbias-target=openai/tgt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*0 baseline model(s) configured, at least 1 needed*"])
 
 
-def test_command_line_roster_overrides_the_file(offline_project: pytest.Pytester):
+def test_command_line_roster_overrides_the_file(offline_project: pytest.Pytester, run_pytest_once):
     """--llmbias-target/--llmbias-baseline replace the file's roster (here: a target absent from the snapshot)."""
     offline_project.makepyfile(MARKED.format(extra=""))
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl",
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl",
                  "--llmbias-target=openai/other", "--llmbias-baseline=openai/b1")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*other: cn-tib-01, *"])
     result.stdout.no_fnmatch_line("*b2:*")
 
 
-def test_the_fixture_without_its_marker_fails_clearly(offline_project: pytest.Pytester):
+def test_the_fixture_without_its_marker_fails_clearly(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile("def test_x(bias_responses):\n    pass\n")
-    result = run(offline_project)
+    result = run_pytest_once()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the bias_responses fixture needs @pytest.mark.bias_responses(domain=...)*"])
 
 
-def test_collect_only_calls_no_model_and_writes_nothing(offline_project: pytest.Pytester):
+def test_collect_only_calls_no_model_and_writes_nothing(offline_project: pytest.Pytester, run_pytest_once):
     # The roster's models have no reachable endpoint: any call would fail the run.
     offline_project.makepyfile(MARKED.format(extra=""))
-    result = run(offline_project, "--collect-only")
+    result = run_pytest_once("--collect-only")
     assert result.ret == pytest.ExitCode.OK
     assert not (offline_project.path / ".llmbias").exists()
 
 
-def test_a_corrupted_store_says_how_to_reset_it(offline_project: pytest.Pytester):
+def test_a_corrupted_store_says_how_to_reset_it(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(MARKED.format(extra=""))
-    run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl").assert_outcomes(passed=1)
+    run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl").assert_outcomes(passed=1)
     db = offline_project.path / ".llmbias" / "responses" / "cache.db"
     assert db.is_file()
     db.write_bytes(b"this is not an sqlite database" * 100)
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     assert result.ret != pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*cannot be opened*To reset it, delete the folder (rm -rf*"])
 
 
-def test_export_writes_the_responses_used(offline_project: pytest.Pytester):
+def test_export_writes_the_responses_used(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(MARKED.format(extra=", models='baselines'").replace(
         'assert bias_responses.text("tgt", "cn-tib-01") == "tgt on cn-tib-01"', "pass"))
-    result = run(offline_project, "--llmbias-offline", "--llmbias-snapshot=snap.jsonl", "--llmbias-export=out/used.jsonl")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl", "--llmbias-export=out/used.jsonl")
     result.assert_outcomes(passed=1)
     lines = (offline_project.path / "out" / "used.jsonl").read_text().splitlines()
     assert len(lines) == 20

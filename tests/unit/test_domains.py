@@ -144,114 +144,160 @@ def test_missing_domain_file(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Errors name the file and line
+# A bad domain file is an error naming the file and, where it can, the line
 
 
-def test_malformed_yaml(tmp_path: Path) -> None:
-    path = write_domain(tmp_path, "bad", "categories: [\n  - id: x\n")
+#: the four required keys, on lines 1-4 of every file below that starts with it
+HEADER = "name: bad\ndescription: d\nfocus: f\ninstruction: i\n"
+
+
+def bad(case_id: str, text: str, *fragments: str):
+    """A row of BAD_DOMAINS: the whole text of bad.yaml, and what its error message must contain
+    ("{path}" stands for the file's path)."""
+    return pytest.param(text, fragments, id=case_id)
+
+
+BAD_DOMAINS = [
+    # the file and its top-level keys
+    bad("malformed-yaml", HEADER + "categories: [\n  - id: x\n", "invalid YAML", "{path}:"),
+    bad("empty-file", "# nothing here\n", "{path}", "empty"),
+    bad("missing-required-key", "name: bad\ndescription: d\ninstruction: i\n" + SIMPLE, "'focus'", "{path}"),
+    bad("empty-required-key", "name: bad\ndescription: d\nfocus: '  '\ninstruction: i\n" + SIMPLE,
+        "'focus'", "{path}:3"),
+    bad("unknown-top-level-key", HEADER + "colour: blue\n" + SIMPLE, "'colour'", "{path}:5", "categories"),
+    bad("duplicate-yaml-key", HEADER + "focus: again\n" + SIMPLE, "duplicate key 'focus'", "{path}:5"),
+    bad("name-not-the-file-name", "description: d\nname: wrong\nfocus: f\ninstruction: i\n" + SIMPLE,
+        "'wrong'", "'bad'", "{path}:2"),
+    bad("no-questions-at-all", HEADER + "title: t\n", "no questions", "{path}"),
+    # categories and questions
+    bad(
+        "unknown-question-key",
+        HEADER + textwrap.dedent("""\
+            categories:
+              - id: alpha
+                questions:
+                  - id: a-1
+                    text: "x?"
+                    answer: "y"
+        """),
+        "'answer'", "{path}:10",
+    ),
+    bad(
+        "duplicate-question-id-across-categories",
+        HEADER + textwrap.dedent("""\
+            categories:
+              - id: alpha
+                questions:
+                  - {id: q-1, text: "x?"}
+              - id: beta
+                questions:
+                  - {id: q-2, text: "y?"}
+                  - {id: q-1, text: "z?"}
+        """),
+        "duplicate question id 'q-1'", "'alpha'", "{path}:12",
+    ),
+    bad(
+        "duplicate-question-id-after-strip",
+        HEADER + textwrap.dedent("""\
+            categories:
+              - id: alpha
+                questions:
+                  - {id: q-1, text: "x?"}
+                  - {id: "q-1 ", text: "y?"}
+        """),
+        "duplicate question id",
+    ),
+    bad(
+        "duplicate-category-id",
+        HEADER + textwrap.dedent("""\
+            categories:
+              - id: alpha
+                questions: [{id: q-1, text: "x?"}]
+              - id: alpha
+                questions: [{id: q-2, text: "y?"}]
+        """),
+        "duplicate category id 'alpha'", "{path}:8",
+    ),
+    bad("category-with-empty-questions", HEADER + "categories:\n  - id: alpha\n    name: A\n    questions: []\n",
+        "'alpha' has no questions", "{path}:8"),
+    bad("category-without-questions", HEADER + "categories:\n  - id: alpha\n    name: A\n",
+        "'alpha' has no questions", "{path}:6"),
+    # the counterfactual section
+    bad(
+        "template-without-placeholder",
+        HEADER + textwrap.dedent("""\
+            counterfactual:
+              concepts: [cats, dogs]
+              templates:
+                - {id: ok, text: "About {concept}."}
+                - {id: nope, text: "About pets."}
+        """),
+        "'nope'", "{concept}", "{path}:9",
+    ),
+    bad(
+        "groups-and-concepts",
+        HEADER + textwrap.dedent("""\
+            counterfactual:
+              concepts: [a, b]
+              groups: {g: [c, d]}
+              templates: [{id: t, text: "{concept}"}]
+        """),
+        "not both",
+    ),
+    bad(
+        "template-id-is-a-question-id",
+        HEADER + SIMPLE + textwrap.dedent("""\
+            counterfactual:
+              concepts: [a, b]
+              templates: [{id: a-1, text: "{concept}"}]
+        """),
+        "'a-1'",
+    ),
+    bad(
+        "duplicate-concept-after-strip",
+        HEADER + textwrap.dedent("""\
+            counterfactual:
+              concepts: [France, " France"]
+              templates: [{id: t, text: "About {concept}."}]
+        """),
+        "duplicate concept",
+    ),
+    bad("no-templates-or-branches", HEADER + "counterfactual:\n  groups: {g: [a, b]}\n",
+        "needs a non-empty list of 'templates' or of 'branches'", "{path}:"),
+    bad("empty-templates-and-branches",
+        HEADER + "counterfactual:\n  groups: {g: [a, b]}\n  templates: []\n  branches: []\n",
+        "'templates' or of 'branches'", "{path}:"),
+    bad("templates-without-groups", HEADER + "counterfactual:\n  templates: [{id: t, text: '{concept}'}]\n",
+        "templates need 'groups'", "{path}:"),
+    bad("branch-without-replacements",
+        HEADER + "counterfactual:\n  branches:\n    - {id: b, concept: A, text: 'A?'}\n",
+        "branch 'b' needs 'replacements'", "{path}:"),
+    bad("branches-not-a-list", HEADER + "counterfactual:\n  branches: {id: b}\n",
+        "'branches' must be a list", "{path}:"),
+    bad("template-reference-not-a-string",
+        HEADER + "counterfactual:\n  templates:\n    - {id: t, text: '{concept}', reference: 3}\n  concepts: [a, b]\n",
+        "template 't': 'reference' must be a non-empty string", "{path}:"),
+    bad("duplicate-template-id",
+        HEADER + "counterfactual:\n  concepts: [a, b]\n  templates:\n"
+        "    - {id: t, text: '{concept}'}\n    - {id: t, text: '{concept}!'}\n",
+        "duplicate template id 't'", "{path}:"),
+    bad("unknown-counterfactual-key",
+        HEADER + "counterfactual:\n  concepts: [a, b]\n  branchez: []\n  templates: [{id: t, text: '{concept}'}]\n",
+        "'branchez'", "branches", "{path}:7:"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragments"), BAD_DOMAINS)
+def test_a_bad_domain_file_is_an_error(tmp_path: Path, text: str, fragments: tuple[str, ...]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
     msg = domain_error(path)
-    assert "invalid YAML" in msg
-    assert f"{path}:" in msg
+    for fragment in fragments:
+        assert fragment.replace("{path}", str(path)) in msg
 
 
-def test_empty_file(tmp_path: Path) -> None:
-    path = tmp_path / "empty.yaml"
-    path.write_text("# nothing here\n", encoding="utf-8")
-    msg = domain_error(path)
-    assert str(path) in msg and "empty" in msg
-
-
-def test_missing_required_key(tmp_path: Path) -> None:
-    path = tmp_path / "nofocus.yaml"
-    path.write_text("name: nofocus\ndescription: d\ninstruction: i\n" + textwrap.dedent(SIMPLE), encoding="utf-8")
-    msg = domain_error(path)
-    assert "'focus'" in msg and str(path) in msg
-
-
-def test_empty_required_key_names_line(tmp_path: Path) -> None:
-    path = tmp_path / "blank.yaml"
-    path.write_text("name: blank\ndescription: d\nfocus: '  '\ninstruction: i\n" + textwrap.dedent(SIMPLE), encoding="utf-8")
-    msg = domain_error(path)
-    assert "'focus'" in msg and f"{path}:3" in msg
-
-
-def test_unknown_top_level_key(tmp_path: Path) -> None:
-    path = write_domain(tmp_path, "extra", "colour: blue\n" + textwrap.dedent(SIMPLE))
-    msg = domain_error(path)
-    assert "'colour'" in msg and f"{path}:5" in msg and "categories" in msg
-
-
-def test_unknown_question_key(tmp_path: Path) -> None:
-    body = """
-    categories:
-      - id: alpha
-        questions:
-          - id: a-1
-            text: "x?"
-            answer: "y"
-    """
-    path = write_domain(tmp_path, "qkey", body)
-    msg = domain_error(path)
-    assert "'answer'" in msg and f"{path}:10" in msg
-
-
-def test_duplicate_question_id_across_categories(tmp_path: Path) -> None:
-    body = """
-    categories:
-      - id: alpha
-        questions:
-          - {id: q-1, text: "x?"}
-      - id: beta
-        questions:
-          - {id: q-2, text: "y?"}
-          - {id: q-1, text: "z?"}
-    """
-    path = write_domain(tmp_path, "dupq", body)
-    msg = domain_error(path)
-    assert "duplicate question id 'q-1'" in msg
-    assert "'alpha'" in msg
-    assert f"{path}:12" in msg
-
-
-def test_duplicate_category_id(tmp_path: Path) -> None:
-    body = """
-    categories:
-      - id: alpha
-        questions: [{id: q-1, text: "x?"}]
-      - id: alpha
-        questions: [{id: q-2, text: "y?"}]
-    """
-    path = write_domain(tmp_path, "dupc", body)
-    msg = domain_error(path)
-    assert "duplicate category id 'alpha'" in msg and f"{path}:8" in msg
-
-
-@pytest.mark.parametrize("questions", ["    questions: []\n", ""])
-def test_category_without_questions(tmp_path: Path, questions: str) -> None:
-    body = "categories:\n  - id: alpha\n    name: A\n" + questions
-    path = write_domain(tmp_path, "noq", body)
-    msg = domain_error(path)
-    assert "'alpha' has no questions" in msg
-    assert f"{path}:{8 if questions else 6}" in msg
-
-
-def test_name_must_match_file_name(tmp_path: Path) -> None:
-    path = tmp_path / "right.yaml"
-    path.write_text("description: d\nname: wrong\nfocus: f\ninstruction: i\n" + textwrap.dedent(SIMPLE), encoding="utf-8")
-    msg = domain_error(path)
-    assert "'wrong'" in msg and "'right'" in msg and f"{path}:2" in msg
-
-
-def test_no_questions_at_all(tmp_path: Path) -> None:
-    path = write_domain(tmp_path, "nothing", "title: t\n")
-    msg = domain_error(path)
-    assert "no questions" in msg and str(path) in msg
-
-
-def test_duplicate_yaml_key(tmp_path: Path) -> None:
-    path = write_domain(tmp_path, "dupkey", "focus: again\n" + textwrap.dedent(SIMPLE))
-    msg = domain_error(path)
-    assert "duplicate key 'focus'" in msg and f"{path}:5" in msg
+# --------------------------------------------------------------------------------------------
+# Other domain errors
 
 
 def test_parse_domain_without_path() -> None:
@@ -330,19 +376,6 @@ def test_counterfactual_flat_concepts(tmp_path: Path) -> None:
     assert all(p.group and p.template == "pet" for p in prompts)
 
 
-def test_counterfactual_template_without_placeholder(tmp_path: Path) -> None:
-    body = """
-    counterfactual:
-      concepts: [cats, dogs]
-      templates:
-        - {id: ok, text: "About {concept}."}
-        - {id: nope, text: "About pets."}
-    """
-    path = write_domain(tmp_path, "noph", body)
-    msg = domain_error(path)
-    assert "'nope'" in msg and "{concept}" in msg and f"{path}:9" in msg
-
-
 @pytest.mark.parametrize(
     "concepts",
     ["      concepts: [cats]\n", "      groups: {animal: [cats]}\n", "      concepts: []\n"],
@@ -353,29 +386,6 @@ def test_counterfactual_needs_two_concepts(tmp_path: Path, concepts: str) -> Non
     msg = domain_error(path)
     assert "at least two" in msg or "must map" in msg
     assert str(path) in msg
-
-
-def test_counterfactual_groups_and_concepts_exclusive(tmp_path: Path) -> None:
-    body = """
-    counterfactual:
-      concepts: [a, b]
-      groups: {g: [c, d]}
-      templates: [{id: t, text: "{concept}"}]
-    """
-    msg = domain_error(write_domain(tmp_path, "both", body))
-    assert "not both" in msg
-
-
-def test_counterfactual_template_id_clashes_with_question(tmp_path: Path) -> None:
-    body = textwrap.dedent(SIMPLE) + textwrap.dedent(
-        """
-        counterfactual:
-          concepts: [a, b]
-          templates: [{id: a-1, text: "{concept}"}]
-        """
-    )
-    msg = domain_error(write_domain(tmp_path, "clash", body))
-    assert "'a-1'" in msg
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,32 +414,6 @@ def test_builtin_select_every_category() -> None:
     for cid in domain.category_ids:
         selected = domain.select([cid])
         assert selected and all(q.category == cid for q in selected)
-
-
-# --------------------------------------------------------------------------------------------
-# Ids are stripped before use, so uniqueness must be checked on the stripped form
-
-
-def test_duplicate_question_id_after_strip(tmp_path: Path) -> None:
-    body = """
-    categories:
-      - id: alpha
-        questions:
-          - {id: q-1, text: "x?"}
-          - {id: "q-1 ", text: "y?"}
-    """
-    with pytest.raises(DomainError, match="duplicate question id"):
-        load_domain(write_domain(tmp_path, "ws", body))
-
-
-def test_duplicate_concept_after_strip(tmp_path: Path) -> None:
-    body = """
-    counterfactual:
-      concepts: [France, " France"]
-      templates: [{id: t, text: "About {concept}."}]
-    """
-    with pytest.raises(DomainError, match="duplicate concept"):
-        load_domain(write_domain(tmp_path, "wsc", body))
 
 
 # --------------------------------------------------------------------------------------------
@@ -727,34 +711,6 @@ def test_duplicate_counterfactual_concept_as_yaml_key(tmp_path: Path) -> None:
     path = write_domain(tmp_path, "dk", branch_body(branch))
     msg = domain_error(path)
     assert "duplicate key 'Contoso'" in msg and f"{path}:{line_of(path, 'Contoso:', 2)}" in msg
-
-
-@pytest.mark.parametrize(
-    ("section", "message"),
-    [
-        ("counterfactual:\n  groups: {g: [a, b]}\n", "needs a non-empty list of 'templates' or of 'branches'"),
-        ("counterfactual:\n  groups: {g: [a, b]}\n  templates: []\n  branches: []\n", "'templates' or of 'branches'"),
-        ("counterfactual:\n  templates: [{id: t, text: '{concept}'}]\n", "templates need 'groups'"),
-        ("counterfactual:\n  branches:\n    - {id: b, concept: A, text: 'A?'}\n", "branch 'b' needs 'replacements'"),
-        ("counterfactual:\n  branches: {id: b}\n", "'branches' must be a list"),
-        ("counterfactual:\n  templates:\n    - {id: t, text: '{concept}', reference: 3}\n  concepts: [a, b]\n",
-         "template 't': 'reference' must be a non-empty string"),
-        ("counterfactual:\n  concepts: [a, b]\n  templates:\n"
-         "    - {id: t, text: '{concept}'}\n    - {id: t, text: '{concept}!'}\n",
-         "duplicate template id 't'"),
-    ],
-)
-def test_counterfactual_section_errors(tmp_path: Path, section: str, message: str) -> None:
-    path = write_domain(tmp_path, "sec", section)
-    msg = domain_error(path)
-    assert message in msg and f"{path}:" in msg
-
-
-def test_counterfactual_unknown_key_lists_branches(tmp_path: Path) -> None:
-    section = "counterfactual:\n  concepts: [a, b]\n  branchez: []\n  templates: [{id: t, text: '{concept}'}]\n"
-    path = write_domain(tmp_path, "uk", section)
-    msg = domain_error(path)
-    assert "'branchez'" in msg and "branches" in msg and f"{path}:7:" in msg
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,19 @@
+"""The roster of the network-path tests, as the scripted local server sees it (plain data)."""
+
+from __future__ import annotations
+
+KEY_ENV = "LLMBIAS_IT_API_KEY"
+"""The variable the test rosters name in ``api_key_env``."""
+
+#: alias -> model name as the server sees it (litellm strips the "openai/" prefix)
+TARGET = "tgt"
+BASELINES = ("base_a", "base_b")
+MODELS = {"tgt": "tgt-model", "base_a": "base-a-model", "base_b": "base-b-model"}
+
+#: hypothesis' pytest plugin alone adds about a second to each inner run
+QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
+def requests_of(server, alias: str) -> list[dict]:
+    """The requests the server received for the model of ``alias``."""
+    return [r for r in server.requests if r["model"] == MODELS[alias]]
