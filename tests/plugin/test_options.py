@@ -197,12 +197,14 @@ collection: {retries: 0, timeout: 5}
     ],
     ids=["pytest.ini", "pyproject.toml"],
 )
-def test_ini_options_set_offline_mode_and_snapshots(pytester: pytest.Pytester, name: str, text: str):
+def test_ini_options_set_offline_mode_and_snapshots(
+    pytester: pytest.Pytester, answer_snapshot, run_pytest_once, name: str, text: str
+):
     pytester.makefile(".yaml", llmbias=LOCAL_ROSTER)
-    make_snapshot(pytester.path, skip={("b2", "cn-tib-03")})
+    answer_snapshot(skip={("b2", "cn-tib-03")})
     (pytester.path / name).write_text(text)
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run(pytester)
+    result = run_pytest_once()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*1 response(s) for domain 'china_sensitive' are missing (offline mode*",
@@ -211,22 +213,22 @@ def test_ini_options_set_offline_mode_and_snapshots(pytester: pytest.Pytester, n
     result.stdout.fnmatch_lines(["*llmbias: 30 calls: 29 from store, 0 fetched, 0 failed, 1 missing*"])
 
 
-def test_a_bad_ini_value_names_the_ini_key_and_the_accepted_values(pytester: pytest.Pytester):
+def test_a_bad_ini_value_names_the_ini_key_and_the_accepted_values(pytester: pytest.Pytester, run_pytest_once):
     pytester.makefile(".yaml", llmbias=LOCAL_ROSTER)
     pytester.makeini("[pytest]\nllmbias_cache = sometimes\n")
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run(pytester)
+    result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "*ini option llmbias_cache (*tox.ini): 'store.cache' must be one of use | refresh | off, got 'sometimes'*"
     ])
 
 
-def test_ini_options_do_not_stop_a_run_without_the_plugin(pytester: pytest.Pytester):
+def test_ini_options_do_not_stop_a_run_without_the_plugin(pytester: pytest.Pytester, run_pytest_once):
     """Unlike `addopts = --llmbias-offline`, which `-p no:llmbias` turns into an unrecognized argument."""
     pytester.makeini("[pytest]\nllmbias_offline = true\nllmbias_cache = use\nllmbias_snapshots =\n    a.jsonl\n")
     pytester.makepyfile("def test_ok():\n    pass\n")
-    result = run(pytester, "-p", "no:llmbias")
+    result = run_pytest_once("-p", "no:llmbias")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
 
@@ -244,19 +246,19 @@ def test_{models}(bias_responses):
 
 @pytest.mark.parametrize("given_in", ["llmbias.yaml", "environment"])
 def test_xdist_joins_an_export_given_outside_the_command_line(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given_in: str
+    pytester: pytest.Pytester, answer_snapshot, run_pytest_once, monkeypatch: pytest.MonkeyPatch, given_in: str
 ):
     pytest.importorskip("xdist")
     project = pytester.path
     export = ", export: out/used.jsonl" if given_in == "llmbias.yaml" else ""
     pytester.makefile(".yaml", llmbias=LOCAL_ROSTER + f"store: {{offline: true, snapshots: [snap.jsonl]{export}}}\n")
-    make_snapshot(project)
+    answer_snapshot()
     if given_in == "environment":
         monkeypatch.setenv("LLMBIAS_EXPORT", "out/used.jsonl")
     (project / "test_target.py").write_text(ONLY.format(models="target", n=10))
     (project / "test_baselines.py").write_text(ONLY.format(models="baselines", n=20))
 
-    result = run(pytester, "-n", "2", "-v")
+    result = run_pytest_once("-n", "2", "-v")
 
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines_random(["*gw0*PASSED*", "*gw1*PASSED*"])  # one test on each worker
