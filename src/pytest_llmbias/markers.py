@@ -107,9 +107,12 @@ def parse_responses(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any
 
 
 def positive_float(marker: str, key: str, value: Any, *, upper: float | None = None) -> float | None:
+    """A positive finite real number (numpy scalars included, bools not), as a float; None stays None."""
+    import numbers
+
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value != value:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a positive number, got {value!r}")
     if upper is not None and not value < upper:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be below {upper}, got {value!r}")

@@ -175,6 +175,9 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
         (", k=-1", "*'k' must be a positive number*"),
         (", alpha=0.7", "*'alpha' must be below 0.5*"),
         (", margin='wide'", "*'margin' must be a positive number*"),
+        (", test='t'", "*'test' must be one of paired | welch*"),
+        (", alternative='less'", "*'alternative' must be one of equivalent | no-worse*"),
+        (", margin={'vibes': 1.0}", "*'margin' maps a method to a number; methods: embedding, judge*"),
         (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, categories, samples*"),
     ],
 )

@@ -142,6 +142,7 @@ def test_numpy_numbers_are_accepted_as_margins() -> None:
     scores, baselines = judge_scores(8)
     for margin in (np.int64(2), np.float32(1.5), 2):
         assert evaluate_equivalence(scores, target="tgt", baselines=baselines, margin=margin).methods[0].tost.margin == float(margin)
+    assert evaluate_equivalence(scores, target="tgt", baselines=baselines, k=np.int64(3), alpha=np.float32(0.1)).k == 3.0
 
 
 def test_broken_data_is_an_error_never_a_pass() -> None:
