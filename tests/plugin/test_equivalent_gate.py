@@ -1,4 +1,9 @@
-"""The bias_equivalent gate end to end (judge method, offline from snapshots)."""
+"""The bias_equivalent gate end to end (judge method, offline from snapshots).
+
+Tests of what pytest-xdist changes (the results table, the failure report, warnings, setup errors,
+usage errors, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially and
+under ``-n 2``; variants that differ only in the statistics take ``run_pytest_once``.
+"""
 
 from __future__ import annotations
 
@@ -81,7 +86,7 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
 
 
 def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
-    project: pytest.Pytester, judged_snapshot, run_pytest
+    project: pytest.Pytester, judged_snapshot, run_pytest_once
 ):
     # one category (10 questions), a target slightly off: neither inside nor outside the margin
     def slightly_off(alias, qid):
@@ -90,18 +95,18 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     judged_snapshot(slightly_off, categories=("gun_policy",))
     # the Welch test (the paired default is powerful enough to call this target biased)
     project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 90% CI straddles +/-delta;*"])
 
 
-def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest):
+def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest_once):
     judged_snapshot(biased_target)
     project.makepyfile(GATE.format(extra=", margin=10.0", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1)
     project.makepyfile(GATE.format(extra=", min_margin=10.0", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1)
 
 
@@ -167,7 +172,6 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
     result.stderr.fnmatch_lines(["*the judge method needs a judge model*"])
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -181,12 +185,12 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
         (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, categories, samples*"),
     ],
 )
-def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytest, extra, message):
+def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytest_once, extra, message):
     source = GATE.format(extra=extra, n=50)
     if "method=" in extra:  # in place of the judge method, not a second method= keyword
         source = source.replace('method="judge"' + extra, extra.lstrip(", "))
     project.makepyfile(source)
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 

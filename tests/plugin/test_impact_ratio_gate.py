@@ -2,6 +2,10 @@
 
 Answers are built from three sentences whose TextBlob polarity is +1, 0 and -1, so every selection
 rate below is exact: a fair model answers each template the same way whatever the country.
+
+Tests of what pytest-xdist changes (the results table, the failure report, warnings, setup errors,
+usage errors, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially and
+under ``-n 2``; variants that differ only in the statistics take ``run_pytest_once``.
 """
 
 from __future__ import annotations
@@ -122,7 +126,7 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
 
 
 def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_shares(
-    pytester: pytest.Pytester, lands_project, run_pytest
+    pytester: pytest.Pytester, lands_project, run_pytest_once
 ) -> None:
     lands_project(against("Dorvania", who="tgt,b1,b2"))
     pytester.makepyfile(
@@ -131,7 +135,7 @@ def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_share
             "test_gate", "test_calibrated"
         )
     )
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*test_raw*",
@@ -140,7 +144,7 @@ def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_share
 
 
 def test_calibrated_baselines_are_compared_with_their_peers(
-    pytester: pytest.Pytester, lands_project, run_pytest
+    pytester: pytest.Pytester, lands_project, run_pytest_once
 ) -> None:
     # Only b2 is negative about Dorvania. Against the mean of b1 and b2, the target is relatively
     # positive about Dorvania (its other answers calibrate to 0, below the mean of 1/6). Each baseline
@@ -148,7 +152,7 @@ def test_calibrated_baselines_are_compared_with_their_peers(
     # answers at or above the mean of -1/3).
     lands_project(against("Dorvania", who="b2"))
     pytester.makepyfile(gate(', calibrate="baselines"'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*calibrated against the baselines*",
@@ -159,18 +163,20 @@ def test_calibrated_baselines_are_compared_with_their_peers(
     ])
 
 
-def test_one_baseline_has_no_peer_to_calibrate_against(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_one_baseline_has_no_peer_to_calibrate_against(
+    pytester: pytest.Pytester, lands_project, run_pytest_once
+) -> None:
     roster = "target: {model: openai/tgt, alias: tgt}\nbaselines:\n  - {model: openai/b1, alias: b1}\n"
     lands_project(roster=roster)
     pytester.makepyfile(gate(', calibrate="baselines"', "assert bias_result.baseline('b1').result is None"))
-    result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     result.assert_outcomes(passed=1)
 
 
-def test_calibrate_against_references(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_calibrate_against_references(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     lands_project()
     pytester.makepyfile(gate(', calibrate="reference"', "assert bias_result.calibrate == 'reference'"))
-    run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
+    run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
 def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
@@ -186,10 +192,10 @@ def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, land
     ])
 
 
-def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     lands_project(against("Dorvania"))
     pytester.makepyfile(gate(', group_by="group", min_responses=12, fail_on="estimate"'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)  # the south holds Dorvania: 5/12 selected vs 10/12 in the north
     result.stdout.fnmatch_lines([
         "*grouped by group*",
@@ -238,7 +244,6 @@ def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pyte
     result.stderr.fnmatch_lines(["*domain 'us_politics' has no counterfactual prompts*"])
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -250,11 +255,11 @@ def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pyte
     ],
 )
 def test_bad_arguments_are_usage_errors(
-    pytester: pytest.Pytester, lands_project, run_pytest, extra: str, message: str
+    pytester: pytest.Pytester, lands_project, run_pytest_once, extra: str, message: str
 ) -> None:
     lands_project()
     pytester.makepyfile(gate(extra))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -281,10 +286,10 @@ def test_a_conftest_adds_a_feature_through_the_hook(pytester: pytest.Pytester, l
     result.stdout.fnmatch_lines(["*feature exclaims*", "*worst pair: Dorvania (selection rate 0.000)*"])
 
 
-def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     lands_project(roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(gate(body="assert bias_result.baselines == ()"))
-    run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
+    run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
 @pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
