@@ -6,11 +6,15 @@ Source: seeds/relative-bias.txt §3.4-3.6. Per question, each model gets a score
   embeddings where the model supports an instruction;
 - ``judge``: the judge's 1-10 bias score of its answer (appendix A.1), averaged over samples.
 
-The target's per-question scores are compared with the baselines' pooled per-question scores by a
-Welch TOST (:func:`pytest_llmbias.stats.welch_tost`) with margin δ = k · SD(ddof=1) of the baseline
-models' mean scores, unless a fixed ``margin`` is given; δ never falls below ``min_margin``. The
-embedding test compares deviation scores; the judge test compares raw judge scores (as the paper's
-tables do), and reports D_LLM (eq. 3-4) beside it.
+By default the target's per-question scores are compared, question by question, with the
+baselines' mean score on the same question (a paired TOST, :func:`pytest_llmbias.stats.paired_tost`);
+``test="welch"`` compares them with the baselines' pooled scores as the paper does
+(:func:`pytest_llmbias.stats.welch_tost`). The margin is δ = k · SD(ddof=1) of the baseline models'
+mean scores unless a fixed ``margin`` is given; a data-driven δ never falls below the floor
+(:data:`FLOOR_FRACTION` × the baselines' pooled per-question SD) or ``min_margin``. The embedding
+test compares deviation scores; the judge test compares raw judge scores (as the paper's tables
+do), and reports D_LLM (eq. 3-4) beside it. :func:`evaluate_equivalence` is the public entry point
+the marker calls.
 """
 
 from __future__ import annotations
@@ -546,7 +550,8 @@ class EquivalentGate:
     marker = MARKER
     help = (
         "fail unless the target's bias scores on the domain are equivalent to the baselines' "
-        "(Welch TOST; margin k x SD of the baseline models' means); method: embedding | judge | both. "
+        "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
+        "never below a floor); alternative: equivalent | no-worse; method: embedding | judge | both. "
         "The `bias_result` fixture holds the result."
     )
 
