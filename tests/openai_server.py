@@ -14,6 +14,16 @@ Usage for benchmarks (foreground, until SIGTERM/SIGINT)::
     python tests/openai_server.py --port 8123 --latency 1.0
     # prints "READY http://127.0.0.1:8123/v1" once listening
     # GET /_admin/stats -> {"requests": N, "by_model": {...}}
+
+Random faults (for benchmarks/faults.py; off by default)::
+
+    python tests/openai_server.py --latency 0.2 --fault-rate 0.2 --fault-timeout 5
+    # 20 % of unscripted chat requests fail, each fault drawn uniformly from: 429, 500, or a
+    # "timeout" (the server answers 504 only after --fault-timeout seconds, or gives up as soon as
+    # the client hangs up). 429s carry Retry-After only with --fault-retry-after.
+    # GET /_admin/counters[?prompts=1] -> requests, in-flight, successful answers (200s the client
+    #   was still there for), per distinct request body (duplicates), faults by kind, abandoned 200s
+    # POST /_admin/reset -> clears the requests and those counters (not scripts)
 """
 
 from __future__ import annotations
@@ -21,7 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import hashlib
 import json
+import random
 import signal
 import threading
 import time
@@ -108,10 +120,34 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 class OpenAIServer:
     """A scripted OpenAI-compatible chat-completions server on 127.0.0.1."""
 
-    def __init__(self, *, port: int = 0, latency: float = 0.0, judges: tuple[str, ...] = ()):
+    FAULT_KINDS = ("429", "500", "timeout")
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        latency: float = 0.0,
+        judges: tuple[str, ...] = (),
+        fault_rate: float = 0.0,
+        fault_timeout: float = 5.0,
+        fault_retry_after: float | None = None,
+        fault_seed: int | None = None,
+    ):
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.port: int = port
         self.latency: float = latency
         self.judges: frozenset[str] = frozenset(judges)  # models that answer with a "Bias Score: N" line
+        # Random faults, for unscripted requests only: the share of requests that fail, each as a
+        # 429, a 500 or a timeout (no answer for fault_timeout seconds), uniformly.
+        self.fault_rate: float = fault_rate
+        self.fault_timeout: float = fault_timeout
+        self.fault_retry_after: float | None = fault_retry_after
+        self._fault_rng = random.Random(fault_seed)
+        self._in_flight = 0
+        self._ok: dict[str, list] = {}  # request-body digest -> [successful answers, last user prompt]
+        self._faults: collections.Counter[str] = collections.Counter()
+        self._abandoned = 0  # 200s not sent: the client had hung up (e.g. timed out) before
         self.base_url: str = ""
         self._requested_port = port
         self._lock = threading.Lock()
@@ -138,7 +174,7 @@ class OpenAIServer:
         for step in steps:
             if not isinstance(step, dict):
                 raise TypeError(f"script step must be a dict, got {type(step).__name__}")
-            unknown = set(step) - {"status", "headers", "body", "delay", "raw", "content"}
+            unknown = set(step) - {"status", "headers", "body", "delay", "raw", "content", "echo_headers"}
             if unknown:
                 raise ValueError(f"unknown script step keys: {sorted(unknown)}")
         with self._lock:

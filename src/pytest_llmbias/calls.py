@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.redaction import split_credentials, strip_userinfo
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 KEY_VERSION = 1
@@ -36,8 +37,10 @@ def as_messages(prompt: str | Sequence[Mapping[str, str]]) -> Messages:
 class ModelCall:
     """One chat completion: model, endpoint, messages, parameters and sample index.
 
-    The key hashes all of them (not the alias, and never the API key), so two samples of the same
-    prompt are two entries, and a store can be moved or shared between machines.
+    The key hashes all of them (not the alias, and never a credential), so two samples of the same
+    prompt are two entries, and a store can be moved or shared between machines. ``credentials``
+    (credential-named params and headers, and an ``api_base`` with its ``user:password@``) are sent
+    with the call but are no part of its identity: not in the key, the record, a snapshot or the repr.
     """
 
     model: str
@@ -45,6 +48,7 @@ class ModelCall:
     messages: Messages
     params: Mapping[str, Any] = field(hash=False)
     sample: int = 0
+    credentials: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -64,7 +68,18 @@ class ModelCall:
             merged["seed"] = generation.seed + sample
         merged.update(spec.params)
         merged.update(params or {})
-        return cls(model=spec.model, api_base=spec.api_base, messages=as_messages(prompt), params=merged, sample=sample)
+        public, credentials = split_credentials(merged)
+        api_base = strip_userinfo(spec.api_base)
+        if api_base != spec.api_base:
+            credentials["api_base"] = spec.api_base
+        return cls(
+            model=spec.model,
+            api_base=api_base,
+            messages=as_messages(prompt),
+            params=public,
+            sample=sample,
+            credentials=credentials,
+        )
 
     def canonical(self) -> dict[str, Any]:
         return {

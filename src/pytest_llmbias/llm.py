@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.errors import LLMBiasError
 
 if TYPE_CHECKING:
     from pytest_llmbias.session import BiasSession
@@ -41,18 +42,42 @@ class LLM:
         return ModelCall.build(self.spec, prompt, self._session.settings.generation, sample=sample, params=params)
 
     def complete(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> Response:
-        """The full :class:`Response` (text, usage, latency, where it came from)."""
-        return self._session.run(self._session.complete(self.spec, self._call(prompt, sample, params)))
+        """The full :class:`Response` (text, usage, latency, where it came from).
+
+        Raises :class:`~pytest_llmbias.errors.ProviderError` (the call failed for good) or
+        :class:`~pytest_llmbias.errors.MissingResponsesError` (offline, nothing stored), with the
+        frames of the plugin and of litellm cut from its traceback.
+        """
+        __tracebackhide__ = True
+        try:
+            return self._session.run(self._session.complete(self.spec, self._call(prompt, sample, params)))
+        except LLMBiasError as exc:
+            raise _bare(exc) from None
 
     def ask(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> str:
         """The model's answer to ``prompt`` (a string, or a list of chat messages)."""
+        __tracebackhide__ = True
         return self.complete(prompt, sample=sample, **params).text
 
     async def acomplete(
         self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any
     ) -> Response:
-        return await self._session.run_async(self._session.complete(self.spec, self._call(prompt, sample, params)))
+        """The async form of :meth:`complete`."""
+        __tracebackhide__ = True
+        try:
+            return await self._session.run_async(self._session.complete(self.spec, self._call(prompt, sample, params)))
+        except LLMBiasError as exc:
+            raise _bare(exc) from None
 
     async def aask(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> str:
         """The async form of :meth:`ask`, for async tests."""
+        __tracebackhide__ = True
         return (await self.acomplete(prompt, sample=sample, **params)).text
+
+
+def _bare(exc: LLMBiasError) -> LLMBiasError:
+    """``exc`` without the frames it crossed (the session loop, the client, litellm): what a test
+    shows of a failed call is the test's own line and the plugin's message."""
+    exc.__cause__ = None
+    exc.__context__ = None
+    return exc.with_traceback(None)

@@ -288,6 +288,16 @@ class _Plugin:
         else:
             reporter.write_line(line)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+        """Mask every known credential in what the report carries (the traceback with its locals,
+        captured output and logs, user properties) before the terminal or JUnit XML sees it: a
+        safety net behind the plugin's own messages, for whatever a test or a library printed."""
+        report: pytest.TestReport = yield
+        if self._session is not None:
+            mask_report(report, self._session.redact)
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in getattr(report, "user_properties", ()) if report.when == "teardown" else ():
             if name == _ROW and isinstance(value, str):
@@ -358,6 +368,19 @@ class _Plugin:
         self.worker_reports.extend(output.get(_WORKER_REPORTS, ()))
         for export, parts in output.get(_EXPORT_PARTS, {}).items():
             self.export_parts.setdefault(export, []).extend(parts)
+
+
+def mask_report(report: pytest.TestReport, redact: Any) -> None:
+    """Replace credentials in ``report`` in place; the traceback becomes plain text only when it
+    held one (and so loses its colour)."""
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        if redact.leaks(text):
+            report.longrepr = redact(text)
+    report.sections = [(title, redact(content)) for title, content in report.sections]
+    report.user_properties = [
+        (name, redact(value) if isinstance(value, str) else value) for name, value in report.user_properties
+    ]
 
 
 def describe_collection(report: Any) -> str:

@@ -23,6 +23,7 @@ from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
+from pytest_llmbias.redaction import LogMask, Redactor
 from pytest_llmbias.settings import ModelSpec, Settings
 from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
@@ -63,6 +64,8 @@ class BiasSession:
         self._prefetcher: EmbeddingPrefetcher | None = None
         self._features: FeatureRegistry | None = None
         self._feature_store: FeatureStore | None = None
+        self._redactor: Redactor | None = None
+        self._log_mask: LogMask | None = None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -127,12 +130,23 @@ class BiasSession:
             self._scorers[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
         return self._scorers[e.model]
 
+    @property
+    def redact(self) -> Redactor:
+        """Masks the credentials of every configured model (keys read from the environment now).
+        From its first use to :meth:`close`, every log record of the process is masked too."""
+        if self._redactor is None:
+            s = self.settings
+            self._redactor = Redactor.for_models([*s.roster, s.judge])
+            if self._redactor.secrets:
+                self._log_mask = LogMask(self._redactor).install()
+        return self._redactor
+
     def client(self, spec: ModelSpec) -> ModelClient:
         if spec.alias not in self._clients:
             c = self.settings.collection
             limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
             self._clients[spec.alias] = ModelClient(
-                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter
+                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact
             )
         return self._clients[spec.alias]
 
@@ -270,6 +284,8 @@ class BiasSession:
             if self.settings.store.export is not None:
                 self.export(self.settings.store.export)
         finally:
+            if self._log_mask is not None:
+                self._log_mask.uninstall()
             if self._prefetcher is not None:
                 self._prefetcher.close()
             self._loop.close()

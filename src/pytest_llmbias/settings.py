@@ -22,6 +22,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
+from pytest_llmbias.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
 
 CONFIG_FILENAME = "llmbias.yaml"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -55,12 +56,16 @@ class ModelSpec:
         return value
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view without credentials: the URL's user info is dropped and
+        credential params (and headers) read ``***``."""
+        public, secret = split_credentials(self.params)
+        masked = {k: ({h: MASK for h in v} if isinstance(v, Mapping) else MASK) for k, v in secret.items()}
         return {
             "model": self.model,
             "alias": self.alias,
-            "api_base": self.api_base,
+            "api_base": strip_userinfo(self.api_base),
             "api_key_env": self.api_key_env,
-            "params": dict(self.params),
+            "params": merge_credentials(public, masked),
         }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.ratelimit import RateLimiter
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from pytest_llmbias.settings import ModelSpec
@@ -90,7 +91,9 @@ class ModelClient:
 
     Every attempt passes through the model's rate limiter; waits between attempts follow the
     :class:`RetryPolicy` and never undercut a Retry-After. The API key is read from the environment
-    at each call and never kept.
+    at each call. A final error carries our own message, with every credential ``redact`` knows
+    (by default this model's) masked, and no chained provider exception: a traceback printed with
+    its frames' locals must not show the key.
     """
 
     def __init__(
@@ -103,8 +106,10 @@ class ModelClient:
         completion: CompletionFn | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        redact: Redactor | None = None,
     ) -> None:
         self.spec = spec
+        self.redact = redact or Redactor.for_models([spec])
         self.timeout = timeout
         self.policy = policy
         self.limiter = limiter or RateLimiter(0)
@@ -115,6 +120,10 @@ class ModelClient:
 
     async def complete(self, call: ModelCall) -> Response:
         self.spec.api_key()  # a missing key is a configuration error: fail now, not after retries
+        if self._completion is None:
+            # Imported before the first attempt takes its turn at the rate limiter: the import
+            # blocks the event loop for seconds, and the turns of the calls behind it would bunch.
+            import_litellm()
         attempt = 0
         while True:
             await self.limiter.acquire()
@@ -130,13 +139,15 @@ class ModelClient:
                     (exc.retryable, exc.status, None) if isinstance(exc, ProviderError) else classify(exc)
                 )
                 if not self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after):
-                    raise self._final_error(exc, status, retryable, attempt, retry_after) from exc
+                    error = self._final_error(exc, status, retryable, attempt, retry_after)
+                    del exc  # the provider's exception (and its frames' locals) go no further
+                    raise error from None
                 await self._sleep(self.policy.delay(attempt, retry_after, self._rng))
                 attempt += 1
 
     async def _call(self, call: ModelCall) -> Any:
         completion = self._completion or import_litellm().acompletion
-        kwargs: dict[str, Any] = dict(call.params)
+        kwargs: dict[str, Any] = merge_credentials(call.params, call.credentials)
         kwargs.update(
             model=call.model,
             messages=[{"role": r, "content": c} for r, c in call.messages],
@@ -145,8 +156,9 @@ class ModelClient:
             num_retries=0,
             drop_params=True,  # e.g. a provider without `seed` support
         )
-        if call.api_base:
-            kwargs["api_base"] = call.api_base
+        api_base = call.credentials.get("api_base", call.api_base)
+        if api_base:
+            kwargs["api_base"] = api_base
         key = self.spec.api_key()
         if key is not None:
             kwargs["api_key"] = key
@@ -177,11 +189,12 @@ class ModelClient:
     def _final_error(
         self, exc: BaseException, status: int | None, retryable: bool, attempt: int, retry_after: float | None
     ) -> ProviderError:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = self.redact(str(exc)).strip()
+        detail = text.splitlines()[0] if text else type(exc).__name__
         if len(detail) > 300:
             detail = detail[:297] + "..."
         where = f"model {self.spec.alias!r} ({self.spec.model}"
-        where += f" at {self.spec.api_base})" if self.spec.api_base else ")"
+        where += f" at {strip_userinfo(self.spec.api_base)})" if self.spec.api_base else ")"
         what = f"HTTP {status}" if status else type(exc).__name__
         if retryable and retry_after is not None and retry_after > self.policy.max_retry_after:
             why = f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
