@@ -35,6 +35,7 @@ _SECTION = "llmbias"
 _WORKER_REPORTS = "llmbias_collection"
 #: the key of config.workeroutput under which a pytest-xdist worker reports its export part files
 _EXPORT_PARTS = "llmbias_export_parts"
+_USAGE_ERROR = "llmbias_usage_error"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -88,6 +89,8 @@ class _Plugin:
         self.export_parts: dict[str, list[str]] = {}
         #: the export files this process wrote or merged, for the summary
         self.exported: list[Path] = []
+        #: a usage error found in a pytest-xdist worker (in the worker, and then in the controller)
+        self.usage_error: str | None = None
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -155,7 +158,19 @@ class _Plugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        marked = _marked(session.items)
+        try:
+            self._plan(session.items)
+        except pytest.UsageError as exc:
+            if not self.is_worker:
+                raise
+            # Raised in a pytest-xdist worker, a usage error crashes the worker and the controller
+            # shows an INTERNALERROR instead of the message. The worker runs nothing and hands the
+            # message over; the controller raises it (see pytest_runtestloop).
+            self.usage_error = str(exc)
+            session.shouldstop = "pytest-llmbias: usage error"
+
+    def _plan(self, items: list[pytest.Item]) -> None:
+        marked = _marked(items)
         if not marked:
             return
         from pytest_llmbias.errors import ConfigError
@@ -173,6 +188,19 @@ class _Plugin:
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(_spec_key, {})[name] = spec
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+        return True if self.usage_error is not None else None  # a worker with a usage error runs nothing
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        try:
+            return (yield)
+        finally:
+            if self.usage_error is not None and not self.is_worker:
+                # Exit code and message exactly as without pytest-xdist.
+                raise pytest.UsageError(self.usage_error)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """One header line when the plugin is in use: the roster, the judge, the store and its mode."""
@@ -339,20 +367,19 @@ class _Plugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.usage_error is not None and self.is_worker:
+            self.config.workeroutput[_USAGE_ERROR] = self.usage_error  # type: ignore[attr-defined]
         if self._session is not None and self.is_worker:
             self.config.workeroutput[_WORKER_REPORTS] = [r.to_dict() for r in self._session.reports]  # type: ignore[attr-defined]
         if self._session is not None:
-            export = self._session.settings.store.export
             self.close()
-            if export is not None and self._session.worker_id:
-                # pytest-xdist sends workeroutput after every pytest_sessionfinish has run.
-                from pytest_llmbias.store.snapshot import export_part_path
-
-                part = export_part_path(export, self._session.worker_id)
-                if part.is_file():
-                    self.config.workeroutput[_EXPORT_PARTS] = {str(export): [str(part)]}  # type: ignore[attr-defined]
-            elif export is not None and export.is_file():  # nothing is written when no store was opened
-                self.exported.append(export)
+            written, export = self._session.exported, self._session.settings.store.export
+            if written is not None and self.is_worker:
+                # pytest-xdist sends workeroutput after every pytest_sessionfinish has run; the
+                # controller merges exactly the parts its workers name, never a stray file.
+                self.config.workeroutput[_EXPORT_PARTS] = {str(export): [str(written)]}  # type: ignore[attr-defined]
+            elif written is not None:
+                self.exported.append(written)
         if self.export_parts:
             from pytest_llmbias.store.snapshot import merge_export_parts
 
@@ -365,6 +392,8 @@ class _Plugin:
         """pytest-xdist controller: note what a finished worker collected (to print it once) and the
         export part files it wrote (to merge them)."""
         output = getattr(node, "workeroutput", None) or {}
+        if self.usage_error is None:
+            self.usage_error = output.get(_USAGE_ERROR)
         self.worker_reports.extend(output.get(_WORKER_REPORTS, ()))
         for export, parts in output.get(_EXPORT_PARTS, {}).items():
             self.export_parts.setdefault(export, []).extend(parts)

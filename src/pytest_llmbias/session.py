@@ -66,6 +66,8 @@ class BiasSession:
         self._feature_store: FeatureStore | None = None
         self._redactor: Redactor | None = None
         self._log_mask: LogMask | None = None
+        #: the snapshot (or, in a pytest-xdist worker, the part file) written at close
+        self.exported: Path | None = None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -269,20 +271,21 @@ class BiasSession:
 
     # -- end ---------------------------------------------------------------------------------
 
-    def export(self, path: Path) -> int:
+    def export(self, path: Path) -> Path | None:
         """Write the responses this session used to ``path`` (a worker writes its own part file,
-        which :func:`~pytest_llmbias.store.snapshot.merge_export_parts` joins). Returns the number
-        of lines written."""
+        which :func:`~pytest_llmbias.store.snapshot.merge_export_parts` joins). Returns the file
+        written, or None when no store was opened (nothing was asked of a model)."""
         if self._store is None:
-            return 0
+            return None
         if self.worker_id:
-            path = export_part_path(path, self.worker_id)
-        return self._store.export(path)
+            path = export_part_path(path, self.worker_id, self.run_id)
+        self._store.export(path)
+        return path
 
     def close(self) -> None:
         try:
             if self.settings.store.export is not None:
-                self.export(self.settings.store.export)
+                self.exported = self.export(self.settings.store.export)
         finally:
             if self._log_mask is not None:
                 self._log_mask.uninstall()

@@ -50,14 +50,3 @@ FAIR = (POSITIVE, NEUTRAL, POSITIVE, NEGATIVE, POSITIVE, NEUTRAL)
 def fair(alias: str, concept: str, template: str, sample: int = 0) -> str:
     """A fair model's answer to a `lands` prompt: it depends on the template, never on the country."""
     return FAIR[int(template[1:]) - 1].format(c=concept)
-
-
-#: the reason of @pytest.mark.xfail_under_xdist on the tests of usage errors, a known plugin bug:
-#: the plugin raises pytest.UsageError for a bad marker argument or roster in
-#: pytest_collection_finish, which under -n runs only on the workers; the worker crashes, xdist's
-#: controller fails on `assert not crashitem` (dsession.worker_workerfinished) and the message is lost.
-USAGE_ERROR_UNDER_XDIST = (
-    "plugin bug: under -n, a usage error found at collection (pytest.UsageError in "
-    "pytest_collection_finish, run only on the workers) crashes the worker: INTERNALERROR, exit code 3 "
-    "instead of 4, and the plugin's message is printed nowhere"
-)

@@ -20,14 +20,6 @@ from tests.plugin._data import LANDS, ROSTER, fair
 # -- running pytest on the project --------------------------------------------------------------
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "xfail_under_xdist(reason): the test's run_pytest[xdist] variant is a strict xfail, for a known "
-        "plugin bug under pytest-xdist (the serial variant must pass)",
-    )
-
-
 #: the inner runs need neither the cache nor hypothesis' plugin (about 1 s of start-up per process)
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
@@ -42,12 +34,7 @@ def _runner(pytester: pytest.Pytester, extra: tuple[str, ...]) -> Callable[..., 
 @pytest.fixture(params=[pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
 def run_pytest(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
     """``run_pytest(*args)`` runs pytest on the project in a subprocess. The test runs twice: once
-    plainly and once with ``-n 2`` added (pytest-xdist), and must pass both ways, unless it is marked
-    ``@pytest.mark.xfail_under_xdist(reason)``."""
-    if request.param:
-        marker = request.node.get_closest_marker("xfail_under_xdist")
-        if marker is not None:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=marker.args[0]))
+    plainly and once with ``-n 2`` added (pytest-xdist), and must pass both ways."""
     return _runner(pytester, request.param)
 
 

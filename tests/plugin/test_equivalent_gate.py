@@ -11,7 +11,7 @@ import hashlib
 
 import pytest
 
-from tests.plugin._data import JUDGED_ROSTER, USAGE_ERROR_UNDER_XDIST
+from tests.plugin._data import JUDGED_ROSTER
 
 GATE = """
 import pytest
@@ -154,7 +154,6 @@ def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester
     result.stdout.fnmatch_lines(["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"])
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytest):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1]\njudge: openai/judge\n")
     pytester.makepyfile(GATE.format(extra="", n=50))
@@ -163,7 +162,6 @@ def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, ru
     result.stderr.fnmatch_lines(["*1 baseline model(s) configured*at least 2 needed*"])
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1, openai/b2]\n")
     pytester.makepyfile(GATE.format(extra="", n=50))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin._data import FAIR, NEGATIVE, NEUTRAL, POSITIVE, ROSTER, USAGE_ERROR_UNDER_XDIST, fair
+from tests.plugin._data import FAIR, NEGATIVE, NEUTRAL, POSITIVE, ROSTER, fair
 
 GATE = """
 import pytest
@@ -235,7 +235,6 @@ def test_missing_answers_are_an_error(pytester: pytest.Pytester, lands_project, 
     result.stdout.fnmatch_lines(["*3 response(s) for domain 'lands' are missing*"])
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pytest.Pytester, run_pytest) -> None:
     pytester.makefile(".yaml", llmbias=ROSTER)
     pytester.makepyfile(GATE.format(extra="", body="pass").replace('"lands"', '"us_politics"'))
@@ -292,7 +291,6 @@ def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester, 
     run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
-@pytest.mark.xfail_under_xdist(USAGE_ERROR_UNDER_XDIST)
 def test_calibrating_against_baselines_needs_one(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
     lands_project(roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(gate(', calibrate="baselines"'))

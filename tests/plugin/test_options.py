@@ -84,12 +84,14 @@ def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester, r
     result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, china_sensitive, countries, first_names, us_politics*"])
 
 
-def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, run_pytest_once):
+def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, run_pytest):
+    """Under pytest-xdist too: the same message and exit code, no INTERNALERROR."""
     pytester.makefile(".yaml", llmbias="target: openai/x\nbaselines: [openai/y]\ncollection:\n  concurency: 4\n")
     pytester.makepyfile(MARKED.format(extra=""))
-    result = run_pytest_once()
+    result = run_pytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"])
+    result.stderr.fnmatch_lines(["ERROR: pytest-llmbias: *llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"])
+    assert "INTERNALERROR" not in str(result.stdout) + str(result.stderr)
 
 
 def test_a_missing_roster_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once):
@@ -244,10 +246,13 @@ def test_{models}(bias_responses):
 """
 
 
-@pytest.mark.parametrize("given_in", ["llmbias.yaml", "environment"])
-def test_xdist_joins_an_export_given_outside_the_command_line(
+@pytest.mark.parametrize("given_in", ["command line", "llmbias.yaml", "environment"])
+def test_xdist_exports_exactly_what_the_run_used(
     pytester: pytest.Pytester, answer_snapshot, run_pytest_once, monkeypatch: pytest.MonkeyPatch, given_in: str
 ):
+    """However the export is asked for, under -n 2 it holds this run's 30 responses: the workers'
+    parts are merged and removed, and parts that an earlier, killed run with more workers left
+    behind are neither read nor touched."""
     pytest.importorskip("xdist")
     project = pytester.path
     export = ", export: out/used.jsonl" if given_in == "llmbias.yaml" else ""
@@ -255,14 +260,21 @@ def test_xdist_joins_an_export_given_outside_the_command_line(
     answer_snapshot()
     if given_in == "environment":
         monkeypatch.setenv("LLMBIAS_EXPORT", "out/used.jsonl")
+    flag = ["--llmbias-export=out/used.jsonl"] if given_in == "command line" else []
+    (project / "out").mkdir()
+    other = answer_snapshot(category="taiwan_status", name="other.jsonl")  # 30 responses this run does not use
+    stale = ["used.jsonl.gw0.part", "used.jsonl.0badc0de.gw5.part"]
+    for name in stale:
+        shutil.copy(other, project / "out" / name)
     (project / "test_target.py").write_text(ONLY.format(models="target", n=10))
     (project / "test_baselines.py").write_text(ONLY.format(models="baselines", n=20))
 
-    result = run_pytest_once("-n", "2", "-v")
+    result = run_pytest_once("-n", "2", "-v", *flag)
 
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines_random(["*gw0*PASSED*", "*gw1*PASSED*"])  # one test on each worker
-    assert sorted(p.name for p in (project / "out").iterdir()) == ["used.jsonl"]  # no part left
+    assert sorted(p.name for p in (project / "out").iterdir()) == sorted(["used.jsonl", *stale])
+    assert all((project / "out" / name).read_bytes() == other.read_bytes() for name in stale)
     lines = (project / "out" / "used.jsonl").read_text().splitlines()
     assert len(lines) == 30
     result.stdout.fnmatch_lines([f"*llmbias: responses used are exported to {project / 'out' / 'used.jsonl'}*"])

@@ -433,8 +433,9 @@ def test_merge_export_parts_joins_the_given_parts_and_removes_them(tmp_path: Pat
 
     responses = many_responses()
     export = tmp_path / "out" / "used.jsonl"
-    gw0, gw1 = export_part_path(export, "gw0"), export_part_path(export, "gw1")
-    assert gw0 == tmp_path / "out" / "used.jsonl.gw0.part"
+    gw0, gw1 = export_part_path(export, "gw0", "0123456789ab"), export_part_path(export, "gw1", "0123456789ab")
+    assert gw0 == tmp_path / "out" / "used.jsonl.01234567.gw0.part"
+    assert export_part_path(export, "gw0", "fedcba9876") != gw0  # another run never touches it
     labels = {responses[0].key: {"alias": "m", "domain": "d", "question": "q1"}}
     write_snapshot(gw0, responses[:3], labels)
     write_snapshot(gw1, responses[2:])  # responses[2] is in both parts

@@ -88,9 +88,12 @@ def write_snapshot(
     return len(rows)
 
 
-def export_part_path(path: Path, worker_id: str) -> Path:
-    """The file a pytest-xdist worker exports to instead of ``path``: ``<path>.<worker_id>.part``."""
-    return Path(f"{path}.{worker_id}.part")
+def export_part_path(path: Path, worker_id: str, run_id: str | None = None) -> Path:
+    """The file a pytest-xdist worker exports to instead of ``path``:
+    ``<path>.<run>.<worker_id>.part``, the run being the first 8 characters of ``run_id`` (the
+    run's id, shared by its workers), so that two runs never write or read each other's parts."""
+    run = f".{run_id[:8]}" if run_id else ""
+    return Path(f"{path}{run}.{worker_id}.part")
 
 
 def merge_export_parts(path: Path, parts: Iterable[Path]) -> int:
