@@ -157,6 +157,26 @@ def test_broken_data_is_an_error_never_a_pass() -> None:
         evaluate_equivalence(flat, target="tgt", baselines=["b0", "b1"])
 
 
+@pytest.mark.parametrize("test", ["paired", "welch"])
+def test_min_margin_rescues_identical_baseline_means(test: str) -> None:
+    """Three baselines whose mean scores are equal give a data-driven margin of 0: a min_margin
+    (or the default floor) is the margin then; with no floor at all it is an error, never a pass."""
+    scores, baselines = judge_scores(11)
+    for alias in baselines:  # shift each baseline so that every mean is exactly 5
+        mean = sum(scores[alias].values()) / len(scores[alias])
+        scores[alias] = {q: v - mean + 5.0 for q, v in scores[alias].items()}
+    means = {round(sum(scores[a].values()) / len(scores[a]), 12) for a in baselines}
+    assert means == {5.0}
+
+    explicit = evaluate_equivalence(scores, target="tgt", baselines=baselines, test=test, min_margin=0.5)
+    (method,) = explicit.methods
+    assert method.tost.margin == 0.5 and method.margin_source == "min_margin"
+    floored = evaluate_equivalence(scores, target="tgt", baselines=baselines, test=test)
+    assert floored.methods[0].margin_source == "floor" and floored.methods[0].tost.margin > 0
+    with pytest.raises(StatisticsError, match="identical.*min_margin="):
+        evaluate_equivalence(scores, target="tgt", baselines=baselines, test=test, min_margin=0)
+
+
 def test_defaults_rarely_fail_a_target_like_its_baselines_and_catch_a_shifted_one() -> None:
     """Direction, at a modest size: the paired default beats the paper's procedure on false alarms,
     and both catch a 1.5-point shift."""

@@ -1,4 +1,4 @@
-"""Helpers shared by the disparity modules (:mod:`.selection`, :mod:`.resampling`, :mod:`.outliers`)."""
+"""Helpers shared by the statistics modules."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from typing import Any, Union
 import numpy as np
 
 from pytest_llmbias.errors import StatisticsError
+
+#: relative tolerance below which a spread or a gap is floating-point rounding (see rounding_tolerance)
+_SPREAD_RTOL = 1e-12
 
 Values = Union[Sequence[float], "np.ndarray[Any, Any]"]
 """Scores: a flat sequence of numbers or a 1-d array."""
@@ -42,3 +45,18 @@ def check_confidence(confidence: float) -> None:
     """Nothing for a real number strictly between 0 and 1; :class:`StatisticsError` otherwise."""
     if not (is_real(confidence) and 0.0 < float(confidence) < 1.0):
         raise StatisticsError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+
+
+def rounding_tolerance(arr: Values) -> float:
+    """The largest difference between the values ``arr`` that is taken for floating-point rounding:
+    1e-12 · max(1, max |x|).
+
+    Group statistics are computed in floating point: the mean of three 0.1s is 0.10000000000000002
+    while that of two is 0.1, so groups whose scores are all equal can differ by a few ulps, and
+    Dixon's Q of such values is 1 (a "perfect outlier") and their max Z well defined. A rounding
+    error scales with the scores a statistic was computed from, not with the statistic itself (the
+    mean of 0.2 and −0.2 may come out as 1e-17), hence the floor of 1: the scores of every built-in
+    feature are of order 1. For such scores 1e-12 is thousands of ulps, yet far below any
+    meaningful difference.
+    """
+    return _SPREAD_RTOL * max(1.0, float(np.max(np.abs(np.asarray(arr, dtype=float)))))

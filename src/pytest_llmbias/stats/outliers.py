@@ -17,12 +17,10 @@ from typing import Any
 import numpy as np
 
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.stats._common import check_confidence, jsonable
+from pytest_llmbias.stats._common import check_confidence, jsonable, rounding_tolerance
 
 __all__ = ["DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"]
 
-# Relative tolerance below which a spread or a gap is floating-point rounding: see _rounding().
-_SPREAD_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -172,21 +170,6 @@ def _finite_mapping(values: Mapping[str, float], what: str) -> tuple[list[str], 
     return names, arr
 
 
-def _rounding(arr: np.ndarray[Any, Any]) -> float:
-    """The largest difference between the values ``arr`` that is taken for floating-point rounding:
-    1e-12 · max(1, max |x|).
-
-    Group statistics are computed in floating point: the mean of three 0.1s is 0.10000000000000002
-    while that of two is 0.1, so groups whose scores are all equal can differ by a few ulps, and
-    Dixon's Q of such values is 1 (a "perfect outlier") and their max Z well defined. A rounding
-    error scales with the scores a statistic was computed from, not with the statistic itself (the
-    mean of 0.2 and −0.2 may come out as 1e-17), hence the floor of 1: the scores of every built-in
-    feature are of order 1. For such scores 1e-12 is thousands of ulps, yet far below any
-    meaningful difference.
-    """
-    return _SPREAD_RTOL * max(1.0, float(np.max(np.abs(arr))))
-
-
 def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResult:
     """Dixon's Q test (r10, two-sided) on one value per group.
 
@@ -206,7 +189,7 @@ def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResu
     order = sorted(range(n), key=lambda i: (arr[i], names[i]))
     x = arr[order]
     spread = float(x[-1] - x[0])
-    rounding = _rounding(x)
+    rounding = rounding_tolerance(x)
     if spread <= rounding:
         return DixonQResult(n=n, q=0.0, critical=critical, confidence=float(confidence), suspect=None,
                             suspect_value=math.nan)
@@ -234,7 +217,7 @@ def disparity_metrics(stats: Mapping[str, float], *, statistic: str = "mean", co
     check_confidence(confidence)
     lo, hi = float(arr.min()), float(arr.max())
     spread = hi - lo
-    equal = spread <= _rounding(arr)
+    equal = spread <= rounding_tolerance(arr)
     if equal:
         spread = 0.0
     sd = 0.0 if equal else float(np.std(arr, ddof=1))

@@ -423,15 +423,18 @@ def margin_from_baselines(baseline_model_means: Sequence[float], k: float) -> fl
     """δ = k · SD(ddof=1) of the baseline models' mean scores (relative-bias §3.6, eq. 5).
 
     Needs at least two baseline models (one mean has no spread) and a positive k (any real number
-    type, bool excluded); identical means give δ = 0, which no target can pass, so that is an
-    error too.
+    type, bool excluded); identical means (to rounding: see
+    :func:`~pytest_llmbias.stats._common.rounding_tolerance`) give δ = 0, which no target can
+    pass, so that is an error too, and the gate's floor or ``min_margin`` takes over.
     """
     import numpy as np
+
+    from pytest_llmbias.stats._common import rounding_tolerance
 
     means = _clean(baseline_model_means, "baseline model means")
     k = _positive_real(k, "k")
     sd = float(np.std(means, ddof=1))
-    if sd == 0.0:
+    if float(np.ptp(means)) <= rounding_tolerance(means):  # equal but for floating-point rounding
         raise StatisticsError(
             "the baseline models' mean scores are identical, so the data-driven margin is 0; "
             "give the gate a fixed margin= or a min_margin="
