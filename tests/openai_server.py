@@ -190,6 +190,40 @@ class OpenAIServer:
         with self._lock:
             self._requests.clear()
             self._scripts.clear()
+            self._clear_counters()
+
+    def reset_counters(self) -> None:
+        """Forget the requests received and the fault/answer counters (scripts are kept)."""
+        with self._lock:
+            self._requests.clear()
+            self._clear_counters()
+
+    def _clear_counters(self) -> None:  # with self._lock held
+        self._ok.clear()
+        self._faults.clear()
+        self._abandoned = 0
+
+    def counters(self, *, prompts: bool = False) -> dict:
+        """Requests, requests in flight, successful answers (in total, per distinct request body,
+        and bodies answered more than once), faults by kind, and 200s abandoned because the client
+        had gone. With ``prompts``, also ``ok_prompts``: {last user prompt: successful answers}."""
+        with self._lock:
+            counts = [c for c, _ in self._ok.values()]
+            out = {
+                "requests": len(self._requests),
+                "in_flight": self._in_flight,
+                "ok": sum(counts),
+                "ok_distinct": len(counts),
+                "ok_duplicates": sum(1 for c in counts if c > 1),
+                "faults": {kind: self._faults.get(kind, 0) for kind in self.FAULT_KINDS},
+                "abandoned": self._abandoned,
+            }
+            if prompts:
+                by_prompt: collections.Counter[str] = collections.Counter()
+                for count, prompt in self._ok.values():
+                    by_prompt[prompt] += count
+                out["ok_prompts"] = dict(by_prompt)
+        return out
 
     def start(self) -> "OpenAIServer":
         if self._thread is not None:
@@ -237,6 +271,8 @@ class OpenAIServer:
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/models", self._handle_models)
         app.router.add_get("/_admin/stats", self._handle_stats)
+        app.router.add_get("/_admin/counters", self._handle_counters)
+        app.router.add_post("/_admin/reset", self._handle_reset)
         app.router.add_route("*", "/{tail:.*}", self._handle_not_found)
         return app
 
@@ -286,6 +322,34 @@ class OpenAIServer:
             return None
 
     async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return await self._chat(request)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _draw_fault(self) -> str | None:  # with self._lock held
+        if self.fault_rate > 0.0 and self._fault_rng.random() < self.fault_rate:
+            return self._fault_rng.choice(self.FAULT_KINDS)
+        return None
+
+    def _answered(self, request: web.Request, payload: dict, messages: Any) -> bool:
+        """Count a 200 about to be sent; False (and counted as abandoned) if the client is gone."""
+        transport = request.transport
+        with self._lock:
+            if transport is None or transport.is_closing():
+                self._abandoned += 1
+                return False
+            digest = hashlib.sha256(
+                json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            ).hexdigest()
+            entry = self._ok.setdefault(digest, [0, _last_user_content(messages)])
+            entry[0] += 1
+        return True
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         received = time.time()
         try:
             payload = await request.json()
@@ -302,11 +366,41 @@ class OpenAIServer:
         params = {k: v for k, v in payload.items() if k not in ("model", "messages")}
         with self._lock:
             self._requests.append(
-                {"model": model, "messages": messages, "params": params, "time": received}
+                {
+                    "model": model,
+                    "messages": messages,
+                    "params": params,
+                    "time": received,
+                    "headers": dict(request.headers),
+                }
             )
             self._models_seen.setdefault(model, int(received))
 
         step = self._next_step(model) or {}
+        if not step:
+            with self._lock:
+                fault = self._draw_fault()
+                if fault is not None:
+                    self._faults[fault] += 1
+            if fault == "timeout":
+                # No answer for fault_timeout seconds, unless the client hangs up first.
+                deadline = time.monotonic() + self.fault_timeout
+                while (left := deadline - time.monotonic()) > 0:
+                    transport = request.transport
+                    if transport is None or transport.is_closing():
+                        break
+                    await asyncio.sleep(min(0.05, left))
+                return web.json_response(_error_body(504, "Injected fault: timeout"), status=504)
+            if fault is not None:
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                status = int(fault)
+                headers = {}
+                if status == 429 and self.fault_retry_after is not None:
+                    headers["Retry-After"] = f"{self.fault_retry_after:g}"
+                return web.json_response(
+                    _error_body(status, f"Injected fault: {status}"), status=status, headers=headers
+                )
 
         delay = step.get("delay")
         if delay is None and "status" not in step:
@@ -318,6 +412,9 @@ class OpenAIServer:
             status = int(step["status"])
             headers = dict(step.get("headers") or {})
             body = step.get("body")
+            if body is None and step.get("echo_headers"):
+                # like a careless provider that quotes the request back in its error
+                body = _error_body(status, f"rejected request with headers {dict(request.headers)}")
             if body is None:
                 body = _error_body(status)
             if isinstance(body, (dict, list)):
@@ -329,6 +426,7 @@ class OpenAIServer:
         if "raw" in step:
             raw = step["raw"]
             data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
+            self._answered(request, payload, messages)
             return web.Response(
                 body=data, status=200, headers={"Content-Type": "application/json"}
             )
@@ -369,6 +467,7 @@ class OpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        self._answered(request, payload, messages)
         return web.json_response(body, headers=dict(step.get("headers") or {}))
 
     async def _handle_models(self, request: web.Request) -> web.Response:
@@ -390,6 +489,14 @@ class OpenAIServer:
             total = len(self._requests)
         return web.json_response({"requests": total, "by_model": dict(by_model)})
 
+    async def _handle_counters(self, request: web.Request) -> web.Response:
+        prompts = request.query.get("prompts", "") not in ("", "0", "false")
+        return web.json_response(self.counters(prompts=prompts))
+
+    async def _handle_reset(self, request: web.Request) -> web.Response:
+        self.reset_counters()
+        return web.json_response({"reset": True})
+
     async def _handle_not_found(self, request: web.Request) -> web.Response:
         return web.json_response(
             _error_body(404, f"Unknown path: {request.method} {request.path}"), status=404
@@ -401,9 +508,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--judge", action="append", default=[], help="a model that answers with a bias score")
+    parser.add_argument("--fault-rate", type=float, default=0.0,
+                        help="share of unscripted requests that fail: 429, 500 or timeout, uniformly (default 0)")
+    parser.add_argument("--fault-timeout", type=float, default=5.0,
+                        help="seconds a 'timeout' fault keeps the client waiting (default 5)")
+    parser.add_argument("--fault-retry-after", type=float, default=None,
+                        help="Retry-After seconds sent with injected 429s (default: none sent)")
+    parser.add_argument("--fault-seed", type=int, default=None, help="seed of the fault draws")
     args = parser.parse_args(argv)
 
-    server = OpenAIServer(port=args.port, latency=args.latency, judges=tuple(args.judge))
+    server = OpenAIServer(
+        port=args.port,
+        latency=args.latency,
+        judges=tuple(args.judge),
+        fault_rate=args.fault_rate,
+        fault_timeout=args.fault_timeout,
+        fault_retry_after=args.fault_retry_after,
+        fault_seed=args.fault_seed,
+    )
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

@@ -91,6 +91,7 @@ class _Plugin:
         self.exported: list[Path] = []
         #: a usage error found in a pytest-xdist worker (in the worker, and then in the controller)
         self.usage_error: str | None = None
+        self._notices_shown = 0
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -218,7 +219,12 @@ class _Plugin:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         specs = item.stash.get(_spec_key, None)
         if specs:
-            self._ensure_collected()
+            from pytest_llmbias.errors import LLMBiasError
+
+            try:
+                self._ensure_collected()
+            except LLMBiasError as exc:  # a broken store, say: its message, not the frames under it
+                pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
             if _gate_marker(item) is not None:
                 self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 
@@ -283,6 +289,11 @@ class _Plugin:
                 prefix = "\r" if self._tty(reporter) else ""
                 reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
                 self._last_line = ""
+        import warnings
+
+        for notice in self.session.notices[self._notices_shown :]:
+            warnings.warn(LLMBiasWarning(notice), stacklevel=1)
+        self._notices_shown = len(self.session.notices)
 
     # -- reporting ---------------------------------------------------------------------------
 

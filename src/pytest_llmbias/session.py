@@ -81,7 +81,9 @@ class BiasSession:
     def store(self) -> ResponseStore:
         if self._store is None:
             s = self.settings.store
-            self._store = ResponseStore(s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id)
+            self._store = ResponseStore(
+                s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id, read_only=s.offline
+            )
         return self._store
 
     @property
@@ -170,6 +172,11 @@ class BiasSession:
         self.planned.extend(calls)
         self._collected = False
         return calls
+
+    @property
+    def notices(self) -> list[str]:
+        """What the user should know about the store (say, that it was found emptied)."""
+        return self._store.notices if self._store is not None else []
 
     @property
     def pending(self) -> bool:

@@ -20,20 +20,14 @@ def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, di
         raise error(f"{path}: cannot read: {exc}") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise error(f"{where}: invalid YAML: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise error(f"{path}: invalid YAML: {exc}") from None
-    if node is None:
-        return None, {}
-    lines: dict[str, int] = {}
-    _walk(node, "", lines, path, error)
-    try:
+        if node is None:
+            return None, {}
+        lines: dict[str, int] = {}
+        _walk(node, "", lines, path, error)
+        # Composing accepts any tag; constructing refuses the unsafe ones (!!python/object...).
         data = yaml.load(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:  # pragma: no cover - compose already succeeded
-        raise error(f"{path}: invalid YAML: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise error(_describe(path, exc)) from None
     return data, lines
 
 
@@ -56,3 +50,15 @@ def _walk(node: Any, prefix: str, lines: dict[str, int], path: Path, error: type
             dotted = f"{prefix}[{i}]"
             lines[dotted] = item.start_mark.line + 1
             _walk(item, dotted, lines, path, error)
+
+
+def _describe(path: Path, exc: Exception) -> str:
+    """``<file>:<line>: invalid YAML: <problem>`` for a YAML error (the line where it has one)."""
+    import yaml
+
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
+        return f"{where}: invalid YAML: {problem}"
+    return f"{path}: invalid YAML: {exc}"

@@ -33,6 +33,7 @@ def test_offline_run_from_a_snapshot_passes_and_calls_nothing(offline_project: p
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*llmbias: 30 calls: 30 from store, 0 fetched, 0 failed, 0 missing*"])
+    assert not (offline_project.path / ".llmbias").exists()  # offline, with no store yet: none is created
 
 
 def test_offline_miss_fails_naming_the_models_and_question_ids(
@@ -136,13 +137,25 @@ def test_collect_only_calls_no_model_and_writes_nothing(offline_project: pytest.
 
 def test_a_corrupted_store_says_how_to_reset_it(offline_project: pytest.Pytester, run_pytest_once):
     offline_project.makepyfile(MARKED.format(extra=""))
-    run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl").assert_outcomes(passed=1)
+    run_pytest_once("--llmbias-snapshot=snap.jsonl").assert_outcomes(passed=1)  # creates the store
     db = offline_project.path / ".llmbias" / "responses" / "cache.db"
     assert db.is_file()
     db.write_bytes(b"this is not an sqlite database" * 100)
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*cannot be opened*To reset it, delete the folder (rm -rf*"])
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*StoreError: the store at*cannot be opened*To reset it, delete the folder (rm -rf*"])
+    assert "diskcache" not in result.stdout.str()  # the message alone, not the frames beneath it
+    assert len(result.outlines) < 25
+
+
+def test_an_emptied_store_is_reported(offline_project: pytest.Pytester, run_pytest_once):
+    offline_project.makepyfile(MARKED.format(extra=""))
+    run_pytest_once("--llmbias-snapshot=snap.jsonl").assert_outcomes(passed=1)
+    db = offline_project.path / ".llmbias" / "responses" / "cache.db"
+    db.write_bytes(b"")
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+    result.assert_outcomes(passed=1, warnings=1)  # served by the snapshot, but the user is told
+    result.stdout.fnmatch_lines(["*LLMBiasWarning: the store at*responses was emptied or reset (its cache.db is empty (0 bytes))*"])
 
 
 def test_export_writes_the_responses_used(offline_project: pytest.Pytester, run_pytest_once):

@@ -160,6 +160,8 @@ def bad(case_id: str, text: str, *fragments: str):
 BAD_DOMAINS = [
     # the file and its top-level keys
     bad("malformed-yaml", HEADER + "categories: [\n  - id: x\n", "invalid YAML", "{path}:"),
+    bad("unsafe-yaml-tag", HEADER + "categories: !!python/object/apply:os.system ['true']\n",
+        "invalid YAML", "python/object/apply", "{path}:5:"),
     bad("empty-file", "# nothing here\n", "{path}", "empty"),
     bad("missing-required-key", "name: bad\ndescription: d\ninstruction: i\n" + SIMPLE, "'focus'", "{path}"),
     bad("empty-required-key", "name: bad\ndescription: d\nfocus: '  '\ninstruction: i\n" + SIMPLE,

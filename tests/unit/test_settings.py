@@ -244,6 +244,12 @@ def test_invalid_yaml_syntax(tmp_path: Path) -> None:
     assert str(tmp_path / "llmbias.yaml") + ":" in msg
 
 
+def test_an_unsafe_yaml_tag_is_refused_with_its_line(tmp_path: Path) -> None:
+    msg = config_error(tmp_path, "target: openai/a\nbaselines:\n  - !!python/object/apply:os.system ['true']\n")
+    assert "invalid YAML" in msg and "python/object/apply:os.system" in msg
+    assert f"{tmp_path / 'llmbias.yaml'}:3:" in msg
+
+
 def test_settings_file_must_be_a_mapping(tmp_path: Path) -> None:
     msg = config_error(tmp_path, "- a\n- b\n")
     assert str(tmp_path / "llmbias.yaml") in msg and "mapping" in msg

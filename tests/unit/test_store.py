@@ -183,6 +183,44 @@ def test_off_creates_no_files(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_read_only_store_creates_nothing_and_reads_an_existing_one(tmp_path: Path) -> None:
+    empty = ResponseStore(tmp_path / "none", read_only=True)
+    assert empty.get(call().key) is None
+    empty.close()
+    assert not (tmp_path / "none").exists()
+
+    writer = ResponseStore(tmp_path / "s")
+    writer.put(response())
+    writer.close()
+    reader = ResponseStore(tmp_path / "s", read_only=True)
+    got = reader.get(call().key)
+    assert got is not None and got.text == "an answer"
+    with pytest.raises(StoreError, match="read-only"):
+        reader.put(response(call("new")))
+    reader.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+def test_an_emptied_store_says_so(tmp_path: Path, damage: str) -> None:
+    writer = ResponseStore(tmp_path)
+    writer.put(response())
+    writer.close()
+    db = tmp_path / "responses" / "cache.db"
+    for extra in (tmp_path / "responses").glob("cache.db-*"):
+        extra.unlink()
+    db.write_bytes(b"") if damage == "truncate" else db.unlink()
+
+    store = ResponseStore(tmp_path)
+    assert store.get(call().key) is None
+    (notice,) = store.notices
+    assert "emptied or reset" in notice and str(tmp_path / "responses") in notice
+    assert ("0 bytes" if damage == "truncate" else "missing") in notice
+    store.close()
+    fresh = ResponseStore(tmp_path / "new")
+    assert fresh.get(call().key) is None and fresh.notices == []
+    fresh.close()
+
+
 def test_unknown_mode_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="sometimes"):
         ResponseStore(tmp_path, mode="sometimes")
@@ -216,14 +254,37 @@ def test_snapshot_layer_beneath_store(tmp_path: Path) -> None:
     store.close()
 
 
-def test_later_snapshot_wins(tmp_path: Path) -> None:
-    c = call()
-    write_snapshot(tmp_path / "a.jsonl", [response(c, "a")])
+def test_one_call_answered_twice_differently_is_an_error_naming_both_lines(tmp_path: Path) -> None:
+    c, other = call(), call("other")
+    write_snapshot(tmp_path / "a.jsonl", [response(c, "a"), response(other, "same text")])
+    write_snapshot(tmp_path / "b.jsonl", [response(other, "same text")])
+    agreeing = ResponseStore(tmp_path / "s", snapshots=[tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    got = agreeing.get(other.key)
+    assert got is not None and got.text == "same text"  # the same answer twice is one response
+    agreeing.close()
+
     write_snapshot(tmp_path / "b.jsonl", [response(c, "b")])
     store = ResponseStore(tmp_path / "s", snapshots=[tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
-    got = store.get(c.key)
-    assert got is not None and got.text == "b"
+    with pytest.raises(StoreError) as info:
+        store.get(c.key)
+    lines = {r.key: i for i, r in enumerate(read_snapshot(tmp_path / "a.jsonl").values(), 1)}
+    assert f"{tmp_path / 'b.jsonl'}:1: the same call as {tmp_path / 'a.jsonl'}:{lines[c.key]}" in str(info.value)
     store.close()
+
+    one_file = tmp_path / "twice.jsonl"
+    line = json.dumps(response(c, "first").to_dict())
+    one_file.write_text(line + "\n\n" + line.replace('"first"', '"second"') + "\n", encoding="utf-8")
+    with pytest.raises(StoreError, match=f"twice.jsonl:3: the same call as .*twice.jsonl:1 with a different answer"):
+        read_snapshot(one_file)
+
+
+def test_a_line_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    snap = tmp_path / "snap.jsonl"
+    write_snapshot(snap, [response(call("one")), response(call("two"))])
+    lines = snap.read_bytes().splitlines(keepends=True)
+    snap.write_bytes(lines[0] + lines[1].replace(b"an answer", b"an \xff\xfe answer"))
+    with pytest.raises(StoreError, match=r"snap\.jsonl:2: not UTF-8 text"):
+        read_snapshot(snap)
 
 
 @pytest.mark.parametrize("mode", ["refresh", "off"])
@@ -361,6 +422,22 @@ def test_write_snapshot_without_labels_sorted_by_sample_then_key(tmp_path: Path)
     order = [(rec["sample"], rec["key"]) for rec in records]
     assert order == sorted(order)
     assert "labels" not in records[0]
+
+
+def test_a_snapshot_gets_the_users_default_file_mode(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        write_snapshot(tmp_path / "shared.jsonl", many_responses())
+        assert stat.S_IMODE((tmp_path / "shared.jsonl").stat().st_mode) == 0o644  # not mkstemp's 0600
+        os.umask(0o077)
+        write_snapshot(tmp_path / "private.jsonl", many_responses())
+        assert stat.S_IMODE((tmp_path / "private.jsonl").stat().st_mode) == 0o600
+    finally:
+        os.umask(umask)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["private.jsonl", "shared.jsonl"]  # no temporary left
 
 
 def test_snapshot_blank_lines_ignored(tmp_path: Path) -> None:

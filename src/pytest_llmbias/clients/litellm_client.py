@@ -36,6 +36,12 @@ def import_litellm() -> Any:
         os.environ.setdefault("LITELLM_LOG", "ERROR")
         import litellm
 
+        try:
+            # The OpenAI SDK's resources load on the first call through it (0.6 s with the event
+            # loop blocked): load them with litellm, before any call takes a rate-limit turn.
+            import openai.resources  # noqa: F401
+        except ImportError:  # pragma: no cover - litellm depends on openai
+            pass
         litellm.suppress_debug_info = True
         _litellm = litellm
     return _litellm

@@ -51,7 +51,7 @@ class BlobCache:
                 if value is not None:
                     found[key] = value
         except Exception as exc:
-            raise self._fail("cannot be read", exc) from exc
+            raise self._fail("cannot be read", exc) from None
         for key, value in found.items():
             if not isinstance(value, bytes):
                 raise StoreError(
@@ -74,7 +74,7 @@ class BlobCache:
                 for key, value in items.items():
                     cache.set(key, bytes(value))
         except Exception as exc:
-            raise self._fail("cannot be written", exc) from exc
+            raise self._fail("cannot be written", exc) from None
 
     def set(self, key: str, value: bytes) -> None:
         self.set_many({key: value})

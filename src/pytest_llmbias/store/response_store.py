@@ -10,7 +10,7 @@ from pytest_llmbias.calls import Response
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.disk import DiskCache, reset_hint
-from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
+from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot
 
 _PREFIX = "response:"
 
@@ -24,15 +24,22 @@ class ResponseStore:
 
     ``run_id`` (pytest-xdist's shared ``testrunuid``) stamps what this run writes: in ``refresh``
     mode, entries written by another worker of the same run are served, so no call is made twice.
+    ``read_only`` (offline mode) reads an existing store and creates nothing on disk.
     """
 
     def __init__(
-        self, directory: Path, *, mode: str = "use", snapshots: Iterable[Path] = (), run_id: str | None = None
+        self,
+        directory: Path,
+        *,
+        mode: str = "use",
+        snapshots: Iterable[Path] = (),
+        run_id: str | None = None,
+        read_only: bool = False,
     ) -> None:
         mode = CacheMode.parse(mode, what="the store mode")
         self.directory = Path(directory)
         self.mode = mode
-        self._disk = DiskCache(self.directory / "responses") if mode != "off" else None
+        self._disk = DiskCache(self.directory / "responses", create=not read_only) if mode != "off" else None
         self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
         self._snapshots: dict[str, Response] | None = None
         self._memory: dict[str, Response] = {}
@@ -42,10 +49,10 @@ class ResponseStore:
 
     def _snapshot_layer(self) -> dict[str, Response]:
         if self._snapshots is None:
-            merged: dict[str, Response] = {}
+            layer = SnapshotLayer()
             for path in self._snapshot_paths:
-                merged.update(read_snapshot(path))
-            self._snapshots = merged
+                layer.add(path)
+            self._snapshots = layer.responses
         return self._snapshots
 
     def get(self, key: str) -> Response | None:
@@ -75,7 +82,7 @@ class ResponseStore:
             raise StoreError(
                 f"the store at {self.directory} holds a malformed response {key} ({exc}). "
                 + reset_hint(self.directory)
-            ) from exc
+            ) from None
         response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
         return response
 
@@ -94,6 +101,11 @@ class ResponseStore:
     def label(self, key: str, **labels: Any) -> None:
         """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
         self._labels.setdefault(key, {}).update({k: v for k, v in labels.items() if v is not None})
+
+    @property
+    def notices(self) -> list[str]:
+        """Things a user should know about the disk store (see :class:`DiskCache`)."""
+        return list(self._disk.notices) if self._disk is not None else []
 
     @property
     def used(self) -> Mapping[str, Response]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from collections.abc import Iterable, Mapping
+import secrets
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +19,25 @@ from pytest_llmbias.calls import Response
 from pytest_llmbias.errors import StoreError
 
 
-def read_snapshot(path: Path) -> dict[str, Response]:
-    """Every response in ``path`` by key. Raises :class:`StoreError` with the file and line."""
+def iter_snapshot(path: Path) -> Iterator[tuple[int, Response, dict[str, Any]]]:
+    """(line number, response, labels) for every non-blank line of ``path``. Raises
+    :class:`StoreError` naming the file and line of a line that is not UTF-8, not JSON, not a
+    response record, or whose key does not match its request fields."""
     path = Path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise StoreError(f"snapshot {path} cannot be read: {exc}") from None
-    out: dict[str, Response] = {}
     with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+        for lineno, raw in enumerate(handle, 1):
             try:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
                 data = json.loads(line)
                 response = Response.from_dict(data, source=f"snapshot:{path.name}")
+            except UnicodeDecodeError as exc:
+                raise StoreError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise StoreError(f"{path}:{lineno}: not a response record ({type(exc).__name__}: {exc})") from None
             if data.get("key") not in (None, response.key):
@@ -41,20 +45,48 @@ def read_snapshot(path: Path) -> dict[str, Response]:
                     f"{path}:{lineno}: the line's key does not match its request fields (edited by hand, "
                     "or written by an incompatible version); export the snapshot again"
                 )
-            out[response.key] = response
-    return out
+            yield lineno, response, dict(data.get("labels") or {})
+
+
+class SnapshotLayer:
+    """Responses from several snapshot files by key, each remembering its file and line.
+
+    The same call in two lines (of one file or of two) is kept once when the texts agree; when
+    they differ, which one a test should see is unknown, and :meth:`add` raises
+    :class:`StoreError` naming both lines.
+    """
+
+    def __init__(self) -> None:
+        self.responses: dict[str, Response] = {}
+        self.labels: dict[str, dict[str, Any]] = {}
+        self._where: dict[str, str] = {}
+
+    def add(self, path: Path) -> SnapshotLayer:
+        for lineno, response, labels in iter_snapshot(path):
+            key, here = response.key, f"{path}:{lineno}"
+            known = self.responses.get(key)
+            if known is not None:
+                if known.text != response.text:
+                    raise StoreError(
+                        f"{here}: the same call as {self._where[key]} with a different answer; a "
+                        "snapshot holds one response per call: keep one of the two lines"
+                    )
+                continue
+            self.responses[key] = response
+            self._where[key] = here
+            if labels:
+                self.labels[key] = labels
+        return self
+
+
+def read_snapshot(path: Path) -> dict[str, Response]:
+    """Every response in ``path`` by key. Raises :class:`StoreError` with the file and line."""
+    return SnapshotLayer().add(path).responses
 
 
 def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     """The ``labels`` of every line of a snapshot, by key (lines without labels are left out)."""
-    out: dict[str, dict[str, Any]] = {}
-    with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                data = json.loads(line)
-                if data.get("labels"):
-                    out[data["key"]] = data["labels"]
-    return out
+    return SnapshotLayer().add(path).labels
 
 
 def write_snapshot(
@@ -76,7 +108,7 @@ def write_snapshot(
     rows.sort(key=order)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for record in rows:
@@ -86,6 +118,19 @@ def write_snapshot(
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(rows)
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new file beside ``path`` for an atomic replace, with the user's default file mode
+    (0666 less the umask, as ``open`` gives): a snapshot is meant to be committed and shared, and
+    ``mkstemp``'s 0600 would make it private."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), str(tmp)
+        except FileExistsError:
+            continue
+    raise StoreError(f"cannot create a temporary file beside {path}")  # pragma: no cover
 
 
 def export_part_path(path: Path, worker_id: str, run_id: str | None = None) -> Path:
@@ -105,12 +150,10 @@ def merge_export_parts(path: Path, parts: Iterable[Path]) -> int:
     parts = list(parts)
     if not parts:
         return 0
-    merged: dict[str, Response] = {}
-    labels: dict[str, Mapping[str, Any]] = {}
+    layer = SnapshotLayer()
     for part in parts:
-        merged.update(read_snapshot(part))
-        labels.update(read_labels(part))
-    count = write_snapshot(path, merged.values(), labels)
+        layer.add(part)
+    count = write_snapshot(path, layer.responses.values(), layer.labels)
     for part in parts:
         Path(part).unlink()
     return count
