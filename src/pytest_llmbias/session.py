@@ -9,7 +9,7 @@ read its responses from here. Nothing here imports pytest.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_re
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.redaction import LogMask, Redactor
 from pytest_llmbias.settings import ModelSpec, Settings
+from pytest_llmbias.store.lock import CollectionLock
 from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
@@ -186,8 +187,8 @@ class BiasSession:
     def ensure_collected(self) -> CollectionReport | None:
         """Run the plan once (later calls return at once): every planned call and every call its
         follow-ups lead to, pipelined; then wait for background scoring. Under pytest-xdist the
-        workers take turns on a lock in the store folder, so whichever runs first makes the calls
-        and the others read them from the store."""
+        workers take turns on a lock in the store folder (:mod:`pytest_llmbias.store.lock`), so
+        whichever runs first makes the calls and the others read them from the store."""
         if not self.pending:
             return None
         report = self.collect(self.planned)
@@ -199,39 +200,26 @@ class BiasSession:
     def collect(self, planned: Sequence[PlannedCall]) -> CollectionReport:
         """Make sure every call in ``planned`` (and its follow-ups) has a response or a recorded error."""
         s = self.settings
-        with self._collection_lock():
-            report = self._loop.run(
-                collect(
-                    planned,
-                    store=self.store,
-                    client=lambda alias: self.client(s.model(alias)),
-                    concurrency=s.collection.concurrency,
-                    offline=s.store.offline,
-                    on_progress=self.on_progress,
-                )
+        with self._collection_lock() as lock:
+            work = collect(
+                planned,
+                store=self.store,
+                client=lambda alias: self.client(s.model(alias)),
+                concurrency=s.collection.concurrency,
+                offline=s.store.offline,
+                on_progress=self.on_progress,
             )
+            report = self._loop.run(lock.beating(work) if lock is not None else work)
         self.errors.update(report.errors)
         self.reports.append(report)
         return report
 
-    @contextlib.contextmanager
-    def _collection_lock(self) -> Iterator[None]:
+    def _collection_lock(self) -> contextlib.AbstractContextManager[CollectionLock | None]:
+        """The store's collection lock (see :mod:`pytest_llmbias.store.lock`); none when nothing
+        is written (offline, or ``cache: off``)."""
         if self.settings.store.offline or self.settings.store.cache == "off":
-            yield
-            return
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: workers may duplicate calls
-            yield
-            return
-        directory = self.settings.store.dir
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / "collect.lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            return contextlib.nullcontext()
+        return CollectionLock(self.settings.store.dir, stale_after=self.settings.collection.lock_timeout)
 
     # -- reading -----------------------------------------------------------------------------
 

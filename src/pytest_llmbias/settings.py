@@ -82,12 +82,15 @@ class GenerationSettings:
 @dataclass(frozen=True)
 class CollectionSettings:
     """How calls are made: ``concurrency`` calls in flight at most, ``rpm`` starts per minute per
-    model (0: no cap), ``timeout`` seconds a call, ``retries`` further tries on retryable errors."""
+    model (0: no cap), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
+    ``lock_timeout``: seconds a process waiting for the store's collection lock tolerates no sign
+    of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`)."""
 
     concurrency: int = 32
     rpm: int = 3000
     timeout: float = 60.0
     retries: int = 5
+    lock_timeout: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("collection", "rpm"): "nonnegint",
     ("collection", "timeout"): "posfloat",
     ("collection", "retries"): "nonnegint",
+    ("collection", "lock_timeout"): "posfloat",
     ("embedding", "model"): "str",
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
