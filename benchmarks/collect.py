@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -44,6 +43,7 @@ os.environ["BENCH_KEY"] = "sk-bench"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from _server import admin, start_server, stop_server  # noqa: E402
 from pytest_llmbias.calls import ModelCall  # noqa: E402
 from pytest_llmbias.planning.collector import PlannedCall, collect  # noqa: E402
 from pytest_llmbias.clients.litellm_client import ModelClient, import_litellm  # noqa: E402
@@ -60,39 +60,8 @@ GENERATION = GenerationSettings()
 # -- the server ------------------------------------------------------------------------------
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "openai_server.py"), "--port", "0", "--latency", str(latency)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("READY "):
-            return proc, line.split()[1]
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError("the benchmark server did not start")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def server_requests(base: str) -> int:
-    url = base.rsplit("/v1", 1)[0] + "/_admin/stats"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return int(json.load(resp)["requests"])
+    return int(admin(base, "/_admin/stats")["requests"])
 
 
 # -- the two paths ---------------------------------------------------------------------------
@@ -323,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
           f"server latency {args.latency}s (server in a separate process, sharing the CPUs)"
           + (", PYTHONDONTWRITEBYTECODE set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""), flush=True)
-    proc, base = start_server(args.latency)
+    proc, base = start_server(latency=args.latency)
     try:
         with tempfile.TemporaryDirectory(prefix="llmbias-bench-") as tmp:
             net = asyncio.run(bench_network(args, base, Path(tmp)))

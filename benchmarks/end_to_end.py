@@ -30,6 +30,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from _server import start_server, stop_server
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "LLMBIAS_BENCH_API_KEY"
 SCENARIOS = {
@@ -71,20 +73,6 @@ import pytest
 def test_gate():
     pass
 """
-
-
-def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "openai_server.py"), "--latency", str(latency), "--judge", "judge"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise SystemExit(f"the local server did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
 
 
 def write_project(directory: Path, base_url: str, concurrency: int) -> None:
@@ -139,7 +127,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
     env = {**os.environ, KEY_ENV: "sk-local-benchmark", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
-    server, base_url = start_server(options.latency)
+    server, base_url = start_server("--judge", "judge", latency=options.latency)
     results = []
     try:
         for number in options.scenario or sorted(SCENARIOS):
@@ -163,8 +151,7 @@ def main() -> int:
                 flush=True,
             )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_server(server)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
     return 0

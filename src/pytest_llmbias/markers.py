@@ -152,20 +152,18 @@ def fraction(marker: str, key: str, value: Any) -> float:
 
 @functools.cache
 def markers() -> dict[str, MarkerInfo]:
-    """Every marker of the plugin: ``bias_responses``, then one per gate of the registry."""
+    """Every marker of the plugin (see :mod:`pytest_llmbias.catalog`), with its parser:
+    ``bias_responses``, then one per gate of the registry."""
+    from pytest_llmbias.catalog import MARKERS
     from pytest_llmbias.gates import GATES
 
-    out = {
-        "bias_responses": MarkerInfo(
-            name="bias_responses",
-            signature="domain, *, models='all', categories=None, samples=None",
-            help="ask the domain's questions of the configured models (collected in one batch, stored on "
-            "disk); the test's `bias_responses` fixture holds the answers.",
-            parse=parse_responses,
-        )
-    }
-    for name, gate in GATES.items():
-        out[name] = MarkerInfo(name=name, signature=gate.signature(), help=gate.help, parse=lambda _n, a, k, g=gate: g.parse(a, k))
+    out = {}
+    for doc in MARKERS:
+        if doc.gate is None:
+            parse: Callable[[str, tuple[Any, ...], Mapping[str, Any]], Any] = parse_responses
+        else:
+            parse = lambda _n, a, k, g=GATES[doc.name]: g.parse(a, k)  # noqa: E731
+        out[doc.name] = MarkerInfo(name=doc.name, signature=doc.signature, help=doc.help, parse=parse)
     return out
 
 

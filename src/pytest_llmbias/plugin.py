@@ -54,10 +54,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmbias.markers import markers  # standard library only
+    from pytest_llmbias.catalog import MARKERS  # standard library only
 
-    for info in markers().values():
-        config.addinivalue_line("markers", info.line)
+    for doc in MARKERS:
+        config.addinivalue_line("markers", doc.line)
     plugin = _Plugin(config)
     config.stash[_session_key] = plugin
     config.pluginmanager.register(plugin, "llmbias-session")
@@ -350,10 +350,10 @@ class _Plugin:
         verbosity = self.config.get_verbosity()
         if self.is_worker or verbosity < -1:
             return
-        from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
-
         reports = list(self._session.reports) if self._session is not None else []
         if self.worker_reports:
+            from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
+
             reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
         if not reports and not self.rows and not self.exported:
             return
@@ -432,18 +432,20 @@ def describe_collection(report: Any) -> str:
 
 def _marked(items: list[pytest.Item]) -> list[tuple[pytest.Item, str, pytest.Mark]]:
     """(item, marker name, marker) for every marker of this plugin on ``items``."""
-    from pytest_llmbias.markers import markers
+    from pytest_llmbias.catalog import BY_NAME
 
-    names = list(markers())
+    names = list(BY_NAME)
     return [(item, name, mark) for item in items for name in names if (mark := item.get_closest_marker(name)) is not None]
 
 
 def _gate_marker(item: pytest.Item) -> str | None:
     """The name of the item's gate marker (one whose test passes or fails on a result), if any."""
-    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.catalog import GATE_MARKERS
 
-    specs = item.stash.get(_spec_key, {})
-    return next((name for name in GATES if name in specs), None)
+    specs = item.stash.get(_spec_key, None)
+    if not specs:
+        return None
+    return next((name for name in GATE_MARKERS if name in specs), None)
 
 
 # -- fixtures ---------------------------------------------------------------------------------

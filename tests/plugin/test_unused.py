@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+#: the plugin's own modules that loading it may import: the hooks' specs, the options and the markers'
+#: catalog (standard library only); the core (settings, store, planning, gates...) must stay out
+LIGHT = ("pytest_llmbias", "pytest_llmbias.plugin", "pytest_llmbias.hookspecs", "pytest_llmbias.options",
+         "pytest_llmbias.choices", "pytest_llmbias.catalog")
 HEAVY = ("litellm", "torch", "sentence_transformers", "textblob", "pandas", "scipy", "numpy", "diskcache", "yaml")
 
 CONFTEST = """
@@ -20,8 +24,9 @@ sys.addaudithook(_audit)
 
 def pytest_sessionfinish(session):
     heavy = [m for m in {heavy!r} if m in sys.modules]
+    core = sorted(m for m in sys.modules if m.startswith("pytest_llmbias") and m not in {light!r})
     with open({report!r}, "w") as fh:
-        fh.write(repr({{"heavy": heavy, "connects": CONNECTS,
+        fh.write(repr({{"heavy": heavy, "core": core, "connects": CONNECTS,
                         "plugin": session.config.pluginmanager.has_plugin("llmbias")}}))
 """
 
@@ -29,7 +34,7 @@ def pytest_sessionfinish(session):
 def test_unused_plugin_imports_nothing_heavy_writes_nothing_connects_nowhere(pytester: pytest.Pytester, tmp_path):
     report = tmp_path / "report.txt"
     project = pytester.mkdir("project")
-    (project / "conftest.py").write_text(CONFTEST.format(heavy=HEAVY, report=str(report)))
+    (project / "conftest.py").write_text(CONFTEST.format(heavy=HEAVY, light=LIGHT, report=str(report)))
     (project / "test_plain.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
     before = sorted(p.relative_to(project) for p in project.rglob("*"))
 
@@ -41,6 +46,7 @@ def test_unused_plugin_imports_nothing_heavy_writes_nothing_connects_nowhere(pyt
     data = eval(report.read_text())  # written by the conftest above
     assert data["plugin"], "the llmbias plugin was not loaded through its entry point"
     assert data["heavy"] == []
+    assert data["core"] == []
     assert data["connects"] == []
     after = sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts)
     assert after == [p for p in before if "__pycache__" not in p.parts]

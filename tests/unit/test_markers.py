@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.markers import markers, parse_marker
+from pytest_llmbias.markers import markers, parse_marker, signature_of
 from pytest_llmbias.planning.request import ResponseRequest
 
 
@@ -92,6 +92,21 @@ def test_marker_line_for_pytest_markers() -> None:
     line = markers()["bias_responses"].line
     assert line.startswith("bias_responses(domain")
     assert "samples" in line
+
+
+def test_the_catalog_matches_the_specs_and_the_gates() -> None:
+    """pytest declares the markers from the catalog (standard library only); each row must say
+    what the spec dataclasses and gates say."""
+    from pytest_llmbias.catalog import BY_NAME, GATE_MARKERS, MARKERS
+    from pytest_llmbias.gates import GATES
+
+    assert signature_of(ResponseRequest) == BY_NAME["bias_responses"].signature
+    assert tuple(GATES) == GATE_MARKERS
+    for name, gate in GATES.items():
+        assert gate.marker == name
+        assert gate.signature() == BY_NAME[name].signature
+        assert gate.help == BY_NAME[name].help
+    assert [m.name for m in MARKERS] == list(markers())
 
 
 # -- bias_impact_ratio ----------------------------------------------------------------------------

@@ -274,7 +274,7 @@ def test_one_call_answered_twice_differently_is_an_error_naming_both_lines(tmp_p
     one_file = tmp_path / "twice.jsonl"
     line = json.dumps(response(c, "first").to_dict())
     one_file.write_text(line + "\n\n" + line.replace('"first"', '"second"') + "\n", encoding="utf-8")
-    with pytest.raises(StoreError, match=f"twice.jsonl:3: the same call as .*twice.jsonl:1 with a different answer"):
+    with pytest.raises(StoreError, match="twice.jsonl:3: the same call as .*twice.jsonl:1 with a different answer"):
         read_snapshot(one_file)
 
 

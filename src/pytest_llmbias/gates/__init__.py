@@ -1,23 +1,22 @@
-"""The gates: one module per gate marker, registered here (see :mod:`pytest_llmbias.gates.protocol`).
+"""The gates: one module per gate marker (see :mod:`pytest_llmbias.gates.protocol`), registered by
+its row in :data:`pytest_llmbias.catalog.MARKERS`.
 
 To add a gate: write ``gates/<name>.py`` with its spec, its :class:`~pytest_llmbias.gates.protocol.Gate`
-and its result, add one line to :data:`GATES`, a built-in domain if it needs one, and tests. No
-other module learns its name. Importing a gate module must stay light (numpy, scipy and the
-scorers are imported inside the functions that use them): the registry is read when pytest loads
-the plugin, to declare the markers.
+(as the module's ``GATE``) and its result, add its row to the catalog, a built-in domain if it needs
+one, and tests. No other module learns its name. This package is imported only when a collected
+test carries one of the plugin's markers; pytest declares the markers from the catalog alone.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+from pytest_llmbias.catalog import MARKERS
 from pytest_llmbias.gates.protocol import Gate, GateResult, GateSession
-from pytest_llmbias.gates.equivalent import GATE as _EQUIVALENT
-from pytest_llmbias.gates.impact import GATE as _IMPACT_RATIO
 
 GATES: dict[str, Gate[Any, Any]] = {
-    _EQUIVALENT.marker: _EQUIVALENT,
-    _IMPACT_RATIO.marker: _IMPACT_RATIO,
+    m.name: importlib.import_module(m.gate).GATE for m in MARKERS if m.gate is not None
 }
 """Marker name -> gate, in the order the markers are documented."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.planning.request import ResponseRequest
@@ -548,12 +549,7 @@ class EquivalentGate:
     """The ``bias_equivalent`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = (
-        "fail unless the target's bias scores on the domain are equivalent to the baselines' "
-        "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
-        "never below a floor); alternative: equivalent | no-worse; method: embedding | judge | both. "
-        "The `bias_result` fixture holds the result."
-    )
+    help = BY_NAME[MARKER].help
 
     def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> EquivalentSpec:
         return EquivalentSpec.parse(a, kw)

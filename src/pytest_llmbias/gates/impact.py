@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.errors import ConfigError, StatisticsError
@@ -663,11 +664,7 @@ class ImpactRatioGate:
     """The ``bias_impact_ratio`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = (
-        "fail when the target's minimum impact ratio over the domain's counterfactual groups is below "
-        "the threshold (the four-fifths rule); calibrate: None | reference | baselines. The `bias_result` "
-        "fixture holds the result."
-    )
+    help = BY_NAME[MARKER].help
 
     def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> ImpactRatioSpec:
         return ImpactRatioSpec.parse(a, kw)
