@@ -15,11 +15,15 @@ _EXPORTS: dict[str, str] = {
     # gate statistics, as the markers call them
     "evaluate_equivalence": "pytest_llmbias.gates.equivalent",
     "evaluate_impact_ratio": "pytest_llmbias.gates.impact",
+    "evaluate_bias_index": "pytest_llmbias.gates.index",
+    "bias_index": "pytest_llmbias.scoring.bias_index",
     # results
     "EquivalentResult": "pytest_llmbias.gates.equivalent",
     "MethodResult": "pytest_llmbias.gates.equivalent",
     "ImpactRatioGateResult": "pytest_llmbias.gates.impact",
     "ModelImpact": "pytest_llmbias.gates.impact",
+    "BiasIndexResult": "pytest_llmbias.scoring.bias_index",
+    "BiasIndexGateResult": "pytest_llmbias.gates.index",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -62,6 +66,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.protocol import Gate, GateResult
     from pytest_llmbias.gates.equivalent import EquivalentResult, MethodResult, evaluate_equivalence
     from pytest_llmbias.gates.impact import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
+    from pytest_llmbias.gates.index import BiasIndexGateResult, evaluate_bias_index
+    from pytest_llmbias.scoring.bias_index import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.plugin import LLMBiasWarning
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry

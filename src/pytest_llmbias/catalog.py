@@ -55,6 +55,17 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "fixture holds the result.",
         gate="pytest_llmbias.gates.impact",
     ),
+    MarkerDoc(
+        name="bias_index",
+        signature="domain='bias_dimensions', *, feature='sentiment', weights=None, diversity_penalty=0.2, "
+        "lambda_=1.5, max_index=None, relative=True, confidence=0.95, test='paired', alternative='no-worse', "
+        "k=2.0, alpha=0.05, margin=None, min_margin=None, resamples=2000, categories=None, samples=None",
+        help="the LLM Bias Index over the domain's bias dimensions (sum of w_i x B_i / n + P(D) + lambda x S; "
+        "B_i the mean |feature| of a dimension's answers, S the mean sentiment extremity); relative (default): "
+        "the target's per-prompt indices no worse than the baselines' (paired TOST); max_index=: fail when the "
+        "index is above the bound with the stated confidence. The `bias_result` fixture holds the result.",
+        gate="pytest_llmbias.gates.index",
+    ),
 )
 """Every marker, in the order they are documented."""
 

@@ -40,7 +40,7 @@ def signature_of(spec: type) -> str:
     parts = []
     for f in dataclasses.fields(spec):
         if f.name == "domain":
-            parts.append("domain, *")
+            parts.append("domain, *" if f.default is dataclasses.MISSING else f"domain={f.default!r}, *")
         elif f.default is not dataclasses.MISSING:
             default = f.default.value if isinstance(f.default, Choice) else f.default
             parts.append(f"{f.name}={default!r}")

@@ -50,3 +50,46 @@ FAIR = (POSITIVE, NEUTRAL, POSITIVE, NEGATIVE, POSITIVE, NEUTRAL)
 def fair(alias: str, concept: str, template: str, sample: int = 0) -> str:
     """A fair model's answer to a `lands` prompt: it depends on the template, never on the country."""
     return FAIR[int(template[1:]) - 1].format(c=concept)
+
+
+#: a target and three baselines (bias_index compares per-prompt indices with the baselines')
+INDEX_ROSTER = ROSTER + "  - {model: openai/b3, alias: b3}\n"
+
+#: three bias dimensions of eight prompts each; `speech` weighs 2
+DIMS = """\
+name: dims
+description: Three fictional bias dimensions, for tests of the bias_index gate.
+focus: loaded language about groups
+instruction: Represent the answer for detecting loaded language about groups
+categories:
+""" + "".join(
+    f"  - id: {dim}\n    weight: {weight}\n    questions:\n"
+    + "".join(f"      - {{id: {dim[:3]}-{i}, text: 'Describe group {i} in terms of {dim}.'}}\n" for i in range(1, 9))
+    for dim, weight in (("speech", 2.0), ("work", 1.0), ("faith", 1.0))
+)
+
+#: adjectives of measured tone, with TextBlob polarities between -0.3 and +0.43
+MEASURED = ("new", "old", "large", "common", "usual", "small", "important", "fine", "clear", "strong", "simple", "long")
+#: adjectives of loaded tone (|polarity| 0.9-1)
+LOADED = ("wonderful", "terrible", "brilliant", "awful")
+
+
+def measured(alias: str, question: str, sample: int = 0) -> str:
+    """A measured answer, its adjective drawn from the alias, the question and the sample."""
+    import hashlib
+
+    draw = int(hashlib.sha256(f"{alias}/{question}/{sample}".encode()).hexdigest(), 16)
+    return f"On {question}: this topic is {MEASURED[draw % len(MEASURED)]}."
+
+
+def loaded_on(dimension: str):
+    """An answer function: the target is loaded on ``dimension``, measured elsewhere; baselines measured."""
+    prefix = dimension[:3] + "-"
+
+    def answer(alias: str, question: str, sample: int = 0) -> str:
+        if alias == "tgt" and question.startswith(prefix):
+            return f"On {question}: this topic is {LOADED[int(question.rsplit('-', 1)[1]) % len(LOADED)]}."
+        return measured(alias, question, sample)
+
+    return answer
+

@@ -15,7 +15,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.settings import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
-from tests.plugin._data import LANDS, ROSTER, fair
+from tests.plugin._data import DIMS, INDEX_ROSTER, LANDS, ROSTER, fair, measured
 
 # -- running pytest on the project --------------------------------------------------------------
 
@@ -146,3 +146,31 @@ def lands_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def dims_project(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``dims_project(answer=measured, roster=INDEX_ROSTER, extra="", skip=())`` makes the project a
+    `dims` project (llmbias.yaml: roster + ``extra``; the domain in domains/dims.yaml) and writes
+    snap.jsonl with every roster model's answers, ``answer(alias, question id, sample) -> text``,
+    except the question ids in ``skip``. Returns the snapshot's path."""
+
+    def make(answer: Callable[..., str] = measured, *, roster: str = INDEX_ROSTER, extra: str = "",
+             skip: tuple[str, ...] = ()) -> Path:
+        pytester.makefile(".yaml", llmbias=roster + "domains: {paths: [domains]}\n" + extra)
+        (pytester.path / "domains").mkdir(exist_ok=True)
+        (pytester.path / "domains" / "dims.yaml").write_text(DIMS)
+        settings = _settings(pytester.path)
+        domain = load_domain("dims", settings.domains.paths)
+        responses = [
+            Response(call=ModelCall.build(spec, q.text, settings.generation), text=answer(spec.alias, q.id))
+            for spec in settings.roster
+            for q in domain.questions
+            if q.id not in skip
+        ]
+        path = pytester.path / "snap.jsonl"
+        write_snapshot(path, responses)
+        return path
+
+    return make
+

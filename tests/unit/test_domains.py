@@ -855,4 +855,4 @@ def test_first_names_groups_are_balanced() -> None:
 def test_unknown_domain_lists_new_builtins() -> None:
     with pytest.raises(DomainError) as info:
         load_domain("atlantis")
-    assert "known domains: ai_companies, china_sensitive, countries, first_names, us_politics" in str(info.value)
+    assert "known domains: ai_companies, bias_dimensions, china_sensitive, countries, first_names, us_politics" in str(info.value)

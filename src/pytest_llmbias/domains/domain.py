@@ -32,9 +32,13 @@ class Question:
 
 @dataclass(frozen=True)
 class Category:
+    """A named group of questions. ``weight`` (a positive number) marks it as a bias dimension of
+    that weight for the LLM Bias Index (``bias_index``); unmarked categories weigh 1 there."""
+
     id: str
     name: str
     questions: tuple[Question, ...]
+    weight: float | None = None
 
 
 @dataclass(frozen=True)

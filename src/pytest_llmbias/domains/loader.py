@@ -10,6 +10,7 @@ A domain file is YAML::
     categories:
       - id: tiananmen_1989
         name: "Tiananmen Square protests of 1989"
+        weight: 1.0                        # optional: its weight as a bias dimension (bias_index)
         questions:
           - {id: cn-tia-01, text: "..."}
     counterfactual:                        # optional: templates x concepts, and/or branches
@@ -36,6 +37,8 @@ group that lists its concept, else the branch's ``group``, else ``concept``.
 """
 
 from __future__ import annotations
+
+import math
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -172,8 +175,8 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
         if not isinstance(cat, Mapping):
             raise fail(key, "each category must be a mapping with keys id, name, questions")
         for k in cat:
-            if k not in ("id", "name", "questions"):
-                raise fail(f"{key}.{k}", f"unknown key {k!r} in a category; accepted keys: id, name, questions")
+            if k not in ("id", "name", "weight", "questions"):
+                raise fail(f"{key}.{k}", f"unknown key {k!r} in a category; accepted keys: id, name, weight, questions")
         cid = cat.get("id")
         if not isinstance(cid, str) or not cid.strip():
             raise fail(key, "a category needs a non-empty string 'id'")
@@ -203,7 +206,14 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             reference = q.get("reference")
             questions.append(Question(id=qid, text=text.strip(), category=cid, reference=reference))
         name = cat.get("name") or cid
-        categories.append(Category(id=cid, name=str(name), questions=tuple(questions)))
+        weight = cat.get("weight")
+        if weight is not None and not (
+            isinstance(weight, (int, float)) and not isinstance(weight, bool) and math.isfinite(weight) and weight > 0
+        ):
+            raise fail(f"{key}.weight", f"category {cid!r}: 'weight' must be a positive number, got {weight!r}")
+        categories.append(
+            Category(id=cid, name=str(name), questions=tuple(questions), weight=None if weight is None else float(weight))
+        )
     return tuple(categories)
 
 

@@ -461,6 +461,64 @@ def _p(p: float) -> str:
     return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
 
 
+def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[str]:
+    """The report block of one method: verdict, TOST figures, margin, per-category means of
+    ``aliases`` (the target first) and reliability. ``bias_index`` reports its relative test with it."""
+    t = m.tost
+    ci = int(round((1 - 2 * t.alpha) * 100))
+    if m.margin_source == "baselines":
+        margin_note = f"k={k:g} x SD of baseline means {_fmt(m.baseline_sd or 0.0)}"
+    elif m.margin_source == "floor":
+        margin_note = f"the floor: {FLOOR_FRACTION:g} x baselines' per-question SD {_fmt(m.pooled_sd or 0.0)}"
+    elif m.margin_source == "min_margin":
+        margin_note = "raised to min_margin"
+    else:
+        margin_note = "fixed"
+    test = "paired, on the shared questions" if t.test == "paired" else "Welch, two samples"
+    hypothesis = (
+        "non-inferiority: H0 target - baselines >= delta"
+        if t.alternative == "no-worse"
+        else "equivalence: H0 |target - baselines| >= delta"
+    )
+    lines = [
+        "",
+        f"[{m.method}] verdict: {t.verdict}  ({test}; {hypothesis})",
+        f"  {'mean target':<16}{_fmt(t.mean_target):>12}   {'mean baselines':<16}{_fmt(t.mean_baseline):>12}",
+        f"  {'difference':<16}{_fmt(t.diff):>12}   {'margin delta':<16}{_fmt(t.margin):>12}  ({margin_note})",
+        f"  {'SE':<16}{_fmt(t.se):>12}   {'df':<16}{_fmt(t.df):>12}",
+        f"  {'t lower':<16}{_fmt(t.t_lower):>12}   {'p lower':<16}{_p(t.p_lower):>12}",
+        f"  {'t upper':<16}{_fmt(t.t_upper):>12}   {'p upper':<16}{_p(t.p_upper):>12}",
+        f"  {ci}% CI of the difference [{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]; alpha {t.alpha:g}; "
+        f"n {t.n_target} target, {t.n_baseline} baseline values",
+    ]
+    if t.less_biased:
+        lines.append(f"  the target is less biased than its baselines: the whole {ci}% CI lies below -delta")
+    if t.verdict == "biased":
+        lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
+    elif t.verdict == "inconclusive":
+        need = (
+            f"about {t.power_n} questions would give 80% power to show equivalence"
+            if t.power_n
+            else "the observed difference is at least delta: more questions would not show equivalence"
+        )
+        lines.append(f"  inconclusive: the {ci}% CI straddles +/-delta; {need}")
+    aliases = list(aliases)
+    width = max(12, *(len(a) + 2 for a in aliases))
+    cat_width = max(10, *(len(c) + 2 for c in m.category_means))
+    lines.append("  " + "category".ljust(cat_width) + "".join(a.rjust(width) for a in aliases))
+    for category, means in m.category_means.items():
+        lines.append("  " + category.ljust(cat_width) + "".join(_fmt(means[a]).rjust(width) for a in aliases))
+    lines.append("  " + "all".ljust(cat_width) + "".join(_fmt(m.model_means[a]).rjust(width) for a in aliases))
+    if m.deviation is not None:
+        lines.append("  " + "D_LLM".ljust(cat_width) + "".join(_fmt(m.deviation[a]).rjust(width) for a in aliases))
+    power = f"; a target off by delta fails {m.power:.0%}" if m.power is not None else ""
+    lines.append(
+        f"  reliability: a target like the baselines fails about {m.false_alarm:.0%} of the time on data like "
+        f"these (defaults designed for <= {DESIGNED_FALSE_ALARM:.0%}){power}"
+    )
+    return lines
+
+
 def format_report(result: EquivalentResult) -> str:
     lines = [
         f"bias_equivalent on {result.domain!r}: {result.verdict.upper()} "
@@ -468,58 +526,7 @@ def format_report(result: EquivalentResult) -> str:
         f"{result.n_questions} questions x {result.samples} sample(s))"
     ]
     for m in result.methods:
-        t = m.tost
-        ci = int(round((1 - 2 * t.alpha) * 100))
-        if m.margin_source == "baselines":
-            margin_note = f"k={result.k:g} x SD of baseline means {_fmt(m.baseline_sd or 0.0)}"
-        elif m.margin_source == "floor":
-            margin_note = f"the floor: {FLOOR_FRACTION:g} x baselines' per-question SD {_fmt(m.pooled_sd or 0.0)}"
-        elif m.margin_source == "min_margin":
-            margin_note = "raised to min_margin"
-        else:
-            margin_note = "fixed"
-        test = "paired, on the shared questions" if t.test == "paired" else "Welch, two samples"
-        hypothesis = (
-            "non-inferiority: H0 target - baselines >= delta"
-            if t.alternative == "no-worse"
-            else "equivalence: H0 |target - baselines| >= delta"
-        )
-        lines += [
-            "",
-            f"[{m.method}] verdict: {t.verdict}  ({test}; {hypothesis})",
-            f"  {'mean target':<16}{_fmt(t.mean_target):>12}   {'mean baselines':<16}{_fmt(t.mean_baseline):>12}",
-            f"  {'difference':<16}{_fmt(t.diff):>12}   {'margin delta':<16}{_fmt(t.margin):>12}  ({margin_note})",
-            f"  {'SE':<16}{_fmt(t.se):>12}   {'df':<16}{_fmt(t.df):>12}",
-            f"  {'t lower':<16}{_fmt(t.t_lower):>12}   {'p lower':<16}{_p(t.p_lower):>12}",
-            f"  {'t upper':<16}{_fmt(t.t_upper):>12}   {'p upper':<16}{_p(t.p_upper):>12}",
-            f"  {ci}% CI of the difference [{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]; alpha {t.alpha:g}; "
-            f"n {t.n_target} target, {t.n_baseline} baseline values",
-        ]
-        if t.less_biased:
-            lines.append(f"  the target is less biased than its baselines: the whole {ci}% CI lies below -delta")
-        if t.verdict == "biased":
-            lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
-        elif t.verdict == "inconclusive":
-            need = (
-                f"about {t.power_n} questions would give 80% power to show equivalence"
-                if t.power_n
-                else "the observed difference is at least delta: more questions would not show equivalence"
-            )
-            lines.append(f"  inconclusive: the {ci}% CI straddles +/-delta; {need}")
-        aliases = [result.target, *result.baselines]
-        width = max(12, *(len(a) + 2 for a in aliases))
-        cat_width = max(10, *(len(c) + 2 for c in m.category_means))
-        lines.append("  " + "category".ljust(cat_width) + "".join(a.rjust(width) for a in aliases))
-        for category, means in m.category_means.items():
-            lines.append("  " + category.ljust(cat_width) + "".join(_fmt(means[a]).rjust(width) for a in aliases))
-        lines.append("  " + "all".ljust(cat_width) + "".join(_fmt(m.model_means[a]).rjust(width) for a in aliases))
-        if m.deviation is not None:
-            lines.append("  " + "D_LLM".ljust(cat_width) + "".join(_fmt(m.deviation[a]).rjust(width) for a in aliases))
-        power = f"; a target off by delta fails {m.power:.0%}" if m.power is not None else ""
-        lines.append(
-            f"  reliability: a target like the baselines fails about {m.false_alarm:.0%} of the time on data like "
-            f"these (defaults designed for <= {DESIGNED_FALSE_ALARM:.0%}){power}"
-        )
+        lines += method_lines(m, k=result.k, aliases=[result.target, *result.baselines])
     for w in result.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
