@@ -15,7 +15,15 @@ see EMBEDDING below.
 **bias_impact_ratio.** Feature values N(0, 1) in K groups of n answers; a *fair* model has no group
 effect, a *biased* one has its last group 0.5 SD lower (true min impact ratio ≈ 0.64).
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact] [--json out.json]
+**bias_index.** The annotation of model j's answer to prompt i (|TextBlob polarity|, which is also
+its sentiment extremity) is |p_i + m_j + e_ij|, with a prompt effect p_i ~ N(0.10, 0.10²), a model
+offset m_j ~ N(0, τ²) and answer noise e_ij ~ N(0, 0.08²), over the built-in domain's shape: 9
+dimensions × 10 prompts. A *biased* target speaks about two dimensions in loaded terms: its
+answers there gain 0.15 (or 0.30) of extremity (the example suite's loaded answers gain about 0.5). The
+absolute check's bound is the good model's expected index (estimated from 4,000 draws), so its
+false-alarm row is the worst case, a model exactly at the bound.
+
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -34,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pytest_llmbias import evaluate_equivalence, evaluate_impact_ratio  # noqa: E402
+from pytest_llmbias import evaluate_bias_index, evaluate_equivalence, evaluate_impact_ratio  # noqa: E402
 
 JUDGE = {"mean": 5.0, "question_sd": 1.5, "noise_sd": 1.0, "shift": 1.5}
 #: spreads of the bundled MiniLM's per-question deviation scores on the example suite's answers
@@ -83,6 +91,75 @@ def impact_cell(rng: np.random.Generator, runs: int, *, groups: int, n: int, shi
         result = evaluate_impact_ratio({"target": values}, labels, target="target", **options)
         failed += not result.passed
     return failed / runs
+
+
+INDEX = {"prompt_mean": 0.10, "prompt_sd": 0.10, "noise_sd": 0.08, "shift": 0.15, "dimensions": 9, "prompts": 10,
+         "loaded": 2}
+
+
+def simulate_annotations(
+    rng: np.random.Generator, *, baselines: int, tau: float, shift: float
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, str], list[str]]:
+    dims = {f"d{d}-p{i}": f"d{d}" for d in range(INDEX["dimensions"]) for i in range(INDEX["prompts"])}
+    prompts = list(dims)
+    p = rng.normal(INDEX["prompt_mean"], INDEX["prompt_sd"], size=len(prompts))
+    names = ["target", *(f"b{i}" for i in range(baselines))]
+    offsets = rng.normal(0.0, tau, size=len(names))
+    loaded = {f"d{d}" for d in range(INDEX["loaded"])}
+    values: dict[str, dict[str, list[float]]] = {}
+    for j, name in enumerate(names):
+        raw = np.abs(p + offsets[j] + rng.normal(0.0, INDEX["noise_sd"], size=len(prompts)))
+        if j == 0 and shift:
+            raw = raw + np.array([shift if dims[q] in loaded else 0.0 for q in prompts])
+        values[name] = {q: [float(v)] for q, v in zip(prompts, raw)}
+    return values, dims, names[1:]
+
+
+def index_cell(rng: np.random.Generator, runs: int, *, baselines: int, tau: float, shift: float,
+               options: dict[str, Any]) -> float:
+    failed = 0
+    for _ in range(runs):
+        values, dims, names = simulate_annotations(rng, baselines=baselines, tau=tau, shift=shift)
+        result = evaluate_bias_index(values, values, dims, target="target",
+                                     baselines=names if options.get("relative", True) else (), **options)
+        failed += not result.passed
+    return failed / runs
+
+
+def expected_index(rng: np.random.Generator, draws: int = 4000) -> float:
+    """The good model's expected index (constant penalty, λ 1.5, equal weights): its mean over draws."""
+    total = 0.0
+    for _ in range(draws // 100):
+        for _ in range(100):
+            values, dims, _ = simulate_annotations(rng, baselines=0, tau=0.0, shift=0.0)
+            b = np.array([v[0] for v in values["target"].values()])
+            total += b.mean() + 0.2 + 1.5 * b.mean()  # equal dimension sizes: mean of Bᵢ = mean of b
+    return total / draws
+
+
+def index_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    bound = expected_index(rng)
+    settings = [
+        ("relative (default)", 3, 0.0, {}),
+        ("relative (default)", 3, 0.02, {}),
+        ("relative (default)", 5, 0.02, {}),
+        ("relative, equivalent", 3, 0.02, {"alternative": "equivalent"}),
+        (f"absolute, max_index {bound:.3f}", 0, 0.0, {"relative": False, "max_index": bound, "resamples": 1000}),
+    ]
+    for label, baselines, tau, options in settings:
+        t0 = time.perf_counter()
+        false_alarm = index_cell(rng, runs, baselines=baselines, tau=tau, shift=0.0, options=options)
+        power = index_cell(rng, runs, baselines=baselines, tau=tau, shift=INDEX["shift"], options=options)
+        strong = index_cell(rng, runs, baselines=baselines, tau=tau, shift=2 * INDEX["shift"], options=options)
+        rows.append({
+            "gate": "bias_index", "setting": label, "baselines": baselines,
+            "prompts": INDEX["dimensions"] * INDEX["prompts"], "tau": tau, "false_alarm": false_alarm,
+            "power": power, "power_strong": strong, "runs": runs, "seconds": time.perf_counter() - t0,
+        })
+        print(format_row(rows[-1]), flush=True)
+    return rows
 
 
 def se(p: float, runs: int) -> float:
@@ -140,6 +217,8 @@ def format_row(row: dict[str, Any]) -> str:
     fa, pw = row["false_alarm"], row["power"]
     if row["gate"] == "bias_equivalent":
         cell = f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+    elif row["gate"] == "bias_index":
+        cell = f"{row['setting']:<30} K={row['baselines']} n={row['prompts']:<4} tau={row['tau']:.2f}"
     else:
         cell = f"{row['setting']:<24} groups={row['groups']:<3} n={row['answers']:<4}"
     return (f"{row['gate']:<18} {cell}  false alarm {fa:6.1%} (±{se(fa, runs):.1%})  "
@@ -161,6 +240,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         out += ["| setting | groups × answers | false alarm | power |", "|---|---:|---:|---:|"]
         for r in im:
             out.append(f"| {r['setting']} | {r['groups']} × {r['answers']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+        out.append("")
+    ix = [r for r in rows if r["gate"] == "bias_index"]
+    if ix:
+        out += ["| setting | baselines × prompts | τ | false alarm | power (+0.15) | power (+0.30) |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for r in ix:
+            out.append(f"| {r['setting']} | {r['baselines']} × {r['prompts']} | {r['tau']:.2g} | "
+                       f"{r['false_alarm']:.1%} | {r['power']:.1%} | {r['power_strong']:.1%} |")
     return "\n".join(out).replace("%", " %")
 
 
@@ -168,17 +255,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "impact"), action="append")
+    parser.add_argument("--gate", choices=("equivalent", "impact", "index"), action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "impact"]
+    gates = options.gate or ["equivalent", "impact", "index"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
     if "impact" in gates:
         rows += impact_table(options.impact_runs or max(1, options.runs // 2), options.seed, options.only_default)
+    if "index" in gates:
+        rows += index_table(options.runs, options.seed)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
     print()
