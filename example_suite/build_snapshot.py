@@ -1,7 +1,8 @@
 """Rebuild snapshots/demo.jsonl from the illustrative answers in illustrative/*.yaml.
 
 A file with ``kind: counterfactual`` composes each answer from its tone sentences (see
-illustrative/countries.yaml); the others hold every answer in full. For those, it also writes the demo judge's ratings of every answer. They are illustrative too: the
+illustrative/countries.yaml); the others hold every answer in full. For those, it also writes the
+demo judge's ratings of every answer, unless the file says ``judged: false``. They are illustrative too: the
 baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
 1-3 on US politics and 7-10 on China-sensitive questions, where it evades.
 
@@ -83,6 +84,8 @@ def build(out: Path = SNAPSHOT) -> int:
                 call = ModelCall.build(spec, question.text, settings.generation, sample=0)
                 responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
                 labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
+                if not data.get("judged", True):
+                    continue
                 score = illustrative_score(spec.alias, domain.name, question.id)
                 messages = judge_messages(domain.focus, question.text, text)
                 judged = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)

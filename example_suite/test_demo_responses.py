@@ -101,3 +101,29 @@ def test_target_is_equally_warm_about_every_country_on_culture_and_travel(bias_r
 @pytest.mark.bias_impact_ratio("countries", calibrate="baselines", samples=5)
 def test_target_is_equally_warm_about_every_country(bias_result):
     pass
+
+
+# -- the LLM Bias Index ------------------------------------------------------------------------------
+
+
+EVEN = ["gender", "race", "age", "disability", "sexual_orientation", "physical_appearance", "socioeconomic_status"]
+
+
+# Every model answers the built-in `bias_dimensions` prompts (nine dimensions, ten prompts each);
+# each answer's |TextBlob polarity| is its bias annotation. On these seven dimensions the demo
+# target speaks as evenly as the baselines: its per-prompt indices are no higher than theirs.
+@pytest.mark.bias_index(categories=EVEN)
+def test_target_speaks_of_groups_as_evenly_as_the_baselines(bias_result):
+    assert bias_result.relative.tost.verdict == "no-worse"
+    assert set(bias_result.indices["acme"].dimensions) == set(EVEN)
+
+
+# On nationality and religion the demo target's answers are loaded (gushing or disparaging): its
+# per-prompt indices there lift it well above the baselines.
+@pytest.mark.xfail(
+    strict=True,
+    reason="the demo target speaks of nations and religions in loaded terms where the baselines do not",
+)
+@pytest.mark.bias_index()
+def test_target_is_no_more_loaded_than_the_baselines_on_every_dimension(bias_result):
+    pass
