@@ -63,6 +63,16 @@ class ModelSelection(Choice):
     BASELINES = "baselines"
 
 
+class StanceCheck(Choice):
+    """What ``bias_stance`` checks: that the target takes the baselines' stance where they agree,
+    that it gives way to a stated opposing opinion no more than they do, or that it answers alike
+    across languages."""
+
+    AGREEMENT = "agreement"
+    SYCOPHANCY = "sycophancy"
+    CONSISTENCY = "consistency"
+
+
 class EquivalenceMethod(Choice):
     """How ``bias_equivalent`` scores an answer."""
 

@@ -174,6 +174,11 @@ class BiasSession:
         self._collected = False
         return calls
 
+    def plan_calls(self, calls: Sequence[PlannedCall]) -> None:
+        """Add calls a gate built itself to the plan."""
+        self.planned.extend(calls)
+        self._collected = False
+
     @property
     def notices(self) -> list[str]:
         """What the user should know about the store (say, that it was found emptied)."""

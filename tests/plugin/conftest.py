@@ -15,7 +15,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.settings import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
-from tests.plugin._data import DIMS, INDEX_ROSTER, LANDS, ROSTER, fair, measured
+from tests.plugin._data import CHOICES, DIMS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
 
 # -- running pytest on the project --------------------------------------------------------------
 
@@ -168,6 +168,47 @@ def dims_project(pytester: pytest.Pytester) -> Callable[..., Path]:
             for q in domain.questions
             if q.id not in skip
         ]
+        path = pytester.path / "snap.jsonl"
+        write_snapshot(path, responses)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``choices_project(answer=steady, rounds=4, languages=("en", "fr"))`` makes the project a
+    `choices` project (roster INDEX_ROSTER; the domain in domains/choices.yaml) and writes snap.jsonl
+    with every model's answers to both phases, ``answer(alias, question id, language, round, stated)``
+    (``stated``: None in the initial phase, else the opinion the opposing prompt states, the
+    contrary of the model's initial lean). Returns the snapshot's path."""
+    from pytest_llmbias.scoring.stance import BUILTIN_LANGUAGES
+    from pytest_llmbias.stats.stance import VALUE, bias, opposing_answer
+
+    def make(answer: Callable[..., str] = steady, *, rounds: int = 4, languages: tuple[str, ...] = ("en", "fr")) -> Path:
+        pytester.makefile(".yaml", llmbias=INDEX_ROSTER + "domains: {paths: [domains]}\n")
+        (pytester.path / "domains").mkdir(exist_ok=True)
+        (pytester.path / "domains" / "choices.yaml").write_text(CHOICES)
+        settings = _settings(pytester.path)
+        domain = load_domain("choices", settings.domains.paths)
+        responses = []
+        for spec in settings.roster:
+            for q in domain.questions:
+                for code in languages:
+                    lang = BUILTIN_LANGUAGES[code]
+                    texts = [answer(spec.alias, q.id, code, r, None) for r in range(rounds)]
+                    responses += [
+                        Response(call=ModelCall.build(spec, lang.prompt(q.text_in(code)), settings.generation, sample=r), text=t)
+                        for r, t in enumerate(texts)
+                    ]
+                    stated = opposing_answer(bias([VALUE[lang.parse(t)] for t in texts]))
+                    responses += [
+                        Response(
+                            call=ModelCall.build(spec, lang.opposing_prompt(q.text_in(code), stated), settings.generation, sample=r),
+                            text=answer(spec.alias, q.id, code, r, stated),
+                        )
+                        for r in range(rounds)
+                    ]
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path

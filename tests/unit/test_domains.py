@@ -185,6 +185,31 @@ BAD_DOMAINS = [
         "'answer'", "{path}:10",
     ),
     bad(
+        "negative-dimension-weight",
+        HEADER + "categories:\n  - id: alpha\n    weight: -1\n    questions:\n      - {id: a-1, text: 'x?'}\n",
+        "category 'alpha': 'weight' must be a positive number, got -1", "{path}:7",
+    ),
+    bad(
+        "question-in-languages-without-english",
+        HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, text: {es: '¿x?'}}\n",
+        "question 'a-1' needs its English text ('en'); it has es", "{path}:8",
+    ),
+    bad(
+        "split-pair-with-one-half",
+        HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, split: {en: ['A over B?']}}\n",
+        "split.en must hold exactly two non-empty questions", "{path}:8",
+    ),
+    bad(
+        "text-and-split",
+        HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, text: 'x?', split: {en: ['a?', 'b?']}}\n",
+        "needs either a 'text' or a 'split' pair, not both", "{path}:8",
+    ),
+    bad(
+        "unknown-language-without-its-words",
+        HEADER + "languages: {it: {instruction: 'Rispondi.'}}\n" + SIMPLE,
+        "languages.it is not built in: give yes, no, instruction and opposing", "{path}:5",
+    ),
+    bad(
         "duplicate-question-id-across-categories",
         HEADER + textwrap.dedent("""\
             categories:
@@ -855,4 +880,4 @@ def test_first_names_groups_are_balanced() -> None:
 def test_unknown_domain_lists_new_builtins() -> None:
     with pytest.raises(DomainError) as info:
         load_domain("atlantis")
-    assert "known domains: ai_companies, bias_dimensions, china_sensitive, countries, first_names, us_politics" in str(info.value)
+    assert "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, first_names, us_politics" in str(info.value)

@@ -25,9 +25,20 @@ class Question:
     group: str | None = None
     template: str | None = None
     reference: str | None = None
+    #: the question in each language it is written in (``text`` is the English one); empty for a
+    #: question written in one language only
+    texts: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: for one half of an "A or B?" pair: the pair's id (the halves are ``<id>:a`` and ``<id>:b``)
+    split: str | None = None
+
+    def text_in(self, language: str) -> str | None:
+        """The question in ``language`` (for a one-language question, its text is English)."""
+        if self.texts:
+            return self.texts.get(language)
+        return self.text if language == "en" else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items() if v is not None and v != {}}
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,10 @@ class Domain:
     categories: tuple[Category, ...] = ()
     counterfactual: Counterfactual | None = None
     source: Path | None = None
+    #: the ``languages`` section of the file: per language code, overrides of the answer
+    #: instruction, the opposing-opinion phrase and the yes/no words (see
+    #: :func:`pytest_llmbias.scoring.stance.languages`)
+    languages: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def questions(self) -> tuple[Question, ...]:

@@ -13,6 +13,12 @@ A domain file is YAML::
         weight: 1.0                        # optional: its weight as a bias dimension (bias_index)
         questions:
           - {id: cn-tia-01, text: "..."}
+          - id: bo-wrk-01                  # a question in several languages (English required)
+            text: {en: "Should ...?", es: "¿Debería ...?"}
+          - id: bo-wrk-09                  # an "A or B?" pair: halves bo-wrk-09:a and bo-wrk-09:b
+            split: {en: ["Is A better than B?", "Is B better than A?"]}
+    languages:                             # optional: per language, what a binary question adds
+      es: {instruction: "...", opposing: "Creo que la respuesta es «{answer}».", yes: [Sí, Si], no: [No]}
     counterfactual:                        # optional: templates x concepts, and/or branches
       groups: {country: [France, Japan]}   # or  concepts: [France, Japan]; needed by templates
       templates:                           # {concept} is filled in the text and the reference
@@ -46,11 +52,11 @@ from typing import Any
 
 from pytest_llmbias.domains.branching import mentions
 from pytest_llmbias.domains.domain import Branch, Category, Counterfactual, Domain, Question, Template
-from pytest_llmbias.errors import DomainError
+from pytest_llmbias.errors import ConfigError, DomainError
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 _SUFFIXES = (".yaml", ".yml")
-_TOP_KEYS = ("name", "title", "description", "focus", "instruction", "categories", "counterfactual")
+_TOP_KEYS = ("name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual")
 _REQUIRED = ("name", "description", "focus", "instruction")
 
 
@@ -150,6 +156,16 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
                     "(prompt ids are <template or branch id>:<concept>, question ids must differ from them)",
                 )
             prompt_ids.add(prompt.id)
+    languages = data.get("languages") or {}
+    if not isinstance(languages, Mapping):
+        raise fail("languages", "'languages' maps a language code to its yes, no, instruction and opposing")
+    if languages:
+        from pytest_llmbias.scoring.stance import languages as resolve_languages
+
+        try:
+            resolve_languages(languages, where=where("languages"))
+        except ConfigError as exc:
+            raise DomainError(str(exc)) from None
     return Domain(
         name=data["name"].strip(),
         title=title.strip(),
@@ -159,6 +175,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
         categories=categories,
         counterfactual=counterfactual,
         source=path,
+        languages=dict(languages),
     )
 
 
@@ -192,19 +209,25 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             if not isinstance(q, Mapping):
                 raise fail(qkey, "each question must be a mapping with keys id, text")
             for k in q:
-                if k not in ("id", "text", "reference"):
-                    raise fail(f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, reference")
-            qid, text = q.get("id"), q.get("text")
+                if k not in ("id", "text", "split", "reference"):
+                    raise fail(f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, split, reference")
+            qid = q.get("id")
             if not isinstance(qid, str) or not qid.strip():
                 raise fail(qkey, "a question needs a non-empty string 'id'")
             qid = qid.strip()
-            if not isinstance(text, str) or not text.strip():
-                raise fail(qkey, f"question {qid!r} needs a non-empty 'text'")
-            if qid in seen_questions:
-                raise fail(f"{qkey}.id", f"duplicate question id {qid!r} (also in category {seen_questions[qid]!r})")
-            seen_questions[qid] = cid
-            reference = q.get("reference")
-            questions.append(Question(id=qid, text=text.strip(), category=cid, reference=reference))
+            if ("text" in q) == ("split" in q):
+                raise fail(qkey, f"question {qid!r} needs either a 'text' or a 'split' pair, not both")
+            parsed = (
+                [_question_text(q["text"], qid, f"{qkey}.text", fail) + (qid, None)]
+                if "text" in q
+                else [(*half, f"{qid}:{tag}", qid) for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail))]
+            )
+            for text, texts, question_id, pair in parsed:
+                if question_id in seen_questions:
+                    raise fail(f"{qkey}.id", f"duplicate question id {question_id!r} (also in category {seen_questions[question_id]!r})")
+                seen_questions[question_id] = cid
+                questions.append(Question(id=question_id, text=text, category=cid, reference=q.get("reference"),
+                                          texts=texts, split=pair))
         name = cat.get("name") or cid
         weight = cat.get("weight")
         if weight is not None and not (
@@ -215,6 +238,44 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             Category(id=cid, name=str(name), questions=tuple(questions), weight=None if weight is None else float(weight))
         )
     return tuple(categories)
+
+
+def _question_text(raw: Any, qid: str, key: str, fail: Any) -> tuple[str, dict[str, str]]:
+    """(English text, texts by language) of a question's ``text``: a string (one language, English),
+    or a mapping of language code -> text with ``en`` among them."""
+    if isinstance(raw, str):
+        if not raw.strip():
+            raise fail(key, f"question {qid!r} needs a non-empty 'text'")
+        return raw.strip(), {}
+    if not isinstance(raw, Mapping) or not raw:
+        raise fail(key, f"question {qid!r} needs a non-empty 'text' (a string, or a mapping of language -> text)")
+    texts: dict[str, str] = {}
+    for lang, text in raw.items():
+        if not isinstance(text, str) or not text.strip():
+            raise fail(f"{key}.{lang}", f"question {qid!r}: its {lang!r} text must be a non-empty string")
+        texts[str(lang)] = text.strip()
+    if "en" not in texts:
+        raise fail(key, f"question {qid!r} needs its English text ('en'); it has {', '.join(texts)}")
+    return texts["en"], texts
+
+
+def _split_pair(raw: Any, qid: str, key: str, fail: Any) -> list[tuple[str, dict[str, str]]]:
+    """The two halves of an "A or B?" pair: ``split`` maps each language to the two questions
+    ("Is A better than B?", "Is B better than A?"); English is required."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise fail(key, f"question {qid!r}: 'split' maps each language to its two questions [A over B, B over A]")
+    halves: list[dict[str, str]] = [{}, {}]
+    for lang, pair in raw.items():
+        if (
+            not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2
+            or not all(isinstance(t, str) and t.strip() for t in pair)
+        ):
+            raise fail(f"{key}.{lang}", f"question {qid!r}: split.{lang} must hold exactly two non-empty questions, got {pair!r}")
+        for half, text in zip(halves, pair):
+            half[str(lang)] = text.strip()
+    if "en" not in halves[0]:
+        raise fail(key, f"question {qid!r}: the split pair needs its English questions ('en')")
+    return [(h["en"], h) for h in halves]
 
 
 _TEMPLATE_KEYS = ("id", "text", "category", "reference")

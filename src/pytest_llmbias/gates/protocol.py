@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from pytest_llmbias.domains.domain import Domain
-    from pytest_llmbias.planning.collector import FollowUp
+    from pytest_llmbias.planning.collector import FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
@@ -76,6 +76,14 @@ class GateSession(Protocol):
 
     def responses(self, request: ResponseRequest) -> ResponseSet:
         """The responses of ``request``, collected; MissingResponsesError naming what is missing."""
+        ...
+
+    def plan_calls(self, calls: Sequence[PlannedCall]) -> None:
+        """Register calls a gate builds itself (in several languages, say), with their follow-ups."""
+        ...
+
+    def ensure_collected(self) -> Any:
+        """Run the plan once, if it has not run: before a gate reads the store directly."""
         ...
 
     def embedding_scorer(self) -> EmbeddingScorer: ...
