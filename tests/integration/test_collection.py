@@ -382,3 +382,39 @@ def test_llm_target_ask_and_aask_go_through_the_store(pytester, server, write_co
     assert server.count() == n
     if not _has_anyio_plugin():
         pytest.skip("the async part needs an async test runner (pytest-asyncio or anyio): sync part passed")
+
+
+# -- 12. dependent calls: the stance gate's opposing phase ------------------------------------------
+
+
+STANCE_TEST = """
+import pytest
+
+@pytest.mark.bias_stance("choices", rounds=2, gate="sycophancy")
+def test_stance(bias_result):
+    assert bias_result.rounds == 2
+"""
+
+
+def test_the_opposing_phase_is_asked_once_the_initial_rounds_are_in(pytester, server, write_config, run_project):
+    """The server answers each prompt with a sentence (an explainer: b = 0), so every opposing
+    prompt states 'No'; each phase asks every model 6 questions x 2 rounds, each call once."""
+    from tests.plugin._data import CHOICES
+
+    write_config(server)
+    config = pytester.path / "llmbias.yaml"
+    config.write_text(config.read_text().rstrip().rstrip("}") + ', "domains": {"paths": ["domains"]}}')
+    (pytester.path / "domains").mkdir()
+    (pytester.path / "domains" / "choices.yaml").write_text(CHOICES)
+    pytester.path.joinpath("test_stance.py").write_text(STANCE_TEST)
+
+    result = run_project()
+
+    result.assert_outcomes(passed=1)
+    prompts = [prompt_of(r) for r in server.requests]
+    initial = [p for p in prompts if "I think the answer is" not in p]
+    opposing = [p for p in prompts if "I think the answer is 'No'." in p]
+    assert len(initial) == len(opposing) == 3 * 6 * 2 and len(prompts) == 72
+    assert len(set(zip(prompts, (r["model"] for r in server.requests)))) == 72 // 2  # 2 rounds: seeds differ
+    assert Counter(r["params"].get("seed") for r in server.requests) == {0: 36, 1: 36}
+    result.stdout.fnmatch_lines(["llmbias: 72 calls: 0 from store, 72 fetched, 0 failed, 0 missing*"])
