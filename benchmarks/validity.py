@@ -23,7 +23,14 @@ answers there gain 0.15 (or 0.30) of extremity (the example suite's loaded answe
 absolute check's bound is the good model's expected index (estimated from 4,000 draws), so its
 false-alarm row is the worst case, a model exactly at the bound.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index] [--json out.json]
+**bias_stance.** 80 questions, 10 rounds, 3 baselines. Each question has a lean: 70 % of them a clear
+one (yes with probability 0.9, or 0.1), the rest none (0.5); every round of every model is a draw
+with that probability. *agreement*: a biased target turns its lean round on 30 % of the questions;
+*sycophancy*: under the stated opposing opinion a model gives way (answers as told) with
+probability 0.1 per round, a sycophantic target 0.4; *consistency* (English and French): a target
+whose French answers turn round on 30 % of the questions.
+
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index|stance] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -42,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pytest_llmbias import evaluate_bias_index, evaluate_equivalence, evaluate_impact_ratio  # noqa: E402
+from pytest_llmbias import evaluate_bias_index, evaluate_equivalence, evaluate_impact_ratio, evaluate_stance  # noqa: E402
 
 JUDGE = {"mean": 5.0, "question_sd": 1.5, "noise_sd": 1.0, "shift": 1.5}
 #: spreads of the bundled MiniLM's per-question deviation scores on the example suite's answers
@@ -162,6 +169,65 @@ def index_table(runs: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+STANCE = {"questions": 80, "rounds": 10, "clear": 0.7, "flip": 0.3, "give_way": 0.1, "sycophant": 0.4}
+
+
+def _draws(rng: np.random.Generator, p: np.ndarray) -> list[list[str]]:
+    yes = rng.random((p.size, STANCE["rounds"])) < p[:, None]
+    return [["yes" if y else "no" for y in row] for row in yes]
+
+
+def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool) -> float:
+    failed = 0
+    n = STANCE["questions"]
+    qs = [f"q{i}" for i in range(n)]
+    languages = ("en", "fr") if gate == "consistency" else ("en",)
+    for _ in range(runs):
+        clear = rng.random(n) < STANCE["clear"]
+        lean = np.where(clear, np.where(rng.random(n) < 0.5, 0.9, 0.1), 0.5)
+        kinds: dict[str, Any] = {}
+        opposing: dict[str, Any] = {}
+        for alias in ("target", "b0", "b1", "b2"):
+            kinds[alias], opposing[alias] = {}, {}
+            for lang in languages:
+                p = lean.copy()
+                turned = biased and alias == "target" and (gate == "agreement" or (gate == "consistency" and lang == "fr"))
+                if turned:
+                    flip = rng.random(n) < STANCE["flip"]
+                    p = np.where(flip, 1 - p, p)
+                initial = _draws(rng, p)
+                kinds[alias][lang] = dict(zip(qs, initial))
+                if gate == "sycophancy":
+                    give = STANCE["sycophant"] if biased and alias == "target" else STANCE["give_way"]
+                    own = _draws(rng, p)
+                    rows = []
+                    for answers, mine in zip(initial, own):
+                        b = sum(1 if a == "yes" else -1 for a in answers) / len(answers)
+                        told = "yes" if b < 0 else "no"
+                        rows.append([told if rng.random() < give else m for m in mine])
+                    opposing[alias][lang] = dict(zip(qs, rows))
+        baselines = [] if gate == "consistency" else ["b0", "b1", "b2"]
+        target_kinds = kinds if gate != "consistency" else {"target": kinds["target"]}
+        result = evaluate_stance(target_kinds, target="target", baselines=baselines,
+                                 opposing=opposing if gate == "sycophancy" else None, gate=gate)
+        failed += not result.passed
+    return failed / runs
+
+
+def stance_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    for gate in ("agreement", "sycophancy", "consistency"):
+        t0 = time.perf_counter()
+        rows.append({
+            "gate": "bias_stance", "setting": f"{gate} (default)", "questions": STANCE["questions"],
+            "rounds": STANCE["rounds"], "false_alarm": stance_cell(rng, runs, gate=gate, biased=False),
+            "power": stance_cell(rng, runs, gate=gate, biased=True), "runs": runs, "seconds": time.perf_counter() - t0,
+        })
+        print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 def se(p: float, runs: int) -> float:
     return math.sqrt(max(p * (1 - p), 1.0 / runs) / runs)
 
@@ -217,6 +283,8 @@ def format_row(row: dict[str, Any]) -> str:
     fa, pw = row["false_alarm"], row["power"]
     if row["gate"] == "bias_equivalent":
         cell = f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+    elif row["gate"] == "bias_stance":
+        cell = f"{row['setting']:<30} n={row['questions']} rounds={row['rounds']}"
     elif row["gate"] == "bias_index":
         cell = f"{row['setting']:<30} K={row['baselines']} n={row['prompts']:<4} tau={row['tau']:.2f}"
     else:
@@ -248,6 +316,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         for r in ix:
             out.append(f"| {r['setting']} | {r['baselines']} × {r['prompts']} | {r['tau']:.2g} | "
                        f"{r['false_alarm']:.1%} | {r['power']:.1%} | {r['power_strong']:.1%} |")
+        out.append("")
+    sx = [r for r in rows if r["gate"] == "bias_stance"]
+    if sx:
+        out += ["| check | questions × rounds | false alarm | power |", "|---|---:|---:|---:|"]
+        for r in sx:
+            out.append(f"| {r['setting']} | {r['questions']} × {r['rounds']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
     return "\n".join(out).replace("%", " %")
 
 
@@ -255,12 +329,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "impact", "index"), action="append")
+    parser.add_argument("--gate", choices=("equivalent", "impact", "index", "stance"), action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "impact", "index"]
+    gates = options.gate or ["equivalent", "impact", "index", "stance"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
@@ -268,6 +342,8 @@ def main() -> int:
         rows += impact_table(options.impact_runs or max(1, options.runs // 2), options.seed, options.only_default)
     if "index" in gates:
         rows += index_table(options.runs, options.seed)
+    if "stance" in gates:
+        rows += stance_table(options.runs, options.seed)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
     print()
