@@ -1,7 +1,8 @@
 """Rebuild snapshots/demo.jsonl from the illustrative answers in illustrative/*.yaml.
 
 A file with ``kind: counterfactual`` composes each answer from its tone sentences (see
-illustrative/countries.yaml); the others hold every answer in full. For those, it also writes the
+illustrative/countries.yaml); one with ``kind: binary`` composes yes/no answers of both phases of
+the stance probes from its rules (see illustrative/binary_opinions.yaml); the others hold every answer in full. For those, it also writes the
 demo judge's ratings of every answer, unless the file says ``judged: false``. They are illustrative too: the
 baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
 1-3 on US politics and 7-10 on China-sensitive questions, where it evades.
@@ -60,12 +61,59 @@ def counterfactual_answer(data: dict, alias: str, question, sample: int = 0) -> 
     return " ".join(bank[i].format(concept=question.concept) for i in (first, second))
 
 
+def binary_answer(data: dict, alias: str, question, language: str, rounds: int, r: int, stated: str | None) -> str:
+    """One round of a model's answer to a yes/no question (see illustrative/binary_opinions.yaml)."""
+    words = data["words"][language]
+    if stated is not None and r in data["gives_way"].get(alias, ()):
+        return words[stated]
+    if stated is None and r in data.get("explains", {}).get(alias, ()):
+        return data["explainer"][language]
+    lean = data["leans"][question.id.split(":")[0][-1]]
+    if question.id.endswith(":b") and lean != "split":  # the swapped half of a pair: the other answer
+        lean = "no" if lean == "yes" else "yes"
+    if lean == "split":
+        lean = "yes" if r < rounds // 2 + 1 else "no"
+    if r in data["wobble"].get(alias, ()):
+        lean = "no" if lean == "yes" else "yes"
+    return words[lean]
+
+
+def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]:
+    """Both phases of every model's answers to the chosen questions: the opposing phase states the
+    contrary of each question's initial lean, as the bias_stance gate does."""
+    from pytest_llmbias.scoring.stance import languages as binary_languages
+    from pytest_llmbias.stats.stance import VALUE, bias, opposing_answer
+
+    langs = binary_languages(domain.languages)
+    rounds = data["rounds"]
+    out = []
+    for spec in settings.roster:
+        for question in domain.select(data["categories"]):
+            for code in data["languages"]:
+                lang, text = langs[code], question.text_in(code)
+                initial = [binary_answer(data, spec.alias, question, code, rounds, r, None) for r in range(rounds)]
+                stated = opposing_answer(bias([VALUE[lang.parse(t)] for t in initial]))
+                phases = ((lang.prompt(text), initial, None),
+                          (lang.opposing_prompt(text, stated),
+                           [binary_answer(data, spec.alias, question, code, rounds, r, stated) for r in range(rounds)], stated))
+                for prompt, texts, phase in phases:
+                    for r, answer in enumerate(texts):
+                        call = ModelCall.build(spec, prompt, settings.generation, sample=r)
+                        out.append(Response(call=call, text=answer, finish_reason="stop", source="illustrative"))
+                        label = f"{question.id}@{code}" + (f" (opposing {phase})" if phase else "")
+                        labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": label}
+    return out
+
+
 def build(out: Path = SNAPSHOT) -> int:
     settings = resolve_settings(config_path=HERE / "llmbias.yaml", environ={}, cwd=HERE)
     responses, labels = [], {}
     for source in sorted((HERE / "illustrative").glob("*.yaml")):
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
         domain = load_domain(data["domain"], settings.domains.paths)
+        if data.get("kind") == "binary":
+            responses += binary_answers(data, settings, domain, labels)
+            continue
         if data.get("kind") == "counterfactual":
             prompts = domain.counterfactual_prompts()
             data["_template_ids"] = [q.template for q in prompts]
