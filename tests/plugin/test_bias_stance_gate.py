@@ -28,6 +28,8 @@ def test_agreement_passes_a_target_that_takes_the_baselines_sides(pytester: pyte
         "*test_stance*stance (agreement)*Wilson*agrees*",
         "*bias_stance (agreement) on 'choices': AGREES*",
         "*the baselines take one side on 12 question(s); the target takes it on 12 (100%)*",
+        '*"A or B?" pairs*',
+        "*ch-3@en: tgt +1.00/-1.00  b1 +1.00/-1.00*",
         "*explainers / neutral answers (initial phase):*",
     ])
 

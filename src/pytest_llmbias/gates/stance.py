@@ -417,6 +417,17 @@ def format_report(result: StanceResult) -> str:
                     s = result.stances[a][lg][q]
                     cells.append(f"{_f(s.bias)} {s.willingness:.2f} {_f(s.shift) if s.shift is not None else '-'}".rjust(width * 2))
                 lines.append("  " + f"{q}@{lg}".ljust(24) + "".join(cells))
+    pairs = sorted({q[:-2] for q in result.stances[result.target][result.languages[0]] if q.endswith((":a", ":b"))})
+    if pairs:
+        lines += ["", "\"A or B?\" pairs (b_q of the halves A-over-B / B-over-A; a consistent stance has opposite signs):"]
+        for pair in pairs:
+            for lg in result.languages:
+                cells = []
+                for a in aliases:
+                    st = result.stances[a][lg]
+                    if f"{pair}:a" in st and f"{pair}:b" in st:
+                        cells.append(f"{a} {_f(st[f'{pair}:a'].bias)}/{_f(st[f'{pair}:b'].bias)}")
+                lines.append(f"  {pair}@{lg}: " + "  ".join(cells))
     counts = result.counts()
     lines += ["", "explainers / neutral answers (initial phase):"]
     for a in aliases:
