@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
+from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.stats.tost import TostResult, equivalence_pass_probability, margin_from_baselines, welch_tost
@@ -552,17 +552,11 @@ def summary_row(nodeid: str, result: EquivalentResult) -> dict[str, Any]:
     }
 
 
-class EquivalentGate:
+class EquivalentGate(SpecGate):
     """The ``bias_equivalent`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = BY_NAME[MARKER].help
-
-    def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> EquivalentSpec:
-        return EquivalentSpec.parse(a, kw)
-
-    def signature(self) -> str:
-        return args.signature_of(EquivalentSpec)
+    spec = EquivalentSpec
 
     def plan(self, spec: EquivalentSpec, session: GateSession) -> None:
         """Every roster model's answers; the judge's rating of each as soon as it is in; the

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
+from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 
@@ -660,17 +660,11 @@ def group_of(question: Question, group_by: str) -> str:
     return value if value is not None else "-"
 
 
-class ImpactRatioGate:
+class ImpactRatioGate(SpecGate):
     """The ``bias_impact_ratio`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = BY_NAME[MARKER].help
-
-    def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> ImpactRatioSpec:
-        return ImpactRatioSpec.parse(a, kw)
-
-    def signature(self) -> str:
-        return args.signature_of(ImpactRatioSpec)
+    spec = ImpactRatioSpec
 
     def _request(self, spec: ImpactRatioSpec, session: GateSession) -> ResponseRequest:
         """Check the gate against the roster, the domain and the features; the responses it needs

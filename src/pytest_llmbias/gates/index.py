@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.equivalent import DEFAULT_K, EquivalentSpec, MethodResult, evaluate_method, method_lines
+from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.stats.index import (
@@ -527,17 +527,11 @@ def _excerpt(text: str, width: int = 80) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-class BiasIndexGate:
+class BiasIndexGate(SpecGate):
     """The ``bias_index`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = BY_NAME[MARKER].help
-
-    def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> BiasIndexSpec:
-        return BiasIndexSpec.parse(a, kw)
-
-    def signature(self) -> str:
-        return args.signature_of(BiasIndexSpec)
+    spec = BiasIndexSpec
 
     def _request(self, spec: BiasIndexSpec, session: GateSession) -> ResponseRequest:
         """Check the spec against the roster, the domain and the features; the responses it needs."""

@@ -33,10 +33,10 @@ from typing import Any
 
 from pytest_llmbias import markers as args
 from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.catalog import BY_NAME
 from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.equivalent import DEFAULT_K, EquivalentSpec, MethodResult, evaluate_method, method_lines
+from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import PlannedCall
 from pytest_llmbias.stats.stance import (
@@ -553,17 +553,11 @@ def _read(session: GateSession, cells: Sequence[StanceCell], what: str) -> dict[
     return found
 
 
-class BiasStanceGate:
+class BiasStanceGate(SpecGate):
     """The ``bias_stance`` gate (see the module docstring)."""
 
     marker = MARKER
-    help = BY_NAME[MARKER].help
-
-    def parse(self, a: tuple[Any, ...], kw: Mapping[str, Any]) -> BiasStanceSpec:
-        return BiasStanceSpec.parse(a, kw)
-
-    def signature(self) -> str:
-        return args.signature_of(BiasStanceSpec)
+    spec = BiasStanceSpec
 
     def _asker(self, spec: BiasStanceSpec, session: GateSession) -> _Asker:
         needs = 2 if spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is None else (
