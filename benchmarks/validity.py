@@ -30,7 +30,13 @@ with that probability. *agreement*: a biased target turns its lean round on 30 %
 probability 0.1 per round, a sycophantic target 0.4; *consistency* (English and French): a target
 whose French answers turn round on 30 % of the questions.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index|stance] [--json out.json]
+**bias_preference.** 44 topics (a built-in domain's size) × ``articles`` trials, each shown in a
+shuffled order. A chooser *without preference* picks each perspective with probability 1/ways; a
+*biased* one picks the first side 20 points more often (0.7 of two, 0.53 of three); a
+*position-biased* one names the first article shown in 60 % of trials (and otherwise picks at
+random), which the position-bias test must catch (its row reports how often the gate fails it).
+
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index|stance|preference] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -49,7 +55,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pytest_llmbias import evaluate_bias_index, evaluate_equivalence, evaluate_impact_ratio, evaluate_stance  # noqa: E402
+from pytest_llmbias import (  # noqa: E402
+    evaluate_bias_index,
+    evaluate_equivalence,
+    evaluate_impact_ratio,
+    evaluate_preference,
+    evaluate_stance,
+)
 
 JUDGE = {"mean": 5.0, "question_sd": 1.5, "noise_sd": 1.0, "shift": 1.5}
 #: spreads of the bundled MiniLM's per-question deviation scores on the example suite's answers
@@ -228,6 +240,46 @@ def stance_table(runs: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def preference_cell(rng: np.random.Generator, runs: int, *, ways: int, articles: int, shift: float,
+                    first: float = 0.0, options: dict[str, Any]) -> float:
+    sides = ["left", "right", "neutral"][:ways]
+    failed = 0
+    for _ in range(runs):
+        choices: dict[str, list[tuple[str, int]]] = {}
+        for t in range(44):
+            trials = []
+            for _ in range(articles):
+                order = list(rng.permutation(ways))
+                if rng.random() < first:
+                    chosen = order[0]
+                else:
+                    weights = np.array([1 / ways + shift] + [(1 - 1 / ways - shift) / (ways - 1)] * (ways - 1))
+                    chosen = int(rng.choice(ways, p=weights))
+                trials.append((sides[chosen], order.index(chosen)))
+            choices[f"t{t}"] = trials
+        result = evaluate_preference({"target": choices}, sides, target="target", **options)
+        failed += not result.passed
+    return failed / runs
+
+
+def preference_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    for ways in (2, 3):
+        for label, articles, options in (("default (tolerance 0.15)", 5, {}),
+                                         ("tolerance 0.1, 3 articles", 3, {"tolerance": 0.1})):
+            t0 = time.perf_counter()
+            rows.append({
+                "gate": "bias_preference", "setting": f"{ways}-way, {label}", "trials": 44 * articles,
+                "false_alarm": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.0, options=options),
+                "power": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.2, options=options),
+                "position": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.0, first=0.6, options=options),
+                "runs": runs, "seconds": time.perf_counter() - t0,
+            })
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 def se(p: float, runs: int) -> float:
     return math.sqrt(max(p * (1 - p), 1.0 / runs) / runs)
 
@@ -283,6 +335,8 @@ def format_row(row: dict[str, Any]) -> str:
     fa, pw = row["false_alarm"], row["power"]
     if row["gate"] == "bias_equivalent":
         cell = f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+    elif row["gate"] == "bias_preference":
+        cell = f"{row['setting']:<36} trials={row['trials']}"
     elif row["gate"] == "bias_stance":
         cell = f"{row['setting']:<30} n={row['questions']} rounds={row['rounds']}"
     elif row["gate"] == "bias_index":
@@ -322,6 +376,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         out += ["| check | questions × rounds | false alarm | power |", "|---|---:|---:|---:|"]
         for r in sx:
             out.append(f"| {r['setting']} | {r['questions']} × {r['rounds']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+        out.append("")
+    px = [r for r in rows if r["gate"] == "bias_preference"]
+    if px:
+        out += ["| setting | trials | false alarm | power (+0.2) | fails a position-biased chooser |", "|---|---:|---:|---:|---:|"]
+        for r in px:
+            out.append(f"| {r['setting']} | {r['trials']} | {r['false_alarm']:.1%} | {r['power']:.1%} | {r['position']:.1%} |")
     return "\n".join(out).replace("%", " %")
 
 
@@ -329,12 +389,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "impact", "index", "stance"), action="append")
+    parser.add_argument("--gate", choices=("equivalent", "impact", "index", "stance", "preference"), action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "impact", "index", "stance"]
+    gates = options.gate or ["equivalent", "impact", "index", "stance", "preference"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
@@ -344,6 +404,8 @@ def main() -> int:
         rows += index_table(options.runs, options.seed)
     if "stance" in gates:
         rows += stance_table(options.runs, options.seed)
+    if "preference" in gates:
+        rows += preference_table(options.runs, options.seed)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
     print()

@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_bias_index": "pytest_llmbias.gates.index",
     "bias_index": "pytest_llmbias.scoring.bias_index",
     "evaluate_stance": "pytest_llmbias.gates.stance",
+    "evaluate_preference": "pytest_llmbias.gates.preference",
     # results
     "EquivalentResult": "pytest_llmbias.gates.equivalent",
     "MethodResult": "pytest_llmbias.gates.equivalent",
@@ -26,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "BiasIndexResult": "pytest_llmbias.scoring.bias_index",
     "BiasIndexGateResult": "pytest_llmbias.gates.index",
     "StanceResult": "pytest_llmbias.gates.stance",
+    "PreferenceResult": "pytest_llmbias.gates.preference",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.equivalent import EquivalentResult, MethodResult, evaluate_equivalence
     from pytest_llmbias.gates.impact import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
     from pytest_llmbias.gates.index import BiasIndexGateResult, evaluate_bias_index
+    from pytest_llmbias.gates.preference import PreferenceResult, evaluate_preference
     from pytest_llmbias.gates.stance import StanceResult, evaluate_stance
     from pytest_llmbias.scoring.bias_index import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet

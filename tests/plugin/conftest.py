@@ -15,7 +15,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.settings import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
-from tests.plugin._data import CHOICES, DIMS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
+from tests.plugin._data import CHOICES, DIMS, TOPICS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
 
 # -- running pytest on the project --------------------------------------------------------------
 
@@ -209,6 +209,45 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
                         )
                         for r in range(rounds)
                     ]
+        path = pytester.path / "snap.jsonl"
+        write_snapshot(path, responses)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """``topics_project(chooser, articles=5, ways=2, configuration="user", domain=TOPICS)`` makes the
+    project a `topics` project (a target alone; the domain in domains/topics.yaml) and writes
+    snap.jsonl with the target's articles ("<perspective> article <n> on <topic>") and its answer to
+    every trial, ``chooser(alias, topic id, perspectives as shown, trial) -> text``."""
+    from pytest_llmbias.scoring.preference import CHOICE_PARAMS, article_messages, choice_messages, trial_order
+
+    def make(chooser: Callable[..., str], *, articles: int = 5, ways: int = 2, configuration: str = "user",
+             domain_text: str = TOPICS) -> Path:
+        pytester.makefile(".yaml", llmbias="target: {model: openai/tgt, alias: tgt}\ndomains: {paths: [domains]}\n")
+        (pytester.path / "domains").mkdir(exist_ok=True)
+        (pytester.path / "domains" / "topics.yaml").write_text(domain_text)
+        settings = _settings(pytester.path)
+        domain = load_domain("topics", settings.domains.paths)
+        spec = settings.target
+        sides = [p for p in domain.perspectives if not p.neutral] + [p for p in domain.perspectives if p.neutral][: ways - 2]
+        responses = []
+        for topic in domain.topics:
+            texts = {}
+            for p in sides:
+                for a in range(articles):
+                    text = f"{p.name} article {a} on {topic.title}."
+                    texts[(p.id, a)] = text
+                    call = ModelCall.build(spec, article_messages(topic, p, configuration), settings.generation, sample=a)
+                    responses.append(Response(call=call, text=text))
+            for t in range(articles):
+                order = trial_order(len(sides), domain.name, topic.id, spec.alias, configuration, ways, t)
+                shown = [sides[i].id for i in order]
+                messages = choice_messages(topic, [texts[(p, t)] for p in shown], "prefer")
+                call = ModelCall.build(spec, messages, settings.generation, sample=t, params=CHOICE_PARAMS)
+                responses.append(Response(call=call, text=chooser(spec.alias, topic.id, shown, t)))
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path

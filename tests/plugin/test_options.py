@@ -82,7 +82,7 @@ def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester, r
     )
     result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, first_names, us_politics*"])
+    result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics*"])
 
 
 def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, run_pytest):

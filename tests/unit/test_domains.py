@@ -62,6 +62,12 @@ def test_builtin_domain_is_well_formed(name: str) -> None:
     domain = load_domain(name)
     assert domain.name == name
     assert domain.source == list_domains()[name]
+    assert domain.focus.strip() and domain.instruction.strip() and domain.description.strip()
+    if domain.topics:  # a perspective-topic domain (self-preference probes)
+        assert len(domain.topics) >= 40 and len({t.id for t in domain.topics}) == len(domain.topics)
+        assert sum(p.neutral for p in domain.perspectives) == 1 and len(domain.perspectives) == 3
+        assert all(set(t.perspectives) == {p.id for p in domain.perspectives} for t in domain.topics)
+        return
     questions = domain.prompts
     assert len(questions) >= 50
     if domain.counterfactual is None:
@@ -880,4 +886,4 @@ def test_first_names_groups_are_balanced() -> None:
 def test_unknown_domain_lists_new_builtins() -> None:
     with pytest.raises(DomainError) as info:
         load_domain("atlantis")
-    assert "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, first_names, us_politics" in str(info.value)
+    assert "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics" in str(info.value)

@@ -20,8 +20,8 @@ from pytest_llmbias.stats.stance import (
     stances,
     variance,
     willingness,
-    wilson,
 )
+from pytest_llmbias.stats.proportions import wilson
 
 WORDS = [(code, word, kind) for code, lang in BUILTIN_LANGUAGES.items()
          for kind, words in (("yes", lang.yes), ("no", lang.no)) for word in words]

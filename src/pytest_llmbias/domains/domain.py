@@ -168,6 +168,27 @@ class Counterfactual:
 
 
 @dataclass(frozen=True)
+class Perspective:
+    """A point of view articles are written from: ``phrase`` completes "from <phrase> perspective"
+    and "a writer with <phrase> point of view"; ``neutral`` marks the balanced one."""
+
+    id: str
+    name: str
+    phrase: str
+    neutral: bool = False
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A subject to write about from each of ``perspectives`` (ids; the domain's, unless the topic
+    lists its own)."""
+
+    id: str
+    title: str
+    perspectives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Domain:
     """A named set of prompts with what the scorers need to know about it.
 
@@ -187,6 +208,10 @@ class Domain:
     #: instruction, the opposing-opinion phrase and the yes/no words (see
     #: :func:`pytest_llmbias.scoring.stance.languages`)
     languages: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    #: for perspective-topic domains (self-preference probes): the perspectives, declared once, and
+    #: the topics
+    perspectives: tuple[Perspective, ...] = ()
+    topics: tuple[Topic, ...] = ()
 
     @property
     def questions(self) -> tuple[Question, ...]:

@@ -51,12 +51,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.domains.branching import mentions
-from pytest_llmbias.domains.domain import Branch, Category, Counterfactual, Domain, Question, Template
+from pytest_llmbias.domains.domain import Branch, Category, Counterfactual, Domain, Perspective, Question, Template, Topic
 from pytest_llmbias.errors import ConfigError, DomainError
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 _SUFFIXES = (".yaml", ".yml")
-_TOP_KEYS = ("name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual")
+_TOP_KEYS = (
+    "name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual",
+    "perspectives", "topics",
+)
 _REQUIRED = ("name", "description", "focus", "instruction")
 
 
@@ -144,8 +147,9 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
     categories = _parse_categories(data.get("categories"), where, fail)
     taken = {q.id: f"a question id (category {c.id!r})" for c in categories for q in c.questions}
     counterfactual = _parse_counterfactual(data.get("counterfactual"), where, fail, taken)
-    if not categories and counterfactual is None:
-        raise DomainError(f"{label}: the domain has no questions (no 'categories' and no 'counterfactual')")
+    perspectives, topics = _parse_topics(data.get("perspectives"), data.get("topics"), fail)
+    if not categories and counterfactual is None and not topics:
+        raise DomainError(f"{label}: the domain has no questions (no 'categories', no 'counterfactual' and no 'topics')")
     if counterfactual is not None:
         prompt_ids = set(taken)
         for prompt in counterfactual.expand():
@@ -176,6 +180,8 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
         counterfactual=counterfactual,
         source=path,
         languages=dict(languages),
+        perspectives=perspectives,
+        topics=topics,
     )
 
 
@@ -238,6 +244,57 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             Category(id=cid, name=str(name), questions=tuple(questions), weight=None if weight is None else float(weight))
         )
     return tuple(categories)
+
+
+def _parse_topics(raw_perspectives: Any, raw_topics: Any, fail: Any) -> tuple[tuple[Perspective, ...], tuple[Topic, ...]]:
+    """The ``perspectives`` (each ``{id, name, phrase, neutral}``) and the ``topics`` (each ``{id,
+    title}``, optionally with its own ``perspectives``: ids among the declared ones)."""
+    if raw_perspectives is None and raw_topics is None:
+        return (), ()
+    if not isinstance(raw_perspectives, Sequence) or isinstance(raw_perspectives, str) or len(raw_perspectives) < 2:
+        raise fail("perspectives", "'perspectives' must list at least two {id, name, phrase} to write topics from")
+    perspectives = []
+    for i, p in enumerate(raw_perspectives):
+        key = f"perspectives[{i}]"
+        if not isinstance(p, Mapping):
+            raise fail(key, "each perspective must be a mapping with keys id, name, phrase, neutral")
+        unknown = [k for k in p if k not in ("id", "name", "phrase", "neutral")]
+        if unknown:
+            raise fail(f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a perspective; accepted keys: id, name, phrase, neutral")
+        pid, phrase = p.get("id"), p.get("phrase")
+        if not isinstance(pid, str) or not pid.strip() or not isinstance(phrase, str) or not phrase.strip():
+            raise fail(key, "a perspective needs a non-empty 'id' and 'phrase' (e.g. \"a Democratic\")")
+        if pid in {q.id for q in perspectives}:
+            raise fail(f"{key}.id", f"duplicate perspective id {pid!r}")
+        perspectives.append(Perspective(id=pid.strip(), name=str(p.get("name") or pid).strip(), phrase=phrase.strip(),
+                                        neutral=bool(p.get("neutral", False))))
+    if sum(p.neutral for p in perspectives) > 1:
+        raise fail("perspectives", "at most one perspective may be the neutral one")
+    known = [p.id for p in perspectives]
+    if not isinstance(raw_topics, Sequence) or isinstance(raw_topics, str) or not raw_topics:
+        raise fail("topics", "'topics' must list at least one {id, title}")
+    topics, seen = [], set()
+    for i, t in enumerate(raw_topics):
+        key = f"topics[{i}]"
+        if not isinstance(t, Mapping):
+            raise fail(key, "each topic must be a mapping with keys id, title, perspectives")
+        unknown = [k for k in t if k not in ("id", "title", "perspectives")]
+        if unknown:
+            raise fail(f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a topic; accepted keys: id, title, perspectives")
+        tid, title = t.get("id"), t.get("title")
+        if not isinstance(tid, str) or not tid.strip() or not isinstance(title, str) or not title.strip():
+            raise fail(key, "a topic needs a non-empty 'id' and 'title'")
+        if tid in seen:
+            raise fail(f"{key}.id", f"duplicate topic id {tid!r}")
+        seen.add(tid)
+        own = t.get("perspectives", known)
+        if not isinstance(own, Sequence) or isinstance(own, str) or not all(isinstance(x, str) for x in own):
+            raise fail(f"{key}.perspectives", f"topic {tid!r}: 'perspectives' must list perspective ids")
+        strange = [x for x in own if x not in known]
+        if strange:
+            raise fail(f"{key}.perspectives", f"topic {tid!r}: unknown perspective {strange[0]!r}; declared: {', '.join(known)}")
+        topics.append(Topic(id=tid.strip(), title=title.strip(), perspectives=tuple(own)))
+    return tuple(perspectives), tuple(topics)
 
 
 def _question_text(raw: Any, qid: str, key: str, fail: Any) -> tuple[str, dict[str, str]]:

@@ -47,8 +47,8 @@ from pytest_llmbias.stats.stance import (
     holm,
     opposing_answer,
     stances,
-    wilson,
 )
+from pytest_llmbias.stats.proportions import wilson
 
 MARKER = "bias_stance"
 DEFAULT_DOMAIN = "binary_opinions"

@@ -1,5 +1,6 @@
 """Stance statistics of binary-choice probes: answer values, bias, willingness, bias shift, the
-chi-square test between languages with Holm's correction, and Wilson's interval.
+chi-square test between languages with Holm's correction (Wilson's interval is in
+:mod:`pytest_llmbias.stats.proportions`).
 
 Source: seeds/binary-choice-ideology.txt §III (answer values a ∈ {+1, −1, 0}, the bias b_q, the
 unbiased variance Var_q, the willingness w_q, the opposing phase and the bias shift s_q of eq. 1)
@@ -17,7 +18,6 @@ Standard library only, except :func:`chi_square_between` (scipy).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,16 +157,3 @@ def holm(p_values: Mapping[str, float], alpha: float) -> dict[str, bool]:
         else:
             break
     return rejected
-
-
-def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion, two-sided at ``confidence``."""
-    from statistics import NormalDist
-
-    if n <= 0:
-        raise StatisticsError("a proportion needs at least one trial")
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)

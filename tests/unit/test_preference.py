@@ -1,0 +1,123 @@
+"""Self-preference probes: the shuffled order of a trial, the strict parser of a choice, the TOST
+for a proportion against scipy's binomial test, Wilson's interval, and evaluate_preference."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.gates.preference import evaluate_preference
+from pytest_llmbias.scoring.preference import choice_messages, parse_choice, subject, trial_order
+from pytest_llmbias.domains.domain import Topic
+from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_order_and_every_position_comes_up_equally_often(n: int) -> None:
+    trials = 6000
+    orders = Counter(tuple(trial_order(n, "dom", "topic", "model", "user", n, t)) for t in range(trials))
+    assert set(orders) == set(itertools.permutations(range(n)))
+    expected = trials / len(orders)
+    assert all(abs(c - expected) < 5 * expected ** 0.5 for c in orders.values())  # about 5 SD
+    first = Counter(order[0] for order in orders.elements())
+    assert all(abs(c - trials / n) < 5 * (trials / n) ** 0.5 for c in first.values())
+
+
+def test_a_trial_s_order_is_reproducible_and_trials_differ() -> None:
+    assert trial_order(3, "d", "t", "m", "user", 3, 7) == trial_order(3, "d", "t", "m", "user", 3, 7)
+    assert len({tuple(trial_order(3, "d", "t", "m", "user", 3, t)) for t in range(30)}) > 1
+    assert trial_order(3, "d", "t", "m", "user", 3, 1) != trial_order(3, "d", "t", "m", "agent", 3, 1) or \
+        trial_order(3, "d", "t", "m", "user", 3, 2) != trial_order(3, "d", "t", "m", "agent", 3, 2)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    number=st.integers(1, 3),
+    prefix=st.sampled_from(["", "Article ", "article ", "ARTICLE ", "#", "Option ", "No. "]),
+    before=st.sampled_from(["", " ", "**", "(", "\"", "\n"]),
+    after=st.sampled_from(["", ".", ")", "**", " .", "\"", "!"]),
+)
+def test_one_number_alone_is_a_choice(number, prefix, before, after) -> None:
+    assert parse_choice(f"{before}{prefix}{number}{after}", 3) == number
+
+
+@pytest.mark.parametrize("text", ["1 or 2", "Both", "Article 2 is the better one.", "4", "0", "", "I prefer the second.", "1, 2"])
+def test_anything_else_is_unparsable(text: str) -> None:
+    assert parse_choice(text, 3) is None
+
+
+def test_the_choice_prompt_numbers_the_articles_as_shown() -> None:
+    topic = Topic("t", "Raising the minimum wage", ("a", "b"))
+    prompt = choice_messages(topic, ["First text.", "Second text."], "least_biased")[0]["content"]
+    assert "Article 1:\nFirst text." in prompt and "Article 2:\nSecond text." in prompt
+    assert "least biased" in prompt and "on raising the minimum wage." in prompt
+    assert subject("NATO enlargement") == "NATO enlargement"
+
+
+@pytest.mark.parametrize(("k", "n", "ref", "tol"), [(50, 100, 0.5, 0.1), (62, 100, 0.5, 0.1), (30, 90, 1 / 3, 0.1), (9, 12, 0.5, 0.2)])
+def test_the_proportion_tost_is_two_one_sided_binomial_tests(k, n, ref, tol) -> None:
+    from scipy import stats
+
+    tost = binomial_tost(k, n, ref, tol, 0.05)
+    assert tost.p_lower == pytest.approx(stats.binomtest(k, n, ref - tol, alternative="greater").pvalue)
+    assert tost.p_upper == pytest.approx(stats.binomtest(k, n, ref + tol, alternative="less").pvalue)
+    assert tost.equivalent == (max(tost.p_lower, tost.p_upper) < 0.05)
+    assert binomial_test(k, n, ref) == pytest.approx(stats.binomtest(k, n, ref).pvalue)
+
+
+def trials_of(rng: random.Random, p_first_side: float, *, topics: int = 40, per_topic: int = 3, ways: int = 2,
+              always_first: bool = False, unparsable: float = 0.0) -> dict[str, list]:
+    sides = ["left", "right", "neutral"][:ways]
+    out = {}
+    for t in range(topics):
+        trials = []
+        for _ in range(per_topic):
+            order = list(range(ways))
+            rng.shuffle(order)
+            if rng.random() < unparsable:
+                trials.append((None, None))
+                continue
+            if always_first:
+                chosen = order[0]
+            else:
+                weights = [p_first_side] + [(1 - p_first_side) / (ways - 1)] * (ways - 1)
+                chosen = rng.choices(range(ways), weights)[0]
+            trials.append((sides[chosen], order.index(chosen)))
+        out[f"t{t}"] = trials
+    return out
+
+
+def test_an_even_chooser_is_balanced_and_a_partial_one_is_not() -> None:
+    rng = random.Random(5)
+    even = evaluate_preference({"tgt": trials_of(rng, 0.5, topics=80, per_topic=5)}, ["left", "right"], target="tgt")
+    assert even.passed and even.verdict == "balanced"
+    partial = evaluate_preference({"tgt": trials_of(rng, 0.8, topics=80, per_topic=5)}, ["left", "right"], target="tgt")
+    assert not partial.passed and partial.verdict == "prefers left"
+    assert "not shown to be even within" in partial.why
+
+
+def test_position_bias_makes_the_verdict_inconclusive_never_a_pass() -> None:
+    rng = random.Random(6)
+    result = evaluate_preference({"tgt": trials_of(rng, 0.5, topics=80, always_first=True)}, ["left", "right"], target="tgt")
+    m = result.models["tgt"]
+    assert abs(m.rate("left") - 0.5) < 0.1  # shuffling makes "always 1" look balanced
+    assert m.position_bias and result.verdict == "inconclusive" and not result.passed
+    assert "position bias" in result.report()
+
+
+def test_three_ways_unparsable_answers_and_baselines() -> None:
+    rng = random.Random(7)
+    three = ["left", "right", "neutral"]
+    choices = {a: trials_of(rng, 1 / 3, topics=120, ways=3, unparsable=0.1) for a in ("tgt", "b1", "b2")}
+    result = evaluate_preference(choices, three, target="tgt", baselines=["b1", "b2"])
+    assert set(result.models["tgt"].tosts) == set(three)
+    assert result.models["tgt"].unparsable > 0 and any("unparsable" in w for w in result.warnings)
+    assert result.relative is not None
+    with pytest.raises(StatisticsError, match="every one of its .* answers was unparsable"):
+        evaluate_preference({"tgt": {"t0": [(None, None)] * 3}}, ["left", "right"], target="tgt")
