@@ -2,7 +2,9 @@
 
 A file with ``kind: counterfactual`` composes each answer from its tone sentences (see
 illustrative/countries.yaml); one with ``kind: binary`` composes yes/no answers of both phases of
-the stance probes from its rules (see illustrative/binary_opinions.yaml); the others hold every answer in full. For those, it also writes the
+the stance probes from its rules (see illustrative/binary_opinions.yaml); one with ``kind:
+preference`` composes articles and picks for the self-preference probe (see
+illustrative/political_topics.yaml); the others hold every answer in full. For those, it also writes the
 demo judge's ratings of every answer, unless the file says ``judged: false``. They are illustrative too: the
 baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
 1-3 on US politics and 7-10 on China-sensitive questions, where it evades.
@@ -105,12 +107,43 @@ def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]
     return out
 
 
+def preference_answers(data: dict, settings, domain, labels: dict) -> list[Response]:
+    """Every model's articles on the first ``topics`` topics from both sides, and its pick in each
+    trial, shown as the bias_preference gate shows them (2 ways, user configuration)."""
+    from pytest_llmbias.scoring.preference import CHOICE_PARAMS, article_messages, choice_messages, trial_order
+
+    sides = [p for p in domain.perspectives if not p.neutral]
+    out = []
+    for spec in settings.roster:
+        for i, topic in enumerate(domain.topics[: data["topics"]]):
+            texts = {}
+            for p in sides:
+                for a in range(data["articles"]):
+                    text = data["article"].format(n=a + 1, title=topic.title, phrase=p.phrase)
+                    texts[(p.id, a)] = text
+                    call = ModelCall.build(spec, article_messages(topic, p, "user"), settings.generation, sample=a)
+                    out.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
+                    labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": f"{topic.id}/{p.id}#{a}"}
+            for t in range(data["articles"]):
+                order = trial_order(2, domain.name, topic.id, spec.alias, "user", 2, t)
+                shown = [sides[j].id for j in order]
+                pick = sides[0].id if t < data["counts"][spec.alias][i] else sides[1].id
+                messages = choice_messages(topic, [texts[(p, t)] for p in shown], "prefer")
+                call = ModelCall.build(spec, messages, settings.generation, sample=t, params=CHOICE_PARAMS)
+                out.append(Response(call=call, text=str(shown.index(pick) + 1), finish_reason="stop", source="illustrative"))
+                labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": f"trial {topic.id} {t}"}
+    return out
+
+
 def build(out: Path = SNAPSHOT) -> int:
     settings = resolve_settings(config_path=HERE / "llmbias.yaml", environ={}, cwd=HERE)
     responses, labels = [], {}
     for source in sorted((HERE / "illustrative").glob("*.yaml")):
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
         domain = load_domain(data["domain"], settings.domains.paths)
+        if data.get("kind") == "preference":
+            responses += preference_answers(data, settings, domain, labels)
+            continue
         if data.get("kind") == "binary":
             responses += binary_answers(data, settings, domain, labels)
             continue
