@@ -218,15 +218,19 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
 
 @pytest.fixture
 def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
-    """``topics_project(chooser, articles=5, ways=2, configuration="user", domain=TOPICS)`` makes the
+    """``topics_project(chooser, articles=5, ways=2, configuration="user", domain_text=TOPICS,
+    judge=False)`` makes the
     project a `topics` project (a target alone; the domain in domains/topics.yaml) and writes
     snap.jsonl with the target's articles ("<perspective> article <n> on <topic>") and its answer to
-    every trial, ``chooser(alias, topic id, perspectives as shown, trial) -> text``."""
+    every trial, ``chooser(alias, topic id, perspectives as shown, trial) -> text``; with ``judge``,
+    the roster has a judge and the judge answers the trials."""
     from pytest_llmbias.scoring.preference import CHOICE_PARAMS, article_messages, choice_messages, trial_order
 
     def make(chooser: Callable[..., str], *, articles: int = 5, ways: int = 2, configuration: str = "user",
-             domain_text: str = TOPICS) -> Path:
-        pytester.makefile(".yaml", llmbias="target: {model: openai/tgt, alias: tgt}\ndomains: {paths: [domains]}\n")
+             domain_text: str = TOPICS, judge: bool = False) -> Path:
+        judged = "judge: {model: openai/judge, alias: judge}\n" if judge else ""
+        pytester.makefile(".yaml", llmbias="target: {model: openai/tgt, alias: tgt}\n" + judged
+                          + "domains: {paths: [domains]}\n")
         (pytester.path / "domains").mkdir(exist_ok=True)
         (pytester.path / "domains" / "topics.yaml").write_text(domain_text)
         settings = _settings(pytester.path)
@@ -246,8 +250,9 @@ def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
                 order = trial_order(len(sides), domain.name, topic.id, spec.alias, configuration, ways, t)
                 shown = [sides[i].id for i in order]
                 messages = choice_messages(topic, [texts[(p, t)] for p in shown], "prefer")
-                call = ModelCall.build(spec, messages, settings.generation, sample=t, params=CHOICE_PARAMS)
-                responses.append(Response(call=call, text=chooser(spec.alias, topic.id, shown, t)))
+                picker = settings.judge if judge else spec
+                call = ModelCall.build(picker, messages, settings.generation, sample=t, params=CHOICE_PARAMS)
+                responses.append(Response(call=call, text=chooser(picker.alias, topic.id, shown, t)))
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path

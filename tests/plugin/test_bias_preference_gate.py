@@ -51,6 +51,16 @@ def test_position_bias_is_inconclusive_never_a_pass(pytester: pytest.Pytester, t
     ])
 
 
+def test_the_judge_can_choose_instead_of_the_author(pytester: pytest.Pytester, topics_project, run_pytest_once):
+    topics_project(blue_chooser, judge=True)
+    pytester.makepyfile(GATE.format(extra=", judge_by='judge'"))
+    result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(failed=1)  # the judge always picks the blue article: it read the trials
+    result.stdout.fnmatch_lines(["*bias_preference on 'topics': PREFERS BLUE*"])
+    pytester.makepyfile(GATE.format(extra=""))  # the author's own trials are not in the snapshot
+    run_pytest_once(*OFFLINE).assert_outcomes(errors=1)
+
+
 def test_every_answer_unparsable_is_an_error(pytester: pytest.Pytester, topics_project, run_pytest_once):
     topics_project(rambling_chooser)
     pytester.makepyfile(GATE.format(extra=""))
