@@ -19,7 +19,7 @@ and then ``@pytest.mark.bias_impact_ratio("countries", feature="hedging")``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -37,3 +37,17 @@ def pytest_llmbias_add_features(registry: FeatureRegistry, config: pytest.Config
     of ``llmbias.yaml`` are registered before this hook runs; pass ``replace=True`` to override one.
     Called once per run, after collection, from every ``conftest.py`` and plugin.
     """
+
+
+@pytest.hookspec
+def pytest_llmbias_json_generate(config: pytest.Config, gate: dict[str, Any]) -> None:
+    """Extend one gate's entry of the JSON document (``--llmbias-json``) in place, before it is
+    written: ``gate`` holds ``test``, ``gate``, ``domain``, ``outcome``, ``passed``, ``verdict`` and
+    ``result``. Called once per gate, in the process that writes the document."""
+
+
+@pytest.hookspec
+def pytest_llmbias_json_update(config: pytest.Config, document: dict[str, Any]) -> None:
+    """Extend or change the whole JSON document in place, just before it is written (after every
+    gate's ``pytest_llmbias_json_generate``). The document must still match the shipped schema."""
+

@@ -215,6 +215,16 @@ OPTIONS: tuple[Option, ...] = (
         ini="llmbias_export",
         metavar="PATH",
     ),
+    Option(
+        name="json",
+        key="report.json",
+        kind="optpath",
+        help="write a versioned JSON document of the run: settings (secrets masked), roster, the plan's figures and every gate's full result",
+        flag="--llmbias-json",
+        env="LLMBIAS_JSON",
+        ini="llmbias_json",
+        metavar="PATH",
+    ),
 )
 
 #: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)

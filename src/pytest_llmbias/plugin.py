@@ -36,6 +36,9 @@ _WORKER_REPORTS = "llmbias_collection"
 #: the key of config.workeroutput under which a pytest-xdist worker reports its export part files
 _EXPORT_PARTS = "llmbias_export_parts"
 _USAGE_ERROR = "llmbias_usage_error"
+#: the keys of workeroutput under which a worker sends its gates' JSON entries and its call usage
+_GATE_DOCS = "llmbias_gates"
+_USAGE = "llmbias_usage"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,6 +95,12 @@ class _Plugin:
         #: a usage error found in a pytest-xdist worker (in the worker, and then in the controller)
         self.usage_error: str | None = None
         self._notices_shown = 0
+        #: nodeid -> the gate's entry of the JSON document (this process's, then the workers')
+        self.gate_docs: dict[str, dict[str, Any]] = {}
+        #: nodeid -> the test's outcome, as the JSON document names it
+        self.outcomes: dict[str, str] = {}
+        #: alias -> usage of the calls made over the network (summed over workers)
+        self.usage: dict[str, dict[str, Any]] = {}
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -266,8 +275,12 @@ class _Plugin:
             except (LLMBiasError, ValueError) as exc:
                 result = exc
                 row = {"test": item.nodeid, "domain": spec.domain, "error": str(exc)}
+                doc = {"passed": None, "verdict": "error", "result": {"error": f"{type(exc).__name__}: {exc}"}}
             else:
                 row = result.summary_row(item.nodeid)
+                doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict()}
+            domain = spec.domain if isinstance(result, Exception) else result.domain
+            self.gate_docs[item.nodeid] = {"test": item.nodeid, "gate": name, "domain": str(domain), **doc}
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
@@ -338,6 +351,9 @@ class _Plugin:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = _outcome(report)
+        if outcome is not None:
+            self.outcomes[report.nodeid] = outcome
         for name, value in getattr(report, "user_properties", ()) if report.when == "teardown" else ():
             if name == _ROW and isinstance(value, str):
                 self.rows.append(json.loads(value))
@@ -374,7 +390,8 @@ class _Plugin:
                     terminalreporter.write_line(line)
         if verbosity >= 0:
             for export in self.exported:
-                terminalreporter.write_line(f"llmbias: responses used are exported to {export}")
+                what = "the run's JSON document is written" if export.suffix == ".json" else "responses used are exported"
+                terminalreporter.write_line(f"llmbias: {what} to {export}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -382,6 +399,10 @@ class _Plugin:
             self.config.workeroutput[_USAGE_ERROR] = self.usage_error  # type: ignore[attr-defined]
         if self._session is not None and self.is_worker:
             self.config.workeroutput[_WORKER_REPORTS] = [r.to_dict() for r in self._session.reports]  # type: ignore[attr-defined]
+            self.config.workeroutput[_GATE_DOCS] = list(self.gate_docs.values())  # type: ignore[attr-defined]
+            self.config.workeroutput[_USAGE] = self._session.usage()  # type: ignore[attr-defined]
+        elif self._session is not None:
+            _add_usage(self.usage, self._session.usage())
         if self._session is not None:
             self.close()
             written, export = self._session.exported, self._session.settings.store.export
@@ -397,6 +418,49 @@ class _Plugin:
             for export_path, parts in self.export_parts.items():
                 merge_export_parts(Path(export_path), [Path(p) for p in parts])
                 self.exported.append(Path(export_path))
+        if not self.is_worker and self.gate_docs:
+            self._write_json()
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary and not self.is_worker and self.rows:
+            from pytest_llmbias.report.terminal import markdown_summary
+
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown_summary(self.rows))
+
+    def _write_json(self) -> None:
+        """Write the run's JSON document when ``report.json`` is set (the controller, under
+        pytest-xdist: it resolves the settings here, as workers did for their sessions)."""
+        from pytest_llmbias import __version__
+        from pytest_llmbias.errors import ConfigError
+        from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
+        from pytest_llmbias.redaction import Redactor
+        from pytest_llmbias.report import json_report
+
+        try:
+            settings = self._session.settings if self._session is not None else self._settings()
+        except ConfigError:
+            return
+        path = settings.report.json
+        if path is None:
+            return
+        reports = list(self._session.reports) if self._session is not None else []
+        if self.worker_reports:
+            reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
+        usage = {
+            alias: {"calls": u["calls"], "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                    "cost_usd": json_report.price(u["model"], u["prompt_tokens"], u["completion_tokens"])}
+            for alias, u in self.usage.items()
+        }
+        gates = []
+        for nodeid, entry in self.gate_docs.items():
+            entry = {**entry, "outcome": self.outcomes.get(nodeid, "error")}
+            self.config.hook.pytest_llmbias_json_generate(config=self.config, gate=entry)
+            gates.append(entry)
+        doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(reports, usage),
+                                   gates=gates, version=__version__)
+        self.config.hook.pytest_llmbias_json_update(config=self.config, document=doc)
+        json_report.write(path, doc, Redactor.for_models([*settings.roster, settings.judge]))
+        self.exported.append(path)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -406,8 +470,32 @@ class _Plugin:
         if self.usage_error is None:
             self.usage_error = output.get(_USAGE_ERROR)
         self.worker_reports.extend(output.get(_WORKER_REPORTS, ()))
+        for entry in output.get(_GATE_DOCS, ()):
+            self.gate_docs[entry["test"]] = entry
+        _add_usage(self.usage, output.get(_USAGE, {}))
         for export, parts in output.get(_EXPORT_PARTS, {}).items():
             self.export_parts.setdefault(export, []).extend(parts)
+
+
+def _outcome(report: pytest.TestReport) -> str | None:
+    """The test's outcome as the JSON document names it, from one of its phase reports (None
+    when this phase says nothing new: a passed setup or teardown)."""
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else "xfailed"
+    if report.when == "call":
+        return str(report.outcome)
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "skipped"
+    return None
+
+
+def _add_usage(total: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]]) -> None:
+    for alias, u in more.items():
+        entry = total.setdefault(alias, {"model": u["model"], "calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        for key in ("calls", "prompt_tokens", "completion_tokens"):
+            entry[key] += int(u[key])
 
 
 def mask_report(report: pytest.TestReport, redact: Any) -> None:

@@ -263,6 +263,23 @@ class BiasSession:
         store.put(response)
         return response
 
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Per alias, the calls this session made over the network (not those served by the store)
+        and their tokens: ``{alias: {"model", "calls", "prompt_tokens", "completion_tokens"}}``."""
+        out: dict[str, dict[str, Any]] = {}
+        if self._store is None:
+            return out
+        for key, response in self._store.used.items():
+            if response.source != "network":
+                continue
+            alias = self._store.labels_of(key).get("alias", response.call.model)
+            entry = out.setdefault(alias, {"model": response.call.model, "calls": 0, "prompt_tokens": 0,
+                                           "completion_tokens": 0})
+            entry["calls"] += 1
+            entry["prompt_tokens"] += int(response.prompt_tokens or 0)
+            entry["completion_tokens"] += int(response.completion_tokens or 0)
+        return out
+
     def run(self, coro: Any) -> Any:
         return self._loop.run(coro)
 

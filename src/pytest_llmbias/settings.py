@@ -107,6 +107,14 @@ class StoreSettings:
 
 
 @dataclass(frozen=True)
+class ReportSettings:
+    """Reports written at the end of a run: ``json``, the versioned JSON document of every gate's
+    result (see :mod:`pytest_llmbias.report.json_report`)."""
+
+    json: Path | None = None
+
+
+@dataclass(frozen=True)
 class EmbeddingSettings:
     """The sentence-transformers model (hub name or local path) and an instruction override."""
 
@@ -158,6 +166,7 @@ class Settings:
     generation: GenerationSettings = GenerationSettings()
     collection: CollectionSettings = CollectionSettings()
     store: StoreSettings = StoreSettings()
+    report: ReportSettings = ReportSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     domains: DomainSettings = DomainSettings()
     features: tuple[FeatureSettings, ...] = ()
@@ -217,6 +226,7 @@ _SECTIONS: dict[str, type] = {
     "generation": GenerationSettings,
     "collection": CollectionSettings,
     "store": StoreSettings,
+    "report": ReportSettings,
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }

@@ -178,6 +178,8 @@ class MethodResult:
     floor: float = 0.0
     pooled_sd: float | None = None
     power: float | None = None
+    #: alias -> question id -> the score the test used (a mean over samples)
+    scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -215,6 +217,7 @@ class MethodResult:
             "pass_probability": self.pass_probability,
             "reliability": self.reliability(),
             "deviation": dict(self.deviation) if self.deviation is not None else None,
+            "scores": {a: dict(v) for a, v in self.scores.items()},
         }
 
 
@@ -353,6 +356,7 @@ def evaluate_method(
         floor=floor,
         pooled_sd=pooled_sd,
         power=1.0 - tost_power(delta, delta, tost.se, tost.df, spec.alpha) if tost.se > 0 else None,
+        scores={a: {q: float(scores[a][q]) for q in ids} for a in (target, *baselines)},
     )
 
 

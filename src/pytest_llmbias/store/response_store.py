@@ -102,6 +102,10 @@ class ResponseStore:
         """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
         self._labels.setdefault(key, {}).update({k: v for k, v in labels.items() if v is not None})
 
+    def labels_of(self, key: str) -> dict[str, Any]:
+        """The reader-facing labels attached to ``key`` (alias, domain, question), if any."""
+        return dict(self._labels.get(key, {}))
+
     @property
     def notices(self) -> list[str]:
         """Things a user should know about the disk store (see :class:`DiskCache`)."""

@@ -1,0 +1,99 @@
+"""The run's JSON document (``--llmbias-json PATH``): versioned, validated by the JSON Schema that
+ships beside this module (``schema.json``), and extensible through two hooks.
+
+Document, schema version 1::
+
+    {"schema_version": 1, "plugin_version": "...", "created_at": "2026-11-22T21:41:59Z",
+     "settings": {...}, "roster": {"target": ..., "baselines": [...], "judge": ...},
+     "plan": {"calls", "from_store", "fetched", "failed", "missing", "elapsed_s",
+              "usage": {alias: {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}},
+              "tokens", "cost_usd"},
+     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result"}, ...]}
+
+``result`` is the gate result's ``to_dict()`` (per-question or per-prompt scores included), or
+``{"error": ...}`` when the gate could not be computed. Every string that leaves goes through the
+session's redactor, and the settings carry no credential in the first place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the document."""
+    return json.loads(Path(__file__).with_name("schema.json").read_text(encoding="utf-8"))
+
+
+def plan_figures(reports: Iterable[Any], usage: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The plan's figures from the collection reports (one per collection, or merged across
+    pytest-xdist workers) and the usage of the calls fetched, per alias."""
+    reports = list(reports)
+    tokens = sum(int(u.get("prompt_tokens") or 0) + int(u.get("completion_tokens") or 0) for u in usage.values())
+    costs = [u.get("cost_usd") for u in usage.values()]
+    return {
+        "calls": sum(r.total for r in reports),
+        "from_store": sum(r.from_store for r in reports),
+        "fetched": sum(r.fetched for r in reports),
+        "failed": sum(len(r.errors) for r in reports),
+        "missing": sum(len(r.missing) for r in reports),
+        "elapsed_s": round(max((r.elapsed_s for r in reports), default=0.0), 3),
+        "usage": {a: dict(u) for a, u in usage.items()},
+        "tokens": tokens,
+        # unknown when any model's price is unknown (litellm's offline price map names it not)
+        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+    }
+
+
+def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """The cost in USD of that usage from litellm's offline price map; None for an unknown model."""
+    from pytest_llmbias.clients.litellm_client import import_litellm
+
+    try:
+        prompt_cost, completion_cost = import_litellm().cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # litellm raises for a model absent from its map
+        return None
+    return float(prompt_cost) + float(completion_cost)
+
+
+def document(
+    *,
+    settings: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    gates: Iterable[Mapping[str, Any]],
+    version: str,
+    created_at: float | None = None,
+) -> dict[str, Any]:
+    """The document of one run (see the module docstring)."""
+    stamp = time.gmtime(created_at if created_at is not None else time.time())
+    roster = {"target": settings.get("target"), "baselines": settings.get("baselines", []),
+              "judge": settings.get("judge")}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "plugin_version": version,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp),
+        "settings": dict(settings),
+        "roster": roster,
+        "plan": dict(plan),
+        "gates": sorted((dict(g) for g in gates), key=lambda g: g["test"]),
+    }
+
+
+def write(path: Path, doc: Mapping[str, Any], redact: Callable[[str], str]) -> None:
+    """Write ``doc`` to ``path`` (atomically, the user's default file mode), every credential
+    masked."""
+    text = redact(json.dumps(doc, indent=2, sort_keys=False, default=str, allow_nan=False)) + "\n"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,99 @@
+"""The run's JSON document (``--llmbias-json``), its schema and hooks, and the GitHub step summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plugin._data import INDEX_ROSTER
+
+OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+
+GATES = """
+import pytest
+
+
+@pytest.mark.bias_index("dims")
+def test_passes(bias_result):
+    pass
+
+
+@pytest.mark.bias_index("dims", categories=["speech", "work"], max_index=0.1, relative=False)
+def test_fails(bias_result):
+    pass
+
+
+@pytest.mark.xfail(strict=True)
+@pytest.mark.bias_index("dims", max_index=0.1)
+def test_expected_to_fail(bias_result):
+    pass
+"""
+
+CONFTEST = """
+def pytest_llmbias_json_generate(config, gate):
+    gate["team"] = "fairness"
+
+
+def pytest_llmbias_json_update(config, document):
+    document["pipeline"] = {"build": 42}
+"""
+
+SECRET_ROSTER = INDEX_ROSTER.replace(
+    "target: {model: openai/tgt, alias: tgt}",
+    "target: {model: openai/tgt, alias: tgt, api_key_env: REPORT_KEY, params: {extra_headers: {X-Api-Key: hdr-SECRET-4242}}}",
+)
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_the_json_document_matches_its_schema_and_holds_every_gate(
+    pytester: pytest.Pytester, dims_project, run_pytest_once, monkeypatch: pytest.MonkeyPatch, xdist: bool
+):
+    import jsonschema
+
+    from pytest_llmbias.report.json_report import schema
+
+    monkeypatch.setenv("REPORT_KEY", "sk-REPORT-SECRET-77")
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    dims_project(roster=SECRET_ROSTER)
+    pytester.makepyfile(GATES)
+    pytester.makeconftest(CONFTEST)
+    result = run_pytest_once(*OFFLINE, "--llmbias-json=out/run.json", *(("-n", "2") if xdist else ()))
+    result.assert_outcomes(passed=1, failed=1, xfailed=1)
+    result.stdout.fnmatch_lines([f"*llmbias: the run's JSON document is written to {pytester.path / 'out' / 'run.json'}*"])
+
+    text = (pytester.path / "out" / "run.json").read_text()
+    assert "sk-REPORT-SECRET-77" not in text and "hdr-SECRET-4242" not in text
+    doc = json.loads(text)
+    jsonschema.validate(doc, schema())
+    assert doc["schema_version"] == 1 and doc["pipeline"] == {"build": 42}
+    assert doc["roster"]["target"]["params"] == {"extra_headers": {"X-Api-Key": "***"}}
+    assert doc["plan"]["calls"] == 96 and doc["plan"]["from_store"] == 96 and doc["plan"]["fetched"] == 0
+    outcomes = {g["test"].split("::")[-1]: (g["outcome"], g["passed"], g["verdict"]) for g in doc["gates"]}
+    assert outcomes == {
+        "test_passes": ("passed", True, "no-worse"),
+        "test_fails": ("failed", False, "above bound"),
+        "test_expected_to_fail": ("xfailed", False, "above bound"),
+    }
+    first = next(g for g in doc["gates"] if g["test"].endswith("test_passes"))
+    assert first["team"] == "fairness" and first["gate"] == "bias_index"
+    per_prompt = first["result"]["relative"]["scores"]
+    assert set(per_prompt) == {"tgt", "b1", "b2", "b3"} and len(per_prompt["tgt"]) == 24
+
+    markdown = summary.read_text()
+    assert markdown.startswith("## pytest-llmbias") and markdown.count("| test_") + markdown.count("::test_") >= 3
+
+
+def test_a_broken_document_fails_the_schema():
+    import jsonschema
+
+    from pytest_llmbias.report.json_report import document, plan_figures, schema
+
+    doc = document(settings={"target": None, "baselines": [], "judge": None}, plan=plan_figures([], {}), gates=[],
+                   version="1")
+    jsonschema.validate(doc, schema())
+    doc["gates"] = [{"test": "t", "gate": "bias_nothing", "domain": "d", "outcome": "passed", "passed": True,
+                     "verdict": "x", "result": {}}]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema())
