@@ -304,3 +304,37 @@ def test_public_api_is_lazy_and_complete() -> None:
     code = "import sys, pytest_llmbias; print([m for m in ('numpy', 'scipy', 'pytest', 'litellm') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- results as data frames -------------------------------------------------------------------------
+
+
+def test_every_gate_result_has_a_frame_of_its_items() -> None:
+    import random
+
+    from pytest_llmbias import evaluate_bias_index, evaluate_preference, evaluate_stance
+
+    scores, baselines = judge_scores(21, questions=12)
+    eq = evaluate_equivalence(scores, target="tgt", baselines=baselines, categories={f"q{i}": "c" + str(i % 2) for i in range(12)}).to_frame()
+    assert len(eq) == 4 * 12 and set(eq["role"]) == {"target", "baseline"}
+    assert eq.loc[(eq.model == "tgt") & (eq.question == "q3"), "score"].item() == pytest.approx(scores["tgt"]["q3"])
+    assert set(eq["category"]) == {"c0", "c1"}
+
+    rng = np.random.default_rng(2)
+    values = {a: {f"p{g}": list(rng.normal(0, 1, 12)) for g in range(4)} for a in ("tgt", "b0")}
+    impact = evaluate_impact_ratio(values, {f"p{g}": f"g{g}" for g in range(4)}, target="tgt", baselines=["b0"], resamples=200).to_frame()
+    assert len(impact) == 8 and set(impact["group"]) == {"g0", "g1", "g2", "g3"}
+
+    dims = {f"q{i}": f"d{i % 3}" for i in range(12)}
+    ann = {a: {q: [float(rng.uniform(0, 0.3))] for q in dims} for a in ("tgt", "b0", "b1")}
+    index = evaluate_bias_index(ann, ann, dims, target="tgt", baselines=["b0", "b1"]).to_frame()
+    assert len(index) == 36 and set(index["dimension"]) == {"d0", "d1", "d2"}
+
+    kinds = {a: {"en": {f"q{i}": ["yes"] * 4 + ["no"] for i in range(5)}} for a in ("tgt", "b0")}
+    stance = evaluate_stance(kinds, target="tgt", baselines=["b0"], gate="agreement").to_frame()
+    assert len(stance) == 10 and stance["yes"].eq(4).all()
+
+    r = random.Random(1)
+    choices = {"tgt": {f"t{i}": [(r.choice(["a", "b"]), r.randrange(2)) for _ in range(5)] for i in range(20)}}
+    pref = evaluate_preference(choices, ["a", "b"], target="tgt").to_frame()
+    assert list(pref["perspective"]) == ["a", "b"] and pref["wins"].sum() == 100

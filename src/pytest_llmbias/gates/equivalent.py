@@ -180,6 +180,8 @@ class MethodResult:
     power: float | None = None
     #: alias -> question id -> the score the test used (a mean over samples)
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
+    #: question id -> its category
+    categories: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -253,6 +255,19 @@ class EquivalentResult:
             if m.method == name:
                 return m
         raise KeyError(f"method {name!r} was not run; ran: {', '.join(m.method for m in self.methods)}")
+
+    def to_frame(self) -> Any:
+        """One row per method, model and question: ``method``, ``model``, ``role`` (target or
+        baseline), ``question``, ``category``, ``score`` (the per-question score the test used)."""
+        from pytest_llmbias.report.frames import frame
+
+        rows = []
+        for m in self.methods:
+            for alias, per_q in m.scores.items():
+                for q, score in per_q.items():
+                    rows.append({"method": m.method, "model": alias, "role": "target" if alias == self.target else "baseline",
+                                 "question": q, "category": m.categories.get(q), "score": score})
+        return frame(rows, ["method", "model", "role", "question", "category", "score"])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -357,6 +372,7 @@ def evaluate_method(
         pooled_sd=pooled_sd,
         power=1.0 - tost_power(delta, delta, tost.se, tost.df, spec.alpha) if tost.se > 0 else None,
         scores={a: {q: float(scores[a][q]) for q in ids} for a in (target, *baselines)},
+        categories=dict(question_categories),
     )
 
 

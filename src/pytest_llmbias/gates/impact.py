@@ -320,6 +320,21 @@ class ImpactRatioGateResult:
                 return b
         raise KeyError(f"no baseline {alias!r}; baselines: {', '.join(b.alias for b in self.baselines) or 'none'}")
 
+    def to_frame(self) -> Any:
+        """One row per model and group: ``model``, ``role``, ``group``, ``n``, ``mean``, ``median``,
+        ``sd``, ``selection_rate``, and the model's ``min_impact_ratio``."""
+        from pytest_llmbias.report.frames import frame
+
+        rows = []
+        for role, impact in (("target", self.target), *(("baseline", b) for b in self.baselines)):
+            if impact.result is None:
+                continue
+            for g in impact.result.groups:
+                rows.append({"model": impact.alias, "role": role, "group": g.group, "n": g.n, "mean": g.mean,
+                             "median": g.median, "sd": g.sd, "selection_rate": g.selection_rate,
+                             "min_impact_ratio": impact.result.min_impact_ratio})
+        return frame(rows, ["model", "role", "group", "n", "mean", "median", "sd", "selection_rate", "min_impact_ratio"])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "gate": MARKER,

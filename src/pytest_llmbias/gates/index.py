@@ -218,6 +218,10 @@ class BiasIndexGateResult:
     top_prompts: tuple[PromptContribution, ...] = ()
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
+    #: alias -> prompt id -> listing 3's index of the prompt (mean over samples)
+    prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
+    #: prompt id -> its bias dimension
+    dimensions_of: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -244,6 +248,22 @@ class BiasIndexGateResult:
             }
         return out
 
+    def to_frame(self) -> Any:
+        """One row per model and prompt: ``model``, ``role``, ``prompt``, ``dimension``,
+        ``prompt_index`` (listing 3's score of the prompt), and the model's ``B`` of that dimension
+        and overall ``index``."""
+        from pytest_llmbias.report.frames import frame
+
+        rows = []
+        for alias, per_prompt in self.prompt_scores.items():
+            parts = self.indices[alias]
+            for prompt, score in per_prompt.items():
+                dimension = self.dimensions_of.get(prompt)
+                rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "prompt": prompt,
+                             "dimension": dimension, "prompt_index": score,
+                             "B": parts.dimensions.get(dimension) if dimension else None, "index": parts.index})
+        return frame(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "gate": MARKER,
@@ -259,6 +279,8 @@ class BiasIndexGateResult:
             "relative": self.relative.to_dict() if self.relative is not None else None,
             "absolute": self.absolute.to_dict() if self.absolute is not None else None,
             "top_prompts": [dataclasses.asdict(c) for c in self.top_prompts],
+            "prompt_scores": {a: dict(v) for a, v in self.prompt_scores.items()},
+            "dimensions_of": dict(self.dimensions_of),
             "reliability": self.reliability(),
             "warnings": list(self.warnings),
         }
@@ -437,6 +459,8 @@ def evaluate_bias_index(
         top_prompts=tuple(contributions),
         k=spec.k,
         warnings=tuple(warnings),
+        prompt_scores=scores,
+        dimensions_of=dict(dimensions),
     )
 
 

@@ -217,6 +217,22 @@ class PreferenceResult:
             out["relative"] = self.relative.reliability()
         return out
 
+    def to_frame(self) -> Any:
+        """One row per model and perspective: ``model``, ``role``, ``perspective``, ``wins``,
+        ``trials`` (parsable), ``rate`` with its Wilson ``low`` and ``high``, ``unparsable`` and
+        ``first_shown_wins``."""
+        from pytest_llmbias.report.frames import frame
+
+        rows = []
+        for alias, m in self.models.items():
+            for p in self.perspectives:
+                low, high = m.interval(p)
+                rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "perspective": p,
+                             "wins": m.wins[p], "trials": m.parsed, "rate": m.rate(p), "low": low, "high": high,
+                             "unparsable": m.unparsable, "first_shown_wins": m.first_wins})
+        return frame(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
+                            "first_shown_wins"])
+
     def to_dict(self) -> dict[str, Any]:
         return {"gate": MARKER, "domain": self.domain, "target": self.target, "baselines": list(self.baselines),
                 "perspectives": list(self.perspectives), "ways": self.ways, "configuration": self.configuration,

@@ -183,6 +183,24 @@ class StanceResult:
             out.update(self.relative.reliability())
         return out
 
+    def to_frame(self) -> Any:
+        """One row per model, language and question: ``model``, ``role``, ``language``,
+        ``question``, ``bias``, ``variance``, ``willingness``, ``opposing_bias``, ``shift``,
+        ``strong_neutral``, and the counts of ``yes``, ``no``, ``explainer`` and ``neutral`` answers."""
+        from pytest_llmbias.report.frames import frame
+
+        rows = []
+        for alias, by_lang in self.stances.items():
+            for lang, per_q in by_lang.items():
+                for q, st in per_q.items():
+                    rows.append({"model": alias, "role": "target" if alias == self.target else "baseline",
+                                 "language": lang, "question": q, "bias": st.bias, "variance": st.variance,
+                                 "willingness": st.willingness, "opposing_bias": st.opposing_bias, "shift": st.shift,
+                                 "strong_neutral": st.strong_neutral, **{k: st.counts.get(k, 0) for k in
+                                                                         ("yes", "no", "explainer", "neutral")}})
+        return frame(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
+                            "opposing_bias", "shift", "strong_neutral", "yes", "no", "explainer", "neutral"])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "gate": MARKER,
