@@ -23,7 +23,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice
 
 #: how a value is parsed and checked; see ``settings._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "bool", "choice")
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "bool", "choice")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
 
@@ -80,6 +80,8 @@ class Option:
             kwargs.update(action="append", default=[])
         if self.kind == "posint":
             kwargs["type"] = int
+        if self.kind == "posfloat":
+            kwargs["type"] = float
         if self.choices is not None:
             kwargs["choices"] = self.choices.values()
         return kwargs
@@ -214,6 +216,26 @@ OPTIONS: tuple[Option, ...] = (
         env="LLMBIAS_EXPORT",
         ini="llmbias_export",
         metavar="PATH",
+    ),
+    Option(
+        name="max_cost",
+        key="collection.max_cost",
+        kind="posfloat",
+        help="a budget in USD: a session whose estimate exceeds it stops before the first call, and no new call starts once it is spent",
+        flag="--llmbias-max-cost",
+        env="LLMBIAS_MAX_COST",
+        ini="llmbias_max_cost",
+        metavar="USD",
+    ),
+    Option(
+        name="plan",
+        key="collection.plan",
+        kind="bool",
+        help="plan the session's calls, print per model what they need and would cost, and stop: no call is made",
+        flag="--llmbias-plan",
+        env="LLMBIAS_PLAN",
+        ini="llmbias_plan",
+        default=False,
     ),
     Option(
         name="json",

@@ -198,6 +198,37 @@ class _Plugin:
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(_spec_key, {})[name] = spec
+        self._check_spending(core)
+
+    def _check_spending(self, core: BiasSession) -> None:
+        """``--llmbias-plan``: print what the plan needs and stop. ``--llmbias-max-cost``: stop
+        before the first call when the estimate exceeds the budget or cannot be priced."""
+        from pytest_llmbias.report.terminal import plan_table
+
+        c, store = core.settings.collection, core.settings.store
+        if not c.plan and (c.max_cost is None or store.offline):
+            return
+        if c.plan and self.is_worker:
+            raise pytest.UsageError("pytest-llmbias: --llmbias-plan runs in one process: drop -n")
+        estimate = core.estimate()
+        if c.plan:
+            reporter = self.config.pluginmanager.getplugin("terminalreporter")
+            lines = plan_table(estimate, budget=c.max_cost)
+            if reporter is not None:
+                reporter.ensure_newline()
+                for line in lines:
+                    reporter.write_line(line)
+            pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)
+        assert c.max_cost is not None
+        unpriced = sorted({e["model"] for e in estimate.values() if e["to_fetch"] and e["cost_usd"] is None})
+        total = sum(e["cost_usd"] or 0.0 for e in estimate.values())
+        if unpriced or total > c.max_cost:
+            why = (f"litellm's price map does not know {', '.join(unpriced)}, so the budget cannot be kept"
+                   if unpriced else f"the estimate, ${total:.4f}, exceeds it")
+            raise pytest.UsageError(
+                f"pytest-llmbias: the budget is ${c.max_cost:g} (--llmbias-max-cost) and {why}; no call was made.\n"
+                + "\n".join(plan_table(estimate, budget=c.max_cost))
+            )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
@@ -378,6 +409,14 @@ class _Plugin:
         if verbosity >= 0:
             for report in reports:
                 terminalreporter.write_line(describe_collection(report))
+            usage = self.usage  # summed in pytest_sessionfinish, which runs before this summary
+            if usage:
+                from pytest_llmbias.clients.pricing import price
+
+                tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage.values())
+                costs = [price(u["model"], u["prompt_tokens"], u["completion_tokens"]) for u in usage.values()]
+                cost = "cost unknown (a model is not in litellm's price map)" if None in costs else f"${sum(costs):.4f}"
+                terminalreporter.write_line(f"llmbias: {tokens:,} tokens fetched this run, {cost}")
         if self.rows:
             from pytest_llmbias.report.terminal import gate_table
 
@@ -431,6 +470,7 @@ class _Plugin:
         """Write the run's JSON document when ``report.json`` is set (the controller, under
         pytest-xdist: it resolves the settings here, as workers did for their sessions)."""
         from pytest_llmbias import __version__
+        from pytest_llmbias.clients.pricing import price
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
         from pytest_llmbias.redaction import Redactor
@@ -448,7 +488,7 @@ class _Plugin:
             reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
         usage = {
             alias: {"calls": u["calls"], "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
-                    "cost_usd": json_report.price(u["model"], u["prompt_tokens"], u["completion_tokens"])}
+                    "cost_usd": price(u["model"], u["prompt_tokens"], u["completion_tokens"])}
             for alias, u in self.usage.items()
         }
         gates = []

@@ -18,6 +18,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
+from pytest_llmbias.clients.pricing import Budget, estimate_tokens, price
 from pytest_llmbias.clients.ratelimit import RateLimiter
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
@@ -67,6 +68,7 @@ class BiasSession:
         self._feature_store: FeatureStore | None = None
         self._redactor: Redactor | None = None
         self._log_mask: LogMask | None = None
+        self.budget = Budget(settings.collection.max_cost)
         #: the snapshot (or, in a pytest-xdist worker, the part file) written at close
         self.exported: Path | None = None
 
@@ -151,7 +153,8 @@ class BiasSession:
             c = self.settings.collection
             limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
             self._clients[spec.alias] = ModelClient(
-                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact
+                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact,
+                budget=self.budget,
             )
         return self._clients[spec.alias]
 
@@ -178,6 +181,35 @@ class BiasSession:
         """Add calls a gate built itself to the plan."""
         self.planned.extend(calls)
         self._collected = False
+
+    def estimate(self) -> dict[str, dict[str, Any]]:
+        """Per alias, what the plan needs before any call: ``model``, ``calls`` planned, ``stored``
+        (already in the store or a snapshot), ``to_fetch``, estimated ``prompt_tokens`` and
+        ``completion_tokens`` of those (see :func:`~pytest_llmbias.clients.pricing.estimate_tokens`)
+        and their ``cost_usd`` (None when litellm's price map does not know the model). Follow-up
+        calls (judge ratings, opposing phases, preference trials) depend on answers and are not
+        counted."""
+        out: dict[str, dict[str, Any]] = {}
+        seen: set[str] = set()
+        default = self.settings.generation.max_tokens
+        for planned in self.planned:
+            key = planned.call.key
+            if key in seen:
+                continue
+            seen.add(key)
+            entry = out.setdefault(planned.alias, {"model": planned.call.model, "calls": 0, "stored": 0, "to_fetch": 0,
+                                                   "prompt_tokens": 0, "completion_tokens": 0})
+            entry["calls"] += 1
+            if self.store.has(key):
+                entry["stored"] += 1
+                continue
+            entry["to_fetch"] += 1
+            prompt, completion = estimate_tokens(planned.call, default)
+            entry["prompt_tokens"] += prompt
+            entry["completion_tokens"] += completion
+        for entry in out.values():
+            entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
+        return out
 
     @property
     def notices(self) -> list[str]:

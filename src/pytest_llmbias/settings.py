@@ -84,13 +84,17 @@ class CollectionSettings:
     """How calls are made: ``concurrency`` calls in flight at most, ``rpm`` starts per minute per
     model (0: no cap), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
     ``lock_timeout``: seconds a process waiting for the store's collection lock tolerates no sign
-    of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`)."""
+    of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`). ``max_cost``: a
+    budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``plan``: plan and stop, calling
+    nothing."""
 
     concurrency: int = 32
     rpm: int = 3000
     timeout: float = 60.0
     retries: int = 5
     lock_timeout: float = 120.0
+    max_cost: float | None = None
+    plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -415,9 +419,9 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     if option.kind == "bool":
         lowered = text.lower()
         return True if lowered in _TRUE else False if lowered in _FALSE else text
-    if option.kind == "posint":
+    if option.kind in ("posint", "posfloat"):
         try:
-            return int(text)
+            return int(text) if option.kind == "posint" else float(text)
         except ValueError:
             return text
     return text

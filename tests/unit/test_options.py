@@ -27,9 +27,10 @@ def test_every_option_has_every_spelling(option: Option) -> None:
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
 def test_spellings_follow_the_name(option: Option) -> None:
-    # A repeatable flag takes one value per use, so it is singular: --llmbias-baseline.
+    # A repeatable flag takes one value per use, so it is singular: --llmbias-baseline. A name's
+    # underscore is a hyphen on the command line: --llmbias-max-cost, LLMBIAS_MAX_COST.
     flag_name = option.name.removesuffix("s") if option.repeatable else option.name
-    assert option.flag == f"--llmbias-{flag_name}"
+    assert option.flag == f"--llmbias-{flag_name.replace('_', '-')}"
     assert option.env == f"LLMBIAS_{option.name.upper()}"
     assert option.ini == f"llmbias_{option.name}"
     assert option.dest == f"llmbias_{flag_name}"
@@ -44,7 +45,7 @@ def test_names_and_keys_are_unique() -> None:
 def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
         "config", "target", "baselines", "judge", "store", "concurrency", "cache", "offline", "snapshots", "export",
-        "json",
+        "max_cost", "plan", "json",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -98,7 +99,7 @@ def test_argparse_options_from_the_table() -> None:
     assert unset == {
         "llmbias_config": None, "llmbias_target": None, "llmbias_baseline": [], "llmbias_judge": None,
         "llmbias_store": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
-        "llmbias_snapshot": [], "llmbias_export": None, "llmbias_json": None,
+        "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_plan": False, "llmbias_json": None,
     }
     given = vars(parser.parse_args([
         "--llmbias-baseline", "a/x", "--llmbias-baseline", "b/y", "--llmbias-concurrency", "4",

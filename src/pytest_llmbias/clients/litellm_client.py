@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
+from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.ratelimit import RateLimiter
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from pytest_llmbias.settings import ModelSpec
@@ -113,8 +114,10 @@ class ModelClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         redact: Redactor | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.spec = spec
+        self.budget = budget
         self.redact = redact or Redactor.for_models([spec])
         self.timeout = timeout
         self.policy = policy
@@ -132,12 +135,17 @@ class ModelClient:
             import_litellm()
         attempt = 0
         while True:
+            if self.budget is not None:
+                self.budget.check(self.spec.alias)  # a spent budget starts no call, not even a retry
             await self.limiter.acquire()
             self.attempts += 1
             started = time.perf_counter()
             try:
                 raw = await self._call(call)
-                return self._to_response(call, raw, time.perf_counter() - started)
+                response = self._to_response(call, raw, time.perf_counter() - started)
+                if self.budget is not None:
+                    self.budget.spend(call.model, response.prompt_tokens, response.completion_tokens)
+                return response
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

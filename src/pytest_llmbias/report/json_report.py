@@ -52,19 +52,6 @@ def plan_figures(reports: Iterable[Any], usage: Mapping[str, Mapping[str, Any]])
     }
 
 
-def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """The cost in USD of that usage from litellm's offline price map; None for an unknown model."""
-    from pytest_llmbias.clients.litellm_client import import_litellm
-
-    try:
-        prompt_cost, completion_cost = import_litellm().cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-        )
-    except Exception:  # litellm raises for a model absent from its map
-        return None
-    return float(prompt_cost) + float(completion_cost)
-
-
 def document(
     *,
     settings: Mapping[str, Any],

@@ -58,3 +58,24 @@ def markdown_summary(rows: Iterable[Mapping[str, Any]]) -> str:
 def _md(cell: Any) -> str:
     return str(cell).replace("|", "\\|").replace("\n", " ")
 
+
+def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
+    """The plan's lines: per model the calls planned, stored, to fetch, the estimated tokens and
+    cost of those, then the total (and the budget when there is one)."""
+    header = ("model", "calls", "stored", "to fetch", "est. tokens", "est. cost")
+    table = [header]
+    total, unknown = 0.0, False
+    for alias, e in estimate.items():
+        cost = e.get("cost_usd")
+        unknown |= cost is None
+        total += cost or 0.0
+        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e["stored"]), str(e["to_fetch"]),
+                      f"{e['prompt_tokens'] + e['completion_tokens']:,}",
+                      "unknown price" if cost is None else f"${cost:.4f}"))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["llmbias plan (no call made; follow-up calls such as judge ratings are not counted):"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines.append(f"  total estimated cost: ${total:.4f}" + (" plus models of unknown price" if unknown else "")
+                 + (f"; budget ${budget:g}" if budget is not None else ""))
+    return lines
+

@@ -69,6 +69,16 @@ class ResponseStore:
             self._used[key] = response
         return response
 
+    def has(self, key: str) -> bool:
+        """Whether this store may serve ``key``, without counting it as used this session."""
+        if key in self._memory:
+            return True
+        if self.mode == "use":
+            return self._read_disk(key) is not None or key in self._snapshot_layer()
+        if self.mode == "refresh" and self.run_id:
+            return self._read_disk(key, run_id=self.run_id) is not None
+        return False
+
     def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
         assert self._disk is not None
         data = self._disk.get(_PREFIX + key)
