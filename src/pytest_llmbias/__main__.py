@@ -1,0 +1,5 @@
+"""``python -m pytest_llmbias``: the ``llmbias`` command."""
+
+from pytest_llmbias.cli import main
+
+raise SystemExit(main())

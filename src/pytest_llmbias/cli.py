@@ -1,0 +1,229 @@
+"""The ``llmbias`` command (also ``python -m pytest_llmbias``): domains and the response store,
+without running pytest and without calling a model.
+
+Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``); 2 bad
+usage (argparse's); 3 an error (an unknown domain, an unreadable store).
+
+    llmbias domains list [--path DIR]          every domain: name, kind, size, file
+    llmbias domains show NAME [--path DIR]     one domain's categories, questions, topics
+    llmbias domains validate FILE...           load each file; report the first error in each
+    llmbias store stats [--store DIR]          entries, models, size on disk
+    llmbias store verify [--store DIR] [--snapshot FILE ...]
+                                               re-hash every entry and snapshot line; list what is wrong
+    llmbias store export OUT [--store DIR]     every stored response as a JSONL snapshot
+    llmbias store clear [--store DIR] --yes    delete the store folder (snapshots are kept)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+OK, PROBLEMS, USAGE, ERROR = 0, 1, 2, 3
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help(out)
+        return USAGE
+    from pytest_llmbias.errors import LLMBiasError
+
+    try:
+        return args.run(args, out)
+    except LLMBiasError as exc:
+        print(f"llmbias: {exc}", file=sys.stderr)
+        return ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmbias", description="Domains and the response store of pytest-llmbias.",
+                                     epilog="Exit codes: 0 ok, 1 problems found, 2 bad usage, 3 error.")
+    commands = parser.add_subparsers(title="commands")
+
+    domains = commands.add_parser("domains", help="list, show and validate domains").add_subparsers(title="domains")
+    p = domains.add_parser("list", help="every domain: name, kind, size and file")
+    p.add_argument("--path", action="append", default=[], type=Path, help="a folder of domain files (repeat)")
+    p.set_defaults(run=_domains_list)
+    p = domains.add_parser("show", help="one domain's categories and questions, or perspectives and topics")
+    p.add_argument("name")
+    p.add_argument("--path", action="append", default=[], type=Path)
+    p.set_defaults(run=_domains_show)
+    p = domains.add_parser("validate", help="load each file and report the first error in each")
+    p.add_argument("files", nargs="+", type=Path)
+    p.set_defaults(run=_domains_validate)
+
+    store = commands.add_parser("store", help="inspect, verify, export or clear the response store").add_subparsers(title="store")
+    for name, run, help_ in (("stats", _store_stats, "entries per model and size on disk"),
+                             ("verify", _store_verify, "re-hash every entry (and snapshot line); list what is wrong"),
+                             ("export", _store_export, "write every stored response to a JSONL snapshot"),
+                             ("clear", _store_clear, "delete the store folder")):
+        p = store.add_parser(name, help=help_)
+        p.add_argument("--store", type=Path, default=Path(".llmbias"), help="the store folder (default .llmbias)")
+        if name == "verify":
+            p.add_argument("--snapshot", action="append", default=[], type=Path, help="a snapshot to verify too (repeat)")
+        if name == "export":
+            p.add_argument("out", type=Path)
+        if name == "clear":
+            p.add_argument("--yes", action="store_true", help="really delete it")
+        p.set_defaults(run=run)
+    return parser
+
+
+# -- domains -----------------------------------------------------------------------------------------
+
+
+def _kind(domain) -> str:
+    if domain.topics:
+        return "topics"
+    if any(q.texts or q.split for q in domain.questions):
+        return "binary"
+    return "counterfactual" if domain.counterfactual is not None and not domain.categories else "questions"
+
+
+def _domains_list(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.domains.loader import list_domains
+
+    for name, path in sorted(list_domains(args.path).items()):
+        domain = load_domain(path)
+        size = f"{len(domain.topics)} topics" if domain.topics else f"{len(domain.prompts)} prompts"
+        print(f"{name:<20} {_kind(domain):<15} {size:<14} {path}", file=out)
+    return OK
+
+
+def _domains_show(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+
+    domain = load_domain(args.name, args.path)
+    print(f"{domain.name}: {domain.title}\n{domain.description}\nfocus: {domain.focus}\nsource: {domain.source}", file=out)
+    for category in domain.categories:
+        weight = f" (weight {category.weight:g})" if category.weight is not None else ""
+        print(f"\n[{category.id}] {category.name}{weight}", file=out)
+        for q in category.questions:
+            languages = f" [{', '.join(q.texts)}]" if q.texts else ""
+            print(f"  {q.id}: {q.text}{languages}", file=out)
+    if domain.counterfactual is not None:
+        print(f"\ncounterfactual prompts: {len(domain.counterfactual.expand())}", file=out)
+    if domain.topics:
+        print("\nperspectives: " + ", ".join(p.name + (" (neutral)" if p.neutral else "") for p in domain.perspectives), file=out)
+        for t in domain.topics:
+            print(f"  {t.id}: {t.title}", file=out)
+    return OK
+
+
+def _domains_validate(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.errors import DomainError
+
+    bad = 0
+    for path in args.files:
+        try:
+            domain = load_domain(path)
+        except DomainError as exc:
+            bad += 1
+            print(f"FAIL {exc}", file=out)
+        else:
+            print(f"ok   {path}: {domain.name}, {len(domain.topics) or len(domain.prompts)} items", file=out)
+    return PROBLEMS if bad else OK
+
+
+# -- the store -----------------------------------------------------------------------------------------
+
+
+def _entries(directory: Path):
+    """(key, record) of every response entry of the store, read straight from diskcache."""
+    import json
+
+    from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.store.disk import open_cache
+
+    db = directory / "responses" / "cache.db"
+    if not db.is_file():
+        raise StoreError(f"no response store at {directory} (no {db})")
+    cache = open_cache(directory / "responses", timeout=60.0)
+    try:
+        for key in list(cache.iterkeys()):
+            if str(key).startswith("response:"):
+                raw = cache.get(key)
+                try:
+                    record = json.loads(raw)
+                except (TypeError, ValueError):
+                    record = None
+                yield str(key)[len("response:"):], record
+    finally:
+        cache.close()
+
+
+def _store_stats(args: argparse.Namespace, out: TextIO) -> int:
+    by_model: Counter[str] = Counter()
+    tokens = 0
+    for _, record in _entries(args.store):
+        if isinstance(record, dict):
+            by_model[str(record.get("model"))] += 1
+            usage = record.get("usage") or {}
+            tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+    size = sum(p.stat().st_size for p in args.store.rglob("*") if p.is_file())
+    print(f"{sum(by_model.values())} responses, {tokens:,} tokens, {size / 1e6:.1f} MB in {args.store}", file=out)
+    for model, n in by_model.most_common():
+        print(f"  {model}: {n}", file=out)
+    return OK
+
+
+def _store_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.calls import Response
+    from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.store.snapshot import SnapshotLayer
+
+    problems = checked = 0
+    for key, record in _entries(args.store):
+        checked += 1
+        try:
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON response record")
+            response = Response.from_dict(record, source="store")
+            if response.key != key or record.get("key") != key:
+                raise ValueError("its request fields hash to another key")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problems += 1
+            print(f"bad entry {key}: {exc}", file=out)
+    for snapshot in args.snapshot:
+        try:
+            n = len(SnapshotLayer().add(snapshot).responses)
+            checked += n
+        except StoreError as exc:
+            problems += 1
+            print(f"bad snapshot: {exc}", file=out)
+    print(f"{checked} checked, {problems} problem(s)", file=out)
+    return PROBLEMS if problems else OK
+
+
+def _store_export(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.calls import Response
+    from pytest_llmbias.store.snapshot import write_snapshot
+
+    responses = [Response.from_dict(r, source="store") for _, r in _entries(args.store) if isinstance(r, dict)]
+    n = write_snapshot(args.out, responses)
+    print(f"{n} responses written to {args.out}", file=out)
+    return OK
+
+
+def _store_clear(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.yes:
+        print(f"llmbias: this deletes {args.store}; pass --yes to do it", file=sys.stderr)
+        return USAGE
+    if args.store.exists():
+        shutil.rmtree(args.store)
+    print(f"deleted {args.store}", file=out)
+    return OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""The ``llmbias`` command: domains and the store, with the exit codes a script relies on."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.cli import main
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store import ResponseStore, read_snapshot
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_help_and_a_missing_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest_llmbias", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "domains" in done.stdout and "Exit codes" in done.stdout
+    assert run()[0] == 2
+    with pytest.raises(SystemExit) as info:
+        main(["domains", "nonsense"])
+    assert info.value.code == 2
+
+
+def test_domains_list_show_and_validate(tmp_path: Path) -> None:
+    code, text = run("domains", "list")
+    assert code == 0 and "bias_dimensions      questions       90 prompts" in text and "political_topics     topics" in text
+    code, text = run("domains", "show", "binary_opinions")
+    assert code == 0 and "bo-wrk-09:a" in text and "[en, es, fr]" in text
+    assert run("domains", "show", "atlantis")[0] == 3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ndescription: d\nfocus: f\ninstruction: i\ncategories: [\n", encoding="utf-8")
+    code, text = run("domains", "validate", str(bad), str(Path(__file__).parents[2] / "src/pytest_llmbias/domains/builtin/countries.yaml"))
+    assert code == 1 and f"FAIL {bad}:" in text and "ok   " in text and "countries, 228 items" in text
+
+
+def stored(tmp_path: Path, n: int = 3) -> Path:
+    store = ResponseStore(tmp_path / "store")
+    spec = ModelSpec(model="openai/m", alias="m")
+    for i in range(n):
+        store.put(Response(call=ModelCall.build(spec, f"q{i}", GenerationSettings()), text=f"a{i}",
+                           prompt_tokens=5, completion_tokens=7))
+    store.close()
+    return tmp_path / "store"
+
+
+def test_store_stats_export_verify_and_clear(tmp_path: Path) -> None:
+    directory = stored(tmp_path)
+    code, text = run("store", "stats", "--store", str(directory))
+    assert code == 0 and text.startswith("3 responses, 36 tokens") and "openai/m: 3" in text
+    code, text = run("store", "export", str(tmp_path / "all.jsonl"), "--store", str(directory))
+    assert code == 0 and len(read_snapshot(tmp_path / "all.jsonl")) == 3
+    code, text = run("store", "verify", "--store", str(directory), "--snapshot", str(tmp_path / "all.jsonl"))
+    assert code == 0 and "6 checked, 0 problem(s)" in text
+
+    import diskcache
+
+    with diskcache.Cache(str(directory / "responses")) as cache:
+        key = next(k for k in cache.iterkeys() if k.startswith("response:"))
+        record = json.loads(cache.get(key))
+        record["messages"][0]["content"] = "edited by hand"
+        cache.set(key, json.dumps(record))
+    code, text = run("store", "verify", "--store", str(directory))
+    assert code == 1 and f"bad entry {key[len('response:'):]}: its request fields hash to another key" in text
+
+    assert run("store", "clear", "--store", str(directory))[0] == 2 and directory.exists()
+    assert run("store", "clear", "--store", str(directory), "--yes")[0] == 0 and not directory.exists()
+    assert run("store", "stats", "--store", str(directory))[0] == 3
