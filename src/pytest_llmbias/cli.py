@@ -12,6 +12,7 @@ usage (argparse's); 3 an error (an unknown domain, an unreadable store).
                                                re-hash every entry and snapshot line; list what is wrong
     llmbias store export OUT [--store DIR]     every stored response as a JSONL snapshot
     llmbias store clear [--store DIR] --yes    delete the store folder (snapshots are kept)
+    llmbias report RUN.json [--markdown]       the end-of-run table of a saved JSON document
 """
 
 from __future__ import annotations
@@ -74,7 +75,33 @@ def _parser() -> argparse.ArgumentParser:
         if name == "clear":
             p.add_argument("--yes", action="store_true", help="really delete it")
         p.set_defaults(run=run)
+    p = commands.add_parser("report", help="the end-of-run table of a run's JSON document (--llmbias-json)")
+    p.add_argument("document", type=Path)
+    p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
+    p.set_defaults(run=_report)
     return parser
+
+
+def _report(args: argparse.Namespace, out: TextIO) -> int:
+    import json
+
+    from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.report.terminal import gate_table, markdown_summary
+
+    try:
+        doc = json.loads(args.document.read_text(encoding="utf-8"))
+        rows = [g["row"] for g in doc["gates"]]
+        plan = doc["plan"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{args.document} is not a pytest-llmbias JSON document ({type(exc).__name__}: {exc})") from None
+    if args.markdown:
+        out.write(markdown_summary(rows))
+        return OK
+    print(f"run of {doc.get('created_at')}, pytest-llmbias {doc.get('plugin_version')}: {plan['calls']} calls "
+          f"({plan['from_store']} from store, {plan['fetched']} fetched, {plan['failed']} failed)", file=out)
+    for line in gate_table(rows):
+        print(line, file=out)
+    return OK
 
 
 # -- domains -----------------------------------------------------------------------------------------

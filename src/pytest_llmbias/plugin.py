@@ -311,7 +311,8 @@ class _Plugin:
                 row = result.summary_row(item.nodeid)
                 doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict()}
             domain = spec.domain if isinstance(result, Exception) else result.domain
-            self.gate_docs[item.nodeid] = {"test": item.nodeid, "gate": name, "domain": str(domain), **doc}
+            self.gate_docs[item.nodeid] = {"test": item.nodeid, "gate": name, "domain": str(domain), **doc,
+                                           "row": json.loads(json.dumps(row, default=str))}
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result

@@ -81,6 +81,11 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
     per_prompt = first["result"]["relative"]["scores"]
     assert set(per_prompt) == {"tgt", "b1", "b2", "b3"} and len(per_prompt["tgt"]) == 24
 
+    from pytest_llmbias.cli import main
+
+    assert main(["report", str(pytester.path / "out" / "run.json")]) == 0  # the saved run, re-rendered
+    assert first["row"]["methods"][0]["method"] == "index (relative)"
+
     markdown = summary.read_text()
     assert markdown.startswith("## pytest-llmbias") and markdown.count("| test_") + markdown.count("::test_") >= 3
 
