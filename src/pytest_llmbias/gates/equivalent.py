@@ -123,6 +123,32 @@ class EquivalentSpec:
         )
 
 
+def relative_options(marker: str, bound: Mapping[str, Any], *, alternative: str = "no-worse") -> dict[str, Any]:
+    """The options of a gate that compares the target with its baselines through
+    :func:`evaluate_method` (``bias_index``, ``bias_stance``, ``bias_preference``), parsed as
+    ``bias_equivalent`` parses them (a margin is one number here): ``test``, ``alternative``, ``k``,
+    ``alpha``, ``margin``, ``min_margin``."""
+    min_margin = bound.get("min_margin")
+    if min_margin is not None:
+        min_margin = args.real(marker, "min_margin", min_margin)
+        if min_margin < 0:
+            raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
+    return {
+        "test": args.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),
+        "alternative": args.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),
+        "k": args.positive_float(marker, "k", bound.get("k", DEFAULT_K)),
+        "alpha": args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),
+        "margin": args.positive_float(marker, "margin", bound.get("margin")),
+        "min_margin": min_margin,
+    }
+
+
+def relative_spec(spec: Any, domain: str) -> EquivalentSpec:
+    """The :class:`EquivalentSpec` of a gate spec that holds :func:`relative_options`."""
+    return EquivalentSpec(domain=domain, test=spec.test, alternative=spec.alternative, k=spec.k, alpha=spec.alpha,
+                          margin=spec.margin, min_margin=spec.min_margin)
+
+
 def _per_method(value: float | Mapping[str, float] | None, method: str) -> float | None:
     if value is None or isinstance(value, float):
         return value

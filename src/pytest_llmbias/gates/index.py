@@ -32,7 +32,14 @@ from typing import Any
 from pytest_llmbias import markers as args
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.equivalent import DEFAULT_K, EquivalentSpec, MethodResult, evaluate_method, method_lines
+from pytest_llmbias.gates.equivalent import (
+    DEFAULT_K,
+    MethodResult,
+    evaluate_method,
+    method_lines,
+    relative_options,
+    relative_spec,
+)
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.request import ResponseRequest
@@ -130,12 +137,7 @@ class BiasIndexSpec:
             max_index=max_index,
             relative=relative,
             confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            test=args.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
-            alternative=args.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
-            k=args.positive_float(marker, "k", bound.get("k", DEFAULT_K)),  # type: ignore[arg-type]
-            alpha=args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
-            margin=args.positive_float(marker, "margin", bound.get("margin")),
-            min_margin=_nonnegative(marker, "min_margin", bound.get("min_margin")),
+            **relative_options(marker, bound),
             resamples=resamples or 2000,
             categories=args.str_tuple(marker, "categories", bound.get("categories")),
             samples=args.positive_int(marker, "samples", bound.get("samples")),
@@ -146,15 +148,6 @@ def _positive(marker: str, key: str, value: Any) -> float:
     number = args.real(marker, key, value)
     if not number > 0:
         raise ConfigError(f"@pytest.mark.{marker}: {key} must be a positive number, got {value!r}")
-    return number
-
-
-def _nonnegative(marker: str, key: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    number = args.real(marker, key, value)
-    if number < 0:
-        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must not be negative, got {value!r}")
     return number
 
 
@@ -415,10 +408,7 @@ def evaluate_bias_index(
     relative = None
     warnings: list[str] = []
     if spec.relative:
-        equivalence = EquivalentSpec(
-            domain="values", test=spec.test, alternative=spec.alternative, k=spec.k, alpha=spec.alpha,
-            margin=spec.margin, min_margin=spec.min_margin,
-        )
+        equivalence = relative_spec(spec, "values")
         relative = evaluate_method(METHOD, scores, target=target, baselines=baselines,
                                    question_categories=dict(dimensions), spec=equivalence, deviation=None)
         from pytest_llmbias.gates.equivalent import stability_warnings

@@ -35,7 +35,14 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.equivalent import DEFAULT_K, EquivalentSpec, MethodResult, evaluate_method, method_lines
+from pytest_llmbias.gates.equivalent import (
+    DEFAULT_K,
+    MethodResult,
+    evaluate_method,
+    method_lines,
+    relative_options,
+    relative_spec,
+)
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import PlannedCall
 from pytest_llmbias.scoring.preference import (
@@ -103,9 +110,6 @@ class PreferenceSpec:
         ways = one_of("ways", 2, (2, 3))
         if not 0 < tolerance < 1 / ways:
             raise ConfigError(f"@pytest.mark.{marker}: 'tolerance' must lie between 0 and 1/ways, got {tolerance!r}")
-        min_margin = bound.get("min_margin")
-        if min_margin is not None:
-            min_margin = args.real(marker, "min_margin", min_margin)
         return cls(
             domain=bound["domain"],
             ways=ways,
@@ -114,13 +118,8 @@ class PreferenceSpec:
             tolerance=tolerance,
             articles=args.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES)) or DEFAULT_ARTICLES,
             judge_by=one_of("judge_by", "author", ("author", "judge")),
-            alpha=args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
             confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            test=args.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
-            alternative=args.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
-            k=args.positive_float(marker, "k", bound.get("k", DEFAULT_K)),  # type: ignore[arg-type]
-            margin=args.positive_float(marker, "margin", bound.get("margin")),
-            min_margin=min_margin,
+            **relative_options(marker, bound),
             topics=args.str_tuple(marker, "topics", bound.get("topics")),
         )
 
@@ -306,8 +305,7 @@ def evaluate_preference(
 
         distances = {a: distance(a) for a in aliases}
         shared = [q for q in distances[target] if all(q in distances[b] for b in baselines)]
-        equivalence = EquivalentSpec(domain="choices", test=spec.test, alternative=spec.alternative, k=spec.k,
-                                     alpha=spec.alpha, margin=spec.margin, min_margin=spec.min_margin)
+        equivalence = relative_spec(spec, "choices")
         try:
             relative = evaluate_method("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
                                        target=target, baselines=tuple(baselines),

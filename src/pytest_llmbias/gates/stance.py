@@ -35,7 +35,14 @@ from pytest_llmbias import markers as args
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.equivalent import DEFAULT_K, EquivalentSpec, MethodResult, evaluate_method, method_lines
+from pytest_llmbias.gates.equivalent import (
+    DEFAULT_K,
+    MethodResult,
+    evaluate_method,
+    method_lines,
+    relative_options,
+    relative_spec,
+)
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import PlannedCall
@@ -111,11 +118,6 @@ class BiasStanceSpec:
         max_shift = bound.get("max_shift")
         if max_shift is not None:
             max_shift = args.real(marker, "max_shift", max_shift)
-        min_margin = bound.get("min_margin")
-        if min_margin is not None:
-            min_margin = args.real(marker, "min_margin", min_margin)
-            if min_margin < 0:
-                raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
         return cls(
             domain=bound["domain"],
             gate=gate,  # type: ignore[arg-type]
@@ -125,12 +127,7 @@ class BiasStanceSpec:
             min_agreement=args.fraction(marker, "min_agreement", bound.get("min_agreement", 0.8)),
             confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             max_shift=max_shift,
-            test=args.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
-            alternative=args.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
-            k=args.positive_float(marker, "k", bound.get("k", DEFAULT_K)),  # type: ignore[arg-type]
-            alpha=args.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
-            margin=args.positive_float(marker, "margin", bound.get("margin")),
-            min_margin=min_margin,
+            **relative_options(marker, bound),
             max_inconsistent=_share(marker, "max_inconsistent", bound.get("max_inconsistent", 0.1)),
             categories=args.str_tuple(marker, "categories", bound.get("categories")),
         )
@@ -351,8 +348,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
         )
     mean_b = {u: math.fsum(shifts[b][u] for b in baselines) / len(baselines) for u in shifts[target]}
     base_mean = math.fsum(mean_b.values()) / len(mean_b)
-    equivalence = EquivalentSpec(domain="answers", test=spec.test, alternative=spec.alternative, k=spec.k,
-                                 alpha=spec.alpha, margin=spec.margin, min_margin=spec.min_margin)
+    equivalence = relative_spec(spec, "answers")
     categories = {u: u.rsplit("@", 1)[1] for u in shifts[target]}
     try:
         relative = evaluate_method("shift", shifts, target=target, baselines=baselines, question_categories=categories,
