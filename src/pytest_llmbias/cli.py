@@ -38,10 +38,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     from pytest_llmbias.errors import LLMBiasError
 
     try:
-        return args.run(args, out)
+        code = args.run(args, out)
+        out.flush()  # inside the try: a closed pipe shows here, not at interpreter exit
+        return code
     except LLMBiasError as exc:
         print(f"llmbias: {exc}", file=sys.stderr)
         return ERROR
+    except BrokenPipeError:  # the reader stopped early (`llmbias domains list | head`): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OK
 
 
 def _parser() -> argparse.ArgumentParser:

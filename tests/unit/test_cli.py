@@ -30,6 +30,17 @@ def test_help_and_a_missing_command() -> None:
     assert info.value.code == 2
 
 
+def test_a_reader_that_stops_early_is_not_an_error() -> None:
+    """As with `llmbias domains list | head -1`: the pipe is closed before anything is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_llmbias", "domains", "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert "BrokenPipe" not in stderr and "Traceback" not in stderr
+
+
 def test_domains_list_show_and_validate(tmp_path: Path) -> None:
     code, text = run("domains", "list")
     assert code == 0 and "bias_dimensions      questions       90 prompts" in text and "political_topics     topics" in text
