@@ -11,6 +11,8 @@ usage (argparse's); 3 an error (an unknown domain, an unreadable store).
     llmbias store verify [--store DIR] [--snapshot FILE ...]
                                                re-hash every entry and snapshot line; list what is wrong
     llmbias store export OUT [--store DIR]     every stored response as a JSONL snapshot
+    llmbias store import SNAPSHOT... [--store DIR]
+                                               write a snapshot's responses into the store
     llmbias store clear [--store DIR] --yes    delete the store folder (snapshots are kept)
     llmbias report RUN.json [--markdown]       the end-of-run table of a saved JSON document
 """
@@ -72,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, run, help_ in (("stats", _store_stats, "entries per model and size on disk"),
                              ("verify", _store_verify, "re-hash every entry (and snapshot line); list what is wrong"),
                              ("export", _store_export, "write every stored response to a JSONL snapshot"),
+                             ("import", _store_import, "write the responses of snapshots into the store"),
                              ("clear", _store_clear, "delete the store folder")):
         p = store.add_parser(name, help=help_)
         p.add_argument("--store", type=Path, default=Path(".llmbias"), help="the store folder (default .llmbias)")
@@ -79,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--snapshot", action="append", default=[], type=Path, help="a snapshot to verify too (repeat)")
         if name == "export":
             p.add_argument("out", type=Path)
+        if name == "import":
+            p.add_argument("snapshots", nargs="+", type=Path)
         if name == "clear":
             p.add_argument("--yes", action="store_true", help="really delete it")
         p.set_defaults(run=run)
@@ -247,6 +252,34 @@ def _store_export(args: argparse.Namespace, out: TextIO) -> int:
     n = write_snapshot(args.out, responses)
     print(f"{n} responses written to {args.out}", file=out)
     return OK
+
+
+def _store_import(args: argparse.Namespace, out: TextIO) -> int:
+    """Every response of the snapshots (checked line by line, as a run reads them) into the store;
+    a call the store already answers differently is reported and left as it is."""
+    from pytest_llmbias.store import ResponseStore
+    from pytest_llmbias.store.snapshot import SnapshotLayer
+
+    layer = SnapshotLayer()
+    for snapshot in args.snapshots:
+        layer.add(snapshot)
+    store = ResponseStore(args.store)
+    added = same = conflicts = 0
+    try:
+        for key, response in layer.responses.items():
+            known = store.get(key)
+            if known is None:
+                store.put(response)
+                added += 1
+            elif known.text == response.text:
+                same += 1
+            else:
+                conflicts += 1
+                print(f"conflict {key}: the store answers this call differently; kept the store's", file=out)
+    finally:
+        store.close()
+    print(f"{added} imported, {same} already stored, {conflicts} conflict(s) into {args.store}", file=out)
+    return PROBLEMS if conflicts else OK
 
 
 def _store_clear(args: argparse.Namespace, out: TextIO) -> int:

@@ -82,6 +82,16 @@ def test_store_stats_export_verify_and_clear(tmp_path: Path) -> None:
     code, text = run("store", "verify", "--store", str(directory))
     assert code == 1 and f"bad entry {key[len('response:'):]}: its request fields hash to another key" in text
 
+    other = stored(tmp_path / "other", n=5)  # q0-q4: three already in the store, one edited below
+    snapshot = tmp_path / "other.jsonl"
+    assert run("store", "export", str(snapshot), "--store", str(other))[0] == 0
+    lines = snapshot.read_text().splitlines()
+    lines[0] = lines[0].replace('"text": "a', '"text": "changed a')
+    snapshot.write_text("\n".join(lines) + "\n")
+    code, text = run("store", "import", str(snapshot), "--store", str(directory))
+    assert code == 1 and "1 conflict(s)" in text and "2 imported" in text
+    assert run("store", "stats", "--store", str(directory))[1].startswith("5 responses")
+
     assert run("store", "clear", "--store", str(directory))[0] == 2 and directory.exists()
     assert run("store", "clear", "--store", str(directory), "--yes")[0] == 0 and not directory.exists()
     assert run("store", "stats", "--store", str(directory))[0] == 3
