@@ -267,6 +267,25 @@ class BiasSession:
         self.ensure_collected()
         return read_responses(request, self.settings, self.domain(request.domain), self.store.get, self.errors)
 
+    def read_calls(self, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
+        """The response of each (alias, label, call) a gate built itself, by call key, collected
+        first if need be. Raises :class:`MissingResponsesError` naming every alias and label
+        without one, in the wording of :func:`~pytest_llmbias.planning.request.missing_error`."""
+        from pytest_llmbias.planning.request import missing_error
+
+        self.ensure_collected()
+        found: dict[str, Response] = {}
+        missing = []
+        for alias, label, call in calls:
+            response = self.store.get(call.key)
+            if response is None:
+                missing.append((alias, label, call.key))
+            else:
+                found[call.key] = response
+        if missing:
+            raise missing_error(what, missing, self.errors, offline=self.settings.store.offline)
+        return found
+
     def feature_values(
         self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
     ) -> list[float]:

@@ -445,21 +445,6 @@ class TrialsWhenWritten:
         return out
 
 
-def _get_all(session: GateSession, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
-    from pytest_llmbias.planning.request import missing_error
-
-    found, missing = {}, []
-    for alias, label, call in calls:
-        response = session.store.get(call.key)
-        if response is None:
-            missing.append((alias, label, call.key))
-        else:
-            found[call.key] = response
-    if missing:
-        raise missing_error(what, missing, session.errors, offline=session.settings.store.offline)
-    return found
-
-
 class PreferenceGate(SpecGate):
     """The ``bias_preference`` gate (see the module docstring)."""
 
@@ -473,10 +458,9 @@ class PreferenceGate(SpecGate):
         session.plan_calls([dataclasses.replace(c, then=tuple(then)) for c in planner.articles()])
 
     def evaluate(self, spec: PreferenceSpec, session: GateSession) -> PreferenceResult:
-        session.ensure_collected()
         planner = _Planner(spec, session)
         articles = planner.articles()
-        written = _get_all(session, [(c.alias, c.question or "", c.call) for c in articles],
+        written = session.read_calls([(c.alias, c.question or "", c.call) for c in articles],
                            f"article(s) for domain {planner.domain.name!r}")
         texts: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
         for c in articles:
@@ -490,7 +474,7 @@ class PreferenceGate(SpecGate):
                     by = {p.id: texts[(author.alias, topic.id)][(p.id, t)] for p in planner.perspectives}
                     call, shown, chooser = planner.trial(author, topic, by, t)
                     trials.append((author.alias, topic.id, t, call, shown, chooser.alias))
-        answers = _get_all(session, [(chooser, f"{topic}#{t} (by {author})", call)
+        answers = session.read_calls([(chooser, f"{topic}#{t} (by {author})", call)
                                      for author, topic, t, call, _, chooser in trials],
                            f"preference answer(s) for domain {planner.domain.name!r}")
         choices: dict[str, dict[str, list[tuple[str | None, int | None]]]] = {}

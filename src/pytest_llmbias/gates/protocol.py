@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
+    from pytest_llmbias.calls import ModelCall, Response
     from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.planning.collector import FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
@@ -82,8 +83,8 @@ class GateSession(Protocol):
         """Register calls a gate builds itself (in several languages, say), with their follow-ups."""
         ...
 
-    def ensure_collected(self) -> Any:
-        """Run the plan once, if it has not run: before a gate reads the store directly."""
+    def read_calls(self, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
+        """The responses of calls a gate built itself, by key; MissingResponsesError naming what is missing."""
         ...
 
     def embedding_scorer(self) -> EmbeddingScorer: ...

@@ -465,6 +465,11 @@ class StanceCell:
     call: ModelCall
     opposing: str | None = None
 
+    @property
+    def label(self) -> str:
+        """How a missing answer is named: ``<question>@<language>#<round>``."""
+        return f"{self.question}@{self.language}#{self.round}"
+
     def planned(self, domain: str, then: Sequence[Any] = ()) -> PlannedCall:
         phase = "" if self.opposing is None else f" (opposing {self.opposing})"
         return PlannedCall(self.alias, self.call, domain, f"{self.question}@{self.language}{phase}", tuple(then))
@@ -552,21 +557,6 @@ class OpposingPhase:
         return [c.planned(self.asker.domain.name) for c in cells]
 
 
-def _read(session: GateSession, cells: Sequence[StanceCell], what: str) -> dict[tuple[str, str, str, int], Response]:
-    from pytest_llmbias.planning.request import missing_error
-
-    found, missing = {}, []
-    for c in cells:
-        response = session.store.get(c.call.key)
-        if response is None:
-            missing.append((c.alias, f"{c.question}@{c.language}#{c.round}", c.call.key))
-        else:
-            found[(c.alias, c.question, c.language, c.round)] = response
-    if missing:
-        raise missing_error(what, missing, session.errors, offline=session.settings.store.offline)
-    return found
-
-
 class BiasStanceGate(SpecGate):
     """The ``bias_stance`` gate (see the module docstring)."""
 
@@ -585,14 +575,14 @@ class BiasStanceGate(SpecGate):
         session.plan_calls([c.planned(asker.domain.name, then) for c in asker.initial()])
 
     def evaluate(self, spec: BiasStanceSpec, session: GateSession) -> StanceResult:
-        session.ensure_collected()
         asker = self._asker(spec, session)
         cells = list(asker.initial())
-        initial = _read(session, cells, f"answer(s) for domain {asker.domain.name!r}")
+        initial = session.read_calls([(c.alias, c.label, c.call) for c in cells],
+                                     f"answer(s) for domain {asker.domain.name!r}")
         kinds: dict[str, dict[str, dict[str, list[str]]]] = {}
         texts: dict[tuple[str, str, str], list[str]] = {}
         for c in cells:
-            text = initial[(c.alias, c.question, c.language, c.round)].text
+            text = initial[c.call.key].text
             kinds.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(
                 asker.languages[c.language].parse(text))
             texts.setdefault((c.alias, c.question, c.language), []).append(text)
@@ -601,10 +591,11 @@ class BiasStanceGate(SpecGate):
             models = {m.alias: m for m in asker.models}
             questions = {q.id: q for q in asker.questions}
             opp_cells = [o for (a, q, lang), t in texts.items() for o in asker.opposing_for(models[a], questions[q], lang, t)]
-            found = _read(session, opp_cells, f"opposing-phase answer(s) for domain {asker.domain.name!r}")
+            found = session.read_calls([(c.alias, c.label, c.call) for c in opp_cells],
+                                       f"opposing-phase answer(s) for domain {asker.domain.name!r}")
             opposing = {}
             for c in opp_cells:
-                text = found[(c.alias, c.question, c.language, c.round)].text
+                text = found[c.call.key].text
                 opposing.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(
                     asker.languages[c.language].parse(text))
         target = session.settings.target.alias  # type: ignore[union-attr]
