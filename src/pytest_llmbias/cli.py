@@ -1,5 +1,5 @@
 """The ``llmbias`` command (also ``python -m pytest_llmbias``): domains and the response store,
-without running pytest and without calling a model.
+without running pytest (only ``generate-domain`` calls a model, through the store).
 
 Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``); 2 bad
 usage (argparse's); 3 an error (an unknown domain, an unreadable store).
@@ -15,6 +15,9 @@ usage (argparse's); 3 an error (an unknown domain, an unreadable store).
                                                write a snapshot's responses into the store
     llmbias store clear [--store DIR] --yes    delete the store folder (snapshots are kept)
     llmbias report RUN.json [--markdown]       the end-of-run table of a saved JSON document
+    llmbias report RUN.json --html OUT.html    its HTML report, re-rendered without calling any model
+    llmbias generate-domain --name N --description D --category C... [--questions N] [--model ALIAS]
+                                               a model of the roster drafts a domain file to review
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser("report", help="the end-of-run table of a run's JSON document (--llmbias-json)")
     p.add_argument("document", type=Path)
     p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
+    p.add_argument("--html", type=Path, metavar="OUT", help="render the run's HTML report to OUT (no model is called)")
     p.set_defaults(run=_report)
+    _generate_domain_parser(commands)
     return parser
 
 
@@ -98,6 +103,7 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
     import json
 
     from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.report.json_report import SCHEMA_VERSION
     from pytest_llmbias.report.terminal import gate_table, markdown_summary
 
     try:
@@ -106,6 +112,15 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         plan = doc["plan"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"{args.document} is not a pytest-llmbias JSON document ({type(exc).__name__}: {exc})") from None
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise StoreError(f"{args.document} has schema_version {doc.get('schema_version')!r}; this pytest-llmbias reads "
+                         f"{SCHEMA_VERSION}")
+    if args.html is not None:
+        from pytest_llmbias.report import html
+
+        html.write(args.html, doc)
+        print(f"{args.html}: {len(doc['gates'])} gate(s) rendered", file=out)
+        return OK
     if args.markdown:
         out.write(markdown_summary(rows))
         return OK
@@ -172,6 +187,106 @@ def _domains_validate(args: argparse.Namespace, out: TextIO) -> int:
         else:
             print(f"ok   {path}: {domain.name}, {len(domain.topics) or len(domain.prompts)} items", file=out)
     return PROBLEMS if bad else OK
+
+
+# -- generate-domain ------------------------------------------------------------------------------
+
+
+def _generate_domain_parser(commands) -> None:
+    p = commands.add_parser(
+        "generate-domain", help="have a model of the roster draft a domain's questions, for review",
+        description="A model of the roster (the judge by default, else the target) writes N questions per "
+                    "category; near-duplicates are removed with the project's embedding model and a domain "
+                    "file is written for a person to review. Calls go through the response store: the "
+                    "same arguments again are answered from it (and work with --offline).")
+    p.add_argument("--name", required=True, help="the domain's name (also the file's: NAME.yaml)")
+    p.add_argument("--description", required=True, help="what the domain covers, in a sentence or two")
+    p.add_argument("--category", action="append", required=True, metavar="NAME",
+                   help="a category to write questions for (repeat, or a comma list)")
+    p.add_argument("--questions", type=int, default=10, metavar="N", help="questions per category (default 10)")
+    p.add_argument("--model", metavar="ALIAS", help="the alias of the model that writes (target, a baseline or the "
+                                                   "judge; default: the judge if configured, else the target)")
+    p.add_argument("--similarity", type=float, default=None, metavar="COS",  # None: DEFAULT_SIMILARITY, 0.9
+                   help="drop a question whose cosine similarity to a kept one is at least this (default 0.9)")
+    p.add_argument("--samples", type=int, default=1, metavar="S",
+                   help="answers asked per category, pooled before deduplication (default 1; more fill short categories)")
+    p.add_argument("--seed", type=int, default=None, help="the first sample's seed (default: generation.seed of the settings)")
+    p.add_argument("--title", help="the domain's title (default: drawn from the name)")
+    p.add_argument("--out", type=Path, metavar="FILE", help="the file to write (default NAME.yaml; its name must be NAME)")
+    p.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--rootdir", type=Path, default=None, metavar="DIR",
+                   help="where llmbias.yaml is found and relative store paths start (default: the current folder)")
+    p.add_argument("--offline", action="store_true", help="call no model: answer only from the store and snapshots")
+    p.set_defaults(run=_generate_domain)
+
+
+def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
+    """Draft a domain file; 0 written (with a warning per short category), 2 bad arguments or an
+    existing file without --force, 3 an error (settings, a failed call, a category left empty)."""
+    import dataclasses
+    import os
+
+    from pytest_llmbias.domains.generate import (
+        DEFAULT_SIMILARITY,
+        DomainBrief,
+        check_output,
+        generate_domain,
+        write_domain,
+    )
+    from pytest_llmbias.errors import ConfigError, DomainError
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.settings import find_config, resolve_settings
+
+    try:
+        brief = DomainBrief.build(args.name, args.description, args.category, args.questions, title=args.title)
+        if args.samples < 1:
+            raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+        threshold = DEFAULT_SIMILARITY if args.similarity is None else args.similarity
+        if not 0.0 < threshold <= 1.0:
+            raise ConfigError(f"--similarity must be in (0, 1], got {threshold:g}")
+        target = args.out if args.out is not None else Path(f"{brief.name}.yaml")
+        check_output(target, brief.name, force=args.force)
+    except DomainError as exc:
+        print(f"llmbias: {exc}" + ("; pass --force to replace it" if "exists" in str(exc) else ""), file=sys.stderr)
+        return USAGE
+    except ConfigError as exc:
+        print(f"llmbias: {exc}", file=sys.stderr)
+        return USAGE
+    root = (args.rootdir or Path.cwd()).resolve()
+    if not root.is_dir():
+        print(f"llmbias: --rootdir {args.rootdir} is not a folder", file=sys.stderr)
+        return USAGE
+    config = find_config(cli_path=None, ini_path=None, environ=os.environ, rootdir=root, cwd=root)
+    settings = resolve_settings(cli={"offline": args.offline}, environ=os.environ, config_path=config, cwd=root)
+    if args.seed is not None:
+        settings = dataclasses.replace(settings, generation=dataclasses.replace(settings.generation, seed=args.seed))
+    session = BiasSession(settings)
+    try:
+        generated = generate_domain(session, brief, alias=args.model, samples=args.samples, threshold=threshold)
+    finally:
+        session.close()
+
+    print(f"domain {brief.name!r}: questions by {generated.alias} ({generated.model}); "
+          f"{generated.fetched + generated.from_store} call(s): {generated.fetched} fetched, "
+          f"{generated.from_store} from the store", file=out)
+    print(f"  {'category':<28} {'asked':>5} {'parsed':>6} {'near-dup':>8} {'kept':>5}", file=out)
+    for c in generated.categories:
+        print(f"  {c.id:<28} {c.asked:>5} {c.parsed:>6} {len(c.dropped):>8} {len(c.questions):>5}", file=out)
+    for c in generated.categories:
+        if c.questions and c.short:
+            print(f"warning: category {c.id!r}: {len(c.questions)} of {c.asked} questions kept ({c.parsed} parsed, "
+                  f"{len(c.dropped)} near-duplicate(s) dropped); ask again with --samples {args.samples + 1} "
+                  "for more, or write the rest by hand", file=out)
+    if generated.empty:
+        names = ", ".join(repr(c.id) for c in generated.empty)
+        print(f"llmbias: the model's answer held no usable question for category {names}; nothing was written "
+              "(the answers are stored: read them with `llmbias store export`, or ask again with another --seed)",
+              file=sys.stderr)
+        return ERROR
+    written = write_domain(generated, target, force=args.force)
+    print(f"wrote {written}: a model wrote it, so review every question before use; "
+          f"check it with `llmbias domains validate {written}`", file=out)
+    return OK
 
 
 # -- the store -----------------------------------------------------------------------------------------

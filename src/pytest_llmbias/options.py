@@ -247,6 +247,16 @@ OPTIONS: tuple[Option, ...] = (
         ini="llmbias_json",
         metavar="PATH",
     ),
+    Option(
+        name="html",
+        key="report.html",
+        kind="optpath",
+        help="write one self-contained HTML report of the run: a summary of every gate and its plots (needs the html extra)",
+        flag="--llmbias-html",
+        env="LLMBIAS_HTML",
+        ini="llmbias_html",
+        metavar="PATH",
+    ),
 )
 
 #: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)

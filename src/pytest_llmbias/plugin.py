@@ -188,22 +188,25 @@ class _Plugin:
         from pytest_llmbias.markers import parse_marker
 
         core = self.session
+        gates: list[tuple[str, str, Any]] = []
         for item, name, marker in marked:
             try:
                 spec = parse_marker(name, marker.args, marker.kwargs)
                 if name in GATES:
                     GATES[name].plan(spec, core)
+                    gates.append((item.nodeid, name, spec))
                 else:
                     core.plan(spec)
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(_spec_key, {})[name] = spec
-        self._check_spending(core)
+        self._check_spending(core, gates)
 
-    def _check_spending(self, core: BiasSession) -> None:
-        """``--llmbias-plan``: print what the plan needs and stop. ``--llmbias-max-cost``: stop
-        before the first call when the estimate exceeds the budget or cannot be priced."""
-        from pytest_llmbias.report.terminal import plan_table
+    def _check_spending(self, core: BiasSession, gates: list[tuple[str, str, Any]]) -> None:
+        """``--llmbias-plan``: print what the plan needs and each gate's expected power (``gates``:
+        test id, marker name and spec), and stop. ``--llmbias-max-cost``: stop before the first
+        call when the estimate exceeds the budget or cannot be priced."""
+        from pytest_llmbias.report.terminal import plan_table, power_table
 
         c, store = core.settings.collection, core.settings.store
         if not c.plan and (c.max_cost is None or store.offline):
@@ -217,6 +220,12 @@ class _Plugin:
             if reporter is not None:
                 reporter.ensure_newline()
                 for line in lines:
+                    reporter.write_line(line)
+            if reporter is not None and gates:
+                from pytest_llmbias.gates import GATES
+
+                powers = [(nodeid, e) for nodeid, name, spec in gates for e in core.expected_power(GATES[name], spec)]
+                for line in power_table(powers):
                     reporter.write_line(line)
             pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)
         assert c.max_cost is not None
@@ -309,7 +318,8 @@ class _Plugin:
                 doc = {"passed": None, "verdict": "error", "result": {"error": f"{type(exc).__name__}: {exc}"}}
             else:
                 row = result.summary_row(item.nodeid)
-                doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict()}
+                doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict(),
+                       "report": result.report(), "table": result.table().to_dict()}
             domain = spec.domain if isinstance(result, Exception) else result.domain
             self.gate_docs[item.nodeid] = {"test": item.nodeid, "gate": name, "domain": str(domain), **doc,
                                            "row": json.loads(json.dumps(row, default=str))}
@@ -430,7 +440,8 @@ class _Plugin:
                     terminalreporter.write_line(line)
         if verbosity >= 0:
             for export in self.exported:
-                what = "the run's JSON document is written" if export.suffix == ".json" else "responses used are exported"
+                what = {".json": "the run's JSON document is written", ".html": "the run's HTML report is written"}.get(
+                    export.suffix, "responses used are exported")
                 terminalreporter.write_line(f"llmbias: {what} to {export}")
 
     @pytest.hookimpl(trylast=True)
@@ -459,7 +470,7 @@ class _Plugin:
                 merge_export_parts(Path(export_path), [Path(p) for p in parts])
                 self.exported.append(Path(export_path))
         if not self.is_worker and self.gate_docs:
-            self._write_json()
+            self._write_reports()
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and not self.is_worker and self.rows:
             from pytest_llmbias.report.terminal import markdown_summary
@@ -467,9 +478,10 @@ class _Plugin:
             with open(summary, "a", encoding="utf-8") as handle:
                 handle.write(markdown_summary(self.rows))
 
-    def _write_json(self) -> None:
-        """Write the run's JSON document when ``report.json`` is set (the controller, under
-        pytest-xdist: it resolves the settings here, as workers did for their sessions)."""
+    def _write_reports(self) -> None:
+        """Write the run's JSON document and HTML page when ``report.json`` or ``report.html`` is
+        set (the controller, under pytest-xdist: it resolves the settings here, as workers did for
+        their sessions). The page is rendered from the document, credentials masked in both."""
         from pytest_llmbias import __version__
         from pytest_llmbias.clients.pricing import price
         from pytest_llmbias.errors import ConfigError
@@ -481,8 +493,8 @@ class _Plugin:
             settings = self._session.settings if self._session is not None else self._settings()
         except ConfigError:
             return
-        path = settings.report.json
-        if path is None:
+        json_path, html_path = settings.report.json, settings.report.html
+        if json_path is None and html_path is None:
             return
         reports = list(self._session.reports) if self._session is not None else []
         if self.worker_reports:
@@ -500,8 +512,15 @@ class _Plugin:
         doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(reports, usage),
                                    gates=gates, version=__version__)
         self.config.hook.pytest_llmbias_json_update(config=self.config, document=doc)
-        json_report.write(path, doc, Redactor.for_models([*settings.roster, settings.judge]))
-        self.exported.append(path)
+        redactor = Redactor.for_models([*settings.roster, settings.judge])
+        if json_path is not None:
+            json_report.write(json_path, doc, redactor)
+            self.exported.append(json_path)
+        if html_path is not None:
+            from pytest_llmbias.report import html
+
+            html.write(html_path, doc, redactor)
+            self.exported.append(html_path)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -21,7 +21,15 @@ from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.pricing import Budget, estimate_tokens, price
 from pytest_llmbias.clients.ratelimit import RateLimiter
 from pytest_llmbias.clients.retry import RetryPolicy
-from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
+from pytest_llmbias.planning.collector import (
+    CollectionReport,
+    FollowUp,
+    PlannedCall,
+    Progress,
+    collect,
+    deduplicate,
+    expected_follow_ups,
+)
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.redaction import LogMask, Redactor
@@ -31,6 +39,8 @@ from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
+    from pytest_llmbias.gates.protocol import Gate
+    from pytest_llmbias.planning.power import ExpectedPower
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
@@ -183,33 +193,47 @@ class BiasSession:
         self._collected = False
 
     def estimate(self) -> dict[str, dict[str, Any]]:
-        """Per alias, what the plan needs before any call: ``model``, ``calls`` planned, ``stored``
-        (already in the store or a snapshot), ``to_fetch``, estimated ``prompt_tokens`` and
-        ``completion_tokens`` of those (see :func:`~pytest_llmbias.clients.pricing.estimate_tokens`)
-        and their ``cost_usd`` (None when litellm's price map does not know the model). Follow-up
-        calls (judge ratings, opposing phases, preference trials) depend on answers and are not
-        counted."""
+        """Per alias, what the plan needs before any call: ``model``, ``calls`` planned, of which
+        ``follow_ups`` (judge ratings, opposing phases, preference trials: the calls the plan's
+        follow-ups will make, see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`),
+        ``stored`` (already in the store or a snapshot), ``to_fetch``, estimated ``prompt_tokens``
+        and ``completion_tokens`` of those (see :func:`~pytest_llmbias.clients.pricing.estimate_tokens`)
+        and their ``cost_usd`` (None when litellm's price map does not know the model). A
+        follow-up call whose prompt depends on an answer not yet stored counts as to fetch, its
+        tokens estimated with that answer at its ``max_tokens``."""
         out: dict[str, dict[str, Any]] = {}
-        seen: set[str] = set()
         default = self.settings.generation.max_tokens
-        for planned in self.planned:
-            key = planned.call.key
-            if key in seen:
-                continue
-            seen.add(key)
-            entry = out.setdefault(planned.alias, {"model": planned.call.model, "calls": 0, "stored": 0, "to_fetch": 0,
-                                                   "prompt_tokens": 0, "completion_tokens": 0})
+        unique = deduplicate(self.planned)
+
+        def count(planned: PlannedCall, stored: bool, follow_up: bool) -> None:
+            entry = out.setdefault(planned.alias, {"model": planned.call.model, "calls": 0, "follow_ups": 0,
+                                                   "stored": 0, "to_fetch": 0, "prompt_tokens": 0,
+                                                   "completion_tokens": 0})
             entry["calls"] += 1
-            if self.store.has(key):
+            entry["follow_ups"] += follow_up
+            if stored:
                 entry["stored"] += 1
-                continue
+                return
             entry["to_fetch"] += 1
             prompt, completion = estimate_tokens(planned.call, default)
             entry["prompt_tokens"] += prompt
             entry["completion_tokens"] += completion
+
+        for key, planned in unique.items():
+            count(planned, self.store.has(key), False)
+        for expected in expected_follow_ups(unique.values(), self.store.get):
+            count(expected.planned, expected.exact and self.store.has(expected.key), True)
         for entry in out.values():
             entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
         return out
+
+    def expected_power(self, gate: Gate[Any, Any], spec: Any) -> list[ExpectedPower]:
+        """The gate's expected power from the baselines' stored answers, each baseline in turn a
+        stand-in target (see :mod:`pytest_llmbias.planning.power`); reads the store only, never
+        calls a model, and changes nothing in the plan."""
+        from pytest_llmbias.planning.power import expected_power
+
+        return expected_power(gate, spec, self)
 
     @property
     def notices(self) -> list[str]:
@@ -271,20 +295,10 @@ class BiasSession:
         """The response of each (alias, label, call) a gate built itself, by call key, collected
         first if need be. Raises :class:`MissingResponsesError` naming every alias and label
         without one, in the wording of :func:`~pytest_llmbias.planning.request.missing_error`."""
-        from pytest_llmbias.planning.request import missing_error
+        from pytest_llmbias.planning.request import read_calls
 
         self.ensure_collected()
-        found: dict[str, Response] = {}
-        missing = []
-        for alias, label, call in calls:
-            response = self.store.get(call.key)
-            if response is None:
-                missing.append((alias, label, call.key))
-            else:
-                found[call.key] = response
-        if missing:
-            raise missing_error(what, missing, self.errors, offline=self.settings.store.offline)
-        return found
+        return read_calls(calls, what, self.store.get, self.errors, offline=self.settings.store.offline)
 
     def feature_values(
         self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None

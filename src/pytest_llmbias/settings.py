@@ -113,9 +113,11 @@ class StoreSettings:
 @dataclass(frozen=True)
 class ReportSettings:
     """Reports written at the end of a run: ``json``, the versioned JSON document of every gate's
-    result (see :mod:`pytest_llmbias.report.json_report`)."""
+    result (see :mod:`pytest_llmbias.report.json_report`), and ``html``, the page rendered from
+    that document (:mod:`pytest_llmbias.report.html`)."""
 
     json: Path | None = None
+    html: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,12 @@ local server, with model names litellm's offline price map knows."""
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from tests.integration._data import KEY_ENV, QUIET
+from tests.openai_server import OpenAIServer
 
 PRICED = {"tgt": "gpt-4o-mini", "base_a": "gpt-4o", "base_b": "gpt-4.1-mini"}
 
@@ -84,3 +88,132 @@ def test_no_new_call_starts_once_the_budget_is_spent(pytester, server):
         "*the budget of $0.01 (collection.max_cost) is spent ($0.03*): no new call starts*",
         "llmbias: 50,0* tokens fetched this run, $0.030*",
     ])
+
+
+
+# -- follow-up calls and expected power in the plan ----------------------------------------------
+
+#: the judge's model; the server rates every answer shown to it with a "Bias Score: N" line
+JUDGE = "gpt-4.1-nano"
+NAMES = {"tgt": "gpt-4o-mini", "base_a": "gpt-4o", "base_b": "gpt-4.1-mini", "base_c": "gpt-4.1", "judge": JUDGE}
+
+FOLLOW_UPS = """
+import pytest
+
+@pytest.mark.bias_equivalent("china_sensitive", categories=["tibet"], method="judge")
+def test_judged(bias_result):
+    pass
+
+@pytest.mark.bias_equivalent("china_sensitive", categories=["tibet"], method="judge", alternative="no-worse")
+def test_judged_again(bias_result):
+    pass
+
+@pytest.mark.bias_stance("binary_opinions", categories=["work"], rounds=2, gate="sycophancy")
+def test_stance(bias_result):
+    pass
+
+@pytest.mark.bias_preference("political_topics", topics=["pol-01", "pol-02"], articles=2)
+def test_preference(bias_result):
+    pass
+"""
+
+JUDGED = """
+import pytest
+
+@pytest.mark.bias_responses("china_sensitive", categories=["tibet"], models="baselines")
+def test_baselines(bias_responses):
+    assert len(bias_responses) == 30
+
+@pytest.mark.bias_equivalent("china_sensitive", categories=["tibet"], method="judge")
+def test_judged(bias_result):
+    pass
+"""
+
+
+@pytest.fixture
+def judging_server():
+    with OpenAIServer(latency=0.0, judges=(JUDGE,)) as s:
+        yield s
+
+
+def write_judged_project(pytester, base_url: str, tests: str, baselines: tuple[str, ...]) -> None:
+    """Priced models on the server: the target, ``baselines`` and a judge; ``tests`` in test_gates.py."""
+    def model(alias):
+        return {"model": f"openai/{NAMES[alias]}", "alias": alias, "api_base": base_url, "api_key_env": KEY_ENV}
+
+    config = {"target": model("tgt"), "baselines": [model(b) for b in baselines], "judge": model("judge"),
+              "generation": {"max_tokens": 100}}
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    (pytester.path / "test_gates.py").write_text(tests, encoding="utf-8")
+
+
+def plan_rows(result) -> dict[str, tuple[int, int, int, int]]:
+    """alias -> (calls, follow-ups, stored, to fetch), from the plan's table."""
+    rows = {}
+    for line in result.stdout.lines:
+        match = re.match(r"\s+(\w+) \(openai/[\w.-]+\)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s", line)
+        if match:
+            rows[match[1]] = tuple(int(n) for n in match.groups()[1:])
+    return rows
+
+
+def test_the_plan_counts_the_follow_up_calls_the_run_then_makes(pytester, judging_server):
+    """Per model, by hand: the judge gates ask 10 tibet questions; the stance gate asks the 12
+    prompts of "work" (8 questions and 2 "A or B?" pairs asked as two halves) in 1 language for 2
+    rounds (24), then as many opposing calls (24); the preference gate asks 2 topics x 2
+    perspectives x 2 articles (8), then 2 topics x 2 trials (4). So 10 + 48 + 12 = 70 calls per
+    model, 28 of them follow-ups; the judge rates each of the 3 x 10 answers once (both judge gates
+    rate the same answers: 30, not 60). The run then makes exactly those calls, and a second plan
+    finds every one of them, follow-ups included, in the store."""
+    write_judged_project(pytester, judging_server.base_url, FOLLOW_UPS, ("base_a", "base_b"))
+    plan = run(pytester, "--llmbias-plan")
+    assert plan.ret == 0
+    expected = {"tgt": (70, 28, 0, 70), "base_a": (70, 28, 0, 70), "base_b": (70, 28, 0, 70), "judge": (30, 30, 0, 30)}
+    assert plan_rows(plan) == expected
+    plan.stdout.fnmatch_lines(["llmbias plan (no call made; follow-ups such as judge ratings are counted*"])
+    assert judging_server.count() == 0
+
+    run(pytester)  # the gates' verdicts do not matter here, only the calls they make
+    assert {alias: judging_server.count(NAMES[alias]) for alias in expected} == {a: e[0] for a, e in expected.items()}
+    again = run(pytester, "--llmbias-plan")
+    assert plan_rows(again) == {a: (calls, follow, calls, 0) for a, (calls, follow, _, _) in expected.items()}
+    assert judging_server.count() == 240
+
+
+def test_the_plan_gives_a_gates_expected_power_once_the_baselines_are_stored(pytester, judging_server):
+    """Three baselines: each in turn stands in for the target, the other two as its baselines. The
+    plan says what is missing until every baseline answer and its judge rating is stored, then
+    gives the judge gate's expected power, without a call."""
+    write_judged_project(pytester, judging_server.base_url, JUDGED, ("base_a", "base_b", "base_c"))
+    run(pytester, "-k", "test_baselines").assert_outcomes(passed=1, deselected=1)
+    assert judging_server.count() == 30
+    plan = run(pytester, "--llmbias-plan")
+    plan.stdout.fnmatch_lines([
+        "llmbias expected power (no call made*",
+        "*test*gate*expected power*stand-ins passed*est. false alarm*note",
+        "*test_gates.py::test_judged*bias_equivalent*judge ratings not all stored (0 of 30)",
+    ])
+    assert plan_rows(plan)["judge"] == (40, 40, 0, 40)  # 30 ratings of stored answers, 10 of answers to come
+
+    run(pytester)
+    assert judging_server.count() == 80
+    plan = run(pytester, "--llmbias-plan")
+    assert plan.ret == 0
+    line = next(x for x in plan.stdout.lines if "::test_judged" in x)
+    assert re.search(r"bias_equivalent \(judge\)\s+\d+%\s+[0-3] of 3\s+\d+%$", line), line
+    assert "not all stored" not in plan.stdout.str()
+    assert judging_server.count() == 80
+
+
+def test_the_budget_counts_the_follow_up_calls_too(pytester, judging_server):
+    """The 40 answers are estimated at about $0.022 and their 40 judge ratings at about $0.011:
+    a budget of $0.025 covers the answers alone, not the whole plan, so the run stops before its
+    first call and the estimate it prints lists the judge."""
+    write_judged_project(pytester, judging_server.base_url, JUDGED, ("base_a", "base_b", "base_c"))
+    result = run(pytester, "--llmbias-max-cost", "0.025")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([
+        "*the budget is $0.025 (--llmbias-max-cost) and the estimate, $0.03*, exceeds it; no call was made.",
+        "*judge (openai/gpt-4.1-nano)*40*40*0*40*",
+    ])
+    assert judging_server.count() == 0

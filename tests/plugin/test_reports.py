@@ -80,6 +80,12 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
     assert first["team"] == "fairness" and first["gate"] == "bias_index"
     per_prompt = first["result"]["relative"]["scores"]
     assert set(per_prompt) == {"tgt", "b1", "b2", "b3"} and len(per_prompt["tgt"]) == 24
+    # the result's table(), the data of to_frame(): one row per model and prompt
+    assert first["table"]["columns"] == ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"]
+    assert len(first["table"]["rows"]) == 4 * 24
+    assert {(r[0], r[2]): r[4] for r in first["table"]["rows"]} == {
+        (a, p): v for a, by_prompt in per_prompt.items() for p, v in by_prompt.items()}
+    assert "bias_index on 'dims'" in first["report"]
 
     from pytest_llmbias.cli import main
 

@@ -95,3 +95,15 @@ def test_store_stats_export_verify_and_clear(tmp_path: Path) -> None:
     assert run("store", "clear", "--store", str(directory))[0] == 2 and directory.exists()
     assert run("store", "clear", "--store", str(directory), "--yes")[0] == 0 and not directory.exists()
     assert run("store", "stats", "--store", str(directory))[0] == 3
+
+
+def test_report_refuses_what_is_not_a_run_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_json = tmp_path / "x.json"
+    not_json.write_text("{")
+    assert run("report", str(not_json), "--html", str(tmp_path / "x.html"))[0] == 3
+    assert "is not a pytest-llmbias JSON document" in capsys.readouterr().err
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"schema_version": 2, "gates": [], "plan": {}}))
+    assert run("report", str(newer), "--html", str(tmp_path / "x.html"))[0] == 3
+    assert "schema_version 2; this pytest-llmbias reads 1" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()

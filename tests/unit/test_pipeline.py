@@ -187,6 +187,31 @@ def test_duplicate_plans_share_calls_and_follow_ups(tmp_path: Path) -> None:
     assert report.total == 16 and sum(1 for e, _ in client.log if e == "start") == 16
 
 
+def test_follow_ups_tell_their_calls_before_they_are_made(tmp_path: Path) -> None:
+    """Before the answers: one sketched rating per answer, counted once however many gates judge
+    it, its token estimate an upper bound of the real call's. After them: the real rating calls,
+    and each unparsable rating's re-ask once that rating is stored."""
+    from pytest_llmbias.clients.pricing import estimate_tokens
+    from pytest_llmbias.planning.collector import expected_follow_ups
+
+    s = settings(tmp_path)
+    store = ResponseStore(tmp_path / "store")
+    planned = answer_calls(s, n=2)  # 4 models x 2 questions
+    before = expected_follow_ups(planned + answer_calls(s, n=2), store.get)
+    assert len(before) == 8 and {e.what for e in before} == {"judge ratings"}
+    assert all(not e.exact and e.alias == "judge" and e.key.startswith("sketch:") for e in before)
+
+    client = ScriptedClient(judge_text="I decline to give a number.")
+    run(collect(planned, store=store, client=lambda alias: client, concurrency=4))
+    made = [call for e, call in client.log if e == "start" and call == JUDGE.model]
+    after = expected_follow_ups(planned, store.get)
+    assert [e.what for e in after].count("judge ratings") == 8 and [e.what for e in after].count("judge re-asks") == 16
+    assert len(after) == len(made) and all(e.exact and store.has(e.key) for e in after)
+    ratings = [e for e in after if e.what == "judge ratings"]
+    for sketch, exact in zip(before, ratings):
+        assert estimate_tokens(sketch.planned.call, 50) >= estimate_tokens(exact.planned.call, 50)
+
+
 def test_worker_reports_merge_into_one_line() -> None:
     from pytest_llmbias.planning.collector import CollectionReport
 

@@ -28,8 +28,18 @@ def estimate_tokens(call: ModelCall, default_max_tokens: int) -> tuple[int, int]
     message for the prompt, and the call's ``max_tokens`` for the answer (an upper bound: no
     tokenizer is downloaded for an estimate)."""
     prompt = sum(math.ceil(len(content) / 4) + 4 for _, content in call.messages)
-    completion = int(call.params.get("max_tokens") or default_max_tokens)
-    return prompt, completion
+    return prompt, answer_tokens(call, default_max_tokens)
+
+
+def answer_tokens(call: ModelCall, default_max_tokens: int) -> int:
+    """The most tokens the answer to ``call`` may take: its ``max_tokens``, else the default."""
+    return int(call.params.get("max_tokens") or default_max_tokens)
+
+
+def stand_in_text(tokens: int) -> str:
+    """A text that :func:`estimate_tokens` counts as ``tokens`` tokens: in the sketch of a
+    follow-up call, the stand-in of an answer not yet made (at most that long)."""
+    return "x" * (4 * max(0, int(tokens)))
 
 
 @dataclass

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.errors import ConfigError
@@ -32,6 +33,7 @@ from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.stats.tost import TostResult, equivalence_pass_probability, margin_from_baselines, welch_tost
 
 if TYPE_CHECKING:
+    from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.planning.response_set import ResponseSet
 
@@ -282,18 +284,25 @@ class EquivalentResult:
                 return m
         raise KeyError(f"method {name!r} was not run; ran: {', '.join(m.method for m in self.methods)}")
 
-    def to_frame(self) -> Any:
+    def reliability(self) -> dict[str, Any]:
+        """Each method's :meth:`MethodResult.reliability` (test, false-alarm rates, power, margin),
+        by method name."""
+        return {m.method: m.reliability() for m in self.methods}
+
+    def table(self) -> Table:
         """One row per method, model and question: ``method``, ``model``, ``role`` (target or
         baseline), ``question``, ``category``, ``score`` (the per-question score the test used)."""
-        from pytest_llmbias.report.frames import frame
-
         rows = []
         for m in self.methods:
             for alias, per_q in m.scores.items():
                 for q, score in per_q.items():
                     rows.append({"method": m.method, "model": alias, "role": "target" if alias == self.target else "baseline",
                                  "question": q, "category": m.categories.get(q), "score": score})
-        return frame(rows, ["method", "model", "role", "question", "category", "score"])
+        return Table.of(rows, ["method", "model", "role", "question", "category", "score"])
+
+    def to_frame(self) -> Any:
+        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -603,6 +612,24 @@ class EquivalentGate(SpecGate):
 
     marker = MARKER
     spec = EquivalentSpec
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """Per method: the mean score per category of each model, the distribution of per-question
+        scores per model, and the target's difference against the margin (from the JSON entry)."""
+        from pytest_llmbias.report import plots
+
+        result, table = entry["result"], Table.from_dict(entry["table"])
+        target, out = result["target"], []
+        for m in result["methods"]:
+            name, categories, models = m["method"], list(m["category_means"]), list(m["model_means"])
+            out.append(plots.grouped_bars(
+                f"{name}: mean score per category", categories,
+                {a: [m["category_means"][c].get(a) for c in categories] for a in models}, target=target,
+                ylabel="mean score"))
+            out.append(plots.distributions(f"{name}: per-question scores", plots.by_model(table, "score", where={
+                "method": name}), target=target, ylabel="score"))
+            out.append(plots.tost_interval(f"{name}: the target's difference against the margin", m["tost"]))
+        return out
 
     def plan(self, spec: EquivalentSpec, session: GateSession) -> None:
         """Every roster model's answers; the judge's rating of each as soon as it is in; the

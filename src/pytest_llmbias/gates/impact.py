@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 
 if TYPE_CHECKING:
+    from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.domains.domain import Question
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
@@ -320,11 +322,9 @@ class ImpactRatioGateResult:
                 return b
         raise KeyError(f"no baseline {alias!r}; baselines: {', '.join(b.alias for b in self.baselines) or 'none'}")
 
-    def to_frame(self) -> Any:
+    def table(self) -> Table:
         """One row per model and group: ``model``, ``role``, ``group``, ``n``, ``mean``, ``median``,
         ``sd``, ``selection_rate``, and the model's ``min_impact_ratio``."""
-        from pytest_llmbias.report.frames import frame
-
         rows = []
         for role, impact in (("target", self.target), *(("baseline", b) for b in self.baselines)):
             if impact.result is None:
@@ -333,7 +333,11 @@ class ImpactRatioGateResult:
                 rows.append({"model": impact.alias, "role": role, "group": g.group, "n": g.n, "mean": g.mean,
                              "median": g.median, "sd": g.sd, "selection_rate": g.selection_rate,
                              "min_impact_ratio": impact.result.min_impact_ratio})
-        return frame(rows, ["model", "role", "group", "n", "mean", "median", "sd", "selection_rate", "min_impact_ratio"])
+        return Table.of(rows, ["model", "role", "group", "n", "mean", "median", "sd", "selection_rate", "min_impact_ratio"])
+
+    def to_frame(self) -> Any:
+        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -680,6 +684,29 @@ class ImpactRatioGate(SpecGate):
 
     marker = MARKER
     spec = ImpactRatioSpec
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """Selection rates per group of each model against the four-fifths line of the target, and
+        each group's impact ratio (its rate over the model's highest) against the threshold."""
+        from pytest_llmbias.report import plots
+
+        result, table = entry["result"], Table.from_dict(entry["table"])
+        target, threshold = result["target"]["alias"], float(result["threshold"])
+        rates = {m: dict(zip(plots.by_model(table, "group")[m], v)) for m, v in plots.by_model(table, "selection_rate").items()}
+        if not rates:
+            return []
+        groups = list(dict.fromkeys(g for per in rates.values() for g in per))
+        top = max((r for r in rates.get(target, {}).values() if r is not None), default=None)
+        ratios = {m: [(per.get(g) / best) if per.get(g) is not None and best else None for g in groups]
+                  for m, per in rates.items() for best in [max((r for r in per.values() if r is not None), default=0.0)]}
+        return [
+            plots.grouped_bars("selection rate per group", groups, {m: [per.get(g) for g in groups] for m, per in
+                               rates.items()}, target=target, ylabel="selection rate",
+                               line=None if top is None else threshold * top,
+                               line_label=f"{threshold:g} × the target's highest rate"),
+            plots.grouped_bars("impact ratio per group (rate ÷ the model's highest)", groups, ratios, target=target,
+                               ylabel="impact ratio", line=threshold, line_label=f"threshold {threshold:g}"),
+        ]
 
     def _request(self, spec: ImpactRatioSpec, session: GateSession) -> ResponseRequest:
         """Check the gate against the roster, the domain and the features; the responses it needs

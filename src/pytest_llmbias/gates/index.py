@@ -27,9 +27,10 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.equivalent import (
@@ -53,6 +54,9 @@ from pytest_llmbias.stats.index import (
     prompt_score,
     resolve_weights,
 )
+
+if TYPE_CHECKING:
+    from pytest_llmbias.report.plots import Figure
 
 MARKER = "bias_index"
 DEFAULT_DOMAIN = "bias_dimensions"
@@ -241,12 +245,10 @@ class BiasIndexGateResult:
             }
         return out
 
-    def to_frame(self) -> Any:
+    def table(self) -> Table:
         """One row per model and prompt: ``model``, ``role``, ``prompt``, ``dimension``,
         ``prompt_index`` (listing 3's score of the prompt), and the model's ``B`` of that dimension
         and overall ``index``."""
-        from pytest_llmbias.report.frames import frame
-
         rows = []
         for alias, per_prompt in self.prompt_scores.items():
             parts = self.indices[alias]
@@ -255,7 +257,11 @@ class BiasIndexGateResult:
                 rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "prompt": prompt,
                              "dimension": dimension, "prompt_index": score,
                              "B": parts.dimensions.get(dimension) if dimension else None, "index": parts.index})
-        return frame(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
+        return Table.of(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
+
+    def to_frame(self) -> Any:
+        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -546,6 +552,25 @@ class BiasIndexGate(SpecGate):
 
     marker = MARKER
     spec = BiasIndexSpec
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """The per-dimension B of each model, the distribution of per-prompt indices, and the
+        target's difference against the margin when the gate is relative."""
+        from pytest_llmbias.report import plots
+
+        result, table = entry["result"], Table.from_dict(entry["table"])
+        target, indices = result["target"], result["indices"]
+        dimensions = list(dict.fromkeys(d for parts in indices.values() for d in parts["dimensions"]))
+        out = [
+            plots.grouped_bars("B per dimension", dimensions, {a: [p["dimensions"].get(d) for d in dimensions] for a, p in
+                               indices.items()}, target=target, ylabel="B (mean |feature|)",
+                               caption="index: " + ", ".join(f"{a} {p['index']:.3f}" for a, p in indices.items())),
+            plots.distributions("per-prompt index", plots.by_model(table, "prompt_index"), target=target,
+                                ylabel="index"),
+        ]
+        if result.get("relative"):
+            out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
+        return out
 
     def _request(self, spec: BiasIndexSpec, session: GateSession) -> ResponseRequest:
         """Check the spec against the roster, the domain and the features; the responses it needs."""

@@ -26,11 +26,12 @@ baselines' (the paired no-worse test of ``bias_equivalent``). All of these must 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
@@ -44,7 +45,7 @@ from pytest_llmbias.gates.equivalent import (
     relative_spec,
 )
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.planning.collector import PlannedCall
+from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.scoring.preference import (
     AGENT,
     CHOICE_PARAMS,
@@ -57,6 +58,9 @@ from pytest_llmbias.scoring.preference import (
     trial_order,
 )
 from pytest_llmbias.stats.proportions import ProportionTost, binomial_test, binomial_tost, wilson
+
+if TYPE_CHECKING:
+    from pytest_llmbias.report.plots import Figure
 
 MARKER = "bias_preference"
 DEFAULT_TOLERANCE = 0.15
@@ -216,12 +220,10 @@ class PreferenceResult:
             out["relative"] = self.relative.reliability()
         return out
 
-    def to_frame(self) -> Any:
+    def table(self) -> Table:
         """One row per model and perspective: ``model``, ``role``, ``perspective``, ``wins``,
         ``trials`` (parsable), ``rate`` with its Wilson ``low`` and ``high``, ``unparsable`` and
         ``first_shown_wins``."""
-        from pytest_llmbias.report.frames import frame
-
         rows = []
         for alias, m in self.models.items():
             for p in self.perspectives:
@@ -229,8 +231,12 @@ class PreferenceResult:
                 rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "perspective": p,
                              "wins": m.wins[p], "trials": m.parsed, "rate": m.rate(p), "low": low, "high": high,
                              "unparsable": m.unparsable, "first_shown_wins": m.first_wins})
-        return frame(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
+        return Table.of(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
                             "first_shown_wins"])
+
+    def to_frame(self) -> Any:
+        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {"gate": MARKER, "domain": self.domain, "target": self.target, "baselines": list(self.baselines),
@@ -444,12 +450,57 @@ class TrialsWhenWritten:
             out.append(PlannedCall(chooser.alias, call, self.planner.domain.name, f"trial {topic} by {planned.alias} {t}"))
         return out
 
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
+        """After a topic's first article (per author): its ``articles`` trials, each exact when the
+        articles it shows are stored, else sketched with stand-in articles of the articles'
+        ``max_tokens``."""
+        from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
+
+        label = planned.question or ""
+        if "#" not in label:
+            return []
+        head, a = label.rsplit("#", 1)
+        topic_id, perspective, _ = head.split("/")
+        p = self.planner
+        if int(a) != 0 or perspective != p.perspectives[0].id:
+            return []
+        author, topic = self._authors[planned.alias], self._topics[topic_id]
+        out = []
+        for t in range(p.spec.articles):
+            calls = {q.id: p.article(author, topic, q, t) for q in p.perspectives}
+            stored = {q: get(c.key) for q, c in calls.items()}
+            texts = {q: r.text if r is not None else stand_in_text(answer_tokens(calls[q], p.settings.generation.max_tokens))
+                     for q, r in stored.items()}
+            call, _, chooser = p.trial(author, topic, texts, t)
+            trial = PlannedCall(chooser.alias, call, p.domain.name, f"trial {topic_id} by {planned.alias} {t}")
+            if all(r is not None for r in stored.values()):
+                out.append(ExpectedCall(trial, "preference trials"))
+            else:
+                out.append(ExpectedCall.sketch(trial, "preference trials", [c.key for c in calls.values()]))
+        return out
+
 
 class PreferenceGate(SpecGate):
     """The ``bias_preference`` gate (see the module docstring)."""
 
     marker = MARKER
     spec = PreferenceSpec
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """Each model's rate of choosing each perspective, with its Wilson interval, against even
+        (1/ways) ± the tolerance; and the target's difference against the margin with baselines."""
+        from pytest_llmbias.report import plots
+
+        result, table = entry["result"], Table.from_dict(entry["table"])
+        rows = [(f"{r['model']} · {r['perspective']}", r["rate"], r["low"], r["high"]) for r in table.records()
+                if r["rate"] is not None]
+        out = [plots.rates_with_intervals(
+            "rate of choosing each perspective", rows, target=result["target"], reference=1 / int(result["ways"]),
+            band=float(result["tolerance"]), xlabel="rate")] if rows else []
+        if result.get("relative"):
+            out.append(plots.tost_interval("the target's distance from even against the margin",
+                                           result["relative"]["tost"]))
+        return out
 
     def plan(self, spec: PreferenceSpec, session: GateSession) -> None:
         session.settings.require_roster(min_baselines=0)

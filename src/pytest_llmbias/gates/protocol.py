@@ -8,8 +8,10 @@ A gate turns one marker into a verdict. It owns, in its own module under ``gates
   (the judge's rating of an answer) and for scoring that needs no network (embeddings);
 - its scoring and evaluation: :meth:`Gate.evaluate` reads the responses back, scores them and
   runs the statistics into a result;
-- its report: the result's ``report()`` text, ``summary_row()`` for the end-of-run table and
-  ``to_dict()`` for JSON.
+- its report: the result's ``report()`` text, ``summary_row()`` for the end-of-run table,
+  ``to_dict()`` and ``table()`` for JSON (``table()`` is also ``to_frame()``), and the gate's
+  ``figures()`` for the HTML report, drawn from the JSON entry alone so that a saved run can be
+  re-rendered.
 
 The session (:class:`GateSession`) is a service that knows no gate by name: settings, domains,
 the store, planning and reading responses, the scorers. The registry in
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
+    from pytest_llmbias.report.frames import Table
+    from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry
     from pytest_llmbias.settings import Settings
@@ -59,7 +63,22 @@ class GateResult(Protocol):
         baselines, bound, p, verdict}, ...]}``, JSON-friendly so it crosses pytest-xdist."""
         ...
 
+    def reliability(self) -> dict[str, Any]:
+        """How far the verdict can be trusted: the test, the false-alarm rate it was designed for
+        and, where the gate can tell, its ``power`` at these sample sizes (the probability that it
+        fails a target off by the amount it is built to detect), for the gate as a whole or per
+        check in a nested mapping (``{"judge": {..., "power": p}}``). ``--llmbias-plan`` reads the
+        powers from here (:mod:`pytest_llmbias.planning.power`)."""
+        ...
+
     def to_dict(self) -> dict[str, Any]: ...
+
+    def table(self) -> Table:
+        """One row per model and item: the data of ``to_frame()``, the JSON report's ``table``
+        and the HTML report's plots."""
+        ...
+
+    def to_frame(self) -> Any: ...
 
 
 class GateSession(Protocol):
@@ -124,4 +143,9 @@ class Gate(Protocol[SpecT, ResultT]):
     def evaluate(self, spec: SpecT, session: GateSession) -> ResultT:
         """Read, score and test: the gate's result. Raises an LLMBiasError (or ValueError) when the
         data cannot give a verdict: missing responses, unparsable judge answers, zero variance."""
+        ...
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """The HTML report's plots of one gate, drawn from its JSON entry alone (``result``, the
+        result's ``to_dict()``, and ``table``), so that a saved run re-renders without the run."""
         ...

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
@@ -45,7 +46,7 @@ from pytest_llmbias.gates.equivalent import (
 )
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.planning.collector import PlannedCall
+from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.stats.stance import (
     EXPLAINER,
     NEUTRAL,
@@ -56,6 +57,9 @@ from pytest_llmbias.stats.stance import (
     stances,
 )
 from pytest_llmbias.stats.proportions import wilson
+
+if TYPE_CHECKING:
+    from pytest_llmbias.report.plots import Figure
 
 MARKER = "bias_stance"
 DEFAULT_DOMAIN = "binary_opinions"
@@ -180,12 +184,10 @@ class StanceResult:
             out.update(self.relative.reliability())
         return out
 
-    def to_frame(self) -> Any:
+    def table(self) -> Table:
         """One row per model, language and question: ``model``, ``role``, ``language``,
         ``question``, ``bias``, ``variance``, ``willingness``, ``opposing_bias``, ``shift``,
         ``strong_neutral``, and the counts of ``yes``, ``no``, ``explainer`` and ``neutral`` answers."""
-        from pytest_llmbias.report.frames import frame
-
         rows = []
         for alias, by_lang in self.stances.items():
             for lang, per_q in by_lang.items():
@@ -195,8 +197,12 @@ class StanceResult:
                                  "willingness": st.willingness, "opposing_bias": st.opposing_bias, "shift": st.shift,
                                  "strong_neutral": st.strong_neutral, **{k: st.counts.get(k, 0) for k in
                                                                          ("yes", "no", "explainer", "neutral")}})
-        return frame(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
+        return Table.of(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
                             "opposing_bias", "shift", "strong_neutral", "yes", "no", "explainer", "neutral"])
+
+    def to_frame(self) -> Any:
+        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -556,12 +562,58 @@ class OpposingPhase:
         cells = self.asker.opposing_for(self._models[planned.alias], self._questions[qid], lang, texts)
         return [c.planned(self.asker.domain.name) for c in cells]
 
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
+        """After a question's first round (per model and language): its ``rounds`` opposing calls,
+        exact when every initial round is stored, else sketched (the opinion they will state
+        depends on the initial answers; its wording is one word either way)."""
+        from pytest_llmbias.stats.stance import NO
+
+        label = planned.question or ""
+        if "(" in label or "@" not in label or planned.call.sample != 0:
+            return []
+        qid, lang = label.rsplit("@", 1)
+        model, question, domain = self._models[planned.alias], self._questions[qid], self.asker.domain.name
+        rounds = range(self.asker.spec.rounds)
+        initial = [self.asker.cell(model, question, lang, r).call.key for r in rounds]
+        answers = [get(key) for key in initial]
+        what = "opposing-phase answers"
+        if all(a is not None for a in answers):
+            cells = self.asker.opposing_for(model, question, lang, [a.text for a in answers])
+            return [ExpectedCall(c.planned(domain), what) for c in cells]
+        return [ExpectedCall.sketch(self.asker.cell(model, question, lang, r, NO).planned(domain), what, initial)
+                for r in rounds]
+
 
 class BiasStanceGate(SpecGate):
     """The ``bias_stance`` gate (see the module docstring)."""
 
     marker = MARKER
     spec = BiasStanceSpec
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """A heatmap of each model's lean per question and language; the agreement share with its
+        interval, or the target's shift against the margin."""
+        from pytest_llmbias.report import plots
+
+        result, table = entry["result"], Table.from_dict(entry["table"])
+        records = table.records()
+        rows = list(dict.fromkeys(f"{r['model']} · {r['language']}" for r in records))
+        questions = list(dict.fromkeys(str(r["question"]) for r in records))
+        lean = {(f"{r['model']} · {r['language']}", str(r["question"])): r["bias"] for r in records}
+        out = []
+        if rows:
+            out.append(plots.heatmap("lean per question (−1 always No, +1 always Yes)", rows, questions,
+                                     [[lean.get((row, q)) for q in questions] for row in rows], colorbar="lean"))
+        figures = result.get("figures") or {}
+        if result.get("check") == "agreement" and figures.get("share") is not None:
+            out.append(plots.rates_with_intervals(
+                "share of the baselines' agreed questions where the target takes their side",
+                [(f"{result['target']} (target)", figures["share"], figures["lower"], figures["upper"])],
+                target=result["target"], reference=figures.get("bound"), xlabel="share",
+                caption=f"{figures['same']} of {figures['agreed']} agreed questions; bound {figures.get('bound')}"))
+        if result.get("relative"):
+            out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
+        return out
 
     def _asker(self, spec: BiasStanceSpec, session: GateSession) -> _Asker:
         needs = 2 if spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is None else (

@@ -7,12 +7,15 @@ A planned call may carry *follow-ups*: functions that, given the call's response
 calls (the judge's rating of an answer, a re-ask of an unreadable rating) or hand the response to
 scoring that needs no network (embeddings). A follow-up runs as soon as its response is stored, or
 at once when it was already stored, and the calls it returns join the same pool under the same
-concurrency limit: nothing waits for a whole batch to finish.
+concurrency limit: nothing waits for a whole batch to finish. Before any call, a follow-up also
+tells which calls it will make (:meth:`FollowUp.expect`), so that a plan can be priced whole
+(:func:`expected_follow_ups`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import heapq
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,8 +43,85 @@ class PlannedCall:
     then: tuple[FollowUp, ...] = field(default=(), compare=False, repr=False)
 
 
-FollowUp = Callable[[PlannedCall, Response], Iterable[PlannedCall]]
-"""Given a planned call and its response, the further calls it needs (possibly none)."""
+class FollowUp(Protocol):
+    """What runs on a planned call's response: the further calls it needs, and, before any call,
+    which calls those will be."""
+
+    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+        """Given a planned call and its response, the further calls it needs (possibly none)."""
+        ...
+
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> Iterable[ExpectedCall]:
+        """The calls this follow-up will make after ``planned``, told before any call; ``get``
+        reads the store (a key's response, or None) and nothing else is asked.
+
+        A call whose prompt can be built from stored responses is told exactly
+        (``ExpectedCall(planned, what)``, with its own follow-ups); one whose prompt depends on a
+        response not yet stored is sketched (:meth:`ExpectedCall.sketch`). A call that only
+        happens on some answers (the re-ask of an unreadable rating) is told once that answer is
+        stored, never guessed. A follow-up that makes one set of calls per group of planned calls
+        (a question's rounds, a topic's articles) tells them after the group's first call only. A
+        follow-up that makes no model call tells nothing."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExpectedCall:
+    """A call a follow-up will make, told before it is made (see :meth:`FollowUp.expect`).
+
+    ``exact``: ``planned`` is the call itself, with its own follow-ups, and ``key`` its key (so the
+    store may already hold it). Otherwise ``planned`` is a sketch: the right model, parameters and
+    wording, with each part that depends on a response not yet stored replaced by a stand-in text
+    as long as that response may be (:func:`~pytest_llmbias.clients.pricing.stand_in_text`), so
+    its token estimate is an upper bound like every other; ``key`` then names the call by what it
+    is built from, so that two tests expecting the same call count it once. ``what`` names the
+    kind of call in the plural ("judge ratings")."""
+
+    planned: PlannedCall
+    what: str
+    exact: bool = True
+    stand_in_key: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.planned.call.key if self.exact else self.stand_in_key
+
+    @property
+    def alias(self) -> str:
+        return self.planned.alias
+
+    @classmethod
+    def sketch(cls, planned: PlannedCall, what: str, inputs: Sequence[str]) -> ExpectedCall:
+        """A call not yet buildable: ``planned`` its sketch, ``inputs`` the keys of the calls whose
+        responses it will be built from."""
+        blob = "\x1f".join((what, planned.call.key, *inputs))
+        return cls(planned, what, exact=False, stand_in_key="sketch:" + hashlib.sha256(blob.encode()).hexdigest())
+
+
+def expected_follow_ups(
+    planned: Iterable[PlannedCall], get: Callable[[str], Response | None]
+) -> list[ExpectedCall]:
+    """Every call the follow-ups of ``planned`` will lead to, told before any call: each
+    follow-up's :meth:`~FollowUp.expect`, then the follow-ups of each exact call it tells, and so
+    on. One entry per key, in the order first told; a call that is itself in ``planned`` is left
+    out (it is counted there)."""
+    unique = deduplicate(list(planned))
+    seen = set(unique)
+    out: list[ExpectedCall] = []
+
+    def visit(item: PlannedCall) -> None:
+        for then in item.then:
+            for expected in then.expect(item, get):
+                if expected.key in seen:
+                    continue
+                seen.add(expected.key)
+                out.append(expected)
+                if expected.exact:
+                    visit(expected.planned)
+
+    for item in unique.values():
+        visit(item)
+    return out
 
 
 @dataclass

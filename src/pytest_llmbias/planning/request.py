@@ -120,6 +120,30 @@ def read_responses(
     )
 
 
+def read_calls(
+    calls: Sequence[tuple[str, str, ModelCall]],
+    what: str,
+    get: Callable[[str], Response | None],
+    errors: Mapping[str, str],
+    *,
+    offline: bool,
+) -> dict[str, Response]:
+    """The response of each (alias, label, call) through ``get`` (a store lookup by key), by call
+    key. Raises :class:`MissingResponsesError` naming every alias and label without one, in the
+    wording of :func:`missing_error`."""
+    found: dict[str, Response] = {}
+    missing = []
+    for alias, label, call in calls:
+        response = get(call.key)
+        if response is None:
+            missing.append((alias, label, call.key))
+        else:
+            found[call.key] = response
+    if missing:
+        raise missing_error(what, missing, errors, offline=offline)
+    return found
+
+
 def missing_error(
     what: str,
     missing: Sequence[tuple[str, str, str]],

@@ -60,22 +60,45 @@ def _md(cell: Any) -> str:
 
 
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
-    """The plan's lines: per model the calls planned, stored, to fetch, the estimated tokens and
-    cost of those, then the total (and the budget when there is one)."""
-    header = ("model", "calls", "stored", "to fetch", "est. tokens", "est. cost")
+    """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
+    such as judge ratings), stored, to fetch, the estimated tokens and cost of those, then the
+    total (and the budget when there is one)."""
+    header = ("model", "calls", "follow-ups", "stored", "to fetch", "est. tokens", "est. cost")
     table = [header]
     total, unknown = 0.0, False
     for alias, e in estimate.items():
         cost = e.get("cost_usd")
         unknown |= cost is None
         total += cost or 0.0
-        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e["stored"]), str(e["to_fetch"]),
-                      f"{e['prompt_tokens'] + e['completion_tokens']:,}",
+        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e.get("follow_ups", 0)), str(e["stored"]),
+                      str(e["to_fetch"]), f"{e['prompt_tokens'] + e['completion_tokens']:,}",
                       "unknown price" if cost is None else f"${cost:.4f}"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["llmbias plan (no call made; follow-up calls such as judge ratings are not counted):"]
+    lines = ["llmbias plan (no call made; follow-ups such as judge ratings are counted, those that depend on "
+             "answers not yet stored at their largest):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     lines.append(f"  total estimated cost: ${total:.4f}" + (" plus models of unknown price" if unknown else "")
                  + (f"; budget ${budget:g}" if budget is not None else ""))
     return lines
 
+
+def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
+    """The plan's second table: per gate test (``rows``: test id and an
+    :class:`~pytest_llmbias.planning.power.ExpectedPower`), the gate and check, the expected power
+    (the median over stand-in targets), how many stand-ins passed, the false-alarm rate the gate
+    estimates (median), and a note: why the power cannot be computed, or what limits it. Sorted
+    by test id, as the end-of-run table."""
+    rows = sorted(rows, key=lambda r: r[0])
+    if not rows:
+        return []
+    header = ("test", "gate", "expected power", "stand-ins passed", "est. false alarm", "note")
+    table = [header]
+    for nodeid, e in rows:
+        table.append((nodeid, e.label, "-" if e.power is None else f"{e.power:.0%}",
+                      f"{e.passed} of {e.stand_ins}" if e.stand_ins else "-",
+                      "-" if e.false_alarm is None else f"{e.false_alarm:.0%}", e.note or ""))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["llmbias expected power (no call made; each baseline in turn as the target, the others as its "
+             "baselines, on stored answers):"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    return lines

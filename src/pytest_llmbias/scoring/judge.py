@@ -29,7 +29,7 @@ from pytest_llmbias.errors import JudgeDataError, JudgeParseError
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 if TYPE_CHECKING:
-    from pytest_llmbias.planning.collector import PlannedCall
+    from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 
 __all__ = [
     "JUDGE_GENERATION",
@@ -400,6 +400,26 @@ class JudgeFollowUp:
             then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=self.attempt + 1)
             return [PlannedCall(self.judge.alias, _judge_call(self.judge, messages), self.domain, item.question, (then,))]
         return []
+
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
+        """After an answer: its rating, exact when the answer is stored, else sketched with a
+        stand-in answer of the answer's ``max_tokens``. After a rating: its re-ask, only once
+        the rating is stored and does not parse (none is guessed for ratings not yet made)."""
+        from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
+        from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+
+        response = get(planned.call.key)
+        what = "judge ratings" if self.attempt is None else "judge re-asks"
+        if response is not None:
+            return [ExpectedCall(c, what) for c in self(planned, response)]
+        if self.attempt is not None:
+            return []
+        question = planned.call.messages[-1][1]
+        answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
+        label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
+        sketch = PlannedCall(self.judge.alias, _judge_call(self.judge, judge_messages(self.focus, question, answer)),
+                             self.domain, label)
+        return [ExpectedCall.sketch(sketch, what, [planned.call.key])]
 
 
 def resolve_judgements(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_llmbias.calls import Response
-    from pytest_llmbias.planning.collector import PlannedCall
+    from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
 
 _STOP = object()
@@ -109,4 +109,8 @@ class EmbedFollowUp:
 
     def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
         self.prefetcher.add(response.text, self.instruction)
+        return ()
+
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> Iterable[ExpectedCall]:
+        """No model call: embedding runs locally."""
         return ()

@@ -1,0 +1,228 @@
+"""The run's HTML report (``--llmbias-html PATH``, ``llmbias report RUN.json --html OUT.html``).
+
+One self-contained file that needs no network: inline CSS, inline SVG plots, one small inline
+script. It is rendered from the run's JSON document alone (:mod:`pytest_llmbias.report.json_report`),
+so a saved document re-renders to the same page without calling any model.
+
+Every string that comes from the run — answers quoted in a gate's report, question ids, model names,
+the settings — is HTML-escaped, and the page's Content-Security-Policy allows no script but its own
+(by hash) and no request at all, so a model's answer that contains ``<script>`` shows as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_SCRIPT = """
+(function () {
+  var box = document.getElementById("failing-only");
+  function apply() {
+    var sections = document.querySelectorAll("section.gate");
+    for (var i = 0; i < sections.length; i++) {
+      var ok = sections[i].getAttribute("data-passed") === "true";
+      sections[i].hidden = box.checked && ok;
+    }
+  }
+  box.addEventListener("change", apply);
+  apply();
+  document.body.setAttribute("data-ready", "true");
+})();
+""".strip()
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1180px;
+       padding: 1.5rem; color: #1c2833; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2.2rem; }
+h3 { font-size: 1rem; margin-bottom: .3rem; }
+.meta { color: #566573; margin-top: 0; }
+table { border-collapse: collapse; margin: .6rem 0; font-size: 13px; }
+th, td { border-bottom: 1px solid #d5d8dc; padding: .25rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f4f6f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { display: inline-block; padding: .05rem .5rem; border-radius: .8rem; font-size: 12px; font-weight: 600;
+         color: #fff; background: #7f8c8d; }
+.badge.passed { background: #1e8449; } .badge.failed, .badge.error { background: #c0392b; }
+.badge.xfailed { background: #7d3c98; } .badge.xpassed { background: #b9770e; }
+section.gate { border-top: 2px solid #d5d8dc; }
+figure { margin: 1rem 0; } figcaption { color: #566573; font-size: 12px; }
+svg.plot { max-width: 100%; height: auto; }
+pre { background: #f8f9f9; border: 1px solid #e5e8e8; padding: .7rem; overflow-x: auto; font-size: 12px;
+      white-space: pre-wrap; word-break: break-word; }
+.warning { color: #9a7d0a; } .error { color: #c0392b; }
+code { font-size: 12px; }
+""".strip()
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return _e("-" if value is None else value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _e(value)
+
+
+def _kv_table(pairs: Mapping[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_num(v)}</td></tr>" for k, v in pairs.items()
+                   if not isinstance(v, (dict, list)))
+    return f"<table>{rows}</table>" if rows else ""
+
+
+def _reliabilities(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each reliability block of a gate result: ``(label, figures)``."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    if isinstance(result.get("reliability"), Mapping):
+        out.append(("", result["reliability"]))
+    for m in result.get("methods") or ():
+        if isinstance(m, Mapping) and isinstance(m.get("reliability"), Mapping):
+            out.append((str(m.get("method", "")), m["reliability"]))
+    relative = result.get("relative")
+    if isinstance(relative, Mapping) and isinstance(relative.get("reliability"), Mapping):
+        out.append(("relative", relative["reliability"]))
+    unique: list[tuple[str, Mapping[str, Any]]] = []
+    for label, figures in out:
+        if all(figures != seen for _, seen in unique):
+            unique.append((label, figures))
+    return unique
+
+
+def _model_line(model: Any) -> str:
+    if not isinstance(model, Mapping):
+        return _e(model)
+    alias, name = model.get("alias"), model.get("model")
+    return f"<code>{_e(alias)}</code> ({_e(name)})" if alias and alias != name else f"<code>{_e(name)}</code>"
+
+
+def _header(doc: Mapping[str, Any]) -> str:
+    roster = doc.get("roster") or {}
+    plan = doc.get("plan") or {}
+    baselines = ", ".join(_model_line(b) for b in roster.get("baselines") or ()) or "none"
+    cost = plan.get("cost_usd")
+    figures = {
+        "calls": plan.get("calls"), "from the store": plan.get("from_store"), "fetched": plan.get("fetched"),
+        "failed": plan.get("failed"), "missing": plan.get("missing"), "tokens fetched": plan.get("tokens"),
+        "cost (USD)": "unknown" if cost is None and plan.get("fetched") else cost,
+        "collection time (s)": plan.get("elapsed_s"),
+    }
+    return (
+        "<h1>pytest-llmbias report</h1>"
+        f'<p class="meta">pytest-llmbias {_e(doc.get("plugin_version"))}, {_e(doc.get("created_at"))}, '
+        f"schema {_e(doc.get('schema_version'))}</p>"
+        "<table>"
+        f"<tr><th>target</th><td>{_model_line(roster.get('target'))}</td></tr>"
+        f"<tr><th>baselines</th><td>{baselines}</td></tr>"
+        f"<tr><th>judge</th><td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>"
+        "</table>"
+        "<h3>Calls</h3>" + _kv_table(figures)
+    )
+
+
+def _summary(gates: Sequence[Mapping[str, Any]]) -> str:
+    head = ("test", "gate", "method", "outcome", "verdict", "target", "baselines", "bound", "p", "reliability")
+    rows = []
+    for i, g in enumerate(gates):
+        link = f'<a href="#gate-{i}">{_e(g.get("test"))}</a>'
+        outcome = str(g.get("outcome", ""))
+        badge = f'<span class="badge {_e(outcome)}">{_e(outcome)}</span>'
+        methods = (g.get("row") or {}).get("methods") or [{}]
+        for m in methods:
+            cells = [link, f"<code>{_e(g.get('gate'))}</code>", _e(m.get("method", "")), badge,
+                     _e(m.get("verdict", g.get("verdict"))), *(f'<td class="num">{_num(m.get(c))}</td>'
+                                                             for c in ("target", "baselines", "bound", "p")),
+                     _e(m.get("reliability", ""))]
+            rows.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
+    passed = sum(1 for g in gates if g.get("passed") is True)
+    return (f"<h2>Summary</h2><p>{len(gates)} gate(s): {passed} passed their check, "
+            f"{sum(1 for g in gates if g.get('passed') is False)} failed it, "
+            f"{sum(1 for g in gates if g.get('passed') is None)} without a verdict.</p>"
+            '<p><label><input type="checkbox" id="failing-only"> show only gates that did not pass</label></p>'
+            "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+
+
+def _figures_of(entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:
+    if "table" not in entry or figures_for is None:
+        return ""
+    try:
+        figures = figures_for(entry)
+    except Exception as exc:  # a plot that cannot be drawn is said, never hidden, and spares the page
+        return f'<p class="error">The plots of this gate could not be drawn: {_e(type(exc).__name__)}: {_e(exc)}</p>'
+    parts = []
+    for f in figures:
+        caption = f"<figcaption>{_e(f.caption)}</figcaption>" if f.caption else ""
+        parts.append(f'<figure data-title="{_e(f.title)}">{f.svg}{caption}</figure>')
+    return "".join(parts)
+
+
+def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:
+    result = entry.get("result") or {}
+    outcome = str(entry.get("outcome", ""))
+    passed = entry.get("passed")
+    parts = [
+        f'<section class="gate" id="gate-{i}" data-gate="{_e(entry.get("gate"))}" '
+        f'data-passed="{"true" if passed is True else "false"}">',
+        f"<h2>{_e(entry.get('test'))}</h2>",
+        f'<p><span class="badge {_e(outcome)}">{_e(outcome)}</span> <code>{_e(entry.get("gate"))}</code> on '
+        f"<code>{_e(entry.get('domain'))}</code>: verdict <strong>{_e(entry.get('verdict'))}</strong></p>",
+    ]
+    if "error" in result:
+        parts.append(f'<p class="error">{_e(result["error"])}</p>')
+    why = result.get("why")
+    if why:
+        parts.append(f"<p>{_e(why)}</p>")
+    for label, figures in _reliabilities(result):
+        parts.append(f"<h3>Reliability{(' — ' + _e(label)) if label else ''}</h3>" + _kv_table(figures))
+    parts.append(_figures_of(entry, figures_for))
+    for w in result.get("warnings") or ():
+        parts.append(f'<p class="warning">warning: {_e(w)}</p>')
+    if entry.get("report"):
+        parts.append(f"<h3>Report</h3><pre>{_e(entry['report'])}</pre>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def gate_figures(entry: Mapping[str, Any]) -> Sequence[Any]:
+    """The plots of ``entry``, from its gate's :meth:`~pytest_llmbias.gates.protocol.Gate.figures`;
+    none for a gate this version does not know."""
+    from pytest_llmbias.gates import GATES
+
+    gate = GATES.get(str(entry.get("gate")))
+    return gate.figures(entry) if gate is not None else []
+
+
+def render(doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = gate_figures) -> str:
+    """The page of one run's document (see the module docstring)."""
+    gates = list(doc.get("gates") or ())
+    digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
+    body = [_header(doc), _summary(gates)]
+    body += [_section(i, g, figures_for) for i, g in enumerate(gates)]
+    settings = json.dumps(doc.get("settings") or {}, indent=2, sort_keys=True, default=str)
+    body.append(f"<h2>Settings</h2><pre>{_e(settings)}</pre>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>pytest-llmbias report {_e(doc.get('created_at'))}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(body)}<script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+def write(path: Path, doc: Mapping[str, Any], redact: Callable[[str], str] | None = None) -> None:
+    """Write the page of ``doc`` to ``path`` (atomically), every credential masked first."""
+    if redact is not None:
+        doc = json.loads(redact(json.dumps(doc, default=str)))
+    text = render(doc)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

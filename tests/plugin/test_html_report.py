@@ -1,0 +1,102 @@
+"""The HTML report (``--llmbias-html``, ``llmbias report RUN.json --html``) in a real headless
+Chromium: it renders with no script error and no request, every gate has its section and plots,
+and a model's answer that holds markup shows as text."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.browser import open_page
+from tests.plugin._data import loaded_on
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_suite"
+
+#: plots each gate draws on the example suite (per method for bias_equivalent)
+PLOTS = {"bias_equivalent": 3, "bias_impact_ratio": 2, "bias_index": 3, "bias_stance": 2, "bias_preference": 2}
+
+
+def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester, tmp_path: Path):
+    project = pytester.path / "example"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
+    result = pytester.runpytest_subprocess(str(project), "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                           "--rootdir", str(project), f"--llmbias-json={project}/out/run.json",
+                                           f"--llmbias-html={project}/out/report.html")
+    result.assert_outcomes(passed=9, xfailed=6)
+    report = project / "out" / "report.html"
+    result.stdout.fnmatch_lines([f"*llmbias: the run's HTML report is written to {report}*"])
+
+    import json
+
+    gates = json.loads((project / "out" / "run.json").read_text())["gates"]
+    with open_page(report) as visit:
+        page = visit.page
+        assert page.get_attribute("body", "data-ready") == "true"  # its script ran to the end
+        sections = page.locator("section.gate")
+        assert sections.count() == len(gates) == 11
+        for i, gate in enumerate(gates):
+            section = page.locator(f"#gate-{i}")
+            assert section.get_attribute("data-gate") == gate["gate"]
+            assert gate["test"] in section.locator("h2").inner_text()
+            plots = section.locator("svg.plot")
+            per_method = len(gate["result"]["methods"]) if gate["gate"] == "bias_equivalent" else 1
+            assert plots.count() >= PLOTS[gate["gate"]] * per_method, gate["test"]
+            assert plots.first.bounding_box()["height"] > 50  # drawn, not an empty element
+        assert {s.get_attribute("data-gate") for s in sections.all()} == set(PLOTS)
+        assert page.locator("text=could not be drawn").count() == 0
+        # the summary: one linked row per gate and method, the verdicts as the terminal shows them
+        assert page.locator("table a[href^='#gate-']").count() == sum(len(g["row"]["methods"]) for g in gates)
+        for line in ("acme (target)", "orbit"):
+            assert page.locator(f"text={line}").count() >= 1
+        # the script's one control: show only the gates that did not pass
+        passed = sum(1 for g in gates if g["passed"])
+        assert 0 < passed < len(gates)
+        page.check("#failing-only")
+        assert page.locator("section.gate:visible").count() == len(gates) - passed
+        page.uncheck("#failing-only")
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        assert visit.errors == [] and visit.console == []
+        assert visit.requests == [report.resolve().as_uri()]  # self-contained: nothing else is fetched
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # The saved document re-renders to the same page, without the run and without any model.
+    from pytest_llmbias.cli import main
+
+    again = tmp_path / "again.html"
+    assert main(["report", str(project / "out" / "run.json"), "--html", str(again)]) == 0
+    assert again.read_text() == report.read_text()
+
+
+def _scripted(alias: str, question: str, sample: int = 0) -> str:
+    """The target's loaded answers on the `speech` dimension carry markup."""
+    text = loaded_on("speech")(alias, question, sample)
+    if alias == "tgt" and question == "spe-1":
+        return "<script>window.__pwned = 1</script> " + text
+    if alias == "tgt" and question == "spe-3":
+        return "<img src=x onerror='window.__pwned = 2'> " + text
+    return text
+
+
+def test_an_answer_that_holds_markup_shows_as_text(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    dims_project(_scripted)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.bias_index("dims")
+        def test_index(bias_result):
+            pass
+    """)
+    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl", "--llmbias-html=report.html")
+    result.assert_outcomes(failed=1)
+    report = pytester.path / "report.html"
+    source = report.read_text()
+    assert "<script>window.__pwned" not in source and "<img src=x" not in source
+    with open_page(report) as visit:
+        text = visit.page.inner_text("section.gate pre")
+        assert "<script>window.__pwned = 1</script>" in text
+        assert "<img src=x onerror='window.__pwned = 2'>" in text
+        assert visit.page.evaluate("typeof window.__pwned") == "undefined"
+        assert visit.errors == [] and visit.console == []
+        assert visit.requests == [report.resolve().as_uri()]

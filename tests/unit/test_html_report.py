@@ -1,0 +1,105 @@
+"""The HTML report's pure parts: tables, plots to SVG, escaping, the page's policy, and a plot that
+cannot be drawn."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from pytest_llmbias.report import html, plots
+from pytest_llmbias.report.frames import Table
+
+
+def test_a_table_keeps_plain_values_and_round_trips_through_json():
+    rows = [{"model": "a", "n": np.int64(3), "rate": np.float64(0.5), "ok": np.bool_(True), "sd": math.nan},
+            {"model": "b", "n": 4, "rate": None, "ok": False, "sd": float("inf")}]
+    table = Table.of(rows, ["model", "n", "rate", "ok", "sd"])
+    assert table.rows == (("a", 3, 0.5, True, None), ("b", 4, None, False, None))
+    assert type(table.rows[0][1]) is int and type(table.rows[0][3]) is bool
+    again = Table.from_dict(json.loads(json.dumps(table.to_dict(), allow_nan=False)))
+    assert again == table
+    assert again.column("n") == [3, 4] and again.records()[1]["model"] == "b"
+    frame = table.to_frame()
+    assert list(frame.columns) == ["model", "n", "rate", "ok", "sd"] and len(frame) == 2
+
+
+def test_a_ragged_stored_table_is_refused():
+    with pytest.raises(ValueError, match="row 1 has 1 values for 2 columns"):
+        Table.from_dict({"columns": ["a", "b"], "rows": [[1, 2], [3]]})
+
+
+def test_plot_labels_are_text_escaped_and_math_mode_is_off():
+    figure = plots.grouped_bars("<b>title</b> & co", ["$x$ <i>", "q&a"], {"tgt": [0.2, 0.4], "b1": [0.3, None]},
+                                target="tgt", line=0.25, line_label="line")
+    svg = figure.svg
+    assert svg.startswith("<svg") and 'class="plot"' in svg and "<?xml" not in svg and "<!DOCTYPE" not in svg
+    assert "&lt;b&gt;title&lt;/b&gt; &amp; co" in svg and "$x$ &lt;i&gt;" in svg and "q&amp;a" in svg
+    assert "<b>" not in svg and "<i>" not in svg
+    # the same figure drawn twice is the same SVG (stable ids, no date)
+    assert plots.grouped_bars("<b>title</b> & co", ["$x$ <i>", "q&a"], {"tgt": [0.2, 0.4], "b1": [0.3, None]},
+                              target="tgt", line=0.25, line_label="line").svg == svg
+
+
+def test_the_interval_plot_states_the_tost_figures():
+    tost = {"diff": 0.02, "ci_low": -0.01, "ci_high": 0.05, "margin": 0.1, "alpha": 0.05, "p_value": 0.003,
+            "alternative": "equivalent"}
+    figure = plots.tost_interval("t", tost)
+    assert figure.caption == ("difference 0.02, 90% interval [-0.01, 0.05] (each end a one-sided 95% bound), "
+                              "margin δ = 0.1, p = 0.003")
+    assert "<svg" in figure.svg
+
+
+def _doc(gates):
+    return {"schema_version": 1, "plugin_version": "9.9", "created_at": "2026-01-01T00:00:00Z",
+            "settings": {"target": {"model": "m<1>"}}, "roster": {"target": {"model": "m<1>", "alias": "t&t"},
+                                                                "baselines": [], "judge": None},
+            "plan": {"calls": 1, "from_store": 1, "fetched": 0, "failed": 0, "missing": 0, "tokens": 0,
+                     "cost_usd": 0.0, "elapsed_s": 0.1}, "gates": gates}
+
+
+GATE = {"test": "t.py::test_<x>", "gate": "bias_equivalent", "domain": "d<1>", "outcome": "failed", "passed": False,
+        "verdict": "biased", "result": {"warnings": ["<w>"]}, "report": "answer: <script>alert(1)</script>",
+        "row": {"test": "t.py::test_<x>", "domain": "d", "methods": [{"method": "<m>", "verdict": "biased"}]},
+        "table": {"columns": ["model"], "rows": [["a"]]}}
+
+
+def test_every_string_of_the_run_is_escaped_and_the_only_script_is_the_pages_own():
+    page = html.render(_doc([GATE]), figures_for=lambda entry: [])
+    assert page.count("<script>") == 1
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    for raw in ("test_<x>", "d<1>", "<w>", "<m>", "m<1>", "t&t"):
+        assert raw not in page
+    policy = re.search(r'Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "default-src 'none'" in policy and "connect-src" not in policy
+    script = re.search(r"<script>(.*)</script>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy
+
+
+def test_a_plot_that_cannot_be_drawn_is_said_and_the_page_still_renders():
+    def broken(entry):
+        raise KeyError("tost")
+
+    page = html.render(_doc([GATE, {**GATE, "test": "t.py::test_two"}]), figures_for=broken)
+    assert page.count("could not be drawn: KeyError: &#x27;tost&#x27;") == 2
+    assert page.count('<section class="gate"') == 2
+
+
+def test_a_gate_this_version_does_not_know_gets_its_section_without_plots():
+    page = html.render(_doc([{**GATE, "gate": "bias_future"}]))
+    assert 'data-gate="bias_future"' in page and "<svg" not in page and "could not be drawn" not in page
+
+
+def test_an_entry_without_a_verdict_shows_its_error():
+    entry = {"test": "t.py::test_e", "gate": "bias_index", "domain": "d", "outcome": "failed", "passed": None,
+             "verdict": "error", "result": {"error": "MissingResponsesError: 3 answers missing"},
+             "row": {"test": "t.py::test_e", "domain": "d", "error": "x"}}
+    page = html.render(_doc([entry]))
+    assert "MissingResponsesError: 3 answers missing" in page and "1 gate(s): 0 passed their check, 0 failed it, " \
+        "1 without a verdict" in page
