@@ -24,6 +24,12 @@ Random faults (for benchmarks/faults.py; off by default)::
     # GET /_admin/counters[?prompts=1] -> requests, in-flight, successful answers (200s the client
     #   was still there for), per distinct request body (duplicates), faults by kind, abandoned 200s
     # POST /_admin/reset -> clears the requests and those counters (not scripts)
+
+A provider's quota (for the adaptive limit's tests and benchmarks)::
+
+    python tests/openai_server.py --latency 0.2 --rate-limit 30
+    # at most 30 requests accepted in any rolling second; the rest are answered 429 at once with
+    # Retry-After: 1 (--rate-retry-after)
 """
 
 from __future__ import annotations
@@ -132,6 +138,8 @@ class OpenAIServer:
         fault_timeout: float = 5.0,
         fault_retry_after: float | None = None,
         fault_seed: int | None = None,
+        rate_limit: int | None = None,
+        rate_retry_after: float = 1.0,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
@@ -144,6 +152,13 @@ class OpenAIServer:
         self.fault_timeout: float = fault_timeout
         self.fault_retry_after: float | None = fault_retry_after
         self._fault_rng = random.Random(fault_seed)
+        # A provider's quota: at most rate_limit requests accepted in any rolling second; the rest
+        # are answered 429 at once, with Retry-After: rate_retry_after.
+        self.rate_limit: int | None = rate_limit
+        self.rate_retry_after: float = rate_retry_after
+        self._accepted: collections.deque[float] = collections.deque()
+        self.throttled = 0
+        self._last_answer_at: float | None = None
         self._in_flight = 0
         self._ok: dict[str, list] = {}  # request-body digest -> [successful answers, last user prompt]
         self._faults: collections.Counter[str] = collections.Counter()
@@ -200,6 +215,9 @@ class OpenAIServer:
 
     def _clear_counters(self) -> None:  # with self._lock held
         self._ok.clear()
+        self._accepted.clear()
+        self.throttled = 0
+        self._last_answer_at = None
         self._faults.clear()
         self._abandoned = 0
 
@@ -217,6 +235,10 @@ class OpenAIServer:
                 "ok_duplicates": sum(1 for c in counts if c > 1),
                 "faults": {kind: self._faults.get(kind, 0) for kind in self.FAULT_KINDS},
                 "abandoned": self._abandoned,
+                "throttled": self.throttled,
+                # wall-clock times (time.time()): the first request received, the last 200 sent
+                "first_request_at": self._requests[0]["time"] if self._requests else None,
+                "last_answer_at": self._last_answer_at,
             }
             if prompts:
                 by_prompt: collections.Counter[str] = collections.Counter()
@@ -335,6 +357,18 @@ class OpenAIServer:
             return self._fault_rng.choice(self.FAULT_KINDS)
         return None
 
+    def _admit(self) -> bool:
+        """Whether a request fits the rolling-second quota (and count it if so)."""
+        now = time.monotonic()
+        with self._lock:
+            while self._accepted and self._accepted[0] <= now - 1.0:
+                self._accepted.popleft()
+            if len(self._accepted) >= (self.rate_limit or 0):
+                self.throttled += 1
+                return False
+            self._accepted.append(now)
+            return True
+
     def _answered(self, request: web.Request, payload: dict, messages: Any) -> bool:
         """Count a 200 about to be sent; False (and counted as abandoned) if the client is gone."""
         transport = request.transport
@@ -347,6 +381,7 @@ class OpenAIServer:
             ).hexdigest()
             entry = self._ok.setdefault(digest, [0, _last_user_content(messages)])
             entry[0] += 1
+            self._last_answer_at = time.time()
         return True
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -375,6 +410,10 @@ class OpenAIServer:
                 }
             )
             self._models_seen.setdefault(model, int(received))
+
+        if self.rate_limit is not None and not self._admit():
+            return web.json_response(_error_body(429, "Rate limit reached: slow down"), status=429,
+                                     headers={"Retry-After": f"{self.rate_retry_after:g}"})
 
         step = self._next_step(model) or {}
         if not step:
@@ -515,6 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-retry-after", type=float, default=None,
                         help="Retry-After seconds sent with injected 429s (default: none sent)")
     parser.add_argument("--fault-seed", type=int, default=None, help="seed of the fault draws")
+    parser.add_argument("--rate-limit", type=int, default=None,
+                        help="accept at most N requests in any rolling second; answer the rest 429 at once")
+    parser.add_argument("--rate-retry-after", type=float, default=1.0,
+                        help="Retry-After seconds sent with those 429s (default 1)")
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
@@ -525,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
         fault_timeout=args.fault_timeout,
         fault_retry_after=args.fault_retry_after,
         fault_seed=args.fault_seed,
+        rate_limit=args.rate_limit,
+        rate_retry_after=args.rate_retry_after,
     )
 
     async def run() -> None:

@@ -134,3 +134,12 @@ class FailOn(Choice):
     SIGNIFICANT = "significant"
     ESTIMATE = "estimate"
     INTERVAL = "interval"
+
+
+class Transport(Choice):
+    """How a model's calls travel: ``auto`` (the direct path for OpenAI-compatible endpoints,
+    litellm for the rest), ``litellm``, or ``openai`` (the direct OpenAI-compatible path)."""
+
+    AUTO = "auto"
+    LITELLM = "litellm"
+    OPENAI = "openai"

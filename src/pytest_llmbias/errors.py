@@ -43,10 +43,13 @@ class StoreError(LLMBiasError):
 class ProviderError(LLMBiasError):
     """A model call failed for good (after the retries it was allowed)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        #: seconds the server asked to wait (its Retry-After), when it said
+        self.retry_after = retry_after
 
 
 class MissingResponsesError(LLMBiasError):

@@ -376,6 +376,9 @@ class _Plugin:
             f"llmbias: {p.done}/{p.total} calls ({p.from_store} from store, {p.fetched} fetched, "
             f"{p.errors} errors{f', {p.missing} missing' if p.missing else ''}) {p.calls_per_s:.1f} calls/s"
         )
+        note = self._session.backoff_note() if self._session is not None else None
+        if note:
+            line += f"; {note}"
         if tty:
             reporter.write("\r" + line.ljust(len(self._last_line)), flush=True)
             self._last_line = line

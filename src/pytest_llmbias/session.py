@@ -18,8 +18,9 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
+from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget, estimate_tokens, price
-from pytest_llmbias.clients.ratelimit import RateLimiter
+from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import (
     CollectionReport,
@@ -70,6 +71,10 @@ class BiasSession:
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
         self._limiters: dict[str, RateLimiter] = {}
+        self._token_limiters: dict[str, TokenLimiter] = {}
+        #: one adaptive limit per endpoint (model, api_base), shared by the aliases that call it
+        self.adaptive: dict[tuple[str, str | None], AdaptiveLimit] = {}
+        self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
         self._loop = LoopThread()
         self._collected = False
         self._scorers: dict[str, Any] = {}
@@ -162,11 +167,22 @@ class BiasSession:
         if spec.alias not in self._clients:
             c = self.settings.collection
             limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
+            adaptive = self.adaptive.setdefault((spec.model, spec.api_base), AdaptiveLimit(c.concurrency))
+            tokens = self._token_limiters.setdefault(spec.model, TokenLimiter(c.tpm)) if c.tpm else None
+            if self._direct is None:
+                self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(
                 spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact,
-                budget=self.budget,
+                budget=self.budget, direct=self._direct, adaptive=adaptive, tokens=tokens,
             )
         return self._clients[spec.alias]
+
+    def backoff_note(self) -> str | None:
+        """What the adaptive limits have backed off to, for the progress line ("openai/m at
+        6 of 32 in flight"); None while every endpoint runs at the configured concurrency."""
+        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.adaptive.items()
+                 if a.backed_off]
+        return "rate limited: " + ", ".join(notes) if notes else None
 
     def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
         """A follow-up that embeds each answer in the background as it arrives (see
@@ -373,6 +389,9 @@ class BiasSession:
                 self._log_mask.uninstall()
             if self._prefetcher is not None:
                 self._prefetcher.close()
+            if self._direct is not None and self._direct.open:
+                with contextlib.suppress(Exception):
+                    self._loop.run(self._direct.aclose())
             self._loop.close()
             if self._store is not None:
                 self._store.close()

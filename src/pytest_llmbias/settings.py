@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.choices import CacheMode, Choice
+from pytest_llmbias.choices import CacheMode, Choice, Transport
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
 from pytest_llmbias.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
@@ -41,6 +41,9 @@ class ModelSpec:
     api_base: str | None = None
     api_key_env: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: ``auto`` | ``litellm`` | ``openai``: how calls travel; never part of a call's identity, so
+    #: an answer stored through one transport is served to the other
+    transport: str = "auto"
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The API key from the environment, or None when no variable is named."""
@@ -66,6 +69,7 @@ class ModelSpec:
             "api_base": strip_userinfo(self.api_base),
             "api_key_env": self.api_key_env,
             "params": merge_credentials(public, masked),
+            "transport": self.transport,
         }
 
 
@@ -81,15 +85,17 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class CollectionSettings:
-    """How calls are made: ``concurrency`` calls in flight at most, ``rpm`` starts per minute per
-    model (0: no cap), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
+    """How calls are made: ``concurrency`` calls in flight at most (each endpoint's adaptive limit
+    starts there and backs off on 429/503), ``rpm`` starts per minute per model and ``tpm`` tokens
+    per minute per model (0: no cap, the default), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
     ``lock_timeout``: seconds a process waiting for the store's collection lock tolerates no sign
     of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`). ``max_cost``: a
     budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``plan``: plan and stop, calling
     nothing."""
 
     concurrency: int = 32
-    rpm: int = 3000
+    rpm: int = 0
+    tpm: int = 0
     timeout: float = 60.0
     retries: int = 5
     lock_timeout: float = 120.0
@@ -242,7 +248,7 @@ _OPTION_BY_KEY: dict[str, Option] = {o.key: o for o in SETTINGS_OPTIONS}
 _TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
 _TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
-_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params")
+_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
 #: pytest_llmbias.options.OPTIONS
@@ -252,6 +258,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("generation", "samples"): "posint",
     ("generation", "seed"): "optint",
     ("collection", "rpm"): "nonnegint",
+    ("collection", "tpm"): "nonnegint",
     ("collection", "timeout"): "posfloat",
     ("collection", "retries"): "nonnegint",
     ("collection", "lock_timeout"): "posfloat",
@@ -456,7 +463,7 @@ def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
     model = raw.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{where(key)}: {key!r} needs a 'model' (a litellm model string)")
-    for opt in ("alias", "api_base", "api_key_env"):
+    for opt in ("alias", "api_base", "api_key_env", "transport"):
         if raw.get(opt) is not None and not isinstance(raw[opt], str):
             raise ConfigError(f"{where(key)}: '{key}.{opt}' must be a string, got {type(raw[opt]).__name__}")
     params = raw.get("params") or {}
@@ -469,12 +476,17 @@ def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
                 + (" (name the variable in api_key_env instead)" if reserved == "api_key" else "")
             )
     api_base = raw.get("api_base")
+    try:
+        transport = Transport.parse(raw.get("transport") or "auto", what=f"'{key}.transport'")
+    except ValueError as exc:
+        raise ConfigError(f"{where(key)}: {exc}") from None
     return ModelSpec(
         model=model.strip(),
         alias=raw.get("alias") or _default_alias(model.strip()),
         api_base=api_base.rstrip("/") if api_base else None,
         api_key_env=raw.get("api_key_env"),
         params=dict(params),
+        transport=str(transport),
     )
 
 

@@ -18,16 +18,21 @@ def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, di
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read: {exc}") from None
+    # libyaml's parser where PyYAML has it (ten times faster on a domain of a thousand questions),
+    # the pure-Python one otherwise; the same safe constructor either way.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()  # composed once: its marks give the lines, then the data
         if node is None:
             return None, {}
         lines: dict[str, int] = {}
         _walk(node, "", lines, path, error)
         # Composing accepts any tag; constructing refuses the unsafe ones (!!python/object...).
-        data = yaml.load(text, Loader=yaml.SafeLoader)
+        data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise error(_describe(path, exc)) from None
+    finally:
+        loader.dispose()
     return data, lines
 
 

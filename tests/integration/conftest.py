@@ -28,15 +28,23 @@ def _env(monkeypatch):
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+@pytest.fixture(params=["litellm", "openai"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each network-path test runs over both transports: litellm and the direct
+    OpenAI-compatible client."""
+    return request.param
+
+
 @pytest.fixture
-def write_config(pytester: pytest.Pytester) -> Callable[..., None]:
+def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., None]:
     """``write_config(server, **collection)`` writes the project's llmbias.yaml: the target and the
-    two baselines of ``_data.MODELS``, all served by ``server``, and the given collection settings."""
+    two baselines of ``_data.MODELS``, all served by ``server`` over ``transport``, and the given
+    collection settings."""
 
     def write(server: OpenAIServer, **collection) -> None:
         def model(alias):
             return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                    "api_key_env": KEY_ENV}
+                    "api_key_env": KEY_ENV, "transport": transport}
 
         config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
         if collection:

@@ -34,7 +34,7 @@ def test_marked(bias_responses):
 '''
 
 
-def write_project(pytester: pytest.Pytester, api_base: str, timeout: float) -> None:
+def write_project(pytester: pytest.Pytester, api_base: str, timeout: float, transport: str) -> None:
     config = {
         "target": {
             "model": f"openai/{MODEL}",
@@ -42,6 +42,7 @@ def write_project(pytester: pytest.Pytester, api_base: str, timeout: float) -> N
             "api_base": api_base,
             "api_key_env": KEY_ENV,
             "params": {"extra_headers": {"X-Api-Key": HEADER_KEY, "X-Trace": "visible-trace"}},
+            "transport": transport,
         },
         "collection": {"retries": 0, "timeout": timeout},
         "store": {"export": "out.jsonl"},
@@ -67,7 +68,7 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, scenario: str) -> None:
+def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, scenario: str, transport: str) -> None:
     monkeypatch.setenv(KEY_ENV, ENV_KEY)
     # litellm's default aiohttp transport refuses a URL with user info beside an Authorization
     # header; httpx sends it (as basic auth), so the success path can carry all three credentials.
@@ -77,7 +78,7 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
         if step:
             server.script(MODEL, *[step] * 11)
         base = with_password(server.base_url if step is not None else "http://127.0.0.1:9/v1")
-        write_project(pytester, base, timeout=1.0)
+        write_project(pytester, base, timeout=1.0, transport=transport)
         result = pytester.runpytest_subprocess(
             *QUIET, "-l", "--tb=long", "-rA", "--log-level=DEBUG", "--log-cli-level=DEBUG", "--junitxml=junit.xml", timeout=120
         )

@@ -364,16 +364,39 @@ def test_client_retries_empty_or_malformed_completion(bad: Any) -> None:
 
 def test_client_retries_then_gives_up(litellm: Any) -> None:
     errors = [
-        litellm.ServiceUnavailableError(message="busy", llm_provider="openai", model="m", response=http_response(503))
+        litellm.InternalServerError(message="broken", llm_provider="openai", model="m", response=http_response(500))
         for _ in range(3)
     ]
     client, calls, sleeps = make_client(errors, retries=2)
     with pytest.raises(ProviderError) as info:
         asyncio.run(client.complete(make_call()))
     assert len(calls) == 3 and len(sleeps) == 2
-    assert info.value.status == 503 and info.value.retryable is True
+    assert info.value.status == 500 and info.value.retryable is True
     assert "gave up after 3 attempts" in str(info.value)
     assert "'m'" in str(info.value)
+
+
+def test_throttles_are_retried_on_their_own_budget(litellm: Any) -> None:
+    """A 429 or 503 asks the run to slow down: it does not spend the error retries, and it halves
+    the endpoint's adaptive limit; after ``throttle_retries`` of them the call fails."""
+    from pytest_llmbias.clients.ratelimit import AdaptiveLimit
+
+    def busy(status: int) -> Any:
+        kind = litellm.RateLimitError if status == 429 else litellm.ServiceUnavailableError
+        return kind(message="slow down", llm_provider="openai", model="m", response=http_response(status))
+
+    outcomes = [busy(429), busy(503), busy(429), completion_result("ok")]
+    client, calls, sleeps = make_client(outcomes, retries=0)
+    client.adaptive = AdaptiveLimit(8)
+    assert asyncio.run(client.complete(make_call())).text == "ok"
+    assert len(calls) == 4 and len(sleeps) == 3
+    assert client.adaptive.limit == 1 and client.adaptive.throttles == 3 and client.adaptive.in_flight == 0
+
+    client, calls, sleeps = make_client([busy(429)] * 4, retries=5)
+    client.policy = RetryPolicy(retries=5, base=0.01, cap=0.02, throttle_retries=3)
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(client.complete(make_call()))
+    assert len(calls) == 4 and info.value.status == 429 and "gave up after 4 attempts" in str(info.value)
 
 
 def test_client_honours_retry_after(litellm: Any) -> None:
@@ -383,7 +406,7 @@ def test_client_honours_retry_after(litellm: Any) -> None:
     exc.litellm_response_headers = httpx.Headers({"retry-after": "7"})
     client, calls, sleeps = make_client([exc, completion_result("ok")])
     assert asyncio.run(client.complete(make_call())).text == "ok"
-    assert sleeps == [7.0]
+    assert len(sleeps) == 1 and 7.0 <= sleeps[0] <= 7.0 * 1.25  # the wait asked for, and up to a quarter more
 
 
 def test_client_long_retry_after_ends_retries(litellm: Any) -> None:

@@ -1,7 +1,13 @@
-"""Model calls through litellm: async, timed, retried by us (litellm's own retries are off).
+"""Model calls: async, timed, retried by us, over one of two transports.
 
-litellm is imported on first use only (it takes seconds to import, and without
-``LITELLM_LOCAL_MODEL_COST_MAP`` it fetches a price list from the internet at import time).
+:class:`ModelClient` owns everything but the wire: the rate and concurrency limits, retries and
+Retry-After, the budget, usage and latency, and error messages with credentials masked. The wire is
+litellm (every provider; litellm's own retries are off) or, for OpenAI-compatible endpoints, the
+direct transport of :mod:`pytest_llmbias.clients.openai_transport` (see ``resolve_transport``).
+
+litellm is imported on first use only, and only by a model that takes it (it takes seconds to
+import, and without ``LITELLM_LOCAL_MODEL_COST_MAP`` it fetches a price list from the internet at
+import time).
 """
 
 from __future__ import annotations
@@ -14,15 +20,21 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.choices import Transport
+from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.pricing import Budget
-from pytest_llmbias.clients.ratelimit import RateLimiter
+from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from pytest_llmbias.settings import ModelSpec
 
 #: statuses that no retry can fix: bad request, auth, permissions, unknown model, unprocessable
 _FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
+
+#: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
+#: their own budget (RetryPolicy.throttle_retries)
+THROTTLE_STATUSES = frozenset({429, 503})
 
 _MISSING_CREDENTIALS = "Missing credentials"
 
@@ -96,8 +108,10 @@ CompletionFn = Callable[..., Awaitable[Any]]
 class ModelClient:
     """Calls one model. ``complete`` returns a :class:`Response` or raises :class:`ProviderError`.
 
-    Every attempt passes through the model's rate limiter; waits between attempts follow the
-    :class:`RetryPolicy` and never undercut a Retry-After. The API key is read from the environment
+    Every attempt passes the model's explicit caps (``limiter``: rpm; ``tokens``: tpm) and takes a
+    place in its endpoint's :class:`AdaptiveLimit` (``adaptive``), which a 429 or 503 halves and
+    successes grow back. Waits between attempts follow the :class:`RetryPolicy` and never undercut
+    a Retry-After; throttled attempts are retried on their own budget. The API key is read from the environment
     at each call. A final error carries our own message, with every credential ``redact`` knows
     (by default this model's) masked, and no chained provider exception: a traceback printed with
     its frames' locals must not show the key.
@@ -115,8 +129,17 @@ class ModelClient:
         rng: random.Random | None = None,
         redact: Redactor | None = None,
         budget: Budget | None = None,
+        direct: OpenAITransport | None = None,
+        adaptive: AdaptiveLimit | None = None,
+        tokens: TokenLimiter | None = None,
     ) -> None:
+        self.adaptive = adaptive
+        self.tokens = tokens
         self.spec = spec
+        #: the wire this model's calls take (``completion=`` replaces litellm's for tests)
+        self.transport = (Transport.LITELLM if completion is not None
+                          else resolve_transport(spec.model, spec.api_base, spec.transport))
+        self._direct = direct if direct is not None else OpenAITransport()
         self.budget = budget
         self.redact = redact or Redactor.for_models([spec])
         self.timeout = timeout
@@ -129,37 +152,67 @@ class ModelClient:
 
     async def complete(self, call: ModelCall) -> Response:
         self.spec.api_key()  # a missing key is a configuration error: fail now, not after retries
-        if self._completion is None:
+        if self._completion is None and self.transport is Transport.LITELLM:
             # Imported before the first attempt takes its turn at the rate limiter: the import
             # blocks the event loop for seconds, and the turns of the calls behind it would bunch.
             import_litellm()
-        attempt = 0
+        attempt = throttles = 0
         while True:
             if self.budget is not None:
                 self.budget.check(self.spec.alias)  # a spent budget starts no call, not even a retry
             await self.limiter.acquire()
+            if self.tokens is not None:
+                await self.tokens.acquire()
+            epoch = await self.adaptive.acquire() if self.adaptive is not None else 0
             self.attempts += 1
             started = time.perf_counter()
             try:
                 raw = await self._call(call)
                 response = self._to_response(call, raw, time.perf_counter() - started)
-                if self.budget is not None:
-                    self.budget.spend(call.model, response.prompt_tokens, response.completion_tokens)
-                return response
             except asyncio.CancelledError:
+                if self.adaptive is not None:
+                    self.adaptive.release(epoch)
                 raise
             except Exception as exc:
                 retryable, status, retry_after = (
-                    (exc.retryable, exc.status, None) if isinstance(exc, ProviderError) else classify(exc)
+                    (exc.retryable, exc.status, exc.retry_after) if isinstance(exc, ProviderError) else classify(exc)
                 )
-                if not self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after):
-                    error = self._final_error(exc, status, retryable, attempt, retry_after)
+                throttled = status in THROTTLE_STATUSES
+                if self.adaptive is not None and throttled:
+                    self.adaptive.throttled(epoch)
+                if throttled and self.policy.should_retry_throttled(throttles, retry_after=retry_after):
+                    try:
+                        # the place is held through the wait: turned-away calls do not come
+                        # straight back while the provider's window is still full
+                        await self._sleep(self.policy.throttle_delay(throttles, retry_after, self._rng))
+                    finally:
+                        if self.adaptive is not None:
+                            self.adaptive.release(epoch)
+                    throttles += 1
+                    continue
+                if self.adaptive is not None:
+                    self.adaptive.release(epoch)
+                if throttled or not self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after):
+                    error = self._final_error(exc, status, retryable, attempt + throttles, retry_after)
                     del exc  # the provider's exception (and its frames' locals) go no further
                     raise error from None
                 await self._sleep(self.policy.delay(attempt, retry_after, self._rng))
                 attempt += 1
+                continue
+            if self.adaptive is not None:
+                self.adaptive.release(epoch, ok=True)
+            if self.tokens is not None:
+                self.tokens.spend((response.prompt_tokens or 0) + (response.completion_tokens or 0))
+            if self.budget is not None:
+                self.budget.spend(call.model, response.prompt_tokens, response.completion_tokens)
+            return response
 
     async def _call(self, call: ModelCall) -> Any:
+        if self.transport is Transport.OPENAI:
+            return await self._direct.complete(
+                call, merge_credentials(call.params, call.credentials),
+                api_base=call.credentials.get("api_base", call.api_base), api_key=self.spec.api_key(),
+                timeout=self.timeout)
         completion = self._completion or import_litellm().acompletion
         kwargs: dict[str, Any] = merge_credentials(call.params, call.credentials)
         kwargs.update(
@@ -180,25 +233,34 @@ class ModelClient:
         return await asyncio.wait_for(completion(**kwargs), timeout=self.timeout + 5.0)
 
     def _to_response(self, call: ModelCall, raw: Any, latency: float) -> Response:
+        if isinstance(raw, Completion):
+            text, finish_reason = raw.text, raw.finish_reason
+            prompt_tokens, completion_tokens = raw.prompt_tokens, raw.completion_tokens
+        else:
+            text, finish_reason, prompt_tokens, completion_tokens = self._litellm_parts(raw)
+        if not isinstance(text, str) or not text.strip():
+            raise ProviderError("empty completion (no text in the first choice)", retryable=True)
+        return Response(
+            call=call,
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_s=round(latency, 6),
+            created=time.time(),
+            source="network",
+        )
+
+    @staticmethod
+    def _litellm_parts(raw: Any) -> tuple[Any, str | None, int | None, int | None]:
         try:
             choice = raw.choices[0]
             text = choice.message.content
             finish_reason = getattr(choice, "finish_reason", None)
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from exc
-        if not isinstance(text, str) or not text.strip():
-            raise ProviderError("empty completion (no text in the first choice)", retryable=True)
+            raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from None
         usage = getattr(raw, "usage", None)
-        return Response(
-            call=call,
-            text=text,
-            finish_reason=finish_reason,
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
-            latency_s=round(latency, 6),
-            created=time.time(),
-            source="network",
-        )
+        return text, finish_reason, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
 
     def _final_error(
         self, exc: BaseException, status: int | None, retryable: bool, attempt: int, retry_after: float | None

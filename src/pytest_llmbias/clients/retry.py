@@ -16,7 +16,8 @@ RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """``retries`` further tries after the first; waits grow as ``base * 2**attempt`` capped at
+    """``retries`` further tries after the first (``throttle_retries`` more for answers that say
+    "slow down", 429 and 503); waits grow as ``base * 2**attempt`` capped at
     ``cap`` seconds, drawn uniformly from [0, that] ("full jitter"), but never shorter than a
     Retry-After the server sent. A Retry-After longer than ``max_retry_after`` ends the retries:
     the call fails with the server's demand in the message rather than stalling a pipeline."""
@@ -25,6 +26,9 @@ class RetryPolicy:
     base: float = 0.5
     cap: float = 30.0
     max_retry_after: float = 300.0
+    #: further tries of a call the server throttled (429 or 503), counted apart from ``retries``:
+    #: a provider's rate limit asks a run to slow down, not to fail
+    throttle_retries: int = 10
 
     def delay(self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
@@ -33,6 +37,22 @@ class RetryPolicy:
         if retry_after is not None:
             return max(float(retry_after), backoff)
         return backoff
+
+    def throttle_delay(self, throttles: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retrying a throttled call (its ``throttles``-th throttle,
+        0-based): the server's Retry-After and up to a quarter more, so that the calls it turned
+        away together do not come back together; exponential backoff when it gave none. Waits do
+        not grow with each throttle when the server says how long: the endpoint's adaptive limit,
+        not the wait, is what slows the run down."""
+        if retry_after is None:
+            return self.delay(throttles, None, rng)
+        return float(retry_after) * (1.0 + (rng or random).uniform(0.0, 0.25))
+
+    def should_retry_throttled(self, throttles: int, *, retry_after: float | None = None) -> bool:
+        """Whether to try again after throttled attempt number ``throttles`` (0-based)."""
+        if throttles >= self.throttle_retries:
+            return False
+        return retry_after is None or retry_after <= self.max_retry_after
 
     def should_retry(self, attempt: int, *, retryable: bool, retry_after: float | None = None) -> bool:
         """Whether to try again after failed attempt ``attempt`` (0-based)."""

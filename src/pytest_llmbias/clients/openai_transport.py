@@ -1,0 +1,182 @@
+"""The direct transport: OpenAI-compatible chat completions over one pooled aiohttp session.
+
+vLLM, Ollama's ``/v1``, LM Studio, llama.cpp's server, TGI and OpenAI itself speak the same
+``POST {api_base}/chat/completions``. For them this transport skips litellm: one JSON body out,
+one JSON body in, a fraction of a millisecond of CPU a call where litellm spends several, and
+no multi-second import before the first request. Everything but the wire is shared with the
+litellm transport through :class:`~pytest_llmbias.clients.litellm_client.ModelClient`: the store
+key, retries and Retry-After, timeouts, the concurrency and rate limits, usage, error messages and
+the masking of credentials.
+
+Errors are raised as :class:`~pytest_llmbias.errors.ProviderError` with the HTTP status, whether a
+retry can help, and the server's Retry-After, so the client decides as it does for litellm's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pytest_llmbias.calls import ModelCall
+from pytest_llmbias.choices import Transport
+from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.redaction import strip_userinfo
+from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, parse_retry_after
+
+#: where an ``openai/`` model without an ``api_base`` goes
+OPENAI_BASE = "https://api.openai.com/v1"
+
+#: model-string prefixes of OpenAI-compatible endpoints: the direct transport strips the prefix
+#: and sends the rest as the model name. Other providers (anthropic/, bedrock/, vertex_ai/,
+#: ollama/'s native API...) have their own wire formats and stay on litellm.
+DIRECT_PREFIXES = ("openai/", "hosted_vllm/", "lm_studio/", "llamafile/")
+
+#: parameters that are not part of the request body
+_NOT_BODY = frozenset({"extra_headers", "extra_body", "extra_query", "api_key", "api_base", "timeout"})
+
+#: statuses that no retry can fix
+_FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
+
+
+def resolve_transport(model: str, api_base: str | None, transport: str | Transport = Transport.AUTO) -> Transport:
+    """The transport a model's calls take. ``auto``: the direct path for an OpenAI-compatible
+    model string (``openai/...`` with or without an ``api_base``; ``hosted_vllm/``, ``lm_studio/``
+    and ``llamafile/`` with one), litellm for every other provider. ``openai`` forces the direct
+    path (it needs an OpenAI-compatible endpoint); ``litellm`` forces litellm."""
+    choice = Transport.parse(transport, what="transport")
+    if choice is not Transport.AUTO:
+        return choice
+    if model.startswith("openai/"):
+        return Transport.OPENAI
+    if model.startswith(DIRECT_PREFIXES) and api_base:
+        return Transport.OPENAI
+    return Transport.LITELLM
+
+
+def wire_model(model: str) -> str:
+    """The model name the endpoint knows: the model string without its provider prefix."""
+    for prefix in DIRECT_PREFIXES:
+        if model.startswith(prefix):
+            return model[len(prefix):]
+    return model
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The parts of an answer the client keeps."""
+
+    text: Any
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class OpenAITransport:
+    """Sends chat completions to OpenAI-compatible endpoints over one aiohttp session, created on
+    first use on the running loop (the session's loop) and closed by :meth:`aclose`. The
+    connection pool is unbounded: the collector and the client's limits bound concurrency."""
+
+    def __init__(self) -> None:
+        self._session: Any = None
+
+    @property
+    def open(self) -> bool:
+        """Whether an HTTP session is open (and :meth:`aclose` has something to close)."""
+        return self._session is not None and not self._session.closed
+
+    def _client(self) -> Any:
+        if self._session is None or self._session.closed:
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps,
+                                                  skip_auto_headers=("User-Agent",))
+        return self._session
+
+    async def complete(self, call: ModelCall, params: Mapping[str, Any], *, api_base: str | None,
+                       api_key: str | None, timeout: float) -> Completion:
+        """One attempt of ``call``. ``params`` are the call's parameters with its credentials put
+        back (``extra_headers`` become headers, ``extra_body`` joins the body, ``extra_query`` the
+        URL). Raises ProviderError (status, retryable, retry_after) on any failure."""
+        import aiohttp
+
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        extra_headers = params.get("extra_headers")
+        if isinstance(extra_headers, Mapping):
+            headers.update({str(k): str(v) for k, v in extra_headers.items()})
+        body: dict[str, Any] = {"model": wire_model(call.model),
+                                "messages": [{"role": r, "content": c} for r, c in call.messages]}
+        body.update((k, v) for k, v in params.items() if k not in _NOT_BODY)
+        if isinstance(params.get("extra_body"), Mapping):
+            body.update(params["extra_body"])
+        query = params.get("extra_query") if isinstance(params.get("extra_query"), Mapping) else None
+        base = api_base or OPENAI_BASE
+        parts = urlsplit(base)
+        if parts.username is not None or parts.password is not None:
+            # user:password@ in the api_base: HTTP Basic, unless a key gives a bearer token
+            if not any(k.lower() == "authorization" for k in headers):
+                token = base64.b64encode(f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode())
+                headers["Authorization"] = "Basic " + token.decode("ascii")
+            base = strip_userinfo(base) or base
+        url = base.rstrip("/") + "/chat/completions"
+        try:
+            async with self._client().post(url, data=json.dumps(body), headers=headers, params=query,
+                                           timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                raw = await resp.read()
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except asyncio.TimeoutError:
+            raise ProviderError(f"Timeout: no complete answer within {timeout:g}s", retryable=True) from None
+        except aiohttp.ClientError as exc:
+            # refused, reset or dropped connections, a body cut short: worth another try
+            raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from None
+        if status >= 400:
+            raise ProviderError(f"{_error_message(raw) or resp.reason or 'error'}", status=status,
+                                retryable=status not in _FINAL_STATUSES
+                                and (status in RETRYABLE_STATUSES or status >= 500),
+                                retry_after=parse_retry_after(retry_after))
+        return parse_completion(raw)
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+
+def parse_completion(raw: bytes) -> Completion:
+    """The first choice's text, finish reason and the usage of a chat-completion body;
+    ProviderError (retryable) when the body is not one."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        text = choice["message"]["content"]
+        finish_reason = choice.get("finish_reason")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from None
+    usage = data.get("usage") if isinstance(data, Mapping) else None
+    usage = usage if isinstance(usage, Mapping) else {}
+    return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+                      prompt_tokens=_int(usage.get("prompt_tokens")), completion_tokens=_int(usage.get("completion_tokens")))
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _error_message(raw: bytes) -> str:
+    """The ``error.message`` of an error body, or its first 200 characters."""
+    try:
+        data = json.loads(raw)
+        message = data["error"]["message"] if isinstance(data.get("error"), Mapping) else data.get("error")
+        if isinstance(message, str) and message:
+            return message
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return raw[:200].decode("utf-8", "replace").strip()
