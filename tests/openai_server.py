@@ -7,6 +7,7 @@ Usage in tests::
 
     with OpenAIServer(latency=0.0) as server:
         server.script("fake-model", {"status": 429, "headers": {"Retry-After": "1"}})
+        server.script("fake-model", {"drop": True})  # the connection cut before any answer
         litellm.completion(model="openai/fake-model", api_base=server.base_url, ...)
 
 Usage for benchmarks (foreground, until SIGTERM/SIGINT)::
@@ -189,7 +190,7 @@ class OpenAIServer:
         for step in steps:
             if not isinstance(step, dict):
                 raise TypeError(f"script step must be a dict, got {type(step).__name__}")
-            unknown = set(step) - {"status", "headers", "body", "delay", "raw", "content", "echo_headers"}
+            unknown = set(step) - {"status", "headers", "body", "delay", "raw", "content", "echo_headers", "drop"}
             if unknown:
                 raise ValueError(f"unknown script step keys: {sorted(unknown)}")
         with self._lock:
@@ -440,6 +441,12 @@ class OpenAIServer:
                 return web.json_response(
                     _error_body(status, f"Injected fault: {status}"), status=status, headers=headers
                 )
+
+        if step.get("drop"):
+            # the connection is cut before any answer: no status line, no body
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
 
         delay = step.get("delay")
         if delay is None and "status" not in step:

@@ -66,6 +66,20 @@ def test_both_transports_send_the_same_request(pytester, server, run_project):
     assert bodies["openai"] == bodies["litellm"]
 
 
+def test_a_dropped_connection_is_retried_and_nothing_asks_for_a_stream(pytester, server, run_project, transport):
+    """The server cuts the connection of the target's first call before any answer: the call is
+    retried (the same question) and the run passes; no request asks for a streamed answer."""
+    write(pytester, server, transport, retries=1, timeout=5, concurrency=1)
+    server.script(MODELS[TARGET], {"drop": True})
+    result = run_project()
+    result.assert_outcomes(passed=1)
+    target = [r for r in server.requests if r["model"] == MODELS[TARGET]]
+    assert len(server.requests) == 31 and len(target) == 11
+    assert target[0]["messages"] == target[1]["messages"]
+    assert not any(r["params"].get("stream") for r in server.requests)
+    result.stdout.fnmatch_lines(["*30 calls: 0 from store, 30 fetched, 0 failed*"])
+
+
 def test_the_adaptive_limit_settles_under_a_providers_quota(pytester, run_project, transport):
     """A provider that takes 18 calls in any second (latency 0.2 s: 3 calls in flight fit, 4 do
     not) and answers 429 with Retry-After: 1 beyond: 150 calls to one model at concurrency 32 all
