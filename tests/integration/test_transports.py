@@ -81,23 +81,23 @@ def test_a_dropped_connection_is_retried_and_nothing_asks_for_a_stream(pytester,
 
 
 def test_the_adaptive_limit_settles_under_a_providers_quota(pytester, run_project, transport):
-    """A provider that takes 18 calls in any second (latency 0.2 s: 3 calls in flight fit, 4 do
-    not) and answers 429 with Retry-After: 1 beyond: 150 calls to one model at concurrency 32 all
+    """A provider that takes 36 calls in any second (latency 0.1 s: 3 calls in flight fit, 4 do
+    not) and answers 429 with Retry-After: 1 beyond: 120 calls to one model at concurrency 32 all
     complete, and once the limit has settled the calls the server sees per second stay near the
     quota."""
-    with OpenAIServer(latency=0.2, rate_limit=18) as server:
-        write(pytester, server, transport, samples=15, models="target", concurrency=32, retries=2)
+    with OpenAIServer(latency=0.1, rate_limit=36) as server:
+        write(pytester, server, transport, samples=12, models="target", concurrency=32, retries=2)
         result = run_project()
         requests = server.requests
         counters = server.counters()
     result.assert_outcomes(passed=1)
-    assert counters["ok"] == 150 and counters["throttled"] > 0  # it was throttled, and nothing failed
+    assert counters["ok"] == 120 and counters["throttled"] > 0  # it was throttled, and nothing failed
     times = sorted(r["time"] for r in requests)
     span = times[-1] - times[0]
     settled = [t for t in times if t >= times[0] + span / 2]
     rate = len(settled) / (times[-1] - settled[0])
-    assert rate < 18 * 1.3, f"{rate:.1f} requests/s in the second half"
-    assert len(requests) < 150 * 1.5  # the throttled requests were a burst, not a steady share
+    assert rate < 36 * 1.3, f"{rate:.1f} requests/s in the second half"
+    assert len(requests) < 120 * 1.5  # the throttled requests were a burst, not a steady share
 
 
 def test_tpm_holds_a_call_until_the_minute_has_room(server):
