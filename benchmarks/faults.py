@@ -126,6 +126,7 @@ async def run_collection(
     finally:
         wall = time.perf_counter() - t0
         store.close()
+        await client.aclose()
     return report, puts, client.attempts, wall
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.clients import ModelClient, RetryPolicy
-from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.ratelimit import TokenLimiter
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
@@ -110,8 +109,7 @@ def test_tpm_holds_a_call_until_the_minute_has_room(server):
     calls = [ModelCall.build(spec, f"question {i} " + "word " * 10, GenerationSettings()) for i in range(4)]
 
     async def scenario() -> list[int]:
-        direct = OpenAITransport()
-        client = ModelClient(spec, timeout=5, policy=RetryPolicy(retries=0), tokens=tokens, direct=direct)
+        client = ModelClient(spec, timeout=5, policy=RetryPolicy(retries=0), tokens=tokens)
         seen = []
         try:
             for call in calls[:3]:
@@ -125,7 +123,8 @@ def test_tpm_holds_a_call_until_the_minute_has_room(server):
             await asyncio.wait_for(waiting, timeout=10)
             seen.append(len(server.requests))
         finally:
-            await direct.aclose()
+            await client.aclose()  # the client made its own HTTP session, and closes it
+        assert not client._direct.open
         return seen
 
     assert asyncio.run(scenario()) == [1, 2, 3, 3, 4]

@@ -139,6 +139,7 @@ class ModelClient:
         #: the wire this model's calls take (``completion=`` replaces litellm's for tests)
         self.transport = (Transport.LITELLM if completion is not None
                           else resolve_transport(spec.model, spec.api_base, spec.transport))
+        self._owns_direct = direct is None
         self._direct = direct if direct is not None else OpenAITransport()
         self.budget = budget
         self.redact = redact or Redactor.for_models([spec])
@@ -206,6 +207,12 @@ class ModelClient:
             if self.budget is not None:
                 self.budget.spend(call.model, response.prompt_tokens, response.completion_tokens)
             return response
+
+    async def aclose(self) -> None:
+        """Close the direct transport's HTTP session if this client made it (a transport passed
+        in belongs to whoever passed it: the session closes its shared one)."""
+        if self._owns_direct:
+            await self._direct.aclose()
 
     async def _call(self, call: ModelCall) -> Any:
         if self.transport is Transport.OPENAI:
