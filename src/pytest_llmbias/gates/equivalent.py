@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.planning.request import ResponseRequest
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.tost import TostResult, equivalence_pass_probability, margin_from_baselines, welch_tost
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.report.frames import Table
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.equivalent import (
@@ -44,6 +43,7 @@ from pytest_llmbias.gates.equivalent import (
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.request import ResponseRequest
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.index import (
     DEFAULT_LAMBDA,
     DEFAULT_PENALTY,

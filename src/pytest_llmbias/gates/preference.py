@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers as args
-from pytest_llmbias.report.frames import Table
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
@@ -46,6 +45,7 @@ from pytest_llmbias.gates.equivalent import (
 )
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference import (
     AGENT,
     CHOICE_PARAMS,
