@@ -18,9 +18,7 @@ def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, di
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read: {exc}") from None
-    # libyaml's parser where PyYAML has it (ten times faster on a domain of a thousand questions),
-    # the pure-Python one otherwise; the same safe constructor either way.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    loader = _safe_loader(yaml)(text)
     try:
         node = loader.get_single_node()  # composed once: its marks give the lines, then the data
         if node is None:
@@ -34,6 +32,24 @@ def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, di
     finally:
         loader.dispose()
     return data, lines
+
+
+def _safe_loader(yaml: Any) -> type:
+    """libyaml's parser where PyYAML has it (ten times faster on a domain of a thousand
+    questions), the pure-Python one otherwise; the same safe constructor either way.
+
+    libyaml's binding is a C extension that is initialised once per process, with the node
+    classes of the first ``yaml`` package imported. If ``yaml`` has since been imported afresh
+    (pytest's ``pytester`` restores ``sys.modules`` after each test), its nodes are other classes
+    than the resolver's, and every tag resolves to None; the pure-Python parser is used then."""
+    c_loader = getattr(yaml, "CSafeLoader", None)
+    if c_loader is None:
+        return yaml.SafeLoader
+    try:
+        from yaml import _yaml
+    except ImportError:  # pragma: no cover - CSafeLoader exists only with the binding
+        return yaml.SafeLoader
+    return c_loader if getattr(_yaml, "ScalarNode", None) is yaml.nodes.ScalarNode else yaml.SafeLoader
 
 
 def _walk(node: Any, prefix: str, lines: dict[str, int], path: Path, error: type[Exception]) -> None:

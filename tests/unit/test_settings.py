@@ -695,3 +695,22 @@ def test_features_section(tmp_path: Path) -> None:
 )
 def test_bad_features_section(tmp_path: Path, body: str, message: str) -> None:
     assert message in config_error(tmp_path, body)
+
+
+def test_yaml_still_loads_after_the_yaml_package_is_imported_afresh(tmp_path, monkeypatch):
+    """pytester restores sys.modules after each test, so a later test can import ``yaml`` anew
+    while libyaml's C binding keeps the first import's node classes: the loader must notice and
+    parse with the pure-Python parser, not resolve every tag to None."""
+    import sys
+
+    from pytest_llmbias.yamlutil import load_yaml_with_lines
+
+    path = tmp_path / "llmbias.yaml"
+    path.write_text("target: openai/x\nbaselines: [openai/a, openai/b]\n")
+    import yaml  # noqa: F401  (the first import, whose nodes libyaml's binding keeps)
+
+    for name in [m for m in sys.modules if m == "yaml" or m.startswith("yaml.")]:
+        monkeypatch.delitem(sys.modules, name)
+    data, lines = load_yaml_with_lines(path, error=ValueError)
+    assert data == {"target": "openai/x", "baselines": ["openai/a", "openai/b"]}
+    assert lines["baselines"] == 2
