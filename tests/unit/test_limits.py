@@ -12,6 +12,12 @@ from pytest_llmbias.clients.ratelimit import AdaptiveLimit, TokenLimiter
 from pytest_llmbias.errors import ProviderError
 
 
+def _throttle(limit: AdaptiveLimit, epoch: int) -> None:
+    """An attempt started at ``epoch`` is throttled, then (after its wait) hands its place back."""
+    limit.throttled(epoch)
+    limit.release(epoch)
+
+
 def _succeed(limit: AdaptiveLimit, n: int) -> None:
     for _ in range(n):
         limit.in_flight += 1
@@ -29,11 +35,11 @@ def test_one_wave_of_throttles_halves_the_limit_once():
     epochs = [limit._epoch] * 40  # 40 attempts started before any answer came back
     limit.in_flight = 40
     for epoch in epochs:
-        limit.release(epoch, throttled=True)
+        _throttle(limit, epoch)
     assert limit.limit == 32 and limit.decreases == 1 and limit.throttles == 40 and limit.in_flight == 0
     # an attempt started after the decrease that is throttled halves it again
     limit.in_flight = 1
-    limit.release(limit._epoch, throttled=True)
+    _throttle(limit, limit._epoch)
     assert limit.limit == 16 and limit.decreases == 2
 
 
@@ -41,7 +47,7 @@ def test_the_limit_climbs_back_to_below_the_throttled_level_then_probes_slowly()
     limit = AdaptiveLimit(64, probe_rounds=10)
     limit.in_flight = 1
     limit.limit = 8
-    limit.release(limit._epoch, throttled=True)  # throttled at 8: halves to 4
+    _throttle(limit, limit._epoch)  # throttled at 8: halves to 4
     assert limit.limit == 4
     _succeed(limit, 4 + 5 + 6)  # one round at each of 4, 5, 6
     assert limit.limit == 7  # one below the level that was throttled
@@ -61,14 +67,14 @@ def test_a_failed_probe_steps_back_and_waits_twice_as_long_before_the_next():
     limit = AdaptiveLimit(64, probe_rounds=2)
     limit.in_flight = 1
     limit.limit = 8
-    limit.release(limit._epoch, throttled=True)  # 8 throttled: halves to 4, 7 is the plateau
+    _throttle(limit, limit._epoch)  # 8 throttled: halves to 4, 7 is the plateau
     _succeed(limit, 4 + 5 + 6)
     assert limit.limit == 7
     _succeed(limit, 7 * 2)
     assert limit.limit == 8  # probes after 2 clean rounds
     _succeed(limit, 7)  # not yet a whole round at 8
     limit.in_flight = 1
-    limit.release(limit._epoch, throttled=True)  # the probe fails: back to 7, not halved to 4
+    _throttle(limit, limit._epoch)  # the probe fails: back to 7, not halved to 4
     assert limit.limit == 7
     _succeed(limit, 7 * 3)
     assert limit.limit == 7  # the next probe waits 4 rounds
@@ -80,14 +86,14 @@ def test_a_throttle_at_the_level_that_held_steps_one_below_it():
     limit = AdaptiveLimit(64)
     limit.in_flight = 1
     limit.limit = 8
-    limit.release(limit._epoch, throttled=True)
+    _throttle(limit, limit._epoch)
     _succeed(limit, 4 + 5 + 6)
     assert limit.limit == 7  # the plateau
     limit.in_flight = 1
-    limit.release(limit._epoch, throttled=True)
+    _throttle(limit, limit._epoch)
     assert limit.limit == 6  # one below, not 3
     limit.in_flight = 1
-    limit.release(limit._epoch, throttled=True)  # and again: the quota is lower still, one more step
+    _throttle(limit, limit._epoch)  # and again: the quota is lower still, one more step
     assert limit.limit == 5
 
 
@@ -105,7 +111,7 @@ def test_never_below_one_nor_above_the_ceiling():
     limit = AdaptiveLimit(2)
     for _ in range(5):
         limit.in_flight = 1
-        limit.release(limit._epoch, throttled=True)
+        _throttle(limit, limit._epoch)
     assert limit.limit == 1
     _succeed(limit, 1000)
     assert limit.limit == 2

@@ -26,11 +26,8 @@ from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
-from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
+from pytest_llmbias.clients.retry import RetryPolicy, parse_retry_after, retryable_status
 from pytest_llmbias.settings import ModelSpec
-
-#: statuses that no retry can fix: bad request, auth, permissions, unknown model, unprocessable
-_FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
 
 #: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
 #: their own budget (RetryPolicy.throttle_retries)
@@ -80,9 +77,7 @@ def classify(exc: BaseException) -> tuple[bool, int | None, float | None]:
         return True, status, retry_after
     if status is None:
         return True, None, retry_after
-    if status in _FINAL_STATUSES:
-        return False, status, retry_after
-    return status in RETRYABLE_STATUSES or status >= 500, status, retry_after
+    return retryable_status(status), status, retry_after
 
 
 def _header(exc: BaseException, name: str) -> str | None:

@@ -26,7 +26,7 @@ from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import strip_userinfo
-from pytest_llmbias.clients.retry import RETRYABLE_STATUSES, parse_retry_after
+from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -38,9 +38,6 @@ DIRECT_PREFIXES = ("openai/", "hosted_vllm/", "lm_studio/", "llamafile/")
 
 #: parameters that are not part of the request body
 _NOT_BODY = frozenset({"extra_headers", "extra_body", "extra_query", "api_key", "api_base", "timeout"})
-
-#: statuses that no retry can fix
-_FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
 
 
 def resolve_transport(model: str, api_base: str | None, transport: str | Transport = Transport.AUTO) -> Transport:
@@ -139,8 +136,7 @@ class OpenAITransport:
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         if status >= 400:
             raise ProviderError(f"{_error_message(raw) or resp.reason or 'error'}", status=status,
-                                retryable=status not in _FINAL_STATUSES
-                                and (status in RETRYABLE_STATUSES or status >= 500),
+                                retryable=retryable_status(status),
                                 retry_after=parse_retry_after(retry_after))
         return parse_completion(raw)
 

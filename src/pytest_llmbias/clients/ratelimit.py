@@ -71,14 +71,11 @@ class AdaptiveLimit:
         self.in_flight += 1
         return self._epoch
 
-    def release(self, epoch: int, *, throttled: bool = False, ok: bool = False) -> None:
-        """Hand back the place taken at ``epoch``. ``throttled``: the endpoint answered 429 or 503
-        (:meth:`throttled`, then the place back at once); ``ok``: the attempt succeeded (anything
-        else, an error, neither grows nor shrinks)."""
+    def release(self, epoch: int, *, ok: bool = False) -> None:
+        """Hand back the place taken at ``epoch``. ``ok``: the attempt succeeded (anything else —
+        an error, or a throttle already counted by :meth:`throttled` — neither grows nor shrinks)."""
         self.in_flight -= 1
-        if throttled:
-            self.throttled(epoch)
-        elif ok:
+        if ok:
             self._credit += 1
             if self._credit >= self.limit:
                 self._credit = 0

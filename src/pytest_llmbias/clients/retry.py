@@ -13,6 +13,15 @@ from datetime import datetime, timezone
 #: HTTP statuses worth another try: timeouts, conflicts, rate limits and server-side failures.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
+#: HTTP statuses no retry can fix: bad request, auth, payment, permissions, unknown model, too large,
+#: unprocessable.
+FINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 413, 422})
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an answer with this HTTP status is worth another try (every transport's rule)."""
+    return status not in FINAL_STATUSES and (status in RETRYABLE_STATUSES or status >= 500)
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
