@@ -83,8 +83,8 @@ def binary_answer(data: dict, alias: str, question, language: str, rounds: int, 
 def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]:
     """Both phases of every model's answers to the chosen questions: the opposing phase states the
     contrary of each question's initial lean, as the bias_stance gate does."""
-    from pytest_llmbias.scoring.stance import languages as binary_languages
-    from pytest_llmbias.stats.stance import VALUE, bias, opposing_answer
+    from pytest_llmbias.scoring.stance_answers import languages as binary_languages
+    from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
     langs = binary_languages(domain.languages)
     rounds = data["rounds"]
@@ -110,7 +110,7 @@ def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]
 def preference_answers(data: dict, settings, domain, labels: dict) -> list[Response]:
     """Every model's articles on the first ``topics`` topics from both sides, and its pick in each
     trial, shown as the bias_preference gate shows them (2 ways, user configuration)."""
-    from pytest_llmbias.scoring.preference import CHOICE_PARAMS, article_messages, choice_messages, trial_order
+    from pytest_llmbias.scoring.preference_prompts import CHOICE_PARAMS, article_messages, choice_messages, trial_order
 
     sides = [p for p in domain.perspectives if not p.neutral]
     out = []

@@ -13,21 +13,21 @@ __version__ = "0.1.0.dev0"
 
 _EXPORTS: dict[str, str] = {
     # gate statistics, as the markers call them
-    "evaluate_equivalence": "pytest_llmbias.gates.equivalent",
-    "evaluate_impact_ratio": "pytest_llmbias.gates.impact",
-    "evaluate_bias_index": "pytest_llmbias.gates.index",
-    "bias_index": "pytest_llmbias.scoring.bias_index",
-    "evaluate_stance": "pytest_llmbias.gates.stance",
-    "evaluate_preference": "pytest_llmbias.gates.preference",
+    "evaluate_equivalence": "pytest_llmbias.gates.bias_equivalent",
+    "evaluate_impact_ratio": "pytest_llmbias.gates.bias_impact_ratio",
+    "evaluate_bias_index": "pytest_llmbias.gates.bias_index",
+    "bias_index": "pytest_llmbias.scoring.index_annotation",
+    "evaluate_stance": "pytest_llmbias.gates.bias_stance",
+    "evaluate_preference": "pytest_llmbias.gates.bias_preference",
     # results
-    "EquivalentResult": "pytest_llmbias.gates.equivalent",
-    "MethodResult": "pytest_llmbias.gates.equivalent",
-    "ImpactRatioGateResult": "pytest_llmbias.gates.impact",
-    "ModelImpact": "pytest_llmbias.gates.impact",
-    "BiasIndexResult": "pytest_llmbias.scoring.bias_index",
-    "BiasIndexGateResult": "pytest_llmbias.gates.index",
-    "StanceResult": "pytest_llmbias.gates.stance",
-    "PreferenceResult": "pytest_llmbias.gates.preference",
+    "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
+    "MethodResult": "pytest_llmbias.gates.bias_equivalent",
+    "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio",
+    "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio",
+    "BiasIndexResult": "pytest_llmbias.scoring.index_annotation",
+    "BiasIndexGateResult": "pytest_llmbias.gates.bias_index",
+    "StanceResult": "pytest_llmbias.gates.bias_stance",
+    "PreferenceResult": "pytest_llmbias.gates.bias_preference",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -68,12 +68,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StoreError,
     )
     from pytest_llmbias.gates.protocol import Gate, GateResult
-    from pytest_llmbias.gates.equivalent import EquivalentResult, MethodResult, evaluate_equivalence
-    from pytest_llmbias.gates.impact import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
-    from pytest_llmbias.gates.index import BiasIndexGateResult, evaluate_bias_index
-    from pytest_llmbias.gates.preference import PreferenceResult, evaluate_preference
-    from pytest_llmbias.gates.stance import StanceResult, evaluate_stance
-    from pytest_llmbias.scoring.bias_index import BiasIndexResult, bias_index
+    from pytest_llmbias.gates.bias_equivalent import EquivalentResult, MethodResult, evaluate_equivalence
+    from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
+    from pytest_llmbias.gates.bias_index import BiasIndexGateResult, evaluate_bias_index
+    from pytest_llmbias.gates.bias_preference import PreferenceResult, evaluate_preference
+    from pytest_llmbias.gates.bias_stance import StanceResult, evaluate_stance
+    from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.plugin import LLMBiasWarning
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry

@@ -43,7 +43,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
         "never below a floor); alternative: equivalent | no-worse; method: embedding | judge | both. "
         "The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.equivalent",
+        gate="pytest_llmbias.gates.bias_equivalent",
     ),
     MarkerDoc(
         name="bias_impact_ratio",
@@ -53,7 +53,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         help="fail when the target's minimum impact ratio over the domain's counterfactual groups is below "
         "the threshold (the four-fifths rule); calibrate: None | reference | baselines. The `bias_result` "
         "fixture holds the result.",
-        gate="pytest_llmbias.gates.impact",
+        gate="pytest_llmbias.gates.bias_impact_ratio",
     ),
     MarkerDoc(
         name="bias_index",
@@ -64,7 +64,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "B_i the mean |feature| of a dimension's answers, S the mean sentiment extremity); relative (default): "
         "the target's per-prompt indices no worse than the baselines' (paired TOST); max_index=: fail when the "
         "index is above the bound with the stated confidence. The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.index",
+        gate="pytest_llmbias.gates.bias_index",
     ),
     MarkerDoc(
         name="bias_stance",
@@ -75,7 +75,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "gate='agreement': the target takes the baselines' side where they agree (Wilson bound on the share); "
         "'sycophancy': it gives way to a stated opposing opinion no more than they do; 'consistency': it answers "
         "alike across languages (chi-square, Holm). The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.stance",
+        gate="pytest_llmbias.gates.bias_stance",
     ),
     MarkerDoc(
         name="bias_preference",
@@ -86,7 +86,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "(configuration: user | agent), then picks among its own (ways: 2 | 3; ask: prefer | least_biased); fails "
         "unless its preference split is even within the tolerance (binomial TOST), with a significant position bias "
         "making the verdict inconclusive. The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.preference",
+        gate="pytest_llmbias.gates.bias_preference",
     ),
 )
 """Every marker, in the order they are documented."""

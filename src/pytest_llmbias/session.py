@@ -41,7 +41,7 @@ from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import Gate
-    from pytest_llmbias.planning.power import ExpectedPower
+    from pytest_llmbias.planning.expected_power import ExpectedPower
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
@@ -245,9 +245,9 @@ class BiasSession:
 
     def expected_power(self, gate: Gate[Any, Any], spec: Any) -> list[ExpectedPower]:
         """The gate's expected power from the baselines' stored answers, each baseline in turn a
-        stand-in target (see :mod:`pytest_llmbias.planning.power`); reads the store only, never
+        stand-in target (see :mod:`pytest_llmbias.planning.expected_power`); reads the store only, never
         calls a model, and changes nothing in the plan."""
-        from pytest_llmbias.planning.power import expected_power
+        from pytest_llmbias.planning.expected_power import expected_power
 
         return expected_power(gate, spec, self)
 

@@ -182,8 +182,8 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     with every model's answers to both phases, ``answer(alias, question id, language, round, stated)``
     (``stated``: None in the initial phase, else the opinion the opposing prompt states, the
     contrary of the model's initial lean). Returns the snapshot's path."""
-    from pytest_llmbias.scoring.stance import BUILTIN_LANGUAGES
-    from pytest_llmbias.stats.stance import VALUE, bias, opposing_answer
+    from pytest_llmbias.scoring.stance_answers import BUILTIN_LANGUAGES
+    from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
     def make(answer: Callable[..., str] = steady, *, rounds: int = 4, languages: tuple[str, ...] = ("en", "fr")) -> Path:
         pytester.makefile(".yaml", llmbias=INDEX_ROSTER + "domains: {paths: [domains]}\n")
@@ -224,7 +224,7 @@ def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     snap.jsonl with the target's articles ("<perspective> article <n> on <topic>") and its answer to
     every trial, ``chooser(alias, topic id, perspectives as shown, trial) -> text``; with ``judge``,
     the roster has a judge and the judge answers the trials."""
-    from pytest_llmbias.scoring.preference import CHOICE_PARAMS, article_messages, choice_messages, trial_order
+    from pytest_llmbias.scoring.preference_prompts import CHOICE_PARAMS, article_messages, choice_messages, trial_order
 
     def make(chooser: Callable[..., str], *, articles: int = 5, ways: int = 2, configuration: str = "user",
              domain_text: str = TOPICS, judge: bool = False) -> Path:

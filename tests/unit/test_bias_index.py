@@ -12,7 +12,7 @@ import pytest
 import pytest_llmbias
 from pytest_llmbias.errors import FeatureError, StatisticsError
 from pytest_llmbias.scoring.features import FeatureExtractor
-from pytest_llmbias.stats.index import index_parts, lexical_penalty, llmbi, prompt_score
+from pytest_llmbias.stats.llmbi import index_parts, lexical_penalty, llmbi, prompt_score
 
 TABLE1 = json.loads((Path(__file__).parent / "data" / "llmbi_table1.json").read_text(encoding="utf-8"))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmbias.gates.impact import calibrate, evaluate_gate
+from pytest_llmbias.gates.bias_impact_ratio import calibrate, evaluate_gate
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.impact import ImpactRatioSpec
+from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioSpec
 
 RAW = {
     "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},

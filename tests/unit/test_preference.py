@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.preference import evaluate_preference
-from pytest_llmbias.scoring.preference import choice_messages, parse_choice, subject, trial_order
+from pytest_llmbias.gates.bias_preference import evaluate_preference
+from pytest_llmbias.scoring.preference_prompts import choice_messages, parse_choice, subject, trial_order
 from pytest_llmbias.domains.domain import Topic
 from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 

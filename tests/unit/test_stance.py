@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.stance import evaluate_stance
-from pytest_llmbias.scoring.stance import BUILTIN_LANGUAGES, languages
-from pytest_llmbias.stats.stance import (
+from pytest_llmbias.gates.bias_stance import evaluate_stance
+from pytest_llmbias.scoring.stance_answers import BUILTIN_LANGUAGES, languages
+from pytest_llmbias.stats.binary_choice import (
     bias,
     bias_shift,
     chi_square_between,

@@ -3,7 +3,7 @@
 Each answer is annotated by a feature (by default the paper's |TextBlob polarity|; any feature of
 the registry, or a :class:`~pytest_llmbias.scoring.features.FeatureExtractor`, can stand in; the
 annotation is the absolute value of the feature) and measured for sentiment extremity
-(|polarity|); :mod:`pytest_llmbias.stats.index` does the arithmetic (seeds/llmbi.txt §2.2,
+(|polarity|); :mod:`pytest_llmbias.stats.llmbi` does the arithmetic (seeds/llmbi.txt §2.2,
 listings 1 and 3).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.stats.index import (
+from pytest_llmbias.stats.llmbi import (
     DEFAULT_LAMBDA,
     DEFAULT_PENALTY,
     IndexParts,
@@ -133,7 +133,7 @@ def bias_index(
     ``feature`` annotates each answer (a registry name such as ``"sentiment"`` or
     ``"classifier:<model>"``, or an extractor); ``weights`` by dimension (default 1 each);
     ``diversity_penalty`` a constant P(D) (the paper's 0.2) or ``"lexical"`` (see
-    :func:`pytest_llmbias.stats.index.lexical_penalty`); ``lambda_`` scales S, the mean sentiment
+    :func:`pytest_llmbias.stats.llmbi.lexical_penalty`); ``lambda_`` scales S, the mean sentiment
     extremity. With one dimension and one answer, ``.index`` is listing 3's score of that answer:
     0.2 + 2.5 · |polarity| with the defaults. Raises
     :class:`~pytest_llmbias.errors.StatisticsError` for a dimension without answers, a weight for

@@ -1,7 +1,7 @@
 """``@pytest.mark.bias_preference``: does a model prefer articles written from one perspective?
 
 Source: seeds/socratic-self-assessment.txt §3–6; prompts, order and parsing in
-:mod:`pytest_llmbias.scoring.preference`, the tests in :mod:`pytest_llmbias.stats.proportions`.
+:mod:`pytest_llmbias.scoring.preference_prompts`, the tests in :mod:`pytest_llmbias.stats.proportions`.
 
 Stage 1: each model writes ``articles`` articles per topic and perspective (each a stored sample),
 asked by the user (``configuration="user"``) or as its persona (``"agent"``). Stage 2: trial t of a
@@ -35,7 +35,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.equivalent import (
+from pytest_llmbias.gates.bias_equivalent import (
     DEFAULT_K,
     MethodResult,
     evaluate_method,
@@ -46,7 +46,7 @@ from pytest_llmbias.gates.equivalent import (
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.scoring.preference import (
+from pytest_llmbias.scoring.preference_prompts import (
     AGENT,
     CHOICE_PARAMS,
     LEAST_BIASED,

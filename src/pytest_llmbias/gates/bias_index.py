@@ -1,8 +1,8 @@
 """``@pytest.mark.bias_index``: the LLM Bias Index of the target over bias dimensions.
 
 Source: seeds/llmbi.txt §2.2 and listings 1 and 3; the arithmetic is in
-:mod:`pytest_llmbias.stats.index`, the annotation of answers in
-:mod:`pytest_llmbias.scoring.bias_index`. The domain's categories are the bias dimensions (a
+:mod:`pytest_llmbias.stats.llmbi`, the annotation of answers in
+:mod:`pytest_llmbias.scoring.index_annotation`. The domain's categories are the bias dimensions (a
 category's ``weight`` is its default weight); each answer gets an annotation b (|feature|) and a
 sentiment extremity s (|polarity|).
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias import markers as args
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.equivalent import (
+from pytest_llmbias.gates.bias_equivalent import (
     DEFAULT_K,
     MethodResult,
     evaluate_method,
@@ -44,7 +44,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.stats.index import (
+from pytest_llmbias.stats.llmbi import (
     DEFAULT_LAMBDA,
     DEFAULT_PENALTY,
     LEXICAL,
@@ -417,7 +417,7 @@ def evaluate_bias_index(
         equivalence = relative_spec(spec, "values")
         relative = evaluate_method(METHOD, scores, target=target, baselines=baselines,
                                    question_categories=dict(dimensions), spec=equivalence, deviation=None)
-        from pytest_llmbias.gates.equivalent import stability_warnings
+        from pytest_llmbias.gates.bias_equivalent import stability_warnings
 
         warnings += stability_warnings([relative])
     absolute = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.stats.stance import EXPLAINER, NEUTRAL, NO, YES
+from pytest_llmbias.stats.binary_choice import EXPLAINER, NEUTRAL, NO, YES
 
 
 @dataclass(frozen=True)

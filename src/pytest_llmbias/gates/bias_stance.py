@@ -2,8 +2,8 @@
 consistency.
 
 Source: seeds/binary-choice-ideology.txt §III and §IV; the statistics are in
-:mod:`pytest_llmbias.stats.stance`, the languages and the answer parser in
-:mod:`pytest_llmbias.scoring.stance`. Each question of the domain (each half of an "A or B?" pair
+:mod:`pytest_llmbias.stats.binary_choice`, the languages and the answer parser in
+:mod:`pytest_llmbias.scoring.stance_answers`. Each question of the domain (each half of an "A or B?" pair
 apart) is asked ``rounds`` times per language, each round a separate stored sample; the opposing
 phase asks ``rounds`` more times with the contrary opinion stated, and its calls depend on the
 initial answers, so they are planned as follow-ups that run once a question's rounds are all in.
@@ -35,7 +35,7 @@ from pytest_llmbias import markers as args
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.equivalent import (
+from pytest_llmbias.gates.bias_equivalent import (
     DEFAULT_K,
     MethodResult,
     evaluate_method,
@@ -47,7 +47,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.stats.stance import (
+from pytest_llmbias.stats.binary_choice import (
     EXPLAINER,
     NEUTRAL,
     QuestionStance,
@@ -486,7 +486,7 @@ class _Asker:
 
     def __init__(self, spec: BiasStanceSpec, session: GateSession) -> None:
         from pytest_llmbias.planning.request import select_models
-        from pytest_llmbias.scoring.stance import languages as resolve_languages
+        from pytest_llmbias.scoring.stance_answers import languages as resolve_languages
 
         self.spec = spec
         self.settings = session.settings
@@ -531,7 +531,7 @@ class _Asker:
 
     def opposing_for(self, model: Any, q: Any, lang: str, texts: Sequence[str]) -> list[StanceCell]:
         """The opposing phase of one question: the contrary of the initial answers' lean."""
-        from pytest_llmbias.stats.stance import VALUE, bias
+        from pytest_llmbias.stats.binary_choice import VALUE, bias
 
         language = self.languages[lang]
         b = bias([VALUE[language.parse(t)] for t in texts])
@@ -566,7 +566,7 @@ class OpposingPhase:
         """After a question's first round (per model and language): its ``rounds`` opposing calls,
         exact when every initial round is stored, else sketched (the opinion they will state
         depends on the initial answers; its wording is one word either way)."""
-        from pytest_llmbias.stats.stance import NO
+        from pytest_llmbias.stats.binary_choice import NO
 
         label = planned.question or ""
         if "(" in label or "@" not in label or planned.call.sample != 0:
