@@ -1,38 +1,22 @@
-"""The plugin's markers and their arguments, validated in one place.
+"""The checks of a marker's arguments, shared by every marker.
 
 Each marker parses into a frozen spec: ``bias_responses`` into a
 :class:`~pytest_llmbias.planning.request.ResponseRequest`, each gate marker into its gate's spec
-(see :mod:`pytest_llmbias.gates`). The argument checks below are shared by every marker; a bad
-argument raises :class:`ConfigError` naming the marker and the accepted arguments, which the
-plugin reports as a ``pytest.UsageError``.
+(:func:`pytest_llmbias.gates.parse_marker` picks the parser). A bad argument raises
+:class:`ConfigError` naming the marker and the accepted arguments, which the plugin reports as a
+``pytest.UsageError``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from pytest_llmbias.choices import Choice, ModelSelection
+from pytest_llmbias.choices import Choice
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.planning.request import ResponseRequest
 
 C = TypeVar("C", bound=Choice)
-
-
-@dataclass(frozen=True)
-class MarkerInfo:
-    name: str
-    signature: str
-    help: str
-    parse: Callable[[str, tuple[Any, ...], Mapping[str, Any]], Any]
-
-    @property
-    def line(self) -> str:
-        """The ``markers`` ini line pytest shows in ``pytest --markers``."""
-        return f"{self.name}({self.signature}): {self.help}"
 
 
 def signature_of(spec: type) -> str:
@@ -87,25 +71,6 @@ def positive_int(marker: str, key: str, value: Any) -> int | None:
     return value
 
 
-def parse_responses(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ResponseRequest:
-    bound = bind(marker, args, kwargs, ("domain", "models", "categories", "samples"))
-    models = bound.get("models", "all")
-    if isinstance(models, str):
-        if models not in ModelSelection.values():
-            raise ConfigError(
-                f"@pytest.mark.{marker}: 'models' must be one of {', '.join(ModelSelection.values())} "
-                f"or a list of aliases, got {models!r}"
-            )
-    else:
-        models = str_tuple(marker, "models", models)
-    return ResponseRequest(
-        domain=bound["domain"],
-        models=models,
-        categories=str_tuple(marker, "categories", bound.get("categories")),
-        samples=positive_int(marker, "samples", bound.get("samples")),
-    )
-
-
 def positive_float(marker: str, key: str, value: Any, *, upper: float | None = None) -> float | None:
     """A positive finite real number (numpy scalars included, bools not), as a float; None stays None."""
     import numbers
@@ -149,24 +114,3 @@ def fraction(marker: str, key: str, value: Any) -> float:
 
 
 
-
-@functools.cache
-def markers() -> dict[str, MarkerInfo]:
-    """Every marker of the plugin (see :mod:`pytest_llmbias.catalog`), with its parser:
-    ``bias_responses``, then one per gate of the registry."""
-    from pytest_llmbias.catalog import MARKERS
-    from pytest_llmbias.gates import GATES
-
-    out = {}
-    for doc in MARKERS:
-        if doc.gate is None:
-            parse: Callable[[str, tuple[Any, ...], Mapping[str, Any]], Any] = parse_responses
-        else:
-            parse = lambda _n, a, k, g=GATES[doc.name]: g.parse(a, k)  # noqa: E731
-        out[doc.name] = MarkerInfo(name=doc.name, signature=doc.signature, help=doc.help, parse=parse)
-    return out
-
-
-def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """Parse the arguments of one of :func:`markers` into its spec."""
-    return markers()[name].parse(name, tuple(args), kwargs)

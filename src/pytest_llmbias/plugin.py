@@ -185,7 +185,7 @@ class _Plugin:
             return
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.gates import GATES
-        from pytest_llmbias.markers import parse_marker
+        from pytest_llmbias.gates import parse_marker
 
         core = self.session
         gates: list[tuple[str, str, Any]] = []
@@ -223,8 +223,9 @@ class _Plugin:
                     reporter.write_line(line)
             if reporter is not None and gates:
                 from pytest_llmbias.gates import GATES
+                from pytest_llmbias.gates.expected_power import expected_power
 
-                powers = [(nodeid, e) for nodeid, name, spec in gates for e in core.expected_power(GATES[name], spec)]
+                powers = [(nodeid, e) for nodeid, name, spec in gates for e in expected_power(GATES[name], spec, core)]
                 for line in power_table(powers):
                     reporter.write_line(line)
             pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)

@@ -40,8 +40,6 @@ from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
-    from pytest_llmbias.gates.protocol import Gate
-    from pytest_llmbias.planning.expected_power import ExpectedPower
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
@@ -242,14 +240,6 @@ class BiasSession:
         for entry in out.values():
             entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
         return out
-
-    def expected_power(self, gate: Gate[Any, Any], spec: Any) -> list[ExpectedPower]:
-        """The gate's expected power from the baselines' stored answers, each baseline in turn a
-        stand-in target (see :mod:`pytest_llmbias.planning.expected_power`); reads the store only, never
-        calls a model, and changes nothing in the plan."""
-        from pytest_llmbias.planning.expected_power import expected_power
-
-        return expected_power(gate, spec, self)
 
     @property
     def notices(self) -> list[str]:

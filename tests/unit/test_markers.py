@@ -5,7 +5,9 @@ from typing import Any
 import pytest
 
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.markers import markers, parse_marker, signature_of
+from pytest_llmbias.catalog import BY_NAME
+from pytest_llmbias.gates import parse_marker
+from pytest_llmbias.markers import signature_of
 from pytest_llmbias.planning.request import ResponseRequest
 
 
@@ -89,7 +91,7 @@ def test_none_values_mean_defaults() -> None:
 
 
 def test_marker_line_for_pytest_markers() -> None:
-    line = markers()["bias_responses"].line
+    line = BY_NAME["bias_responses"].line
     assert line.startswith("bias_responses(domain")
     assert "samples" in line
 
@@ -106,7 +108,7 @@ def test_the_catalog_matches_the_specs_and_the_gates() -> None:
         assert gate.marker == name
         assert gate.signature() == BY_NAME[name].signature
         assert gate.help == BY_NAME[name].help
-    assert [m.name for m in MARKERS] == list(markers())
+    assert [m.name for m in MARKERS] == list(BY_NAME)
 
 
 # -- bias_impact_ratio ----------------------------------------------------------------------------

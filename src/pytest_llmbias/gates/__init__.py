@@ -10,6 +10,7 @@ test carries one of the plugin's markers; pytest declares the markers from the c
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmbias.catalog import MARKERS
@@ -20,4 +21,17 @@ GATES: dict[str, Gate[Any, Any]] = {
 }
 """Marker name -> gate, in the order the markers are documented."""
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession"]
+
+
+def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """The spec of one of the plugin's markers (see :data:`pytest_llmbias.catalog.MARKERS`):
+    a :class:`~pytest_llmbias.planning.request.ResponseRequest` for ``bias_responses``, the gate's
+    spec for a gate marker; ConfigError naming the accepted arguments."""
+    if name in GATES:
+        return GATES[name].parse(tuple(args), kwargs)
+    from pytest_llmbias.planning.request import ResponseRequest
+
+    return ResponseRequest.parse(tuple(args), kwargs, marker=name)
+
+
+__all__ = ["GATES", "Gate", "GateResult", "GateSession", "parse_marker"]

@@ -68,7 +68,7 @@ class GateResult(Protocol):
         and, where the gate can tell, its ``power`` at these sample sizes (the probability that it
         fails a target off by the amount it is built to detect), for the gate as a whole or per
         check in a nested mapping (``{"judge": {..., "power": p}}``). ``--llmbias-plan`` reads the
-        powers from here (:mod:`pytest_llmbias.planning.expected_power`)."""
+        powers from here (:mod:`pytest_llmbias.gates.expected_power`)."""
         ...
 
     def to_dict(self) -> dict[str, Any]: ...

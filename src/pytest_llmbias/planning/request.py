@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from pytest_llmbias import markers
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import ModelSelection
 from pytest_llmbias.domains.domain import Domain, Question
@@ -30,6 +32,26 @@ class ResponseRequest:
     models: str | tuple[str, ...] = "all"
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+
+    @classmethod
+    def parse(cls, args: tuple[Any, ...], kwargs: Mapping[str, Any], marker: str = "bias_responses") -> ResponseRequest:
+        """The spec of a ``bias_responses`` marker's arguments; ConfigError naming the accepted ones."""
+        bound = markers.bind(marker, args, kwargs, ("domain", "models", "categories", "samples"))
+        models = bound.get("models", "all")
+        if isinstance(models, str):
+            if models not in ModelSelection.values():
+                raise ConfigError(
+                    f"@pytest.mark.{marker}: 'models' must be one of {', '.join(ModelSelection.values())} "
+                    f"or a list of aliases, got {models!r}"
+                )
+        else:
+            models = markers.str_tuple(marker, "models", models)
+        return cls(
+            domain=bound["domain"],
+            models=models,
+            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
+            samples=markers.positive_int(marker, "samples", bound.get("samples")),
+        )
 
 
 @dataclass(frozen=True)

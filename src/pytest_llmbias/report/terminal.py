@@ -84,7 +84,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
 
 def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     """The plan's second table: per gate test (``rows``: test id and an
-    :class:`~pytest_llmbias.planning.expected_power.ExpectedPower`), the gate and check, the expected power
+    :class:`~pytest_llmbias.gates.expected_power.ExpectedPower`), the gate and check, the expected power
     (the median over stand-in targets), how many stand-ins passed, the false-alarm rate the gate
     estimates (median), and a note: why the power cannot be computed, or what limits it. Sorted
     by test id, as the end-of-run table."""
