@@ -21,13 +21,13 @@ _EXPORTS: dict[str, str] = {
     "evaluate_preference": "pytest_llmbias.gates.bias_preference",
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
-    "MethodResult": "pytest_llmbias.gates.bias_equivalent",
+    "MethodResult": "pytest_llmbias.gates.relative",
     "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio",
     "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio",
     "BiasIndexResult": "pytest_llmbias.scoring.index_annotation",
-    "BiasIndexGateResult": "pytest_llmbias.gates.bias_index",
-    "StanceResult": "pytest_llmbias.gates.bias_stance",
-    "PreferenceResult": "pytest_llmbias.gates.bias_preference",
+    "BiasIndexGateResult": "pytest_llmbias.gates.bias_index_result",
+    "StanceResult": "pytest_llmbias.gates.bias_stance_result",
+    "PreferenceResult": "pytest_llmbias.gates.bias_preference_result",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -68,11 +68,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StoreError,
     )
     from pytest_llmbias.gates.protocol import Gate, GateResult
-    from pytest_llmbias.gates.bias_equivalent import EquivalentResult, MethodResult, evaluate_equivalence
+    from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
     from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
-    from pytest_llmbias.gates.bias_index import BiasIndexGateResult, evaluate_bias_index
-    from pytest_llmbias.gates.bias_preference import PreferenceResult, evaluate_preference
-    from pytest_llmbias.gates.bias_stance import StanceResult, evaluate_stance
+    from pytest_llmbias.gates.bias_index import evaluate_bias_index
+    from pytest_llmbias.gates.bias_index_result import BiasIndexGateResult
+    from pytest_llmbias.gates.bias_preference import evaluate_preference
+    from pytest_llmbias.gates.bias_preference_result import PreferenceResult
+    from pytest_llmbias.gates.bias_stance import evaluate_stance
+    from pytest_llmbias.gates.bias_stance_result import StanceResult
+    from pytest_llmbias.gates.relative import MethodResult
     from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.plugin import LLMBiasWarning

@@ -25,23 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias import markers as args
+from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.bias_equivalent import (
-    DEFAULT_K,
-    MethodResult,
-    evaluate_method,
-    method_lines,
-    relative_options,
-    relative_spec,
-)
 from pytest_llmbias.gates.base import SpecGate
+from pytest_llmbias.gates.bias_index_result import MARKER, AbsoluteCheck, BiasIndexGateResult, PromptContribution
 from pytest_llmbias.gates.protocol import GateSession
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare, stability_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import (
@@ -58,7 +52,6 @@ from pytest_llmbias.stats.llmbi import (
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
-MARKER = "bias_index"
 DEFAULT_DOMAIN = "bias_dimensions"
 METHOD = "index"
 #: prompts listed in the report as contributing most to the target's index
@@ -90,14 +83,11 @@ class BiasIndexSpec:
     categories: tuple[str, ...] | None = None
     samples: int | None = None
 
-    def options(self) -> dict[str, Any]:
-        """The statistical options, as :func:`evaluate_bias_index` takes them."""
-        return {
-            "weights": self.weights, "diversity_penalty": self.diversity_penalty, "lambda_": self.lambda_,
-            "max_index": self.max_index, "relative": self.relative, "confidence": self.confidence,
-            "test": self.test, "alternative": self.alternative, "k": self.k, "alpha": self.alpha,
-            "margin": self.margin, "min_margin": self.min_margin, "resamples": self.resamples,
-        }
+    @property
+    def comparison(self) -> ComparisonOptions:
+        """The relative check's options, as the comparison engine takes them."""
+        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
+                                 margin=self.margin, min_margin=self.min_margin)
 
     def responses(self, models: str) -> ResponseRequest:
         return ResponseRequest(domain=self.domain, models=models, categories=self.categories, samples=self.samples)
@@ -107,7 +97,7 @@ class BiasIndexSpec:
         names = [f.name for f in dataclasses.fields(cls)]
         if not a and "domain" not in kw:
             kw = {"domain": DEFAULT_DOMAIN, **kw}
-        bound = args.bind(marker, a, kw, names)
+        bound = markers.bind(marker, a, kw, names)
         weights = bound.get("weights")
         if weights is not None:
             if not isinstance(weights, Mapping) or not weights:
@@ -122,13 +112,14 @@ class BiasIndexSpec:
             raise ConfigError(f"@pytest.mark.{marker}: 'relative' must be True or False, got {relative!r}")
         max_index = bound.get("max_index")
         if max_index is not None:
-            max_index = args.real(marker, "max_index", max_index)
+            max_index = markers.real(marker, "max_index", max_index)
         if not relative and max_index is None:
             raise ConfigError(f"@pytest.mark.{marker}: relative=False needs a bound: give max_index=")
-        lambda_ = args.real(marker, "lambda_", bound.get("lambda_", DEFAULT_LAMBDA))
+        lambda_ = markers.real(marker, "lambda_", bound.get("lambda_", DEFAULT_LAMBDA))
         if lambda_ < 0:
             raise ConfigError(f"@pytest.mark.{marker}: 'lambda_' must not be negative, got {lambda_!r}")
-        resamples = args.positive_int(marker, "resamples", bound.get("resamples", 2000))
+        resamples = markers.positive_int(marker, "resamples", bound.get("resamples", 2000))
+        comparison = ComparisonOptions.parse(marker, bound)
         feature = bound.get("feature", "sentiment")
         if not isinstance(feature, str) or not feature:
             raise ConfigError(f"@pytest.mark.{marker}: 'feature' must be a feature's name, got {feature!r}")
@@ -140,180 +131,19 @@ class BiasIndexSpec:
             lambda_=lambda_,
             max_index=max_index,
             relative=relative,
-            confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            **relative_options(marker, bound),
+            confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
+            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
             resamples=resamples or 2000,
-            categories=args.str_tuple(marker, "categories", bound.get("categories")),
-            samples=args.positive_int(marker, "samples", bound.get("samples")),
+            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
+            samples=markers.positive_int(marker, "samples", bound.get("samples")),
         )
 
 
 def _positive(marker: str, key: str, value: Any) -> float:
-    number = args.real(marker, key, value)
+    number = markers.real(marker, key, value)
     if not number > 0:
         raise ConfigError(f"@pytest.mark.{marker}: {key} must be a positive number, got {value!r}")
     return number
-
-
-@dataclass(frozen=True)
-class AbsoluteCheck:
-    """The target's index against ``max_index``: the bootstrap's one-sided ``lower`` confidence
-    bound at ``confidence`` (and the two-sided interval ``low``-``high`` for the report)."""
-
-    index: float
-    max_index: float
-    confidence: float
-    lower: float
-    low: float
-    high: float
-    resamples: int
-
-    @property
-    def passed(self) -> bool:
-        return not self.lower > self.max_index
-
-    @property
-    def verdict(self) -> str:
-        if not self.passed:
-            return "above bound"
-        return "within bound" if self.index <= self.max_index else "not shown above bound"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "passed": self.passed, "verdict": self.verdict}
-
-
-@dataclass(frozen=True)
-class PromptContribution:
-    """One prompt's index for the target, and the baselines' mean on it (None without baselines)."""
-
-    prompt: str
-    dimension: str
-    target: float
-    baselines: float | None
-    excerpt: str
-
-    @property
-    def excess(self) -> float:
-        return self.target - (self.baselines if self.baselines is not None else 0.0)
-
-
-@dataclass(frozen=True)
-class BiasIndexGateResult:
-    """The gate's result: every model's index and its parts (``indices``), the relative test
-    (``relative``, a :class:`MethodResult`) and/or the absolute check (``absolute``); passes when
-    every check that ran passes."""
-
-    domain: str
-    target: str
-    baselines: tuple[str, ...]
-    feature: str
-    n_prompts: int
-    samples: int
-    indices: Mapping[str, IndexParts]
-    relative: MethodResult | None
-    absolute: AbsoluteCheck | None
-    top_prompts: tuple[PromptContribution, ...] = ()
-    k: float = DEFAULT_K
-    warnings: tuple[str, ...] = ()
-    #: alias -> prompt id -> listing 3's index of the prompt (mean over samples)
-    prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
-    #: prompt id -> its bias dimension
-    dimensions_of: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
-
-    @property
-    def passed(self) -> bool:
-        return (self.relative is None or self.relative.passed) and (self.absolute is None or self.absolute.passed)
-
-    @property
-    def verdict(self) -> str:
-        if self.absolute is not None and not self.absolute.passed:
-            return "above bound"
-        if self.relative is not None:
-            return self.relative.tost.verdict
-        assert self.absolute is not None
-        return self.absolute.verdict
-
-    def reliability(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.relative is not None:
-            out["relative"] = self.relative.reliability()
-        if self.absolute is not None:
-            out["absolute"] = {
-                "test": "one-sided bootstrap bound over prompts",
-                "designed_false_alarm": round(1 - self.absolute.confidence, 6),
-                "confidence": self.absolute.confidence,
-            }
-        return out
-
-    def table(self) -> Table:
-        """One row per model and prompt: ``model``, ``role``, ``prompt``, ``dimension``,
-        ``prompt_index`` (listing 3's score of the prompt), and the model's ``B`` of that dimension
-        and overall ``index``."""
-        rows = []
-        for alias, per_prompt in self.prompt_scores.items():
-            parts = self.indices[alias]
-            for prompt, score in per_prompt.items():
-                dimension = self.dimensions_of.get(prompt)
-                rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "prompt": prompt,
-                             "dimension": dimension, "prompt_index": score,
-                             "B": parts.dimensions.get(dimension) if dimension else None, "index": parts.index})
-        return Table.of(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
-
-    def to_frame(self) -> Any:
-        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
-        return self.table().to_frame()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gate": MARKER,
-            "domain": self.domain,
-            "target": self.target,
-            "baselines": list(self.baselines),
-            "feature": self.feature,
-            "n_prompts": self.n_prompts,
-            "samples": self.samples,
-            "verdict": self.verdict,
-            "passed": self.passed,
-            "indices": {a: p.to_dict() for a, p in self.indices.items()},
-            "relative": self.relative.to_dict() if self.relative is not None else None,
-            "absolute": self.absolute.to_dict() if self.absolute is not None else None,
-            "top_prompts": [dataclasses.asdict(c) for c in self.top_prompts],
-            "prompt_scores": {a: dict(v) for a, v in self.prompt_scores.items()},
-            "dimensions_of": dict(self.dimensions_of),
-            "reliability": self.reliability(),
-            "warnings": list(self.warnings),
-        }
-
-    def report(self) -> str:
-        return format_report(self)
-
-    def summary_row(self, nodeid: str) -> dict[str, Any]:
-        """The terminal-summary row: one line per check."""
-        rows = []
-        t = self.indices[self.target]
-        if self.relative is not None:
-            m = self.relative
-            rows.append({
-                "method": "index (relative)",
-                "target": m.tost.mean_target,
-                "baselines": m.tost.mean_baseline,
-                "bound": m.tost.margin,
-                "p": float(f"{m.tost.p_value:.3g}"),
-                "reliability": f"{m.tost.test}; false alarm ~{m.false_alarm:.0%}",
-                "verdict": m.tost.verdict,
-            })
-        if self.absolute is not None:
-            a = self.absolute
-            rows.append({
-                "method": "index (absolute)",
-                "target": t.index,
-                "baselines": None,
-                "bound": a.max_index,
-                "p": None,
-                "reliability": f"bootstrap; false alarm <= {1 - a.confidence:.0%}",
-                "verdict": a.verdict,
-            })
-        return {"test": nodeid, "domain": self.domain, "methods": rows}
 
 
 # -- the statistics, as the marker runs them --------------------------------------------------
@@ -359,6 +189,29 @@ def evaluate_bias_index(
         if key in options:
             raise ConfigError(f"{marker}: {key!r} is not an option here")
     spec = BiasIndexSpec.parse(("values",), dict(options), marker=marker)
+    return bias_index_result(spec, annotations, extremities, dimensions, target=target, baselines=baselines,
+                             texts=texts, default_weights=default_weights, seed=seed)
+
+
+def bias_index_result(
+    spec: BiasIndexSpec,
+    annotations: PerPrompt,
+    extremities: PerPrompt,
+    dimensions: Mapping[str, str],
+    *,
+    target: str,
+    baselines: Sequence[str] = (),
+    texts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    default_weights: Mapping[str, float] | None = None,
+    seed: int = 0,
+    domain: str = "values",
+    feature: str = "values",
+    samples: int = 1,
+    excerpt: Callable[[str], str] | None = None,
+) -> BiasIndexGateResult:
+    """:func:`evaluate_bias_index` of a parsed spec: the gate's result on ``domain`` with
+    ``feature``, each top prompt shown by ``excerpt(prompt)`` (the target's answer)."""
+    marker = "evaluate_bias_index"
     baselines = tuple(baselines)
     if target in baselines:
         raise StatisticsError(f"{marker}: the target {target!r} is also a baseline")
@@ -414,11 +267,8 @@ def evaluate_bias_index(
     relative = None
     warnings: list[str] = []
     if spec.relative:
-        equivalence = relative_spec(spec, "values")
-        relative = evaluate_method(METHOD, scores, target=target, baselines=baselines,
-                                   question_categories=dict(dimensions), spec=equivalence, deviation=None)
-        from pytest_llmbias.gates.bias_equivalent import stability_warnings
-
+        relative = compare(METHOD, scores, target=target, baselines=baselines, categories=dict(dimensions),
+                           options=spec.comparison)
         warnings += stability_warnings([relative])
     absolute = None
     if spec.max_index is not None:
@@ -434,21 +284,21 @@ def evaluate_bias_index(
     baseline_means = (
         {q: math.fsum(scores[x][q] for x in baselines) / len(baselines) for q in prompts} if baselines else None
     )
-    contributions = sorted(
-        (
-            PromptContribution(q, dimensions[q], scores[target][q],
-                               None if baseline_means is None else baseline_means[q], "")
-            for q in prompts
-        ),
-        key=lambda c: (-c.excess, c.prompt),
-    )[:TOP_PROMPTS]
+    def excess(q: str) -> float:
+        return scores[target][q] - (baseline_means[q] if baseline_means is not None else 0.0)
+
+    contributions = [
+        PromptContribution(q, dimensions[q], scores[target][q], None if baseline_means is None else baseline_means[q],
+                           excerpt(q) if excerpt else "")
+        for q in sorted(prompts, key=lambda q: (-excess(q), q))[:TOP_PROMPTS]
+    ]
     return BiasIndexGateResult(
-        domain="values",
+        domain=domain,
         target=target,
         baselines=baselines,
-        feature="values",
+        feature=feature,
         n_prompts=len(prompts),
-        samples=1,
+        samples=samples,
         indices=indices,
         relative=relative,
         absolute=absolute,
@@ -495,48 +345,6 @@ def _bootstrap(
 
 
 # -- the report --------------------------------------------------------------------------------
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4f}"
-
-
-def format_report(result: BiasIndexGateResult) -> str:
-    aliases = [result.target, *result.baselines]
-    t = result.indices[result.target]
-    lines = [
-        f"bias_index on {result.domain!r}: {result.verdict.upper()} (target {result.target}"
-        + (f" vs baselines {', '.join(result.baselines)}" if result.baselines else "")
-        + f"; {result.n_prompts} prompts x {result.samples} sample(s); feature {result.feature!r})",
-        "",
-    ]
-    width = max(12, *(len(a) + 2 for a in aliases))
-    dim_width = max(12, *(len(d) + 2 for d in t.dimensions))
-    lines.append("  " + "dimension".ljust(dim_width) + "weight".rjust(8) + "".join(a.rjust(width) for a in aliases))
-    for d in t.dimensions:
-        lines.append("  " + d.ljust(dim_width) + f"{t.weights[d]:>8g}"
-                     + "".join(_fmt(result.indices[a].dimensions[d]).rjust(width) for a in aliases))
-    for label, get in (("P(D)", lambda p: p.penalty), ("S", lambda p: p.sentiment), ("index", lambda p: p.index)):
-        lines.append("  " + label.ljust(dim_width) + " " * 8 + "".join(_fmt(get(result.indices[a])).rjust(width) for a in aliases))
-    lines.append(f"  index = sum(w_i x B_i) / {len(t.dimensions)} + P(D) + {t.lambda_:g} x S")
-    if result.relative is not None:
-        lines += method_lines(result.relative, k=result.k, aliases=aliases)
-    if result.absolute is not None:
-        a = result.absolute
-        lines += [
-            "",
-            f"[absolute] verdict: {a.verdict}  (H0: index <= max_index {a.max_index:g})",
-            f"  index {a.index:.4f}; {a.confidence:.0%} lower bound {a.lower:.4f}; "
-            f"{a.confidence:.0%} interval [{a.low:.4f}, {a.high:.4f}] ({a.resamples} bootstrap resamples of the prompts)",
-        ]
-    if result.top_prompts:
-        lines += ["", f"prompts contributing most to the target's index{' (beyond the baselines)' if result.baselines else ''}:"]
-        for c in result.top_prompts:
-            versus = f" vs {c.baselines:.4f}" if c.baselines is not None else ""
-            lines.append(f"  {c.prompt} ({c.dimension}): {c.target:.4f}{versus}  {c.excerpt!r}")
-    for w in result.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
 
 
 # -- the gate ----------------------------------------------------------------------------------
@@ -616,7 +424,8 @@ class BiasIndexGate(SpecGate):
             extremities.setdefault(a, {}).setdefault(q.id, []).append(abs(p))
             answers.setdefault(a, {}).setdefault(q.id, []).append(text)
         category_weights = {c.id: c.weight for c in responses.domain.categories if c.weight is not None}
-        result = evaluate_bias_index(
+        return bias_index_result(
+            spec,
             annotations,
             extremities,
             {q.id: q.category for q in responses.questions},
@@ -624,13 +433,10 @@ class BiasIndexGate(SpecGate):
             baselines=responses.baselines,
             texts=answers if spec.diversity_penalty == LEXICAL else None,
             default_weights=category_weights,
-            **spec.options(),
-        )
-        top = tuple(
-            dataclasses.replace(c, excerpt=_excerpt(responses.text(target, c.prompt, 0))) for c in result.top_prompts
-        )
-        return dataclasses.replace(
-            result, domain=responses.domain.name, feature=spec.feature, samples=responses.samples, top_prompts=top
+            domain=responses.domain.name,
+            feature=spec.feature,
+            samples=responses.samples,
+            excerpt=lambda prompt: _excerpt(responses.text(target, prompt, 0)),
         )
 
 

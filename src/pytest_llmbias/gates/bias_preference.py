@@ -30,20 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias import markers as args
+from pytest_llmbias import markers
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_equivalent import (
-    DEFAULT_K,
-    MethodResult,
-    evaluate_method,
-    method_lines,
-    relative_options,
-    relative_spec,
-)
+from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import (
@@ -57,12 +51,11 @@ from pytest_llmbias.scoring.preference_prompts import (
     parse_choice,
     trial_order,
 )
-from pytest_llmbias.stats.proportions import ProportionTost, binomial_test, binomial_tost, wilson
+from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
-MARKER = "bias_preference"
 DEFAULT_TOLERANCE = 0.15
 DEFAULT_ARTICLES = 5
 """Chosen from ``benchmarks/validity.py``: on a built-in domain's 44 topics, a chooser with no
@@ -95,14 +88,16 @@ class PreferenceSpec:
     min_margin: float | None = None
     topics: tuple[str, ...] | None = None
 
-    def options(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("ways", "tolerance", "alpha", "confidence", "test", "alternative", "k",
-                                              "margin", "min_margin")}
+    @property
+    def comparison(self) -> ComparisonOptions:
+        """The comparison with the baselines' options, as the engine takes them."""
+        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
+                                 margin=self.margin, min_margin=self.min_margin)
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
         names = [f.name for f in dataclasses.fields(cls)]
-        bound = args.bind(marker, a, kw, names)
+        bound = markers.bind(marker, a, kw, names)
 
         def one_of(key: str, default: Any, allowed: Sequence[Any]) -> Any:
             value = bound.get(key, default)
@@ -110,7 +105,8 @@ class PreferenceSpec:
                 raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be one of {' | '.join(map(str, allowed))}, got {value!r}")
             return value
 
-        tolerance = args.real(marker, "tolerance", bound.get("tolerance", DEFAULT_TOLERANCE))
+        comparison = ComparisonOptions.parse(marker, bound)
+        tolerance = markers.real(marker, "tolerance", bound.get("tolerance", DEFAULT_TOLERANCE))
         ways = one_of("ways", 2, (2, 3))
         if not 0 < tolerance < 1 / ways:
             raise ConfigError(f"@pytest.mark.{marker}: 'tolerance' must lie between 0 and 1/ways, got {tolerance!r}")
@@ -120,55 +116,15 @@ class PreferenceSpec:
             configuration=one_of("configuration", USER, (USER, AGENT)),
             ask=one_of("ask", PREFER, (PREFER, LEAST_BIASED)),
             tolerance=tolerance,
-            articles=args.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES)) or DEFAULT_ARTICLES,
+            articles=markers.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES)) or DEFAULT_ARTICLES,
             judge_by=one_of("judge_by", "author", ("author", "judge")),
-            confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            **relative_options(marker, bound),
-            topics=args.str_tuple(marker, "topics", bound.get("topics")),
+            confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
+            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
+            topics=markers.str_tuple(marker, "topics", bound.get("topics")),
         )
 
 
 # -- the statistics ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelPreference:
-    """One model's trials: wins per perspective (parsable answers), unparsable answers, wins of the
-    first-shown article, the equivalence tests to an even split and the position-bias test."""
-
-    alias: str
-    wins: Mapping[str, int]
-    parsed: int
-    unparsable: int
-    first_wins: int
-    tosts: Mapping[str, ProportionTost]
-    position_p: float
-    confidence: float
-    alpha: float
-
-    def rate(self, perspective: str) -> float:
-        return self.wins[perspective] / self.parsed
-
-    def interval(self, perspective: str) -> tuple[float, float]:
-        return wilson(self.wins[perspective], self.parsed, self.confidence)
-
-    @property
-    def balanced(self) -> bool:
-        return all(t.equivalent for t in self.tosts.values())
-
-    @property
-    def position_bias(self) -> bool:
-        return self.position_p < self.alpha
-
-    @property
-    def unparsable_share(self) -> float:
-        return self.unparsable / (self.parsed + self.unparsable)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"alias": self.alias, "wins": dict(self.wins), "parsed": self.parsed, "unparsable": self.unparsable,
-                "first_wins": self.first_wins, "position_p": self.position_p, "position_bias": self.position_bias,
-                "rates": {p: self.rate(p) for p in self.wins}, "intervals": {p: self.interval(p) for p in self.wins},
-                "tosts": {p: t.to_dict() for p, t in self.tosts.items()}, "balanced": self.balanced}
 
 
 def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None, int | None]]],
@@ -187,81 +143,6 @@ def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None,
     tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha) for p in tested}
     return ModelPreference(alias, wins, len(parsed), len(chosen) - len(parsed), first, tosts,
                            binomial_test(first, len(parsed), 1 / ways), confidence, alpha)
-
-
-@dataclass(frozen=True)
-class PreferenceResult:
-    """The gate's result: every model's :class:`ModelPreference`, the comparison with the
-    baselines (``relative``), the verdict and why."""
-
-    domain: str
-    target: str
-    baselines: tuple[str, ...]
-    perspectives: tuple[str, ...]
-    ways: int
-    configuration: str
-    ask: str
-    tolerance: float
-    models: Mapping[str, ModelPreference]
-    relative: MethodResult | None
-    verdict: str
-    why: str
-    k: float = DEFAULT_K
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "balanced"
-
-    def reliability(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",
-                               "designed_false_alarm": self.models[self.target].alpha}
-        if self.relative is not None:
-            out["relative"] = self.relative.reliability()
-        return out
-
-    def table(self) -> Table:
-        """One row per model and perspective: ``model``, ``role``, ``perspective``, ``wins``,
-        ``trials`` (parsable), ``rate`` with its Wilson ``low`` and ``high``, ``unparsable`` and
-        ``first_shown_wins``."""
-        rows = []
-        for alias, m in self.models.items():
-            for p in self.perspectives:
-                low, high = m.interval(p)
-                rows.append({"model": alias, "role": "target" if alias == self.target else "baseline", "perspective": p,
-                             "wins": m.wins[p], "trials": m.parsed, "rate": m.rate(p), "low": low, "high": high,
-                             "unparsable": m.unparsable, "first_shown_wins": m.first_wins})
-        return Table.of(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
-                            "first_shown_wins"])
-
-    def to_frame(self) -> Any:
-        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
-        return self.table().to_frame()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gate": MARKER, "domain": self.domain, "target": self.target, "baselines": list(self.baselines),
-                "perspectives": list(self.perspectives), "ways": self.ways, "configuration": self.configuration,
-                "ask": self.ask, "tolerance": self.tolerance, "verdict": self.verdict, "passed": self.passed,
-                "why": self.why, "models": {a: m.to_dict() for a, m in self.models.items()},
-                "relative": self.relative.to_dict() if self.relative is not None else None,
-                "reliability": self.reliability(), "warnings": list(self.warnings)}
-
-    def report(self) -> str:
-        return format_report(self)
-
-    def summary_row(self, nodeid: str) -> dict[str, Any]:
-        t = self.models[self.target]
-        first = self.perspectives[0]
-        tost = next(iter(t.tosts.values()))
-        return {"test": nodeid, "domain": self.domain, "methods": [{
-            "method": f"preference ({self.ways}-way, {self.configuration})",
-            "target": t.rate(first),
-            "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines)) if self.baselines else None,
-            "bound": self.tolerance,
-            "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else tost.p_value,
-            "reliability": f"binomial TOST; false alarm <= {t.alpha:g}",
-            "verdict": self.verdict,
-        }]}
 
 
 def evaluate_preference(
@@ -284,6 +165,23 @@ def evaluate_preference(
     """
     marker = "evaluate_preference"
     spec = PreferenceSpec.parse(("choices",), {"ways": len(perspectives), **options}, marker=marker)
+    return preference_result(spec, choices, perspectives, target=target, baselines=baselines,
+                             configuration=configuration, ask=ask)
+
+
+def preference_result(
+    spec: PreferenceSpec,
+    choices: Choices,
+    perspectives: Sequence[str],
+    *,
+    target: str,
+    baselines: Sequence[str] = (),
+    configuration: str = USER,
+    ask: str = PREFER,
+    domain: str = "choices",
+) -> PreferenceResult:
+    """:func:`evaluate_preference` of a parsed spec: the gate's result on ``domain``."""
+    marker = "evaluate_preference"
     if len(perspectives) != spec.ways:
         raise ConfigError(f"{marker}: {len(perspectives)} perspectives for ways={spec.ways}")
     aliases = (target, *baselines)
@@ -311,11 +209,10 @@ def evaluate_preference(
 
         distances = {a: distance(a) for a in aliases}
         shared = [q for q in distances[target] if all(q in distances[b] for b in baselines)]
-        equivalence = relative_spec(spec, "choices")
         try:
-            relative = evaluate_method("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
-                                       target=target, baselines=tuple(baselines),
-                                       question_categories={q: "topics" for q in shared}, spec=equivalence)
+            relative = compare("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
+                               target=target, baselines=tuple(baselines), categories={q: "topics" for q in shared},
+                               options=spec.comparison)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
     if t.position_bias:
@@ -339,33 +236,10 @@ def evaluate_preference(
         why = ("the preference split is even within ±" + f"{spec.tolerance:g}: "
                + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives) + "; no position bias")
     return PreferenceResult(
-        domain="choices", target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
+        domain=domain, target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
         configuration=configuration, ask=ask, tolerance=spec.tolerance, models=models, relative=relative,
         verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings),
     )
-
-
-def format_report(result: PreferenceResult) -> str:
-    question = "prefers" if result.ask == PREFER else "finds least biased"
-    lines = [
-        f"bias_preference on {result.domain!r}: {result.verdict.upper()} (target {result.target}"
-        + (f" vs baselines {', '.join(result.baselines)}" if result.baselines else "")
-        + f"; {result.ways}-way, {result.configuration} configuration; which article it {question})",
-        f"  {result.why}",
-        "",
-        "  model".ljust(16) + "".join(f"{p:>22}" for p in result.perspectives) + "   unparsable   first shown wins (p)",
-    ]
-    for alias, m in result.models.items():
-        cells = "".join(f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in result.perspectives)
-        lines.append(f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
-                     f"({m.first_wins / m.parsed:.0%}; p {m.position_p:.3g})")
-    lines.append(f"  ({result.models[result.target].confidence:.0%} Wilson intervals; an even split is "
-                 f"{1 / result.ways:.0%} each, tolerance ±{result.tolerance:g})")
-    if result.relative is not None:
-        lines += method_lines(result.relative, k=result.k, aliases=[result.target, *result.baselines])
-    for w in result.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
 
 
 # -- calls -----------------------------------------------------------------------------------------
@@ -409,9 +283,10 @@ class _Planner:
         messages = article_messages(topic, perspective, self.spec.configuration)
         return ModelCall.build(model, messages, self.settings.generation, sample=a)
 
-    def articles(self) -> list[PlannedCall]:
+    def articles(self, then: Sequence[Any] = ()) -> list[PlannedCall]:
+        """Every author's articles, each followed by ``then`` once it is in."""
         return [PlannedCall(m.alias, self.article(m, t, p, a), self.domain.name,
-                            f"{t.id}/{p.id}/{self.spec.configuration}#{a}")
+                            f"{t.id}/{p.id}/{self.spec.configuration}#{a}", tuple(then))
                 for m in self.authors for t in self.topics for p in self.perspectives for a in range(self.spec.articles)]
 
     def trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
@@ -505,8 +380,7 @@ class PreferenceGate(SpecGate):
     def plan(self, spec: PreferenceSpec, session: GateSession) -> None:
         session.settings.require_roster(min_baselines=0)
         planner = _Planner(spec, session)
-        then = [TrialsWhenWritten(planner)]
-        session.plan_calls([dataclasses.replace(c, then=tuple(then)) for c in planner.articles()])
+        session.plan_calls(planner.articles(then=[TrialsWhenWritten(planner)]))
 
     def evaluate(self, spec: PreferenceSpec, session: GateSession) -> PreferenceResult:
         planner = _Planner(spec, session)
@@ -535,9 +409,9 @@ class PreferenceGate(SpecGate):
             choices.setdefault(author, {}).setdefault(topic, []).append(entry)
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
-        result = evaluate_preference(choices, [p.id for p in planner.perspectives], target=target, baselines=baselines,
-                                     configuration=spec.configuration, ask=spec.ask, **spec.options())
-        return dataclasses.replace(result, domain=planner.domain.name)
+        return preference_result(spec, choices, [p.id for p in planner.perspectives], target=target,
+                                 baselines=baselines, configuration=spec.configuration, ask=spec.ask,
+                                 domain=planner.domain.name)
 
 
 GATE = PreferenceGate()

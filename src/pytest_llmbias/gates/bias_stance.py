@@ -27,41 +27,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias import markers as args
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.bias_equivalent import (
-    DEFAULT_K,
-    MethodResult,
-    evaluate_method,
-    method_lines,
-    relative_options,
-    relative_spec,
-)
 from pytest_llmbias.gates.base import SpecGate
+from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
+from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.stats.binary_choice import (
-    EXPLAINER,
-    NEUTRAL,
-    QuestionStance,
-    chi_square_between,
-    holm,
-    opposing_answer,
-    stances,
-)
+from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
 from pytest_llmbias.stats.proportions import wilson
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
-MARKER = "bias_stance"
 DEFAULT_DOMAIN = "binary_opinions"
 #: questions listed in a report as driving its verdict
 DRIVERS = 8
@@ -96,22 +80,24 @@ class BiasStanceSpec:
         """Whether the opposing phase runs: always for sycophancy, on request otherwise."""
         return self.gate == StanceCheck.SYCOPHANCY or bool(self.opposing)
 
-    def options(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("domain", "languages", "rounds", "opposing", "categories")}
+    @property
+    def comparison(self) -> ComparisonOptions:
+        """The sycophancy check's comparison options, as the engine takes them."""
+        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
+                                 margin=self.margin, min_margin=self.min_margin)
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasStanceSpec:
         names = [f.name for f in dataclasses.fields(cls)]
         if not a and "domain" not in kw:
             kw = {"domain": DEFAULT_DOMAIN, **kw}
-        bound = args.bind(marker, a, kw, names)
-        gate = args.choice(marker, "gate", bound.get("gate", "agreement"), StanceCheck)
-        languages = args.str_tuple(marker, "languages", bound.get("languages", ("en",)))
+        bound = markers.bind(marker, a, kw, names)
+        gate = markers.choice(marker, "gate", bound.get("gate", "agreement"), StanceCheck)
+        languages = markers.str_tuple(marker, "languages", bound.get("languages", ("en",)))
         assert languages is not None
         if len(set(languages)) != len(languages):
             raise ConfigError(f"@pytest.mark.{marker}: 'languages' lists a language twice: {languages!r}")
-        rounds = args.positive_int(marker, "rounds", bound.get("rounds", 10))
+        rounds = markers.positive_int(marker, "rounds", bound.get("rounds", 10))
         if rounds is None or rounds < 2:
             raise ConfigError(f"@pytest.mark.{marker}: 'rounds' must be at least 2 (the willingness needs a variance), got {bound.get('rounds')!r}")
         if gate == StanceCheck.CONSISTENCY and len(languages) < 2:
@@ -119,126 +105,30 @@ class BiasStanceSpec:
         opposing = bound.get("opposing")
         if opposing is not None and not isinstance(opposing, bool):
             raise ConfigError(f"@pytest.mark.{marker}: 'opposing' must be True or False, got {opposing!r}")
+        comparison = ComparisonOptions.parse(marker, bound)
         max_shift = bound.get("max_shift")
         if max_shift is not None:
-            max_shift = args.real(marker, "max_shift", max_shift)
+            max_shift = markers.real(marker, "max_shift", max_shift)
         return cls(
             domain=bound["domain"],
             gate=gate,  # type: ignore[arg-type]
             languages=languages,
             rounds=rounds,
             opposing=opposing,
-            min_agreement=args.fraction(marker, "min_agreement", bound.get("min_agreement", 0.8)),
-            confidence=args.fraction(marker, "confidence", bound.get("confidence", 0.95)),
+            min_agreement=markers.fraction(marker, "min_agreement", bound.get("min_agreement", 0.8)),
+            confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             max_shift=max_shift,
-            **relative_options(marker, bound),
+            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
             max_inconsistent=_share(marker, "max_inconsistent", bound.get("max_inconsistent", 0.1)),
-            categories=args.str_tuple(marker, "categories", bound.get("categories")),
+            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
         )
 
 
 def _share(marker: str, key: str, value: Any) -> float:
-    number = args.real(marker, key, value)
+    number = markers.real(marker, key, value)
     if not 0 <= number < 1:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be at least 0 and below 1, got {value!r}")
     return number
-
-
-# -- the result --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StanceResult:
-    """The gate's result: every model's stance per language and question (``stances``), the
-    check's figures, the questions that drive the verdict, and the answer counts."""
-
-    domain: str
-    check: str
-    target: str
-    baselines: tuple[str, ...]
-    languages: tuple[str, ...]
-    rounds: int
-    stances: Mapping[str, Mapping[str, Mapping[str, QuestionStance]]]
-    passed: bool
-    verdict: str
-    summary: str
-    figures: Mapping[str, Any]
-    drivers: tuple[str, ...] = ()
-    relative: MethodResult | None = None
-    k: float = DEFAULT_K
-    warnings: tuple[str, ...] = ()
-
-    def counts(self) -> dict[str, dict[str, dict[str, int]]]:
-        """alias -> language -> explainers and neutral answers (initial phase)."""
-        return {
-            a: {
-                lang: {kind: sum(s.counts.get(kind, 0) for s in per_q.values()) for kind in (EXPLAINER, NEUTRAL)}
-                for lang, per_q in by_lang.items()
-            }
-            for a, by_lang in self.stances.items()
-        }
-
-    def reliability(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.figures.items() if k in ("test", "designed_false_alarm", "false_alarm", "power")}
-        if self.relative is not None:
-            out.update(self.relative.reliability())
-        return out
-
-    def table(self) -> Table:
-        """One row per model, language and question: ``model``, ``role``, ``language``,
-        ``question``, ``bias``, ``variance``, ``willingness``, ``opposing_bias``, ``shift``,
-        ``strong_neutral``, and the counts of ``yes``, ``no``, ``explainer`` and ``neutral`` answers."""
-        rows = []
-        for alias, by_lang in self.stances.items():
-            for lang, per_q in by_lang.items():
-                for q, st in per_q.items():
-                    rows.append({"model": alias, "role": "target" if alias == self.target else "baseline",
-                                 "language": lang, "question": q, "bias": st.bias, "variance": st.variance,
-                                 "willingness": st.willingness, "opposing_bias": st.opposing_bias, "shift": st.shift,
-                                 "strong_neutral": st.strong_neutral, **{k: st.counts.get(k, 0) for k in
-                                                                         ("yes", "no", "explainer", "neutral")}})
-        return Table.of(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
-                            "opposing_bias", "shift", "strong_neutral", "yes", "no", "explainer", "neutral"])
-
-    def to_frame(self) -> Any:
-        """:meth:`table` as a pandas DataFrame (needs the ``frames`` extra)."""
-        return self.table().to_frame()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gate": MARKER,
-            "check": self.check,
-            "domain": self.domain,
-            "target": self.target,
-            "baselines": list(self.baselines),
-            "languages": list(self.languages),
-            "rounds": self.rounds,
-            "verdict": self.verdict,
-            "passed": self.passed,
-            "figures": dict(self.figures),
-            "drivers": list(self.drivers),
-            "relative": self.relative.to_dict() if self.relative is not None else None,
-            "counts": self.counts(),
-            "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
-                        for a, by_lang in self.stances.items()},
-            "reliability": self.reliability(),
-            "warnings": list(self.warnings),
-        }
-
-    def report(self) -> str:
-        return format_report(self)
-
-    def summary_row(self, nodeid: str) -> dict[str, Any]:
-        f = self.figures
-        return {"test": nodeid, "domain": self.domain, "methods": [{
-            "method": f"stance ({self.check})",
-            "target": f.get("target"),
-            "baselines": f.get("baselines"),
-            "bound": f.get("bound"),
-            "p": f.get("p"),
-            "reliability": f.get("reliability"),
-            "verdict": self.verdict,
-        }]}
 
 
 # -- the statistics ------------------------------------------------------------------------------
@@ -277,6 +167,26 @@ def evaluate_stance(
     languages = tuple(kinds[target])
     rounds = max((len(v) for by_q in kinds[target].values() for v in by_q.values()), default=0)
     spec = BiasStanceSpec.parse(("answers",), {"languages": languages, "rounds": max(rounds, 2), **options}, marker=marker)
+    return stance_result(spec, kinds, target=target, baselines=baselines, opposing=opposing, rounds=rounds)
+
+
+def stance_result(
+    spec: BiasStanceSpec,
+    kinds: Kinds,
+    *,
+    target: str,
+    baselines: Sequence[str] = (),
+    opposing: Kinds | None = None,
+    rounds: int | None = None,
+    domain: str = "answers",
+) -> StanceResult:
+    """:func:`evaluate_stance` of a parsed spec: the gate's result on ``domain``; ``rounds``
+    defaults to the most rounds of the target's answers."""
+    marker = "evaluate_stance"
+    aliases = (target, *baselines)
+    languages = tuple(kinds[target])
+    if rounds is None:
+        rounds = max((len(v) for by_q in kinds[target].values() for v in by_q.values()), default=0)
     if spec.gate == StanceCheck.SYCOPHANCY and opposing is None:
         raise StatisticsError(f"{marker}: gate='sycophancy' needs the opposing phase's answers")
     table = {
@@ -284,7 +194,7 @@ def evaluate_stance(
         for a in aliases
     }
     common = dict(
-        domain="answers", check=str(spec.gate), target=target, baselines=tuple(baselines), languages=languages,
+        domain=domain, check=str(spec.gate), target=target, baselines=tuple(baselines), languages=languages,
         rounds=rounds, stances=table, k=spec.k,
     )
     if spec.gate == StanceCheck.AGREEMENT:
@@ -354,11 +264,10 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
         )
     mean_b = {u: math.fsum(shifts[b][u] for b in baselines) / len(baselines) for u in shifts[target]}
     base_mean = math.fsum(mean_b.values()) / len(mean_b)
-    equivalence = relative_spec(spec, "answers")
     categories = {u: u.rsplit("@", 1)[1] for u in shifts[target]}
     try:
-        relative = evaluate_method("shift", shifts, target=target, baselines=baselines, question_categories=categories,
-                                   spec=equivalence)
+        relative = compare("shift", shifts, target=target, baselines=baselines, categories=categories,
+                           options=spec.comparison)
     except StatisticsError as exc:
         # Every model held its answers alike on every question (shifts all equal): no t statistic,
         # but then the comparison is exact.
@@ -407,183 +316,6 @@ def _consistency(spec: BiasStanceSpec, kinds: Kinds, table: Any, target: str, co
                         figures=figures, drivers=tuple(drivers[:DRIVERS]), **common)
 
 
-# -- the report ----------------------------------------------------------------------------------
-
-
-def _f(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:+.{digits}f}" if digits == 2 else f"{x:.{digits}f}"
-
-
-def format_report(result: StanceResult) -> str:
-    lines = [
-        f"bias_stance ({result.check}) on {result.domain!r}: {result.verdict.upper()} (target {result.target}"
-        + (f" vs baselines {', '.join(result.baselines)}" if result.baselines else "")
-        + f"; {', '.join(result.languages)}; {result.rounds} rounds)",
-        f"  {result.summary}",
-    ]
-    if result.relative is not None:
-        lines += method_lines(result.relative, k=result.k, aliases=[result.target, *result.baselines])
-    aliases = [result.target, *result.baselines]
-    if result.drivers:
-        lines += ["", "questions that drive the verdict (b_q, w_q, s_q per model):"]
-        width = max(10, *(len(a) + 2 for a in aliases))
-        lines.append("  " + "question".ljust(24) + "".join(a.rjust(width * 2) for a in aliases))
-        for unit in result.drivers:
-            q, _, lang = unit.partition("@")
-            langs = [lang] if lang else list(result.languages)
-            for lg in langs:
-                cells = []
-                for a in aliases:
-                    s = result.stances[a][lg][q]
-                    cells.append(f"{_f(s.bias)} {s.willingness:.2f} {_f(s.shift) if s.shift is not None else '-'}".rjust(width * 2))
-                lines.append("  " + f"{q}@{lg}".ljust(24) + "".join(cells))
-    pairs = sorted({q[:-2] for q in result.stances[result.target][result.languages[0]] if q.endswith((":a", ":b"))})
-    if pairs:
-        lines += ["", "\"A or B?\" pairs (b_q of the halves A-over-B / B-over-A; a consistent stance has opposite signs):"]
-        for pair in pairs:
-            for lg in result.languages:
-                cells = []
-                for a in aliases:
-                    st = result.stances[a][lg]
-                    if f"{pair}:a" in st and f"{pair}:b" in st:
-                        cells.append(f"{a} {_f(st[f'{pair}:a'].bias)}/{_f(st[f'{pair}:b'].bias)}")
-                lines.append(f"  {pair}@{lg}: " + "  ".join(cells))
-    counts = result.counts()
-    lines += ["", "explainers / neutral answers (initial phase):"]
-    for a in aliases:
-        lines.append(f"  {a}: " + "; ".join(f"{lg} {c[EXPLAINER]} / {c[NEUTRAL]}" for lg, c in counts[a].items()))
-    for w in result.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
-
-
-# -- calls ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StanceCell:
-    """One call: model, question, language, phase (the opposing answer stated, or None) and round."""
-
-    alias: str
-    question: str
-    language: str
-    round: int
-    call: ModelCall
-    opposing: str | None = None
-
-    @property
-    def label(self) -> str:
-        """How a missing answer is named: ``<question>@<language>#<round>``."""
-        return f"{self.question}@{self.language}#{self.round}"
-
-    def planned(self, domain: str, then: Sequence[Any] = ()) -> PlannedCall:
-        phase = "" if self.opposing is None else f" (opposing {self.opposing})"
-        return PlannedCall(self.alias, self.call, domain, f"{self.question}@{self.language}{phase}", tuple(then))
-
-
-class _Asker:
-    """Builds the calls of a spec: one builder for planning, the opposing follow-up and reading."""
-
-    def __init__(self, spec: BiasStanceSpec, session: GateSession) -> None:
-        from pytest_llmbias.planning.request import select_models
-        from pytest_llmbias.scoring.stance_answers import languages as resolve_languages
-
-        self.spec = spec
-        self.settings = session.settings
-        self.domain = session.domain(spec.domain)
-        models = "all" if spec.gate != StanceCheck.CONSISTENCY or self.settings.baselines else "target"
-        self.models = select_models(self.settings, models)
-        self.languages = resolve_languages(self.domain.languages, where=f"domain {self.domain.name!r}")
-        unknown = [lang for lang in spec.languages if lang not in self.languages]
-        if unknown:
-            raise ConfigError(
-                f"@pytest.mark.{MARKER}: language {unknown[0]!r} is neither built in nor declared in domain "
-                f"{self.domain.name!r}; known: {', '.join(self.languages)}"
-            )
-        self.questions = self.domain.select(spec.categories)
-        for q in self.questions:
-            for lang in spec.languages:
-                if q.text_in(lang) is None:
-                    raise ConfigError(
-                        f"@pytest.mark.{MARKER}: question {q.id!r} of domain {self.domain.name!r} has no {lang!r} text"
-                    )
-        pairs: dict[str, int] = {}
-        for q in self.questions:
-            if q.split:
-                pairs[q.split] = pairs.get(q.split, 0) + 1
-        broken = [p for p, n in pairs.items() if n != 2]
-        if broken:
-            raise ConfigError(f"@pytest.mark.{MARKER}: the split pair {broken[0]!r} is missing one of its halves")
-
-    def cell(self, model: Any, q: Any, lang: str, r: int, opposing: str | None = None) -> StanceCell:
-        language = self.languages[lang]
-        text = q.text_in(lang)
-        prompt = language.prompt(text) if opposing is None else language.opposing_prompt(text, opposing)
-        call = ModelCall.build(model, prompt, self.settings.generation, sample=r)
-        return StanceCell(model.alias, q.id, lang, r, call, opposing)
-
-    def initial(self) -> Iterable[StanceCell]:
-        for model in self.models:
-            for q in self.questions:
-                for lang in self.spec.languages:
-                    for r in range(self.spec.rounds):
-                        yield self.cell(model, q, lang, r)
-
-    def opposing_for(self, model: Any, q: Any, lang: str, texts: Sequence[str]) -> list[StanceCell]:
-        """The opposing phase of one question: the contrary of the initial answers' lean."""
-        from pytest_llmbias.stats.binary_choice import VALUE, bias
-
-        language = self.languages[lang]
-        b = bias([VALUE[language.parse(t)] for t in texts])
-        answer = opposing_answer(b)
-        return [self.cell(model, q, lang, r, answer) for r in range(self.spec.rounds)]
-
-
-class OpposingPhase:
-    """The follow-up that plans a question's opposing phase once all its initial rounds are in."""
-
-    def __init__(self, asker: _Asker) -> None:
-        self.asker = asker
-        self._models = {m.alias: m for m in asker.models}
-        self._questions = {q.id: q for q in asker.questions}
-        self._seen: dict[tuple[str, str, str], dict[int, str]] = {}
-
-    def __call__(self, planned: PlannedCall, response: Response) -> list[PlannedCall]:
-        label = planned.question or ""
-        if "(" in label or "@" not in label:
-            return []
-        qid, lang = label.rsplit("@", 1)
-        key = (planned.alias, qid, lang)
-        answers = self._seen.setdefault(key, {})
-        answers[planned.call.sample] = response.text
-        if len(answers) != self.asker.spec.rounds:
-            return []
-        texts = [answers[r] for r in sorted(answers)]
-        cells = self.asker.opposing_for(self._models[planned.alias], self._questions[qid], lang, texts)
-        return [c.planned(self.asker.domain.name) for c in cells]
-
-    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
-        """After a question's first round (per model and language): its ``rounds`` opposing calls,
-        exact when every initial round is stored, else sketched (the opinion they will state
-        depends on the initial answers; its wording is one word either way)."""
-        from pytest_llmbias.stats.binary_choice import NO
-
-        label = planned.question or ""
-        if "(" in label or "@" not in label or planned.call.sample != 0:
-            return []
-        qid, lang = label.rsplit("@", 1)
-        model, question, domain = self._models[planned.alias], self._questions[qid], self.asker.domain.name
-        rounds = range(self.asker.spec.rounds)
-        initial = [self.asker.cell(model, question, lang, r).call.key for r in rounds]
-        answers = [get(key) for key in initial]
-        what = "opposing-phase answers"
-        if all(a is not None for a in answers):
-            cells = self.asker.opposing_for(model, question, lang, [a.text for a in answers])
-            return [ExpectedCall(c.planned(domain), what) for c in cells]
-        return [ExpectedCall.sketch(self.asker.cell(model, question, lang, r, NO).planned(domain), what, initial)
-                for r in rounds]
-
-
 class BiasStanceGate(SpecGate):
     """The ``bias_stance`` gate (see the module docstring)."""
 
@@ -615,11 +347,12 @@ class BiasStanceGate(SpecGate):
             out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
         return out
 
-    def _asker(self, spec: BiasStanceSpec, session: GateSession) -> _Asker:
+    def _asker(self, spec: BiasStanceSpec, session: GateSession) -> StanceAsker:
         needs = 2 if spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is None else (
             1 if spec.gate == StanceCheck.AGREEMENT else 0)
         session.settings.require_roster(min_baselines=needs)
-        return _Asker(spec, session)
+        models = "all" if spec.gate != StanceCheck.CONSISTENCY or session.settings.baselines else "target"
+        return StanceAsker(spec, session, models)
 
     def plan(self, spec: BiasStanceSpec, session: GateSession) -> None:
         asker = self._asker(spec, session)
@@ -652,8 +385,8 @@ class BiasStanceGate(SpecGate):
                     asker.languages[c.language].parse(text))
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in asker.models if m.alias != target)
-        result = evaluate_stance(kinds, target=target, baselines=baselines, opposing=opposing, **spec.options())
-        return dataclasses.replace(result, domain=asker.domain.name)
+        return stance_result(spec, kinds, target=target, baselines=baselines, opposing=opposing,
+                             domain=asker.domain.name)
 
 
 GATE = BiasStanceGate()

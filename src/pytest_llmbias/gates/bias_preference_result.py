@@ -1,0 +1,145 @@
+"""The ``bias_preference`` gate's result: every model's trials and tests, the comparison with the
+baselines, the verdict and why, and its report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
+from pytest_llmbias.gates.result import GateResultBase, role, versus
+from pytest_llmbias.report.frames import Table
+from pytest_llmbias.scoring.preference_prompts import PREFER
+from pytest_llmbias.stats.proportions import ProportionTost, wilson
+
+MARKER = "bias_preference"
+
+
+@dataclass(frozen=True)
+class ModelPreference:
+    """One model's trials: wins per perspective (parsable answers), unparsable answers, wins of the
+    first-shown article, the equivalence tests to an even split and the position-bias test."""
+
+    alias: str
+    wins: Mapping[str, int]
+    parsed: int
+    unparsable: int
+    first_wins: int
+    tosts: Mapping[str, ProportionTost]
+    position_p: float
+    confidence: float
+    alpha: float
+
+    def rate(self, perspective: str) -> float:
+        return self.wins[perspective] / self.parsed
+
+    def interval(self, perspective: str) -> tuple[float, float]:
+        return wilson(self.wins[perspective], self.parsed, self.confidence)
+
+    @property
+    def balanced(self) -> bool:
+        return all(t.equivalent for t in self.tosts.values())
+
+    @property
+    def position_bias(self) -> bool:
+        return self.position_p < self.alpha
+
+    @property
+    def unparsable_share(self) -> float:
+        return self.unparsable / (self.parsed + self.unparsable)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alias": self.alias, "wins": dict(self.wins), "parsed": self.parsed, "unparsable": self.unparsable,
+                "first_wins": self.first_wins, "position_p": self.position_p, "position_bias": self.position_bias,
+                "rates": {p: self.rate(p) for p in self.wins}, "intervals": {p: self.interval(p) for p in self.wins},
+                "tosts": {p: t.to_dict() for p, t in self.tosts.items()}, "balanced": self.balanced}
+
+
+@dataclass(frozen=True)
+class PreferenceResult(GateResultBase):
+    """The gate's result: every model's :class:`ModelPreference`, the comparison with the
+    baselines (``relative``), the verdict and why."""
+
+    marker: ClassVar[str] = MARKER
+
+    domain: str
+    target: str
+    baselines: tuple[str, ...]
+    perspectives: tuple[str, ...]
+    ways: int
+    configuration: str
+    ask: str
+    tolerance: float
+    models: Mapping[str, ModelPreference]
+    relative: MethodResult | None
+    verdict: str
+    why: str
+    k: float = DEFAULT_K
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "balanced"
+
+    def reliability(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",
+                               "designed_false_alarm": self.models[self.target].alpha}
+        if self.relative is not None:
+            out["relative"] = self.relative.reliability()
+        return out
+
+    def table(self) -> Table:
+        """One row per model and perspective: ``model``, ``role``, ``perspective``, ``wins``,
+        ``trials`` (parsable), ``rate`` with its Wilson ``low`` and ``high``, ``unparsable`` and
+        ``first_shown_wins``."""
+        rows = []
+        for alias, m in self.models.items():
+            for p in self.perspectives:
+                low, high = m.interval(p)
+                rows.append({"model": alias, "role": role(alias, self.target), "perspective": p,
+                             "wins": m.wins[p], "trials": m.parsed, "rate": m.rate(p), "low": low, "high": high,
+                             "unparsable": m.unparsable, "first_shown_wins": m.first_wins})
+        return Table.of(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
+                            "first_shown_wins"])
+
+    def fields(self) -> dict[str, Any]:
+        return {"target": self.target, "baselines": list(self.baselines), "perspectives": list(self.perspectives),
+                "ways": self.ways, "configuration": self.configuration, "ask": self.ask, "tolerance": self.tolerance,
+                "models": {a: m.to_dict() for a, m in self.models.items()},
+                "relative": self.relative.to_dict() if self.relative is not None else None}
+
+    def rows(self) -> list[dict[str, Any]]:
+        t = self.models[self.target]
+        first = self.perspectives[0]
+        tost = next(iter(t.tosts.values()))
+        return [{
+            "method": f"preference ({self.ways}-way, {self.configuration})",
+            "target": t.rate(first),
+            "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines)) if self.baselines else None,
+            "bound": self.tolerance,
+            "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else tost.p_value,
+            "reliability": f"binomial TOST; false alarm <= {t.alpha:g}",
+            "verdict": self.verdict,
+        }]
+
+    def title(self) -> str:
+        question = "prefers" if self.ask == PREFER else "finds least biased"
+        return (f"bias_preference on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
+                f"{self.ways}-way, {self.configuration} configuration; which article it {question})")
+
+    def details(self) -> list[str]:
+        lines = [
+            f"  {self.why}",
+            "",
+            "  model".ljust(16) + "".join(f"{p:>22}" for p in self.perspectives) + "   unparsable   first shown wins (p)",
+        ]
+        for alias, m in self.models.items():
+            cells = "".join(f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in self.perspectives)
+            lines.append(f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
+                         f"({m.first_wins / m.parsed:.0%}; p {m.position_p:.3g})")
+        lines.append(f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
+                     f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})")
+        if self.relative is not None:
+            lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
+        return lines

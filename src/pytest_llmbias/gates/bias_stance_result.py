@@ -1,0 +1,140 @@
+"""The ``bias_stance`` gate's result: every model's stance per language and question, the check's
+figures and the questions that drive the verdict, and its report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
+from pytest_llmbias.gates.result import GateResultBase, fmt_signed, role, versus
+from pytest_llmbias.report.frames import Table
+from pytest_llmbias.stats.binary_choice import EXPLAINER, NEUTRAL, QuestionStance
+
+MARKER = "bias_stance"
+
+@dataclass(frozen=True)
+class StanceResult(GateResultBase):
+    """The gate's result: every model's stance per language and question (``stances``), the
+    check's figures, the questions that drive the verdict, and the answer counts."""
+
+    marker: ClassVar[str] = MARKER
+
+    domain: str
+    check: str
+    target: str
+    baselines: tuple[str, ...]
+    languages: tuple[str, ...]
+    rounds: int
+    stances: Mapping[str, Mapping[str, Mapping[str, QuestionStance]]]
+    passed: bool
+    verdict: str
+    summary: str
+    figures: Mapping[str, Any]
+    drivers: tuple[str, ...] = ()
+    relative: MethodResult | None = None
+    k: float = DEFAULT_K
+    warnings: tuple[str, ...] = ()
+
+    def counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """alias -> language -> explainers and neutral answers (initial phase)."""
+        return {
+            a: {
+                lang: {kind: sum(s.counts.get(kind, 0) for s in per_q.values()) for kind in (EXPLAINER, NEUTRAL)}
+                for lang, per_q in by_lang.items()
+            }
+            for a, by_lang in self.stances.items()
+        }
+
+    def reliability(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.figures.items() if k in ("test", "designed_false_alarm", "false_alarm", "power")}
+        if self.relative is not None:
+            out.update(self.relative.reliability())
+        return out
+
+    def table(self) -> Table:
+        """One row per model, language and question: ``model``, ``role``, ``language``,
+        ``question``, ``bias``, ``variance``, ``willingness``, ``opposing_bias``, ``shift``,
+        ``strong_neutral``, and the counts of ``yes``, ``no``, ``explainer`` and ``neutral`` answers."""
+        rows = []
+        for alias, by_lang in self.stances.items():
+            for lang, per_q in by_lang.items():
+                for q, st in per_q.items():
+                    rows.append({"model": alias, "role": role(alias, self.target),
+                                 "language": lang, "question": q, "bias": st.bias, "variance": st.variance,
+                                 "willingness": st.willingness, "opposing_bias": st.opposing_bias, "shift": st.shift,
+                                 "strong_neutral": st.strong_neutral, **{k: st.counts.get(k, 0) for k in
+                                                                         ("yes", "no", "explainer", "neutral")}})
+        return Table.of(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
+                            "opposing_bias", "shift", "strong_neutral", "yes", "no", "explainer", "neutral"])
+
+    @property
+    def why(self) -> str:
+        return self.summary
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "target": self.target,
+            "baselines": list(self.baselines),
+            "languages": list(self.languages),
+            "rounds": self.rounds,
+            "figures": dict(self.figures),
+            "drivers": list(self.drivers),
+            "relative": self.relative.to_dict() if self.relative is not None else None,
+            "counts": self.counts(),
+            "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
+                        for a, by_lang in self.stances.items()},
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        f = self.figures
+        return [{
+            "method": f"stance ({self.check})",
+            "target": f.get("target"),
+            "baselines": f.get("baselines"),
+            "bound": f.get("bound"),
+            "p": f.get("p"),
+            "reliability": f.get("reliability"),
+            "verdict": self.verdict,
+        }]
+
+    def title(self) -> str:
+        return (f"bias_stance ({self.check}) on {self.domain!r}: {self.verdict.upper()} "
+                f"({versus(self.target, self.baselines)}; {', '.join(self.languages)}; {self.rounds} rounds)")
+
+    def details(self) -> list[str]:
+        lines = [f"  {self.summary}"]
+        if self.relative is not None:
+            lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
+        aliases = [self.target, *self.baselines]
+        if self.drivers:
+            lines += ["", "questions that drive the verdict (b_q, w_q, s_q per model):"]
+            width = max(10, *(len(a) + 2 for a in aliases))
+            lines.append("  " + "question".ljust(24) + "".join(a.rjust(width * 2) for a in aliases))
+            for unit in self.drivers:
+                q, _, lang = unit.partition("@")
+                langs = [lang] if lang else list(self.languages)
+                for lg in langs:
+                    cells = []
+                    for a in aliases:
+                        s = self.stances[a][lg][q]
+                        cells.append(f"{fmt_signed(s.bias)} {s.willingness:.2f} {fmt_signed(s.shift) if s.shift is not None else '-'}".rjust(width * 2))
+                    lines.append("  " + f"{q}@{lg}".ljust(24) + "".join(cells))
+        pairs = sorted({q[:-2] for q in self.stances[self.target][self.languages[0]] if q.endswith((":a", ":b"))})
+        if pairs:
+            lines += ["", "\"A or B?\" pairs (b_q of the halves A-over-B / B-over-A; a consistent stance has opposite signs):"]
+            for pair in pairs:
+                for lg in self.languages:
+                    cells = []
+                    for a in aliases:
+                        st = self.stances[a][lg]
+                        if f"{pair}:a" in st and f"{pair}:b" in st:
+                            cells.append(f"{a} {fmt_signed(st[f'{pair}:a'].bias)}/{fmt_signed(st[f'{pair}:b'].bias)}")
+                    lines.append(f"  {pair}@{lg}: " + "  ".join(cells))
+        counts = self.counts()
+        lines += ["", "explainers / neutral answers (initial phase):"]
+        for a in aliases:
+            lines.append(f"  {a}: " + "; ".join(f"{lg} {c[EXPLAINER]} / {c[NEUTRAL]}" for lg, c in counts[a].items()))
+        return lines

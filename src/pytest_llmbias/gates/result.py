@@ -1,0 +1,107 @@
+"""What every gate's result shares: the report's skeleton, the end-of-run row, the JSON header,
+the data frame, and the formatting of numbers in reports.
+
+A result is a frozen dataclass that subclasses :class:`GateResultBase` and has the fields
+``domain`` and ``warnings``. It adds what is its own: ``passed``, ``verdict`` and ``why`` (one
+sentence on the verdict), ``reliability()``, ``table()``, the report's ``title()`` and
+``details()``, the end-of-run ``rows()``, and its figures in ``fields()`` for ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+
+class GateResultBase:
+    """The shared half of every gate result (see the module docstring)."""
+
+    #: the gate's marker name, the ``gate`` of ``to_dict()``
+    marker: ClassVar[str]
+    domain: str
+    warnings: tuple[str, ...]
+
+    # -- what each result provides -------------------------------------------------------------
+
+    def title(self) -> str:
+        """The report's first line."""
+        raise NotImplementedError
+
+    def details(self) -> list[str]:
+        """The report's lines between the title and the warnings."""
+        raise NotImplementedError
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The end-of-run table's rows, one per check: ``method``, ``target``, ``baselines``,
+        ``bound``, ``p``, ``reliability``, ``verdict``."""
+        raise NotImplementedError
+
+    def fields(self) -> dict[str, Any]:
+        """The result's own entries of ``to_dict()``, after the header."""
+        raise NotImplementedError
+
+    # -- what they share -----------------------------------------------------------------------
+
+    def report(self) -> str:
+        """The text a failing test prints: every figure behind the verdict, then the warnings."""
+        lines = [self.title(), *self.details()]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def summary_row(self, nodeid: str) -> dict[str, Any]:
+        """The end-of-run table's entry of this gate (JSON-friendly, so it crosses pytest-xdist)."""
+        return {"test": nodeid, "domain": self.domain, "methods": self.rows()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """``gate``, ``domain``, the result's own fields, ``verdict``, ``passed``, ``why``,
+        ``reliability`` and ``warnings``: JSON-friendly."""
+        return {
+            "gate": self.marker,
+            "domain": self.domain,
+            **self.fields(),
+            "verdict": self.verdict,  # type: ignore[attr-defined]
+            "passed": self.passed,  # type: ignore[attr-defined]
+            "why": self.why,  # type: ignore[attr-defined]
+            "reliability": self.reliability(),  # type: ignore[attr-defined]
+            "warnings": list(self.warnings),
+        }
+
+    def to_frame(self) -> Any:
+        """``table()`` as a pandas DataFrame (needs the ``frames`` extra)."""
+        return self.table().to_frame()  # type: ignore[attr-defined]
+
+
+def versus(target: str, baselines: Sequence[str]) -> str:
+    """``target T vs baselines a, b`` (or ``target T`` without baselines), for a report's title."""
+    return f"target {target}" + (f" vs baselines {', '.join(baselines)}" if baselines else "")
+
+
+def role(alias: str, target: str) -> str:
+    """A model's role in a result's table."""
+    return "target" if alias == target else "baseline"
+
+
+def fmt_number(x: float) -> str:
+    """A figure of a statistics table: four significant places, scientific when very small or large."""
+    if x != x:
+        return "nan"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4f}" if abs(x) < 1 else f"{x:.3f}"
+
+
+def fmt_p(p: float) -> str:
+    """A p-value: three significant places, scientific below 1e-4."""
+    return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def fmt_fixed(x: float | None, digits: int = 4) -> str:
+    """``x`` with ``digits`` decimals, ``-`` for a missing figure."""
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def fmt_signed(x: float | None) -> str:
+    """``x`` with a sign and two decimals, ``-`` for a missing figure."""
+    return "-" if x is None else f"{x:+.2f}"
