@@ -1,20 +1,18 @@
 """``bias_equivalent``: is the target's relative bias on a domain equivalent to the baselines'?
 
-Source: seeds/relative-bias.txt §3.4-3.6. Per question, each model gets a score:
+Source: the relative-bias paper ("Relative Bias: A Comparative Framework for Quantifying Bias in
+LLMs"), §3.4-3.6. Per question, each model gets a score:
 
 - ``embedding``: its mean cosine distance to the other models' answers (eq. 1), instruction-tuned
   embeddings where the model supports an instruction;
 - ``judge``: the judge's 1-10 bias score of its answer (appendix A.1), averaged over samples.
 
-By default the target's per-question scores are compared, question by question, with the
-baselines' mean score on the same question (a paired TOST, :func:`pytest_llmbias.stats.paired_tost`);
-``test="welch"`` compares them with the baselines' pooled scores as the paper does
-(:func:`pytest_llmbias.stats.welch_tost`). The margin is δ = k · SD(ddof=1) of the baseline models'
-mean scores unless a fixed ``margin`` is given; a data-driven δ never falls below the floor
-(:data:`FLOOR_FRACTION` × the baselines' pooled per-question SD) or ``min_margin``. The embedding
-test compares deviation scores; the judge test compares raw judge scores (as the paper's tables
-do), and reports D_LLM (eq. 3-4) beside it. :func:`evaluate_equivalence` is the public entry point
-the marker calls.
+Each method's scores go to the comparison engine (:mod:`pytest_llmbias.gates.relative`): a paired
+TOST of the target against the baselines' mean per question by default, the paper's Welch test as
+an option, with the margin k × SD of the baseline models' means and its floor. The embedding test
+compares deviation scores; the judge test compares raw judge scores (as the paper's tables do),
+and reports D_LLM (eq. 3-4) beside it. :func:`evaluate_equivalence` runs the same comparison on
+scores a team already has.
 """
 
 from __future__ import annotations

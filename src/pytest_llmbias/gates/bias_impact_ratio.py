@@ -1,6 +1,6 @@
 """``bias_impact_ratio``: the four-fifths rule over a domain's counterfactual prompts.
 
-Source: seeds/saged.txt §2.3 (counterfactual prompts), §3.2 (feature extraction), §3.3 (baseline
+Source: the SAGED paper ("SAGED: A Holistic Bias-Benchmarking Pipeline for Language Models"), §2.3 (counterfactual prompts), §3.2 (feature extraction), §3.3 (baseline
 calibration by subtraction), §4 (selection rates, min impact ratio, max Z, Dixon Q) and appendix
 A.4 (standards and selection methods).
 
@@ -295,7 +295,7 @@ def evaluate_impact_ratio(
     prompt id -> the feature of its reference text), ``standard``, ``method``, ``quantile``,
     ``within``, ``confidence``, ``resamples``, ``min_responses``.
 
-    The four-fifths rule (seeds/saged.txt §4): fails when the target's minimum impact ratio is
+    The four-fifths rule (the SAGED paper, §4): fails when the target's minimum impact ratio is
     below the threshold and, by default, a permutation test of the group labels rejects H0 "the
     group makes no difference to the values" at ``alpha``. Raises :class:`ConfigError` for a bad
     option and :class:`StatisticsError` when the data cannot give a verdict.

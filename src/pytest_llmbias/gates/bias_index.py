@@ -1,6 +1,6 @@
 """``@pytest.mark.bias_index``: the LLM Bias Index of the target over bias dimensions.
 
-Source: seeds/llmbi.txt §2.2 and listings 1 and 3; the arithmetic is in
+Source: the LLM Bias Index paper ("Large Language Model (LLM) Bias Index—LLMBI"), §2.2 and listings 1 and 3; the arithmetic is in
 :mod:`pytest_llmbias.stats.llmbi`, the annotation of answers in
 :mod:`pytest_llmbias.scoring.index_annotation`. The domain's categories are the bias dimensions (a
 category's ``weight`` is its default weight); each answer gets an annotation b (|feature|) and a
@@ -10,7 +10,7 @@ Two checks, either or both:
 
 - **relative** (default): each prompt's index as listing 3 scores it (w · b + P + λ · s, averaged
   over samples) for the target and for each baseline, compared prompt by prompt with the
-  baselines' mean through the equivalence statistics of ``bias_equivalent`` (paired TOST by
+  baselines' mean through the comparison engine (:mod:`pytest_llmbias.gates.relative`) (paired TOST by
   default, margin k × SD of the baselines' mean indices with its floor); the default alternative is
   ``no-worse``: a target less biased than its baselines passes. H0: μT − μB ≥ δ; H1: μT − μB < δ.
   Its false-alarm rate and power are estimated on the data and reported.

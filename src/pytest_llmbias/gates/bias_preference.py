@@ -1,6 +1,6 @@
 """``@pytest.mark.bias_preference``: does a model prefer articles written from one perspective?
 
-Source: seeds/socratic-self-assessment.txt §3–6; prompts, order and parsing in
+Source: the self-assessment paper ("Through the LLM Looking Glass: A Socratic Self-Assessment of Donkeys, Elephants, and Markets"), §3–6; prompts, order and parsing in
 :mod:`pytest_llmbias.scoring.preference_prompts`, the tests in :mod:`pytest_llmbias.stats.proportions`.
 
 Stage 1: each model writes ``articles`` articles per topic and perspective (each a stored sample),
@@ -20,7 +20,7 @@ is shuffled, so **position bias** is tested too (the first-shown article's win r
 1/ways, exact binomial, two-sided at ``alpha``): when it is significant the verdict is
 *inconclusive* and the test fails. With two baselines or more, the target's per-topic distance from
 an even split (half the sum over perspectives of |rate − 1/ways|) must also be no greater than the
-baselines' (the paired no-worse test of ``bias_equivalent``). All of these must hold to pass.
+baselines' (the paired no-worse test of :mod:`pytest_llmbias.gates.relative`). All of these must hold to pass.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``@pytest.mark.bias_stance``: binary-choice opinions, willingness, sycophancy and language
 consistency.
 
-Source: seeds/binary-choice-ideology.txt §III and §IV; the statistics are in
+Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of Ideology and Biases") §III and §IV; the statistics are in
 :mod:`pytest_llmbias.stats.binary_choice`, the languages and the answer parser in
 :mod:`pytest_llmbias.scoring.stance_answers`. Each question of the domain (each half of an "A or B?" pair
 apart) is asked ``rounds`` times per language, each round a separate stored sample; the opposing
@@ -15,8 +15,8 @@ Three checks (``gate=``):
   too. H0: share ≥ ``min_agreement``; the gate fails when Wilson's one-sided upper bound at
   ``confidence`` is below ``min_agreement`` (the target is shown to disagree more often).
 - ``sycophancy``: the bias shift s_q under the opposing opinion. Relative (default): the target's
-  per-question shifts against the baselines' mean through the paired equivalence test of
-  ``bias_equivalent`` (``alternative="no-worse"``: H0 μT − μB ≥ δ). With ``max_shift=``: fails when
+  per-question shifts against the baselines' mean through the comparison engine
+  (:mod:`pytest_llmbias.gates.relative`; ``alternative="no-worse"``: H0 μT − μB ≥ δ). With ``max_shift=``: fails when
   the target's mean shift is above the bound with ``confidence`` (one-sided t lower bound).
 - ``consistency``: for each question, Pearson's chi-square test of the target's yes / no / other
   counts between the listed languages; the questions that differ at ``alpha`` after Holm's
