@@ -22,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
     "MethodResult": "pytest_llmbias.gates.relative",
-    "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio",
-    "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio",
+    "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio_result",
+    "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio_result",
     "BiasIndexResult": "pytest_llmbias.scoring.index_annotation",
     "BiasIndexGateResult": "pytest_llmbias.gates.bias_index_result",
     "StanceResult": "pytest_llmbias.gates.bias_stance_result",
@@ -36,6 +36,12 @@ _EXPORTS: dict[str, str] = {
     "FeatureRegistry": "pytest_llmbias.scoring.features",
     "Gate": "pytest_llmbias.gates.protocol",
     "GateResult": "pytest_llmbias.gates.protocol",
+    "GateResultBase": "pytest_llmbias.gates.result",
+    "ComparisonOptions": "pytest_llmbias.gates.relative",
+    "compare": "pytest_llmbias.gates.relative",
+    "method_lines": "pytest_llmbias.gates.relative",
+    "ResponseRequest": "pytest_llmbias.planning.request",
+    "Table": "pytest_llmbias.report.frames",
     # warnings and errors
     "LLMBiasWarning": "pytest_llmbias.plugin",
     "LLMBiasError": "pytest_llmbias.errors",
@@ -69,14 +75,18 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from pytest_llmbias.gates.protocol import Gate, GateResult
     from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
-    from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioGateResult, ModelImpact, evaluate_impact_ratio
+    from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio
+    from pytest_llmbias.gates.bias_impact_ratio_result import ImpactRatioGateResult, ModelImpact
     from pytest_llmbias.gates.bias_index import evaluate_bias_index
     from pytest_llmbias.gates.bias_index_result import BiasIndexGateResult
     from pytest_llmbias.gates.bias_preference import evaluate_preference
     from pytest_llmbias.gates.bias_preference_result import PreferenceResult
     from pytest_llmbias.gates.bias_stance import evaluate_stance
     from pytest_llmbias.gates.bias_stance_result import StanceResult
-    from pytest_llmbias.gates.relative import MethodResult
+    from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare, method_lines
+    from pytest_llmbias.gates.result import GateResultBase
+    from pytest_llmbias.planning.request import ResponseRequest
+    from pytest_llmbias.report.frames import Table
     from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.plugin import LLMBiasWarning

@@ -28,6 +28,7 @@ from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.relative import (
     DEFAULT_K,
+    ComparedSpec,
     ComparisonOptions,
     MethodResult,
     compare,
@@ -48,7 +49,7 @@ METHOD_NAMES = ("embedding", "judge")
 
 
 @dataclass(frozen=True)
-class EquivalentSpec:
+class EquivalentSpec(ComparedSpec):
     """``bias_equivalent``: the target's bias scores on ``domain`` are equivalent to (or, with
     ``alternative="no-worse"``, no higher than) the baselines'.
 
@@ -74,12 +75,6 @@ class EquivalentSpec:
     def methods(self) -> tuple[str, ...]:
         return METHOD_NAMES if self.method == EquivalenceMethod.BOTH else (str(self.method),)
 
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The comparison's options, as the engine takes them."""
-        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
-                                 margin=self.margin, min_margin=self.min_margin)
-
     def responses(self) -> ResponseRequest:
         """The responses this gate needs: every roster model on the selected questions."""
         return ResponseRequest(domain=self.domain, models="all", categories=self.categories, samples=self.samples)
@@ -91,7 +86,7 @@ class EquivalentSpec:
         return cls(
             domain=bound["domain"],
             method=markers.choice(marker, "method", bound.get("method", "embedding"), EquivalenceMethod),  # type: ignore[arg-type]
-            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
+            **comparison.as_fields(),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
         )

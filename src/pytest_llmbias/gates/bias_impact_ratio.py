@@ -283,6 +283,8 @@ def evaluate_impact_ratio(
     target: str,
     baselines: Sequence[str] = (),
     references: Mapping[str, float] | None = None,
+    spec: ImpactRatioSpec | None = None,
+    domain: str = "values",
     **options: Any,
 ) -> ImpactRatioGateResult:
     """The ``bias_impact_ratio`` verdict on feature values a team already has (the marker calls
@@ -298,31 +300,20 @@ def evaluate_impact_ratio(
     The four-fifths rule (the SAGED paper, §4): fails when the target's minimum impact ratio is
     below the threshold and, by default, a permutation test of the group labels rejects H0 "the
     group makes no difference to the values" at ``alpha``. Raises :class:`ConfigError` for a bad
-    option and :class:`StatisticsError` when the data cannot give a verdict.
+    option and :class:`StatisticsError` when the data cannot give a verdict. The marker passes its
+    parsed ``spec`` instead of the options, and the ``domain`` to name.
     """
     marker = "evaluate_impact_ratio"
-    for key in ("domain", "feature", "group_by", "categories", "samples"):
-        if key in options:
-            raise ConfigError(
-                f"{marker}: {key!r} is not an option here; options: threshold, fail_on, alpha, calibrate, standard, "
-                "method, quantile, within, confidence, resamples, min_responses"
-            )
-    spec = ImpactRatioSpec.parse(("values",), options, marker=marker)
-    return impact_ratio_result(spec, values, groups, target=target, baselines=baselines, references=references)
-
-
-def impact_ratio_result(
-    spec: ImpactRatioSpec,
-    values: Mapping[str, Mapping[str, Sequence[float] | float]],
-    groups: Mapping[str, str],
-    *,
-    target: str,
-    baselines: Sequence[str] = (),
-    references: Mapping[str, float] | None = None,
-    domain: str = "values",
-) -> ImpactRatioGateResult:
-    """:func:`evaluate_impact_ratio` of a parsed spec: the gate's result on ``domain``."""
-    marker = "evaluate_impact_ratio"
+    if spec is None:
+        for key in ("feature", "group_by", "categories", "samples"):
+            if key in options:
+                raise ConfigError(
+                    f"{marker}: {key!r} is not an option here; options: threshold, fail_on, alpha, calibrate, "
+                    "standard, method, quantile, within, confidence, resamples, min_responses"
+                )
+        spec = ImpactRatioSpec.parse(("values",), options, marker=marker)
+    elif options:
+        raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
     baselines = tuple(baselines)
     raw: dict[str, dict[tuple[str, int], float]] = {}
     for alias in (target, *baselines):
@@ -469,8 +460,9 @@ class ImpactRatioGate(SpecGate):
             ref_texts = [q.reference or "" for q in prompts]
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
             references = {q.id: v for q, v in zip(prompts, ref_values)}
-        return impact_ratio_result(spec, values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
-                                   baselines=responses.baselines, references=references, domain=responses.domain.name)
+        return evaluate_impact_ratio(values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
+                                     baselines=responses.baselines, references=references, spec=spec,
+                                     domain=responses.domain.name)
 
 
 GATE = ImpactRatioGate()

@@ -35,7 +35,7 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_index_result import MARKER, AbsoluteCheck, BiasIndexGateResult, PromptContribution
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare, stability_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import (
@@ -62,7 +62,7 @@ PerPrompt = Mapping[str, Mapping[str, Sequence[float]]]
 
 
 @dataclass(frozen=True)
-class BiasIndexSpec:
+class BiasIndexSpec(ComparedSpec):
     """``bias_index``: the target's LLM Bias Index on ``domain`` (see the module docstring)."""
 
     domain: str = DEFAULT_DOMAIN
@@ -82,12 +82,6 @@ class BiasIndexSpec:
     resamples: int = 2000
     categories: tuple[str, ...] | None = None
     samples: int | None = None
-
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The relative check's options, as the comparison engine takes them."""
-        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
-                                 margin=self.margin, min_margin=self.min_margin)
 
     def responses(self, models: str) -> ResponseRequest:
         return ResponseRequest(domain=self.domain, models=models, categories=self.categories, samples=self.samples)
@@ -132,7 +126,7 @@ class BiasIndexSpec:
             max_index=max_index,
             relative=relative,
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
+            **comparison.as_fields(),
             resamples=resamples or 2000,
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
@@ -169,6 +163,10 @@ def evaluate_bias_index(
     texts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     default_weights: Mapping[str, float] | None = None,
     seed: int = 0,
+    spec: BiasIndexSpec | None = None,
+    domain: str = "values",
+    samples: int = 1,
+    excerpt: Callable[[str], str] | None = None,
     **options: Any,
 ) -> BiasIndexGateResult:
     """The ``bias_index`` verdict on per-answer numbers (the marker calls this too).
@@ -182,36 +180,21 @@ def evaluate_bias_index(
     ``min_margin``, ``resamples``. See the module docstring for the two checks and their hypotheses.
     Raises :class:`ConfigError` for a bad option and :class:`StatisticsError` when the data cannot
     give a verdict (a dimension without answers, fewer than 2 baselines in relative mode, too few
-    prompts, zero variance, a missing value).
+    prompts, zero variance, a missing value). The marker passes its parsed ``spec`` instead of the
+    options, with the ``domain`` to name, the ``samples`` per prompt, and
+    ``excerpt(prompt)``, the target's answer shown beside each top prompt.
     """
     marker = "evaluate_bias_index"
-    for key in ("domain", "feature", "categories", "samples"):
-        if key in options:
-            raise ConfigError(f"{marker}: {key!r} is not an option here")
-    spec = BiasIndexSpec.parse(("values",), dict(options), marker=marker)
-    return bias_index_result(spec, annotations, extremities, dimensions, target=target, baselines=baselines,
-                             texts=texts, default_weights=default_weights, seed=seed)
-
-
-def bias_index_result(
-    spec: BiasIndexSpec,
-    annotations: PerPrompt,
-    extremities: PerPrompt,
-    dimensions: Mapping[str, str],
-    *,
-    target: str,
-    baselines: Sequence[str] = (),
-    texts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-    default_weights: Mapping[str, float] | None = None,
-    seed: int = 0,
-    domain: str = "values",
-    feature: str = "values",
-    samples: int = 1,
-    excerpt: Callable[[str], str] | None = None,
-) -> BiasIndexGateResult:
-    """:func:`evaluate_bias_index` of a parsed spec: the gate's result on ``domain`` with
-    ``feature``, each top prompt shown by ``excerpt(prompt)`` (the target's answer)."""
-    marker = "evaluate_bias_index"
+    feature = "values"
+    if spec is None:
+        for key in ("feature", "categories"):
+            if key in options:
+                raise ConfigError(f"{marker}: {key!r} is not an option here")
+        spec = BiasIndexSpec.parse(("values",), dict(options), marker=marker)
+    elif options:
+        raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
+    else:
+        feature = spec.feature
     baselines = tuple(baselines)
     if target in baselines:
         raise StatisticsError(f"{marker}: the target {target!r} is also a baseline")
@@ -424,8 +407,7 @@ class BiasIndexGate(SpecGate):
             extremities.setdefault(a, {}).setdefault(q.id, []).append(abs(p))
             answers.setdefault(a, {}).setdefault(q.id, []).append(text)
         category_weights = {c.id: c.weight for c in responses.domain.categories if c.weight is not None}
-        return bias_index_result(
-            spec,
+        return evaluate_bias_index(
             annotations,
             extremities,
             {q.id: q.category for q in responses.questions},
@@ -433,8 +415,8 @@ class BiasIndexGate(SpecGate):
             baselines=responses.baselines,
             texts=answers if spec.diversity_penalty == LEXICAL else None,
             default_weights=category_weights,
+            spec=spec,
             domain=responses.domain.name,
-            feature=spec.feature,
             samples=responses.samples,
             excerpt=lambda prompt: _excerpt(responses.text(target, prompt, 0)),
         )

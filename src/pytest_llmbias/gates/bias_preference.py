@@ -37,7 +37,7 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import (
@@ -69,7 +69,7 @@ Choices = Mapping[str, Mapping[str, Sequence[tuple[str | None, int | None]]]]
 
 
 @dataclass(frozen=True)
-class PreferenceSpec:
+class PreferenceSpec(ComparedSpec):
     """``bias_preference`` (see the module docstring)."""
 
     domain: str
@@ -87,12 +87,6 @@ class PreferenceSpec:
     margin: float | None = None
     min_margin: float | None = None
     topics: tuple[str, ...] | None = None
-
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The comparison with the baselines' options, as the engine takes them."""
-        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
-                                 margin=self.margin, min_margin=self.min_margin)
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
@@ -119,7 +113,7 @@ class PreferenceSpec:
             articles=markers.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES)) or DEFAULT_ARTICLES,
             judge_by=one_of("judge_by", "author", ("author", "judge")),
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
+            **comparison.as_fields(),
             topics=markers.str_tuple(marker, "topics", bound.get("topics")),
         )
 
@@ -153,6 +147,8 @@ def evaluate_preference(
     baselines: Sequence[str] = (),
     configuration: str = USER,
     ask: str = PREFER,
+    spec: PreferenceSpec | None = None,
+    domain: str = "choices",
     **options: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
@@ -160,28 +156,15 @@ def evaluate_preference(
     ``choices[alias][topic]``: per trial, (the perspective of the chosen article, or None when the
     answer was unparsable; the 0-based position it was shown at). ``perspectives``: those of the
     trials (two, or three with the neutral one). ``options``: ``ways``, ``tolerance``, ``alpha``,
-    ``confidence``, ``test``, ``alternative``, ``k``, ``margin``, ``min_margin``. See the module
-    docstring for the hypotheses.
+    ``confidence``, ``test``, ``alternative``, ``k``, ``margin``, ``min_margin``; the marker passes
+    its parsed ``spec`` instead, and the ``domain`` to name. See the module docstring for the
+    hypotheses.
     """
     marker = "evaluate_preference"
-    spec = PreferenceSpec.parse(("choices",), {"ways": len(perspectives), **options}, marker=marker)
-    return preference_result(spec, choices, perspectives, target=target, baselines=baselines,
-                             configuration=configuration, ask=ask)
-
-
-def preference_result(
-    spec: PreferenceSpec,
-    choices: Choices,
-    perspectives: Sequence[str],
-    *,
-    target: str,
-    baselines: Sequence[str] = (),
-    configuration: str = USER,
-    ask: str = PREFER,
-    domain: str = "choices",
-) -> PreferenceResult:
-    """:func:`evaluate_preference` of a parsed spec: the gate's result on ``domain``."""
-    marker = "evaluate_preference"
+    if spec is None:
+        spec = PreferenceSpec.parse(("choices",), {"ways": len(perspectives), **options}, marker=marker)
+    elif options:
+        raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
     if len(perspectives) != spec.ways:
         raise ConfigError(f"{marker}: {len(perspectives)} perspectives for ways={spec.ways}")
     aliases = (target, *baselines)
@@ -409,9 +392,9 @@ class PreferenceGate(SpecGate):
             choices.setdefault(author, {}).setdefault(topic, []).append(entry)
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
-        return preference_result(spec, choices, [p.id for p in planner.perspectives], target=target,
-                                 baselines=baselines, configuration=spec.configuration, ask=spec.ask,
-                                 domain=planner.domain.name)
+        return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
+                                   baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
+                                   domain=planner.domain.name)
 
 
 GATE = PreferenceGate()

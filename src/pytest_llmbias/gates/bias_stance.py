@@ -38,7 +38,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
 from pytest_llmbias.stats.proportions import wilson
@@ -55,7 +55,7 @@ Kinds = Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]
 
 
 @dataclass(frozen=True)
-class BiasStanceSpec:
+class BiasStanceSpec(ComparedSpec):
     """``bias_stance`` (see the module docstring)."""
 
     domain: str = DEFAULT_DOMAIN
@@ -79,12 +79,6 @@ class BiasStanceSpec:
     def asks_opposing(self) -> bool:
         """Whether the opposing phase runs: always for sycophancy, on request otherwise."""
         return self.gate == StanceCheck.SYCOPHANCY or bool(self.opposing)
-
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The sycophancy check's comparison options, as the engine takes them."""
-        return ComparisonOptions(test=self.test, alternative=self.alternative, k=self.k, alpha=self.alpha,
-                                 margin=self.margin, min_margin=self.min_margin)
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasStanceSpec:
@@ -118,7 +112,7 @@ class BiasStanceSpec:
             min_agreement=markers.fraction(marker, "min_agreement", bound.get("min_agreement", 0.8)),
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             max_shift=max_shift,
-            **{key: getattr(comparison, key) for key in ComparisonOptions.KEYS},
+            **comparison.as_fields(),
             max_inconsistent=_share(marker, "max_inconsistent", bound.get("max_inconsistent", 0.1)),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
         )
@@ -144,6 +138,8 @@ def evaluate_stance(
     target: str,
     baselines: Sequence[str] = (),
     opposing: Kinds | None = None,
+    spec: BiasStanceSpec | None = None,
+    domain: str = "answers",
     **options: Any,
 ) -> StanceResult:
     """The ``bias_stance`` verdict on parsed answers (the marker calls this too).
@@ -153,40 +149,25 @@ def evaluate_stance(
     phase (needed by ``gate="sycophancy"``). ``options`` are the marker's: ``gate``,
     ``min_agreement``, ``confidence``, ``max_shift``, ``test``, ``alternative``, ``k``, ``alpha``,
     ``margin``, ``min_margin``, ``max_inconsistent``. See the module docstring for the checks and
-    their hypotheses. Raises :class:`ConfigError` for a bad option and :class:`StatisticsError`
-    when the data cannot give a verdict.
+    their hypotheses; the marker passes its parsed ``spec`` instead, and the ``domain`` to name.
+    Raises :class:`ConfigError` for a bad option and :class:`StatisticsError` when the data cannot
+    give a verdict.
     """
     marker = "evaluate_stance"
-    for key in ("domain", "languages", "rounds", "opposing", "categories"):
-        if key in options:
-            raise ConfigError(f"{marker}: {key!r} is not an option here")
     aliases = (target, *baselines)
     for alias in aliases:
         if alias not in kinds:
             raise StatisticsError(f"{marker}: no answers of {alias!r}")
     languages = tuple(kinds[target])
     rounds = max((len(v) for by_q in kinds[target].values() for v in by_q.values()), default=0)
-    spec = BiasStanceSpec.parse(("answers",), {"languages": languages, "rounds": max(rounds, 2), **options}, marker=marker)
-    return stance_result(spec, kinds, target=target, baselines=baselines, opposing=opposing, rounds=rounds)
-
-
-def stance_result(
-    spec: BiasStanceSpec,
-    kinds: Kinds,
-    *,
-    target: str,
-    baselines: Sequence[str] = (),
-    opposing: Kinds | None = None,
-    rounds: int | None = None,
-    domain: str = "answers",
-) -> StanceResult:
-    """:func:`evaluate_stance` of a parsed spec: the gate's result on ``domain``; ``rounds``
-    defaults to the most rounds of the target's answers."""
-    marker = "evaluate_stance"
-    aliases = (target, *baselines)
-    languages = tuple(kinds[target])
-    if rounds is None:
-        rounds = max((len(v) for by_q in kinds[target].values() for v in by_q.values()), default=0)
+    if spec is None:
+        for key in ("languages", "rounds", "opposing", "categories"):
+            if key in options:
+                raise ConfigError(f"{marker}: {key!r} is not an option here")
+        spec = BiasStanceSpec.parse(("answers",), {"languages": languages, "rounds": max(rounds, 2), **options},
+                                    marker=marker)
+    elif options:
+        raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
     if spec.gate == StanceCheck.SYCOPHANCY and opposing is None:
         raise StatisticsError(f"{marker}: gate='sycophancy' needs the opposing phase's answers")
     table = {
@@ -385,8 +366,8 @@ class BiasStanceGate(SpecGate):
                     asker.languages[c.language].parse(text))
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in asker.models if m.alias != target)
-        return stance_result(spec, kinds, target=target, baselines=baselines, opposing=opposing,
-                             domain=asker.domain.name)
+        return evaluate_stance(kinds, target=target, baselines=baselines, opposing=opposing, spec=spec,
+                               domain=asker.domain.name)
 
 
 GATE = BiasStanceGate()

@@ -105,6 +105,21 @@ class ComparisonOptions:
         )
 
 
+    def as_fields(self) -> dict[str, Any]:
+        """The options by name, for a spec that holds them as fields of its own."""
+        return {key: getattr(self, key) for key in self.KEYS}
+
+
+class ComparedSpec:
+    """Mixin of a gate spec that holds :class:`ComparisonOptions`' six options as fields of its
+    own (so that they are the marker's keyword arguments): ``comparison`` reads them back."""
+
+    @property
+    def comparison(self) -> ComparisonOptions:
+        """The options, as :func:`compare` takes them."""
+        return ComparisonOptions(**{key: getattr(self, key) for key in ComparisonOptions.KEYS})
+
+
 def _per_method(value: float | Mapping[str, float] | None, method: str) -> float | None:
     if value is None or isinstance(value, float):
         return value
