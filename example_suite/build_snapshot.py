@@ -83,7 +83,7 @@ def binary_answer(data: dict, alias: str, question, language: str, rounds: int, 
 def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]:
     """Both phases of every model's answers to the chosen questions: the opposing phase states the
     contrary of each question's initial lean, as the bias_stance gate does."""
-    from pytest_llmbias.scoring.stance_answers import languages as binary_languages
+    from pytest_llmbias.domains.languages import languages as binary_languages
     from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
     langs = binary_languages(domain.languages)

@@ -226,13 +226,9 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     import dataclasses
     import os
 
-    from pytest_llmbias.domains.generate import (
-        DEFAULT_SIMILARITY,
-        DomainBrief,
-        check_output,
-        generate_domain,
-        write_domain,
-    )
+    from pytest_llmbias.domain_writer import generate_domain
+    from pytest_llmbias.domains.draft_file import check_output, write_domain
+    from pytest_llmbias.domains.draft_questions import DEFAULT_SIMILARITY, DomainBrief
     from pytest_llmbias.errors import ConfigError, DomainError
     from pytest_llmbias.session import BiasSession
     from pytest_llmbias.settings import find_config, resolve_settings

@@ -17,11 +17,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-if TYPE_CHECKING:
-    from pytest_llmbias.settings import ModelSpec
+
+class ModelCredentials(Protocol):
+    """Where a model entry keeps its credentials (a :class:`~pytest_llmbias.settings.ModelSpec`)."""
+
+    api_key_env: str | None
+    api_base: str | None
+    params: Mapping[str, Any]
 
 MASK = "***"
 
@@ -118,7 +123,7 @@ def _values(value: Any) -> Iterable[str]:
             yield value.split(None, 1)[1]
 
 
-def spec_secrets(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> list[str]:
+def spec_secrets(spec: ModelCredentials, environ: Mapping[str, str] | None = None) -> list[str]:
     """The credential values of one model: its key, its URL's user info, its credential params."""
     env = os.environ if environ is None else environ
     found: list[str] = []
@@ -142,7 +147,7 @@ class Redactor:
         self.secrets: tuple[str, ...] = tuple(sorted(unique, key=len, reverse=True))
 
     @classmethod
-    def for_models(cls, specs: Iterable[ModelSpec | None], environ: Mapping[str, str] | None = None) -> Redactor:
+    def for_models(cls, specs: Iterable[ModelCredentials | None], environ: Mapping[str, str] | None = None) -> Redactor:
         """A redactor for the credentials of ``specs`` (``None`` entries are skipped)."""
         return cls(s for spec in specs if spec is not None for s in spec_secrets(spec, environ))
 

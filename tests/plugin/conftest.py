@@ -182,7 +182,7 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     with every model's answers to both phases, ``answer(alias, question id, language, round, stated)``
     (``stated``: None in the initial phase, else the opinion the opposing prompt states, the
     contrary of the model's initial lean). Returns the snapshot's path."""
-    from pytest_llmbias.scoring.stance_answers import BUILTIN_LANGUAGES
+    from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES
     from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
     def make(answer: Callable[..., str] = steady, *, rounds: int = 4, languages: tuple[str, ...] = ("en", "fr")) -> Path:

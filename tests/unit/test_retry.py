@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.clients import ModelClient, RateLimiter, RetryPolicy, classify, parse_retry_after
-from pytest_llmbias.clients.litellm_client import import_litellm
+from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.bias_stance import evaluate_stance
-from pytest_llmbias.scoring.stance_answers import BUILTIN_LANGUAGES, languages
+from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES, languages
 from pytest_llmbias.stats.binary_choice import (
     bias,
     bias_shift,

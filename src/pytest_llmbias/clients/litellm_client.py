@@ -13,7 +13,6 @@ import time).
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +23,7 @@ from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
+from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RetryPolicy, parse_retry_after, retryable_status
@@ -35,26 +35,6 @@ THROTTLE_STATUSES = frozenset({429, 503})
 
 _MISSING_CREDENTIALS = "Missing credentials"
 
-_litellm: Any = None
-
-
-def import_litellm() -> Any:
-    """Import litellm once, offline-safe and quiet."""
-    global _litellm
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        os.environ.setdefault("LITELLM_LOG", "ERROR")
-        import litellm
-
-        try:
-            # The OpenAI SDK's resources load on the first call through it (0.6 s with the event
-            # loop blocked): load them with litellm, before any call takes a rate-limit turn.
-            import openai.resources  # noqa: F401
-        except ImportError:  # pragma: no cover - litellm depends on openai
-            pass
-        litellm.suppress_debug_info = True
-        _litellm = litellm
-    return _litellm
 
 
 def classify(exc: BaseException) -> tuple[bool, int | None, float | None]:

@@ -12,7 +12,7 @@ from pytest_llmbias.errors import ProviderError
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """The cost in USD of that usage; None for a model litellm's price map does not know."""
-    from pytest_llmbias.clients.litellm_client import import_litellm
+    from pytest_llmbias.clients.litellm_import import import_litellm
 
     try:
         prompt_cost, completion_cost = import_litellm().cost_per_token(

@@ -206,7 +206,7 @@ class Domain:
     source: Path | None = None
     #: the ``languages`` section of the file: per language code, overrides of the answer
     #: instruction, the opposing-opinion phrase and the yes/no words (see
-    #: :func:`pytest_llmbias.scoring.stance_answers.languages`)
+    #: :func:`pytest_llmbias.domains.languages.languages`)
     languages: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     #: for perspective-topic domains (self-preference probes): the perspectives, declared once, and
     #: the topics

@@ -164,7 +164,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
     if not isinstance(languages, Mapping):
         raise fail("languages", "'languages' maps a language code to its yes, no, instruction and opposing")
     if languages:
-        from pytest_llmbias.scoring.stance_answers import languages as resolve_languages
+        from pytest_llmbias.domains.languages import languages as resolve_languages
 
         try:
             resolve_languages(languages, where=where("languages"))

@@ -3,7 +3,7 @@ consistency.
 
 Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of Ideology and Biases") §III and §IV; the statistics are in
 :mod:`pytest_llmbias.stats.binary_choice`, the languages and the answer parser in
-:mod:`pytest_llmbias.scoring.stance_answers`. Each question of the domain (each half of an "A or B?" pair
+:mod:`pytest_llmbias.domains.languages`. Each question of the domain (each half of an "A or B?" pair
 apart) is asked ``rounds`` times per language, each round a separate stored sample; the opposing
 phase asks ``rounds`` more times with the contrary opinion stated, and its calls depend on the
 initial answers, so they are planned as follow-ups that run once a question's rounds are all in.

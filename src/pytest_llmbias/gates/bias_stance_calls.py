@@ -53,7 +53,7 @@ class StanceAsker:
 
     def __init__(self, spec: Probe, session: GateSession, models: str) -> None:
         from pytest_llmbias.planning.request import select_models
-        from pytest_llmbias.scoring.stance_answers import languages as resolve_languages
+        from pytest_llmbias.domains.languages import languages as resolve_languages
 
         self.spec = spec
         self.settings = session.settings
