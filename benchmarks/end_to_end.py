@@ -45,7 +45,7 @@ t_start = time.perf_counter()
 from pathlib import Path
 from pytest_llmbias.gates import GATES
 from pytest_llmbias.session import BiasSession
-from pytest_llmbias.settings import resolve_settings
+from pytest_llmbias.settings_sources import resolve_settings
 
 project = Path(sys.argv[1])
 settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)

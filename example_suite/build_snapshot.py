@@ -28,7 +28,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.scoring.judge import JUDGE_GENERATION
 from pytest_llmbias.scoring.judge import judge_messages
-from pytest_llmbias.settings import resolve_settings
+from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 
 HERE = Path(__file__).resolve().parent

@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "ResponseRequest": "pytest_llmbias.planning.request",
     "Table": "pytest_llmbias.report.frames",
     # warnings and errors
-    "LLMBiasWarning": "pytest_llmbias.plugin",
+    "LLMBiasWarning": "pytest_llmbias.errors",
     "LLMBiasError": "pytest_llmbias.errors",
     "ConfigError": "pytest_llmbias.errors",
     "DomainError": "pytest_llmbias.errors",
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         JudgeDataError,
         JudgeParseError,
         LLMBiasError,
+        LLMBiasWarning,
         MissingResponsesError,
         ProviderError,
         ScorerError,
@@ -89,7 +90,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.report.frames import Table
     from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
-    from pytest_llmbias.plugin import LLMBiasWarning
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
     from pytest_llmbias.stats.selection import ImpactRatioResult
     from pytest_llmbias.stats.tost import TostResult

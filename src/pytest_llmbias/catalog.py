@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class MarkerDoc:
-    """One marker. ``gate`` is the module whose ``GATE`` implements it (None: not a gate)."""
+    """One marker. ``gate`` is the module whose ``GATE`` implements a built-in gate (None: not a
+    gate, or a gate added at run time, see :class:`MarkerRegistry`)."""
 
     name: str
     signature: str
@@ -94,3 +95,52 @@ MARKERS: tuple[MarkerDoc, ...] = (
 BY_NAME: dict[str, MarkerDoc] = {m.name: m for m in MARKERS}
 #: the markers whose test passes or fails on a result, in registry order
 GATE_MARKERS: tuple[str, ...] = tuple(m.name for m in MARKERS if m.gate is not None)
+
+
+class MarkerRegistry:
+    """The markers of one run: the built-in ones of :data:`MARKERS` and the gates a
+    ``conftest.py`` or another plugin adds through the ``pytest_llmbias_add_gates`` hook.
+
+    A gate added here is any object with the :class:`~pytest_llmbias.gates.protocol.Gate`
+    protocol's ``marker``, ``help``, ``signature()``, ``parse()``, ``plan()``, ``evaluate()`` and
+    ``figures()``. Standard library only: nothing of the core is imported until a gate is asked for.
+    """
+
+    def __init__(self) -> None:
+        self.added: dict[str, object] = {}
+
+    def register(self, gate: object) -> None:
+        """Add ``gate`` under its ``marker`` name; ValueError when the name is taken or not a
+        marker name, or the object lacks a part of the protocol."""
+        name = getattr(gate, "marker", None)
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"a gate's 'marker' must be a marker name, got {name!r}")
+        if name in BY_NAME or name in self.added:
+            raise ValueError(f"the marker {name!r} is already registered")
+        missing = [a for a in ("help", "signature", "parse", "plan", "evaluate", "figures") if not hasattr(gate, a)]
+        if missing:
+            raise ValueError(f"gate {name!r} lacks {', '.join(missing)} (see pytest_llmbias.Gate)")
+        self.added[name] = gate
+
+    @property
+    def docs(self) -> tuple[MarkerDoc, ...]:
+        """Every marker: the built-in ones, then the added gates'."""
+        added = tuple(MarkerDoc(n, g.signature(), g.help)  # type: ignore[attr-defined]
+                      for n, g in self.added.items())
+        return MARKERS + added
+
+    @property
+    def gate_markers(self) -> tuple[str, ...]:
+        """The markers whose test passes or fails on a result."""
+        return GATE_MARKERS + tuple(self.added)
+
+    def gate(self, name: str) -> object | None:
+        """The gate of marker ``name`` (None for a marker that is not a gate)."""
+        if name in self.added:
+            return self.added[name]
+        doc = BY_NAME.get(name)
+        if doc is None or doc.gate is None:
+            return None
+        import importlib
+
+        return importlib.import_module(doc.gate).GATE

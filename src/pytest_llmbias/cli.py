@@ -231,7 +231,7 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.domains.draft_questions import DEFAULT_SIMILARITY, DomainBrief
     from pytest_llmbias.errors import ConfigError, DomainError
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import find_config, resolve_settings
+    from pytest_llmbias.settings_sources import find_config, resolve_settings
 
     try:
         brief = DomainBrief.build(args.name, args.description, args.category, args.questions, title=args.title)

@@ -1,7 +1,9 @@
-"""The exceptions the core raises, all of them. The pytest plugin turns them into usage errors or test failures.
+"""The exceptions the core raises, and the plugin's warning: all of them. The pytest plugin turns
+the exceptions into usage errors or test failures.
 
-Every exception class of the package lives here (and is imported from here), so that catching one
-never needs the module that raises it. This module imports nothing but the standard library.
+Every exception and warning class of the package lives here (and is imported from here), so that
+catching one never needs the module that raises it. This module imports nothing but the standard
+library.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ __all__ = [
     "JudgeDataError",
     "JudgeParseError",
     "LLMBiasError",
+    "LLMBiasWarning",
     "MissingResponsesError",
     "ProviderError",
     "ScorerError",
@@ -23,6 +26,12 @@ __all__ = [
 
 class LLMBiasError(Exception):
     """Base class of every error raised by pytest-llmbias."""
+
+
+class LLMBiasWarning(UserWarning):
+    """A gate result that passed or failed, but with a caveat (an unstable margin, a self-judging
+    judge), or a notice about the store. pytest shows it in the warnings summary, attributed to the
+    test; ``-W ignore::pytest_llmbias.LLMBiasWarning`` silences it."""
 
 
 class ConfigError(LLMBiasError):

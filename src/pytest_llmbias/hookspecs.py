@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_llmbias.catalog import MarkerRegistry
     from pytest_llmbias.scoring.features import FeatureRegistry
 
 
@@ -36,6 +37,17 @@ def pytest_llmbias_add_features(registry: FeatureRegistry, config: pytest.Config
     test uses the feature. The built-ins (``sentiment``, ``embedding_distance``) and the features
     of ``llmbias.yaml`` are registered before this hook runs; pass ``replace=True`` to override one.
     Called once per run, after collection, from every ``conftest.py`` and plugin.
+    """
+
+
+@pytest.hookspec
+def pytest_llmbias_add_gates(registry: MarkerRegistry, config: pytest.Config) -> None:
+    """Add gates: call ``registry.register(gate)`` with an object of the
+    :class:`~pytest_llmbias.gates.protocol.Gate` protocol (``marker``, ``help``, ``signature()``,
+    ``parse()``, ``plan()``, ``evaluate()``, ``figures()``); its marker is then declared with its
+    signature and help, planned, evaluated and reported like a built-in gate's. Called once per
+    run, when the plugin is configured: implement it in a plugin or in a ``conftest.py`` that
+    pytest loads before collection (the rootdir's, or one beside the test paths given).
     """
 
 

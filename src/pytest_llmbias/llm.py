@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.errors import LLMBiasError
+from pytest_llmbias.errors import ConfigError, LLMBiasError
 
 if TYPE_CHECKING:
     from pytest_llmbias.session import BiasSession
@@ -81,3 +81,18 @@ def _bare(exc: LLMBiasError) -> LLMBiasError:
     exc.__cause__ = None
     exc.__context__ = None
     return exc.with_traceback(None)
+
+
+def role_llms(session: BiasSession, which: str) -> LLM | tuple[LLM, ...]:
+    """The roster's ``"target"``, its ``"baselines"`` (a tuple, in configured order) or its
+    ``"judge"``, each an :class:`LLM`; ConfigError when the roster has none."""
+    settings = session.settings
+    if which == "target":
+        settings.require_roster(min_baselines=0)
+        return LLM(session, settings.target)  # type: ignore[arg-type]
+    if which == "baselines":
+        settings.require_roster(min_baselines=1)
+        return tuple(LLM(session, spec) for spec in settings.baselines)
+    if settings.judge is None:
+        raise ConfigError("no judge model configured: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL")
+    return LLM(session, settings.judge)

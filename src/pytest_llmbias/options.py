@@ -8,7 +8,7 @@ plugin's command-line options and ini keys, the plugin's reading of them, the se
 
 Precedence: command line > environment > ini > ``llmbias.yaml`` > default. The one exception is
 :data:`CONFIG`, which names the file: it is looked up on the command line, then in the ini file,
-then in the environment (see :func:`pytest_llmbias.settings.find_config`).
+then in the environment (see :func:`pytest_llmbias.settings_sources.find_config`).
 
 Standard library only: the plugin imports this module whenever pytest loads it.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_llmbias.choices import CacheMode, Choice
 
-#: how a value is parsed and checked; see ``settings._check_option``
+#: how a value is parsed and checked; see ``settings_sources._check_option``
 KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "bool", "choice")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")

@@ -207,3 +207,17 @@ class LogMask:
             if logging.getLogRecordFactory() == self._factory:
                 logging.setLogRecordFactory(self._previous)
             self._previous = None
+
+
+def mask_report(report: Any, redact: Redactor) -> None:
+    """Replace credentials in a pytest test report in place (its traceback, captured sections and
+    user properties); the traceback becomes plain text only when it
+    held one (and so loses its colour)."""
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        if redact.leaks(text):
+            report.longrepr = redact(text)
+    report.sections = [(title, redact(content)) for title, content in report.sections]
+    report.user_properties = [
+        (name, redact(value) if isinstance(value, str) else value) for name, value in report.user_properties
+    ]

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.settings import resolve_settings
+from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import CHOICES, DIMS, TOPICS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
 

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.settings import resolve_settings
+from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import ROSTER
 
@@ -95,10 +95,10 @@ class LengthGate:
 
     def plan(self, spec, session):
         session.settings.require_roster(min_baselines=2)
-        session.plan(llmbias.ResponseRequest(domain=spec.domain))
+        session.plan(llmbias.ResponseRequest(domain=spec.domain, categories=("tibet",)))
 
     def evaluate(self, spec, session):
-        responses = session.responses(llmbias.ResponseRequest(domain=spec.domain))
+        responses = session.responses(llmbias.ResponseRequest(domain=spec.domain, categories=("tibet",)))
         scores = {a: {q.id: float(len(responses.text(a, q.id).split())) for q in responses.questions}
                   for a in responses.aliases}
         options = llmbias.ComparisonOptions(alternative=spec.alternative, margin=spec.margin)
@@ -119,7 +119,7 @@ import pytest
 
 @pytest.mark.bias_length("china_sensitive")
 def test_length_like_the_baselines(bias_result):
-    assert bias_result.comparison.tost.n_target == 5
+    assert bias_result.comparison.tost.n_target == 10
 
 @pytest.mark.bias_length("china_sensitive", margin=0.5)
 def test_length_with_a_tight_margin(bias_result):

@@ -40,7 +40,8 @@ def test_errors_exports_every_exception_it_defines() -> None:
         if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
     }
     assert defined == set(errors.__all__)
-    assert all(issubclass(getattr(errors, name), errors.LLMBiasError) for name in defined)
+    assert all(issubclass(getattr(errors, name), errors.LLMBiasError) for name in defined - {"LLMBiasWarning"})
+    assert issubclass(errors.LLMBiasWarning, UserWarning)
 
 
 def test_base_classes_are_kept() -> None:

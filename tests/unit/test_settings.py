@@ -13,9 +13,8 @@ from pytest_llmbias.settings import (
     ModelSpec,
     Settings,
     StoreSettings,
-    find_config,
-    resolve_settings,
 )
+from pytest_llmbias.settings_sources import find_config, resolve_settings
 
 
 def write_config(tmp_path: Path, text: str, name: str = "llmbias.yaml") -> Path:

@@ -23,6 +23,22 @@ GATES: dict[str, Gate[Any, Any]] = {
 
 
 
+def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any]) -> Any:
+    """Parse one marker into its spec and register the calls it needs with ``session``: through
+    ``gate`` for a gate marker, as a :class:`~pytest_llmbias.planning.request.ResponseRequest`
+    for ``bias_responses`` (``gate`` None). ConfigError for a bad argument, roster or domain."""
+    if gate is None:
+        from pytest_llmbias.planning.request import ResponseRequest
+
+        request = ResponseRequest.parse(tuple(args), kwargs, marker=name)
+        session.plan(request)
+        return request
+    spec = gate.parse(tuple(args), kwargs)
+    gate.plan(spec, session)
+    return spec
+
+
 def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     """The spec of one of the plugin's markers (see :data:`pytest_llmbias.catalog.MARKERS`):
     a :class:`~pytest_llmbias.planning.request.ResponseRequest` for ``bias_responses``, the gate's
@@ -34,4 +50,4 @@ def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return ResponseRequest.parse(tuple(args), kwargs, marker=name)
 
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession", "parse_marker"]
+__all__ = ["GATES", "Gate", "GateResult", "GateSession", "parse_marker", "plan_marker"]

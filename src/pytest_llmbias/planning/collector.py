@@ -144,6 +144,13 @@ class Progress:
     def calls_per_s(self) -> float:
         return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
 
+    def line(self, note: str | None = None) -> str:
+        """The live progress line, with ``note`` (a backed-off rate limit, say) after it."""
+        missing = f", {self.missing} missing" if self.missing else ""
+        line = (f"llmbias: {self.done}/{self.total} calls ({self.from_store} from store, {self.fetched} fetched, "
+                f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s")
+        return f"{line}; {note}" if note else line
+
 
 @dataclass(frozen=True)
 class CollectionReport:

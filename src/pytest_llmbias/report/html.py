@@ -216,11 +216,18 @@ def render(doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]],
     )
 
 
-def write(path: Path, doc: Mapping[str, Any], redact: Callable[[str], str] | None = None) -> None:
-    """Write the page of ``doc`` to ``path`` (atomically), every credential masked first."""
+def write(
+    path: Path,
+    doc: Mapping[str, Any],
+    redact: Callable[[str], str] | None = None,
+    *,
+    figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
+) -> None:
+    """Write the page of ``doc`` to ``path`` (atomically), every credential masked first; each
+    gate's plots drawn by ``figures_for`` (default :func:`gate_figures`)."""
     if redact is not None:
         doc = json.loads(redact(json.dumps(doc, default=str)))
-    text = render(doc)
+    text = render(doc, figures_for=figures_for or gate_figures)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -1,4 +1,5 @@
-"""The end-of-run table: one row per gate and method."""
+"""The terminal's tables: the end-of-run table (one row per gate and method), the plan, expected
+power and the budget check."""
 
 from __future__ import annotations
 
@@ -102,3 +103,28 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
              "baselines, on stored answers):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     return lines
+
+
+def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> str | None:
+    """Why the planned calls cannot be made within ``budget`` USD (``--llmbias-max-cost``), with
+    the plan's table; None when they can."""
+    unpriced = sorted({e["model"] for e in estimate.values() if e["to_fetch"] and e["cost_usd"] is None})
+    total = sum(e["cost_usd"] or 0.0 for e in estimate.values())
+    if not unpriced and total <= budget:
+        return None
+    why = (f"litellm's price map does not know {', '.join(unpriced)}, so the budget cannot be kept"
+           if unpriced else f"the estimate, ${total:.4f}, exceeds it")
+    return (f"the budget is ${budget:g} (--llmbias-max-cost) and {why}; no call was made.\n"
+            + "\n".join(plan_table(estimate, budget=budget)))
+
+
+def header_line(settings: Any) -> str:
+    """The run's header line when the plugin is in use: the roster, the judge, the store and its mode."""
+    s = settings
+    roster = ", ".join(
+        [*(f"target {s.target.alias}" for _ in (s.target,) if s.target is not None),
+         *(["baselines " + ", ".join(b.alias for b in s.baselines)] if s.baselines else []),
+         *([f"judge {s.judge.alias}"] if s.judge is not None else [])]
+    ) or "no models configured"
+    mode = str(s.store.cache) + (", offline" if s.store.offline else "")
+    return f"llmbias: {roster}; store {s.store.dir} ({mode})"

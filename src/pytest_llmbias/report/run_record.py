@@ -1,0 +1,232 @@
+"""What a run records for its reports, merged across pytest-xdist workers, and the reports made
+from it: the end-of-run summary's lines, the JSON document and HTML page, the CI step summary.
+
+The plugin hands this record each gate's result, each test's outcome and what every worker sent;
+it knows nothing of pytest. A worker sends :meth:`RunRecord.worker_output`; the controller takes
+each with :meth:`RunRecord.merge_worker` and writes the reports once, for the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_llmbias.planning.collector import CollectionReport
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.settings import Settings
+
+#: the keys of a worker's output (pytest-xdist's ``workeroutput``)
+WORKER_REPORTS = "llmbias_collection"
+EXPORT_PARTS = "llmbias_export_parts"
+USAGE_ERROR = "llmbias_usage_error"
+GATE_DOCS = "llmbias_gates"
+USAGE = "llmbias_usage"
+
+
+def gate_entry(nodeid: str, name: str, domain: str, result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
+    or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist."""
+    if isinstance(result, Exception):
+        row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
+        doc: dict[str, Any] = {"passed": None, "verdict": "error",
+                               "result": {"error": f"{type(result).__name__}: {result}"}}
+    else:
+        row = result.summary_row(nodeid)
+        domain = result.domain
+        doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict(),
+               "report": result.report(), "table": result.table().to_dict()}
+    row = json.loads(json.dumps(row, default=str))
+    return row, {"test": nodeid, "gate": name, "domain": str(domain), **doc, "row": row}
+
+
+def test_outcome(report: Any) -> str | None:
+    """The test's outcome as the JSON document names it, from one of its phase reports (None
+    when this phase says nothing new: a passed setup or teardown)."""
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else "xfailed"
+    if report.when == "call":
+        return str(report.outcome)
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "skipped"
+    return None
+
+
+def describe_collection(report: Any) -> str:
+    """One line on a collection: calls, where they came from, failures, time."""
+    return (
+        f"llmbias: {report.total} calls: {report.from_store} from store, {report.fetched} fetched, "
+        f"{len(report.errors)} failed, {len(report.missing)} missing, in {report.elapsed_s:.1f}s"
+    )
+
+
+def add_usage(total: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add the per-model call usage ``more`` into ``total``."""
+    for alias, u in more.items():
+        entry = total.setdefault(alias, {"model": u["model"], "calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        for key in ("calls", "prompt_tokens", "completion_tokens"):
+            entry[key] += int(u[key])
+
+
+@dataclass
+class RunRecord:
+    """Everything of a run that its reports need, in the process that writes them."""
+
+    #: the end-of-run table's rows, one per gate (with the test id)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    #: (test id, report text) of the gates that passed, shown with -v
+    passed_reports: list[tuple[str, str]] = field(default_factory=list)
+    #: the workers' collection reports, as dicts
+    worker_reports: list[dict[str, Any]] = field(default_factory=list)
+    #: export path -> the part files pytest-xdist workers wrote for it (controller only)
+    export_parts: dict[str, list[str]] = field(default_factory=dict)
+    #: the files this process wrote or merged, for the summary
+    exported: list[Path] = field(default_factory=list)
+    #: a usage error found in a pytest-xdist worker (in the worker, and then in the controller)
+    usage_error: str | None = None
+    #: test id -> the gate's entry of the JSON document (this process's, then the workers')
+    gate_docs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: test id -> the test's outcome, as the JSON document names it
+    outcomes: dict[str, str] = field(default_factory=dict)
+    #: alias -> usage of the calls made over the network (summed over workers)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # -- pytest-xdist ------------------------------------------------------------------------
+
+    def worker_output(self, session: BiasSession | None) -> dict[str, Any]:
+        """What a worker sends the controller at its end, before its session closes."""
+        out: dict[str, Any] = {}
+        if self.usage_error is not None:
+            out[USAGE_ERROR] = self.usage_error
+        if session is not None:
+            out[WORKER_REPORTS] = [r.to_dict() for r in session.reports]
+            out[GATE_DOCS] = list(self.gate_docs.values())
+            out[USAGE] = session.usage()
+        return out
+
+    @staticmethod
+    def export_output(session: BiasSession) -> dict[str, Any]:
+        """What a worker sends of its export, once its session has closed (and written it): the
+        controller merges exactly the parts its workers name, never a stray file."""
+        if session.exported is None:
+            return {}
+        return {EXPORT_PARTS: {str(session.settings.store.export): [str(session.exported)]}}
+
+    def merge_worker(self, output: Mapping[str, Any]) -> None:
+        """Take what a finished worker sent (see :meth:`worker_output`)."""
+        if self.usage_error is None:
+            self.usage_error = output.get(USAGE_ERROR)
+        self.worker_reports.extend(output.get(WORKER_REPORTS, ()))
+        for entry in output.get(GATE_DOCS, ()):
+            self.gate_docs[entry["test"]] = entry
+        add_usage(self.usage, output.get(USAGE, {}))
+        for export, parts in output.get(EXPORT_PARTS, {}).items():
+            self.export_parts.setdefault(export, []).extend(parts)
+
+    def finish_exports(self, session: BiasSession | None) -> None:
+        """In the controller (or a run without workers): note this process's export and merge the
+        workers' export parts into their files."""
+        if session is not None and session.exported is not None:
+            self.exported.append(session.exported)
+        if self.export_parts:
+            from pytest_llmbias.store.snapshot import merge_export_parts
+
+            for export_path, parts in self.export_parts.items():
+                merge_export_parts(Path(export_path), [Path(p) for p in parts])
+                self.exported.append(Path(export_path))
+
+    # -- the reports -------------------------------------------------------------------------
+
+    def collections(self, session: BiasSession | None) -> list[CollectionReport]:
+        """This process's collection reports, and one merged report of the workers'."""
+        reports = list(session.reports) if session is not None else []
+        if self.worker_reports:
+            from pytest_llmbias.planning.collector import CollectionReport, merge_worker_reports
+
+            reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
+        return reports
+
+    def summary(self, session: BiasSession | None, verbosity: int) -> list[tuple[str, str]] | None:
+        """The end-of-run ``llmbias`` section as (``"line"`` or ``"sep"``, text) pairs: the
+        collections and the tokens fetched, the gates' table, with -v the reports of the gates
+        that passed, and the files written. None: no section."""
+        reports = self.collections(session)
+        if not reports and not self.rows and not self.exported:
+            return None
+        lines: list[str] = []
+        if verbosity >= 0:
+            lines += [describe_collection(report) for report in reports]
+            if self.usage:
+                from pytest_llmbias.clients.pricing import price
+
+                tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in self.usage.values())
+                costs = [price(u["model"], u["prompt_tokens"], u["completion_tokens"]) for u in self.usage.values()]
+                cost = "cost unknown (a model is not in litellm's price map)" if None in costs else f"${sum(costs):.4f}"
+                lines.append(f"llmbias: {tokens:,} tokens fetched this run, {cost}")
+        if self.rows:
+            from pytest_llmbias.report.terminal import gate_table
+
+            lines += gate_table(self.rows)
+        out = [("line", line) for line in lines]
+        for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
+            out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]
+        what = {".json": "the run's JSON document is written", ".html": "the run's HTML report is written"}
+        if verbosity >= 0:
+            out += [("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported]
+        return out
+
+    def step_summary(self, path: str) -> None:
+        """Append the gates' table, in Markdown, to a CI step summary (GitHub's)."""
+        from pytest_llmbias.report.terminal import markdown_summary
+
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown_summary(self.rows))
+
+    def write_reports(
+        self,
+        settings: Settings,
+        session: BiasSession | None,
+        *,
+        version: str,
+        generate: Callable[[dict[str, Any]], None],
+        update: Callable[[dict[str, Any]], None],
+        figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
+    ) -> None:
+        """Write the run's JSON document and HTML page where ``settings.report`` says, credentials
+        masked in both; the page is rendered from the document. ``generate`` and ``update`` extend
+        one gate's entry and the whole document (the plugin's hooks); ``figures_for`` draws a
+        gate's plots (default: the registry's gates)."""
+        from pytest_llmbias.clients.pricing import price
+        from pytest_llmbias.redaction import Redactor
+        from pytest_llmbias.report import json_report
+
+        json_path, html_path = settings.report.json, settings.report.html
+        if json_path is None and html_path is None:
+            return
+        usage = {
+            alias: {"calls": u["calls"], "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                    "cost_usd": price(u["model"], u["prompt_tokens"], u["completion_tokens"])}
+            for alias, u in self.usage.items()
+        }
+        gates = []
+        for nodeid, entry in self.gate_docs.items():
+            entry = {**entry, "outcome": self.outcomes.get(nodeid, "error")}
+            generate(entry)
+            gates.append(entry)
+        doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(self.collections(session), usage),
+                                   gates=gates, version=version)
+        update(doc)
+        redactor = Redactor.for_models([*settings.roster, settings.judge])
+        if json_path is not None:
+            json_report.write(json_path, doc, redactor)
+            self.exported.append(json_path)
+        if html_path is not None:
+            from pytest_llmbias.report import html
+
+            html.write(html_path, doc, redactor, figures_for=figures_for)
+            self.exported.append(html_path)

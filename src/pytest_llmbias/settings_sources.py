@@ -1,0 +1,469 @@
+"""Where :class:`~pytest_llmbias.settings.Settings` come from: the file, the environment, the ini
+file and the command line, resolved once per session (command line > environment > ini >
+``llmbias.yaml`` > defaults), each value parsed and checked.
+
+Which settings can be given outside the file, and how each is spelled, is declared once in
+:data:`pytest_llmbias.options.OPTIONS`; this module parses and checks them from that table. The file
+is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment variable
+``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the key and
+where it came from (the file and line, the option, the environment variable or the ini key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.choices import CacheMode, Choice, Transport
+from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
+from pytest_llmbias.settings import (
+    CONFIG_FILENAME,
+    OPTION_BY_KEY,
+    CollectionSettings,
+    DomainSettings,
+    EmbeddingSettings,
+    FeatureSettings,
+    GenerationSettings,
+    ModelSpec,
+    ReportSettings,
+    Settings,
+    StoreSettings,
+)
+
+_SECTIONS: dict[str, type] = {
+    "generation": GenerationSettings,
+    "collection": CollectionSettings,
+    "store": StoreSettings,
+    "report": ReportSettings,
+    "embedding": EmbeddingSettings,
+    "domains": DomainSettings,
+}
+#: the options that set a top-level key (a model or the baselines) rather than a section's field
+_TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
+_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
+_FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
+_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport")
+
+#: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
+#: pytest_llmbias.options.OPTIONS
+_FILE_KINDS: dict[tuple[str, str], str] = {
+    ("generation", "temperature"): "float",
+    ("generation", "max_tokens"): "posint",
+    ("generation", "samples"): "posint",
+    ("generation", "seed"): "optint",
+    ("collection", "rpm"): "nonnegint",
+    ("collection", "tpm"): "nonnegint",
+    ("collection", "timeout"): "posfloat",
+    ("collection", "retries"): "nonnegint",
+    ("collection", "lock_timeout"): "posfloat",
+    ("embedding", "model"): "str",
+    ("embedding", "instruction"): "optstr",
+    ("embedding", "batch_size"): "posint",
+    ("domains", "paths"): "paths",
+}
+
+
+class _Where:
+    """Names the place a value came from, for error messages."""
+
+    def __init__(self, source: str, lines: Mapping[str, int] | None = None) -> None:
+        self.source = source
+        self.lines = lines or {}
+
+    def __call__(self, key: str) -> str:
+        line = self.lines.get(key)
+        return f"{self.source}:{line}" if line else self.source
+
+
+def find_config(
+    *, cli_path: str | None, ini_path: str | None, environ: Mapping[str, str], rootdir: Path, cwd: Path
+) -> Path | None:
+    """The config file to read, or None. An explicitly named file that does not exist is an error."""
+    for given, origin, base in (
+        (cli_path, CONFIG.flag, cwd),
+        (ini_path, f"ini option {CONFIG.ini}", rootdir),
+        (environ.get(CONFIG.env), f"${CONFIG.env}", cwd),
+    ):
+        if given:
+            path = (base / given).resolve()
+            if not path.is_file():
+                raise ConfigError(f"{origin} names {given!r}, which is not a file ({path})")
+            return path
+    default = rootdir / CONFIG_FILENAME
+    return default if default.is_file() else None
+
+
+def load_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse a settings file into a mapping and the line of each dotted key."""
+    from pytest_llmbias.yamlutil import load_yaml_with_lines
+
+    data, lines = load_yaml_with_lines(path, error=ConfigError)
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the settings file must be a mapping of keys, got {type(data).__name__}")
+    return data, lines
+
+
+def resolve_settings(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    cwd: Path | None = None,
+    ini: Mapping[str, Any] | None = None,
+    ini_dir: Path | None = None,
+    ini_file: Path | str | None = None,
+) -> Settings:
+    """Resolve settings: command line > environment > ini > config file > defaults.
+
+    ``cli`` and ``ini`` are keyed by option name (:attr:`Option.name <pytest_llmbias.options.Option.name>`:
+    "target", "baselines", "offline"...). ``cli`` holds the values argparse produced (None, ``[]``
+    or False where an option was not given); ``ini`` the values ``config.getini`` returned (strings,
+    or lists of lines for the list options; empty where a key is absent). Relative paths in the
+    file are relative to the file; from the ini file, relative to ``ini_dir`` (the rootdir); from
+    the command line or environment, relative to ``cwd``. ``ini_file`` only names the ini file in
+    error messages. Raises :class:`ConfigError` naming the key and where the bad value came from.
+    """
+    cli = dict(cli or {})
+    ini = dict(ini or {})
+    environ = os.environ if environ is None else environ
+    cwd = cwd or Path.cwd()
+    names = {o.name for o in SETTINGS_OPTIONS}
+    for given in (cli, ini):
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise ValueError(f"unknown option name(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+
+    file_data: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    if config_path is not None:
+        file_data, lines = load_config_file(config_path)
+    where = _Where(str(config_path) if config_path else "settings", lines)
+    base_dir = config_path.parent if config_path else cwd
+
+    unknown = [k for k in file_data if k not in _TOP_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}"
+        )
+
+    top: dict[str, Any] = {
+        o.key: _check_option(o, file_data[o.key], where, base_dir)
+        for o in _TOP_OPTIONS
+        if file_data.get(o.key) not in (None, "")
+    }
+    sections = {
+        name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
+    }
+    features = _parse_features(file_data.get("features"), where, base_dir)
+
+    overrides = _overrides(cli, environ, cwd, ini, ini_dir or cwd, ini_file)
+    for option, value, origin, base in overrides:
+        value = _check_option(option, value, origin, base)
+        section, _, name = option.key.partition(".")
+        if name:
+            sections[section] = dataclasses.replace(sections[section], **{name: value})
+        else:
+            top[section] = value
+
+    store: StoreSettings = sections["store"]
+    if store.offline and store.cache == CacheMode.REFRESH:
+        raise ConfigError("offline mode cannot be combined with cache mode 'refresh' (it re-asks every model)")
+    if store.offline and store.cache == CacheMode.OFF and not store.snapshots:
+        raise ConfigError("offline mode with cache mode 'off' and no snapshot has nothing to read responses from")
+
+    _check_aliases(top.get("target"), top.get("baselines", ()), where)
+    return Settings(**top, features=features, source=config_path, **sections)
+
+
+def _overrides(
+    cli: Mapping[str, Any],
+    environ: Mapping[str, str],
+    cwd: Path,
+    ini: Mapping[str, Any],
+    ini_dir: Path,
+    ini_file: Path | str | None,
+) -> Iterator[tuple[Option, Any, _Where, Path]]:
+    """Every value given outside the file, lowest precedence first (ini, environment, command
+    line), as (option, value as the file would hold it, where it came from, base of relative paths)."""
+    in_file = f" ({ini_file})" if ini_file else ""
+    for option in SETTINGS_OPTIONS:
+        raw = ini.get(option.name)
+        if raw not in (None, "", []):
+            yield option, _from_text(option, raw), _Where(f"ini option {option.ini}{in_file}"), ini_dir
+    for option in SETTINGS_OPTIONS:
+        raw = environ.get(option.env)
+        if raw:
+            yield option, _from_text(option, raw), _Where(f"${option.env}"), cwd
+    for option in SETTINGS_OPTIONS:
+        value = cli.get(option.name)
+        # A switch left off is not an override: it cannot turn off what the file turned on.
+        if value is None or value == [] or (option.kind == "bool" and value is False):
+            continue
+        yield option, value, _Where(option.flag), cwd
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
+    """The value a string from the environment or an ini file stands for, as ``llmbias.yaml``
+    would hold it. A list option's string is split on the option's separator (an ini list comes
+    already split into lines). A string that does not parse is returned as it is, for
+    :func:`_check_option` to refuse with the key, the place and what was expected."""
+    if option.repeatable:
+        items = raw.split(option.separator) if isinstance(raw, str) else raw
+        return [item.strip() for item in items if isinstance(item, str) and item.strip()]
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    if option.kind == "bool":
+        lowered = text.lower()
+        return True if lowered in _TRUE else False if lowered in _FALSE else text
+    if option.kind in ("posint", "posfloat"):
+        try:
+            return int(text) if option.kind == "posint" else float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _check_option(option: Option, value: Any, where: _Where, base_dir: Path) -> Any:
+    """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``."""
+    if option.kind == "model":
+        return _parse_model(value, option.key, where)
+    if option.kind == "models":
+        return _parse_baselines(value, where)
+    return _check_kind(option.kind, value, option.key, where, base_dir=base_dir, choices=option.choices)
+
+
+def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
+    if isinstance(raw, str):
+        if not raw.strip():
+            raise ConfigError(f"{where(key)}: {key!r} is an empty model name")
+        return ModelSpec(model=raw.strip(), alias=_default_alias(raw.strip()))
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{where(key)}: {key!r} must be a litellm model string or a mapping with keys "
+            f"{', '.join(_MODEL_KEYS)}; got {type(raw).__name__}"
+        )
+    unknown = [k for k in raw if k not in _MODEL_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where(key)}: unknown key {unknown[0]!r} in {key!r}; accepted keys: {', '.join(_MODEL_KEYS)}"
+        )
+    model = raw.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{where(key)}: {key!r} needs a 'model' (a litellm model string)")
+    for opt in ("alias", "api_base", "api_key_env", "transport"):
+        if raw.get(opt) is not None and not isinstance(raw[opt], str):
+            raise ConfigError(f"{where(key)}: '{key}.{opt}' must be a string, got {type(raw[opt]).__name__}")
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{where(key)}: '{key}.params' must be a mapping, got {type(params).__name__}")
+    for reserved in ("api_key", "messages", "model", "stream"):
+        if reserved in params:
+            raise ConfigError(
+                f"{where(key)}: '{key}.params.{reserved}' is not allowed"
+                + (" (name the variable in api_key_env instead)" if reserved == "api_key" else "")
+            )
+    api_base = raw.get("api_base")
+    try:
+        transport = Transport.parse(raw.get("transport") or "auto", what=f"'{key}.transport'")
+    except ValueError as exc:
+        raise ConfigError(f"{where(key)}: {exc}") from None
+    return ModelSpec(
+        model=model.strip(),
+        alias=raw.get("alias") or _default_alias(model.strip()),
+        api_base=api_base.rstrip("/") if api_base else None,
+        api_key_env=raw.get("api_key_env"),
+        params=dict(params),
+        transport=str(transport),
+    )
+
+
+def _parse_features(raw: Any, where: _Where, base_dir: Path) -> tuple[FeatureSettings, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{where('features')}: 'features' must map a feature name to its settings "
+            f"({', '.join(_FEATURE_KEYS)}), got {type(raw).__name__}"
+        )
+    out = []
+    for name, body in raw.items():
+        key = f"features.{name}"
+        if not isinstance(name, str) or not name.strip() or name.startswith("classifier:"):
+            raise ConfigError(f"{where('features')}: {name!r} is not a usable feature name")
+        if isinstance(body, str):
+            body = {"classifier": body}
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{where(key)}: '{key}' must be a mapping with keys {', '.join(_FEATURE_KEYS)}")
+        unknown = [k for k in body if k not in _FEATURE_KEYS]
+        if unknown:
+            raise ConfigError(
+                f"{where(f'{key}.{unknown[0]}')}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(_FEATURE_KEYS)}"
+            )
+        classifier = _check_kind("str", body.get("classifier"), f"{key}.classifier", where)
+        local = base_dir / classifier
+        if not Path(classifier).is_absolute() and local.exists():
+            classifier = str(local.resolve())
+        label = _check_kind("optstr", body.get("label"), f"{key}.label", where)
+        weights = body.get("weights")
+        if weights is not None:
+            if (
+                not isinstance(weights, Mapping)
+                or not weights
+                or not all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in weights.items())
+            ):
+                raise ConfigError(f"{where(f'{key}.weights')}: '{key}.weights' must map label names to numbers, got {weights!r}")
+            weights = {k: float(v) for k, v in weights.items()}
+        if label is not None and weights is not None:
+            raise ConfigError(f"{where(key)}: give '{key}.label' or '{key}.weights', not both")
+        batch_size = _check_kind("posint", body.get("batch_size", 32), f"{key}.batch_size", where)
+        max_length = body.get("max_length")
+        if max_length is not None:
+            max_length = _check_kind("posint", max_length, f"{key}.max_length", where)
+        out.append(FeatureSettings(name.strip(), classifier, label, weights, batch_size, max_length))
+    return tuple(out)
+
+
+def _parse_baselines(raw: Any, where: _Where) -> tuple[ModelSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
+        raise ConfigError(f"{where('baselines')}: 'baselines' must be a list of models, got {type(raw).__name__}")
+    return tuple(_parse_model(item, f"baselines[{i}]", where) for i, item in enumerate(raw))
+
+
+def _default_alias(model: str) -> str:
+    return model.rsplit("/", 1)[-1]
+
+
+def _check_aliases(target: ModelSpec | None, baselines: tuple[ModelSpec, ...], where: _Where) -> None:
+    seen: dict[str, str] = {}
+    for role, spec in [("target", target), *((f"baselines[{i}]", b) for i, b in enumerate(baselines))]:
+        if spec is None:
+            continue
+        if spec.alias in seen:
+            raise ConfigError(
+                f"{where('baselines')}: {role} and {seen[spec.alias]} share the alias {spec.alias!r}; "
+                "give each model a distinct 'alias'"
+            )
+        seen[spec.alias] = role
+
+
+def _parse_section(name: str, raw: Any, where: _Where, base_dir: Path) -> Any:
+    cls = _SECTIONS[name]
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where(name)}: {name!r} must be a mapping, got {type(raw).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in names:
+            raise ConfigError(
+                f"{where(f'{name}.{key}')}: unknown key '{name}.{key}'; accepted keys: {', '.join(names)}"
+            )
+        option = OPTION_BY_KEY.get(f"{name}.{key}")
+        if option is not None:
+            values[key] = _check_option(option, value, where, base_dir)
+        else:
+            values[key] = _check_kind(_FILE_KINDS[(name, key)], value, f"{name}.{key}", where, base_dir=base_dir)
+    section = cls(**values)
+    if name == "store" and not section.dir.is_absolute():
+        section = dataclasses.replace(section, dir=(base_dir / section.dir).resolve())
+    return section
+
+
+def _check_kind(
+    kind: str,
+    value: Any,
+    key: str,
+    where: _Where,
+    *,
+    base_dir: Path | None = None,
+    choices: type[Choice] | None = None,
+) -> Any:
+    def fail(expected: str) -> ConfigError:
+        return ConfigError(f"{where(key)}: '{key}' must be {expected}, got {value!r}")
+
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise fail("a number")
+        return float(value)
+    if kind == "posfloat":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise fail("a positive number")
+        return float(value)
+    if kind == "posint":
+        if not is_int or value < 1:
+            raise fail("a positive integer")
+        return value
+    if kind == "nonnegint":
+        if not is_int or value < 0:
+            raise fail("a non-negative integer")
+        return value
+    if kind == "optint":
+        if value is not None and not is_int:
+            raise fail("an integer or null")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise fail("true or false")
+        return value
+    if kind == "choice":
+        assert choices is not None
+        try:
+            return choices.parse(value)
+        except ValueError:
+            raise fail(f"one of {choices.accepted()}") from None
+    if kind in ("str", "optstr"):
+        if value is None and kind == "optstr":
+            return None
+        if not isinstance(value, str) or not value:
+            raise fail("a non-empty string")
+        return value
+    if kind in ("path", "optpath"):
+        if value is None and kind == "optpath":
+            return None
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise fail("a path")
+        path = Path(value)
+        return path if path.is_absolute() or base_dir is None else (base_dir / path).resolve()
+    if kind == "paths":
+        if isinstance(value, (str, Path)):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, Path)) for v in value):
+            raise fail("a list of paths")
+        return tuple(
+            Path(v) if Path(v).is_absolute() or base_dir is None else (base_dir / v).resolve() for v in value
+        )
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def settings_from_pytest(
+    *, option: Any, getini: Any, rootdir: Path, inipath: Path | None, cwd: Path, environ: Mapping[str, str]
+) -> Settings:
+    """The run's settings from pytest's parsed command line (``option``), its ini reader
+    (``getini``), its rootdir and ini file, the invocation directory and the environment;
+    ConfigError naming the option, variable, ini key or file line."""
+    path = find_config(cli_path=getattr(option, CONFIG.dest), ini_path=getini(CONFIG.ini) or None,
+                       environ=environ, rootdir=rootdir, cwd=cwd)
+    return resolve_settings(
+        cli={o.name: getattr(option, o.dest) for o in SETTINGS_OPTIONS},
+        ini={o.name: getini(o.ini) for o in SETTINGS_OPTIONS},
+        ini_dir=rootdir,
+        ini_file=inipath,
+        environ=environ,
+        config_path=path,
+        cwd=cwd,
+    )
