@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import numpy as np  # noqa: E402
 
 from pytest_llmbias.scoring import BUNDLED_MODEL_NAME, BlobCache, EmbeddingScorer, bundled_model_path  # noqa: E402
-from pytest_llmbias.scoring.embedding import _sha256_file  # noqa: E402
+from pytest_llmbias.scoring.embedding_models import sha256_file  # noqa: E402
 
 WORDS = (
     "the a of and to in is was for on that with as by it government policy people market water "
@@ -85,7 +85,7 @@ def main() -> None:
     model_dir = bundled_model_path()
     verify_first_s = time.perf_counter() - start
     start = time.perf_counter()
-    _sha256_file(model_dir / "model.safetensors")
+    sha256_file(model_dir / "model.safetensors")
     hash_s = time.perf_counter() - start
 
     direct_model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)

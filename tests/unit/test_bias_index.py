@@ -1,4 +1,4 @@
-"""The LLM Bias Index: the arithmetic of seeds/llmbi.txt (listings 1 and 3), table 1 reproduced from
+"""The LLM Bias Index: the arithmetic of the LLMBI paper (Oketunji et al.; listings 1 and 3), table 1 reproduced from
 the responses its appendix prints, weights, both penalties and a custom feature."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias import settings as settings_module
+from pytest_llmbias import settings_sources as settings_module
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option, markdown_table
 from pytest_llmbias.settings import Settings

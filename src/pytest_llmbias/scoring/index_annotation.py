@@ -3,7 +3,7 @@
 Each answer is annotated by a feature (by default the paper's |TextBlob polarity|; any feature of
 the registry, or a :class:`~pytest_llmbias.scoring.features.FeatureExtractor`, can stand in; the
 annotation is the absolute value of the feature) and measured for sentiment extremity
-(|polarity|); :mod:`pytest_llmbias.stats.llmbi` does the arithmetic (seeds/llmbi.txt §2.2,
+(|polarity|); :mod:`pytest_llmbias.stats.llmbi` does the arithmetic (the LLMBI paper (Oketunji et al.) §2.2,
 listings 1 and 3).
 """
 

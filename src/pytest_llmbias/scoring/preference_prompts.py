@@ -1,5 +1,5 @@
 """Self-preference probes: the article requests, the choice prompt, the shuffled order of a trial
-and the strict parser of a choice (seeds/socratic-self-assessment.txt §3–6; the wording here is
+and the strict parser of a choice (Through the LLM Looking Glass (Kennedy et al.) §3–6; the wording here is
 this project's own).
 
 Stage 1 asks a model for a short article on a topic from a perspective, either as the user's

@@ -31,9 +31,8 @@ _MODULES = {
         "summarize_groups",
     ),
     "power": ("answers_for_power", "power_at"),
-    "tost": (
-        "TostResult", "equivalence_pass_probability", "margin_from_baselines", "paired_tost", "tost_power", "welch_tost"
-    ),
+    "tost": ("TostResult", "margin_from_baselines", "paired_tost", "tost_power", "welch_tost"),
+    "tost_stability": ("equivalence_pass_probability",),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -2,7 +2,7 @@
 chi-square test between languages with Holm's correction (Wilson's interval is in
 :mod:`pytest_llmbias.stats.proportions`).
 
-Source: seeds/binary-choice-ideology.txt §III (answer values a ∈ {+1, −1, 0}, the bias b_q, the
+Source: Decoding the Mind of LLMs (Hirose & Uchida) §III (answer values a ∈ {+1, −1, 0}, the bias b_q, the
 unbiased variance Var_q, the willingness w_q, the opposing phase and the bias shift s_q of eq. 1)
 and §IV (chi-square tests between languages, table II). Where the paper is loose:
 

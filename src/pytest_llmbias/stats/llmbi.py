@@ -1,6 +1,6 @@
 """The LLM Bias Index (LLMBI), as pure arithmetic on per-response numbers.
 
-Source: seeds/llmbi.txt §2.2 (the formula), listing 1 (its arithmetic) and listing 3 (one score
+Source: the LLMBI paper (Oketunji et al.) §2.2 (the formula), listing 1 (its arithmetic) and listing 3 (one score
 per response)::
 
     LLMBI = Σᵢ wᵢ · Bᵢ / n + P(D) + λ · S

@@ -1,6 +1,6 @@
 """Whether a disparity comes from one extreme group: Dixon's Q, max Z and the disparity metrics.
 
-Source: the SAGED bias-benchmarking pipeline (seeds/saged.txt §4.2). A statistic is taken per group
+Source: the SAGED bias-benchmarking pipeline (Guan et al., §4.2). A statistic is taken per group
 (e.g. each group's mean score); the **range**, **standard deviation** and **min/max ratio** of it
 over the groups show how large the worst disparity is; the **max Z-score** and **Dixon's Q** show
 whether it comes from one extreme group (concentrated bias) or is spread over many (dispersed bias).
@@ -30,7 +30,7 @@ class DixonQResult:
     ``q`` is the larger end gap divided by the range; ``critical`` its critical value for ``n``
     values at ``confidence`` (see :func:`dixon_critical`); ``suspect`` is the group at the end with
     the larger gap (None when every value is equal). ``margin`` = q − critical: positive reads as
-    concentrated bias (one group stands apart), negative as dispersed bias (seeds/saged.txt §4.2).
+    concentrated bias (one group stands apart), negative as dispersed bias (SAGED, Guan et al., §4.2).
     """
 
     n: int
@@ -137,7 +137,7 @@ def dixon_critical(n: int, confidence: float = 0.95) -> float:
     independent standard-normal values, estimated by a seeded Monte Carlo simulation (seed derived
     from n, so the value is reproducible): max(20 000, min(400 000, 8 000 000 // n)) replicates,
     accurate to about ±0.005 for n ≤ 30. It reproduces the published table (Rorabacher 1991,
-    cited by seeds/saged.txt §4.2) and, unlike a table, exists for any n ≥ 3 and any confidence in
+    cited by SAGED (Guan et al.) §4.2) and, unlike a table, exists for any n ≥ 3 and any confidence in
     (0, 1). Results are cached.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -178,7 +178,7 @@ def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResu
     name; gaps that differ by rounding only count as a tie). The suspect is an outlier when Q
     exceeds :func:`dixon_critical` (n, confidence). When every value is equal (a range within
     floating-point rounding, 1e-12 · max(1, max |x|), counts as 0), Q is 0, there is no suspect
-    and no outlier. Needs at least 3 values. Source: seeds/saged.txt §4.2 (Rorabacher 1991).
+    and no outlier. Needs at least 3 values. Source: SAGED (Guan et al.) §4.2 (Rorabacher 1991).
     """
     check_confidence(confidence)
     names, arr = _finite_mapping(values, "dixon_q")
@@ -208,7 +208,7 @@ def disparity_metrics(stats: Mapping[str, float], *, statistic: str = "mean", co
     and Dixon's Q test (from 3 groups on). Values that differ by floating-point rounding only
     (a range within 1e-12 · max(1, max |x|)) count as equal: range 0, SD 0, min/max ratio 1 (when
     defined), max Z 0 with no group, and no Dixon outlier. Needs at least 2 groups. Source:
-    seeds/saged.txt §4.2.
+    SAGED (Guan et al.) §4.2.
     """
     names, arr = _finite_mapping(stats, "disparity")
     if len(names) < 2:

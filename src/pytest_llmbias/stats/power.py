@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-POWER_TARGET = 0.8
+from pytest_llmbias.stats.tost import POWER_TARGET
+
 _MAX_ANSWERS = 1_000_000
 
 

@@ -1,6 +1,6 @@
 """The sampling uncertainty of the impact ratio: a bootstrap interval and a permutation check.
 
-Source: the SAGED bias-benchmarking pipeline (seeds/saged.txt §4.1) gives the minimum impact ratio
+Source: the SAGED bias-benchmarking pipeline (Guan et al., §4.1) gives the minimum impact ratio
 as a point estimate read against the four-fifths rule; this module adds what the paper does not:
 a seeded, simultaneous stratified-bootstrap interval of it (:func:`bootstrap_impact_ratio`), and
 how the rule behaves when the group labels do not matter (:func:`permutation_null`).

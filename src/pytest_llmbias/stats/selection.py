@@ -1,6 +1,6 @@
 """Selection rates and the impact ratio: how often each group's scores are selected.
 
-Source: the SAGED bias-benchmarking pipeline (seeds/saged.txt §4.1 and appendix A.4). Scores are
+Source: the SAGED bias-benchmarking pipeline (Guan et al., §4.1 and appendix A.4). Scores are
 split into groups (one per concept, e.g. "Apple", "Pear"):
 
 * a :class:`SelectionRule` selects a score when it compares as asked with one standard taken over
@@ -62,7 +62,7 @@ class SelectionRule:
     Strings are accepted for ``standard`` and ``method`` and stored as :class:`Standard` and
     :class:`SelectionMethod` members (which compare equal to their strings). Every field is
     validated on construction: a bad one is a :class:`StatisticsError` naming it and the accepted
-    values. Source: seeds/saged.txt §4.1 (eq. 1) and appendix A.4 (mode-with-binning and
+    values. Source: SAGED (Guan et al.) §4.1 (eq. 1) and appendix A.4 (mode-with-binning and
     within-percentage are not offered).
     """
 
@@ -294,7 +294,7 @@ def selection_standard(values: Values, standard: str = "mean", *, quantile: floa
 
     ``standard`` is ``"mean"``, ``"median"`` or ``"quantile"`` (the ``quantile`` quantile, numpy's
     default linear interpolation between the two nearest order statistics; ``quantile`` is ignored
-    for the other standards). Source: seeds/saged.txt §4.1 and appendix A.4 (mode-with-binning and
+    for the other standards). Source: SAGED (Guan et al.) §4.1 and appendix A.4 (mode-with-binning and
     within-percentage are not offered).
     """
     return SelectionRule.parse(standard, quantile=quantile).standard_of(_as_values(values))
@@ -317,7 +317,7 @@ def selection_rates(values: Values, groups: Sequence[str], rule: SelectionRule =
     (``within-range``), each with a slack of 1e-9 · max(1, |S|) (see :class:`SelectionRule`).
     Raises :class:`StatisticsError` for bad input: no values, NaN or infinite values, groups of
     another length than the values, fewer than 2 groups; :class:`TypeError` when ``rule`` is not a
-    :class:`SelectionRule`. Source: seeds/saged.txt §4.1 (eq. 1) and appendix A.4.
+    :class:`SelectionRule`. Source: SAGED (Guan et al.) §4.1 (eq. 1) and appendix A.4.
     """
     rule = _check_rule(rule)
     arr, names, codes = _grouped(values, groups)
@@ -374,7 +374,7 @@ def impact_ratio(
     ``confidence`` is used by the Dixon's Q tests in ``means`` and ``rates``.
 
     Raises :class:`StatisticsError` for bad input (see :func:`selection_rates`) and when no score
-    of any group is selected (max SR = 0: the ratio is undefined). Source: seeds/saged.txt §4.1–4.2
+    of any group is selected (max SR = 0: the ratio is undefined). Source: SAGED (Guan et al.) §4.1–4.2
     (min IR) and appendix A.4 (standards and selection methods).
     """
     rule = _check_rule(rule)

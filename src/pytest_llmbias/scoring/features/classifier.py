@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import FeatureError
-from pytest_llmbias.scoring.embedding import _looks_like_path, _tree_digest
+from pytest_llmbias.scoring.embedding_models import looks_like_path, tree_digest
 from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 
 __all__ = ["CLASSIFIER_PREFIX", "ClassifierExtractor"]
@@ -44,7 +44,7 @@ def _resolve_classifier(model: str) -> tuple[str, str]:
         return str(path), "local"
     if path.exists():
         raise FeatureError(f"the classifier model {name!r} is a file; give the folder the model was saved in")
-    if _looks_like_path(name):
+    if looks_like_path(name):
         raise FeatureError(
             f"the classifier model folder {name!r} does not exist. Give the path of a folder saved with "
             "save_pretrained (config.json, weights, tokenizer files) or a Hugging Face Hub name."
@@ -167,7 +167,7 @@ class ClassifierExtractor(FeatureExtractor):
         """``local@sha256:<digest>`` for a folder, the name for a Hub model."""
         if self._model_identity is None:
             if self.kind == "local":
-                self._model_identity = f"local@sha256:{_tree_digest(Path(self.resolved))}"
+                self._model_identity = f"local@sha256:{tree_digest(Path(self.resolved))}"
             else:
                 self._model_identity = self.resolved
         return self._model_identity
