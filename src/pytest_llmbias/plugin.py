@@ -20,14 +20,12 @@ from pytest_llmbias.errors import LLMBiasWarning  # standard library only
 
 if TYPE_CHECKING:
     from pytest_llmbias.catalog import MarkerRegistry
-    from pytest_llmbias.llm import LLM
     from pytest_llmbias.planning.collector import Progress
-    from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.report.run_record import RunRecord
     from pytest_llmbias.session import BiasSession
 
 _session_key = pytest.StashKey["_Plugin"]()
-_spec_key = pytest.StashKey[dict]()
+SPEC_KEY = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
 _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report section of its text
 
@@ -62,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(plugin, "llmbias-session")
     config.pluginmanager.register(plugin.terminal, "llmbias-terminal")
     config.pluginmanager.register(plugin.reports, "llmbias-reports")
+    config.pluginmanager.import_plugin("pytest_llmbias.fixtures")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -70,7 +69,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         plugin.close()
 
 
-def _plugin(config: pytest.Config) -> _Plugin:
+def plugin_of(config: pytest.Config) -> _Plugin:
     return config.stash[_session_key]
 
 
@@ -132,7 +131,7 @@ class _Plugin:
 
     def gate_marker(self, item: pytest.Item) -> str | None:
         """The name of the item's gate marker (one whose test passes or fails on a result), if any."""
-        specs = item.stash.get(_spec_key, None)
+        specs = item.stash.get(SPEC_KEY, None)
         return next((n for n in self.registry.gate_markers if n in specs), None) if specs else None
 
     # -- collection: plan every call the selected tests need ---------------------------------
@@ -164,7 +163,7 @@ class _Plugin:
                 spec = plan_marker(gate, core, name, marker.args, marker.kwargs)  # type: ignore[arg-type]
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
-            item.stash.setdefault(_spec_key, {})[name] = spec
+            item.stash.setdefault(SPEC_KEY, {})[name] = spec
             if gate is not None:
                 gates.append((item.nodeid, gate, spec))
         _check_spending(self.config, core, gates, worker=self.is_worker)
@@ -186,7 +185,7 @@ class _Plugin:
     # -- running: collect once, evaluate each gate once ---------------------------------------
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if item.stash.get(_spec_key, None):
+        if item.stash.get(SPEC_KEY, None):
             from pytest_llmbias.errors import LLMBiasError
 
             try:
@@ -221,7 +220,7 @@ class _Plugin:
 
             name = self.gate_marker(item)
             assert name is not None
-            spec = item.stash[_spec_key][name]
+            spec = item.stash[SPEC_KEY][name]
             try:
                 result = self.registry.gate(name).evaluate(spec, self.session)  # type: ignore[union-attr]
             except (LLMBiasError, ValueError) as exc:
@@ -436,65 +435,3 @@ def _check_spending(config: pytest.Config, core: BiasSession, gates: list[tuple[
     error = budget_error(estimate, c.max_cost)
     if error is not None:
         raise pytest.UsageError(f"pytest-llmbias: {error}")
-
-
-# -- fixtures ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
-    """The responses ``@pytest.mark.bias_responses(...)`` asked for (a ``ResponseSet``)."""
-    from pytest_llmbias.errors import MissingResponsesError, StoreError
-
-    specs = request.node.stash.get(_spec_key, {})
-    if "bias_responses" not in specs:
-        pytest.fail("the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False)
-    plugin = _plugin(request.config)
-    try:
-        return plugin.session.responses(specs["bias_responses"])
-    except (MissingResponsesError, StoreError) as exc:
-        message = str(exc)
-    pytest.fail(message, pytrace=False)
-
-
-@pytest.fixture
-def bias_result(request: pytest.FixtureRequest) -> Any:
-    """The result of the test's gate marker: an ``EquivalentResult`` for ``bias_equivalent``
-    (``.passed``, ``.verdict``, ``.methods``...), an ``ImpactRatioGateResult`` for
-    ``bias_impact_ratio`` (``.passed``, ``.target``, ``.baselines``...)."""
-    if _plugin(request.config).gate_marker(request.node) is None:
-        pytest.fail(
-            "the bias_result fixture needs a gate marker: @pytest.mark.bias_equivalent(...) or "
-            "@pytest.mark.bias_impact_ratio(...)",
-            pytrace=False,
-        )
-    return _plugin(request.config).gate_result(request.node)
-
-
-def _llm(config: pytest.Config, which: str) -> Any:
-    from pytest_llmbias.errors import ConfigError
-    from pytest_llmbias.llm import role_llms
-
-    try:
-        return role_llms(_plugin(config).session, which)
-    except ConfigError as exc:
-        message = f"pytest-llmbias: {exc}"
-    pytest.fail(message, pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def llm_target(pytestconfig: pytest.Config) -> LLM:
-    """The target model: ``.ask(prompt) -> str`` (and ``await .aask(prompt)``), through the store."""
-    return _llm(pytestconfig, "target")
-
-
-@pytest.fixture(scope="session")
-def llm_baselines(pytestconfig: pytest.Config) -> tuple[LLM, ...]:
-    """The baseline models, in configured order (each an ``LLM``)."""
-    return _llm(pytestconfig, "baselines")
-
-
-@pytest.fixture(scope="session")
-def llm_judge(pytestconfig: pytest.Config) -> LLM:
-    """The judge model (an ``LLM``)."""
-    return _llm(pytestconfig, "judge")

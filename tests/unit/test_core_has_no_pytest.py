@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest_llmbias
 
 PACKAGE = Path(pytest_llmbias.__file__).resolve().parent
-CORE_FILES = sorted(p for p in PACKAGE.rglob("*.py") if p.name not in ("plugin.py", "hookspecs.py"))
+CORE_FILES = sorted(p for p in PACKAGE.rglob("*.py") if p.name not in ("plugin.py", "fixtures.py", "hookspecs.py"))
 
 
 def imported_roots(path: Path) -> set[str]:

@@ -10,7 +10,7 @@ listings 1 and 3).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.stats.llmbi import (
@@ -29,23 +29,16 @@ SENTIMENT = "sentiment"
 
 
 @dataclass(frozen=True)
-class BiasIndexResult:
-    """An index and its parts. ``dimensions`` holds Bᵢ by dimension; ``annotations`` and
-    ``extremities`` each response's b and |polarity| by dimension (in input order);
-    ``response_scores`` each response's own score as listing 3 computes it (w · b + P + λ · s, with
-    its dimension's weight and penalty)."""
+class BiasIndexResult(IndexParts):
+    """An index and its parts (see :class:`~pytest_llmbias.stats.llmbi.IndexParts`), with the
+    responses behind it: ``annotations`` and ``extremities`` hold each response's b and |polarity|
+    by dimension (in input order); ``response_scores`` each response's own score as listing 3
+    computes it (w · b + P + λ · s, with its dimension's weight and penalty)."""
 
-    index: float
-    dimensions: Mapping[str, float]
-    weights: Mapping[str, float]
-    penalty: float
-    penalties: Mapping[str, float]
-    sentiment: float
-    lambda_: float
-    feature: str
-    annotations: Mapping[str, tuple[float, ...]]
-    extremities: Mapping[str, tuple[float, ...]]
-    response_scores: Mapping[str, tuple[float, ...]]
+    feature: str = ""
+    annotations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    extremities: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    response_scores: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_parts(
@@ -80,13 +73,7 @@ class BiasIndexResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "index": self.index,
-            "dimensions": dict(self.dimensions),
-            "weights": dict(self.weights),
-            "penalty": self.penalty,
-            "penalties": dict(self.penalties),
-            "sentiment": self.sentiment,
-            "lambda": self.lambda_,
+            **super().to_dict(),
             "feature": self.feature,
             "annotations": {d: list(v) for d, v in self.annotations.items()},
             "extremities": {d: list(v) for d, v in self.extremities.items()},
