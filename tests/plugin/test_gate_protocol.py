@@ -173,3 +173,11 @@ def test_x(bias_result):
     result = run_pytest_once("--llmbias-offline")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown argument 'colour'; accepted: domain, alternative, margin*"])
+
+
+def test_a_gate_that_takes_a_built_in_name_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once) -> None:
+    pytester.makeconftest(CONFTEST.replace('marker = "bias_length"', 'marker = "bias_equivalent"'))
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = run_pytest_once()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_llmbias_add_gates: the marker 'bias_equivalent' is already registered*"])

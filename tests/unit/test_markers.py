@@ -173,3 +173,59 @@ def test_marker_vocabularies_match_the_statistics() -> None:
     for standard in Standard.values():
         for method in SelectionMethod.values():
             assert SelectionRule.parse(standard, method, quantile=0.5, within=0.1 if method == "within-range" else None)
+
+
+class _Gate:
+    help = "h"
+
+    def __init__(self, marker: object) -> None:
+        self.marker = marker
+
+    def signature(self) -> str:
+        return "domain"
+
+    def parse(self, args: Any, kwargs: Any) -> Any:
+        return args
+
+    def plan(self, spec: Any, session: Any) -> None:
+        pass
+
+    def evaluate(self, spec: Any, session: Any) -> Any:
+        return None
+
+    def figures(self, entry: Any) -> list[Any]:
+        return []
+
+
+def test_the_registry_adds_a_gate_after_the_built_in_markers() -> None:
+    from pytest_llmbias.catalog import GATE_MARKERS, MARKERS, MarkerRegistry
+
+    registry = MarkerRegistry()
+    gate = _Gate("bias_length")
+    registry.register(gate)
+    assert registry.docs[: len(MARKERS)] == MARKERS
+    assert registry.docs[-1].line == "bias_length(domain): h"
+    assert registry.gate_markers == (*GATE_MARKERS, "bias_length")
+    assert registry.gate("bias_length") is gate
+    assert registry.gate("bias_responses") is None
+    assert registry.gate("bias_stance").marker == "bias_stance"  # the built-in gate, imported on demand
+
+
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        (_Gate("bias_equivalent"), "already registered"),
+        (_Gate("not a name"), "must be a marker name"),
+        (_Gate(3), "must be a marker name"),
+        (type("Half", (), {"marker": "bias_half", "help": "h"})(), "lacks signature, parse, plan, evaluate, figures"),
+    ],
+)
+def test_the_registry_refuses_a_taken_name_a_bad_name_or_half_a_gate(gate: Any, message: str) -> None:
+    from pytest_llmbias.catalog import MarkerRegistry
+
+    registry = MarkerRegistry()
+    with pytest.raises(ValueError, match=message):
+        registry.register(gate)
+    registry.register(_Gate("bias_length"))
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(_Gate("bias_length"))

@@ -15,8 +15,9 @@ A gate turns one marker into a verdict. It owns, in its own module under ``gates
 
 The session (:class:`GateSession`) is a service that knows no gate by name: settings, domains,
 the store, planning and reading responses, the scorers. The registry in
-:mod:`pytest_llmbias.gates` maps each marker name to its gate; adding a gate is one module plus
-one line there.
+:mod:`pytest_llmbias.gates` maps each marker name to its gate: a built-in gate is one module plus
+its row in :data:`pytest_llmbias.catalog.MARKERS`; a gate from a ``conftest.py`` or another plugin
+is registered by the ``pytest_llmbias_add_gates`` hook.
 """
 
 from __future__ import annotations
