@@ -26,8 +26,7 @@ import yaml
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.scoring.judge import JUDGE_GENERATION
-from pytest_llmbias.scoring.judge import judge_messages
+from pytest_llmbias.scoring.judge import judge_call, rating_messages
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 
@@ -168,8 +167,7 @@ def build(out: Path = SNAPSHOT) -> int:
                 if not data.get("judged", True):
                     continue
                 score = illustrative_score(spec.alias, domain.name, question.id)
-                messages = judge_messages(domain.focus, question.text, text)
-                judged = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)
+                judged = judge_call(settings.judge, rating_messages(settings.judge, domain.focus, question.text, text))
                 rating = f"Bias Score: {score}\nExplanation: illustrative rating written for the demo."
                 responses.append(Response(call=judged, text=rating, finish_reason="stop", source="illustrative"))
                 labels[judged.key] = {

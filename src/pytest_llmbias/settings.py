@@ -38,6 +38,10 @@ class ModelSpec:
     #: ``auto`` | ``litellm`` | ``openai``: how calls travel; never part of a call's identity, so
     #: an answer stored through one transport is served to the other
     transport: str = "auto"
+    #: as a judge, ask for a JSON answer through ``response_format`` (a JSON schema): True, False,
+    #: or None for auto (yes at an ``api_base``, where OpenAI-compatible servers take a schema;
+    #: elsewhere when litellm says the model supports one)
+    structured: bool | None = None
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The API key from the environment, or None when no variable is named."""
@@ -64,6 +68,7 @@ class ModelSpec:
             "api_key_env": self.api_key_env,
             "params": merge_credentials(public, masked),
             "transport": self.transport,
+            "structured": self.structured,
         }
 
 

@@ -46,7 +46,7 @@ _SECTIONS: dict[str, type] = {
 _TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
 _TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
-_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport")
+_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
 #: pytest_llmbias.options.OPTIONS
@@ -278,6 +278,11 @@ def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
         transport = Transport.parse(raw.get("transport") or "auto", what=f"'{key}.transport'")
     except ValueError as exc:
         raise ConfigError(f"{where(key)}: {exc}") from None
+    structured = raw.get("structured")
+    if structured == "auto":
+        structured = None
+    if structured is not None and not isinstance(structured, bool):
+        raise ConfigError(f"{where(key)}: '{key}.structured' must be true, false or auto, got {structured!r}")
     return ModelSpec(
         model=model.strip(),
         alias=raw.get("alias") or _default_alias(model.strip()),
@@ -285,6 +290,7 @@ def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
         api_key_env=raw.get("api_key_env"),
         params=dict(params),
         transport=str(transport),
+        structured=structured,
     )
 
 

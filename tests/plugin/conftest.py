@@ -84,8 +84,7 @@ def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
     def write(judge_answer: Callable[[str, str], str], *, domain: str = "us_politics",
               categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
               skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
-        from pytest_llmbias.scoring.judge import JUDGE_GENERATION
-        from pytest_llmbias.scoring.judge import judge_messages, reask_messages
+        from pytest_llmbias.scoring.judge import judge_call, rating_messages, reask_messages
 
         settings = _settings(pytester.path)
         dom = load_domain(domain)
@@ -96,9 +95,9 @@ def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
                 responses.append(Response(call=ModelCall.build(spec, q.text, settings.generation), text=text))
                 if (spec.alias, q.id) in skip_judge:
                     continue
-                messages = judge_messages(dom.focus, q.text, text)
+                messages = rating_messages(settings.judge, dom.focus, q.text, text)
                 for _ in range(reasks + 1):  # the same answer to the first ask and to each re-ask
-                    call = ModelCall.build(settings.judge, messages, JUDGE_GENERATION)
+                    call = judge_call(settings.judge, messages)
                     responses.append(Response(call=call, text=judge_answer(spec.alias, q.id)))
                     messages = reask_messages(messages, judge_answer(spec.alias, q.id))
         path = pytester.path / name

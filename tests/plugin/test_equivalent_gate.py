@@ -142,7 +142,7 @@ def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester, j
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*are missing (unparsable judge answers)*",
-        "*judge 'judge' gave no parsable 'Bias Score: N' for b2's answer to us-gun-03*I would rather not give a number*",
+        "*judge 'judge' gave no readable score for b2's answer to us-gun-03*I would rather not give a number*",
     ])
 
 

@@ -19,7 +19,7 @@ from pytest_llmbias.errors import ConfigError, MissingResponsesError, ProviderEr
 from pytest_llmbias.gates import GATES
 from pytest_llmbias.planning.collector import PlannedCall, collect, merge_worker_reports
 from pytest_llmbias.planning.request import ResponseRequest, grid, plan_calls, read_responses
-from pytest_llmbias.scoring.judge import JUDGE_GENERATION, JudgeFollowUp, judge_messages
+from pytest_llmbias.scoring.judge import JudgeFollowUp, judge_call, rating_messages
 from pytest_llmbias.session import BiasSession
 from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings, StoreSettings
 from pytest_llmbias.store import ResponseStore
@@ -134,7 +134,7 @@ def test_judge_calls_start_while_answers_are_in_flight(tmp_path: Path) -> None:
     domain = load_domain("us_politics")
     item = planned[0]
     answer = store.get(item.call.key)
-    judged = ModelCall.build(JUDGE, judge_messages(domain.focus, item.call.messages[-1][1], answer.text), JUDGE_GENERATION)
+    judged = judge_call(JUDGE, rating_messages(JUDGE, domain.focus, item.call.messages[-1][1], answer.text))
     assert store.get(judged.key).text.startswith("Bias Score: 3")
 
 

@@ -286,6 +286,18 @@ def test_unknown_key_in_model_mapping(tmp_path: Path) -> None:
     assert "'api_key'" in msg and "'target'" in msg and f"{tmp_path / 'llmbias.yaml'}:1" in msg
 
 
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), ("auto", None), ("null", None)])
+def test_a_judge_may_be_told_whether_to_answer_in_json(tmp_path: Path, value: str, expected: bool | None) -> None:
+    settings = resolve(tmp_path, f"judge: {{model: openai/j, structured: {value}}}\n")
+    assert settings.judge is not None and settings.judge.structured is expected
+    assert settings.to_dict()["judge"]["structured"] is expected
+
+
+def test_structured_must_be_a_boolean_or_auto(tmp_path: Path) -> None:
+    msg = config_error(tmp_path, "judge:\n  model: openai/j\n  structured: sometimes\n")
+    assert "'judge.structured' must be true, false or auto" in msg and "'sometimes'" in msg
+
+
 def test_model_mapping_without_model(tmp_path: Path) -> None:
     msg = config_error(tmp_path, "baselines:\n  - alias: x\n")
     assert "baselines[0]" in msg and "'model'" in msg and f"{tmp_path / 'llmbias.yaml'}:2" in msg

@@ -108,6 +108,8 @@ class EquivalentResult(GateResultBase):
     alpha: float
     methods: tuple[MethodResult, ...]
     warnings: tuple[str, ...] = field(default=())
+    #: how the judge's scores were read: answers per form (json, label, score, prose), re-asked, unread
+    judge_reading: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def passed(self) -> bool:
@@ -152,14 +154,20 @@ class EquivalentResult(GateResultBase):
     def fields(self) -> dict[str, Any]:
         return {"target": self.target, "baselines": list(self.baselines), "n_questions": self.n_questions,
                 "samples": self.samples, "k": self.k, "alpha": self.alpha,
-                "methods": [m.to_dict() for m in self.methods]}
+                "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading)}
 
     def title(self) -> str:
         return (f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
                 f"{self.n_questions} questions x {self.samples} sample(s))")
 
     def details(self) -> list[str]:
-        return [line for m in self.methods for line in method_lines(m, k=self.k, aliases=[self.target, *self.baselines])]
+        lines = [line for m in self.methods for line in method_lines(m, k=self.k, aliases=[self.target, *self.baselines])]
+        if self.judge_reading:
+            r = self.judge_reading
+            forms = ", ".join(f"{f} {n}" for f, n in r.items() if f not in ("re-asked", "unread") and n)
+            lines.append(f"judge answers read: {forms or 'none'}; {r.get('re-asked', 0)} after a re-ask, "
+                         f"{r.get('unread', 0)} unread")
+        return lines
 
     def rows(self) -> list[dict[str, Any]]:
         return [m.summary_row() for m in self.methods]
@@ -309,11 +317,12 @@ class EquivalentGate(SpecGate):
         categories = {q.id: q.category for q in responses.questions}
         methods: list[MethodResult] = []
         warnings: list[str] = []
+        reading: dict[str, int] = {}
         for method in spec.methods:
             if method == "embedding":
                 scores = self.embedding_scores(session, responses)
             else:
-                scores = judge_scores(session, responses)
+                scores, reading = judge_scores(session, responses)
                 judge = session.settings.judge
                 if judge is not None and any(m.model == judge.model for m in session.settings.roster):
                     warnings.append(
@@ -331,6 +340,7 @@ class EquivalentGate(SpecGate):
             alpha=spec.alpha,
             methods=tuple(methods),
             warnings=tuple(stability_warnings(methods) + warnings),
+            judge_reading=reading,
         )
 
     def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
@@ -346,8 +356,9 @@ class EquivalentGate(SpecGate):
         return embedding_deviations(session.embedding_scorer(), texts, instruction)
 
 
-def judge_scores(session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
-    """Alias -> question id -> the judge's score (mean over samples). Raises
+def judge_scores(session: GateSession, responses: ResponseSet) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """Alias -> question id -> the judge's score (mean over samples), and how the scores were read
+    (:meth:`~pytest_llmbias.scoring.judge.JudgeOutcome.reading`). Raises
     :class:`MissingResponsesError` when a judge answer is missing or never parsed."""
     import statistics
 
@@ -377,7 +388,7 @@ def judge_scores(session: GateSession, responses: ResponseSet) -> dict[str, dict
     by: dict[str, dict[str, list[int]]] = {}
     for item, score in outcome.scores.items():
         by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
-    return {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}
+    return {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}, outcome.reading()
 
 
 GATE = EquivalentGate()
