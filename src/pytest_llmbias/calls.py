@@ -60,8 +60,8 @@ class ModelCall:
         sample: int = 0,
         params: Mapping[str, Any] | None = None,
     ) -> ModelCall:
-        """The call for ``spec`` on ``prompt``: generation settings, then the model's own params,
-        then ``params``. Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are
+        """The call for ``spec`` on ``prompt`` (after the deployment's system prompt and primer
+        turns, when it has them): generation settings, then the model's own params, then ``params``. Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are
         independent draws, not replays of one seed."""
         merged: dict[str, Any] = {"temperature": generation.temperature, "max_tokens": generation.max_tokens}
         if generation.seed is not None:
@@ -72,10 +72,15 @@ class ModelCall:
         api_base = strip_userinfo(spec.api_base)
         if api_base != spec.api_base:
             credentials["api_base"] = spec.api_base
+        messages = as_messages(prompt)
+        if spec.messages:
+            messages = (*spec.messages, *messages)
+        if spec.system is not None:
+            messages = (("system", spec.system), *messages)
         return cls(
             model=spec.model,
             api_base=api_base,
-            messages=as_messages(prompt),
+            messages=messages,
             params=public,
             sample=sample,
             credentials=credentials,

@@ -42,6 +42,20 @@ class ModelSpec:
     #: or None for auto (yes at an ``api_base``, where OpenAI-compatible servers take a schema;
     #: elsewhere when litellm says the model supports one)
     structured: bool | None = None
+    #: a deployment's system prompt, sent first with every call to this entry (part of the call's
+    #: identity: a changed prompt asks again)
+    system: str | None = None
+    #: chat turns (role, content) placed after the system prompt, before every question
+    messages: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def system_hash(self) -> str | None:
+        """The first 12 hex digits of the system prompt's sha256, as reports name it."""
+        if self.system is None:
+            return None
+        import hashlib
+
+        return hashlib.sha256(self.system.encode("utf-8")).hexdigest()[:12]
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The API key from the environment, or None when no variable is named."""
@@ -69,6 +83,9 @@ class ModelSpec:
             "params": merge_credentials(public, masked),
             "transport": self.transport,
             "structured": self.structured,
+            "system": self.system,
+            "system_hash": self.system_hash,
+            "messages": [{"role": r, "content": c} for r, c in self.messages],
         }
 
 

@@ -17,8 +17,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.choices import CacheMode, Choice, Transport
+from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.model_entries import Where, parse_baselines, parse_model
 from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
 from pytest_llmbias.settings import (
     CONFIG_FILENAME,
@@ -46,7 +47,6 @@ _SECTIONS: dict[str, type] = {
 _TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
 _TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
-_MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
 #: pytest_llmbias.options.OPTIONS
@@ -65,18 +65,6 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("embedding", "batch_size"): "posint",
     ("domains", "paths"): "paths",
 }
-
-
-class _Where:
-    """Names the place a value came from, for error messages."""
-
-    def __init__(self, source: str, lines: Mapping[str, int] | None = None) -> None:
-        self.source = source
-        self.lines = lines or {}
-
-    def __call__(self, key: str) -> str:
-        line = self.lines.get(key)
-        return f"{self.source}:{line}" if line else self.source
 
 
 def find_config(
@@ -143,7 +131,7 @@ def resolve_settings(
     lines: dict[str, int] = {}
     if config_path is not None:
         file_data, lines = load_config_file(config_path)
-    where = _Where(str(config_path) if config_path else "settings", lines)
+    where = Where(str(config_path) if config_path else "settings", lines)
     base_dir = config_path.parent if config_path else cwd
 
     unknown = [k for k in file_data if k not in _TOP_KEYS]
@@ -188,24 +176,24 @@ def _overrides(
     ini: Mapping[str, Any],
     ini_dir: Path,
     ini_file: Path | str | None,
-) -> Iterator[tuple[Option, Any, _Where, Path]]:
+) -> Iterator[tuple[Option, Any, Where, Path]]:
     """Every value given outside the file, lowest precedence first (ini, environment, command
     line), as (option, value as the file would hold it, where it came from, base of relative paths)."""
     in_file = f" ({ini_file})" if ini_file else ""
     for option in SETTINGS_OPTIONS:
         raw = ini.get(option.name)
         if raw not in (None, "", []):
-            yield option, _from_text(option, raw), _Where(f"ini option {option.ini}{in_file}"), ini_dir
+            yield option, _from_text(option, raw), Where(f"ini option {option.ini}{in_file}"), ini_dir
     for option in SETTINGS_OPTIONS:
         raw = environ.get(option.env)
         if raw:
-            yield option, _from_text(option, raw), _Where(f"${option.env}"), cwd
+            yield option, _from_text(option, raw), Where(f"${option.env}"), cwd
     for option in SETTINGS_OPTIONS:
         value = cli.get(option.name)
         # A switch left off is not an override: it cannot turn off what the file turned on.
         if value is None or value == [] or (option.kind == "bool" and value is False):
             continue
-        yield option, value, _Where(option.flag), cwd
+        yield option, value, Where(option.flag), cwd
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -234,67 +222,16 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     return text
 
 
-def _check_option(option: Option, value: Any, where: _Where, base_dir: Path) -> Any:
+def _check_option(option: Option, value: Any, where: Where, base_dir: Path) -> Any:
     """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``."""
     if option.kind == "model":
-        return _parse_model(value, option.key, where)
+        return parse_model(value, option.key, where, base_dir)
     if option.kind == "models":
-        return _parse_baselines(value, where)
+        return parse_baselines(value, where, base_dir)
     return _check_kind(option.kind, value, option.key, where, base_dir=base_dir, choices=option.choices)
 
 
-def _parse_model(raw: Any, key: str, where: _Where) -> ModelSpec:
-    if isinstance(raw, str):
-        if not raw.strip():
-            raise ConfigError(f"{where(key)}: {key!r} is an empty model name")
-        return ModelSpec(model=raw.strip(), alias=_default_alias(raw.strip()))
-    if not isinstance(raw, Mapping):
-        raise ConfigError(
-            f"{where(key)}: {key!r} must be a litellm model string or a mapping with keys "
-            f"{', '.join(_MODEL_KEYS)}; got {type(raw).__name__}"
-        )
-    unknown = [k for k in raw if k not in _MODEL_KEYS]
-    if unknown:
-        raise ConfigError(
-            f"{where(key)}: unknown key {unknown[0]!r} in {key!r}; accepted keys: {', '.join(_MODEL_KEYS)}"
-        )
-    model = raw.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError(f"{where(key)}: {key!r} needs a 'model' (a litellm model string)")
-    for opt in ("alias", "api_base", "api_key_env", "transport"):
-        if raw.get(opt) is not None and not isinstance(raw[opt], str):
-            raise ConfigError(f"{where(key)}: '{key}.{opt}' must be a string, got {type(raw[opt]).__name__}")
-    params = raw.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise ConfigError(f"{where(key)}: '{key}.params' must be a mapping, got {type(params).__name__}")
-    for reserved in ("api_key", "messages", "model", "stream"):
-        if reserved in params:
-            raise ConfigError(
-                f"{where(key)}: '{key}.params.{reserved}' is not allowed"
-                + (" (name the variable in api_key_env instead)" if reserved == "api_key" else "")
-            )
-    api_base = raw.get("api_base")
-    try:
-        transport = Transport.parse(raw.get("transport") or "auto", what=f"'{key}.transport'")
-    except ValueError as exc:
-        raise ConfigError(f"{where(key)}: {exc}") from None
-    structured = raw.get("structured")
-    if structured == "auto":
-        structured = None
-    if structured is not None and not isinstance(structured, bool):
-        raise ConfigError(f"{where(key)}: '{key}.structured' must be true, false or auto, got {structured!r}")
-    return ModelSpec(
-        model=model.strip(),
-        alias=raw.get("alias") or _default_alias(model.strip()),
-        api_base=api_base.rstrip("/") if api_base else None,
-        api_key_env=raw.get("api_key_env"),
-        params=dict(params),
-        transport=str(transport),
-        structured=structured,
-    )
-
-
-def _parse_features(raw: Any, where: _Where, base_dir: Path) -> tuple[FeatureSettings, ...]:
+def _parse_features(raw: Any, where: Where, base_dir: Path) -> tuple[FeatureSettings, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, Mapping):
@@ -340,19 +277,7 @@ def _parse_features(raw: Any, where: _Where, base_dir: Path) -> tuple[FeatureSet
     return tuple(out)
 
 
-def _parse_baselines(raw: Any, where: _Where) -> tuple[ModelSpec, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
-        raise ConfigError(f"{where('baselines')}: 'baselines' must be a list of models, got {type(raw).__name__}")
-    return tuple(_parse_model(item, f"baselines[{i}]", where) for i, item in enumerate(raw))
-
-
-def _default_alias(model: str) -> str:
-    return model.rsplit("/", 1)[-1]
-
-
-def _check_aliases(target: ModelSpec | None, baselines: tuple[ModelSpec, ...], where: _Where) -> None:
+def _check_aliases(target: ModelSpec | None, baselines: tuple[ModelSpec, ...], where: Where) -> None:
     seen: dict[str, str] = {}
     for role, spec in [("target", target), *((f"baselines[{i}]", b) for i, b in enumerate(baselines))]:
         if spec is None:
@@ -365,7 +290,7 @@ def _check_aliases(target: ModelSpec | None, baselines: tuple[ModelSpec, ...], w
         seen[spec.alias] = role
 
 
-def _parse_section(name: str, raw: Any, where: _Where, base_dir: Path) -> Any:
+def _parse_section(name: str, raw: Any, where: Where, base_dir: Path) -> Any:
     cls = _SECTIONS[name]
     if raw is None:
         raw = {}
@@ -393,7 +318,7 @@ def _check_kind(
     kind: str,
     value: Any,
     key: str,
-    where: _Where,
+    where: Where,
     *,
     base_dir: Path | None = None,
     choices: type[Choice] | None = None,

@@ -104,7 +104,11 @@ def test_a_broken_document_fails_the_schema():
     doc = document(settings={"target": None, "baselines": [], "judge": None}, plan=plan_figures([], {}), gates=[],
                    version="1")
     jsonschema.validate(doc, schema())
-    doc["gates"] = [{"test": "t", "gate": "bias_nothing", "domain": "d", "outcome": "passed", "passed": True,
-                     "verdict": "x", "result": {}}]
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(doc, schema())
+    entry = {"test": "t", "gate": "bias_length", "domain": "d", "outcome": "passed", "passed": True,
+             "verdict": "x", "result": {}}
+    doc["gates"] = [entry]
+    jsonschema.validate(doc, schema())  # a gate a conftest added is a gate too
+    for broken in ({"gate": "bias length"}, {"outcome": "sideways"}, {"passed": "yes"}):
+        doc["gates"] = [{**entry, **broken}]
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(doc, schema())

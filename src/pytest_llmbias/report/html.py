@@ -99,7 +99,11 @@ def _model_line(model: Any) -> str:
     if not isinstance(model, Mapping):
         return _e(model)
     alias, name = model.get("alias"), model.get("model")
-    return f"<code>{_e(alias)}</code> ({_e(name)})" if alias and alias != name else f"<code>{_e(name)}</code>"
+    line = f"<code>{_e(alias)}</code> ({_e(name)})" if alias and alias != name else f"<code>{_e(name)}</code>"
+    if model.get("system"):
+        line += (f" <details><summary>system prompt {_e(model.get('system_hash'))}</summary>"
+                 f"<pre>{_e(model['system'])}</pre></details>")
+    return line
 
 
 def _header(doc: Mapping[str, Any]) -> str:

@@ -121,10 +121,14 @@ def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> st
 def header_line(settings: Any) -> str:
     """The run's header line when the plugin is in use: the roster, the judge, the store and its mode."""
     s = settings
+
+    def name(m: Any) -> str:  # a deployment shows its system prompt by hash
+        return m.alias + (f" (system {m.system_hash})" if getattr(m, "system", None) else "")
+
     roster = ", ".join(
-        [*(f"target {s.target.alias}" for _ in (s.target,) if s.target is not None),
-         *(["baselines " + ", ".join(b.alias for b in s.baselines)] if s.baselines else []),
-         *([f"judge {s.judge.alias}"] if s.judge is not None else [])]
+        [*(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
+         *(["baselines " + ", ".join(name(b) for b in s.baselines)] if s.baselines else []),
+         *([f"judge {name(s.judge)}"] if s.judge is not None else [])]
     ) or "no models configured"
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
     return f"llmbias: {roster}; store {s.store.dir} ({mode})"
