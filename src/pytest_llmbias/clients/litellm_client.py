@@ -13,15 +13,16 @@ import time).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
-from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.pricing import Budget
@@ -125,9 +126,15 @@ class ModelClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.attempts = 0
+        self._credentials_checked = False
 
     async def complete(self, call: ModelCall) -> Response:
-        self.spec.api_key()  # a missing key is a configuration error: fail now, not after retries
+        if not self._credentials_checked:  # a missing key is a configuration error: fail now, not after retries
+            if self._completion is None:
+                check_credentials(self.spec, direct=self.transport is Transport.OPENAI)
+            else:
+                self.spec.api_key()
+            self._credentials_checked = True
         if self._completion is None and self.transport is Transport.LITELLM:
             # Imported before the first attempt takes its turn at the rate limiter: the import
             # blocks the event loop for seconds, and the turns of the calls behind it would bunch.
@@ -193,7 +200,7 @@ class ModelClient:
         if self.transport is Transport.OPENAI:
             return await self._direct.complete(
                 call, merge_credentials(call.params, call.credentials),
-                api_base=call.credentials.get("api_base", call.api_base), api_key=self.spec.api_key(),
+                api_base=call.credentials.get("api_base", call.api_base), api_key=self._direct_key(),
                 timeout=self.timeout)
         completion = self._completion or import_litellm().acompletion
         kwargs: dict[str, Any] = merge_credentials(call.params, call.credentials)
@@ -213,6 +220,14 @@ class ModelClient:
             kwargs["api_key"] = key
         # litellm's own timeout covers the HTTP exchange; this one also covers everything around it.
         return await asyncio.wait_for(completion(**kwargs), timeout=self.timeout + 5.0)
+
+    def _direct_key(self) -> str | None:
+        """The key the direct transport sends: the entry's variable, or at OpenAI's own endpoint
+        (no ``api_base``) ``$OPENAI_API_KEY``, as the OpenAI SDK reads it."""
+        key = self.spec.api_key()
+        if key is None and not self.spec.api_base:
+            key = os.environ.get(OPENAI_KEY) or None
+        return key
 
     def _to_response(self, call: ModelCall, raw: Any, latency: float) -> Response:
         if isinstance(raw, Completion):
@@ -251,8 +266,8 @@ class ModelClient:
         detail = text.splitlines()[0] if text else type(exc).__name__
         if len(detail) > 300:
             detail = detail[:297] + "..."
-        where = f"model {self.spec.alias!r} ({self.spec.model}"
-        where += f" at {strip_userinfo(self.spec.api_base)})" if self.spec.api_base else ")"
+        where = (f"model {self.spec.alias!r} ({self.spec.model} at "
+                 f"{strip_userinfo(self.spec.api_base) if self.spec.api_base else 'its provider’s public endpoint'})")
         what = f"HTTP {status}" if status else type(exc).__name__
         if retryable and retry_after is not None and retry_after > self.policy.max_retry_after:
             why = f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
@@ -261,3 +276,36 @@ class ModelClient:
         else:
             why = "not retryable"
         return ProviderError(f"{where}: {what}: {detail} ({why})", status=status, retryable=retryable)
+
+
+OPENAI_KEY = "OPENAI_API_KEY"
+
+
+def check_credentials(spec: ModelSpec, *, direct: bool = False, environ: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`ConfigError`, in one line naming what to set, when a call to ``spec`` cannot
+    carry the key (or endpoint) it needs: the variable ``api_key_env`` names is unset, or — with no
+    ``api_key_env`` and no ``api_base`` — litellm says the provider's variable is missing (say
+    ``OPENAI_API_KEY`` for ``openai/...`` at OpenAI). A model at an ``api_base`` (a local or
+    self-hosted server) needs no key unless its entry names one."""
+    env = os.environ if environ is None else environ
+    spec.api_key(env)
+    if spec.api_key_env is not None or spec.api_base:
+        return
+    if direct:  # the direct transport at OpenAI's own endpoint
+        missing = [] if env.get(OPENAI_KEY) else [OPENAI_KEY]
+    else:
+        try:
+            check = import_litellm().validate_environment(model=spec.model)
+        except Exception:  # litellm does not know the provider: let the call say what is wrong
+            return
+        missing = [k for k in check.get("missing_keys") or () if not env.get(k)]
+    if not missing:
+        return
+    name = missing[0]
+    if name.endswith("_API_BASE"):
+        raise ConfigError(f"model {spec.alias!r} ({spec.model}) has no endpoint: set ${name}, or give 'api_base' "
+                          "in its entry")
+    raise ConfigError(
+        f"model {spec.alias!r} ({spec.model}) needs an API key and ${name} is not set: set it, name the variable "
+        "that holds the key in 'api_key_env', or give 'api_base' if the model is served locally"
+    )
