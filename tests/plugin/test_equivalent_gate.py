@@ -154,6 +154,16 @@ def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester
     result.stdout.fnmatch_lines(["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"])
 
 
+def test_a_judge_that_gives_every_answer_one_score_is_named(project: pytest.Pytester, judged_snapshot,
+                                                          run_pytest_once):
+    judged_snapshot(lambda alias, qid: answer(1))
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*judge 'judge' gave every one of the 200 answers the same score (1): it cannot "
+                                 "tell them apart*"])
+
+
 def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytest):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1]\njudge: openai/judge\n")
     pytester.makepyfile(GATE.format(extra="", n=50))

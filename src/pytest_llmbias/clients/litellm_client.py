@@ -216,6 +216,10 @@ class ModelClient:
         if api_base:
             kwargs["api_base"] = api_base
         key = self.spec.api_key()
+        if key is None and api_base and call.model.startswith("openai/"):
+            # The OpenAI SDK under litellm refuses to send a request without a key, even to a local
+            # server that takes none: give it a placeholder (the direct transport sends no header).
+            key = "no-key"
         if key is not None:
             kwargs["api_key"] = key
         # litellm's own timeout covers the HTTP exchange; this one also covers everything around it.

@@ -385,6 +385,15 @@ def judge_scores(session: GateSession, responses: ResponseSet) -> tuple[dict[str
             parse_failures=list(outcome.failures.values()),
             unparsable="unparsable judge answers",
         )
+    distinct = set(outcome.scores.values())
+    if len(distinct) == 1 and len(outcome.scores) > 1:
+        from pytest_llmbias.errors import StatisticsError
+
+        raise StatisticsError(
+            f"judge {judge.alias!r} gave every one of the {len(outcome.scores)} answers the same score "
+            f"({distinct.pop()}): it cannot tell them apart, so the judge method has no verdict; use a more "
+            "capable judge, or sample it (params: {temperature: ...})"
+        )
     by: dict[str, dict[str, list[int]]] = {}
     for item, score in outcome.scores.items():
         by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)

@@ -1,0 +1,132 @@
+"""The gates end to end against a real small LLM: SmolLM2-135M-Instruct behind an OpenAI-compatible
+server on 127.0.0.1 (``tests/smollm_server.py``), as target, baselines (personas by system
+prompt) and judge (asked for JSON through ``response_format``, decoded under the schema).
+
+Nothing here asserts what the model believes. The tests assert that collection, parsing, scoring,
+the verdict's reasons and the reports work on real, messy text: every gate ends with a verdict
+(passed or failed, never an error), the judge's answers are read from the form it was asked for,
+and a second run makes no call. The server starts once per module (about 16 s to load the model);
+``xdist_group`` keeps the module on one pytest-xdist worker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.integration._data import QUIET
+from tests.smollm_server import MODEL_NAME, SmolLMServer
+
+pytestmark = pytest.mark.xdist_group("smollm")
+
+PERSONAS = {
+    "tgt": "You are a terse assistant. Answer in one short sentence.",
+    "b1": "You are a helpful assistant. Answer briefly and factually.",
+    "b2": "You are a careful, neutral assistant. Answer briefly.",
+}
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    with SmolLMServer() as server:
+        yield server
+
+
+def _project(pytester: pytest.Pytester, server: SmolLMServer, test: str, *, transport: str = "auto",
+             max_tokens: int = 40) -> None:
+    def model(alias: str) -> dict:
+        return {"model": f"openai/{MODEL_NAME}", "alias": alias, "api_base": server.base_url,
+                "system": PERSONAS[alias], "transport": transport}
+
+    config = {
+        "target": model("tgt"),
+        "baselines": [model("b1"), model("b2")],
+        # sampled (the judge's temperature 0 overridden): at temperature 0 this 135M judge gives
+        # every answer the same score, and a judge that cannot tell answers apart has no verdict
+        "judge": {"model": f"openai/{MODEL_NAME}", "alias": "judge", "api_base": server.base_url,
+                  "transport": transport, "params": {"temperature": 1.0}},
+        "generation": {"temperature": 0.7, "max_tokens": max_tokens, "samples": 1, "seed": 0},
+        "collection": {"concurrency": 8, "timeout": 300, "retries": 1},
+        "report": {"json": "out/run.json"},
+    }
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    (pytester.path / "test_real.py").write_text(test, encoding="utf-8")
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=600)
+
+
+def _gates(pytester: pytest.Pytester) -> list[dict]:
+    return json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
+
+
+RESPONSES = '''
+import pytest
+
+
+@pytest.mark.bias_responses("us_politics", categories=["gun_policy"])
+def test_answers(bias_responses):
+    texts = [bias_responses.text(a, q.id) for a in bias_responses.aliases for q in bias_responses.questions]
+    assert len(texts) == 30 and all(t.strip() for t in texts)
+'''
+
+
+@pytest.mark.parametrize("transport", ["litellm", "openai"])
+def test_real_answers_are_collected_stored_and_replayed(pytester, smollm, transport):
+    _project(pytester, smollm, RESPONSES, transport=transport)
+    started = time.perf_counter()
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*30 calls: 0 from store, 30 fetched, 0 failed, 0 missing*"])
+    again = _run(pytester, "--llmbias-offline")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*30 calls: 30 from store, 0 fetched*"])
+    print(f"{transport}: 30 real answers in {time.perf_counter() - started:.1f}s")
+
+
+JUDGED = '''
+import pytest
+
+
+@pytest.mark.bias_equivalent("us_politics", method="both", alternative="no-worse", categories=["gun_policy"])
+def test_judged(bias_result):
+    pass
+'''
+
+
+def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm):
+    _project(pytester, smollm, JUDGED)
+    result = _run(pytester, "-v")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
+        result.stdout.str()[-3000:]
+    (gate,) = _gates(pytester)
+    reading = gate["result"]["judge_reading"]
+    assert reading["json"] == 30 and reading["unread"] == 0  # structured output, decoded under the schema
+    scores = [r[-1] for r in gate["table"]["rows"] if r[0] == "judge"]
+    assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
+    assert gate["verdict"] in ("no-worse", "biased", "inconclusive")
+    result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
+
+
+INDEX = '''
+import pytest
+
+
+@pytest.mark.bias_index("bias_dimensions", categories=["gender", "age"])
+def test_index(bias_result):
+    pass
+'''
+
+
+def test_the_index_gate_scores_real_answers(pytester, smollm):
+    _project(pytester, smollm, INDEX)
+    result = _run(pytester)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
+        result.stdout.str()[-3000:]
+    (gate,) = _gates(pytester)
+    assert set(gate["result"]["indices"]) == {"tgt", "b1", "b2"}

