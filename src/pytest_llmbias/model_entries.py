@@ -29,7 +29,18 @@ class Where:
         return f"{self.source}:{line}" if line else self.source
 
 
-def parse_model(raw: Any, key: str, where: Where, base_dir: Path) -> ModelSpec:
+def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
+                named: Mapping[str, ModelSpec] | None = None) -> ModelSpec:
+    """A model entry: the alias of one of the file's ``models:`` (``named``), an inline YAML flow
+    mapping (``{model: openai/x, api_base: URL, system: ...}``, as the command line and the
+    environment give one), a litellm model string, or a mapping; ConfigError naming the key and
+    where it came from."""
+    if isinstance(raw, str) and named and raw.strip() in named:
+        return named[raw.strip()]
+    if isinstance(raw, str) and raw.strip().startswith("{"):
+        from pytest_llmbias.yamlutil import load_inline_mapping
+
+        raw = load_inline_mapping(raw.strip(), what=where(key), error=ConfigError)
     if isinstance(raw, str):
         if not raw.strip():
             raise ConfigError(f"{where(key)}: {key!r} is an empty model name")
@@ -123,12 +134,29 @@ def _parse_primer(raw: Any, key: str, where: Where) -> tuple[tuple[str, str], ..
     return tuple(turns)
 
 
-def parse_baselines(raw: Any, where: Where, base_dir: Path) -> tuple[ModelSpec, ...]:
+def parse_named_models(raw: Any, where: Where, base_dir: Path) -> dict[str, ModelSpec]:
+    """The file's ``models:`` list: entries defined once and named by alias from ``target``,
+    ``baselines``, ``judge`` and the command line."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
+        raise ConfigError(f"{where('models')}: 'models' must be a list of model entries, got {type(raw).__name__}")
+    named: dict[str, ModelSpec] = {}
+    for i, item in enumerate(raw):
+        spec = parse_model(item, f"models[{i}]", where, base_dir)
+        if spec.alias in named:
+            raise ConfigError(f"{where(f'models[{i}]')}: the alias {spec.alias!r} is defined twice in 'models'")
+        named[spec.alias] = spec
+    return named
+
+
+def parse_baselines(raw: Any, where: Where, base_dir: Path,
+                    named: Mapping[str, ModelSpec] | None = None) -> tuple[ModelSpec, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
         raise ConfigError(f"{where('baselines')}: 'baselines' must be a list of models, got {type(raw).__name__}")
-    return tuple(parse_model(item, f"baselines[{i}]", where, base_dir) for i, item in enumerate(raw))
+    return tuple(parse_model(item, f"baselines[{i}]", where, base_dir, named) for i, item in enumerate(raw))
 
 
 def default_alias(model: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.model_entries import Where, parse_baselines, parse_model
+from pytest_llmbias.model_entries import Where, parse_baselines, parse_model, parse_named_models
 from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
 from pytest_llmbias.settings import (
     CONFIG_FILENAME,
@@ -45,7 +45,7 @@ _SECTIONS: dict[str, type] = {
 }
 #: the options that set a top-level key (a model or the baselines) rather than a section's field
 _TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
-_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), *_SECTIONS, "features")
+_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), "models", *_SECTIONS, "features")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
@@ -140,8 +140,9 @@ def resolve_settings(
             f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}"
         )
 
+    named = parse_named_models(file_data.get("models"), where, base_dir)
     top: dict[str, Any] = {
-        o.key: _check_option(o, file_data[o.key], where, base_dir)
+        o.key: _check_option(o, file_data[o.key], where, base_dir, named)
         for o in _TOP_OPTIONS
         if file_data.get(o.key) not in (None, "")
     }
@@ -152,7 +153,7 @@ def resolve_settings(
 
     overrides = _overrides(cli, environ, cwd, ini, ini_dir or cwd, ini_file)
     for option, value, origin, base in overrides:
-        value = _check_option(option, value, origin, base)
+        value = _check_option(option, value, origin, base, named)
         section, _, name = option.key.partition(".")
         if name:
             sections[section] = dataclasses.replace(sections[section], **{name: value})
@@ -206,7 +207,7 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     already split into lines). A string that does not parse is returned as it is, for
     :func:`_check_option` to refuse with the key, the place and what was expected."""
     if option.repeatable:
-        items = raw.split(option.separator) if isinstance(raw, str) else raw
+        items = _split_outside_braces(raw, option.separator) if isinstance(raw, str) else raw
         return [item.strip() for item in items if isinstance(item, str) and item.strip()]
     if not isinstance(raw, str):
         return raw
@@ -222,12 +223,31 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     return text
 
 
-def _check_option(option: Option, value: Any, where: Where, base_dir: Path) -> Any:
-    """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``."""
+def _split_outside_braces(text: str, separator: str | None) -> list[str]:
+    """``text`` split on ``separator`` where it stands outside ``{...}`` (an inline model's commas
+    stay in it)."""
+    if not separator:
+        return [text]
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if text[i] in "{}":
+            depth += 1 if text[i] == "{" else -1
+        elif depth == 0 and text.startswith(separator, i):
+            items.append(text[start:i])
+            start = i = i + len(separator)
+            continue
+        i += 1
+    return [*items, text[start:]]
+
+
+def _check_option(option: Option, value: Any, where: Where, base_dir: Path,
+                  named: Mapping[str, ModelSpec] | None = None) -> Any:
+    """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``;
+    a model may name one of the file's ``models:`` (``named``)."""
     if option.kind == "model":
-        return parse_model(value, option.key, where, base_dir)
+        return parse_model(value, option.key, where, base_dir, named)
     if option.kind == "models":
-        return parse_baselines(value, where, base_dir)
+        return parse_baselines(value, where, base_dir, named)
     return _check_kind(option.kind, value, option.key, where, base_dir=base_dir, choices=option.choices)
 
 

@@ -83,3 +83,24 @@ def _describe(path: Path, exc: Exception) -> str:
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
         return f"{where}: invalid YAML: {problem}"
     return f"{path}: invalid YAML: {exc}"
+
+
+def load_inline_mapping(text: str, *, what: str, error: type[Exception]) -> dict[str, Any]:
+    """``text``, a YAML flow mapping (``{model: x, api_base: "http://..."}``), as a dict; ``error``
+    naming ``what`` (an option, a variable) and the column of a syntax error, or saying that the
+    text is not a mapping."""
+    import yaml
+
+    loader = _safe_loader(yaml)(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        column = f" at column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{what}: the inline model {text!r} does not parse as YAML{column}: {problem}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise error(f"{what}: the inline model {text!r} is not a mapping such as '{{model: openai/x, api_base: URL}}'")
+    return data
