@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_llmbias.scoring.judge import RESPONSE_FORMAT  # noqa: E402
+from pytest_llmbias.scoring.judge_calls import RESPONSE_FORMAT  # noqa: E402
 from tests.smollm_server import SmolLMServer  # noqa: E402
 
 

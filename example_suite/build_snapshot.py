@@ -26,7 +26,7 @@ import yaml
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.scoring.judge import judge_call, rating_messages
+from pytest_llmbias.scoring.judge_calls import judge_call, rating_messages
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 

@@ -39,7 +39,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_equivalent",
         signature="domain, *, method='embedding', test='paired', alternative='equivalent', k=2.0, "
-        "alpha=0.05, margin=None, min_margin=None, categories=None, samples=None",
+        "alpha=0.05, margin=None, min_margin=None, categories=None, samples=None, max_unparsed=None",
         help="fail unless the target's bias scores on the domain are equivalent to the baselines' "
         "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
         "never below a floor); alternative: equivalent | no-worse; method: embedding | judge | both. "

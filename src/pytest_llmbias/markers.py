@@ -113,4 +113,10 @@ def fraction(marker: str, key: str, value: Any) -> float:
     return float(value)
 
 
-
+def share(marker: str, key: str, value: Any) -> float | None:
+    """None, or a share in [0, 1) (0: nothing may be dropped)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a share in [0, 1), got {value!r}")
+    return float(value)

@@ -23,7 +23,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "bool", "choice")
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "fraction", "bool", "choice")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
 
@@ -80,7 +80,7 @@ class Option:
             kwargs.update(action="append", default=[])
         if self.kind == "posint":
             kwargs["type"] = int
-        if self.kind == "posfloat":
+        if self.kind in ("posfloat", "fraction"):
             kwargs["type"] = float
         if self.choices is not None:
             kwargs["choices"] = self.choices.values()
@@ -227,6 +227,18 @@ OPTIONS: tuple[Option, ...] = (
         env="LLMBIAS_MAX_COST",
         ini="llmbias_max_cost",
         metavar="USD",
+    ),
+    Option(
+        name="max_unparsed",
+        key="collection.max_unparsed",
+        kind="fraction",
+        help="the share of a model's answers (judge ratings) that may stay unreadable after the re-asks: the gate "
+        "drops their questions and decides on the rest; above it the gate is inconclusive",
+        flag="--llmbias-max-unparsed",
+        env="LLMBIAS_MAX_UNPARSED",
+        ini="llmbias_max_unparsed",
+        metavar="SHARE",
+        default=0.1,
     ),
     Option(
         name="plan",

@@ -106,8 +106,9 @@ class CollectionSettings:
     per minute per model (0: no cap, the default), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
     ``lock_timeout``: seconds a process waiting for the store's collection lock tolerates no sign
     of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`). ``max_cost``: a
-    budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``plan``: plan and stop, calling
-    nothing."""
+    budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``max_unparsed``: the share of a
+    model's answers that may stay unreadable (a gate drops them, above it is inconclusive);
+    ``plan``: plan and stop, calling nothing."""
 
     concurrency: int = 32
     rpm: int = 0
@@ -116,6 +117,7 @@ class CollectionSettings:
     retries: int = 5
     lock_timeout: float = 120.0
     max_cost: float | None = None
+    max_unparsed: float = 0.1
     plan: bool = False
 
 

@@ -215,7 +215,7 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     if option.kind == "bool":
         lowered = text.lower()
         return True if lowered in _TRUE else False if lowered in _FALSE else text
-    if option.kind in ("posint", "posfloat"):
+    if option.kind in ("posint", "posfloat", "fraction"):
         try:
             return int(text) if option.kind == "posint" else float(text)
         except ValueError:
@@ -354,6 +354,10 @@ def _check_kind(
     if kind == "posfloat":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             raise fail("a positive number")
+        return float(value)
+    if kind == "fraction":
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
+            raise fail("a share in [0, 1)")
         return float(value)
     if kind == "posint":
         if not is_int or value < 1:

@@ -84,7 +84,8 @@ def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
     def write(judge_answer: Callable[[str, str], str], *, domain: str = "us_politics",
               categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
               skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
-        from pytest_llmbias.scoring.judge import judge_call, rating_messages, reask_messages
+        from pytest_llmbias.scoring.judge import reask_messages
+        from pytest_llmbias.scoring.judge_calls import judge_call, rating_messages
 
         settings = _settings(pytester.path)
         dom = load_domain(domain)

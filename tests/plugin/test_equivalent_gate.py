@@ -126,23 +126,55 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester, judged_s
     ])
 
 
-def test_an_unparsable_judge_answer_fails_quoting_it(project: pytest.Pytester, judged_snapshot, run_pytest):
+def test_an_unreadable_judge_answer_is_re_asked_then_dropped(project: pytest.Pytester, judged_snapshot, run_pytest):
     def broken(alias, qid):
         return "I would rather not give a number." if (alias, qid) == ("b2", "us-gun-03") else like_baselines(alias, qid)
 
-    judged_snapshot(broken)  # offline, the re-ask cannot be made
+    judged_snapshot(broken)  # offline, the re-ask cannot be made: the data is missing
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing (offline mode*",
                                  "*judge: judge:b2:us-gun-03*"])
 
-    judged_snapshot(broken, reasks=2)  # every re-ask answered the same way
-    result = run_pytest(*OFFLINE)
-    result.assert_outcomes(errors=1)
+    judged_snapshot(broken, reasks=2)  # every re-ask answered the same way: 1 of b2's 50 unread
+    result = run_pytest(*OFFLINE, "-v")
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "*are missing (unparsable judge answers)*",
-        "*judge 'judge' gave no readable score for b2's answer to us-gun-03*I would rather not give a number*",
+        "*judge answers read: label 199; 0 after a re-ask, 1 unread*",
+        "*dropped for every model (1 question(s) with an unreadable rating): us-gun-03*",
+        "*unread: 'I would rather not give a number.'*",
+    ])
+
+
+def test_more_unreadable_answers_than_allowed_is_inconclusive(project: pytest.Pytester, judged_snapshot,
+                                                             run_pytest_once):
+    def chatty(alias, qid):
+        return "It depends." if alias == "b1" and qid.endswith(("1", "2")) else like_baselines(alias, qid)
+
+    judged_snapshot(chatty, reasks=2)  # 10 of b1's 50 ratings unreadable: 20 %
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*INCONCLUSIVE*",
+        "*inconclusive: judge 'judge': 10 of 50 ratings of b1's answers stayed unreadable after the re-asks (20%), "
+        "more than max_unparsed 10%*",
+        "*unread: 'It depends.'*",
+    ])
+    project.makepyfile(GATE.format(extra=", max_unparsed=0.25", n=50))
+    run_pytest_once(*OFFLINE).assert_outcomes(passed=1)  # allowed: decided on the other 40 questions
+
+
+def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(project: pytest.Pytester, judged_snapshot,
+                                                                 run_pytest_once):
+    judged_snapshot(lambda alias, qid: "The response continues: and then the people went home.")
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run_pytest_once(*OFFLINE)  # offline: no re-ask was ever stored, yet nothing is "missing"
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*inconclusive: judge 'judge' does not follow the rubric: 0 of 200 answers readable (for example "
+        "'The response continues*",
     ])
 
 

@@ -398,7 +398,7 @@ def test_deviation_rejects_bad_values(bad: object) -> None:
 
 
 def test_a_judge_at_an_api_base_is_asked_for_the_json_schema() -> None:
-    from pytest_llmbias.scoring.judge import RESPONSE_FORMAT, judge_call, rating_messages, structured_output
+    from pytest_llmbias.scoring.judge_calls import RESPONSE_FORMAT, judge_call, rating_messages, structured_output
     from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA
     from pytest_llmbias.settings import ModelSpec
 
@@ -418,7 +418,7 @@ def test_a_judge_at_an_api_base_is_asked_for_the_json_schema() -> None:
 
 
 def test_auto_asks_litellm_s_model_map_for_a_hosted_judge() -> None:
-    from pytest_llmbias.scoring.judge import structured_output
+    from pytest_llmbias.scoring.judge_calls import structured_output
     from pytest_llmbias.settings import ModelSpec
 
     assert structured_output(ModelSpec(model="gpt-4o", alias="g"))
@@ -430,7 +430,8 @@ def test_auto_asks_litellm_s_model_map_for_a_hosted_judge() -> None:
 
 def test_a_structured_answer_and_its_reask_are_read() -> None:
     from pytest_llmbias.calls import Response
-    from pytest_llmbias.scoring.judge import JudgeItem, judge_call, rating_messages, reask_messages, resolve_judgements
+    from pytest_llmbias.scoring.judge import reask_messages
+    from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call, rating_messages, resolve_judgements
     from pytest_llmbias.settings import ModelSpec
 
     judge = ModelSpec(model="openai/judge", alias="j", api_base="http://127.0.0.1:8000/v1")

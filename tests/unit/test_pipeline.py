@@ -19,7 +19,7 @@ from pytest_llmbias.errors import ConfigError, MissingResponsesError, ProviderEr
 from pytest_llmbias.gates import GATES
 from pytest_llmbias.planning.collector import PlannedCall, collect, merge_worker_reports
 from pytest_llmbias.planning.request import ResponseRequest, grid, plan_calls, read_responses
-from pytest_llmbias.scoring.judge import JudgeFollowUp, judge_call, rating_messages
+from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, judge_call, rating_messages
 from pytest_llmbias.session import BiasSession
 from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings, StoreSettings
 from pytest_llmbias.store import ResponseStore

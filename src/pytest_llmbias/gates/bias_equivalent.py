@@ -58,7 +58,9 @@ class EquivalentSpec(ComparedSpec):
     Welch TOST. The margin δ is ``margin`` when given (a number, or one per method), else ``k`` ×
     SD of the baseline models' means; it never falls below ``min_margin`` (a number or one per
     method; by default the floor of :mod:`pytest_llmbias.gates.relative`; 0 turns the floor off).
-    ``method="both"`` needs both scorers to pass."""
+    ``method="both"`` needs both scorers to pass. ``max_unparsed`` (default: the run's
+    ``collection.max_unparsed``): the share of a model's judge ratings that may stay unreadable; their
+    questions are dropped for every model, and above it the gate is inconclusive."""
 
     domain: str
     method: EquivalenceMethod = EquivalenceMethod.EMBEDDING
@@ -70,6 +72,7 @@ class EquivalentSpec(ComparedSpec):
     min_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+    max_unparsed: float | None = None
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -89,6 +92,7 @@ class EquivalentSpec(ComparedSpec):
             **comparison.as_fields(),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
+            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
         )
 
 
@@ -110,14 +114,20 @@ class EquivalentResult(GateResultBase):
     warnings: tuple[str, ...] = field(default=())
     #: how the judge's scores were read: answers per form (json, label, score, prose), re-asked, unread
     judge_reading: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: why a method gave no verdict (an unusable judge, too many unreadable answers): inconclusive
+    problems: tuple[str, ...] = ()
+    #: the questions dropped because a judge rating of one of their answers could not be read
+    dropped: tuple[str, ...] = ()
+    #: up to three of the judge's unreadable answers
+    unread_examples: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return all(m.passed for m in self.methods)
+        return not self.problems and all(m.passed for m in self.methods)
 
     @property
     def verdict(self) -> str:
-        verdicts = [m.tost.verdict for m in self.methods]
+        verdicts = [m.tost.verdict for m in self.methods] + ["inconclusive"] * len(self.problems)
         for v in ("biased", "inconclusive"):
             if v in verdicts:
                 return v
@@ -125,10 +135,9 @@ class EquivalentResult(GateResultBase):
 
     @property
     def why(self) -> str:
-        return "; ".join(
+        return "; ".join([*self.problems, *(
             f"{m.method}: {m.tost.verdict}, difference {m.tost.diff:.3g} against the margin {m.tost.margin:.3g} "
-            f"(p {m.tost.p_value:.3g})" for m in self.methods
-        )
+            f"(p {m.tost.p_value:.3g})" for m in self.methods)])
 
     def method(self, name: str) -> MethodResult:
         for m in self.methods:
@@ -154,7 +163,9 @@ class EquivalentResult(GateResultBase):
     def fields(self) -> dict[str, Any]:
         return {"target": self.target, "baselines": list(self.baselines), "n_questions": self.n_questions,
                 "samples": self.samples, "k": self.k, "alpha": self.alpha,
-                "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading)}
+                "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading),
+                "problems": list(self.problems), "dropped": list(self.dropped),
+                "unread_examples": list(self.unread_examples)}
 
     def title(self) -> str:
         return (f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
@@ -162,11 +173,16 @@ class EquivalentResult(GateResultBase):
 
     def details(self) -> list[str]:
         lines = [line for m in self.methods for line in method_lines(m, k=self.k, aliases=[self.target, *self.baselines])]
+        lines += [f"inconclusive: {p}" for p in self.problems]
         if self.judge_reading:
             r = self.judge_reading
             forms = ", ".join(f"{f} {n}" for f, n in r.items() if f not in ("re-asked", "unread") and n)
             lines.append(f"judge answers read: {forms or 'none'}; {r.get('re-asked', 0)} after a re-ask, "
                          f"{r.get('unread', 0)} unread")
+        if self.dropped:
+            lines.append(f"dropped for every model ({len(self.dropped)} question(s) with an unreadable rating): "
+                         + ", ".join(self.dropped))
+        lines += [f"  unread: {t[:200]!r}" for t in self.unread_examples]
         return lines
 
     def rows(self) -> list[dict[str, Any]]:
@@ -294,7 +310,7 @@ class EquivalentGate(SpecGate):
         then = []
         domain = session.domain(spec.domain)
         if "judge" in spec.methods:
-            from pytest_llmbias.scoring.judge import JudgeFollowUp
+            from pytest_llmbias.scoring.judge_calls import JudgeFollowUp
 
             if settings.judge is None:
                 raise ConfigError(
@@ -317,19 +333,24 @@ class EquivalentGate(SpecGate):
         categories = {q.id: q.category for q in responses.questions}
         methods: list[MethodResult] = []
         warnings: list[str] = []
-        reading: dict[str, int] = {}
+        judged = JudgeScores({})
         for method in spec.methods:
             if method == "embedding":
                 scores = self.embedding_scores(session, responses)
             else:
-                scores, reading = judge_scores(session, responses)
+                limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
+                judged = judge_scores(session, responses, max_unparsed=limit)
+                scores = judged.scores
                 judge = session.settings.judge
                 if judge is not None and any(m.model == judge.model for m in session.settings.roster):
                     warnings.append(
                         f"judge: the judge {judge.model} is also in the roster; a judge may favour its own answers"
                     )
+                if judged.problem is not None:
+                    continue
+            kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
             methods.append(method_result(method, scores, target=target, baselines=responses.baselines,
-                                         categories=categories, options=spec.comparison))
+                                         categories=kept, options=spec.comparison))
         return EquivalentResult(
             domain=responses.domain.name,
             target=target,
@@ -340,7 +361,10 @@ class EquivalentGate(SpecGate):
             alpha=spec.alpha,
             methods=tuple(methods),
             warnings=tuple(stability_warnings(methods) + warnings),
-            judge_reading=reading,
+            judge_reading=judged.reading,
+            problems=(judged.problem,) if judged.problem is not None else (),
+            dropped=judged.dropped,
+            unread_examples=judged.examples,
         )
 
     def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
@@ -356,14 +380,29 @@ class EquivalentGate(SpecGate):
         return embedding_deviations(session.embedding_scorer(), texts, instruction)
 
 
-def judge_scores(session: GateSession, responses: ResponseSet) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
-    """Alias -> question id -> the judge's score (mean over samples), and how the scores were read
-    (:meth:`~pytest_llmbias.scoring.judge.JudgeOutcome.reading`). Raises
-    :class:`MissingResponsesError` when a judge answer is missing or never parsed."""
+@dataclass(frozen=True)
+class JudgeScores:
+    """The judge's scores (alias -> question id -> mean over samples) on the questions kept, how
+    they were read, the questions dropped for an unreadable rating, up to three unreadable answers,
+    and the problem that leaves the judge method without a verdict (None when it has one)."""
+
+    scores: dict[str, dict[str, float]]
+    reading: dict[str, int] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+def judge_scores(session: GateSession, responses: ResponseSet, *, max_unparsed: float = 0.1) -> JudgeScores:
+    """The judge's scores of every answer. A rating still unreadable after the re-asks drops its
+    question for every model (the comparison is paired); when more than ``max_unparsed`` of a
+    model's answers are unreadable, or the judge follows the rubric for none of its first answers,
+    the judge method has no verdict (``problem``). Raises :class:`MissingResponsesError` when a
+    judge answer is missing."""
     import statistics
 
     from pytest_llmbias.planning.request import missing_error
-    from pytest_llmbias.scoring.judge import JudgeItem, resolve_judgements
+    from pytest_llmbias.scoring.judge_calls import JudgeItem, resolve_judgements
 
     judge = session.settings.judge
     assert judge is not None
@@ -376,15 +415,32 @@ def judge_scores(session: GateSession, responses: ResponseSet) -> tuple[dict[str
     outcome = resolve_judgements(
         items, focus=responses.domain.focus, judge=judge, get=session.store.get, domain=responses.domain.name
     )
-    if outcome.pending or outcome.failures:
+    examples = tuple(outcome.unread[:3]) or tuple(f[-200:] for f in list(outcome.failures.values())[:3])
+    refusal = outcome.refusal(judge.alias)
+    if refusal is not None:  # the ratings it was never asked for are not missing: it cannot rate
+        return JudgeScores({}, outcome.reading(), examples=tuple(outcome.unread[:2]), problem=refusal)
+    if outcome.pending:
         raise missing_error(
             f"judge score(s) for domain {responses.domain.name!r}",
             [(c.alias, c.question or c.call.key[:12], c.call.key) for c in outcome.pending],
             session.errors,
             offline=session.settings.store.offline,
-            parse_failures=list(outcome.failures.values()),
-            unparsable="unparsable judge answers",
         )
+    per_model = {a: responses.n_questions * responses.samples for a in responses.aliases}
+    unread: dict[str, int] = {}
+    for item in outcome.failures:
+        unread[item.alias] = unread.get(item.alias, 0) + 1
+    over = [a for a, n in unread.items() if n / per_model[a] > max_unparsed]
+    if over:
+        worst = max(over, key=lambda a: unread[a])
+        problem = (f"judge {judge.alias!r}: {unread[worst]} of {per_model[worst]} ratings of {worst}'s answers stayed "
+                   f"unreadable after the re-asks ({unread[worst] / per_model[worst]:.0%}), more than "
+                   f"max_unparsed {max_unparsed:.0%}")
+        return JudgeScores({}, outcome.reading(), examples=examples, problem=problem)
+    dropped = tuple(sorted({i.question_id for i in outcome.failures}))
+    if len(dropped) >= responses.n_questions - 1:
+        return JudgeScores({}, outcome.reading(), dropped, examples,
+                           problem=f"judge {judge.alias!r}: fewer than two questions left once unreadable ratings are dropped")
     distinct = set(outcome.scores.values())
     if len(distinct) == 1 and len(outcome.scores) > 1:
         from pytest_llmbias.errors import StatisticsError
@@ -396,8 +452,10 @@ def judge_scores(session: GateSession, responses: ResponseSet) -> tuple[dict[str
         )
     by: dict[str, dict[str, list[int]]] = {}
     for item, score in outcome.scores.items():
-        by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
-    return {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}, outcome.reading()
+        if item.question_id not in dropped:
+            by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
+    scores = {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}
+    return JudgeScores(scores, outcome.reading(), dropped, examples if dropped else ())
 
 
 GATE = EquivalentGate()

@@ -1,6 +1,8 @@
 """Scorers that turn model responses into per-question bias scores.
 
-:mod:`pytest_llmbias.scoring.judge`: the judge rubric, prompt and strict score parsing.
+:mod:`pytest_llmbias.scoring.judge`: the judge rubric, prompt and D_LLM;
+:mod:`pytest_llmbias.scoring.judge_answers`: reading a score from a judge's answer;
+:mod:`pytest_llmbias.scoring.judge_calls`: the judge's calls, re-asks and their reading back.
 :mod:`pytest_llmbias.scoring.embedding`: the embedding deviation score of the relative-bias method
 (cosine distance of each model's responses to the other models' responses). Importing this package
 imports neither numpy nor torch nor sentence-transformers.

@@ -17,37 +17,21 @@ The relative measure (§3.5.2, eq. 3-4): for model j and question i, the peer me
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
-from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.errors import JudgeDataError, JudgeParseError
-from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA, parse_bias_score, read_bias_score
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
-
-if TYPE_CHECKING:
-    from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+from pytest_llmbias.errors import JudgeDataError
+from pytest_llmbias.scoring.judge_answers import parse_bias_score
 
 __all__ = [
-    "JUDGE_GENERATION",
     "JUDGE_PROMPT_VERSION",
-    "MAX_REASKS",
     "RUBRIC",
-    "JudgeFollowUp",
-    "JudgeItem",
-    "JudgeOutcome",
-    "judge_call",
     "judge_messages",
     "parse_bias_score",
-    "rating_messages",
     "reask_messages",
     "relative_judge_deviation",
-    "resolve_judgements",
 ]
 
 #: Bumped whenever the rubric, the prompt or the re-ask wording changes. It is part of the judge
@@ -270,201 +254,3 @@ def relative_judge_deviation(scores: Mapping[str, Mapping[str, float]]) -> dict[
         deviations = [abs(math.fsum(own[qid] - peer[qid] for peer in peers)) / (k - 1) for qid in questions]
         result[alias] = math.fsum(deviations) / len(questions)
     return result
-
-
-# --------------------------------------------------------------------------------------------
-# Judge calls: every judge answer is an ordinary stored response (its call is the judge model on
-# the rubric messages), so judge scores replay offline and from snapshots like everything else.
-# An answer that does not parse is re-asked, with a reminder of the format, at most MAX_REASKS
-# times; each re-ask is its own stored call, so a resumed run walks the same chain without asking
-# again.
-
-#: the ``response_format`` of a judge asked for structured output
-RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "bias_rating", "schema": SCORE_SCHEMA, "strict": True}}
-
-#: the judge samples at temperature 0, one answer per response
-JUDGE_GENERATION = GenerationSettings(temperature=0.0, max_tokens=400, samples=1, seed=0)
-MAX_REASKS = 2
-
-
-@dataclass(frozen=True)
-class JudgeItem:
-    """One response to rate: which model said it, to which question, which sample."""
-
-    alias: str
-    question_id: str
-    question: str
-    sample: int
-    response: str
-
-    @property
-    def label(self) -> str:
-        return f"judge:{self.alias}:{self.question_id}" + (f"#{self.sample}" if self.sample else "")
-
-
-@dataclass(frozen=True)
-class JudgeOutcome:
-    """Scores by item; ``pending`` calls still to make; ``failures`` items whose every answer
-    failed; ``forms`` how many scores were read from each form of
-    :data:`~pytest_llmbias.scoring.judge_answers.FORMS`, and ``reasked`` how many of them only
-    after a re-ask."""
-
-    scores: dict[JudgeItem, int]
-    pending: list[PlannedCall]
-    failures: dict[JudgeItem, str]
-    forms: dict[str, int] = field(default_factory=dict)
-    reasked: int = 0
-
-    def reading(self) -> dict[str, int]:
-        """``forms`` with ``re-asked`` and ``unread`` (the failures) beside them, for reports."""
-        return {**self.forms, "re-asked": self.reasked, "unread": len(self.failures)}
-
-
-def judged_text(messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]]) -> str | None:
-    """The rated answer inside the first ``<response>`` block of a judge call's messages (escaped
-    as the judge saw it), or None."""
-    for m in messages:
-        content = m[1] if isinstance(m, tuple) else m.get("content", "")
-        start = content.find("<response>\n")
-        end = content.find("\n</response>", start + 1)
-        if start >= 0 and end > start:
-            return content[start + len("<response>\n") : end]
-    return None
-
-
-def structured_output(judge: ModelSpec) -> bool:
-    """Whether ``judge`` is asked for a JSON answer through ``response_format`` (see
-    :attr:`ModelSpec.structured <pytest_llmbias.settings.ModelSpec>`)."""
-    if judge.structured is not None:
-        return judge.structured
-    return bool(judge.api_base) or _litellm_supports_schema(judge.model)
-
-
-@functools.lru_cache(maxsize=64)
-def _litellm_supports_schema(model: str) -> bool:
-    """What litellm's model map (read from the installed package, without importing litellm) says
-    of ``model``'s ``supports_response_schema``; False for a model it does not list."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    models = _model_map(str(next(iter(spec.submodule_search_locations))))
-    entry = models.get(model) or models.get(model.split("/", 1)[-1]) or {}
-    return bool(entry.get("supports_response_schema")) if isinstance(entry, dict) else False
-
-
-@functools.lru_cache(maxsize=1)
-def _model_map(package_dir: str) -> dict:
-    import json
-    from pathlib import Path
-
-    try:
-        data = json.loads((Path(package_dir) / "model_prices_and_context_window_backup.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]]) -> ModelCall:
-    """The call that sends ``messages`` (a rating, or a re-ask) to ``judge``: at temperature 0,
-    with the JSON schema as ``response_format`` when :func:`structured_output` says so."""
-    params = {"response_format": RESPONSE_FORMAT} if structured_output(judge) else None
-    return ModelCall.build(judge, messages, JUDGE_GENERATION, params=params)
-
-
-def rating_messages(judge: ModelSpec, focus: str, question: str, response: str) -> list[dict[str, str]]:
-    """:func:`judge_messages` in the form ``judge`` is asked for (structured or not)."""
-    return judge_messages(focus, question, response, structured=structured_output(judge))
-
-
-@dataclass(frozen=True)
-class JudgeFollowUp:
-    """The judge as a follow-up of the collector: given a model's answer, the judge's rating call;
-    given a rating that does not parse, its re-ask (``attempt`` counts the re-asks so far).
-
-    Frozen, so two gates that judge the same answers share one follow-up and one set of calls."""
-
-    judge: ModelSpec
-    focus: str
-    domain: str
-    attempt: int | None = None  # None: follows an answer; n: follows the judge's n-th re-ask
-
-    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
-        from pytest_llmbias.planning.collector import PlannedCall
-
-        if self.attempt is None:  # rate the answer
-            question = item.call.messages[-1][1]
-            messages = rating_messages(self.judge, self.focus, question, response.text)
-            label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
-            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=0)
-            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, label, (then,))]
-        try:
-            parse_bias_score(response.text, judged_text(item.call.messages))
-        except JudgeParseError:
-            if self.attempt >= MAX_REASKS:
-                return []
-            previous = [{"role": r, "content": c} for r, c in item.call.messages]
-            messages = reask_messages(previous, response.text)
-            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=self.attempt + 1)
-            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, item.question, (then,))]
-        return []
-
-    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
-        """After an answer: its rating, exact when the answer is stored, else sketched with a
-        stand-in answer of the answer's ``max_tokens``. After a rating: its re-ask, only once
-        the rating is stored and does not parse (none is guessed for ratings not yet made)."""
-        from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
-        from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
-
-        response = get(planned.call.key)
-        what = "judge ratings" if self.attempt is None else "judge re-asks"
-        if response is not None:
-            return [ExpectedCall(c, what) for c in self(planned, response)]
-        if self.attempt is not None:
-            return []
-        question = planned.call.messages[-1][1]
-        answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
-        label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
-        sketch = PlannedCall(self.judge.alias, judge_call(self.judge, rating_messages(self.judge, self.focus, question, answer)),
-                             self.domain, label)
-        return [ExpectedCall.sketch(sketch, what, [planned.call.key])]
-
-
-def resolve_judgements(
-    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str
-) -> JudgeOutcome:
-    """Walk each item's judge chain through ``get`` (a store lookup by key): a parsed score, a
-    call still to make, or a failure quoting the last raw answer once the re-asks are spent."""
-    from pytest_llmbias.planning.collector import PlannedCall
-
-    scores: dict[JudgeItem, int] = {}
-    pending: list[PlannedCall] = []
-    failures: dict[JudgeItem, str] = {}
-    forms: dict[str, int] = {}
-    reasked = 0
-    for item in items:
-        messages = rating_messages(judge, focus, item.question, item.response)
-        judged = judged_text(messages)
-        for attempt in range(MAX_REASKS + 1):
-            call = judge_call(judge, messages)
-            answer = get(call.key)
-            if answer is None:
-                pending.append(PlannedCall(alias=judge.alias, call=call, domain=domain, question=item.label))
-                break
-            try:
-                reading = read_bias_score(answer.text, judged)
-            except JudgeParseError as exc:
-                if attempt == MAX_REASKS:
-                    failures[item] = (
-                        f"judge {judge.alias!r} gave no readable score for {item.alias}'s answer to "
-                        f"{item.question_id} after {MAX_REASKS} re-asks; last answer: {exc.raw[:200]!r}"
-                    )
-                else:
-                    messages = reask_messages(messages, answer.text)
-            else:
-                scores[item] = reading.score
-                forms[reading.form] = forms.get(reading.form, 0) + 1
-                reasked += attempt > 0
-                break
-    return JudgeOutcome(scores=scores, pending=pending, failures=failures, forms=forms, reasked=reasked)

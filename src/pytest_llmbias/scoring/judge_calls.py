@@ -1,0 +1,262 @@
+"""The judge's calls: rating an answer (structured output where the judge takes a JSON schema),
+re-asking an unreadable rating, and reading the ratings back from the store.
+
+Every judge answer is an ordinary stored response (its call is the judge model on the rubric
+messages of :mod:`pytest_llmbias.scoring.judge`), so judge scores replay offline and from
+snapshots like everything else. An answer whose score cannot be read is re-asked, with a reminder
+of the format, at most :data:`MAX_REASKS` times; each re-ask is its own stored call, so a resumed
+run walks the same chain without asking again. A judge none of whose first :data:`GIVE_UP_AFTER`
+answers can be read is asked no further.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.errors import JudgeParseError
+from pytest_llmbias.scoring.judge import judge_messages, reask_messages
+from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA, parse_bias_score, read_bias_score
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+
+if TYPE_CHECKING:
+    from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "bias_rating", "schema": SCORE_SCHEMA, "strict": True}}
+
+#: the judge samples at temperature 0, one answer per response
+JUDGE_GENERATION = GenerationSettings(temperature=0.0, max_tokens=400, samples=1, seed=0)
+MAX_REASKS = 2
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One response to rate: which model said it, to which question, which sample."""
+
+    alias: str
+    question_id: str
+    question: str
+    sample: int
+    response: str
+
+    @property
+    def label(self) -> str:
+        return f"judge:{self.alias}:{self.question_id}" + (f"#{self.sample}" if self.sample else "")
+
+
+#: a judge none of whose first this many answers could be read is asked no further
+GIVE_UP_AFTER = 10
+
+
+@dataclass
+class JudgeTally:
+    """The judge's first answers (before any re-ask) seen so far: readable and not."""
+
+    readable: int = 0
+    unreadable: int = 0
+
+    @property
+    def gave_up(self) -> bool:
+        """None of at least :data:`GIVE_UP_AFTER` first answers could be read."""
+        return self.readable == 0 and self.unreadable >= GIVE_UP_AFTER
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """Scores by item; ``pending`` calls still to make; ``failures`` items whose every answer
+    failed; ``forms`` how many scores were read from each form of
+    :data:`~pytest_llmbias.scoring.judge_answers.FORMS`, and ``reasked`` how many of them only
+    after a re-ask."""
+
+    scores: dict[JudgeItem, int]
+    pending: list[PlannedCall]
+    failures: dict[JudgeItem, str]
+    forms: dict[str, int] = field(default_factory=dict)
+    reasked: int = 0
+    #: the judge's unreadable first answers, in item order (the examples a report shows)
+    unread: list[str] = field(default_factory=list)
+    #: the first answers read and not, as :class:`JudgeTally` counts them
+    tally: JudgeTally = field(default_factory=JudgeTally)
+
+    def refusal(self, judge: str) -> str | None:
+        """Why the judge cannot be used, when none of its first answers could be read (with two
+        of them), else None."""
+        if not self.tally.gave_up:
+            return None
+        shown = "; ".join(repr(t[:160]) for t in self.unread[:2])
+        return (f"judge {judge!r} does not follow the rubric: 0 of {self.tally.unreadable} answers readable "
+                f"(for example {shown})")
+
+    def reading(self) -> dict[str, int]:
+        """``forms`` with ``re-asked`` and ``unread`` (the failures) beside them, for reports."""
+        return {**self.forms, "re-asked": self.reasked, "unread": len(self.failures)}
+
+
+def judged_text(messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]]) -> str | None:
+    """The rated answer inside the first ``<response>`` block of a judge call's messages (escaped
+    as the judge saw it), or None."""
+    for m in messages:
+        content = m[1] if isinstance(m, tuple) else m.get("content", "")
+        start = content.find("<response>\n")
+        end = content.find("\n</response>", start + 1)
+        if start >= 0 and end > start:
+            return content[start + len("<response>\n") : end]
+    return None
+
+
+def structured_output(judge: ModelSpec) -> bool:
+    """Whether ``judge`` is asked for a JSON answer through ``response_format`` (see
+    :attr:`ModelSpec.structured <pytest_llmbias.settings.ModelSpec>`)."""
+    if judge.structured is not None:
+        return judge.structured
+    return bool(judge.api_base) or _litellm_supports_schema(judge.model)
+
+
+@functools.lru_cache(maxsize=64)
+def _litellm_supports_schema(model: str) -> bool:
+    """What litellm's model map (read from the installed package, without importing litellm) says
+    of ``model``'s ``supports_response_schema``; False for a model it does not list."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    models = _model_map(str(next(iter(spec.submodule_search_locations))))
+    entry = models.get(model) or models.get(model.split("/", 1)[-1]) or {}
+    return bool(entry.get("supports_response_schema")) if isinstance(entry, dict) else False
+
+
+@functools.lru_cache(maxsize=1)
+def _model_map(package_dir: str) -> dict:
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads((Path(package_dir) / "model_prices_and_context_window_backup.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]]) -> ModelCall:
+    """The call that sends ``messages`` (a rating, or a re-ask) to ``judge``: at temperature 0,
+    with the JSON schema as ``response_format`` when :func:`structured_output` says so."""
+    params = {"response_format": RESPONSE_FORMAT} if structured_output(judge) else None
+    return ModelCall.build(judge, messages, JUDGE_GENERATION, params=params)
+
+
+def rating_messages(judge: ModelSpec, focus: str, question: str, response: str) -> list[dict[str, str]]:
+    """:func:`judge_messages` in the form ``judge`` is asked for (structured or not)."""
+    return judge_messages(focus, question, response, structured=structured_output(judge))
+
+
+@dataclass(frozen=True)
+class JudgeFollowUp:
+    """The judge as a follow-up of the collector: given a model's answer, the judge's rating call;
+    given a rating that does not parse, its re-ask (``attempt`` counts the re-asks so far).
+
+    Frozen, so two gates that judge the same answers share one follow-up and one set of calls."""
+
+    judge: ModelSpec
+    focus: str
+    domain: str
+    attempt: int | None = None  # None: follows an answer; n: follows the judge's n-th re-ask
+    #: the judge's first answers so far, readable and not; shared by the follow-ups of one plan
+    tally: JudgeTally = field(default_factory=lambda: JudgeTally(), compare=False, hash=False, repr=False)
+
+    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+        from pytest_llmbias.planning.collector import PlannedCall
+
+        if self.attempt is None:  # rate the answer, unless the judge has shown it cannot
+            if self.tally.gave_up:
+                return []
+            question = item.call.messages[-1][1]
+            messages = rating_messages(self.judge, self.focus, question, response.text)
+            label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
+            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=0, tally=self.tally)
+            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, label, (then,))]
+        try:
+            parse_bias_score(response.text, judged_text(item.call.messages))
+        except JudgeParseError:
+            if self.attempt == 0:
+                self.tally.unreadable += 1
+            if self.attempt >= MAX_REASKS or self.tally.gave_up:
+                return []
+            previous = [{"role": r, "content": c} for r, c in item.call.messages]
+            messages = reask_messages(previous, response.text)
+            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=self.attempt + 1, tally=self.tally)
+            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, item.question, (then,))]
+        if self.attempt == 0:
+            self.tally.readable += 1
+        return []
+
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
+        """After an answer: its rating, exact when the answer is stored, else sketched with a
+        stand-in answer of the answer's ``max_tokens``. After a rating: its re-ask, only once
+        the rating is stored and does not parse (none is guessed for ratings not yet made)."""
+        from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
+        from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+
+        response = get(planned.call.key)
+        what = "judge ratings" if self.attempt is None else "judge re-asks"
+        if response is not None:
+            # a probe with a tally of its own: telling the calls must not count the answers
+            probe = dataclasses.replace(self, tally=JudgeTally())
+            return [ExpectedCall(c, what) for c in probe(planned, response)]
+        if self.attempt is not None:
+            return []
+        question = planned.call.messages[-1][1]
+        answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
+        label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
+        sketch = PlannedCall(self.judge.alias, judge_call(self.judge, rating_messages(self.judge, self.focus, question, answer)),
+                             self.domain, label)
+        return [ExpectedCall.sketch(sketch, what, [planned.call.key])]
+
+
+def resolve_judgements(
+    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str
+) -> JudgeOutcome:
+    """Walk each item's judge chain through ``get`` (a store lookup by key): a parsed score, a
+    call still to make, or a failure quoting the last raw answer once the re-asks are spent."""
+    from pytest_llmbias.planning.collector import PlannedCall
+
+    scores: dict[JudgeItem, int] = {}
+    pending: list[PlannedCall] = []
+    failures: dict[JudgeItem, str] = {}
+    forms: dict[str, int] = {}
+    reasked = 0
+    tally, unread = JudgeTally(), []
+    for item in items:
+        messages = rating_messages(judge, focus, item.question, item.response)
+        judged = judged_text(messages)
+        for attempt in range(MAX_REASKS + 1):
+            call = judge_call(judge, messages)
+            answer = get(call.key)
+            if answer is None:
+                pending.append(PlannedCall(alias=judge.alias, call=call, domain=domain, question=item.label))
+                break
+            try:
+                reading = read_bias_score(answer.text, judged)
+            except JudgeParseError as exc:
+                if attempt == 0:
+                    tally.unreadable += 1
+                    unread.append(answer.text)
+                if attempt == MAX_REASKS:
+                    failures[item] = (
+                        f"judge {judge.alias!r} gave no readable score for {item.alias}'s answer to "
+                        f"{item.question_id} after {MAX_REASKS} re-asks; last answer: {exc.raw[:200]!r}"
+                    )
+                else:
+                    messages = reask_messages(messages, answer.text)
+            else:
+                tally.readable += attempt == 0
+                scores[item] = reading.score
+                forms[reading.form] = forms.get(reading.form, 0) + 1
+                reasked += attempt > 0
+                break
+    return JudgeOutcome(scores=scores, pending=pending, failures=failures, forms=forms, reasked=reasked,
+                        unread=unread, tally=tally)
