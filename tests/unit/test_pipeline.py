@@ -212,6 +212,26 @@ def test_follow_ups_tell_their_calls_before_they_are_made(tmp_path: Path) -> Non
         assert estimate_tokens(sketch.planned.call, 50) >= estimate_tokens(exact.planned.call, 50)
 
 
+def test_a_judge_that_never_follows_the_rubric_is_asked_no_further(tmp_path: Path) -> None:
+    """40 answers, a judge that only ever continues the text: once ten of its first answers are
+    unreadable it gets no further ratings and no re-asks (a readable judge is asked for all 40)."""
+    from pytest_llmbias.scoring.judge_calls import GIVE_UP_AFTER, MAX_REASKS
+
+    s = settings(tmp_path)
+    client = ScriptedClient(judge_text="and then the people went home.")
+    run(collect(answer_calls(s, n=10), store=ResponseStore(tmp_path / "store"), client=lambda alias: client,
+                concurrency=4))
+    judged = sum(1 for e, m in client.log if e == "start" and m == JUDGE.model)
+    # the first GIVE_UP_AFTER ratings and their re-asks, plus those already in flight when it gave up
+    assert GIVE_UP_AFTER <= judged <= GIVE_UP_AFTER * (1 + MAX_REASKS) + 8
+    assert judged < 40
+
+    readable = ScriptedClient()
+    run(collect(answer_calls(s, n=10), store=ResponseStore(tmp_path / "store2"), client=lambda alias: readable,
+                concurrency=4))
+    assert sum(1 for e, m in readable.log if e == "start" and m == JUDGE.model) == 40
+
+
 def test_worker_reports_merge_into_one_line() -> None:
     from pytest_llmbias.planning.collector import CollectionReport
 
