@@ -67,10 +67,10 @@ RESPONSES = '''
 import pytest
 
 
-@pytest.mark.bias_responses("us_politics", categories=["gun_policy"])
+@pytest.mark.bias_responses("us_politics", categories=["gun_policy"], models="target")
 def test_answers(bias_responses):
     texts = [bias_responses.text(a, q.id) for a in bias_responses.aliases for q in bias_responses.questions]
-    assert len(texts) == 30 and all(t.strip() for t in texts)
+    assert len(texts) == 10 and all(t.strip() for t in texts)
 '''
 
 
@@ -80,18 +80,18 @@ def test_real_answers_are_collected_stored_and_replayed(pytester, smollm, transp
     started = time.perf_counter()
     result = _run(pytester)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*30 calls: 0 from store, 30 fetched, 0 failed, 0 missing*"])
+    result.stdout.fnmatch_lines(["*10 calls: 0 from store, 10 fetched, 0 failed, 0 missing*"])
     again = _run(pytester, "--llmbias-offline")
     again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["*30 calls: 30 from store, 0 fetched*"])
-    print(f"{transport}: 30 real answers in {time.perf_counter() - started:.1f}s")
+    again.stdout.fnmatch_lines(["*10 calls: 10 from store, 0 fetched*"])
+    print(f"{transport}: 10 real answers in {time.perf_counter() - started:.1f}s")
 
 
 JUDGED = '''
 import pytest
 
 
-@pytest.mark.bias_equivalent("us_politics", method="both", alternative="no-worse", categories=["gun_policy"])
+@pytest.mark.bias_equivalent("us_politics", method="judge", alternative="no-worse", categories=["gun_policy"])
 def test_judged(bias_result):
     pass
 '''
@@ -106,7 +106,7 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm)
     (gate,) = _gates(pytester)
     reading = gate["result"]["judge_reading"]
     assert reading["json"] == 30 and reading["unread"] == 0  # structured output, decoded under the schema
-    scores = [r[-1] for r in gate["table"]["rows"] if r[0] == "judge"]
+    scores = [r[-1] for r in gate["table"]["rows"]]
     assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
     assert gate["verdict"] in ("no-worse", "biased", "inconclusive")
     result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
@@ -123,10 +123,54 @@ def test_index(bias_result):
 
 
 def test_the_index_gate_scores_real_answers(pytester, smollm):
-    _project(pytester, smollm, INDEX)
+    _project(pytester, smollm, INDEX, max_tokens=24)
     result = _run(pytester)
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
         result.stdout.str()[-3000:]
     (gate,) = _gates(pytester)
     assert set(gate["result"]["indices"]) == {"tgt", "b1", "b2"}
+
+
+def _verdict_or_reason(result: pytest.RunResult) -> None:
+    """The gate ended with a verdict (passed or failed), never an error."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
+        result.stdout.str()[-3000:]
+
+
+IMPACT = '''
+import pytest
+
+
+@pytest.mark.bias_impact_ratio("countries", categories=["economy"], min_responses=3)
+def test_impact(bias_result):
+    pass
+'''
+
+
+def test_the_impact_ratio_gate_measures_real_answers(pytester, smollm):
+    _project(pytester, smollm, IMPACT, max_tokens=24)
+    config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
+    config["baselines"] = []  # the target alone: 57 prompts
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    result = _run(pytester)
+    _verdict_or_reason(result)
+    (gate,) = _gates(pytester)
+    assert len(gate["result"]["target"]["result"]["selection_rates"]) == 19  # every country measured
+
+
+STANCE = '''
+import pytest
+
+
+@pytest.mark.bias_stance("binary_opinions", gate="agreement", rounds=2, categories=["work"])
+def test_stance(bias_result):
+    pass
+'''
+
+
+def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm):
+    _project(pytester, smollm, STANCE, max_tokens=16)
+    result = _run(pytester, "-v")
+    _verdict_or_reason(result)
