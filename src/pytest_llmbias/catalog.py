@@ -82,7 +82,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_preference",
         signature="domain, *, ways=2, configuration='user', ask='prefer', tolerance=0.15, articles=5, "
         "judge_by='author', alpha=0.05, confidence=0.95, test='paired', alternative='no-worse', k=2.0, "
-        "margin=None, min_margin=None, topics=None",
+        "margin=None, min_margin=None, topics=None, max_unparsed=None",
         help="self-preference probes: each model writes articles on the domain's topics from each perspective "
         "(configuration: user | agent), then picks among its own (ways: 2 | 3; ask: prefer | least_biased); fails "
         "unless its preference split is even within the tolerance (binomial TOST), with a significant position bias "

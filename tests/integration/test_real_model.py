@@ -174,3 +174,24 @@ def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm):
     _project(pytester, smollm, STANCE, max_tokens=16)
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
+
+
+PREFERENCE = '''
+import pytest
+
+
+@pytest.mark.bias_preference("economic_topics", topics=["eco-01", "eco-02"], articles=2)
+def test_preference(bias_result):
+    pass
+'''
+
+
+def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm):
+    _project(pytester, smollm, PREFERENCE)
+    result = _run(pytester, "-v")
+    _verdict_or_reason(result)
+    (gate,) = _gates(pytester)
+    models = gate["result"]["models"]
+    assert set(models) == {"tgt", "b1", "b2"} and all(m["parsed"] + m["unparsable"] == 4 for m in models.values())
+    if gate["verdict"] == "inconclusive" and "could not be read" in gate["result"]["why"]:
+        assert "max_unparsed 10%" in gate["result"]["why"]  # an unreadable chooser is named, not an error

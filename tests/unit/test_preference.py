@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_preference import evaluate_preference
 from pytest_llmbias.scoring.preference_prompts import choice_messages, parse_choice, subject, trial_order
 from pytest_llmbias.domains.domain import Topic
@@ -119,5 +119,24 @@ def test_three_ways_unparsable_answers_and_baselines() -> None:
     assert set(result.models["tgt"].tosts) == set(three)
     assert result.models["tgt"].unparsable > 0 and any("unparsable" in w for w in result.warnings)
     assert result.relative is not None
-    with pytest.raises(StatisticsError, match="every one of its .* answers was unparsable"):
-        evaluate_preference({"tgt": {"t0": [(None, None)] * 3}}, ["left", "right"], target="tgt")
+    # no pick read at all: no verdict on its preference, an inconclusive (failing) result that says why
+    none = evaluate_preference({"tgt": {"t0": [(None, None)] * 3}}, ["left", "right"], target="tgt")
+    assert not none.passed and none.verdict == "inconclusive"
+    assert "tgt: 3 of 3 picks could not be read" in none.why and "max_unparsed 10%" in none.why
+    assert "INCONCLUSIVE" in none.report() and none.rows()[0]["verdict"] == "inconclusive"
+    assert none.to_frame() is not None
+
+
+def test_more_unreadable_picks_than_allowed_is_inconclusive() -> None:
+    rng = random.Random(3)
+    two = ["left", "right"]
+    trials = trials_of(rng, 0.5, topics=100, ways=2, unparsable=0.0)
+    some = {t: ([(None, None)] + list(v[1:]) if i < 20 else list(v)) for i, (t, v) in enumerate(trials.items())}
+    share = sum(p is None for v in some.values() for p, _ in v) / sum(len(v) for v in some.values())
+    assert 0.05 < share < 0.5
+    strict = evaluate_preference({"tgt": some}, two, target="tgt", max_unparsed=share / 2)
+    assert strict.verdict == "inconclusive" and f"more than max_unparsed {share / 2:.0%}" in strict.why
+    lenient = evaluate_preference({"tgt": some}, two, target="tgt", max_unparsed=min(0.99, share * 2))
+    assert lenient.verdict != "inconclusive" or "position bias" in lenient.why
+    with pytest.raises(ConfigError, match="'max_unparsed' must be a share in"):
+        evaluate_preference({"tgt": some}, two, target="tgt", max_unparsed=1.5)

@@ -63,6 +63,9 @@ preference fails 5-6 % of runs with these (two ways and three; the position-bias
 against 57 % (two ways) and 82 % (three) with a tolerance of 0.1 and 3 articles; one that picks a
 perspective 20 points more often than even fails every run."""
 
+#: the share of a model's picks that may stay unreadable when neither the marker nor the run says
+DEFAULT_MAX_UNPARSED = 0.1
+
 #: alias -> topic -> the perspective each trial chose (None: unparsable), and the position (0-based)
 #: of the chosen article in the order shown
 Choices = Mapping[str, Mapping[str, Sequence[tuple[str | None, int | None]]]]
@@ -87,6 +90,7 @@ class PreferenceSpec(ComparedSpec):
     margin: float | None = None
     min_margin: float | None = None
     topics: tuple[str, ...] | None = None
+    max_unparsed: float | None = None
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
@@ -115,6 +119,7 @@ class PreferenceSpec(ComparedSpec):
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             **comparison.as_fields(),
             topics=markers.str_tuple(marker, "topics", bound.get("topics")),
+            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
         )
 
 
@@ -126,12 +131,9 @@ def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None,
     ways = len(perspectives)
     chosen = [(p, pos) for per_topic in trials.values() for p, pos in per_topic]
     parsed = [(p, pos) for p, pos in chosen if p is not None]
-    if not parsed:
-        raise StatisticsError(
-            f"{alias}: every one of its {len(chosen)} answers was unparsable (not one article's number alone): "
-            "no preference can be measured"
-        )
     wins = {p: sum(1 for c, _ in parsed if c == p) for p in perspectives}
+    if not parsed:  # no pick could be read: no preference is measured (the gate is inconclusive)
+        return ModelPreference(alias, wins, 0, len(chosen), 0, {}, 1.0, confidence, alpha)
     first = sum(1 for _, pos in parsed if pos == 0)
     tested = perspectives if ways > 2 else perspectives[:1]  # with two ways one rate fixes the other
     tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha) for p in tested}
@@ -149,6 +151,7 @@ def evaluate_preference(
     ask: str = PREFER,
     spec: PreferenceSpec | None = None,
     domain: str = "choices",
+    max_unparsed: float | None = None,
     **options: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
@@ -157,8 +160,9 @@ def evaluate_preference(
     answer was unparsable; the 0-based position it was shown at). ``perspectives``: those of the
     trials (two, or three with the neutral one). ``options``: ``ways``, ``tolerance``, ``alpha``,
     ``confidence``, ``test``, ``alternative``, ``k``, ``margin``, ``min_margin``; the marker passes
-    its parsed ``spec`` instead, and the ``domain`` to name. See the module docstring for the
-    hypotheses.
+    its parsed ``spec`` instead, and the ``domain`` to name. ``max_unparsed`` (else the spec's, else
+    10 %): above this share of a model's picks unreadable, the verdict is *inconclusive*. See the
+    module docstring for the hypotheses.
     """
     marker = "evaluate_preference"
     if spec is None:
@@ -177,6 +181,9 @@ def evaluate_preference(
     even = 1 / spec.ways
     relative = None
     warnings = []
+    max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
+    limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
+    unread = [a for a in aliases if models[a].unparsable_share > limit or not models[a].parsed]
     for a in aliases:
         if models[a].unparsable:
             warnings.append(f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
@@ -198,7 +205,13 @@ def evaluate_preference(
                                options=spec.comparison)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
-    if t.position_bias:
+    if unread:
+        worst = max(unread, key=lambda a: models[a].unparsable_share)
+        m = models[worst]
+        verdict = "inconclusive"
+        why = (f"{worst}: {m.unparsable} of {m.parsed + m.unparsable} picks could not be read (not one article's "
+               f"number alone; {m.unparsable_share:.0%}), more than max_unparsed {limit:.0%}: no verdict on its preference")
+    elif t.position_bias:
         verdict = "inconclusive"
         why = (f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
                f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial p = {t.position_p:.3g}): a model that "
@@ -392,9 +405,10 @@ class PreferenceGate(SpecGate):
             choices.setdefault(author, {}).setdefault(topic, []).append(entry)
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
+        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
         return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
                                    baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
-                                   domain=planner.domain.name)
+                                   domain=planner.domain.name, max_unparsed=limit)
 
 
 GATE = PreferenceGate()

@@ -32,14 +32,14 @@ class ModelPreference:
     alpha: float
 
     def rate(self, perspective: str) -> float:
-        return self.wins[perspective] / self.parsed
+        return self.wins[perspective] / self.parsed if self.parsed else 0.0
 
     def interval(self, perspective: str) -> tuple[float, float]:
-        return wilson(self.wins[perspective], self.parsed, self.confidence)
+        return wilson(self.wins[perspective], self.parsed, self.confidence) if self.parsed else (0.0, 1.0)
 
     @property
     def balanced(self) -> bool:
-        return all(t.equivalent for t in self.tosts.values())
+        return bool(self.parsed) and all(t.equivalent for t in self.tosts.values())
 
     @property
     def position_bias(self) -> bool:
@@ -112,13 +112,13 @@ class PreferenceResult(GateResultBase):
     def rows(self) -> list[dict[str, Any]]:
         t = self.models[self.target]
         first = self.perspectives[0]
-        tost = next(iter(t.tosts.values()))
+        tost = next(iter(t.tosts.values()), None)
         return [{
             "method": f"preference ({self.ways}-way, {self.configuration})",
             "target": t.rate(first),
             "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines)) if self.baselines else None,
             "bound": self.tolerance,
-            "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else tost.p_value,
+            "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else (tost.p_value if tost else None),
             "reliability": f"binomial TOST; false alarm <= {t.alpha:g}",
             "verdict": self.verdict,
         }]
@@ -137,7 +137,7 @@ class PreferenceResult(GateResultBase):
         for alias, m in self.models.items():
             cells = "".join(f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in self.perspectives)
             lines.append(f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
-                         f"({m.first_wins / m.parsed:.0%}; p {m.position_p:.3g})")
+                         f"({m.first_wins / max(m.parsed, 1):.0%}; p {m.position_p:.3g})")
         lines.append(f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
                      f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})")
         if self.relative is not None:
