@@ -100,16 +100,12 @@ def test_an_empty_system_file_is_refused(tmp_path: Path) -> None:
     assert "an empty file" in error_of(tmp_path, 'target: {model: openai/a, system: "@empty.txt"}\n')
 
 
-def test_a_snapshot_names_a_deployment_s_prompt_by_its_hash(tmp_path: Path) -> None:
+def test_a_snapshot_replays_a_deployment_s_answers_with_its_prompt(tmp_path: Path) -> None:
     from pytest_llmbias.calls import Response
-    from pytest_llmbias.store.snapshot import read_labels, read_snapshot, write_snapshot
+    from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
 
     spec = ModelSpec(model="openai/acme", alias="acme", system="Be brief.")
     call = ModelCall.build(spec, "Q?", GenerationSettings())
-    bare = ModelCall.build(ModelSpec(model="openai/acme", alias="acme"), "Q?", GenerationSettings())
     path = tmp_path / "snap.jsonl"
-    write_snapshot(path, [Response(call=call, text="A."), Response(call=bare, text="B.")], {call.key: {"alias": "acme"}})
-    labels = read_labels(path)
-    assert labels[call.key] == {"alias": "acme", "system": spec.system_hash}
-    assert bare.key not in labels
-    assert read_snapshot(path)[call.key].call.messages[0] == ("system", "Be brief.")  # replayed whole
+    write_snapshot(path, [Response(call=call, text="A.")], {call.key: {"alias": "acme"}})
+    assert read_snapshot(path)[call.key].call.messages[0] == ("system", "Be brief.")  # the prompt, whole

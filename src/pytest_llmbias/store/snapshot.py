@@ -99,11 +99,6 @@ def write_snapshot(
         record = response.to_dict()
         if response.key in labels:
             record["labels"] = dict(labels[response.key])
-        first = response.call.messages[0] if response.call.messages else None
-        if first is not None and first[0] == "system":  # a deployment's prompt, named for review
-            import hashlib
-
-            record.setdefault("labels", {})["system"] = hashlib.sha256(first[1].encode("utf-8")).hexdigest()[:12]
         rows.append(record)
 
     def order(record: dict[str, Any]) -> tuple[str, str, str, int, str]:
