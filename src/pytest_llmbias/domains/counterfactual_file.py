@@ -109,21 +109,28 @@ def _parse_templates(raw: Sequence[Any], key: str, fail: Any, ids: dict[str, str
         for k in t:
             if k not in _TEMPLATE_KEYS:
                 raise fail(f"{tkey}.{k}", f"unknown key {k!r}; accepted keys: {', '.join(_TEMPLATE_KEYS)}")
-        tid, text = t.get("id"), t.get("text")
-        if not isinstance(tid, str) or not tid.strip():
-            raise fail(tkey, "a template needs a non-empty string 'id'")
-        tid = tid.strip()
-        if ids.get(tid) == "a template id":
-            raise fail(f"{tkey}.id", f"duplicate template id {tid!r}")
-        if tid in ids:
-            raise fail(f"{tkey}.id", f"template id {tid!r} is also {ids[tid]}")
-        ids[tid] = "a template id"
+        tid, text = _claim_id(t, tkey, fail, ids, "template"), t.get("text")
         if not isinstance(text, str) or "{concept}" not in text:
             raise fail(tkey, f"template {tid!r} needs a 'text' that contains {{concept}}")
         reference = _optional_text(t, "reference", tkey, fail, f"template {tid!r}")
         category = str(t.get("category") or "default").strip()
         templates.append(Template(id=tid, text=text.strip(), category=category, reference=reference))
     return tuple(templates)
+
+
+def _claim_id(item: Mapping[str, Any], at: str, fail: Any, ids: dict[str, str], kind: str) -> str:
+    """The item's ``id``, stripped and recorded in ``ids`` (id -> what it names); an error when it is
+    missing, or already names a template or a branch."""
+    value = item.get("id")
+    if not isinstance(value, str) or not value.strip():
+        raise fail(at, f"a {kind} needs a non-empty string 'id'")
+    value = value.strip()
+    if ids.get(value) == f"a {kind} id":
+        raise fail(f"{at}.id", f"duplicate {kind} id {value!r}")
+    if value in ids:
+        raise fail(f"{at}.id", f"{kind} id {value!r} is also {ids[value]}")
+    ids[value] = f"a {kind} id"
+    return value
 
 
 def _parse_branches(
@@ -138,15 +145,7 @@ def _parse_branches(
         for k in b:
             if k not in _BRANCH_KEYS:
                 raise fail(f"{bkey}.{k}", f"unknown key {k!r} in a branch; accepted keys: {', '.join(_BRANCH_KEYS)}")
-        bid = b.get("id")
-        if not isinstance(bid, str) or not bid.strip():
-            raise fail(bkey, "a branch needs a non-empty string 'id'")
-        bid = bid.strip()
-        if ids.get(bid) == "a branch id":
-            raise fail(f"{bkey}.id", f"duplicate branch id {bid!r}")
-        if bid in ids:
-            raise fail(f"{bkey}.id", f"branch id {bid!r} is also {ids[bid]}")
-        ids[bid] = "a branch id"
+        bid = _claim_id(b, bkey, fail, ids, "branch")
         owner = f"branch {bid!r}"
         concept, text = b.get("concept"), b.get("text")
         if not isinstance(concept, str) or not concept.strip():
