@@ -367,7 +367,8 @@ class BiasSession:
             return None
         if self.worker_id:
             path = export_part_path(path, self.worker_id, self.run_id)
-        self._store.export(path)
+        models = (*self.settings.roster, *((self.settings.judge,) if self.settings.judge else ()))
+        self._store.export(path, {m.alias: m.system_hash for m in models if m.system_hash is not None})
         return path
 
     def close(self) -> None:

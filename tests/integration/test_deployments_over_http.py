@@ -3,6 +3,7 @@ every question; a changed system prompt asks again, an unchanged one is served f
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -26,7 +27,8 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, syst
     target = {"model": f"openai/{MODELS[TARGET]}", "alias": TARGET, "api_base": server.base_url,
               "api_key_env": KEY_ENV, "transport": transport, "system": "@prompts/target.txt",
               "messages": [{"role": "user", "content": "Keep it short."}, {"role": "assistant", "content": "Sure."}]}
-    (pytester.path / "llmbias.yaml").write_text(json.dumps({"target": target}), encoding="utf-8")
+    (pytester.path / "llmbias.yaml").write_text(json.dumps({"target": target, "store": {"export": "out.jsonl"}}),
+                                                encoding="utf-8")
     (pytester.path / "test_collected.py").write_text(TEST, encoding="utf-8")
 
 
@@ -39,6 +41,10 @@ def test_a_deployment_s_prompt_travels_and_a_new_prompt_asks_again(pytester, ser
         roles = [(m["role"], m["content"]) for m in request["messages"]]
         assert roles[:3] == [("system", "You are Acme's assistant."), ("user", "Keep it short."), ("assistant", "Sure.")]
         assert roles[3][0] == "user" and len(roles) == 4
+
+    exported = [json.loads(line) for line in (pytester.path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    digest = hashlib.sha256(b"You are Acme's assistant.").hexdigest()[:12]
+    assert len(exported) == 10 and all(r["labels"]["system"] == digest for r in exported)  # named for review
 
     run_project().assert_outcomes(passed=1)  # unchanged: from the store
     assert len(requests_of(server, TARGET)) == 10

@@ -126,9 +126,13 @@ class ResponseStore:
         """Every response read or written this session."""
         return dict(self._used)
 
-    def export(self, path: Path) -> int:
-        """Write the responses this session used to a JSONL snapshot. Returns the number written."""
-        return write_snapshot(path, self._used.values(), self._labels)
+    def export(self, path: Path, systems: Mapping[str, str] | None = None) -> int:
+        """Write the responses this session used to a JSONL snapshot. Returns the number written.
+        ``systems`` (alias -> the short hash of its system prompt) adds a ``system`` label to the
+        lines of those models, so that a reviewer sees which deployment answered."""
+        labels = {k: ({**v, "system": systems[v["alias"]]} if systems and v.get("alias") in systems else v)
+                  for k, v in self._labels.items()}
+        return write_snapshot(path, self._used.values(), labels)
 
     def close(self) -> None:
         if self._disk is not None:
