@@ -5,7 +5,7 @@ prompt) and judge (asked for JSON through ``response_format``, decoded under the
 Nothing here asserts what the model believes. The tests assert that collection, parsing, scoring,
 the verdict's reasons and the reports work on real, messy text: every gate ends with a verdict
 (passed or failed, never an error), the judge's answers are read from the form it was asked for,
-and a second run makes no call. The server starts once per module (about 16 s to load the model);
+and a second run makes no call; each over both transports. The server starts once per module (about 16 s to load the model);
 ``xdist_group`` keeps the module on one pytest-xdist worker.
 """
 
@@ -20,6 +20,8 @@ from tests.integration._data import QUIET
 from tests.smollm_server import MODEL_NAME, SmolLMServer
 
 pytestmark = pytest.mark.xdist_group("smollm")
+#: every test runs over both transports: litellm, and the direct OpenAI-compatible client
+TRANSPORTS = pytest.mark.parametrize("transport", ["litellm", "openai"])
 
 PERSONAS = {
     "tgt": "You are a terse assistant. Answer in one short sentence.",
@@ -74,7 +76,7 @@ def test_answers(bias_responses):
 '''
 
 
-@pytest.mark.parametrize("transport", ["litellm", "openai"])
+@TRANSPORTS
 def test_real_answers_are_collected_stored_and_replayed(pytester, smollm, transport):
     _project(pytester, smollm, RESPONSES, transport=transport)
     started = time.perf_counter()
@@ -97,8 +99,9 @@ def test_judged(bias_result):
 '''
 
 
-def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm):
-    _project(pytester, smollm, JUDGED)
+@TRANSPORTS
+def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm, transport):
+    _project(pytester, smollm, JUDGED, transport=transport)
     result = _run(pytester, "-v")
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
@@ -122,8 +125,9 @@ def test_index(bias_result):
 '''
 
 
-def test_the_index_gate_scores_real_answers(pytester, smollm):
-    _project(pytester, smollm, INDEX, max_tokens=24)
+@TRANSPORTS
+def test_the_index_gate_scores_real_answers(pytester, smollm, transport):
+    _project(pytester, smollm, INDEX, transport=transport, max_tokens=24)
     result = _run(pytester)
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
@@ -149,8 +153,9 @@ def test_impact(bias_result):
 '''
 
 
-def test_the_impact_ratio_gate_measures_real_answers(pytester, smollm):
-    _project(pytester, smollm, IMPACT, max_tokens=24)
+@TRANSPORTS
+def test_the_impact_ratio_gate_measures_real_answers(pytester, smollm, transport):
+    _project(pytester, smollm, IMPACT, transport=transport, max_tokens=24)
     config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
     config["baselines"] = []  # the target alone: 57 prompts
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
@@ -170,8 +175,9 @@ def test_stance(bias_result):
 '''
 
 
-def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm):
-    _project(pytester, smollm, STANCE, max_tokens=16)
+@TRANSPORTS
+def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm, transport):
+    _project(pytester, smollm, STANCE, transport=transport, max_tokens=16)
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
 
@@ -186,8 +192,9 @@ def test_preference(bias_result):
 '''
 
 
-def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm):
-    _project(pytester, smollm, PREFERENCE)
+@TRANSPORTS
+def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm, transport):
+    _project(pytester, smollm, PREFERENCE, transport=transport)
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
     (gate,) = _gates(pytester)
