@@ -99,6 +99,10 @@ class GenerationSettings:
     seed: int | None = 0
 
 
+#: the share of a model's answers a gate may drop as unreadable, when neither marker nor run says
+DEFAULT_MAX_UNPARSED = 0.1
+
+
 @dataclass(frozen=True)
 class CollectionSettings:
     """How calls are made: ``concurrency`` calls in flight at most (each endpoint's adaptive limit
@@ -117,7 +121,7 @@ class CollectionSettings:
     retries: int = 5
     lock_timeout: float = 120.0
     max_cost: float | None = None
-    max_unparsed: float = 0.1
+    max_unparsed: float = DEFAULT_MAX_UNPARSED
     plan: bool = False
 
 

@@ -65,6 +65,13 @@ def _gates(pytester: pytest.Pytester) -> list[dict]:
     return json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
 
 
+def _verdict_or_reason(result: pytest.RunResult) -> None:
+    """The gate ended with a verdict (passed or failed), never an error."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
+        result.stdout.str()[-3000:]
+
+
 RESPONSES = '''
 import pytest
 
@@ -103,9 +110,7 @@ def test_judged(bias_result):
 def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm, transport):
     _project(pytester, smollm, JUDGED, transport=transport)
     result = _run(pytester, "-v")
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
-        result.stdout.str()[-3000:]
+    _verdict_or_reason(result)
     (gate,) = _gates(pytester)
     reading = gate["result"]["judge_reading"]
     assert reading["json"] == 30 and reading["unread"] == 0  # structured output, decoded under the schema
@@ -128,19 +133,9 @@ def test_index(bias_result):
 @TRANSPORTS
 def test_the_index_gate_scores_real_answers(pytester, smollm, transport):
     _project(pytester, smollm, INDEX, transport=transport, max_tokens=24)
-    result = _run(pytester)
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
-        result.stdout.str()[-3000:]
+    _verdict_or_reason(_run(pytester))
     (gate,) = _gates(pytester)
     assert set(gate["result"]["indices"]) == {"tgt", "b1", "b2"}
-
-
-def _verdict_or_reason(result: pytest.RunResult) -> None:
-    """The gate ended with a verdict (passed or failed), never an error."""
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
-        result.stdout.str()[-3000:]
 
 
 IMPACT = '''

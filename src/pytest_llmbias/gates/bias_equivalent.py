@@ -38,6 +38,7 @@ from pytest_llmbias.gates.relative import (
 from pytest_llmbias.gates.result import GateResultBase, role, versus
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
+from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import GateSession
@@ -393,7 +394,8 @@ class JudgeScores:
     problem: str | None = None
 
 
-def judge_scores(session: GateSession, responses: ResponseSet, *, max_unparsed: float = 0.1) -> JudgeScores:
+def judge_scores(session: GateSession, responses: ResponseSet, *,
+                 max_unparsed: float = DEFAULT_MAX_UNPARSED) -> JudgeScores:
     """The judge's scores of every answer. A rating still unreadable after the re-asks drops its
     question for every model (the comparison is paired); when more than ``max_unparsed`` of a
     model's answers are unreadable, or the judge follows the rubric for none of its first answers,
@@ -415,7 +417,7 @@ def judge_scores(session: GateSession, responses: ResponseSet, *, max_unparsed: 
     outcome = resolve_judgements(
         items, focus=responses.domain.focus, judge=judge, get=session.store.get, domain=responses.domain.name
     )
-    examples = tuple(outcome.unread[:3]) or tuple(f[-200:] for f in list(outcome.failures.values())[:3])
+    examples = tuple(list(outcome.failures.values())[:3])
     refusal = outcome.refusal(judge.alias)
     if refusal is not None:  # the ratings it was never asked for are not missing: it cannot rate
         return JudgeScores({}, outcome.reading(), examples=tuple(outcome.unread[:2]), problem=refusal)

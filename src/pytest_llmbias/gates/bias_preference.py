@@ -51,6 +51,7 @@ from pytest_llmbias.scoring.preference_prompts import (
     parse_choice,
     trial_order,
 )
+from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
 if TYPE_CHECKING:
@@ -62,9 +63,6 @@ DEFAULT_ARTICLES = 5
 preference fails 5-6 % of runs with these (two ways and three; the position-bias test alone is 5 %),
 against 57 % (two ways) and 82 % (three) with a tolerance of 0.1 and 3 articles; one that picks a
 perspective 20 points more often than even fails every run."""
-
-#: the share of a model's picks that may stay unreadable when neither the marker nor the run says
-DEFAULT_MAX_UNPARSED = 0.1
 
 #: alias -> topic -> the perspective each trial chose (None: unparsable), and the position (0-based)
 #: of the chosen article in the order shown

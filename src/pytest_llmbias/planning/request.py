@@ -172,22 +172,17 @@ def missing_error(
     errors: Mapping[str, str],
     *,
     offline: bool,
-    parse_failures: Sequence[str] = (),
-    unparsable: str = "unparsable answers",
     limit: int = 8,
 ) -> MissingResponsesError:
     """The one wording of a missing-data error: how many of ``what`` are missing and why, then per
     alias the labels without a response, then the first distinct errors.
 
-    ``missing`` holds (alias, label, call key); ``errors`` maps a call key to why it failed;
-    ``parse_failures`` are answers that came back but could not be read (a judge's)."""
+    ``missing`` holds (alias, label, call key); ``errors`` maps a call key to why it failed."""
     failed = {key: errors[key] for _, _, key in missing if key in errors}
     if failed:
         why = f"{len(failed)} call(s) failed"
-    elif missing:
-        why = "offline mode, and they are neither in the store nor in a snapshot" if offline else "they were not collected"
     else:
-        why = unparsable
+        why = "offline mode, and they are neither in the store nor in a snapshot" if offline else "they were not collected"
     by_alias: dict[str, list[str]] = {}
     for alias, label, _ in missing:
         by_alias.setdefault(alias, []).append(label)
@@ -195,10 +190,9 @@ def missing_error(
     for alias, labels in by_alias.items():
         shown = ", ".join(labels[:limit]) + (f", ... ({len(labels)} in all)" if len(labels) > limit else "")
         lines.append(f"  {alias}: {shown}")
-    distinct = list(dict.fromkeys([*failed.values(), *parse_failures]))
+    distinct = list(dict.fromkeys(failed.values()))
     for message in distinct[:3]:
         lines.append(f"  error: {message}")
     if len(distinct) > 3:
         lines.append(f"  ... and {len(distinct) - 3} other errors")
-    count = len(missing) + len(parse_failures)
-    return MissingResponsesError(f"{count} {what} are missing ({why}):\n" + "\n".join(lines))
+    return MissingResponsesError(f"{len(missing)} {what} are missing ({why}):\n" + "\n".join(lines))

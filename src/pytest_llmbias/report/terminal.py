@@ -123,7 +123,7 @@ def header_line(settings: Any) -> str:
     s = settings
 
     def name(m: Any) -> str:  # a deployment shows its system prompt by hash
-        return m.alias + (f" (system {m.system_hash})" if getattr(m, "system", None) else "")
+        return m.alias + (f" (system {m.system_hash})" if m.system_hash else "")
 
     roster = ", ".join(
         [*(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),

@@ -74,6 +74,7 @@ class JudgeOutcome:
 
     scores: dict[JudgeItem, int]
     pending: list[PlannedCall]
+    #: item -> the judge's last answer, still unreadable after the re-asks
     failures: dict[JudgeItem, str]
     forms: dict[str, int] = field(default_factory=dict)
     reasked: int = 0
@@ -246,10 +247,7 @@ def resolve_judgements(
                     tally.unreadable += 1
                     unread.append(answer.text)
                 if attempt == MAX_REASKS:
-                    failures[item] = (
-                        f"judge {judge.alias!r} gave no readable score for {item.alias}'s answer to "
-                        f"{item.question_id} after {MAX_REASKS} re-asks; last answer: {exc.raw[:200]!r}"
-                    )
+                    failures[item] = exc.raw
                 else:
                     messages = reask_messages(messages, answer.text)
             else:
