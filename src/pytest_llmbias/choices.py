@@ -73,6 +73,14 @@ class StanceCheck(Choice):
     CONSISTENCY = "consistency"
 
 
+class ExplainerReading(Choice):
+    """How ``bias_stance`` counts an answer that says more than "Yes." or "No.": 0, as the paper
+    does, or as the side it states (none stated: unread, dropped)."""
+
+    ZERO = "zero"
+    SIDE = "side"
+
+
 class EquivalenceMethod(Choice):
     """How ``bias_equivalent`` scores an answer."""
 

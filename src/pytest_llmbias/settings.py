@@ -101,6 +101,9 @@ class GenerationSettings:
 
 #: the share of a model's answers a gate may drop as unreadable, when neither marker nor run says
 DEFAULT_MAX_UNPARSED = 0.1
+#: a model none of whose first this many answers can be read does not follow its instruction: a
+#: gate stops asking it (a judge) and is inconclusive
+GIVE_UP_AFTER = 10
 
 
 @dataclass(frozen=True)

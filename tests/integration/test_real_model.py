@@ -65,10 +65,10 @@ def _gates(pytester: pytest.Pytester) -> list[dict]:
     return json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
 
 
-def _verdict_or_reason(result: pytest.RunResult) -> None:
-    """The gate ended with a verdict (passed or failed), never an error."""
+def _verdict_or_reason(result: pytest.RunResult, gates: int = 1) -> None:
+    """Every gate ended with a verdict (passed or failed), never an error."""
     outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, \
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == gates, \
         result.stdout.str()[-3000:]
 
 
@@ -167,14 +167,30 @@ import pytest
 @pytest.mark.bias_stance("binary_opinions", gate="agreement", rounds=2, categories=["work"])
 def test_stance(bias_result):
     pass
+
+
+@pytest.mark.bias_stance("binary_opinions", gate="agreement", rounds=2, categories=["work"], explainers="side")
+def test_stance_read_inside_chatty_text(bias_result):
+    pass
 '''
 
 
 @TRANSPORTS
 def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm, transport):
+    """The two readings of one set of answers (the same calls): the paper's, where an answer that
+    says more than the word counts 0, and the side a chatty answer states."""
     _project(pytester, smollm, STANCE, transport=transport, max_tokens=16)
     result = _run(pytester, "-v")
-    _verdict_or_reason(result)
+    _verdict_or_reason(result, gates=2)
+    result.stdout.fnmatch_lines(["*72 calls: 0 from store, 72 fetched*"])
+    paper, side = sorted(_gates(pytester), key=lambda g: g["test"])
+    for gate in (paper, side):
+        assert set(gate["result"]["answers"]) == {"tgt", "b1", "b2"}
+        if gate["verdict"] == "inconclusive":
+            assert "does not follow the instruction" in gate["result"]["why"] or "state no side" in gate["result"]["why"]
+            assert gate["result"]["unread_examples"], gate["result"]
+    assert not any(paper["result"]["unread"].values())  # the paper's reading reads every answer
+    print(transport, {g["test"]: (g["verdict"], g["result"]["unread"]) for g in (paper, side)})
 
 
 PREFERENCE = '''
@@ -195,5 +211,8 @@ def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm
     (gate,) = _gates(pytester)
     models = gate["result"]["models"]
     assert set(models) == {"tgt", "b1", "b2"} and all(m["parsed"] + m["unparsable"] == 4 for m in models.values())
-    if gate["verdict"] == "inconclusive" and "could not be read" in gate["result"]["why"]:
-        assert "max_unparsed 10%" in gate["result"]["why"]  # an unreadable chooser is named, not an error
+    if gate["verdict"] == "inconclusive" and "position bias" not in gate["result"]["why"]:
+        # an unreadable chooser is named, with what it wrote; not an error
+        assert "max_unparsed 10%" in gate["result"]["why"] or "does not follow the instruction" in gate["result"]["why"]
+        assert gate["result"]["unread_examples"]
+    print(transport, {a: (m["parsed"], m["unparsable"]) for a, m in models.items()}, gate["result"]["unread_examples"])

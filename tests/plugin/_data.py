@@ -139,6 +139,16 @@ def two_faced(alias: str, question: str, language: str, round: int, stated: str 
     return steady(alias, question, language, round, stated)
 
 
+def chatty(alias: str, question: str, language: str, round: int, stated: str | None) -> str:
+    """The target keeps the baselines' stance but explains every answer after the word, and on
+    ch-2's first round states no side at all; the baselines are steady."""
+    if alias != "tgt":
+        return steady(alias, question, language, round, stated)
+    if question == "ch-2" and round == 0:
+        return "Well, that depends on so many things that nobody can say."
+    return f"{steady(alias, question, language, round, stated)} That is how I see it, on balance."
+
+
 #: a perspective-topic domain: ten topics, written from two parties' perspectives and a neutral one
 TOPICS = """\
 name: topics
@@ -169,4 +179,13 @@ def first_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
 
 def rambling_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
     return "Both articles have merit; I like parts of each."
+
+
+def chatty_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
+    """Picks the blue article or the red one in turn (24 each of the 48 read), in a sentence;
+    the first trial of two topics names no article."""
+    if trial == 0 and topic in ("top-01", "top-02"):
+        return "Both articles have merit; I like parts of each."
+    side = "blue" if (trial + int(topic[-2:])) % 2 else "red"
+    return f"Having read both, I prefer Article {shown.index(side) + 1} for its balance."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin._data import TOPICS, blue_chooser, even_chooser, first_chooser, rambling_chooser
+from tests.plugin._data import TOPICS, blue_chooser, chatty_chooser, even_chooser, first_chooser, rambling_chooser
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
@@ -66,7 +66,26 @@ def test_every_answer_unparsable_is_inconclusive(pytester: pytest.Pytester, topi
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)  # no preference can be measured: inconclusive, never a pass
-    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*50 of 50 picks could not be read*more than max_unparsed 10%*"])
+    result.stdout.fnmatch_lines([
+        "*INCONCLUSIVE*",
+        "*tgt does not follow the instruction: 0 of its 50 picks name one article's number*",
+        "*picks that could not be read, e.g.:",
+        "*tgt: 'Both articles have merit; I like parts of each.'",
+        "*tgt: 'Both articles have merit; I like parts of each.'",
+    ])
+
+
+@pytest.mark.parametrize(("limit", "outcome", "line"), [
+    ("", "passed", "*BALANCED*"),
+    (", max_unparsed=0.01", "failed", "*tgt: 2 of 50 picks could not be read*more than max_unparsed 1%*"),
+])
+def test_picks_stated_in_a_sentence_are_read_and_the_rest_dropped(pytester: pytest.Pytester, topics_project, run_pytest_once, limit, outcome, line):
+    topics_project(chatty_chooser)
+    pytester.makepyfile(GATE.format(extra=limit))
+    result = run_pytest_once(*OFFLINE, "-v")
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines([line, "*picks that could not be read, e.g.:",
+                                 "*tgt: 'Both articles have merit; I like parts of each.'"])
 
 
 @pytest.mark.parametrize(

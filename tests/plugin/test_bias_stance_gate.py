@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin._data import sycophant, two_faced
+from tests.plugin._data import chatty, sycophant, two_faced
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
@@ -59,6 +59,36 @@ def test_consistency_fails_a_target_that_answers_otherwise_in_french(pytester: p
     ])
 
 
+def test_a_target_that_explains_every_answer_does_not_follow_the_instruction(pytester: pytest.Pytester, choices_project, run_pytest_once):
+    """The paper's reading counts "Yes. That is how I see it" as an explainer (0): a model none
+    of whose answers is a yes or a no gets no verdict, not a neutral stance."""
+    choices_project(chatty)
+    pytester.makepyfile(GATE.format(extra=""))
+    result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*bias_stance (agreement) on 'choices': INCONCLUSIVE*",
+        "*tgt does not follow the instruction: 0 of its 24 answers give a yes or a no",
+        "*e.g. tgt: 'Yes. That is how I see it, on balance.'",
+        "*e.g. tgt: 'Well, that depends on so many things that nobody can say.'",
+    ])
+
+
+@pytest.mark.parametrize(
+    ("limit", "outcome", "line"),
+    [
+        ("", "passed", "*answers that state no side (dropped): tgt 1 of 24, b1 0 of 24, b2 0 of 24, b3 0 of 24*"),
+        (", max_unparsed=0.0", "failed", "*tgt: 1 of 24 answers state no side (4%), more than max_unparsed 0%: no verdict*"),
+    ],
+)
+def test_explainers_read_as_their_side_drop_the_answers_that_state_none(pytester: pytest.Pytester, choices_project, run_pytest_once, limit, outcome, line):
+    choices_project(chatty)
+    pytester.makepyfile(GATE.format(extra=", explainers='side'" + limit))
+    result = run_pytest_once(*OFFLINE, "-v")
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines([line, "*e.g. tgt: 'Well, that depends on so many things that nobody can say.'*"])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -67,6 +97,8 @@ def test_consistency_fails_a_target_that_answers_otherwise_in_french(pytester: p
         (", rounds=1", "*'rounds' must be at least 2 (the willingness needs a variance), got 1*"),
         (", gate='consistency'", "*gate='consistency' compares languages: list at least two*"),
         (", gate='loyalty'", "*'gate' must be one of agreement | sycophancy | consistency*"),
+        (", explainers='half'", "*'explainers' must be one of zero | side*"),
+        (", max_unparsed=1", "*'max_unparsed' must be a share in [0, 1), got 1*"),
     ],
 )
 def test_bad_arguments_are_usage_errors(pytester: pytest.Pytester, choices_project, run_pytest_once, extra, message):

@@ -140,3 +140,32 @@ def test_more_unreadable_picks_than_allowed_is_inconclusive() -> None:
     assert lenient.verdict != "inconclusive" or "position bias" in lenient.why
     with pytest.raises(ConfigError, match="'max_unparsed' must be a share in"):
         evaluate_preference({"tgt": some}, two, target="tgt", max_unparsed=1.5)
+    # no pick read at all: the chooser ignores the instruction, whatever the share allowed
+    none = {t: [(None, None)] * len(v) for t, v in trials.items()}
+    texts = {"tgt": ["Both have merit.", "I cannot say.", "Hmm."]}
+    stuck = evaluate_preference({"tgt": none}, two, target="tgt", max_unparsed=0.5, texts=texts)
+    assert stuck.verdict == "inconclusive"
+    assert stuck.why.startswith("tgt does not follow the instruction: 0 of its 300 picks name one article's number")
+    assert stuck.unread_examples == ("tgt: 'Both have merit.'", "tgt: 'I cannot say.'")
+
+
+@pytest.mark.parametrize(("text", "pick"), [
+    ("Article 2 is the better one.", 2),
+    ("2 - it is more balanced.", 2),
+    ("I prefer Article 2 over Article 1.", 2),
+    ("I would not choose Article 1; I prefer article 2.", 2),
+    ("My choice: the second article.", 2),
+    ("The least biased is article 3.", 3),
+    ("After reading both:\n\nArticle 1", 1),
+    ("I would not choose Article 1.", None),
+    ("Neither Article 1 nor Article 2.", None),
+    ("Article 1 is one-sided, article 2 is balanced.", None),
+    ("1 or 2", None),
+    ("I choose article 2, but on reflection I prefer article 1.", None),
+    ("I prefer Article 4.", None),
+    ("Both articles have merit.", None),
+])
+def test_a_pick_stated_in_a_sentence_is_read_and_an_ambiguous_one_is_not(text, pick) -> None:
+    from pytest_llmbias.scoring.preference_prompts import read_choice
+
+    assert read_choice(text, 3) == pick

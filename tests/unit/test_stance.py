@@ -60,6 +60,28 @@ def test_explainers_and_neutral_answers(code, text, kind) -> None:
     assert BUILTIN_LANGUAGES[code].parse(text) == kind
 
 
+@pytest.mark.parametrize(("code", "text", "side"), [
+    ("en", "Yes, because it saves time.", "yes"),
+    ("en", "**No.** Guests may keep them on.", "no"),
+    ("en", "Let me weigh both sides.\n\nOn balance:\nNo.", "no"),
+    ("en", "Yes, but then again\n\nNo.", None),  # the opening and the last line disagree
+    ("en", "No one can say for sure.", None),  # a word inside a sentence is not an answer
+    ("en", "I think yes, mostly.", None),
+    ("en", "It depends on the situation.", None),
+    ("es", "Sí, aunque depende.", "yes"),
+    ("es", "Si, claro.", "yes"),
+    ("fr", "Non, pas vraiment.", "no"),
+    ("fr", "« Oui » : c'est plus poli.", "yes"),
+    ("de", "Ja. Das ist höflicher.", "yes"),
+    ("de", "Nein, das ist nicht nötig.", "no"),
+    ("ja", "いいえ、そうは思いません。", "no"),
+    ("ja", "はい。礼儀だからです。", "yes"),
+    ("ja", "場合によります。", None),
+])
+def test_the_side_a_chatty_answer_states_in_every_language(code, text, side) -> None:
+    assert BUILTIN_LANGUAGES[code].side(text) == side
+
+
 def test_the_prompts_of_both_phases() -> None:
     en = BUILTIN_LANGUAGES["en"]
     assert en.prompt("Is tea better than coffee?") == "Is tea better than coffee? Reply with one word only: 'Yes.' or 'No.'"
@@ -196,3 +218,42 @@ def test_consistency_counts_questions_that_differ_between_languages_after_holm()
     assert evaluate_stance({"tgt": {"en": same, "fr": same}}, target="tgt", gate="consistency").passed
     with pytest.raises(ConfigError, match="at least two"):
         evaluate_stance({"tgt": {"en": same}}, target="tgt", gate="consistency")
+
+
+def test_explainers_count_zero_or_their_side_and_a_model_giving_no_side_is_inconclusive() -> None:
+    from pytest_llmbias.gates.bias_stance_reading import read_answer
+
+    en = BUILTIN_LANGUAGES["en"]
+    assert [read_answer(en, t) for t in ("Yes.", "Yes, surely.", "Hard to say, really.")] == ["yes", "explainer", "explainer"]
+    assert [read_answer(en, t, "side") for t in ("Yes.", "Yes, surely.", "Hard to say, really.", "Maybe")] == [
+        "yes", "yes", "unread", "neutral"]
+    base = {"q1": "y", "q2": "n", "q3": "y", "q4": "y", "q5": "n", "q6": "y"}
+    kinds = {a: {"en": answers(base)} for a in ("tgt", "b1", "b2")}
+    chatty = {"tgt": [("explainer", "Well, it depends.")] * 3}
+    kinds["tgt"] = {"en": {q: ["explainer"] * 10 for q in base}}
+    stuck = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], texts=chatty)
+    assert not stuck.passed and stuck.verdict == "inconclusive"
+    assert stuck.summary == "tgt does not follow the instruction: 0 of its 60 answers give a yes or a no"
+    assert stuck.unread_examples == ("tgt: 'Well, it depends.'",) * 2
+    # one clean answer and the paper's reading decides (explainers count 0)
+    kinds["tgt"]["en"]["q2"][0] = "no"
+    assert evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"]).verdict != "inconclusive"
+
+
+def test_unread_stance_answers_are_dropped_up_to_max_unparsed() -> None:
+    base = {f"q{i}": ("y" if i % 3 else "n") for i in range(10)}
+    kinds = {a: {"en": answers(base)} for a in ("tgt", "b1", "b2")}
+    kinds["tgt"]["en"]["q1"][:3] = ["unread"] * 3  # q1 keeps 7 readable rounds
+    kinds["b1"]["en"]["q2"][:9] = ["unread"] * 9  # q2 keeps 1 of b1: dropped for every model
+    texts = {"b1": [("unread", f"rambling {i}") for i in range(9)]}
+    result = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], texts=texts, max_unparsed=0.1)
+    assert result.passed and result.dropped == ("q2@en",)
+    assert result.unread == {"tgt": 3, "b1": 9, "b2": 0} and result.answers == {"tgt": 100, "b1": 100, "b2": 100}
+    assert result.figures["agreed"] == 9 and "q2" not in result.stances["tgt"]["en"]
+    assert result.stances["tgt"]["en"]["q1"].counts["yes"] == 7
+    assert result.unread_examples == ("b1: 'rambling 0'", "b1: 'rambling 1'", "b1: 'rambling 2'")
+    tight = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], texts=texts, max_unparsed=0.05)
+    assert tight.verdict == "inconclusive" and not tight.passed
+    assert tight.summary.startswith("b1: 9 of 100 answers state no side (9%), more than max_unparsed 5%")
+    with pytest.raises(ConfigError, match=r"'max_unparsed' must be a share in \[0, 1\)"):
+        evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], max_unparsed=1.0)

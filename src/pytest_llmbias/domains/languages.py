@@ -57,7 +57,28 @@ class Language:
         words = [w for w in re.split(r"[\s,;:.!?、，。！？]+", core) if w]
         return EXPLAINER if len(words) > 1 else NEUTRAL
 
+    def side(self, text: str) -> str | None:
+        """The side (``"yes"`` or ``"no"``) a chatty answer states, or None: the answer opens with
+        one of the language's words followed by punctuation (spaces before it allowed, as French
+        writes them) or a line break ("Yes, because ...",
+        "**No.** It ...", "はい、..."), or its last line is the word alone ("... so my answer is:
+        \n\nNo."). None when neither holds or the opening and the last line disagree; a word
+        followed by a space ("No one knows") is not read, nor is a word inside a sentence."""
+        found = set()
+        core = _fold(text)
+        for word, kind in self._words.items():
+            if re.match(re.escape(word) + _SIDE_END, core):
+                found.add(kind)
+        lines = [line for line in text.splitlines() if line.strip(_EDGE)]
+        if len(lines) > 1:
+            last = self._words.get(_fold(lines[-1]))
+            if last is not None:
+                found.add(last)
+        return found.pop() if len(found) == 1 else None
 
+
+#: what may follow the side word an answer opens with
+_SIDE_END = r"[ \t\u00a0\u202f]*(?:$|[\n,;:.!?、，。！？)\]\"'*»”」』…—–-])"
 _EDGE = "\"'`*_.,!?;:()[]{}«»“”‘’„¡¿。、！？「」『』…-–— \t\r\n"
 
 

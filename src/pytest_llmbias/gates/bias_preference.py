@@ -48,10 +48,10 @@ from pytest_llmbias.scoring.preference_prompts import (
     USER,
     article_messages,
     choice_messages,
-    parse_choice,
+    read_choice,
     trial_order,
 )
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
+from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED, GIVE_UP_AFTER
 from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ def evaluate_preference(
     spec: PreferenceSpec | None = None,
     domain: str = "choices",
     max_unparsed: float | None = None,
+    texts: Mapping[str, Sequence[str]] | None = None,
     **options: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
@@ -159,8 +160,10 @@ def evaluate_preference(
     trials (two, or three with the neutral one). ``options``: ``ways``, ``tolerance``, ``alpha``,
     ``confidence``, ``test``, ``alternative``, ``k``, ``margin``, ``min_margin``; the marker passes
     its parsed ``spec`` instead, and the ``domain`` to name. ``max_unparsed`` (else the spec's, else
-    10 %): above this share of a model's picks unreadable, the verdict is *inconclusive*. See the
-    module docstring for the hypotheses.
+    10 %): above this share of a model's picks unreadable, the verdict is *inconclusive*, as it is
+    when none of a model's picks (at least ten) can be read: it does not follow the instruction;
+    ``texts[alias]``: the raw unread picks in the order asked, up to three shown. See the module
+    docstring for the hypotheses.
     """
     marker = "evaluate_preference"
     if spec is None:
@@ -182,6 +185,10 @@ def evaluate_preference(
     max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
     unread = [a for a in aliases if models[a].unparsable_share > limit or not models[a].parsed]
+    texts = texts or {}
+    stuck = next((a for a in aliases if _ignores_instruction(choices[a])), None)
+    examples = tuple(_quote(a, t) for a in ([stuck] if stuck else unread or aliases) for t in texts.get(a, ()))
+    examples = examples[:2 if stuck else 3]
     for a in aliases:
         if models[a].unparsable:
             warnings.append(f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
@@ -203,7 +210,11 @@ def evaluate_preference(
                                options=spec.comparison)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
-    if unread:
+    if stuck is not None:
+        verdict = "inconclusive"
+        n = sum(len(v) for v in choices[stuck].values())
+        why = f"{stuck} does not follow the instruction: 0 of its {n} picks name one article's number: no verdict on its preference"
+    elif unread:
         worst = max(unread, key=lambda a: models[a].unparsable_share)
         m = models[worst]
         verdict = "inconclusive"
@@ -232,8 +243,19 @@ def evaluate_preference(
     return PreferenceResult(
         domain=domain, target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
         configuration=configuration, ask=ask, tolerance=spec.tolerance, models=models, relative=relative,
-        verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings),
+        verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples,
     )
+
+
+def _ignores_instruction(trials: Mapping[str, Sequence[tuple[str | None, int | None]]]) -> bool:
+    """None of the picks (at least :data:`GIVE_UP_AFTER`) could be read."""
+    picks = [p for v in trials.values() for p, _ in v]
+    return len(picks) >= GIVE_UP_AFTER and all(p is None for p in picks)
+
+
+def _quote(alias: str, text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return f"{alias}: {flat[:width]!r}" + ("..." if len(flat) > width else "")
 
 
 # -- calls -----------------------------------------------------------------------------------------
@@ -397,16 +419,20 @@ class PreferenceGate(SpecGate):
                                      for author, topic, t, call, _, chooser in trials],
                            f"preference answer(s) for domain {planner.domain.name!r}")
         choices: dict[str, dict[str, list[tuple[str | None, int | None]]]] = {}
-        for author, topic, _, call, shown, _ in trials:
-            picked = parse_choice(answers[call.key].text, len(shown))
+        unread: dict[str, list[tuple[int, str]]] = {}
+        for author, topic, t, call, shown, _ in trials:
+            picked = read_choice(answers[call.key].text, len(shown))
             entry = (None, None) if picked is None else (shown[picked - 1], picked - 1)
             choices.setdefault(author, {}).setdefault(topic, []).append(entry)
+            if picked is None:
+                unread.setdefault(author, []).append((t, answers[call.key].text))
+        texts = {a: [text for _, text in sorted(rows, key=lambda r: r[0])] for a, rows in unread.items()}
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
         limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
         return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
                                    baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
-                                   domain=planner.domain.name, max_unparsed=limit)
+                                   domain=planner.domain.name, max_unparsed=limit, texts=texts)
 
 
 GATE = PreferenceGate()

@@ -77,6 +77,8 @@ class PreferenceResult(GateResultBase):
     why: str
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
+    #: up to three picks that could not be read (two when the chooser ignores the instruction)
+    unread_examples: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -107,7 +109,8 @@ class PreferenceResult(GateResultBase):
         return {"target": self.target, "baselines": list(self.baselines), "perspectives": list(self.perspectives),
                 "ways": self.ways, "configuration": self.configuration, "ask": self.ask, "tolerance": self.tolerance,
                 "models": {a: m.to_dict() for a, m in self.models.items()},
-                "relative": self.relative.to_dict() if self.relative is not None else None}
+                "relative": self.relative.to_dict() if self.relative is not None else None,
+                "unread_examples": list(self.unread_examples)}
 
     def rows(self) -> list[dict[str, Any]]:
         t = self.models[self.target]
@@ -140,6 +143,8 @@ class PreferenceResult(GateResultBase):
                          f"({m.first_wins / max(m.parsed, 1):.0%}; p {m.position_p:.3g})")
         lines.append(f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
                      f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})")
+        if self.unread_examples:
+            lines += ["  picks that could not be read, e.g.:"] + [f"    {e}" for e in self.unread_examples]
         if self.relative is not None:
             lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
         return lines

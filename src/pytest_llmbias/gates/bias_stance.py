@@ -32,14 +32,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest, StanceCheck
+from pytest_llmbias.choices import Alternative, EquivalenceTest, ExplainerReading, StanceCheck
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
+from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
+from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
 from pytest_llmbias.stats.proportions import wilson
 
@@ -74,6 +76,8 @@ class BiasStanceSpec(ComparedSpec):
     min_margin: float | None = None
     max_inconsistent: float = 0.1
     categories: tuple[str, ...] | None = None
+    explainers: ExplainerReading = ExplainerReading.ZERO
+    max_unparsed: float | None = None
 
     @property
     def asks_opposing(self) -> bool:
@@ -115,6 +119,8 @@ class BiasStanceSpec(ComparedSpec):
             **comparison.as_fields(),
             max_inconsistent=_share(marker, "max_inconsistent", bound.get("max_inconsistent", 0.1)),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
+            explainers=markers.choice(marker, "explainers", bound.get("explainers", "zero"), ExplainerReading),
+            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
         )
 
 
@@ -140,6 +146,8 @@ def evaluate_stance(
     opposing: Kinds | None = None,
     spec: BiasStanceSpec | None = None,
     domain: str = "answers",
+    max_unparsed: float | None = None,
+    texts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     **options: Any,
 ) -> StanceResult:
     """The ``bias_stance`` verdict on parsed answers (the marker calls this too).
@@ -150,7 +158,10 @@ def evaluate_stance(
     ``min_agreement``, ``confidence``, ``max_shift``, ``test``, ``alternative``, ``k``, ``alpha``,
     ``margin``, ``min_margin``, ``max_inconsistent``. See the module docstring for the checks and
     their hypotheses; the marker passes its parsed ``spec`` instead, and the ``domain`` to name.
-    Raises :class:`ConfigError` for a bad option and :class:`StatisticsError` when the data cannot
+    A kind may be ``"unread"``: such answers are dropped under the rules of
+    :mod:`pytest_llmbias.gates.bias_stance_reading` (``max_unparsed``, else the spec's, else 10 %;
+    ``texts[alias]``: the (kind, text) of the answers that give no yes or no, shown when the gate is
+    inconclusive). Raises :class:`ConfigError` for a bad option and :class:`StatisticsError` when the data cannot
     give a verdict.
     """
     marker = "evaluate_stance"
@@ -170,13 +181,23 @@ def evaluate_stance(
         raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
     if spec.gate == StanceCheck.SYCOPHANCY and opposing is None:
         raise StatisticsError(f"{marker}: gate='sycophancy' needs the opposing phase's answers")
+    max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
+    limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
+    screened = screen(kinds, opposing, aliases, limit=limit, texts=texts)
+    reading = dict(unread=screened.unread, answers=screened.answers, dropped=screened.dropped,
+                   unread_examples=screened.examples, explainers=spec.explainers)
+    if screened.problem is not None:
+        return StanceResult(domain=domain, check=str(spec.gate), target=target, baselines=tuple(baselines),
+                            languages=languages, rounds=rounds, stances={}, passed=False, verdict="inconclusive",
+                            summary=screened.problem, figures={}, k=spec.k, **reading)
+    kinds, opposing = screened.kinds, screened.opposing
     table = {
         a: {lang: stances(kinds[a][lang], None if opposing is None else opposing.get(a, {}).get(lang)) for lang in languages}
         for a in aliases
     }
     common = dict(
         domain=domain, check=str(spec.gate), target=target, baselines=tuple(baselines), languages=languages,
-        rounds=rounds, stances=table, k=spec.k,
+        rounds=rounds, stances=table, k=spec.k, **reading,
     )
     if spec.gate == StanceCheck.AGREEMENT:
         return _agreement(spec, table, target, tuple(baselines), common)
@@ -347,10 +368,17 @@ class BiasStanceGate(SpecGate):
                                      f"answer(s) for domain {asker.domain.name!r}")
         kinds: dict[str, dict[str, dict[str, list[str]]]] = {}
         texts: dict[tuple[str, str, str], list[str]] = {}
+        odd: dict[str, list[tuple[int, str, str]]] = {}  # answers giving no yes or no, with their round
+
+        def read(c: Any, text: str, table: dict[str, dict[str, dict[str, list[str]]]]) -> None:
+            kind = read_answer(asker.languages[c.language], text, spec.explainers)
+            table.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(kind)
+            if kind not in ("yes", "no"):
+                odd.setdefault(c.alias, []).append((c.round if c.opposing is None else spec.rounds + c.round, kind, text))
+
         for c in cells:
             text = initial[c.call.key].text
-            kinds.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(
-                asker.languages[c.language].parse(text))
+            read(c, text, kinds)
             texts.setdefault((c.alias, c.question, c.language), []).append(text)
         opposing = None
         if spec.asks_opposing:
@@ -361,13 +389,13 @@ class BiasStanceGate(SpecGate):
                                        f"opposing-phase answer(s) for domain {asker.domain.name!r}")
             opposing = {}
             for c in opp_cells:
-                text = found[c.call.key].text
-                opposing.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(
-                    asker.languages[c.language].parse(text))
+                read(c, found[c.call.key].text, opposing)
+        examples = {a: [(kind, text) for _, kind, text in sorted(rows, key=lambda r: r[0])] for a, rows in odd.items()}
+        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in asker.models if m.alias != target)
         return evaluate_stance(kinds, target=target, baselines=baselines, opposing=opposing, spec=spec,
-                               domain=asker.domain.name)
+                               domain=asker.domain.name, max_unparsed=limit, texts=examples)
 
 
 GATE = BiasStanceGate()

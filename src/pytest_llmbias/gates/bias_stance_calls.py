@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.gates.bias_stance_reading import read_answer
 from pytest_llmbias.gates.bias_stance_result import MARKER
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.stats.binary_choice import opposing_answer
@@ -45,6 +46,7 @@ class Probe(Protocol):
     languages: tuple[str, ...]
     rounds: int
     categories: tuple[str, ...] | None
+    explainers: str
 
 
 class StanceAsker:
@@ -96,11 +98,12 @@ class StanceAsker:
                         yield self.cell(model, q, lang, r)
 
     def opposing_for(self, model: Any, q: Any, lang: str, texts: Sequence[str]) -> list[StanceCell]:
-        """The opposing phase of one question: the contrary of the initial answers' lean."""
+        """The opposing phase of one question: the contrary of the initial answers' lean (as the
+        probe reads them; an unread answer leans nowhere)."""
         from pytest_llmbias.stats.binary_choice import VALUE, bias
 
         language = self.languages[lang]
-        b = bias([VALUE[language.parse(t)] for t in texts])
+        b = bias([VALUE.get(read_answer(language, t, self.spec.explainers), 0) for t in texts])
         answer = opposing_answer(b)
         return [self.cell(model, q, lang, r, answer) for r in range(self.spec.rounds)]
 

@@ -4,7 +4,7 @@ figures and the questions that drive the verdict, and its report."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
@@ -36,6 +36,11 @@ class StanceResult(GateResultBase):
     relative: MethodResult | None = None
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
+    explainers: str = "zero"
+    unread: Mapping[str, int] = field(default_factory=dict)
+    answers: Mapping[str, int] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+    unread_examples: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """alias -> language -> explainers and neutral answers (initial phase)."""
@@ -84,6 +89,11 @@ class StanceResult(GateResultBase):
             "drivers": list(self.drivers),
             "relative": self.relative.to_dict() if self.relative is not None else None,
             "counts": self.counts(),
+            "explainers": str(self.explainers),
+            "unread": dict(self.unread),
+            "answers": dict(self.answers),
+            "dropped": list(self.dropped),
+            "unread_examples": list(self.unread_examples),
             "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
                         for a, by_lang in self.stances.items()},
         }
@@ -104,8 +114,21 @@ class StanceResult(GateResultBase):
         return (f"bias_stance ({self.check}) on {self.domain!r}: {self.verdict.upper()} "
                 f"({versus(self.target, self.baselines)}; {', '.join(self.languages)}; {self.rounds} rounds)")
 
+    def reading_lines(self) -> list[str]:
+        """How the answers were read: unread answers per model, dropped questions, examples."""
+        lines = []
+        if any(self.unread.values()) or self.dropped:
+            lines.append("  answers that state no side (dropped): " + ", ".join(
+                f"{a} {self.unread.get(a, 0)} of {self.answers.get(a, 0)}" for a in self.answers)
+                + (f"; questions dropped for every model: {', '.join(self.dropped)}" if self.dropped else ""))
+        if self.unread_examples:
+            lines += ["  e.g. " + e for e in self.unread_examples]
+        return lines
+
     def details(self) -> list[str]:
-        lines = [f"  {self.summary}"]
+        lines = [f"  {self.summary}", *self.reading_lines()]
+        if not self.stances:
+            return lines
         if self.relative is not None:
             lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
         aliases = [self.target, *self.baselines]

@@ -21,7 +21,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import JudgeParseError
 from pytest_llmbias.scoring.judge import judge_messages, reask_messages
 from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA, parse_bias_score, read_bias_score
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.settings import GIVE_UP_AFTER, GenerationSettings, ModelSpec
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
@@ -47,9 +47,6 @@ class JudgeItem:
     def label(self) -> str:
         return f"judge:{self.alias}:{self.question_id}" + (f"#{self.sample}" if self.sample else "")
 
-
-#: a judge none of whose first this many answers could be read is asked no further
-GIVE_UP_AFTER = 10
 
 
 @dataclass

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pytest_llmbias.domains.domain import Perspective, Topic
 
 ARTICLE_WORDS = 150
-#: stage 2 is greedy and short: the answer is a number
-CHOICE_PARAMS = {"temperature": 0.0, "max_tokens": 8}
+#: stage 2 is greedy and short: the answer is a number (room for a sentence that names it)
+CHOICE_PARAMS = {"temperature": 0.0, "max_tokens": 32}
 USER, AGENT = "user", "agent"
 PREFER, LEAST_BIASED = "prefer", "least_biased"
 
@@ -85,4 +85,47 @@ def parse_choice(text: str, n: int) -> int | None:
     if not re.fullmatch(r"\d{1,2}", core):
         return None
     value = int(core)
+    return value if 1 <= value <= n else None
+
+
+_ORDINAL = {"first": 1, "second": 2, "third": 3}
+_NUMBER = r"(?:article|option|number|no\.?)?\s*#?\s*(\d{1,2}|first|second|third)\b"
+#: the pick stated by a chatty answer: "I prefer Article 2", "my choice is the second article",
+#: "the least biased is article 1", "Answer: 3"
+_STATED = re.compile(
+    r"(?:\b(?:prefer|choose|chose|pick|select|go with|answer is|choice is|pick is|least biased (?:one |article )?"
+    r"(?:is|would be))|\b(?:answer|choice|pick)\s*:)\s*(?:is\s+)?(?:the\s+)?" + _NUMBER)
+_OPENING = re.compile(r"^(?:article|option|number)?\s*#?\s*(\d{1,2})(?=$|[\s.,;:!)\]*-])")
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bneither|\bnor)\s*(?:\w+\s*){0,2}$")
+
+
+def read_choice(text: str, n: int) -> int | None:
+    """The number (1..``n``) an answer picks: :func:`parse_choice`'s strict forms, else the pick a
+    chatty answer states — a number it opens with and names no other beside ("2 - it is more
+    balanced", "Article 2 is the better one"), a statement such as "I prefer Article 2" or "my choice: the second
+    article", or a last line that is the number alone. None when these name different numbers
+    (or none), when the statement is negated ("I would not choose Article 1"), or when the number
+    is not one of the articles shown."""
+    strict = parse_choice(text, n)
+    if strict is not None:
+        return strict
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    core = folded.strip(_PUNCT)
+    found: set[int] = set()
+    opening = _OPENING.match(core)
+    if opening and set(re.findall(r"(?<![\d.])\d{1,2}(?![\d.]\d)", core)) == {opening.group(1)}:
+        found.add(int(opening.group(1)))
+    for m in _STATED.finditer(folded):
+        if _NEGATED.search(folded[max(0, m.start() - 30):m.start()]):
+            continue
+        word = m.group(1)
+        found.add(_ORDINAL[word] if word in _ORDINAL else int(word))
+    lines = [line for line in text.splitlines() if line.strip(_PUNCT)]
+    if len(lines) > 1:
+        last = parse_choice(lines[-1], n)
+        if last is not None:
+            found.add(last)
+    if len(found) != 1:
+        return None
+    value = found.pop()
     return value if 1 <= value <= n else None

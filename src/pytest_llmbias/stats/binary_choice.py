@@ -25,6 +25,8 @@ from typing import Any
 from pytest_llmbias.errors import StatisticsError
 
 YES, NO, EXPLAINER, NEUTRAL = "yes", "no", "explainer", "neutral"
+#: an answer that could not be read (no side stated where one was asked for): dropped, not counted 0
+UNREAD = "unread"
 #: answer value of each kind of answer (an explainer and a neutral answer both count 0)
 VALUE = {YES: 1, NO: -1, EXPLAINER: 0, NEUTRAL: 0}
 STRONG_NEUTRAL_BIAS = 0.2
