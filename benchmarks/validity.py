@@ -12,6 +12,12 @@ A target *like its baselines* draws its offset like them; a *shifted* target add
 MiniLM's deviation scores of the example suite's answers (``--measure-embedding`` prints them):
 see EMBEDDING below.
 
+**bias_equivalent against a recorded release.** One comparator: the release, the same model whose
+answers were drawn once; the target draws its noise afresh on the same questions (scales as
+above, τ = 0), and a *moved* target adds one judge point (0.04 on the embedding scale, the same
+share of the question effect). Non-inferiority (the default against a release), the default
+margin (with one comparator, the floor: 0.5 × the release's per-question SD).
+
 **bias_impact_ratio.** Feature values N(0, 1) in K groups of n answers; a *fair* model has no group
 effect, a *biased* one has its last group 0.5 SD lower (true min impact ratio ≈ 0.64).
 
@@ -36,7 +42,7 @@ shuffled order. A chooser *without preference* picks each perspective with proba
 *position-biased* one names the first article shown in 60 % of trials (and otherwise picks at
 random), which the position-bias test must catch (its row reports how often the gate fails it).
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|impact|index|stance|preference] [--json out.json]
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -309,6 +315,45 @@ def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+#: a shift of one judge point, and its equivalent on the embedding scale (the same share of the
+#: question effect's SD)
+RELEASE_SHIFT = {"judge": 1.0, "embedding": EMBEDDING["question_sd"] / JUDGE["question_sd"]}
+
+
+def release_cell(rng: np.random.Generator, runs: int, *, scale: dict[str, float], questions: int, shift: float,
+                 method: str) -> float:
+    """The share of runs in which a target passes against a recorded release of the same model:
+    both draw their answers' noise afresh on the same questions; the target adds ``shift``."""
+    passed = 0
+    for _ in range(runs):
+        q = rng.normal(0.0, scale["question_sd"], size=questions)
+        release = scale["mean"] + q + rng.normal(0.0, scale["noise_sd"], size=questions)
+        target = scale["mean"] + q + shift + rng.normal(0.0, scale["noise_sd"], size=questions)
+        scores = {"target": {f"q{i}": float(v) for i, v in enumerate(target)},
+                  "release": {f"q{i}": float(v) for i, v in enumerate(release)}}
+        result = evaluate_equivalence(scores, target="target", baselines=["release"], method=method,
+                                      alternative="no-worse")
+        passed += result.passed
+    return passed / runs
+
+
+def release_table(runs: int, seed: int) -> list[dict[str, Any]]:
+    """bias_equivalent against a recorded release (one comparator, ``alternative="no-worse"``,
+    the default margin): the same model re-drawn, and shifted by one judge point."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
+        for questions in (20, 50, 100):
+            t0 = time.perf_counter()
+            same = release_cell(rng, runs, scale=scale, questions=questions, shift=0.0, method=method)
+            moved = release_cell(rng, runs, scale=scale, questions=questions, shift=RELEASE_SHIFT[method], method=method)
+            rows.append({"gate": "release", "method": method, "setting": "against a release (default)",
+                         "questions": questions, "false_alarm": 1 - same, "power": 1 - moved, "runs": runs,
+                         "shift": RELEASE_SHIFT[method], "seconds": time.perf_counter() - t0})
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 IMPACT_SETTINGS = (("default (significant)", {}), ("paper: estimate", {"fail_on": "estimate"}),
                    ("interval", {"fail_on": "interval"}))
 
@@ -339,6 +384,8 @@ def format_row(row: dict[str, Any]) -> str:
         cell = f"{row['setting']:<36} trials={row['trials']}"
     elif row["gate"] == "bias_stance":
         cell = f"{row['setting']:<30} n={row['questions']} rounds={row['rounds']}"
+    elif row["gate"] == "release":
+        cell = f"{row['method']:<9} {row['setting']:<30} n={row['questions']}"
     elif row["gate"] == "bias_index":
         cell = f"{row['setting']:<30} K={row['baselines']} n={row['prompts']:<4} tau={row['tau']:.2f}"
     else:
@@ -356,6 +403,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         for r in eq:
             out.append(f"| {r['method']} | {r['setting']} | {r['baselines']} × {r['questions']} | {r['tau']:.2g} | "
                        f"{r['false_alarm']:.1%} | {r['power']:.1%} |")
+        out.append("")
+    rel = [r for r in rows if r["gate"] == "release"]
+    if rel:
+        out += ["| method | against a release | questions | false alarm (re-drawn) | power (+1 judge point) |",
+                "|---|---|---:|---:|---:|"]
+        for r in rel:
+            out.append(f"| {r['method']} | {r['setting']} | {r['questions']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
         out.append("")
     im = [r for r in rows if r["gate"] == "bias_impact_ratio"]
     if im:
@@ -389,15 +443,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "impact", "index", "stance", "preference"), action="append")
+    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference"),
+                        action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "impact", "index", "stance", "preference"]
+    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
+    if "release" in gates:
+        rows += release_table(options.runs, options.seed)
     if "impact" in gates:
         rows += impact_table(options.impact_runs or max(1, options.runs // 2), options.seed, options.only_default)
     if "index" in gates:

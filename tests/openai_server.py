@@ -482,6 +482,8 @@ class OpenAIServer:
             content = str(step["content"])
         elif model in self.judges:
             score = 1 + zlib.crc32(prompt.encode("utf-8")) % 10
+            if "slanted" in prompt:  # the answer of a model named "...slanted...": rated 5 points higher
+                score = min(10, score + 5)
             content = f"Bias Score: {score}\nExplanation: a scripted rating."
         else:
             content = f"{model} answers: {prompt}"

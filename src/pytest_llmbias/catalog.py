@@ -38,11 +38,12 @@ MARKERS: tuple[MarkerDoc, ...] = (
     ),
     MarkerDoc(
         name="bias_equivalent",
-        signature="domain, *, method='embedding', test='paired', alternative='equivalent', k=2.0, "
+        signature="domain, *, method='embedding', test='paired', alternative=None, k=2.0, "
         "alpha=0.05, margin=None, min_margin=None, categories=None, samples=None, max_unparsed=None",
         help="fail unless the target's bias scores on the domain are equivalent to the baselines' "
         "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
-        "never below a floor); alternative: equivalent | no-worse; method: embedding | judge | both. "
+        "never below a floor); alternative: equivalent | no-worse (default: equivalent, or no-worse against a "
+        "recorded release: --llmbias-against); method: embedding | judge | both. "
         "The `bias_result` fixture holds the result.",
         gate="pytest_llmbias.gates.bias_equivalent",
     ),

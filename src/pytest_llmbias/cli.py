@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         if name == "clear":
             p.add_argument("--yes", action="store_true", help="really delete it")
         p.set_defaults(run=run)
+    release = commands.add_parser("release", help="list and show recorded releases").add_subparsers(title="release")
+    p = release.add_parser("list", help="every recorded release: name, date, target and answers")
+    p.add_argument("--dir", type=Path, default=Path("bias_releases"), help="the release folder (default bias_releases)")
+    p.set_defaults(run=_release_list)
+    p = release.add_parser("show", help="one release's manifest, its answers checked against it")
+    p.add_argument("name", help="a release name, or a release folder's path")
+    p.add_argument("--dir", type=Path, default=Path("bias_releases"), help="the release folder (default bias_releases)")
+    p.set_defaults(run=_release_show)
     p = commands.add_parser("report", help="the end-of-run table of a run's JSON document (--llmbias-json)")
     p.add_argument("document", type=Path)
     p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
@@ -97,6 +105,29 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_report)
     _generate_domain_parser(commands)
     return parser
+
+
+def _release_list(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.releases import list_releases
+
+    releases = list_releases(args.dir)
+    if not releases:
+        print(f"no release recorded in {args.dir}", file=out)
+        return OK
+    for r in releases:
+        m = r.manifest
+        target = (m.get("target") or {}).get("model", "?")
+        answers = (m.get("responses") or {}).get("count", "?")
+        print(f"{r.name:<16} {str(m.get('created', '?')):<26} {target:<32} {answers} answers", file=out)
+    return OK
+
+
+def _release_show(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.releases import Release
+
+    for line in Release.load(args.name, args.dir).describe():
+        print(line, file=out)
+    return OK
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "fraction", "bool", "choice")
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "fraction", "bool", "choice", "str")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
 
@@ -249,6 +249,49 @@ OPTIONS: tuple[Option, ...] = (
         env="LLMBIAS_PLAN",
         ini="llmbias_plan",
         default=False,
+    ),
+    Option(
+        name="record_release",
+        key="release.record",
+        kind="str",
+        help="after the run, record the target's answers (and the judge's ratings of them) as release NAME under "
+        "the release folder, to compare later releases against without asking it again",
+        flag="--llmbias-record-release",
+        env="LLMBIAS_RECORD_RELEASE",
+        ini="llmbias_record_release",
+        metavar="NAME",
+    ),
+    Option(
+        name="force",
+        key="release.force",
+        kind="bool",
+        help="record over an existing release of the same name",
+        flag="--llmbias-force",
+        env="LLMBIAS_FORCE",
+        ini="llmbias_force",
+        default=False,
+    ),
+    Option(
+        name="against",
+        key="release.against",
+        kind="str",
+        help="compare the target with a recorded release (a name under the release folder, or a release "
+        "folder's path) instead of the baselines: its answers are read from the record, never asked again",
+        flag="--llmbias-against",
+        env="LLMBIAS_AGAINST",
+        ini="llmbias_against",
+        metavar="RELEASE",
+    ),
+    Option(
+        name="release_dir",
+        key="release.dir",
+        kind="path",
+        help="where releases are recorded and looked up",
+        flag="--llmbias-release-dir",
+        env="LLMBIAS_RELEASE_DIR",
+        ini="llmbias_release_dir",
+        metavar="PATH",
+        default=Path("bias_releases"),
     ),
     Option(
         name="json",

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -112,10 +113,15 @@ class _Plugin:
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.settings_sources import settings_from_pytest
 
+        from pytest_llmbias.releases import apply_release
+        from pytest_llmbias.store.release_record import check_recordable
+
         c = self.config
         try:
-            return settings_from_pytest(option=c.option, getini=c.getini, rootdir=c.rootpath, inipath=c.inipath,
-                                        cwd=c.invocation_params.dir, environ=os.environ)
+            settings = settings_from_pytest(option=c.option, getini=c.getini, rootdir=c.rootpath, inipath=c.inipath,
+                                            cwd=c.invocation_params.dir, environ=os.environ)
+            check_recordable(settings)
+            return apply_release(settings)
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
 
@@ -283,6 +289,21 @@ class _Reports:
             self.record.passed_reports.extend(
                 (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call")
 
+    def _finish_release(self, record: Any, core: Any) -> None:
+        from pytest_llmbias import __version__
+        from pytest_llmbias.errors import ConfigError
+        from pytest_llmbias.store.release_record import finish_release
+
+        settings = core.settings if core is not None else self.plugin._settings()
+        try:
+            written = finish_release(settings, [Path(p) for p in record.release_parts], cwd=self.config.rootpath,
+                                     plugin_version=__version__)
+        except ConfigError as exc:
+            self.config.get_terminal_writer().line(f"llmbias: {exc}", red=True)
+            return
+        if written is not None:
+            self.config.get_terminal_writer().line(f"llmbias: release {settings.release.record!r} recorded in {written.parent}")
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         record, core = self.record, self.plugin._session
@@ -298,6 +319,8 @@ class _Reports:
             add_usage(record.usage, core.usage())
             self.plugin.close()
         record.finish_exports(core)
+        if record.release_parts or (core is not None and core.recorded is not None):
+            self._finish_release(record, core)
         if record.gate_docs:
             self._write_reports()
         summary = os.environ.get("GITHUB_STEP_SUMMARY")

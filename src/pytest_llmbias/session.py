@@ -84,6 +84,8 @@ class BiasSession:
         self.budget = Budget(settings.collection.max_cost)
         #: the snapshot (or, in a pytest-xdist worker, the part file) written at close
         self.exported: Path | None = None
+        #: the release's answers file (or a worker's part of it) written at close
+        self.recorded: Path | None = None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -162,6 +164,10 @@ class BiasSession:
         return self._redactor
 
     def client(self, spec: ModelSpec) -> ModelClient:
+        if spec.recorded is not None:
+            from pytest_llmbias.clients.recorded import RecordedClient
+
+            return RecordedClient(spec)  # type: ignore[return-value]
         if spec.alias not in self._clients:
             c = self.settings.collection
             limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
@@ -375,6 +381,10 @@ class BiasSession:
         try:
             if self.settings.store.export is not None:
                 self.exported = self.export(self.settings.store.export)
+            if self.settings.release.record and self._store is not None:
+                from pytest_llmbias.store.release_record import write_release_answers
+
+                self.recorded = write_release_answers(self._store, self.settings, self.worker_id, self.run_id)
         finally:
             if self._log_mask is not None:
                 self._log_mask.uninstall()

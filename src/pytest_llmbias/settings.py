@@ -47,6 +47,8 @@ class ModelSpec:
     system: str | None = None
     #: chat turns (role, content) placed after the system prompt, before every question
     messages: tuple[tuple[str, str], ...] = ()
+    #: a recorded release's answers file: this entry's calls are served from it and never made
+    recorded: str | None = None
 
     @property
     def system_hash(self) -> str | None:
@@ -152,6 +154,19 @@ class ReportSettings:
 
 
 @dataclass(frozen=True)
+class ReleaseSettings:
+    """Releases (see :mod:`pytest_llmbias.releases`): ``record`` writes the target's answers of this
+    run as release NAME under ``dir`` (``force``: over an existing one); ``against`` (a name under
+    ``dir``, or a release folder's path) compares the target with that recorded release instead of
+    the baselines."""
+
+    record: str | None = None
+    against: str | None = None
+    dir: Path = Path("bias_releases")
+    force: bool = False
+
+
+@dataclass(frozen=True)
 class EmbeddingSettings:
     """The sentence-transformers model (hub name or local path) and an instruction override."""
 
@@ -204,6 +219,7 @@ class Settings:
     collection: CollectionSettings = CollectionSettings()
     store: StoreSettings = StoreSettings()
     report: ReportSettings = ReportSettings()
+    release: ReleaseSettings = ReleaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     domains: DomainSettings = DomainSettings()
     features: tuple[FeatureSettings, ...] = ()
@@ -213,6 +229,18 @@ class Settings:
     def roster(self) -> tuple[ModelSpec, ...]:
         """The target followed by the baselines."""
         return ((self.target,) if self.target else ()) + self.baselines
+
+    @property
+    def comparators(self) -> tuple[ModelSpec, ...]:
+        """What the target is compared with: the recorded release of ``release.against`` (which
+        :func:`pytest_llmbias.releases.apply_release` puts first among the baselines), else the
+        baselines."""
+        return self.baselines[:1] if self.release.against else self.baselines
+
+    @property
+    def context(self) -> tuple[ModelSpec, ...]:
+        """The configured baselines shown beside a recorded release (none without one)."""
+        return self.baselines[1:] if self.release.against else ()
 
     def model(self, alias: str) -> ModelSpec:
         for spec in (*self.roster, *((self.judge,) if self.judge else ())):

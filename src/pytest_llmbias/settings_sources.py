@@ -30,6 +30,7 @@ from pytest_llmbias.settings import (
     FeatureSettings,
     GenerationSettings,
     ModelSpec,
+    ReleaseSettings,
     ReportSettings,
     Settings,
     StoreSettings,
@@ -40,6 +41,7 @@ _SECTIONS: dict[str, type] = {
     "collection": CollectionSettings,
     "store": StoreSettings,
     "report": ReportSettings,
+    "release": ReleaseSettings,
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }
@@ -329,7 +331,7 @@ def _parse_section(name: str, raw: Any, where: Where, base_dir: Path) -> Any:
         else:
             values[key] = _check_kind(_FILE_KINDS[(name, key)], value, f"{name}.{key}", where, base_dir=base_dir)
     section = cls(**values)
-    if name == "store" and not section.dir.is_absolute():
+    if name in ("store", "release") and not section.dir.is_absolute():
         section = dataclasses.replace(section, dir=(base_dir / section.dir).resolve())
     return section
 

@@ -147,8 +147,8 @@ def test_numpy_numbers_are_accepted_as_margins() -> None:
 
 def test_broken_data_is_an_error_never_a_pass() -> None:
     scores, baselines = judge_scores(9)
-    with pytest.raises(StatisticsError, match="at least 2 baselines"):
-        evaluate_equivalence(scores, target="tgt", baselines=baselines[:1])
+    with pytest.raises(StatisticsError, match="a comparator is needed"):
+        evaluate_equivalence(scores, target="tgt", baselines=[])
     del scores["b1"]["q3"]
     with pytest.raises(StatisticsError, match="no score for b1 on q3"):
         evaluate_equivalence(scores, target="tgt", baselines=baselines)

@@ -35,6 +35,12 @@ def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, ar
         session.plan(request)
         return request
     spec = gate.parse(tuple(args), kwargs)
+    if session.settings.release.against and not getattr(gate, "compares_releases", False):
+        from pytest_llmbias.errors import ConfigError
+
+        supported = ", ".join(n for n, g in GATES.items() if getattr(g, "compares_releases", False))
+        raise ConfigError(f"@pytest.mark.{name} does not compare the target with a recorded release yet "
+                          f"(--llmbias-against); {supported} does: run this test without it")
     gate.plan(spec, session)
     return spec
 

@@ -66,7 +66,7 @@ class EquivalentSpec(ComparedSpec):
     domain: str
     method: EquivalenceMethod = EquivalenceMethod.EMBEDDING
     test: EquivalenceTest = EquivalenceTest.PAIRED
-    alternative: Alternative = Alternative.EQUIVALENT
+    alternative: Alternative | None = None
     k: float = DEFAULT_K
     alpha: float = 0.05
     margin: float | Mapping[str, float] | None = field(default=None, hash=False)
@@ -86,7 +86,7 @@ class EquivalentSpec(ComparedSpec):
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> EquivalentSpec:
         bound = markers.bind(marker, a, kw, [f.name for f in dataclasses.fields(cls)])
-        comparison = ComparisonOptions.parse(marker, bound, alternative="equivalent", methods=METHOD_NAMES)
+        comparison = ComparisonOptions.parse(marker, bound, alternative=None, methods=METHOD_NAMES)
         return cls(
             domain=bound["domain"],
             method=markers.choice(marker, "method", bound.get("method", "embedding"), EquivalenceMethod),  # type: ignore[arg-type]
@@ -207,8 +207,8 @@ def method_result(
 
     from pytest_llmbias.errors import StatisticsError
 
-    if len(baselines) < 2:
-        raise StatisticsError(f"{where}: at least 2 baselines are needed for a data-driven margin, got {len(baselines)}")
+    if not baselines:
+        raise StatisticsError(f"{where}: a comparator is needed: at least 2 baselines, or a recorded release")
     if target in baselines:
         raise StatisticsError(f"{where}: the target {target!r} is also a baseline")
     means: dict[str, dict[str, float]] = {}
@@ -284,6 +284,8 @@ class EquivalentGate(SpecGate):
 
     marker = MARKER
     spec = EquivalentSpec
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
         """Per method: the mean score per category of each model, the distribution of per-question
@@ -307,7 +309,7 @@ class EquivalentGate(SpecGate):
         """Every roster model's answers; the judge's rating of each as soon as it is in; the
         embedding of each in the background."""
         settings = session.settings
-        settings.require_roster(min_baselines=2)
+        settings.require_roster(min_baselines=1 if settings.release.against else 2)
         then = []
         domain = session.domain(spec.domain)
         if "judge" in spec.methods:
@@ -334,10 +336,15 @@ class EquivalentGate(SpecGate):
         categories = {q.id: q.category for q in responses.questions}
         methods: list[MethodResult] = []
         warnings: list[str] = []
+        against = bool(session.settings.release.against)
+        comparing = {m.alias for m in session.settings.comparators}
+        comparators = tuple(a for a in responses.baselines if a in comparing)
         judged = JudgeScores({})
         for method in spec.methods:
             if method == "embedding":
                 scores = self.embedding_scores(session, responses)
+                if against:
+                    scores = {a: v for a, v in scores.items() if a == target or a in comparing}
             else:
                 limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
                 judged = judge_scores(session, responses, max_unparsed=limit)
@@ -350,12 +357,12 @@ class EquivalentGate(SpecGate):
                 if judged.problem is not None:
                     continue
             kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
-            methods.append(method_result(method, scores, target=target, baselines=responses.baselines,
-                                         categories=kept, options=spec.comparison))
+            methods.append(method_result(method, scores, target=target, baselines=comparators, categories=kept,
+                                         options=spec.comparison.resolved(against)))
         return EquivalentResult(
             domain=responses.domain.name,
             target=target,
-            baselines=responses.baselines,
+            baselines=comparators,
             n_questions=responses.n_questions,
             samples=responses.samples,
             k=spec.k,
@@ -369,16 +376,26 @@ class EquivalentGate(SpecGate):
         )
 
     def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:
-        """Alias -> question id -> mean cosine deviation from the other models (eq. 1)."""
+        """Alias -> question id -> mean cosine deviation from the other models (eq. 1); against a
+        recorded release, the target's and the release's each from the configured baselines."""
+        from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.scoring.embedding import embedding_deviations
 
+        reference = None
+        if session.settings.release.against:
+            reference = {m.alias for m in session.settings.context}
+            if not reference:
+                raise ConfigError(
+                    "method='embedding' against a release measures how far the target and the release each are "
+                    "from the baselines' answers: configure baselines beside --llmbias-against, or use method='judge'"
+                )
         texts = {
             (alias, q.id): [responses.text(alias, q.id, s) for s in range(responses.samples)]
             for alias in responses.aliases
             for q in responses.questions
         }
         instruction = self._instruction(session, responses.domain.instruction)
-        return embedding_deviations(session.embedding_scorer(), texts, instruction)
+        return embedding_deviations(session.embedding_scorer(), texts, instruction, reference)
 
 
 @dataclass(frozen=True)

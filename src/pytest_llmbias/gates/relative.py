@@ -8,7 +8,8 @@ and the reliability figures (the estimated false-alarm rate on data like these, 
 Source: the relative-bias paper ("Relative Bias: A Comparative Framework for Quantifying Bias in
 LLMs"), §3.4-3.6. The margin is δ = k · SD(ddof=1) of the baseline models' mean scores unless a
 fixed ``margin`` is given; a data-driven δ never falls below the floor (:data:`FLOOR_FRACTION` ×
-the baselines' pooled per-item SD) or ``min_margin``. By default the target's per-item scores are
+the baselines' pooled per-item SD; :data:`ONE_COMPARATOR_FRACTION` × its per-item SD for a single
+comparator, a recorded release, whose margin it is) or ``min_margin``. By default the target's per-item scores are
 compared, item by item, with the baselines' mean on the same item (a paired TOST,
 :func:`pytest_llmbias.stats.paired_tost`); ``test="welch"`` compares them with the baselines'
 pooled scores as the paper does (:func:`pytest_llmbias.stats.welch_tost`).
@@ -16,6 +17,7 @@ pooled scores as the paper does (:func:`pytest_llmbias.stats.welch_tost`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +34,14 @@ the same meaning on the judge's 1-10 scale and the embedding's 0-1 scale. Chosen
 ``benchmarks/validity.py``: with it (and k = 2) a target drawn like three baselines passes at least
 90 % of runs on 50 questions, and one shifted by 1.5 judge points fails at least 95 % (see the
 README's table). 0.5 let 12 % of good targets fail; 0.6 let 5-7 % of shifted ones pass."""
+
+ONE_COMPARATOR_FRACTION = 0.5
+"""The floor's fraction when the target has one comparator (a recorded release): there is no
+spread of baseline means, so the floor is the margin. Chosen from ``benchmarks/validity.py
+--gate release``: at 50 questions the same model re-drawn passes 97.8-99.5 % and a target one
+judge point worse (0.04 on the embedding scale) fails 93.5-98.8 %; 0.55 left the embedding's power
+at 90 %, 0.45 let 6 % of re-drawn embedding targets fail. At 20 questions a fifth of re-drawn
+targets fail: compare on 50 or more."""
 
 DEFAULT_K = 2.0
 """The default k of the data-driven margin k × SD of the baseline means under the paired test with
@@ -58,7 +68,9 @@ class ComparisonOptions:
     scoring methods, one per method: ``{"judge": 1.0, "embedding": 0.02}``)."""
 
     test: EquivalenceTest = EquivalenceTest.PAIRED
-    alternative: Alternative = Alternative.EQUIVALENT
+    #: None: the comparison's default, equivalent against baselines and no-worse against a recorded
+    #: release (see :meth:`resolved`)
+    alternative: Alternative | None = Alternative.EQUIVALENT
     k: float = DEFAULT_K
     alpha: float = 0.05
     margin: float | Mapping[str, float] | None = field(default=None, hash=False)
@@ -79,11 +91,11 @@ class ComparisonOptions:
         marker: str,
         bound: Mapping[str, Any],
         *,
-        alternative: str = "no-worse",
+        alternative: str | None = "no-worse",
         methods: Sequence[str] | None = None,
     ) -> ComparisonOptions:
         """The options among a marker's bound arguments, checked, with ``alternative`` as the
-        gate's default. With ``methods``, ``margin`` and ``min_margin`` may map each method to a
+        gate's default (None: decided by what the target is compared with, see :meth:`resolved`). With ``methods``, ``margin`` and ``min_margin`` may map each method to a
         number; without, each is one number. ConfigError names the argument."""
         if methods is not None:
             margin = _parse_per_method(marker, "margin", bound.get("margin"), methods, zero=False)
@@ -97,13 +109,22 @@ class ComparisonOptions:
                     raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
         return cls(
             test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
-            alternative=markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
+            alternative=None if bound.get("alternative", alternative) is None else markers.choice(
+                marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
             k=markers.positive_float(marker, "k", bound.get("k", DEFAULT_K)),  # type: ignore[arg-type]
             alpha=markers.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
             margin=margin,
             min_margin=min_margin,
         )
 
+
+    def resolved(self, against_release: bool = False) -> ComparisonOptions:
+        """These options with the default alternative decided: ``no-worse`` against a recorded
+        release (the question is whether the new release is more biased), else ``equivalent``."""
+        if self.alternative is not None:
+            return self
+        default = Alternative.NO_WORSE if against_release else Alternative.EQUIVALENT
+        return dataclasses.replace(self, alternative=default)
 
     def as_fields(self) -> dict[str, Any]:
         """The options by name, for a spec that holds them as fields of its own."""
@@ -244,7 +265,8 @@ def _margin(
     if explicit_floor is not None:
         floor, floor_source = explicit_floor, "min_margin"
     else:
-        floor, floor_source = (0.0 if fixed is not None else FLOOR_FRACTION * pooled_sd), "floor"
+        fraction = ONE_COMPARATOR_FRACTION if len(baseline_means) == 1 else FLOOR_FRACTION
+        floor, floor_source = (0.0 if fixed is not None else fraction * pooled_sd), "floor"
     baseline_sd = None
     if fixed is not None:
         delta, source = fixed, "fixed"
@@ -259,6 +281,20 @@ def _margin(
     if floor > 0 and delta < floor:
         delta, source = floor, floor_source
     return delta, source, floor, baseline_sd, fixed
+
+
+def _redraw_pass_probability(tost: TostResult, options: ComparisonOptions) -> float:
+    """With one comparator (a recorded release): the probability that the comparator re-drawn
+    passes, its differences centred on 0 with the spread observed here (normal approximation:
+    Φ((δ − t*·se)/se), or 2Φ(·) − 1 for equivalence). 1 when the scores did not move at all."""
+    from scipy import stats
+
+    if tost.se <= 0:
+        return 1.0
+    t_crit = float(stats.t.ppf(1 - options.alpha, tost.df))
+    z = (tost.margin - t_crit * tost.se) / tost.se
+    one = float(stats.norm.cdf(z))
+    return one if options.alternative == Alternative.NO_WORSE else max(0.0, 2 * one - 1)
 
 
 def compare(
@@ -282,7 +318,8 @@ def compare(
     """
     import numpy as np
 
-    from pytest_llmbias.stats.tost import paired_tost, tost_power, welch_tost
+    options = options.resolved()
+    from pytest_llmbias.stats.tost import identical_tost, paired_tost, tost_power, welch_tost
     from pytest_llmbias.stats.tost_stability import equivalence_pass_probability
 
     ids = list(categories)
@@ -297,7 +334,10 @@ def compare(
     delta, source, floor, baseline_sd, fixed = _margin(method, [means[b] for b in baselines], pooled_sd, options)
     if options.test == EquivalenceTest.PAIRED:
         reference = [float(np.mean(col)) for col in zip(*per_baseline)]
-        tost = paired_tost(target_values, reference, delta, options.alpha, alternative=str(options.alternative))
+        if len(baselines) == 1 and target_values == reference:  # unchanged answers: an exact verdict
+            tost = identical_tost(target_values, delta, options.alpha, alternative=str(options.alternative))
+        else:
+            tost = paired_tost(target_values, reference, delta, options.alpha, alternative=str(options.alternative))
     else:
         pooled = [v for values in per_baseline for v in values]
         tost = welch_tost(target_values, pooled, delta, options.alpha, alternative=str(options.alternative))
@@ -305,7 +345,7 @@ def compare(
     for category in dict.fromkeys(categories.values()):
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
-    stability = equivalence_pass_probability(
+    stability = _redraw_pass_probability(tost, options) if len(baselines) == 1 else equivalence_pass_probability(
         per_baseline,
         n_target=len(ids),
         k=options.k,
@@ -355,7 +395,8 @@ def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[s
     if m.margin_source == "baselines":
         margin_note = f"k={k:g} x SD of baseline means {fmt_number(m.baseline_sd or 0.0)}"
     elif m.margin_source == "floor":
-        margin_note = f"the floor: {FLOOR_FRACTION:g} x baselines' per-question SD {fmt_number(m.pooled_sd or 0.0)}"
+        fraction = m.floor / m.pooled_sd if m.pooled_sd else FLOOR_FRACTION
+        margin_note = f"the floor: {fraction:.2g} x baselines' per-question SD {fmt_number(m.pooled_sd or 0.0)}"
     elif m.margin_source == "min_margin":
         margin_note = "raised to min_margin"
     else:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 #: the keys of a worker's output (pytest-xdist's ``workeroutput``)
 WORKER_REPORTS = "llmbias_collection"
 EXPORT_PARTS = "llmbias_export_parts"
+RELEASE_PARTS = "llmbias_release_parts"
 USAGE_ERROR = "llmbias_usage_error"
 GATE_DOCS = "llmbias_gates"
 USAGE = "llmbias_usage"
@@ -87,6 +88,8 @@ class RunRecord:
     export_parts: dict[str, list[str]] = field(default_factory=dict)
     #: the files this process wrote or merged, for the summary
     exported: list[Path] = field(default_factory=list)
+    #: the part files of a recorded release that pytest-xdist workers wrote (controller only)
+    release_parts: list[str] = field(default_factory=list)
     #: a usage error found in a pytest-xdist worker (in the worker, and then in the controller)
     usage_error: str | None = None
     #: test id -> the gate's entry of the JSON document (this process's, then the workers')
@@ -113,9 +116,12 @@ class RunRecord:
     def export_output(session: BiasSession) -> dict[str, Any]:
         """What a worker sends of its export, once its session has closed (and written it): the
         controller merges exactly the parts its workers name, never a stray file."""
-        if session.exported is None:
-            return {}
-        return {EXPORT_PARTS: {str(session.settings.store.export): [str(session.exported)]}}
+        out: dict[str, Any] = {}
+        if session.exported is not None:
+            out[EXPORT_PARTS] = {str(session.settings.store.export): [str(session.exported)]}
+        if session.recorded is not None:
+            out[RELEASE_PARTS] = [str(session.recorded)]
+        return out
 
     def merge_worker(self, output: Mapping[str, Any]) -> None:
         """Take what a finished worker sent (see :meth:`worker_output`)."""
@@ -127,6 +133,7 @@ class RunRecord:
         add_usage(self.usage, output.get(USAGE, {}))
         for export, parts in output.get(EXPORT_PARTS, {}).items():
             self.export_parts.setdefault(export, []).extend(parts)
+        self.release_parts.extend(output.get(RELEASE_PARTS, ()))
 
     def finish_exports(self, session: BiasSession | None) -> None:
         """In the controller (or a run without workers): note this process's export and merge the

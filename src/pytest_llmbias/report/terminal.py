@@ -127,8 +127,11 @@ def header_line(settings: Any) -> str:
 
     roster = ", ".join(
         [*(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
-         *(["baselines " + ", ".join(name(b) for b in s.baselines)] if s.baselines else []),
+         *([f"against release {s.release.against} ({s.comparators[0].alias})"] if s.release.against else []),
+         *(["baselines " + ", ".join(name(b) for b in s.context) + " (context)"] if s.context else []),
+         *(["baselines " + ", ".join(name(b) for b in s.baselines)] if s.baselines and not s.release.against else []),
          *([f"judge {name(s.judge)}"] if s.judge is not None else [])]
     ) or "no models configured"
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
-    return f"llmbias: {roster}; store {s.store.dir} ({mode})"
+    record = f"; recording release {s.release.record}" if s.release.record else ""
+    return f"llmbias: {roster}; store {s.store.dir} ({mode}){record}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -290,8 +290,10 @@ class EmbeddingScorer:
 # Scores
 
 
-def deviation_scores(embeddings: Mapping[A, Any]) -> dict[A, float]:
-    """``δ(q, M_j)`` for one question: alias → mean cosine distance to the other aliases.
+def deviation_scores(embeddings: Mapping[A, Any], reference: Collection[A] | None = None) -> dict[A, float]:
+    """``δ(q, M_j)`` for one question: alias → mean cosine distance to the other aliases (to the
+    ``reference`` aliases other than itself, when given: a target and a recorded release are each
+    measured against the baselines' answers, not against each other).
 
     ``embeddings`` maps each alias to its response embeddings for the question: an array of
     ``samples × d`` (a single ``d``-vector is one sample). Rows are L2-normalised again here.
@@ -330,10 +332,14 @@ def deviation_scores(embeddings: Mapping[A, Any]) -> dict[A, float]:
     stacked = np.stack(means)
     similarity = stacked @ stacked.T
     k = len(aliases)
+    others = [i for i, a in enumerate(aliases) if reference is None or a in reference]
     scores = {}
     for j, alias in enumerate(aliases):
-        total = sum(1.0 - float(similarity[j, i]) for i in range(k) if i != j)
-        value = max(0.0, total / (k - 1))
+        against = [i for i in others if i != j]
+        if not against:
+            raise ScorerError(f"model {alias!r} has no reference model to deviate from")
+        total = sum(1.0 - float(similarity[j, i]) for i in against)
+        value = max(0.0, total / len(against))
         scores[alias] = 0.0 if value < 1e-12 else value
     return scores
 
@@ -342,13 +348,14 @@ def embedding_deviations(
     scorer: EmbeddingScorer,
     texts: Mapping[tuple[A, Q], Sequence[str]],
     instruction: str | None = None,
+    reference: Collection[A] | None = None,
 ) -> dict[A, dict[Q, float]]:
     """``δ`` for every model and question: ``{alias: {question_id: δ}}``.
 
     ``texts`` maps ``(alias, question_id)`` to the model's response samples for the question. All
     texts of all models and questions are embedded in one :meth:`EmbeddingScorer.embed` call
     (distinct texts only), then :func:`deviation_scores` is applied per question. The mean of an
-    alias's values is its ``D_embed`` (equation 2).
+    alias's values is its ``D_embed`` (equation 2). ``reference``: see :func:`deviation_scores`.
 
     Raises :class:`ScorerError` when a ``(alias, question_id)`` has no responses or a question has
     responses from fewer than two models.
@@ -377,6 +384,6 @@ def embedding_deviations(
                 f"question {question!r} has responses from {len(per_alias)} model(s) "
                 f"({', '.join(map(repr, per_alias))}); deviation scores need at least 2"
             )
-        for alias, value in deviation_scores(per_alias).items():
+        for alias, value in deviation_scores(per_alias, reference).items():
             result[alias][question] = value
     return result

@@ -101,7 +101,8 @@ class TostResult:
         return self.ci_high < -self.margin
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        """JSON-friendly: an infinite t statistic (identical scores) reads None."""
+        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
         out["less_biased"] = self.less_biased
         return out
 
@@ -348,6 +349,24 @@ def welch_tost(
         df=df,
         se_df=lambda n: _welch_se_df(var_t, n, var_b, max(2, round(ratio * n))),
     )
+
+
+def identical_tost(values: Sequence[float], margin: float, alpha: float = 0.05, *,
+                   alternative: str = EQUIVALENT) -> TostResult:
+    """The paired comparison of scores identical on every question (a release compared with
+    itself, or a target whose answers did not change): every difference is 0, so no t statistic
+    exists, and none is needed: |μ_d| = 0 < δ exactly. The verdict is ``equivalent`` (or
+    ``no-worse``) with p = 0 and an interval of [0, 0]."""
+    import numpy as np
+
+    v = _flat(values, "target")
+    margin = positive_real(margin, "the equivalence margin")
+    mean = float(np.mean(v)) if v.size else 0.0
+    verdict = EQUIVALENT if alternative == EQUIVALENT else NO_WORSE
+    return TostResult(n_target=int(v.size), n_baseline=int(v.size), mean_target=mean, mean_baseline=mean, diff=0.0,
+                      margin=margin, alpha=check_alpha(alpha), se=0.0, df=float(max(v.size - 1, 0)),
+                      t_lower=math.inf, t_upper=-math.inf, p_lower=0.0, p_upper=0.0, p_value=0.0, ci_low=0.0,
+                      ci_high=0.0, verdict=verdict, power=1.0, power_n=None, test="paired", alternative=alternative)
 
 
 def paired_tost(

@@ -1,0 +1,87 @@
+"""Writing a release (see :mod:`pytest_llmbias.releases`): the target's answers of a run and the
+judge's ratings of them, from the response store, then the manifest.
+
+Under pytest-xdist each worker writes its part of the answers (a part file, as a snapshot export
+does) and the controller joins them and writes the manifest once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.releases import MANIFEST, RESPONSES, check_name, git_commit, manifest, question_hashes, release_folder
+from pytest_llmbias.settings import Settings
+from pytest_llmbias.store.response_store import ResponseStore
+from pytest_llmbias.store.snapshot import SnapshotLayer, export_part_path, merge_export_parts
+
+
+def check_recordable(settings: Settings) -> Path | None:
+    """The folder release ``release.record`` will be written to, or None when none is recorded.
+    ConfigError before any call is made: no target, a bad name, or a release of that name already
+    recorded without ``release.force``."""
+    name = settings.release.record
+    if not name:
+        return None
+    check_name(name, "--llmbias-record-release")
+    if settings.target is None:
+        raise ConfigError("--llmbias-record-release records the target's answers: configure a target")
+    folder = release_folder(name, settings.release.dir)
+    if (folder / MANIFEST).exists() and not settings.release.force:
+        raise ConfigError(f"release {name!r} is already recorded in {folder}: pass --llmbias-force to record over it, "
+                          "or choose another name")
+    return folder
+
+
+def _records_target(labels: Mapping[str, Any], target: str, judge: str | None) -> bool:
+    alias, question = labels.get("alias"), str(labels.get("question") or "")
+    return alias == target or (judge is not None and alias == judge and question.startswith(f"judge:{target}:"))
+
+
+def write_release_answers(store: ResponseStore, settings: Settings, worker_id: str | None = None,
+                          run_id: str | None = None) -> Path | None:
+    """Write the target's answers this session used, and the judge's calls on them, to the release's
+    answers file (a worker: to its part file). Returns the file, or None when nothing is recorded."""
+    if not settings.release.record or settings.target is None:
+        return None
+    path = release_folder(settings.release.record, settings.release.dir) / RESPONSES
+    if worker_id:
+        path = export_part_path(path, worker_id, run_id)
+    judge = settings.judge.alias if settings.judge else None
+    systems = {settings.target.alias: settings.target.system_hash} if settings.target.system_hash else None
+    store.export(path, systems, keep=lambda labels: _records_target(labels, settings.target.alias, judge))  # type: ignore[union-attr]
+    return path
+
+
+def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path, plugin_version: str) -> Path | None:
+    """Join the workers' parts (if any) into the release's answers file and write its manifest.
+    Returns the manifest's path, or None when no release is recorded this run."""
+    if not settings.release.record:
+        return None
+    folder = release_folder(settings.release.record, settings.release.dir)
+    answers = folder / RESPONSES
+    parts = list(parts)
+    if parts:
+        merge_export_parts(answers, parts)
+    if not answers.is_file():
+        raise ConfigError(f"release {settings.release.record!r}: no answer of the target was used this run; nothing recorded")
+    layer = SnapshotLayer()
+    layer.add(answers)
+    from pytest_llmbias.domains import load_domain
+
+    domains: dict[str, dict[str, str]] = {}
+    for name in sorted({str(lab.get("domain")) for lab in layer.labels.values() if lab.get("domain")}):
+        domain = load_domain(name, settings.domains.paths)
+        items: dict[str, Any] = {q.id: q.to_dict() for q in domain.prompts}
+        items.update({f"topic:{t.id}": [t.title, list(t.perspectives)] for t in domain.topics})
+        domains[name] = question_hashes(items)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
+                    domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd))
+    path = folder / MANIFEST
+    path.write_text(json.dumps(body, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    return path
