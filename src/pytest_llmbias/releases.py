@@ -139,7 +139,7 @@ class Release:
             + (f", commit {m['git_commit'][:12]}" if m.get("git_commit") else ""),
             f"  target     {t.get('alias')} = {t.get('model')}" + (f" at {t['api_base']}" if t.get("api_base") else "")
             + (f", system prompt {t['system_hash']}" if t.get("system_hash") else ""),
-            f"  generation " + ", ".join(f"{k} {v}" for k, v in m["generation"].items()),
+            "  generation " + ", ".join(f"{k} {v}" for k, v in m["generation"].items()),
             f"  judge      {judge.get('model', 'none')}",
             f"  embedding  {m.get('embedding_model', '?')}",
             f"  answers    {m['responses'].get('count')} in {RESPONSES}",

@@ -331,7 +331,6 @@ def deviation_scores(embeddings: Mapping[A, Any], reference: Collection[A] | Non
         means.append((matrix / norms).mean(axis=0))
     stacked = np.stack(means)
     similarity = stacked @ stacked.T
-    k = len(aliases)
     others = [i for i, a in enumerate(aliases) if reference is None or a in reference]
     scores = {}
     for j, alias in enumerate(aliases):
