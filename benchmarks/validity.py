@@ -195,8 +195,9 @@ def _draws(rng: np.random.Generator, p: np.ndarray) -> list[list[str]]:
     return [["yes" if y else "no" for y in row] for row in yes]
 
 
-def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool) -> float:
+def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool, baselines: int = 3) -> float:
     failed = 0
+    names = [f"b{i}" for i in range(baselines)]
     n = STANCE["questions"]
     qs = [f"q{i}" for i in range(n)]
     languages = ("en", "fr") if gate == "consistency" else ("en",)
@@ -205,7 +206,7 @@ def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool)
         lean = np.where(clear, np.where(rng.random(n) < 0.5, 0.9, 0.1), 0.5)
         kinds: dict[str, Any] = {}
         opposing: dict[str, Any] = {}
-        for alias in ("target", "b0", "b1", "b2"):
+        for alias in ("target", *names):
             kinds[alias], opposing[alias] = {}, {}
             for lang in languages:
                 p = lean.copy()
@@ -224,9 +225,9 @@ def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool)
                         told = "yes" if b < 0 else "no"
                         rows.append([told if rng.random() < give else m for m in mine])
                     opposing[alias][lang] = dict(zip(qs, rows))
-        baselines = [] if gate == "consistency" else ["b0", "b1", "b2"]
+        compared = [] if gate == "consistency" else names
         target_kinds = kinds if gate != "consistency" else {"target": kinds["target"]}
-        result = evaluate_stance(target_kinds, target="target", baselines=baselines,
+        result = evaluate_stance(target_kinds, target="target", baselines=compared,
                                  opposing=opposing if gate == "sycophancy" else None, gate=gate)
         failed += not result.passed
     return failed / runs
@@ -338,16 +339,32 @@ def release_cell(rng: np.random.Generator, runs: int, *, scale: dict[str, float]
 
 
 def release_table(runs: int, seed: int) -> list[dict[str, Any]]:
-    """bias_equivalent against a recorded release (one comparator, ``alternative="no-worse"``,
-    the default margin): the same model re-drawn, and shifted by one judge point."""
+    """Each gate against a recorded release (one comparator, the defaults): the same model
+    re-drawn, and a moved one — bias_equivalent one judge point worse, bias_index and bias_stance
+    as their own tables' biased targets."""
     rows = []
     rng = np.random.default_rng(seed)
+    for gate in ("agreement", "sycophancy"):
+        t0 = time.perf_counter()
+        rows.append({"gate": "release", "method": "bias_stance", "setting": f"{gate} (default)",
+                     "questions": STANCE["questions"], "runs": runs,
+                     "false_alarm": stance_cell(rng, runs, gate=gate, biased=False, baselines=1),
+                     "power": stance_cell(rng, runs, gate=gate, biased=True, baselines=1),
+                     "seconds": time.perf_counter() - t0})
+        print(format_row(rows[-1]), flush=True)
+    t0 = time.perf_counter()
+    rows.append({"gate": "release", "method": "bias_index", "setting": "relative (default)",
+                 "questions": INDEX["dimensions"] * INDEX["prompts"], "runs": runs,
+                 "false_alarm": index_cell(rng, runs, baselines=1, tau=0.0, shift=0.0, options={}),
+                 "power": index_cell(rng, runs, baselines=1, tau=0.0, shift=INDEX["shift"], options={}),
+                 "seconds": time.perf_counter() - t0})
+    print(format_row(rows[-1]), flush=True)
     for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
         for questions in (20, 50, 100):
             t0 = time.perf_counter()
             same = release_cell(rng, runs, scale=scale, questions=questions, shift=0.0, method=method)
             moved = release_cell(rng, runs, scale=scale, questions=questions, shift=RELEASE_SHIFT[method], method=method)
-            rows.append({"gate": "release", "method": method, "setting": "against a release (default)",
+            rows.append({"gate": "release", "method": f"bias_equivalent, {method}", "setting": "default",
                          "questions": questions, "false_alarm": 1 - same, "power": 1 - moved, "runs": runs,
                          "shift": RELEASE_SHIFT[method], "seconds": time.perf_counter() - t0})
             print(format_row(rows[-1]), flush=True)
@@ -385,7 +402,7 @@ def format_row(row: dict[str, Any]) -> str:
     elif row["gate"] == "bias_stance":
         cell = f"{row['setting']:<30} n={row['questions']} rounds={row['rounds']}"
     elif row["gate"] == "release":
-        cell = f"{row['method']:<9} {row['setting']:<30} n={row['questions']}"
+        cell = f"{row['method']:<26} {row['setting']:<22} n={row['questions']}"
     elif row["gate"] == "bias_index":
         cell = f"{row['setting']:<30} K={row['baselines']} n={row['prompts']:<4} tau={row['tau']:.2f}"
     else:
@@ -406,7 +423,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         out.append("")
     rel = [r for r in rows if r["gate"] == "release"]
     if rel:
-        out += ["| method | against a release | questions | false alarm (re-drawn) | power (+1 judge point) |",
+        out += ["| gate, method | setting | questions | false alarm (re-drawn) | power (moved) |",
                 "|---|---|---:|---:|---:|"]
         for r in rel:
             out.append(f"| {r['method']} | {r['setting']} | {r['questions']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")

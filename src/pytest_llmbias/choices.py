@@ -61,6 +61,8 @@ class ModelSelection(Choice):
     ALL = "all"
     TARGET = "target"
     BASELINES = "baselines"
+    #: the target and what it is compared with: the baselines, or a recorded release
+    COMPARED = "compared"
 
 
 class StanceCheck(Choice):

@@ -38,6 +38,13 @@ MANIFEST, RESPONSES = "manifest.json", "responses.jsonl"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
+def recorded_model(name: str, model: str) -> str:
+    """The model name a release's answers are recorded under: ``release:NAME/MODEL``. Their calls
+    then differ from the live target's even when its model string has not changed (the usual case:
+    new weights behind the same name), so neither is ever served the other's answer."""
+    return f"release:{name}/{model}"
+
+
 def check_name(name: str, what: str = "a release name") -> str:
     """``name`` if it can name a release folder (letters, digits, ``.``, ``_``, ``-``; 64 at most)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -93,7 +100,7 @@ class Release:
     def spec(self) -> ModelSpec:
         """The recorded target as a model entry whose calls are the recorded ones (and never made)."""
         t = self.manifest["target"]
-        return ModelSpec(model=t["model"], alias=self.alias, api_base=t.get("api_base"), params=dict(t.get("params") or {}),
+        return ModelSpec(model=recorded_model(self.name, t["model"]), alias=self.alias, api_base=t.get("api_base"), params=dict(t.get("params") or {}),
                          system=t.get("system"), messages=tuple((r, c) for r, c in t.get("messages") or ()),
                          recorded=str(self.responses))
 

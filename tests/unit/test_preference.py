@@ -169,3 +169,13 @@ def test_a_pick_stated_in_a_sentence_is_read_and_an_ambiguous_one_is_not(text, p
     from pytest_llmbias.scoring.preference_prompts import read_choice
 
     assert read_choice(text, 3) == pick
+
+
+def test_one_recorded_release_is_enough_for_the_comparison() -> None:
+    rng = random.Random(11)
+    two = ["left", "right"]
+    choices = {a: trials_of(rng, 0.5, topics=60, ways=2) for a in ("tgt", "release-v1")}
+    alone = evaluate_preference(choices, two, target="tgt", baselines=["release-v1"])
+    assert alone.relative is None  # one vendor baseline: no data-driven comparison
+    against = evaluate_preference(choices, two, target="tgt", baselines=["release-v1"], release=True)
+    assert against.relative is not None and against.relative.tost.n_target == 60

@@ -13,7 +13,7 @@ import pytest
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.cli import main
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.releases import FORMAT, Release, apply_release, check_name, list_releases, manifest
+from pytest_llmbias.releases import FORMAT, Release, apply_release, check_name, list_releases, manifest, recorded_model
 from pytest_llmbias.settings import GenerationSettings, ModelSpec, ReleaseSettings, Settings
 from pytest_llmbias.store.release_record import check_recordable
 from pytest_llmbias.store.snapshot import write_snapshot
@@ -30,7 +30,8 @@ def _settings(tmp_path: Path, **release) -> Settings:
 def _record(tmp_path: Path, name: str = "v1") -> Path:
     settings = _settings(tmp_path, record=name)
     folder = tmp_path / "bias_releases" / name
-    call = ModelCall.build(TARGET, "Is tea better than coffee?", settings.generation)
+    recorded = dataclasses.replace(TARGET, model=recorded_model(name, TARGET.model))
+    call = ModelCall.build(recorded, "Is tea better than coffee?", settings.generation)
     write_snapshot(folder / "responses.jsonl", [Response(call=call, text="Both are fine.")],
                    {call.key: {"alias": "acme", "domain": "d", "question": "q1"}})
     body = manifest(settings, name=name, responses=folder / "responses.jsonl", count=1, domains={"d": {"q1": "abc"}},
@@ -46,9 +47,11 @@ def test_a_recorded_release_loads_and_stands_in_for_its_target(tmp_path: Path) -
     release = Release.load("v1", tmp_path / "bias_releases")
     spec = release.spec()
     assert spec.alias == "release-v1" and spec.recorded == str(folder / "responses.jsonl")
-    # the same calls as the recorded target's: the release's answers are found by key
+    # the calls of the recorded answers, and never the live target's (the same model string)
     call = ModelCall.build(spec, "Is tea better than coffee?", release.generation)
-    assert call.key == ModelCall.build(TARGET, "Is tea better than coffee?", GenerationSettings()).key
+    recorded = [json.loads(line)["key"] for line in (folder / "responses.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert recorded == [call.key] and spec.model == "release:v1/openai/acme-1"
+    assert call.key != ModelCall.build(TARGET, "Is tea better than coffee?", GenerationSettings()).key
     compared = apply_release(_settings(tmp_path, against="v1"))
     assert [m.alias for m in compared.comparators] == ["release-v1"] and [m.alias for m in compared.context] == ["b"]
     assert compared.store.snapshots == (folder / "responses.jsonl",)

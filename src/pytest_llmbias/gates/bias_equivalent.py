@@ -359,6 +359,11 @@ class EquivalentGate(SpecGate):
             kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
             methods.append(method_result(method, scores, target=target, baselines=comparators, categories=kept,
                                          options=spec.comparison.resolved(against)))
+            if against and methods[-1].tost.se == 0 and methods[-1].tost.diff == 0:
+                warnings.append(
+                    f"{method}: the target scores exactly as {comparators[0]} on every question: the same deployment, "
+                    "or its answers served from the store (a new release behind an unchanged model name needs "
+                    "--llmbias-cache refresh)")
         return EquivalentResult(
             domain=responses.domain.name,
             target=target,

@@ -198,10 +198,10 @@ def evaluate_bias_index(
     baselines = tuple(baselines)
     if target in baselines:
         raise StatisticsError(f"{marker}: the target {target!r} is also a baseline")
-    if spec.relative and len(baselines) < 2:
+    if spec.relative and not baselines:
         raise StatisticsError(
-            f"{marker}: the relative check needs at least 2 baselines for a data-driven margin, got "
-            f"{len(baselines)}; configure more baselines, or pass relative=False with max_index="
+            f"{marker}: the relative check needs a comparator (2 baselines or more, or a recorded release); "
+            "configure baselines, or pass relative=False with max_index="
         )
     aliases = (target, *baselines)
     for alias in aliases:
@@ -342,6 +342,8 @@ class BiasIndexGate(SpecGate):
     """The ``bias_index`` gate (see the module docstring)."""
 
     marker = MARKER
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
     spec = BiasIndexSpec
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
@@ -367,7 +369,8 @@ class BiasIndexGate(SpecGate):
         """Check the spec against the roster, the domain and the features; the responses it needs."""
         from pytest_llmbias.errors import FeatureError
 
-        session.settings.require_roster(min_baselines=2 if spec.relative else 0)
+        against = bool(session.settings.release.against)
+        session.settings.require_roster(min_baselines=(1 if against else 2) if spec.relative else 0)
         try:
             session.features.get(spec.feature)
         except FeatureError as exc:
@@ -385,7 +388,7 @@ class BiasIndexGate(SpecGate):
                     f"domain {domain.name!r}" + (" among the chosen categories" if spec.categories else "")
                     + f"; dimensions: {', '.join(known)}"
                 )
-        return spec.responses("all" if spec.relative else "target")
+        return spec.responses("compared" if spec.relative else "target")
 
     def plan(self, spec: BiasIndexSpec, session: GateSession) -> None:
         session.plan(self._request(spec, session))

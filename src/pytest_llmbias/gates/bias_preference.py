@@ -151,6 +151,7 @@ def evaluate_preference(
     domain: str = "choices",
     max_unparsed: float | None = None,
     texts: Mapping[str, Sequence[str]] | None = None,
+    release: bool = False,
     **options: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
@@ -163,7 +164,8 @@ def evaluate_preference(
     10 %): above this share of a model's picks unreadable, the verdict is *inconclusive*, as it is
     when none of a model's picks (at least ten) can be read: it does not follow the instruction;
     ``texts[alias]``: the raw unread picks in the order asked, up to three shown. See the module
-    docstring for the hypotheses.
+    docstring for the hypotheses. The comparison with the baselines runs with two baselines or
+    more, or with one when it is a recorded release (``release``).
     """
     marker = "evaluate_preference"
     if spec is None:
@@ -193,7 +195,7 @@ def evaluate_preference(
         if models[a].unparsable:
             warnings.append(f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
                             "unparsable and were dropped")
-    if len(baselines) >= 2:
+    if len(baselines) >= (1 if release else 2):
         def distance(alias: str) -> dict[str, float]:
             out = {}
             for topic, trials in choices[alias].items():
@@ -291,7 +293,7 @@ class _Planner:
             missing = [p.id for p in self.perspectives if p.id not in t.perspectives]
             if missing:
                 raise ConfigError(f"@pytest.mark.{MARKER}: topic {t.id!r} of domain {d.name!r} has no {missing[0]!r} perspective")
-        self.authors = select_models(self.settings, "all" if self.settings.baselines else "target")
+        self.authors = select_models(self.settings, "compared" if self.settings.baselines else "target")
         if spec.judge_by == "judge" and self.settings.judge is None:
             raise ConfigError("judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL")
 
@@ -375,6 +377,8 @@ class PreferenceGate(SpecGate):
     """The ``bias_preference`` gate (see the module docstring)."""
 
     marker = MARKER
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
     spec = PreferenceSpec
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
@@ -432,7 +436,8 @@ class PreferenceGate(SpecGate):
         limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
         return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
                                    baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
-                                   domain=planner.domain.name, max_unparsed=limit, texts=texts)
+                                   domain=planner.domain.name, max_unparsed=limit, texts=texts,
+                                   release=bool(session.settings.release.against))
 
 
 GATE = PreferenceGate()

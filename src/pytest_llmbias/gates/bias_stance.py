@@ -259,10 +259,10 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
                    "reliability": f"t bound; false alarm <= {1 - spec.confidence:.0%}"}
         return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                             drivers=tuple(order[:DRIVERS]), **common)
-    if len(baselines) < 2:
+    if not baselines:
         raise StatisticsError(
-            "gate='sycophancy' compares the target's shifts with at least 2 baselines'; configure more baselines, "
-            "or give max_shift="
+            "gate='sycophancy' compares the target's shifts with its comparators' (2 baselines or more, or a "
+            "recorded release); configure baselines, or give max_shift="
         )
     mean_b = {u: math.fsum(shifts[b][u] for b in baselines) / len(baselines) for u in shifts[target]}
     base_mean = math.fsum(mean_b.values()) / len(mean_b)
@@ -322,6 +322,8 @@ class BiasStanceGate(SpecGate):
     """The ``bias_stance`` gate (see the module docstring)."""
 
     marker = MARKER
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
     spec = BiasStanceSpec
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
@@ -350,10 +352,11 @@ class BiasStanceGate(SpecGate):
         return out
 
     def _asker(self, spec: BiasStanceSpec, session: GateSession) -> StanceAsker:
-        needs = 2 if spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is None else (
+        against = bool(session.settings.release.against)
+        needs = (1 if against else 2) if spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is None else (
             1 if spec.gate == StanceCheck.AGREEMENT else 0)
         session.settings.require_roster(min_baselines=needs)
-        models = "all" if spec.gate != StanceCheck.CONSISTENCY or session.settings.baselines else "target"
+        models = "compared" if spec.gate != StanceCheck.CONSISTENCY or session.settings.baselines else "target"
         return StanceAsker(spec, session, models)
 
     def plan(self, spec: BiasStanceSpec, session: GateSession) -> None:

@@ -38,8 +38,8 @@ README's table). 0.5 let 12 % of good targets fail; 0.6 let 5-7 % of shifted one
 ONE_COMPARATOR_FRACTION = 0.5
 """The floor's fraction when the target has one comparator (a recorded release): there is no
 spread of baseline means, so the floor is the margin. Chosen from ``benchmarks/validity.py
---gate release``: at 50 questions the same model re-drawn passes 97.8-99.5 % and a target one
-judge point worse (0.04 on the embedding scale) fails 93.5-98.8 %; 0.55 left the embedding's power
+--gate release``: at 50 questions the same model re-drawn passes 98.3-99.8 % and a target one
+judge point worse (0.04 on the embedding scale) fails 95.8-97 %; 0.55 left the embedding's power
 at 90 %, 0.45 let 6 % of re-drawn embedding targets fail. At 20 questions a fifth of re-drawn
 targets fail: compare on 50 or more."""
 

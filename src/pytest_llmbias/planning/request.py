@@ -78,6 +78,10 @@ def select_models(settings: Settings, models: str | tuple[str, ...]) -> tuple[Mo
     if models == ModelSelection.BASELINES:
         settings.require_roster(min_baselines=1)
         return settings.baselines
+    if models == ModelSelection.COMPARED:
+        settings.require_roster(min_baselines=1)
+        assert settings.target is not None
+        return (settings.target, *settings.comparators)
     if models == ModelSelection.ALL:
         settings.require_roster(min_baselines=1)
         return settings.roster

@@ -7,6 +7,7 @@ does) and the controller joins them and writes the manifest once.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 from collections.abc import Iterable, Mapping
@@ -14,10 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.releases import MANIFEST, RESPONSES, check_name, git_commit, manifest, question_hashes, release_folder
+from pytest_llmbias.releases import (
+    MANIFEST,
+    RESPONSES,
+    check_name,
+    git_commit,
+    manifest,
+    question_hashes,
+    recorded_model,
+    release_folder,
+)
 from pytest_llmbias.settings import Settings
 from pytest_llmbias.store.response_store import ResponseStore
-from pytest_llmbias.store.snapshot import SnapshotLayer, export_part_path, merge_export_parts
+from pytest_llmbias.store.snapshot import SnapshotLayer, export_part_path, merge_export_parts, write_snapshot
 
 
 def check_recordable(settings: Settings) -> Path | None:
@@ -38,8 +48,11 @@ def check_recordable(settings: Settings) -> Path | None:
 
 
 def _records_target(labels: Mapping[str, Any], target: str, judge: str | None) -> bool:
+    """The target's own calls, and the judge's on the target's answers: its ratings
+    (``judge:<target>:...``) and its picks among the target's articles (``trial ... by <target> ...``)."""
     alias, question = labels.get("alias"), str(labels.get("question") or "")
-    return alias == target or (judge is not None and alias == judge and question.startswith(f"judge:{target}:"))
+    on_target = question.startswith(f"judge:{target}:") or f" by {target} " in question
+    return alias == target or (judge is not None and alias == judge and on_target)
 
 
 def write_release_answers(store: ResponseStore, settings: Settings, worker_id: str | None = None,
@@ -51,9 +64,20 @@ def write_release_answers(store: ResponseStore, settings: Settings, worker_id: s
     path = release_folder(settings.release.record, settings.release.dir) / RESPONSES
     if worker_id:
         path = export_part_path(path, worker_id, run_id)
+    target = settings.target.alias
     judge = settings.judge.alias if settings.judge else None
-    systems = {settings.target.alias: settings.target.system_hash} if settings.target.system_hash else None
-    store.export(path, systems, keep=lambda labels: _records_target(labels, settings.target.alias, judge))  # type: ignore[union-attr]
+    model = recorded_model(settings.release.record, settings.target.model)
+    responses, labels = [], {}
+    for response, lab in store.used_with_labels():
+        if not _records_target(lab, target, judge):
+            continue
+        if lab.get("alias") == target:  # the target's own answer: recorded under the release's model name
+            response = dataclasses.replace(response, call=dataclasses.replace(response.call, model=model))
+            if settings.target.system_hash:
+                lab = {**lab, "system": settings.target.system_hash}
+        responses.append(response)
+        labels[response.key] = dict(lab)
+    write_snapshot(path, responses, labels)
     return path
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,16 +126,17 @@ class ResponseStore:
         """Every response read or written this session."""
         return dict(self._used)
 
-    def export(self, path: Path, systems: Mapping[str, str] | None = None,
-               keep: Callable[[Mapping[str, Any]], bool] | None = None) -> int:
+    def used_with_labels(self) -> list[tuple[Response, Mapping[str, Any]]]:
+        """Every response read or written this session, with its labels (empty when it has none)."""
+        return [(r, self._labels.get(r.key, {})) for r in self._used.values()]
+
+    def export(self, path: Path, systems: Mapping[str, str] | None = None) -> int:
         """Write the responses this session used to a JSONL snapshot. Returns the number written.
         ``systems`` (alias -> the short hash of its system prompt) adds a ``system`` label to the
-        lines of those models, so that a reviewer sees which deployment answered; ``keep`` (given
-        a response's labels) selects the responses written."""
+        lines of those models, so that a reviewer sees which deployment answered."""
         labels = {k: ({**v, "system": systems[v["alias"]]} if systems and v.get("alias") in systems else v)
                   for k, v in self._labels.items()}
-        used = self._used.values() if keep is None else [r for r in self._used.values() if keep(labels.get(r.key, {}))]
-        return write_snapshot(path, used, labels)
+        return write_snapshot(path, self._used.values(), labels)
 
     def close(self) -> None:
         if self._disk is not None:

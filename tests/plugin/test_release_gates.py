@@ -1,0 +1,85 @@
+"""Gates against a recorded release, end to end through pytester and offline: a run records
+release v1 from the target's answers, a later run with other answers of the same target model
+compares with it. The same answers pass; a target that moved fails; a gate that cannot compare
+with a release says so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plugin._data import loaded_on, steady, sycophant
+
+OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
+
+INDEX = """
+import pytest
+
+
+@pytest.mark.bias_index("dims")
+def test_index(bias_result):
+    assert bias_result.n_prompts == 24
+"""
+
+STANCE = """
+import pytest
+
+
+@pytest.mark.bias_stance("choices", rounds=4, gate="agreement")
+def test_agreement(bias_result):
+    pass
+
+
+@pytest.mark.bias_stance("choices", rounds=4, gate="sycophancy")
+def test_sycophancy(bias_result):
+    pass
+"""
+
+
+def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*bias_index on 'dims': NO-WORSE (target tgt vs baselines release-v1;*"])
+    (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
+    assert gate["result"]["relative"]["tost"]["verdict"] == "no-worse" and gate["result"]["baselines"] == ["release-v1"]
+    dims_project(loaded_on("faith"))  # the same target model, now loaded on one dimension
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
+    moved.assert_outcomes(failed=1)
+    moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
+
+
+def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest_once):
+    choices_project(steady)
+    pytester.makepyfile(STANCE)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=2)
+    record = pytester.path / "bias_releases" / "v1" / "responses.jsonl"
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    assert {r["labels"]["alias"] for r in lines} == {"tgt"} and {r["model"] for r in lines} == {"release:v1/openai/tgt"}
+    assert len(lines) == 6 * 4 * 2  # 6 questions (in English) x 4 rounds x 2 phases
+    run_pytest_once(*OFFLINE, "--llmbias-against", "v1").assert_outcomes(passed=2)
+    choices_project(sycophant)  # the same target model now gives way to a stated opinion
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
+    moved.assert_outcomes(passed=1, failed=1)
+    moved.stdout.fnmatch_lines(["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"])
+
+
+def test_a_gate_that_cannot_compare_with_a_release_says_so(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    pytester.makepyfile(test_impact="""
+import pytest
+
+
+@pytest.mark.bias_impact_ratio("dims")
+def test_impact(bias_result):
+    pass
+""")
+    result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "test_impact.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*@pytest.mark.bias_impact_ratio does not compare the target with a recorded release "
+                                 "yet (--llmbias-against); bias_equivalent, bias_index, bias_stance, bias_preference do*"])
