@@ -98,6 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="a release name, or a release folder's path")
     p.add_argument("--dir", type=Path, default=Path("bias_releases"), help="the release folder (default bias_releases)")
     p.set_defaults(run=_release_show)
+    p = commands.add_parser("history", help="the trend of the gates' figures over the recorded runs")
+    p.add_argument("--db", type=Path, default=Path(".llmbias") / "history.sqlite",
+                   help="the history database (default .llmbias/history.sqlite)")
+    p.add_argument("--gate", help="one gate marker's rows (bias_equivalent, ...)")
+    p.add_argument("--domain", help="one domain's rows")
+    p.add_argument("--last", type=int, metavar="N", help="the last N runs only")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.set_defaults(run=_history)
     p = commands.add_parser("report", help="the end-of-run table of a run's JSON document (--llmbias-json)")
     p.add_argument("document", type=Path)
     p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
@@ -127,6 +135,22 @@ def _release_show(args: argparse.Namespace, out: TextIO) -> int:
 
     for line in Release.load(args.name, args.dir).describe():
         print(line, file=out)
+    return OK
+
+
+def _history(args: argparse.Namespace, out: TextIO) -> int:
+    import sqlite3
+
+    from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.report.history import read, render
+
+    if not args.db.is_file():
+        raise StoreError(f"no run history at {args.db}: a run with a gate marker writes one (--llmbias-history)")
+    try:
+        rows = read(args.db, gate=args.gate, domain=args.domain, last=args.last)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{args.db}: not a run history ({exc})") from None
+    out.write(render(rows, args.format))
     return OK
 
 

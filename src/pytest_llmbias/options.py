@@ -294,6 +294,17 @@ OPTIONS: tuple[Option, ...] = (
         default=Path("bias_releases"),
     ),
     Option(
+        name="history",
+        key="report.history",
+        kind="str",
+        help="append every run's gate figures to this SQLite file (default: history.sqlite in the store folder), "
+        "or 'off'; `llmbias history` prints the trend",
+        flag="--llmbias-history",
+        env="LLMBIAS_HISTORY",
+        ini="llmbias_history",
+        metavar="PATH|off",
+    ),
+    Option(
         name="json",
         key="report.json",
         kind="optpath",

@@ -322,12 +322,26 @@ class _Reports:
         if record.release_parts or (core is not None and core.recorded is not None):
             self._finish_release(record, core)
         if record.gate_docs:
-            self._write_reports()
+            self._write_reports(self._append_history())
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and record.rows:
             record.step_summary(summary)
 
-    def _write_reports(self) -> None:
+    def _append_history(self) -> Path | None:
+        """Append the run to the run history; its database's path (None when off or unwritten)."""
+        from pytest_llmbias.errors import ConfigError
+
+        try:
+            settings = self.plugin._session.settings if self.plugin._session is not None else self.plugin._settings()
+        except (ConfigError, pytest.UsageError):
+            return None
+        path, warning = self.record.append_history(settings, self.config.rootpath)
+        if warning is not None:
+            self.config.get_terminal_writer().line(f"llmbias: warning: {warning}", yellow=True)
+            return None
+        return path
+
+    def _write_reports(self, history: Path | None = None) -> None:
         """The run's JSON document and HTML page, when ``report.json`` or ``report.html`` is set
         (under pytest-xdist the controller resolves the settings here, as workers did)."""
         from pytest_llmbias import __version__
@@ -344,7 +358,7 @@ class _Reports:
             gate = registry.added.get(str(entry.get("gate")))
             return gate.figures(entry) if gate is not None else gate_figures(entry)  # type: ignore[attr-defined]
 
-        self.record.write_reports(settings, self.plugin._session, version=__version__, figures_for=figures,
+        self.record.write_reports(settings, self.plugin._session, version=__version__, figures_for=figures, history=history,
                                   generate=lambda e: hook.pytest_llmbias_json_generate(config=config, gate=e),
                                   update=lambda d: hook.pytest_llmbias_json_update(config=config, document=d))
 

@@ -160,10 +160,32 @@ def _figures_of(entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, An
     except Exception as exc:  # a plot that cannot be drawn is said, never hidden, and spares the page
         return f'<p class="error">The plots of this gate could not be drawn: {_e(type(exc).__name__)}: {_e(exc)}</p>'
     parts = []
+    figures = [*figures, *_trends(entry)]
     for f in figures:
         caption = f"<figcaption>{_e(f.caption)}</figcaption>" if f.caption else ""
         parts.append(f'<figure data-title="{_e(f.title)}">{f.svg}{caption}</figure>')
     return "".join(parts)
+
+
+def _trends(entry: Mapping[str, Any]) -> list[Any]:
+    """Per method, the gate's figures over the recorded runs (``entry["history"]``: the run
+    history's rows of this test, this run's included), when there are two runs or more."""
+    from pytest_llmbias.report import plots
+
+    rows = list(entry.get("history") or ())
+    out = []
+    for method in dict.fromkeys(r.get("method") for r in rows):
+        mine = [r for r in rows if r.get("method") == method]
+        if len({r.get("run") for r in mine}) < 2:
+            continue
+        labels = [f"{str(r.get('created', ''))[:10]} {str(r.get('git_commit') or '')[:7]}".strip() for r in mine]
+        series = {"target": [r.get("target_value") for r in mine],
+                  "comparators": [r.get("comparator_value") for r in mine],
+                  "margin": [r.get("bound") for r in mine]}
+        verdicts = ", ".join(str(r.get("verdict")) for r in mine)
+        out.append(plots.trend(f"{method or 'gate'}: over the last {len(mine)} runs", labels, series,
+                               caption=f"verdicts, oldest first: {verdicts}"))
+    return out
 
 
 def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:

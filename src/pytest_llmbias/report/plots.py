@@ -236,6 +236,26 @@ def tost_interval(title: str, tost: Mapping[str, Any], *, xlabel: str = "target 
                                    xlabel=xlabel, caption=caption)
 
 
+def trend(title: str, runs: Sequence[str], series: Mapping[str, Sequence[float | None]], *, ylabel: str = "",
+          caption: str = "") -> Figure:
+    """One line per series (say, the target's figure and its comparators') over the runs, oldest
+    first; a run without a value leaves a gap."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(6.0, 2.4))
+        x = list(range(len(runs)))
+        for i, (name, values) in enumerate(series.items()):
+            y = [float("nan") if v is None else float(v) for v in values]
+            colour = TARGET_COLOUR if i == 0 else BASELINE_COLOURS[(i - 1) % len(BASELINE_COLOURS)]
+            ax.plot(x, y, marker="o", color=colour, label=name)
+        ax.set_xticks(x)
+        ax.set_xticklabels(list(runs), rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return Figure(title, _svg(fig), caption)
+
+
 def by_model(table: Any, value: str, *, where: Mapping[str, Any] | None = None) -> dict[str, list[Any]]:
     """Model -> the ``value`` column of its rows of a stored table (``frames.Table``), in order;
     ``where`` keeps only rows whose columns have the given values."""

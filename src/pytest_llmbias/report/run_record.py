@@ -187,6 +187,37 @@ class RunRecord:
             out += [("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported]
         return out
 
+    def append_history(self, settings: Settings, rootdir: Path) -> tuple[Path | None, str | None]:
+        """Append this run's gate figures to the run history (see :mod:`pytest_llmbias.report.history`).
+        Returns the database's path (None when the history is off) and a warning when it could not
+        be written."""
+        import datetime
+        import uuid
+
+        from pytest_llmbias.releases import git_commit, question_hashes
+        from pytest_llmbias.report.history import append, domain_hash, gate_rows, history_path
+
+        value = settings.report.history
+        path = history_path(value, settings.store.dir)
+        if path is None or not self.gate_docs:
+            return None, None
+        if not path.is_absolute():
+            path = rootdir / path
+        hashes = {}
+        for name in {str(e.get("domain")) for e in self.gate_docs.values()}:
+            try:
+                from pytest_llmbias.domains import load_domain
+
+                domain = load_domain(name, settings.domains.paths)
+            except Exception:  # an unloadable domain has no hash; its gate errored and says why
+                continue
+            hashes[name] = domain_hash(question_hashes({q.id: q.to_dict() for q in domain.prompts}))
+        created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        rows = gate_rows(self.gate_docs.values(), hashes)
+        warning = append(path, rows, run=uuid.uuid4().hex[:12], created=created, git_commit=git_commit(rootdir),
+                         target=settings.target.alias if settings.target else None, release=settings.release.against)
+        return path, warning
+
     def step_summary(self, path: str) -> None:
         """Append the gates' table, in Markdown, to a CI step summary (GitHub's)."""
         from pytest_llmbias.report.terminal import markdown_summary
@@ -203,11 +234,13 @@ class RunRecord:
         generate: Callable[[dict[str, Any]], None],
         update: Callable[[dict[str, Any]], None],
         figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
+        history: Path | None = None,
     ) -> None:
         """Write the run's JSON document and HTML page where ``settings.report`` says, credentials
         masked in both; the page is rendered from the document. ``generate`` and ``update`` extend
         one gate's entry and the whole document (the plugin's hooks); ``figures_for`` draws a
-        gate's plots (default: the registry's gates)."""
+        gate's plots (default: the registry's gates); ``history`` (the run history's database)
+        adds each gate's recorded rows, for its trend plot."""
         from pytest_llmbias.clients.pricing import price
         from pytest_llmbias.redaction import Redactor
         from pytest_llmbias.report import json_report
@@ -221,8 +254,20 @@ class RunRecord:
             for alias, u in self.usage.items()
         }
         gates = []
+        recorded: list[dict[str, Any]] = []
+        if history is not None:
+            import sqlite3
+
+            from pytest_llmbias.report.history import read
+
+            try:
+                recorded = read(history, last=20)
+            except sqlite3.Error:
+                recorded = []
         for nodeid, entry in self.gate_docs.items():
             entry = {**entry, "outcome": self.outcomes.get(nodeid, "error")}
+            if recorded:
+                entry["history"] = [r for r in recorded if r["test"] == nodeid]
             generate(entry)
             gates.append(entry)
         doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(self.collections(session), usage),
