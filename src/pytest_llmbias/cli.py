@@ -159,7 +159,7 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
     from pytest_llmbias.errors import StoreError
     from pytest_llmbias.report.json_report import SCHEMA_VERSION
-    from pytest_llmbias.report.terminal import gate_table, markdown_summary
+    from pytest_llmbias.report.terminal import gate_table
 
     try:
         doc = json.loads(args.document.read_text(encoding="utf-8"))
@@ -177,7 +177,9 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{args.html}: {len(doc['gates'])} gate(s) rendered", file=out)
         return OK
     if args.markdown:
-        out.write(markdown_summary(rows))
+        from pytest_llmbias.report.markdown import markdown_report
+
+        out.write(markdown_report(doc["gates"]))
         return OK
     print(f"run of {doc.get('created_at')}, pytest-llmbias {doc.get('plugin_version')}: {plan['calls']} calls "
           f"({plan['from_store']} from store, {plan['fetched']} fetched, {plan['failed']} failed)", file=out)

@@ -294,6 +294,17 @@ OPTIONS: tuple[Option, ...] = (
         default=Path("bias_releases"),
     ),
     Option(
+        name="markdown",
+        key="report.markdown",
+        kind="optpath",
+        help="write the run in Markdown for a pull request: per gate the verdict and its figures, then the "
+        "items whose score moved most, the comparator's answer beside the target's",
+        flag="--llmbias-markdown",
+        env="LLMBIAS_MARKDOWN",
+        ini="llmbias_markdown",
+        metavar="PATH",
+    ),
+    Option(
         name="history",
         key="report.history",
         kind="str",

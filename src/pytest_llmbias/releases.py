@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.redaction import split_credentials
+from pytest_llmbias.domains import Domain
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings
 
@@ -191,6 +192,40 @@ def apply_release(settings: Settings) -> Settings:
         raise ConfigError(f"the alias {release.alias!r} of release {release.name!r} is taken by a configured model")
     store = dataclasses.replace(settings.store, snapshots=(*settings.store.snapshots, release.responses))
     return dataclasses.replace(settings, baselines=(release.spec(), *settings.baselines), store=store)
+
+
+def domain_items(domain: Domain) -> dict[str, Any]:
+    """A domain's items as a release records them: question id -> its content; ``topic:<id>`` ->
+    a topic's title and perspectives."""
+    items: dict[str, Any] = {q.id: q.to_dict() for q in domain.prompts}
+    items.update({f"topic:{t.id}": [t.title, list(t.perspectives)] for t in domain.topics})
+    return items
+
+
+def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]:
+    """``domain`` cut to the items unchanged since ``release`` was recorded, and a note saying how
+    many were added, removed or edited (None when nothing changed). A comparison is paired: a
+    question the release was not asked, or asked otherwise, is compared for no model."""
+    recorded = (release.manifest.get("domains") or {}).get(domain.name)
+    if recorded is None:
+        return domain, (f"release {release.name!r} has no answers in domain {domain.name!r}: its questions will be "
+                        "missing answers of the release")
+    if domain.counterfactual is not None:
+        return domain, None
+    current = question_hashes(domain_items(domain))
+    added = [q for q in current if q not in recorded]
+    removed = [q for q in recorded if q not in current]
+    edited = [q for q in current if q in recorded and recorded[q] != current[q]]
+    if not (added or removed or edited):
+        return domain, None
+    keep = {q for q in current if recorded.get(q) == current[q]}
+    categories = tuple(dataclasses.replace(c, questions=tuple(q for q in c.questions if q.id in keep))
+                       for c in domain.categories)
+    topics = tuple(t for t in domain.topics if f"topic:{t.id}" in keep)
+    cut = dataclasses.replace(domain, categories=tuple(c for c in categories if c.questions), topics=topics)
+    note = (f"domain {domain.name!r} changed since release {release.name!r} was recorded: {len(added)} item(s) added, "
+            f"{len(removed)} removed, {len(edited)} edited; the comparison uses the {len(keep)} unchanged")
+    return cut, note
 
 
 def question_hashes(questions: Mapping[str, Any]) -> dict[str, str]:

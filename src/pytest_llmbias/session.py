@@ -66,6 +66,7 @@ class BiasSession:
         self.reports: list[CollectionReport] = []
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
+        self._notes: list[str] = []
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
         self._limiters: dict[str, RateLimiter] = {}
@@ -92,7 +93,15 @@ class BiasSession:
     def domain(self, name: str) -> Domain:
         """Load a domain once per session (configured paths, then built-ins, or a file path)."""
         if name not in self._domains:
-            self._domains[name] = load_domain(name, self.settings.domains.paths)
+            domain = load_domain(name, self.settings.domains.paths)
+            if self.settings.release.against:  # compared with a release: the items it was asked, unchanged
+                from pytest_llmbias.releases import Release, shared_domain
+
+                release = Release.load(self.settings.release.against, self.settings.release.dir)
+                domain, note = shared_domain(domain, release)
+                if note is not None:
+                    self._notes.append(note)
+            self._domains[name] = domain
         return self._domains[name]
 
     @property
@@ -249,8 +258,9 @@ class BiasSession:
 
     @property
     def notices(self) -> list[str]:
-        """What the user should know about the store (say, that it was found emptied)."""
-        return self._store.notices if self._store is not None else []
+        """What the user should know: about the store (say, that it was found emptied), and about
+        domains that changed since the release compared against."""
+        return (self._store.notices if self._store is not None else []) + self._notes
 
     @property
     def pending(self) -> bool:

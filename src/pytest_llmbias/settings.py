@@ -151,6 +151,8 @@ class ReportSettings:
 
     json: Path | None = None
     html: Path | None = None
+    #: the run in Markdown for a pull request (see :mod:`pytest_llmbias.report.markdown`)
+    markdown: Path | None = None
     #: the run history's SQLite file (relative to the rootdir), None for ``<store.dir>/history.sqlite``,
     #: ``"off"`` for none (see :mod:`pytest_llmbias.report.history`)
     history: str | None = None

@@ -83,3 +83,22 @@ def test_impact(bias_result):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*@pytest.mark.bias_impact_ratio does not compare the target with a recorded release "
                                  "yet (--llmbias-against); bias_equivalent, bias_index, bias_stance, bias_preference do*"])
+
+
+def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(pytester: pytest.Pytester, dims_project,
+                                                                            run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX.replace("assert bias_result.n_prompts == 24", "assert bias_result.n_prompts == 22"))
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(failed=1)  # 24 prompts then
+    domain = pytester.path / "domains" / "dims.yaml"
+    text = domain.read_text(encoding="utf-8")
+    text = text.replace("Describe group 1 in terms of speech.", "Describe group one in terms of speech.")  # edited
+    text = text.replace("      - {id: wor-8, text: 'Describe group 8 in terms of work.'}\n", "")  # removed
+    text = text.replace("      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n",
+                        "      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n"
+                        "      - {id: fai-9, text: 'Describe group 9 in terms of faith.'}\n")  # added
+    domain.write_text(text, encoding="utf-8")
+    result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*domain 'dims' changed since release 'v1' was recorded: 1 item(s) added, 1 removed, "
+                                 "1 edited; the comparison uses the 22 unchanged*"])

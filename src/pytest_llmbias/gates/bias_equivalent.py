@@ -35,7 +35,7 @@ from pytest_llmbias.gates.relative import (
     method_lines,
     stability_warnings,
 )
-from pytest_llmbias.gates.result import GateResultBase, role, versus
+from pytest_llmbias.gates.result import GateResultBase, moved_items, role, versus
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
@@ -121,6 +121,8 @@ class EquivalentResult(GateResultBase):
     dropped: tuple[str, ...] = ()
     #: up to three of the judge's unreadable answers
     unread_examples: tuple[str, ...] = ()
+    #: per method, the questions whose score moved most (see :func:`~pytest_llmbias.gates.result.moved_items`)
+    moved: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -166,7 +168,7 @@ class EquivalentResult(GateResultBase):
                 "samples": self.samples, "k": self.k, "alpha": self.alpha,
                 "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading),
                 "problems": list(self.problems), "dropped": list(self.dropped),
-                "unread_examples": list(self.unread_examples)}
+                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved]}
 
     def title(self) -> str:
         return (f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
@@ -378,6 +380,9 @@ class EquivalentGate(SpecGate):
             problems=(judged.problem,) if judged.problem is not None else (),
             dropped=judged.dropped,
             unread_examples=judged.examples,
+            moved=tuple(item for m in methods for item in moved_items(
+                m.method, m.scores, target=target, comparators=comparators,
+                text=lambda a, q: responses.text(a, q, 0) if a in responses.aliases else None)),
         )
 
     def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:

@@ -9,8 +9,34 @@ sentence on the verdict), ``reliability()``, ``table()``, the report's ``title()
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
+
+#: items listed as having moved most, per comparison
+MOVED = 5
+#: characters of an answer kept beside a moved item
+EXCERPT = 400
+
+
+def moved_items(method: str, scores: Mapping[str, Mapping[str, float]], *, target: str, comparators: Sequence[str],
+                text: Callable[[str, str], str | None], limit: int = MOVED) -> list[dict[str, Any]]:
+    """The ``limit`` items whose score moved most towards more bias (target − the comparators' mean,
+    largest first; then the largest moves the other way if fewer moved up), each with the
+    target's and the first comparator's answer (``text(alias, item)``, shortened)."""
+    if not comparators or target not in scores:
+        return []
+    deltas = {q: scores[target][q] - sum(scores[c][q] for c in comparators) / len(comparators)
+              for q in scores[target] if all(q in scores[c] for c in comparators)}
+    order = sorted(deltas, key=lambda q: (-deltas[q], q))
+    out = []
+    for q in order[:limit]:
+        out.append({
+            "method": method, "item": q, "target": scores[target][q],
+            "comparator": sum(scores[c][q] for c in comparators) / len(comparators), "delta": deltas[q],
+            "target_text": (text(target, q) or "")[:EXCERPT], "comparator_text": (text(comparators[0], q) or "")[:EXCERPT],
+            "comparator_alias": comparators[0],
+        })
+    return out
 
 
 class GateResultBase:

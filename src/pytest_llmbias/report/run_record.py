@@ -194,7 +194,7 @@ class RunRecord:
         import datetime
         import uuid
 
-        from pytest_llmbias.releases import git_commit, question_hashes
+        from pytest_llmbias.releases import domain_items, git_commit, question_hashes
         from pytest_llmbias.report.history import append, domain_hash, gate_rows, history_path
 
         value = settings.report.history
@@ -211,7 +211,7 @@ class RunRecord:
                 domain = load_domain(name, settings.domains.paths)
             except Exception:  # an unloadable domain has no hash; its gate errored and says why
                 continue
-            hashes[name] = domain_hash(question_hashes({q.id: q.to_dict() for q in domain.prompts}))
+            hashes[name] = domain_hash(question_hashes(domain_items(domain)))
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         rows = gate_rows(self.gate_docs.values(), hashes)
         warning = append(path, rows, run=uuid.uuid4().hex[:12], created=created, git_commit=git_commit(rootdir),
@@ -219,11 +219,12 @@ class RunRecord:
         return path, warning
 
     def step_summary(self, path: str) -> None:
-        """Append the gates' table, in Markdown, to a CI step summary (GitHub's)."""
-        from pytest_llmbias.report.terminal import markdown_summary
+        """Append the run in Markdown (see :mod:`pytest_llmbias.report.markdown`) to a CI step
+        summary (GitHub's)."""
+        from pytest_llmbias.report.markdown import markdown_report
 
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown_summary(self.rows))
+            handle.write(markdown_report(self.gate_docs.values()))
 
     def write_reports(
         self,
@@ -245,8 +246,8 @@ class RunRecord:
         from pytest_llmbias.redaction import Redactor
         from pytest_llmbias.report import json_report
 
-        json_path, html_path = settings.report.json, settings.report.html
-        if json_path is None and html_path is None:
+        json_path, html_path, md_path = settings.report.json, settings.report.html, settings.report.markdown
+        if json_path is None and html_path is None and md_path is None:
             return
         usage = {
             alias: {"calls": u["calls"], "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
@@ -282,3 +283,9 @@ class RunRecord:
 
             html.write(html_path, doc, redactor, figures_for=figures_for)
             self.exported.append(html_path)
+        if md_path is not None:
+            from pytest_llmbias.report.markdown import markdown_report
+
+            md_path.parent.mkdir(parents=True, exist_ok=True)
+            md_path.write_text(redactor(markdown_report(doc["gates"])), encoding="utf-8")
+            self.exported.append(md_path)

@@ -38,28 +38,6 @@ def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
 
 
-def markdown_summary(rows: Iterable[Mapping[str, Any]]) -> str:
-    """The same table in Markdown, with a heading and a pass/fail count, for
-    ``$GITHUB_STEP_SUMMARY`` (GitHub shows it on the run's page)."""
-    rows = sorted(rows, key=lambda r: r["test"])
-    lines = ["## pytest-llmbias", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    bad = 0
-    for row in rows:
-        if "error" in row:
-            bad += 1
-            cells = [row["test"], row["domain"], *("-" for _ in COLUMNS[2:-1]), "error"]
-            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-            continue
-        for m in row["methods"]:
-            cells = [row["test"], row["domain"], *(_cell(m.get(c)) for c in COLUMNS[2:])]
-            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    return "\n".join(lines) + f"\n\n{len(rows)} gate(s), {bad} without a verdict.\n\n"
-
-
-def _md(cell: Any) -> str:
-    return str(cell).replace("|", "\\|").replace("\n", " ")
-
-
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
     such as judge ratings), stored, to fetch, the estimated tokens and cost of those, then the

@@ -19,6 +19,7 @@ from pytest_llmbias.releases import (
     MANIFEST,
     RESPONSES,
     check_name,
+    domain_items,
     git_commit,
     manifest,
     question_hashes,
@@ -99,10 +100,7 @@ def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path,
 
     domains: dict[str, dict[str, str]] = {}
     for name in sorted({str(lab.get("domain")) for lab in layer.labels.values() if lab.get("domain")}):
-        domain = load_domain(name, settings.domains.paths)
-        items: dict[str, Any] = {q.id: q.to_dict() for q in domain.prompts}
-        items.update({f"topic:{t.id}": [t.title, list(t.perspectives)] for t in domain.topics})
-        domains[name] = question_hashes(items)
+        domains[name] = question_hashes(domain_items(load_domain(name, settings.domains.paths)))
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
                     domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd))

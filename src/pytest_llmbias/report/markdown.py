@@ -1,0 +1,77 @@
+"""The run in Markdown, for a pull request: per gate the verdict and the figures that decided it,
+then the items whose score moved most, the comparator's answer beside the target's.
+
+Everything that comes from a run — answers above all, but also test ids and model names — is
+flattened to one line, shortened, HTML-escaped and stripped of Markdown's meaning, so that no
+answer can break the table, start a heading, open a link or inject HTML. Rendered from the JSON
+document's gate entries alone (``llmbias report RUN.json --markdown`` prints a saved run's).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: characters of an answer shown in a table cell
+ANSWER_CHARS = 160
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
+
+
+def escape(text: Any, limit: int | None = None) -> str:
+    """``text`` as inert Markdown: one line, at most ``limit`` characters (an ellipsis marks a
+    cut), ``&``, ``<`` and ``>`` as entities, every Markdown punctuation mark backslash-escaped."""
+    flat = " ".join(str(text).split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return _SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, (int, float)):
+        return f"{value:.4g}"
+    return escape(value)
+
+
+def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> str:
+    """The Markdown of a run's gate entries (see the module docstring): a summary table, then
+    per gate its verdict, why, and up to ``moved`` items that moved most per comparison."""
+    entries = sorted(gates, key=lambda e: str(e.get("test")))
+    lines = ["## pytest-llmbias", "",
+             "| test | verdict | check | target | comparators | margin | p |", "|---|---|---|---:|---:|---:|---:|"]
+    failed = 0
+    for e in entries:
+        failed += e.get("passed") is not True
+        methods = (e.get("row") or {}).get("methods") or [{}]
+        for m in methods:
+            lines.append(f"| {escape(e.get('test'))} | **{escape(m.get('verdict') or e.get('verdict'))}** | "
+                         f"{escape(m.get('method') or e.get('gate'))} | {_number(m.get('target'))} | "
+                         f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'))} |")
+    lines += ["", f"{len(entries)} gate(s), {failed} not passed.", ""]
+    for e in entries:
+        result = e.get("result") or {}
+        lines += [f"### {escape(e.get('test'))}: {escape(str(e.get('verdict')).upper())}", ""]
+        why = result.get("why") or result.get("error")
+        if why:
+            lines += [escape(why, 600), ""]
+        compared = ", ".join(escape(b) for b in result.get("baselines") or ())
+        if compared:
+            lines += [f"target {escape(result.get('target'))} against {compared}", ""]
+        items = list(result.get("moved") or ())
+        for method in dict.fromkeys(str(i.get("method")) for i in items):
+            mine = [i for i in items if str(i.get("method")) == method][:moved]
+            other = escape(mine[0].get("comparator_alias", "comparators"))
+            lines += [f"What moved most ({escape(method)}; the target's score minus {other}'s, worse first):", "",
+                      f"| item | {other} | target | change | {other}'s answer | the target's answer |",
+                      "|---|---:|---:|---:|---|---|"]
+            for i in mine:
+                lines.append(f"| {escape(i.get('item'))} | {_number(i.get('comparator'))} | {_number(i.get('target'))} | "
+                             f"{float(i.get('delta') or 0):+.3g} | {escape(i.get('comparator_text'), ANSWER_CHARS)} | "
+                             f"{escape(i.get('target_text'), ANSWER_CHARS)} |")
+            lines.append("")
+        for w in result.get("warnings") or ():
+            lines += [f"warning: {escape(w, 400)}", ""]
+    return "\n".join(lines) + "\n"
