@@ -81,7 +81,7 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     assert gate["result"]["methods"][0]["tost"]["alternative"] == "no-worse"
 
     _write(pytester, judged_server, transport, target_model="tgt-slanted-model")
-    slanted = run_project("--llmbias-against", "v1", "-v", "--llmbias-markdown=out/pr.md")
+    slanted = run_project("--llmbias-against", "v1", "-v", "--llmbias-markdown=out/pr.md", "--llmbias-html=out/pr.html")
     slanted.assert_outcomes(failed=2)  # the judge rates this deployment's answers 5 points higher
     slanted.stdout.fnmatch_lines([
         "llmbias: target tgt, against release v1 (release-v1), baselines base_a, base_b (context), judge judge;*",
@@ -92,6 +92,8 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     assert pr.count("What moved most (judge; the target's score minus release\\-v1's, worse first):") == 2
     # the release's answer beside the new deployment's, one table row each
     assert "tgt\\-model answers\\:" in pr and "tgt\\-slanted\\-model answers\\:" in pr
+    page = (pytester.path / "out" / "pr.html").read_text(encoding="utf-8")
+    assert page.count("<h3>What moved most</h3>") == 2 and "<th>release-v1's answer</th>" in page
     assert len(requests_of(judged_server, TARGET)) == 20  # the recorded release was never asked again
     assert len(judged_server.requests) == asked + 40  # the new answers and their ratings
 

@@ -188,6 +188,21 @@ def _trends(entry: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def _moved(result: Mapping[str, Any]) -> str:
+    """The items whose score moved most, the comparator's answer beside the target's."""
+    items = list(result.get("moved") or ())
+    if not items:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td><td>{float(i.get('comparator') or 0):.4g}</td>"
+        f"<td>{float(i.get('target') or 0):.4g}</td><td>{float(i.get('delta') or 0):+.3g}</td>"
+        f"<td>{_e(i.get('comparator_text'))}</td><td>{_e(i.get('target_text'))}</td></tr>"
+        for i in items)
+    other = _e(items[0].get("comparator_alias", "comparators"))
+    return (f'<h3>What moved most</h3><table class="moved"><tr><th>method</th><th>item</th><th>{other}</th>'
+            f"<th>target</th><th>change</th><th>{other}'s answer</th><th>the target's answer</th></tr>{rows}</table>")
+
+
 def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:
     result = entry.get("result") or {}
     outcome = str(entry.get("outcome", ""))
@@ -207,6 +222,7 @@ def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[st
     for label, figures in _reliabilities(result):
         parts.append(f"<h3>Reliability{(' — ' + _e(label)) if label else ''}</h3>" + _kv_table(figures))
     parts.append(_figures_of(entry, figures_for))
+    parts.append(_moved(result))
     for w in result.get("warnings") or ():
         parts.append(f'<p class="warning">warning: {_e(w)}</p>')
     if entry.get("report"):
