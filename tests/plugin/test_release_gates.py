@@ -102,3 +102,12 @@ def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(pyte
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*domain 'dims' changed since release 'v1' was recorded: 1 item(s) added, 1 removed, "
                                  "1 edited; the comparison uses the 22 unchanged*"])
+
+
+def test_planning_a_comparison_counts_no_call_of_the_release(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-plan")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), result.stdout.str()
+    result.stdout.fnmatch_lines(["*release-v1*24*24*0*"])  # the release's 24 calls: all stored, none to fetch
