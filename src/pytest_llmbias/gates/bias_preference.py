@@ -38,6 +38,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
+from pytest_llmbias.gates.result import quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import (
@@ -189,7 +190,7 @@ def evaluate_preference(
     unread = [a for a in aliases if models[a].unparsable_share > limit or not models[a].parsed]
     texts = texts or {}
     stuck = next((a for a in aliases if _ignores_instruction(choices[a])), None)
-    examples = tuple(_quote(a, t) for a in ([stuck] if stuck else unread or aliases) for t in texts.get(a, ()))
+    examples = tuple(quote(a, t) for a in ([stuck] if stuck else unread or aliases) for t in texts.get(a, ()))
     examples = examples[:2 if stuck else 3]
     for a in aliases:
         if models[a].unparsable:
@@ -253,11 +254,6 @@ def _ignores_instruction(trials: Mapping[str, Sequence[tuple[str | None, int | N
     """None of the picks (at least :data:`GIVE_UP_AFTER`) could be read."""
     picks = [p for v in trials.values() for p, _ in v]
     return len(picks) >= GIVE_UP_AFTER and all(p is None for p in picks)
-
-
-def _quote(alias: str, text: str, width: int = 100) -> str:
-    flat = " ".join(text.split())
-    return f"{alias}: {flat[:width]!r}" + ("..." if len(flat) > width else "")
 
 
 # -- calls -----------------------------------------------------------------------------------------

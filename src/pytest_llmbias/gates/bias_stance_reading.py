@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from pytest_llmbias.choices import ExplainerReading
 from pytest_llmbias.domains.languages import Language
+from pytest_llmbias.gates.result import quote
 from pytest_llmbias.settings import GIVE_UP_AFTER
 from pytest_llmbias.stats.binary_choice import EXPLAINER, NO, UNREAD, YES
 
@@ -75,13 +76,13 @@ def screen(kinds: KindTable, opposing: KindTable | None, aliases: Sequence[str],
     for a in aliases:
         given = _count(kinds, a)
         if given >= GIVE_UP_AFTER and not _count(kinds, a, YES) + _count(kinds, a, NO):
-            shown = tuple(_quote(a, t) for _, t in list(texts.get(a, ()))[:2])
+            shown = tuple(quote(a, t) for _, t in list(texts.get(a, ()))[:2])
             return Screened({}, None, unread, answers, problem=(
                 f"{a} does not follow the instruction: 0 of its {given} answers give a yes or a no"), examples=shown)
     over = [a for a in aliases if answers[a] and unread[a] / answers[a] > limit]
     if over:
         a = max(over, key=lambda x: unread[x] / answers[x])
-        shown = tuple(_quote(a, t) for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
+        shown = tuple(quote(a, t) for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
         return Screened({}, None, unread, answers, problem=(
             f"{a}: {unread[a]} of {answers[a]} answers state no side ({unread[a] / answers[a]:.0%}), more than "
             f"max_unparsed {limit:.0%}: no verdict on its stance"), examples=shown)
@@ -99,13 +100,9 @@ def screen(kinds: KindTable, opposing: KindTable | None, aliases: Sequence[str],
                            for q in table[a][lang] if (lang, q) in keep} for lang in table[a]}
                 for a in aliases if a in table}
 
-    shown = tuple(_quote(a, t) for a in aliases for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
+    shown = tuple(quote(a, t) for a in aliases for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
     labels = tuple(f"{q}@{lang}" for lang, q in dropped)
     problem = None if keep else "no question keeps two readable answers of every model"
     return Screened(clean(kinds), None if opposing is None else clean(opposing), unread, answers, labels,
                     problem, shown)
 
-
-def _quote(alias: str, text: str, width: int = 100) -> str:
-    flat = " ".join(text.split())
-    return f"{alias}: {flat[:width]!r}" + ("..." if len(flat) > width else "")

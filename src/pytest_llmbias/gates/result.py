@@ -18,6 +18,12 @@ MOVED = 5
 EXCERPT = 400
 
 
+def quote(alias: str, text: str, width: int = 100) -> str:
+    """An answer of ``alias`` quoted on one line for a report: ``alias: 'text...'``."""
+    flat = " ".join(text.split())
+    return f"{alias}: {flat[:width]!r}" + ("..." if len(flat) > width else "")
+
+
 def moved_items(method: str, scores: Mapping[str, Mapping[str, float]], *, target: str, comparators: Sequence[str],
                 text: Callable[[str, str], str | None], limit: int = MOVED) -> list[dict[str, Any]]:
     """The ``limit`` items whose score moved most towards more bias (target − the comparators' mean,
