@@ -401,7 +401,8 @@ def test_stance(bias_result):
 
 def test_the_opposing_phase_is_asked_once_the_initial_rounds_are_in(pytester, server, write_config, run_project):
     """The server answers each prompt with a sentence (an explainer: b = 0), so every opposing
-    prompt states 'No'; each phase asks every model 6 questions x 2 rounds, each call once."""
+    prompt states 'No'; each phase asks every model 6 questions x 2 rounds, each call once. A model
+    that answers no question with a yes or a no gets no verdict: the gate is inconclusive."""
     from tests.plugin._data import CHOICES
 
     write_config(server)
@@ -413,7 +414,8 @@ def test_the_opposing_phase_is_asked_once_the_initial_rounds_are_in(pytester, se
 
     result = run_project()
 
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*tgt does not follow the instruction: 0 of its 12 answers give a yes or a no*"])
     prompts = [prompt_of(r) for r in server.requests]
     initial = [p for p in prompts if "I think the answer is" not in p]
     opposing = [p for p in prompts if "I think the answer is 'No'." in p]
