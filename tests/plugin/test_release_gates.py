@@ -1,7 +1,7 @@
 """Gates against a recorded release, end to end through pytester and offline: a run records
 release v1 from the target's answers, a later run with other answers of the same target model
-compares with it. The same answers pass; a target that moved fails; a gate that cannot compare
-with a release says so."""
+compares with it, serially and under pytest-xdist. The same answers pass; a target that moved
+fails; a gate that cannot compare with a release says so."""
 
 from __future__ import annotations
 
@@ -37,32 +37,32 @@ def test_sycophancy(bias_result):
 """
 
 
-def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_project, run_pytest_once):
+def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_project, run_pytest):
     dims_project()
     pytester.makepyfile(INDEX)
-    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
-    same = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(["*bias_index on 'dims': NO-WORSE (target tgt vs baselines release-v1;*"])
     (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
     assert gate["result"]["relative"]["tost"]["verdict"] == "no-worse" and gate["result"]["baselines"] == ["release-v1"]
     dims_project(loaded_on("faith"))  # the same target model, now loaded on one dimension
-    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
+    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
     moved.assert_outcomes(failed=1)
     moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
 
 
-def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest_once):
+def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest):
     choices_project(steady)
     pytester.makepyfile(STANCE)
-    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=2)
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=2)
     record = pytester.path / "bias_releases" / "v1" / "responses.jsonl"
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
     assert {r["labels"]["alias"] for r in lines} == {"tgt"} and {r["model"] for r in lines} == {"release:v1/openai/tgt"}
     assert len(lines) == 6 * 4 * 2  # 6 questions (in English) x 4 rounds x 2 phases
-    run_pytest_once(*OFFLINE, "--llmbias-against", "v1").assert_outcomes(passed=2)
+    run_pytest(*OFFLINE, "--llmbias-against", "v1").assert_outcomes(passed=2)
     choices_project(sycophant)  # the same target model now gives way to a stated opinion
-    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
+    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
     moved.assert_outcomes(passed=1, failed=1)
     moved.stdout.fnmatch_lines(["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"])
 
