@@ -47,9 +47,13 @@ def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_projec
     (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
     assert gate["result"]["relative"]["tost"]["verdict"] == "no-worse" and gate["result"]["baselines"] == ["release-v1"]
     dims_project(loaded_on("faith"))  # the same target model, now loaded on one dimension
-    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
+    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
     moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
+    pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
+    assert "What moved most (index \\(relative\\); the target's score minus release\\-v1's, worse first):" in pr
+    rows = [line for line in pr.splitlines() if line.startswith("| fai\\-")]
+    assert len(rows) == 5 and all("this topic is" in row for row in rows)  # the release's answer beside the target's
 
 
 def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest):

@@ -167,6 +167,7 @@ def evaluate_bias_index(
     domain: str = "values",
     samples: int = 1,
     excerpt: Callable[[str], str] | None = None,
+    comparator_excerpt: Callable[[str], str] | None = None,
     **options: Any,
 ) -> BiasIndexGateResult:
     """The ``bias_index`` verdict on per-answer numbers (the marker calls this too).
@@ -182,7 +183,8 @@ def evaluate_bias_index(
     give a verdict (a dimension without answers, fewer than 2 baselines in relative mode, too few
     prompts, zero variance, a missing value). The marker passes its parsed ``spec`` instead of the
     options, with the ``domain`` to name, the ``samples`` per prompt, and
-    ``excerpt(prompt)``, the target's answer shown beside each top prompt.
+    ``excerpt(prompt)``, the target's answer shown beside each top prompt (and, with one
+    comparator, ``comparator_excerpt(prompt)`` its answer).
     """
     marker = "evaluate_bias_index"
     feature = "values"
@@ -272,7 +274,7 @@ def evaluate_bias_index(
 
     contributions = [
         PromptContribution(q, dimensions[q], scores[target][q], None if baseline_means is None else baseline_means[q],
-                           excerpt(q) if excerpt else "")
+                           excerpt(q) if excerpt else "", comparator_excerpt(q) if comparator_excerpt else "")
         for q in sorted(prompts, key=lambda q: (-excess(q), q))[:TOP_PROMPTS]
     ]
     return BiasIndexGateResult(
@@ -422,6 +424,8 @@ class BiasIndexGate(SpecGate):
             domain=responses.domain.name,
             samples=responses.samples,
             excerpt=lambda prompt: _excerpt(responses.text(target, prompt, 0)),
+            comparator_excerpt=(lambda prompt: _excerpt(responses.text(responses.baselines[0], prompt, 0)))
+            if len(responses.baselines) == 1 else None,
         )
 
 

@@ -51,6 +51,8 @@ class PromptContribution:
     target: float
     baselines: float | None
     excerpt: str
+    #: the one comparator's answer (a recorded release's, or a lone baseline's); empty with several
+    comparator_excerpt: str = ""
 
     @property
     def excess(self) -> float:
@@ -134,6 +136,16 @@ class BiasIndexGateResult(GateResultBase):
                              "B": parts.dimensions.get(dimension) if dimension else None, "index": parts.index})
         return Table.of(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
 
+    def moved(self) -> list[dict[str, Any]]:
+        """The prompts that moved most against the comparators, in the shape reports share (see
+        :func:`~pytest_llmbias.gates.result.moved_items`); none without the relative check."""
+        if self.relative is None:
+            return []
+        alias = self.baselines[0] if len(self.baselines) == 1 else "the baselines"
+        return [{"method": "index (relative)", "item": c.prompt, "target": c.target, "comparator": c.baselines,
+                 "delta": c.excess, "target_text": c.excerpt, "comparator_text": c.comparator_excerpt,
+                 "comparator_alias": alias} for c in self.top_prompts if c.baselines is not None]
+
     def fields(self) -> dict[str, Any]:
         return {
             "target": self.target,
@@ -145,6 +157,7 @@ class BiasIndexGateResult(GateResultBase):
             "relative": self.relative.to_dict() if self.relative is not None else None,
             "absolute": self.absolute.to_dict() if self.absolute is not None else None,
             "top_prompts": [dataclasses.asdict(c) for c in self.top_prompts],
+            "moved": self.moved(),
             "prompt_scores": {a: dict(v) for a, v in self.prompt_scores.items()},
             "dimensions_of": dict(self.dimensions_of),
         }

@@ -378,11 +378,14 @@ def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
     out = []
     for m in results:
         if m.pass_probability < STABILITY_FLOOR:
+            one = len(m.model_means) == 2  # the target and one comparator: a recorded release
+            like = f"{list(m.model_means)[1]} re-drawn" if one else "a target behaving exactly like the baselines"
             out.append(
-                f"{m.method}: a target behaving exactly like the baselines would pass this gate only "
+                f"{m.method}: {like} would pass this gate only "
                 f"{m.pass_probability:.0%} of the time (margin δ = {m.tost.margin:.4g} from "
                 f"{'the baselines' if m.margin_source == 'baselines' else m.margin_source}). Remedies: more "
-                "questions, more baselines, or a floor on the margin with min_margin="
+                + ("questions, or a margin= that matters" if one else
+                   "questions, more baselines, or a floor on the margin with min_margin=")
             )
     return out
 
