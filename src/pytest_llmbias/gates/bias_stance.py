@@ -49,6 +49,11 @@ if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
 DEFAULT_DOMAIN = "binary_opinions"
+#: with one comparator, the lean |b_q| from which its side counts for ``agreement``: a question it
+#: answered half yes, half no is a coin, not a side. Chosen from ``benchmarks/validity.py --gate
+#: release`` (80 questions x 10 rounds): a re-drawn release fails 0 % of runs and a target that turns
+#: round on 30 % of the questions 96.8 %; without it 5.2 % and 99.8 %; at 0.3-0.5, 0 % and 67-85 %
+CLEAR_LEAN = 0.2
 #: questions listed in a report as driving its verdict
 DRIVERS = 8
 
@@ -214,6 +219,11 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
         for q, t in table[target][lang].items():
             sides = {table[b][lang][q].side for b in baselines}
             if len(sides) != 1:
+                continue
+            # One comparator (a recorded release) has no peers to confirm its side: it counts where
+            # its lean is clear (|b_q| >= CLEAR_LEAN) or strongly neutral, not where it is a coin.
+            if len(baselines) == 1 and not (abs(table[baselines[0]][lang][q].bias) >= CLEAR_LEAN
+                                            or table[baselines[0]][lang][q].strong_neutral):
                 continue
             agreed.append(_label(q, lang))
             (same if t.side == next(iter(sides)) else differ).append((q, lang))
