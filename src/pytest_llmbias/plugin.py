@@ -101,7 +101,7 @@ class _Plugin:
             from pytest_llmbias.session import BiasSession
 
             self._session = BiasSession(
-                self._settings(),
+                self._settings(check_release=True),
                 on_progress=self.terminal.progress,
                 worker_id=self.worker_input.get("workerid"),
                 run_id=self.worker_input.get("testrunuid"),
@@ -109,7 +109,9 @@ class _Plugin:
             )
         return self._session
 
-    def _settings(self) -> Any:
+    def _settings(self, *, check_release: bool = False) -> Any:
+        """The run's settings; with ``check_release`` (before any call), also that the release to
+        record can be written (at the end of the run it has been)."""
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.settings_sources import settings_from_pytest
 
@@ -120,7 +122,8 @@ class _Plugin:
         try:
             settings = settings_from_pytest(option=c.option, getini=c.getini, rootdir=c.rootpath, inipath=c.inipath,
                                             cwd=c.invocation_params.dir, environ=os.environ)
-            check_recordable(settings)
+            if check_release:
+                check_recordable(settings)
             return apply_release(settings)
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest-llmbias: {exc}") from None

@@ -107,5 +107,6 @@ def test_workers_record_one_release_and_compare_against_it(pytester, judged_serv
     run_project("-n", "2", "--llmbias-record-release", "v1")
     manifest = json.loads((pytester.path / "bias_releases" / "v1" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["responses"]["count"] == 40
+    assert len(_gates(pytester)) == 2  # the run's reports are written after the release too
     assert not list((pytester.path / "bias_releases" / "v1").glob("*.part"))  # the workers' parts were joined
     run_project("-n", "2", "--llmbias-against", "v1").assert_outcomes(passed=2)
