@@ -292,12 +292,26 @@ class _Reports:
             self.record.passed_reports.extend(
                 (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call")
 
-    def _finish_release(self, record: Any, core: Any) -> None:
+    def _run_settings(self) -> Any:
+        """The run's settings: the session's, or (a pytest-xdist controller has none) resolved
+        again as the workers did; None when they do not resolve (the run said why already)."""
+        from pytest_llmbias.errors import ConfigError
+
+        if self.plugin._session is not None:
+            return self.plugin._session.settings
+        try:
+            return self.plugin._settings()
+        except (ConfigError, pytest.UsageError):
+            return None
+
+    def _finish_release(self, record: Any) -> None:
         from pytest_llmbias import __version__
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.store.release_record import finish_release
 
-        settings = core.settings if core is not None else self.plugin._settings()
+        settings = self._run_settings()
+        if settings is None:
+            return
         try:
             written = finish_release(settings, [Path(p) for p in record.release_parts], cwd=self.config.rootpath,
                                      plugin_version=__version__)
@@ -323,20 +337,17 @@ class _Reports:
             self.plugin.close()
         record.finish_exports(core)
         if record.release_parts or (core is not None and core.recorded is not None):
-            self._finish_release(record, core)
+            self._finish_release(record)
         if record.gate_docs:
             self._write_reports(self._append_history())
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary and record.rows:
+        if summary and record.gate_docs:
             record.step_summary(summary)
 
     def _append_history(self) -> Path | None:
         """Append the run to the run history; its database's path (None when off or unwritten)."""
-        from pytest_llmbias.errors import ConfigError
-
-        try:
-            settings = self.plugin._session.settings if self.plugin._session is not None else self.plugin._settings()
-        except (ConfigError, pytest.UsageError):
+        settings = self._run_settings()
+        if settings is None:
             return None
         path, warning = self.record.append_history(settings, self.config.rootpath)
         if warning is not None:
@@ -348,12 +359,10 @@ class _Reports:
         """The run's JSON document and HTML page, when ``report.json`` or ``report.html`` is set
         (under pytest-xdist the controller resolves the settings here, as workers did)."""
         from pytest_llmbias import __version__
-        from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.report.html import gate_figures
 
-        try:
-            settings = self.plugin._session.settings if self.plugin._session is not None else self.plugin._settings()
-        except (ConfigError, pytest.UsageError):
+        settings = self._run_settings()
+        if settings is None:
             return
         hook, config, registry = self.config.hook, self.config, self.plugin.registry
 

@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,6 +226,24 @@ def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]
     note = (f"domain {domain.name!r} changed since release {release.name!r} was recorded: {len(added)} item(s) added, "
             f"{len(removed)} removed, {len(edited)} edited; the comparison uses the {len(keep)} unchanged")
     return cut, note
+
+
+def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False) -> dict[str, dict[str, str]]:
+    """Per domain name, its items' content hashes (:func:`domain_items`, :func:`question_hashes`).
+    A domain that does not load raises, or with ``skip_broken`` is left out."""
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.errors import LLMBiasError
+
+    out = {}
+    for name in sorted(set(names)):
+        try:
+            domain = load_domain(name, paths)
+        except LLMBiasError:
+            if skip_broken:
+                continue
+            raise
+        out[name] = question_hashes(domain_items(domain))
+    return out
 
 
 def question_hashes(questions: Mapping[str, Any]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
+    from pytest_llmbias.releases import Release
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
@@ -67,6 +68,7 @@ class BiasSession:
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
         self._notes: list[str] = []
+        self._release: Release | None = None  # the release compared against, read once
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
         self._limiters: dict[str, RateLimiter] = {}
@@ -97,8 +99,9 @@ class BiasSession:
             if self.settings.release.against:  # compared with a release: the items it was asked, unchanged
                 from pytest_llmbias.releases import Release, shared_domain
 
-                release = Release.load(self.settings.release.against, self.settings.release.dir)
-                domain, note = shared_domain(domain, release)
+                if self._release is None:
+                    self._release = Release.load(self.settings.release.against, self.settings.release.dir)
+                domain, note = shared_domain(domain, self._release)
                 if note is not None:
                     self._notes.append(note)
             self._domains[name] = domain

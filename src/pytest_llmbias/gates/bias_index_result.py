@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_fixed, role, versus
+from pytest_llmbias.gates.result import GateResultBase, fmt_fixed, moved_entry, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
 
@@ -142,9 +142,8 @@ class BiasIndexGateResult(GateResultBase):
         if self.relative is None:
             return []
         alias = self.baselines[0] if len(self.baselines) == 1 else "the baselines"
-        return [{"method": "index (relative)", "item": c.prompt, "target": c.target, "comparator": c.baselines,
-                 "delta": c.excess, "target_text": c.excerpt, "comparator_text": c.comparator_excerpt,
-                 "comparator_alias": alias} for c in self.top_prompts if c.baselines is not None]
+        return [moved_entry("index (relative)", c.prompt, c.target, c.baselines, c.excerpt, c.comparator_excerpt, alias)
+                for c in self.top_prompts if c.baselines is not None]
 
     def fields(self) -> dict[str, Any]:
         return {

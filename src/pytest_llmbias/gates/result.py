@@ -31,18 +31,19 @@ def moved_items(method: str, scores: Mapping[str, Mapping[str, float]], *, targe
     target's and the first comparator's answer (``text(alias, item)``, shortened)."""
     if not comparators or target not in scores:
         return []
-    deltas = {q: scores[target][q] - sum(scores[c][q] for c in comparators) / len(comparators)
-              for q in scores[target] if all(q in scores[c] for c in comparators)}
-    order = sorted(deltas, key=lambda q: (-deltas[q], q))
-    out = []
-    for q in order[:limit]:
-        out.append({
-            "method": method, "item": q, "target": scores[target][q],
-            "comparator": sum(scores[c][q] for c in comparators) / len(comparators), "delta": deltas[q],
-            "target_text": (text(target, q) or "")[:EXCERPT], "comparator_text": (text(comparators[0], q) or "")[:EXCERPT],
-            "comparator_alias": comparators[0],
-        })
-    return out
+    means = {q: sum(scores[c][q] for c in comparators) / len(comparators)
+             for q in scores[target] if all(q in scores[c] for c in comparators)}
+    order = sorted(means, key=lambda q: (-(scores[target][q] - means[q]), q))
+    return [moved_entry(method, q, scores[target][q], means[q], text(target, q) or "", text(comparators[0], q) or "",
+                        comparators[0]) for q in order[:limit]]
+
+
+def moved_entry(method: str, item: str, target: float, comparator: float, target_text: str, comparator_text: str,
+                comparator_alias: str) -> dict[str, Any]:
+    """One moved item as the reports read it (the Markdown and HTML ``moved`` tables)."""
+    return {"method": method, "item": item, "target": target, "comparator": comparator, "delta": target - comparator,
+            "target_text": target_text[:EXCERPT], "comparator_text": comparator_text[:EXCERPT],
+            "comparator_alias": comparator_alias}
 
 
 class GateResultBase:

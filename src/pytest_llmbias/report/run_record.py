@@ -194,7 +194,7 @@ class RunRecord:
         import datetime
         import uuid
 
-        from pytest_llmbias.releases import domain_items, git_commit, question_hashes
+        from pytest_llmbias.releases import domain_hashes, git_commit
         from pytest_llmbias.report.history import append, domain_hash, gate_rows, history_path
 
         value = settings.report.history
@@ -203,15 +203,9 @@ class RunRecord:
             return None, None
         if not path.is_absolute():
             path = rootdir / path
-        hashes = {}
-        for name in {str(e.get("domain")) for e in self.gate_docs.values()}:
-            try:
-                from pytest_llmbias.domains import load_domain
-
-                domain = load_domain(name, settings.domains.paths)
-            except Exception:  # an unloadable domain has no hash; its gate errored and says why
-                continue
-            hashes[name] = domain_hash(question_hashes(domain_items(domain)))
+        # an unloadable domain has no hash: its gate errored and says why
+        hashes = {name: domain_hash(items) for name, items in domain_hashes(
+            (str(e.get("domain")) for e in self.gate_docs.values()), settings.domains.paths, skip_broken=True).items()}
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         rows = gate_rows(self.gate_docs.values(), hashes)
         warning = append(path, rows, run=uuid.uuid4().hex[:12], created=created, git_commit=git_commit(rootdir),

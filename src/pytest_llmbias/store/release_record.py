@@ -19,10 +19,9 @@ from pytest_llmbias.releases import (
     MANIFEST,
     RESPONSES,
     check_name,
-    domain_items,
+    domain_hashes,
     git_commit,
     manifest,
-    question_hashes,
     recorded_model,
     release_folder,
 )
@@ -96,11 +95,8 @@ def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path,
         raise ConfigError(f"release {settings.release.record!r}: no answer of the target was used this run; nothing recorded")
     layer = SnapshotLayer()
     layer.add(answers)
-    from pytest_llmbias.domains import load_domain
-
-    domains: dict[str, dict[str, str]] = {}
-    for name in sorted({str(lab.get("domain")) for lab in layer.labels.values() if lab.get("domain")}):
-        domains[name] = question_hashes(domain_items(load_domain(name, settings.domains.paths)))
+    domains = domain_hashes((str(lab["domain"]) for lab in layer.labels.values() if lab.get("domain")),
+                            settings.domains.paths)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
                     domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd))
