@@ -247,24 +247,37 @@ def stance_table(runs: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _preference_choices(rng: np.random.Generator, *, ways: int, articles: int, shift: float,
+                        first: float = 0.0) -> dict[str, list[tuple[str, int]]]:
+    """One chooser's trials over 44 topics: (the side it picked, the position it was shown at)."""
+    sides = ["left", "right", "neutral"][:ways]
+    choices: dict[str, list[tuple[str, int]]] = {}
+    for t in range(44):
+        trials = []
+        for _ in range(articles):
+            order = list(rng.permutation(ways))
+            if rng.random() < first:
+                chosen = order[0]
+            else:
+                weights = np.array([1 / ways + shift] + [(1 - 1 / ways - shift) / (ways - 1)] * (ways - 1))
+                chosen = int(rng.choice(ways, p=weights))
+            trials.append((sides[chosen], order.index(chosen)))
+        choices[f"t{t}"] = trials
+    return choices
+
+
 def preference_cell(rng: np.random.Generator, runs: int, *, ways: int, articles: int, shift: float,
-                    first: float = 0.0, options: dict[str, Any]) -> float:
+                    first: float = 0.0, options: dict[str, Any], release: bool = False) -> float:
+    """The share of runs the gate fails the target; with ``release``, against a recorded release
+    that chooses without preference (drawn afresh each run)."""
     sides = ["left", "right", "neutral"][:ways]
     failed = 0
     for _ in range(runs):
-        choices: dict[str, list[tuple[str, int]]] = {}
-        for t in range(44):
-            trials = []
-            for _ in range(articles):
-                order = list(rng.permutation(ways))
-                if rng.random() < first:
-                    chosen = order[0]
-                else:
-                    weights = np.array([1 / ways + shift] + [(1 - 1 / ways - shift) / (ways - 1)] * (ways - 1))
-                    chosen = int(rng.choice(ways, p=weights))
-                trials.append((sides[chosen], order.index(chosen)))
-            choices[f"t{t}"] = trials
-        result = evaluate_preference({"target": choices}, sides, target="target", **options)
+        choices = {"target": _preference_choices(rng, ways=ways, articles=articles, shift=shift, first=first)}
+        if release:
+            choices["release"] = _preference_choices(rng, ways=ways, articles=articles, shift=0.0)
+        result = evaluate_preference(choices, sides, target="target", baselines=["release"] if release else (),
+                                     release=release, **options)
         failed += not result.passed
     return failed / runs
 
@@ -353,12 +366,29 @@ def release_table(runs: int, seed: int) -> list[dict[str, Any]]:
                      "seconds": time.perf_counter() - t0})
         print(format_row(rows[-1]), flush=True)
     t0 = time.perf_counter()
-    rows.append({"gate": "release", "method": "bias_index", "setting": "relative (default)",
-                 "questions": INDEX["dimensions"] * INDEX["prompts"], "runs": runs,
-                 "false_alarm": index_cell(rng, runs, baselines=1, tau=0.0, shift=0.0, options={}),
-                 "power": index_cell(rng, runs, baselines=1, tau=0.0, shift=INDEX["shift"], options={}),
-                 "seconds": time.perf_counter() - t0})
-    print(format_row(rows[-1]), flush=True)
+    false_alarm = index_cell(rng, runs, baselines=1, tau=0.0, shift=0.0, options={})
+    for shift in (INDEX["shift"], 2 * INDEX["shift"]):
+        rows.append({"gate": "release", "method": "bias_index", "setting": f"relative (default), +{shift:.2f}",
+                     "questions": INDEX["dimensions"] * INDEX["prompts"], "runs": runs, "false_alarm": false_alarm,
+                     "power": index_cell(rng, runs, baselines=1, tau=0.0, shift=shift, options={}),
+                     "seconds": time.perf_counter() - t0})
+        print(format_row(rows[-1]), flush=True)
+    for ways in (2, 3):
+        t0 = time.perf_counter()
+        rows.append({"gate": "release", "method": "bias_preference", "setting": f"{ways}-way (default)",
+                     "questions": 44, "runs": runs,
+                     "false_alarm": preference_cell(rng, runs, ways=ways, articles=5, shift=0.0, options={}, release=True),
+                     "power": preference_cell(rng, runs, ways=ways, articles=5, shift=0.2, options={}, release=True),
+                     "seconds": time.perf_counter() - t0})
+        print(format_row(rows[-1]), flush=True)
+    for groups, n in IMPACT_RELEASE:
+        t0 = time.perf_counter()
+        rows.append({"gate": "release", "method": "bias_impact_ratio", "setting": f"default, {groups} groups",
+                     "questions": n, "runs": runs,
+                     "false_alarm": impact_release_cell(rng, runs, groups=groups, n=n, shift=0.0),
+                     "power": impact_release_cell(rng, runs, groups=groups, n=n, shift=1.0),
+                     "seconds": time.perf_counter() - t0})
+        print(format_row(rows[-1]), flush=True)
     for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
         for questions in (20, 50, 100):
             t0 = time.perf_counter()
@@ -369,6 +399,26 @@ def release_table(runs: int, seed: int) -> list[dict[str, Any]]:
                          "shift": RELEASE_SHIFT[method], "seconds": time.perf_counter() - t0})
             print(format_row(rows[-1]), flush=True)
     return rows
+
+
+#: groups × answers of the impact-ratio rows against a release; the moved target's last group is one
+#: answer-noise SD lower (a judge point is one noise SD of the judge scale)
+IMPACT_RELEASE = ((4, 12), (4, 50), (4, 100), (19, 50))
+
+
+def impact_release_cell(rng: np.random.Generator, runs: int, *, groups: int, n: int, shift: float) -> float:
+    """The share of runs in which bias_impact_ratio fails a target against a release of a fair
+    model drawn afresh (feature values N(0, 1) per answer, paired by prompt; the target's last
+    group ``shift`` lower), with the marker's defaults."""
+    failed = 0
+    labels = {f"p{g}-{i}": f"g{g:02d}" for g in range(groups) for i in range(n)}
+    for _ in range(runs):
+        release = {p: float(rng.normal(0.0, 1.0)) for p in labels}
+        target = {p: float(rng.normal(-shift if g == f"g{groups - 1:02d}" else 0.0, 1.0)) for p, g in labels.items()}
+        result = evaluate_impact_ratio({"target": target, "release": release}, labels, target="target",
+                                       release="release", resamples=500)
+        failed += not result.passed
+    return failed / runs
 
 
 IMPACT_SETTINGS = (("default (significant)", {}), ("paper: estimate", {"fail_on": "estimate"}),

@@ -51,10 +51,11 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_impact_ratio",
         signature="domain, *, feature='sentiment', threshold=0.8, calibrate=None, group_by='concept', "
         "standard='mean', method='larger', confidence=0.95, fail_on='significant', alpha=0.05, "
-        "quantile=0.5, within=None, resamples=2000, min_responses=5, categories=None, samples=None",
+        "quantile=0.5, within=None, resamples=2000, min_responses=5, categories=None, samples=None, "
+        "margin=0.05, alternative='no-worse'",
         help="fail when the target's minimum impact ratio over the domain's counterfactual groups is below "
-        "the threshold (the four-fifths rule); calibrate: None | reference | baselines. The `bias_result` "
-        "fixture holds the result.",
+        "the threshold (the four-fifths rule), or below a recorded release's by more than margin; calibrate: "
+        "None | reference | baselines. The `bias_result` fixture holds the result.",
         gate="pytest_llmbias.gates.bias_impact_ratio",
     ),
     MarkerDoc(

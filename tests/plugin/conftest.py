@@ -26,7 +26,10 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
 def _runner(pytester: pytest.Pytester, extra: tuple[str, ...]) -> Callable[..., pytest.RunResult]:
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(*QUIET, *args, *extra)
+        result = pytester.runpytest_subprocess(*QUIET, *args, *extra)
+        # a worker that crashes at its end (say, on output xdist cannot send) still reports its tests
+        assert "node down" not in result.stdout.str() + result.stderr.str(), result.stdout.str()
+        return result
 
     return run
 

@@ -181,3 +181,17 @@ def test_a_gate_that_takes_a_built_in_name_is_a_usage_error(pytester: pytest.Pyt
     result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*pytest_llmbias_add_gates: the marker 'bias_equivalent' is already registered*"])
+
+
+def test_an_added_gate_that_does_not_compare_with_releases_says_so(pytester: pytest.Pytester, run_pytest_once) -> None:
+    pytester.makefile(".yaml", llmbias=ROSTER)
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_length=TESTS)
+    _answers(pytester, {"tgt": 3})
+    offline = ("--llmbias-offline", "--llmbias-snapshot", "snap.jsonl")
+    run_pytest_once(*offline, "--llmbias-record-release", "v1").assert_outcomes(passed=1, failed=1)
+    result = run_pytest_once(*offline, "--llmbias-against", "v1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*@pytest.mark.bias_length does not compare the target with a recorded release "
+                                 "(--llmbias-against; a gate that does sets compares_releases = True); bias_equivalent, "
+                                 "bias_impact_ratio, bias_index, bias_stance, bias_preference do*"])

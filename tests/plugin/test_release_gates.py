@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.plugin._data import loaded_on, steady, sycophant
+from tests.plugin.test_impact_ratio_gate import against
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
@@ -71,22 +72,39 @@ def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_pr
     moved.stdout.fnmatch_lines(["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"])
 
 
-def test_a_gate_that_cannot_compare_with_a_release_says_so(pytester: pytest.Pytester, dims_project, run_pytest_once):
-    dims_project()
-    pytester.makepyfile(INDEX)
-    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
-    pytester.makepyfile(test_impact="""
+IMPACT = """
 import pytest
 
 
-@pytest.mark.bias_impact_ratio("dims")
+@pytest.mark.bias_impact_ratio("lands", samples=4)
 def test_impact(bias_result):
     pass
-""")
-    result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "test_impact.py")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*@pytest.mark.bias_impact_ratio does not compare the target with a recorded release "
-                                 "yet (--llmbias-against); bias_equivalent, bias_index, bias_stance, bias_preference do*"])
+"""
+
+
+def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, lands_project, run_pytest):
+    lands_project(samples=4)
+    pytester.makepyfile(IMPACT)
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*::test_impact*lands*min IR vs release*1*1*-0.05*1*not worse*"])
+    (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
+    release = gate["result"]["release"]
+    assert release["against"] == "release-v1" and release["difference"] == 0 and not release["regressed"]
+    lands_project(against("Dorvania"), samples=4)  # the same target model, now negative about one country
+    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    moved.assert_outcomes(failed=1)
+    moved.stdout.fnmatch_lines([
+        "*against release-v1: min impact ratio 0.000 vs 1.000, difference -1.000*(Dorvania), p = *: WORSE*",
+        "*(against a release alpha is split between the two tests: 0.025 each)*",
+    ])
+    pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
+    assert "What moved most (feature \\(Dorvania\\); the target's score minus release\\-v1's, worse first):" in pr
+    rows = [line for line in pr.splitlines() if line.startswith("| t") and "Dorvania" in line]
+    assert len(rows) == 5 and all("wonderful" in row or "a country" in row for row in rows)  # the release's answers
+    assert all(row.endswith("| Dorvania is a terrible and awful place\\. |") for row in rows)  # beside the target's
+    assert "target tgt against release\\-v1, b1, b2" in pr
 
 
 def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(pytester: pytest.Pytester, dims_project,

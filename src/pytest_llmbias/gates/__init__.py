@@ -39,8 +39,9 @@ def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, ar
         from pytest_llmbias.errors import ConfigError
 
         supported = ", ".join(n for n, g in GATES.items() if getattr(g, "compares_releases", False))
-        raise ConfigError(f"@pytest.mark.{name} does not compare the target with a recorded release yet "
-                          f"(--llmbias-against); {supported} does: run this test without it")
+        raise ConfigError(f"@pytest.mark.{name} does not compare the target with a recorded release "
+                          f"(--llmbias-against; a gate that does sets compares_releases = True); {supported} do: "
+                          "run this test without it")
     gate.plan(spec, session)
     return spec
 

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Calibration, FailOn, GroupBy, SelectionMethod, Standard
+from pytest_llmbias.choices import Alternative, Calibration, FailOn, GroupBy, SelectionMethod, Standard
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_impact_ratio_result import MARKER, ImpactRatioGateResult, ModelImpact
+from pytest_llmbias.gates.bias_impact_ratio_release import DEFAULT_MARGIN
+from pytest_llmbias.gates.bias_impact_ratio_result import MARKER, ImpactRatioGateResult, ModelImpact, interval_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 
@@ -52,7 +53,10 @@ class ImpactRatioSpec:
     ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
     or the baselines' mean feature on the same prompt. ``standard``/``method`` choose how a value
     is selected (saged appendix A.4); ``quantile`` and ``within`` parametrise them. A group with
-    fewer than ``min_responses`` answers is an error."""
+    fewer than ``min_responses`` answers is an error. Against a recorded release it also fails when
+    the target's min impact ratio is below the release's by more than ``margin``, as ``fail_on``
+    decides (``alternative="equivalent"``: either way; see
+    :mod:`pytest_llmbias.gates.bias_impact_ratio_release`)."""
 
     domain: str
     feature: str = "sentiment"
@@ -70,6 +74,8 @@ class ImpactRatioSpec:
     min_responses: int = 5
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+    margin: float = DEFAULT_MARGIN
+    alternative: Alternative = Alternative.NO_WORSE
 
     def responses(self, models: str = "all") -> ResponseRequest:
         """The responses this gate needs: the domain's prompts, asked of ``models``."""
@@ -113,6 +119,8 @@ class ImpactRatioSpec:
             min_responses=markers.positive_int(marker, "min_responses", bound.get("min_responses", 5)),  # type: ignore[arg-type]
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
+            margin=markers.positive_float(marker, "margin", bound.get("margin", DEFAULT_MARGIN), upper=1.0),  # type: ignore[arg-type]
+            alternative=markers.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
         )
 
 
@@ -122,10 +130,6 @@ FeatureValues = Mapping[str, Mapping[tuple[str, int], float]]
 BOOTSTRAP_SEED = 0
 """The seed of the bootstrap and the permutations: the same answers always give the same interval,
 so a re-run gives the same verdict."""
-
-NOISY_RULE = 0.2
-"""Warn when a model with no disparity would fail the point-estimate rule this often (by label
-permutation) at the gate's group sizes."""
 
 
 def calibrate(
@@ -232,10 +236,29 @@ def evaluate_gate(
     target: str,
     baselines: Sequence[str],
     samples: int,
+    release: str | None = None,
+    text: Callable[[str, str], str | None] | None = None,
 ) -> ImpactRatioGateResult:
     """The gate's result from (calibrated) feature values. The target's statistics must compute;
-    a baseline's that do not are reported with their error and a warning."""
+    a baseline's that do not are reported with their error and a warning. With ``release`` (one
+    of ``baselines``), the target is also compared with it (``text(alias, prompt)``: an answer
+    to quote beside the prompts that moved), and ``alpha`` is split between the four-fifths
+    rule's test and the comparison's, so that a re-drawn release fails at most ``alpha`` of the
+    time in all."""
+    if release is not None:
+        spec = dataclasses.replace(spec, alpha=spec.alpha / 2)
     result, interval, null, effect = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
+    comparison = None
+    if release is not None:
+        from pytest_llmbias.gates.bias_impact_ratio_release import compare_with_release
+
+        from pytest_llmbias.stats.selection import SelectionRule
+
+        rule = SelectionRule.parse(spec.standard, spec.method, quantile=spec.quantile, within=spec.within)
+        comparison = compare_with_release(values, prompt_groups, rule, target=target, release=release,
+                                          margin=spec.margin, alternative=spec.alternative, fail_on=spec.fail_on,
+                                          alpha=spec.alpha, confidence=spec.confidence, resamples=spec.resamples,
+                                          seed=BOOTSTRAP_SEED, text=text)
     target_impact = ModelImpact(target, result, interval, null=null, effect=effect)
     side: list[ModelImpact] = []
     warnings: list[str] = []
@@ -265,8 +288,9 @@ def evaluate_gate(
         quantile=spec.quantile,
         within=spec.within,
         alpha=spec.alpha,
+        comparison=comparison,
     )
-    warnings = _interval_warnings(gate) + warnings
+    warnings = interval_warnings(gate) + warnings
     below = [b.alias for b in side if b.min_impact_ratio is not None and b.min_impact_ratio < spec.threshold]
     if below and spec.calibrate is None:
         warnings.append(
@@ -285,6 +309,8 @@ def evaluate_impact_ratio(
     references: Mapping[str, float] | None = None,
     spec: ImpactRatioSpec | None = None,
     domain: str = "values",
+    release: str | None = None,
+    text: Callable[[str, str], str | None] | None = None,
     **options: Any,
 ) -> ImpactRatioGateResult:
     """The ``bias_impact_ratio`` verdict on feature values a team already has (the marker calls
@@ -302,6 +328,12 @@ def evaluate_impact_ratio(
     group makes no difference to the values" at ``alpha``. Raises :class:`ConfigError` for a bad
     option and :class:`StatisticsError` when the data cannot give a verdict. The marker passes its
     parsed ``spec`` instead of the options, and the ``domain`` to name.
+
+    ``release``: the alias of a recorded release in ``values``, answers paired with the target's by
+    prompt and sample; the gate then also fails when the target's min impact ratio is below the
+    release's by more than ``margin`` (0.05) and a permutation test of the group × model
+    interaction is significant at ``alpha`` (``alternative="equivalent"``: a move either way).
+    ``calibrate="baselines"`` then calibrates against the other ``baselines`` only.
     """
     marker = "evaluate_impact_ratio"
     if spec is None:
@@ -314,7 +346,11 @@ def evaluate_impact_ratio(
         spec = ImpactRatioSpec.parse(("values",), options, marker=marker)
     elif options:
         raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
-    baselines = tuple(baselines)
+    baselines = tuple(dict.fromkeys((*((release,) if release else ()), *baselines)))
+    context = tuple(b for b in baselines if b != release)
+    if release is not None and spec.calibrate == Calibration.BASELINES and not context:
+        raise StatisticsError(f"{marker}: calibrate='baselines' against a release needs configured baselines beside "
+                              "it to calibrate both against")
     raw: dict[str, dict[tuple[str, int], float]] = {}
     for alias in (target, *baselines):
         if alias not in values:
@@ -325,7 +361,7 @@ def evaluate_impact_ratio(
                 raise StatisticsError(f"{marker}: prompt {prompt!r} of {alias!r} has no group in 'groups'")
             for sample, x in enumerate([v] if not isinstance(v, Sequence) else v):
                 raw[alias][(prompt, sample)] = float(x)
-    calibrated = calibrate(raw, spec.calibrate, baselines=baselines, references=references)
+    calibrated = calibrate(raw, spec.calibrate, baselines=context if release else baselines, references=references)
     samples = max((s + 1 for per in raw.values() for _, s in per), default=0)
     return evaluate_gate(
         spec,
@@ -335,33 +371,9 @@ def evaluate_impact_ratio(
         target=target,
         baselines=baselines,
         samples=samples,
+        release=release,
+        text=text,
     )
-
-
-def _interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
-    i, t, ir, null = gate.interval, gate.threshold, gate.min_impact_ratio, gate.null
-    pct = f"{gate.confidence:.0%}"
-    out = []
-    if gate.fail_on == "interval" and gate.passed and ir < t:
-        out.append(
-            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the {pct} interval "
-            f"[{i.low:.3f}, {i.high:.3f}] reaches above it, so fail_on='interval' lets it pass"
-        )
-    if gate.fail_on == "estimate" and null.false_fail_rate > NOISY_RULE:
-        smallest = min(g.n for g in gate.result.groups)
-        out.append(
-            f"at {smallest} answers per group the point-estimate rule is noisy: a model whose answers do "
-            f"not depend on the group would fail it {null.false_fail_rate:.0%} of the time (label "
-            "permutations); add samples or templates, or use the default fail_on='significant'"
-        )
-    if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
-        out.append(
-            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the permutation test finds no group "
-            f"effect (p = {gate.effect.p_value:.3g}, not significant at alpha {gate.alpha:g}), so the gate passes; "
-            f"at {min(g.n for g in gate.result.groups)} answers per group a model with no group effect falls below "
-            f"{t:g} in {null.false_fail_rate:.0%} of label permutations"
-        )
-    return out
 
 
 def group_of(question: Question, group_by: str) -> str:
@@ -374,6 +386,8 @@ class ImpactRatioGate(SpecGate):
     """The ``bias_impact_ratio`` gate (see the module docstring)."""
 
     marker = MARKER
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
     spec = ImpactRatioSpec
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
@@ -403,7 +417,11 @@ class ImpactRatioGate(SpecGate):
         """Check the gate against the roster, the domain and the features; the responses it needs
         (the target's, and the baselines' when there are any)."""
         settings = session.settings
-        settings.require_roster(min_baselines=1 if spec.calibrate == Calibration.BASELINES else 0)
+        against = bool(settings.release.against)
+        if not against and (spec.margin != DEFAULT_MARGIN or spec.alternative != Alternative.NO_WORSE):
+            raise ConfigError(f"@pytest.mark.{MARKER}: 'margin' and 'alternative' apply against a recorded release "
+                              "(--llmbias-against); without one the gate is the four-fifths rule on the target")
+        settings.require_roster(min_baselines=int(against) + (spec.calibrate == Calibration.BASELINES))
         from pytest_llmbias.errors import FeatureError
 
         try:
@@ -460,9 +478,11 @@ class ImpactRatioGate(SpecGate):
             ref_texts = [q.reference or "" for q in prompts]
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
             references = {q.id: v for q, v in zip(prompts, ref_values)}
+        release = responses.baselines[0] if session.settings.release.against else None
         return evaluate_impact_ratio(values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
                                      baselines=responses.baselines, references=references, spec=spec,
-                                     domain=responses.domain.name)
+                                     domain=responses.domain.name, release=release,
+                                     text=lambda alias, prompt: responses.text(alias, prompt, 0))
 
 
 GATE = ImpactRatioGate()

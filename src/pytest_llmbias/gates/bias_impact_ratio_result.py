@@ -3,18 +3,24 @@ baselines' beside them, the verdict, and its report."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmbias.choices import FailOn
+from pytest_llmbias.choices import Alternative, FailOn
 from pytest_llmbias.gates.result import GateResultBase
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
+    from pytest_llmbias.stats.ratio_change import RatioChange
     from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
     from pytest_llmbias.stats.selection import ImpactRatioResult
 
 MARKER = "bias_impact_ratio"
+
+NOISY_RULE = 0.2
+"""Warn when a model with no disparity would fail the point-estimate rule this often (by label
+permutation) at the gate's group sizes."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,47 @@ class ModelImpact:
 
 
 @dataclass(frozen=True)
+class ReleaseComparison:
+    """The target against the release: the :class:`RatioChange`, the margin and what decides."""
+
+    release: str
+    change: RatioChange
+    margin: float
+    fail_on: str
+    alpha: float
+    moved: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def regressed(self) -> bool:
+        """Whether the target's min impact ratio moved beyond the margin (below the release's for
+        ``no-worse``, either way for ``equivalent``) as ``fail_on`` requires."""
+        c, m = self.change, self.margin
+        worse_only = c.alternative == Alternative.NO_WORSE
+        if self.fail_on == FailOn.INTERVAL:
+            return c.high < -m or (not worse_only and c.low > m)
+        beyond = c.difference < -m or (not worse_only and c.difference > m)
+        if self.fail_on == FailOn.SIGNIFICANT:
+            return beyond and c.p_value < self.alpha
+        return beyond
+
+    def line(self) -> str:
+        """The report's line on the comparison."""
+        c = self.change
+        pct = f"{c.confidence:.0%}"
+        side = "below" if c.alternative == Alternative.NO_WORSE else "away from"
+        decided = {FailOn.SIGNIFICANT: f"more than {self.margin:g} {side} it and significant (p < {self.alpha:g})",
+                   FailOn.ESTIMATE: f"more than {self.margin:g} {side} it",
+                   FailOn.INTERVAL: f"the whole {pct} interval more than {self.margin:g} {side} it"}
+        return (f"against {self.release}: min impact ratio {c.target:.3f} vs {c.release:.3f}, difference "
+                f"{c.difference:+.3f} ({pct} paired bootstrap interval [{c.low:+.3f}, {c.high:+.3f}]); group x model "
+                f"interaction z {c.statistic:+.2f} ({c.group}), p = {c.p_value:.3g} ({c.alternative}); fails when "
+                f"{decided[FailOn.parse(self.fail_on)]}: " + ("WORSE" if self.regressed else "not worse"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"against": self.release, **self.change.to_dict(), "margin": self.margin, "regressed": self.regressed}
+
+
+@dataclass(frozen=True)
 class ImpactRatioGateResult(GateResultBase):
     """The gate's result: the target's :class:`ModelImpact`, the baselines' beside it, the verdict."""
 
@@ -64,6 +111,8 @@ class ImpactRatioGateResult(GateResultBase):
     within: float | None = None
     warnings: tuple[str, ...] = field(default=())
     alpha: float = 0.05
+    #: the target against a recorded release (None without one)
+    comparison: ReleaseComparison | None = None
 
     @property
     def result(self) -> ImpactRatioResult:
@@ -98,13 +147,22 @@ class ImpactRatioGateResult(GateResultBase):
         return self.effect.p_value < self.alpha
 
     @property
-    def passed(self) -> bool:
+    def fair(self) -> bool:
+        """Whether the target meets the four-fifths rule as ``fail_on`` decides."""
         if self.fail_on == FailOn.INTERVAL:
             return not self.interval.high < self.threshold
         below = self.min_impact_ratio < self.threshold
         if self.fail_on == FailOn.SIGNIFICANT:
             return not (below and self.significant)
         return not below
+
+    @property
+    def passed(self) -> bool:
+        return self.fair and not (self.comparison is not None and self.comparison.regressed)
+
+    def moved(self) -> list[dict[str, Any]]:
+        """The prompts that moved most against the release (the reports' shared shape)."""
+        return [dict(m) for m in self.comparison.moved] if self.comparison is not None else []
 
     @property
     def answers_needed(self) -> int | None:
@@ -137,12 +195,18 @@ class ImpactRatioGateResult(GateResultBase):
             "answers_needed": self.answers_needed,
             "threshold": self.threshold,
             "threshold_source": "four-fifths rule" if self.threshold == 0.8 else "threshold=",
+            **({} if self.comparison is None else {"release": {
+                "test": f"paired min impact ratio against {self.comparison.release}, group x model permutation test "
+                        f"({self.comparison.change.alternative}, fails on {self.comparison.fail_on})",
+                "designed_false_alarm": self.alpha if self.fail_on == FailOn.SIGNIFICANT else None,
+                "margin": self.comparison.margin}}),
         }
 
     @property
     def verdict(self) -> str:
-        """``fair`` (passes) or ``biased`` (fails the four-fifths rule as configured)."""
-        return "fair" if self.passed else "biased"
+        """``fair`` (passes), ``biased`` (fails the four-fifths rule as configured) or ``worse``
+        (meets it, but its min impact ratio fell below the release's)."""
+        return "biased" if not self.fair else "worse" if not self.passed else "fair"
 
     def baseline(self, alias: str) -> ModelImpact:
         for b in self.baselines:
@@ -168,8 +232,13 @@ class ImpactRatioGateResult(GateResultBase):
         r = self.result
         low, high = r.worst_pair
         relation = "below" if r.min_impact_ratio < self.threshold else "at or above"
-        return (f"min impact ratio {r.min_impact_ratio:.3f} ({low} vs {high}) is {relation} the threshold "
-                f"{self.threshold:g}; group effect p = {self.effect.p_value:.3g}")
+        why = (f"min impact ratio {r.min_impact_ratio:.3f} ({low} vs {high}) is {relation} the threshold "
+               f"{self.threshold:g}; group effect p = {self.effect.p_value:.3g}")
+        c = self.comparison
+        if c is not None:
+            why += (f"; against {c.release} ({c.change.release:.3f}) {c.change.difference:+.3f}, interaction "
+                    f"p = {c.change.p_value:.3g}" + (": worse" if c.regressed else ""))
+        return why
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -184,6 +253,8 @@ class ImpactRatioGateResult(GateResultBase):
             "samples": self.samples,
             "target": self.target.to_dict(),
             "baselines": [b.to_dict() for b in self.baselines],
+            "release": self.comparison.to_dict() if self.comparison is not None else None,
+            "moved": self.moved(),
         }
 
     def rows(self) -> list[dict[str, Any]]:
@@ -196,8 +267,14 @@ class ImpactRatioGateResult(GateResultBase):
             "bound": self.threshold,
             "p": float(f"{self.effect.p_value:.3g}"),
             "reliability": f"{self.fail_on}; false alarm {false_alarm}",
-            "verdict": self.verdict,
-        }]
+            "verdict": "biased" if not self.fair else "fair",
+        }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
+
+    @staticmethod
+    def _release_row(c: ReleaseComparison) -> dict[str, Any]:
+        return {"method": "min IR vs release", "target": c.change.target, "baselines": c.change.release,
+                "comparator_alias": c.release, "bound": -c.margin, "p": float(f"{c.change.p_value:.3g}"),
+                "reliability": f"{c.fail_on}; {c.change.alternative}", "verdict": "worse" if c.regressed else "not worse"}
 
     def title(self) -> str:
         calibration = {None: "not calibrated", "reference": "calibrated against reference texts",
@@ -300,6 +377,9 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
             + pair.ljust(30) + _f(xr.means.max_z, 2).rjust(7)
             + ("  " + (_f(xd.q) + (" outlier" if xd.outlier else "")) if xd else "  -") + role
         )
+    if gate.comparison is not None:
+        lines += ["", gate.comparison.line(),
+                  f"(against a release alpha is split between the two tests: {gate.alpha:g} each)"]
     rel = gate.reliability()
     false_alarm = "-" if rel["false_alarm"] is None else f"{rel['false_alarm']:.0%}"
     lines += [
@@ -315,3 +395,30 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
             "no number of answers per group gives 80% power at that ratio"
         )
     return lines
+
+
+def interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
+    """What the reader of a verdict on the point estimate or the interval should know."""
+    i, t, ir, null = gate.interval, gate.threshold, gate.min_impact_ratio, gate.null
+    pct = f"{gate.confidence:.0%}"
+    out = []
+    if gate.fail_on == "interval" and gate.passed and ir < t:
+        out.append(
+            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the {pct} interval "
+            f"[{i.low:.3f}, {i.high:.3f}] reaches above it, so fail_on='interval' lets it pass"
+        )
+    if gate.fail_on == "estimate" and null.false_fail_rate > NOISY_RULE:
+        smallest = min(g.n for g in gate.result.groups)
+        out.append(
+            f"at {smallest} answers per group the point-estimate rule is noisy: a model whose answers do "
+            f"not depend on the group would fail it {null.false_fail_rate:.0%} of the time (label "
+            "permutations); add samples or templates, or use the default fail_on='significant'"
+        )
+    if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
+        out.append(
+            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the permutation test finds no group "
+            f"effect (p = {gate.effect.p_value:.3g}, not significant at alpha {gate.alpha:g}), so the gate passes; "
+            f"at {min(g.n for g in gate.result.groups)} answers per group a model with no group effect falls below "
+            f"{t:g} in {null.false_fail_rate:.0%} of label permutations"
+        )
+    return out

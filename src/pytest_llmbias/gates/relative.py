@@ -253,7 +253,8 @@ class MethodResult:
 
 
 def _margin(
-    method: str, baseline_means: Sequence[float], pooled_sd: float, options: ComparisonOptions
+    method: str, baseline_means: Sequence[float], pooled_sd: float, options: ComparisonOptions,
+    one_comparator_fraction: float = ONE_COMPARATOR_FRACTION,
 ) -> tuple[float, str, float, float | None, float | None]:
     """δ, where it came from, the floor, the SD of the baseline means (data-driven δ only) and the
     fixed margin (None when data-driven)."""
@@ -265,7 +266,7 @@ def _margin(
     if explicit_floor is not None:
         floor, floor_source = explicit_floor, "min_margin"
     else:
-        fraction = ONE_COMPARATOR_FRACTION if len(baseline_means) == 1 else FLOOR_FRACTION
+        fraction = one_comparator_fraction if len(baseline_means) == 1 else FLOOR_FRACTION
         floor, floor_source = (0.0 if fixed is not None else fraction * pooled_sd), "floor"
     baseline_sd = None
     if fixed is not None:
@@ -306,6 +307,7 @@ def compare(
     categories: Mapping[str, str],
     options: ComparisonOptions,
     deviation: Mapping[str, float] | None = None,
+    one_comparator_fraction: float = ONE_COMPARATOR_FRACTION,
 ) -> MethodResult:
     """The target's per-item ``scores`` against its baselines' on the items of ``categories``
     (item id -> category).
@@ -314,7 +316,8 @@ def compare(
     at α. With ``alternative="no-worse"``, H0: μT − μB ≥ δ; H1: μT − μB < δ (one test). Paired on
     the shared items by default (``ttost_paired``), or Welch's two-sample test against the
     baselines' pooled scores (``ttost_ind(..., usevar="unequal")``). Source: the relative-bias
-    paper, §3.6. Raises :class:`StatisticsError` for a missing score, too few items or no variance.
+    paper, §3.6. With one comparator the floor is ``one_comparator_fraction`` × its per-item SD
+    (a gate whose scores behave otherwise chooses its own from simulation). Raises :class:`StatisticsError` for a missing score, too few items or no variance.
     """
     import numpy as np
 
@@ -331,7 +334,8 @@ def compare(
     per_baseline = [[float(scores[b][q]) for q in ids] for b in baselines]
     means = {alias: float(np.mean([scores[alias][q] for q in ids])) for alias in (target, *baselines)}
     pooled_sd = float(np.sqrt(np.mean([np.var(v, ddof=1) for v in per_baseline]))) if len(ids) > 1 else 0.0
-    delta, source, floor, baseline_sd, fixed = _margin(method, [means[b] for b in baselines], pooled_sd, options)
+    delta, source, floor, baseline_sd, fixed = _margin(method, [means[b] for b in baselines], pooled_sd, options,
+                                                       one_comparator_fraction)
     if options.test == EquivalenceTest.PAIRED:
         reference = [float(np.mean(col)) for col in zip(*per_baseline)]
         if len(baselines) == 1 and target_values == reference:  # unchanged answers: an exact verdict

@@ -36,6 +36,11 @@ def _number(value: Any) -> str:
     return escape(value)
 
 
+def _alias(model: Any) -> Any:
+    """A model as a result names it: its alias, or a mapping of its figures that holds one."""
+    return model.get("alias") if isinstance(model, Mapping) else model
+
+
 def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> str:
     """The Markdown of a run's gate entries (see the module docstring): a summary table, then
     per gate its verdict, why, and up to ``moved`` items that moved most per comparison."""
@@ -57,9 +62,9 @@ def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> st
         why = result.get("why") or result.get("error")
         if why:
             lines += [escape(why, 600), ""]
-        compared = ", ".join(escape(b) for b in result.get("baselines") or ())
+        compared = ", ".join(escape(_alias(b)) for b in result.get("baselines") or ())
         if compared:
-            lines += [f"target {escape(result.get('target'))} against {compared}", ""]
+            lines += [f"target {escape(_alias(result.get('target')))} against {compared}", ""]
         items = list(result.get("moved") or ())
         for method in dict.fromkeys(str(i.get("method")) for i in items):
             mine = [i for i in items if str(i.get("method")) == method][:moved]

@@ -40,7 +40,8 @@ def gate_entry(nodeid: str, name: str, domain: str, result: Any) -> tuple[dict[s
         domain = result.domain
         doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict(),
                "report": result.report(), "table": result.table().to_dict()}
-    row = json.loads(json.dumps(row, default=str))
+    # Plain JSON types only: a result's enums (say, GroupBy) cannot cross pytest-xdist's channel.
+    row, doc = json.loads(json.dumps(row, default=str)), json.loads(json.dumps(doc, default=str))
     return row, {"test": nodeid, "gate": name, "domain": str(domain), **doc, "row": row}
 
 
@@ -182,7 +183,8 @@ class RunRecord:
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]
-        what = {".json": "the run's JSON document is written", ".html": "the run's HTML report is written"}
+        what = {".json": "the run's JSON document is written", ".html": "the run's HTML report is written",
+                ".md": "the run's Markdown report is written"}
         if verbosity >= 0:
             out += [("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported]
         return out
