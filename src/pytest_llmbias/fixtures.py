@@ -25,7 +25,7 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
         pytest.fail("the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False)
     plugin = plugin_of(request.config)
     try:
-        return plugin.session.responses(specs["bias_responses"])
+        return plugin.session_for(request.node, "bias_responses").responses(specs["bias_responses"])
     except (MissingResponsesError, StoreError) as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)

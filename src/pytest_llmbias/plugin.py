@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 _session_key = pytest.StashKey["_Plugin"]()
 SPEC_KEY = pytest.StashKey[dict]()
+#: marker name -> the release its ``against=`` names (None: the run's)
+AGAINST_KEY = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
 _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report section of its text
 
@@ -138,6 +140,10 @@ class _Plugin:
         names = [d.name for d in self.registry.docs]
         return [(i, n, m) for i in items for n in names if (m := i.get_closest_marker(n)) is not None]
 
+    def session_for(self, item: pytest.Item, name: str) -> Any:
+        """The session as the item's marker ``name`` sees it (its ``against=`` release, if any)."""
+        return self.session.against(item.stash.get(AGAINST_KEY, {}).get(name))
+
     def gate_marker(self, item: pytest.Item) -> str | None:
         """The name of the item's gate marker (one whose test passes or fails on a result), if any."""
         specs = item.stash.get(SPEC_KEY, None)
@@ -163,16 +169,18 @@ class _Plugin:
         if not marked:
             return
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.gates import plan_marker
+        from pytest_llmbias.gates import marker_release, plan_marker
 
         core, gates = self.session, []
         for item, name, marker in marked:
             gate = self.registry.gate(name)
             try:
-                spec = plan_marker(gate, core, name, marker.args, marker.kwargs)  # type: ignore[arg-type]
+                against, kwargs = marker_release(name, marker.kwargs)
+                spec = plan_marker(gate, core.against(against), name, marker.args, kwargs)  # type: ignore[arg-type]
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(SPEC_KEY, {})[name] = spec
+            item.stash.setdefault(AGAINST_KEY, {})[name] = against
             if gate is not None:
                 gates.append((item.nodeid, gate, spec))
         _check_spending(self.config, core, gates, worker=self.is_worker)
@@ -230,11 +238,13 @@ class _Plugin:
             name = self.gate_marker(item)
             assert name is not None
             spec = item.stash[SPEC_KEY][name]
+            view = self.session_for(item, name)
             try:
-                result = self.registry.gate(name).evaluate(spec, self.session)  # type: ignore[union-attr]
+                result = self.registry.gate(name).evaluate(spec, view)  # type: ignore[union-attr]
             except (LLMBiasError, ValueError) as exc:
-                result = exc
-            row, self.reports.record.gate_docs[item.nodeid] = gate_entry(item.nodeid, name, spec.domain, result)
+                result = view.inconclusive(exc, spec.domain)
+            row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
+                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name))
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result

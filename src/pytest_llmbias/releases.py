@@ -194,6 +194,19 @@ def apply_release(settings: Settings) -> Settings:
     return dataclasses.replace(settings, baselines=(release.spec(), *settings.baselines), store=store)
 
 
+def settings_against(settings: Settings, ref: str) -> Settings:
+    """``settings`` (as :func:`apply_release` left them) compared with release ``ref`` instead of
+    the run's own: its release, if any, taken out of the baselines and the snapshots first. The
+    errors of :func:`apply_release`."""
+    base = settings
+    if settings.release.against:
+        current = Release.load(settings.release.against, settings.release.dir)
+        store = dataclasses.replace(settings.store, snapshots=tuple(p for p in settings.store.snapshots
+                                                                    if Path(p) != current.responses))
+        base = dataclasses.replace(settings, baselines=settings.context, store=store)
+    return apply_release(dataclasses.replace(base, release=dataclasses.replace(base.release, against=ref)))
+
+
 def domain_items(domain: Domain) -> dict[str, Any]:
     """A domain's items as a release records them: question id -> its content; ``topic:<id>`` ->
     a topic's title and perspectives."""

@@ -40,6 +40,7 @@ from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
+    from pytest_llmbias.release_view import ReleaseView
     from pytest_llmbias.releases import Release
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
@@ -68,7 +69,10 @@ class BiasSession:
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
         self._notes: list[str] = []
-        self._release: Release | None = None  # the release compared against, read once
+        self._releases: dict[str, Release] = {}  # the releases compared against, each read once
+        self._views: dict[str, ReleaseView] = {}  # per release a marker names with against=
+        self._models: dict[str, ModelSpec] = {}  # the models of those releases, by alias
+        self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
         self._limiters: dict[str, RateLimiter] = {}
@@ -92,20 +96,56 @@ class BiasSession:
 
     # -- configuration ---------------------------------------------------------------------
 
-    def domain(self, name: str) -> Domain:
-        """Load a domain once per session (configured paths, then built-ins, or a file path)."""
-        if name not in self._domains:
+    def domain(self, name: str, *, against: str | None = None) -> Domain:
+        """Load a domain once per session (configured paths, then built-ins, or a file path); when
+        compared with a release (``against``, else the run's), the items it was asked, unchanged."""
+        release_ref = against or self.settings.release.against
+        key = f"{name}\0{release_ref or ''}"
+        if key not in self._domains:
             domain = load_domain(name, self.settings.domains.paths)
-            if self.settings.release.against:  # compared with a release: the items it was asked, unchanged
+            if release_ref:
                 from pytest_llmbias.releases import Release, shared_domain
 
-                if self._release is None:
-                    self._release = Release.load(self.settings.release.against, self.settings.release.dir)
-                domain, note = shared_domain(domain, self._release)
+                if release_ref not in self._releases:
+                    self._releases[release_ref] = Release.load(release_ref, self.settings.release.dir)
+                domain, note = shared_domain(domain, self._releases[release_ref])
                 if note is not None:
                     self._notes.append(note)
-            self._domains[name] = domain
-        return self._domains[name]
+                    self._changed[key] = note
+            self._domains[key] = domain
+        return self._domains[key]
+
+    def inconclusive(self, exc: Exception, domain: str, *, against: str | None = None) -> Exception:
+        """``exc``, the error that stopped a gate on ``domain``; when that domain changed since the
+        release compared against, a :class:`StatisticsError` that says so: too few questions
+        left unchanged make the comparison inconclusive, and the reader should know why."""
+        note = self._changed.get(f"{domain}\0{against or self.settings.release.against or ''}")
+        if note is None:
+            return exc
+        from pytest_llmbias.errors import StatisticsError
+
+        return StatisticsError(f"inconclusive against the release: {exc} ({note})")
+
+    def against(self, release: str | None) -> BiasSession | ReleaseView:
+        """The session as a marker sees it: itself, or with ``release`` (a marker's ``against=``)
+        a :class:`~pytest_llmbias.release_view.ReleaseView` comparing the target with that
+        recorded release. ConfigError when it cannot be read (see
+        :func:`~pytest_llmbias.releases.settings_against`)."""
+        if release is None or release == self.settings.release.against:
+            return self
+        if release not in self._views:
+            from pytest_llmbias.release_view import ReleaseView
+            from pytest_llmbias.releases import settings_against
+
+            settings = settings_against(self.settings, release)
+            self.store.add_snapshots(settings.store.snapshots)
+            self._models[settings.comparators[0].alias] = settings.comparators[0]
+            self._views[release] = ReleaseView(self, settings)
+        return self._views[release]
+
+    def model(self, alias: str) -> ModelSpec:
+        """The model entry of ``alias``: the roster's, the judge's, or a release a marker named."""
+        return self._models[alias] if alias in self._models else self.settings.model(alias)
 
     @property
     def store(self) -> ResponseStore:
@@ -290,7 +330,7 @@ class BiasSession:
             work = collect(
                 planned,
                 store=self.store,
-                client=lambda alias: self.client(s.model(alias)),
+                client=lambda alias: self.client(self.model(alias)),
                 concurrency=s.collection.concurrency,
                 offline=s.store.offline,
                 on_progress=self.on_progress,

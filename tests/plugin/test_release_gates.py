@@ -133,3 +133,77 @@ def test_planning_a_comparison_counts_no_call_of_the_release(pytester: pytest.Py
     result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-plan")
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), result.stdout.str()
     result.stdout.fnmatch_lines(["*release-v1*24*24*0*"])  # the release's 24 calls: all stored, none to fetch
+
+
+PER_MARKER = """
+import pytest
+
+
+@pytest.mark.bias_index("dims", against="v1")
+def test_against_v1(bias_result):
+    assert bias_result.baselines == ("release-v1",)
+
+
+@pytest.mark.bias_index("dims")
+def test_against_the_runs(bias_result):
+    assert bias_result.baselines == ("release-v2",)
+
+
+@pytest.mark.bias_responses("dims", models="compared", against="v1")
+def test_answers_of_v1(bias_responses):
+    assert bias_responses.baselines == ("release-v1",)
+    assert bias_responses.text("release-v1", "fai-1") != bias_responses.text("tgt", "fai-1")  # v1 was not loaded
+"""
+
+
+def test_a_marker_names_its_own_release(pytester: pytest.Pytester, dims_project, run_pytest):
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    dims_project(loaded_on("faith"))  # the next release, loaded on one dimension, recorded as v2
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v2").assert_outcomes(failed=1)  # recorded all the same
+    pytester.makepyfile(PER_MARKER)
+    history = pytester.path / "history.sqlite"
+    result = run_pytest(*OFFLINE, "--llmbias-against", "v2", "--llmbias-json=run.json", f"--llmbias-history={history}")
+    # against v1 the loaded target is worse; against v2 (the run's) it answers as recorded
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
+    gates = {g["test"].rsplit("::", 1)[1]: g for g in
+             json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]}
+    assert gates["test_against_v1"]["against"] == "v1" and "against" not in gates["test_against_the_runs"]
+    import sqlite3
+
+    with sqlite3.connect(history) as db:
+        releases = dict(db.execute("SELECT test, release FROM gates WHERE test LIKE '%test_against%'").fetchall())
+    assert {t.rsplit("::", 1)[1]: r for t, r in releases.items()} == {"test_against_v1": "v1",
+                                                                        "test_against_the_runs": "v2"}
+    # without --llmbias-against the marker's own release still counts; the other marker has none
+    alone = run_pytest(*OFFLINE, "-k", "test_against_v1")
+    alone.assert_outcomes(failed=1)
+
+
+def test_a_bad_against_is_a_usage_error(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX.replace('("dims")', '("dims", against="v7")'))
+    result = run_pytest_once(*OFFLINE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_index*no release 'v7' recorded in *bias_releases: recorded: none*"])
+    pytester.makepyfile(INDEX.replace('("dims")', '("dims", against=7)'))
+    result = run_pytest_once(*OFFLINE)
+    result.stderr.fnmatch_lines(["*'against' must name a recorded release (a name or a folder), got 7*"])
+
+
+def test_a_domain_changed_below_the_gates_minimum_is_inconclusive(pytester: pytest.Pytester, dims_project,
+                                                                    run_pytest_once):
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    domain = pytester.path / "domains" / "dims.yaml"
+    text = domain.read_text(encoding="utf-8").replace("Describe group", "Portray group")  # every prompt edited
+    domain.write_text(text.replace("Portray group 1 in terms of speech.", "Describe group 1 in terms of speech."),
+                      encoding="utf-8")
+    result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*StatisticsError: inconclusive against the release: * (domain 'dims' changed since "
+                                 "release 'v1' was recorded: 0 item(s) added, 0 removed, 23 edited; the comparison uses "
+                                 "the 1 unchanged)*"])

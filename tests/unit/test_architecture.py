@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     # what is asked, and how answers are scored
     "planning": 4, "scoring": 4,
     # the service a gate uses
-    "session": 5, "llm": 5,
+    "session": 5, "release_view": 5, "llm": 5,
     # the gates: the comparison engine, the result base, one module (or a few) per gate, the registry
     "gates": 6,
     # reports of a run

@@ -23,11 +23,26 @@ GATES: dict[str, Gate[Any, Any]] = {
 
 
 
+def marker_release(name: str, kwargs: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """A marker's ``against=`` (the recorded release it compares with, overriding the run's
+    ``--llmbias-against``) and its other keyword arguments. ConfigError for a value that is not a
+    release's name or path."""
+    rest = dict(kwargs)
+    against = rest.pop("against", None)
+    if against is not None and (not isinstance(against, str) or not against.strip()):
+        from pytest_llmbias.errors import ConfigError
+
+        raise ConfigError(f"@pytest.mark.{name}: 'against' must name a recorded release (a name or a folder), "
+                          f"got {against!r}")
+    return (against.strip() if against else None), rest
+
+
 def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any]) -> Any:
-    """Parse one marker into its spec and register the calls it needs with ``session``: through
-    ``gate`` for a gate marker, as a :class:`~pytest_llmbias.planning.request.ResponseRequest`
-    for ``bias_responses`` (``gate`` None). ConfigError for a bad argument, roster or domain."""
+    """Parse one marker into its spec and register the calls it needs with ``session`` (the
+    view of it the marker's ``against=`` asks for: see :func:`marker_release`): through ``gate``
+    for a gate marker, as a :class:`~pytest_llmbias.planning.request.ResponseRequest` for
+    ``bias_responses`` (``gate`` None). ConfigError for a bad argument, roster or domain."""
     if gate is None:
         from pytest_llmbias.planning.request import ResponseRequest
 

@@ -67,6 +67,8 @@ def gate_rows(entries: Iterable[Mapping[str, Any]], hashes: Mapping[str, str] | 
                 "target_value": _number(m.get("target")), "comparator_value": _number(m.get("baselines")),
                 "bound": _number(m.get("bound")), "p": _number(m.get("p")), "reliability": m.get("reliability"),
                 "n": n if isinstance(n, int) else None,
+                # the release a marker named itself (against=) over the run's
+                **({"release": entry["against"]} if entry.get("against") else {}),
             })
     return out
 

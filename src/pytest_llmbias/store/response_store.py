@@ -47,6 +47,16 @@ class ResponseStore:
         self._labels: dict[str, dict[str, Any]] = {}
         self.run_id = run_id
 
+    def add_snapshots(self, paths: Iterable[Path]) -> None:
+        """Read ``paths`` too (those not read already), beneath the ones given at creation: a
+        release a marker compares with is known only once its marker is planned."""
+        if self.mode != "use":
+            return
+        new = tuple(Path(p) for p in paths if Path(p) not in self._snapshot_paths)
+        if new:
+            self._snapshot_paths += new
+            self._snapshots = None
+
     def _snapshot_layer(self) -> dict[str, Response]:
         if self._snapshots is None:
             layer = SnapshotLayer()
