@@ -141,12 +141,15 @@ class OpenAIServer:
         fault_seed: int | None = None,
         rate_limit: int | None = None,
         rate_retry_after: float = 1.0,
+        responders: dict[str, Any] | None = None,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.port: int = port
         self.latency: float = latency
         self.judges: frozenset[str] = frozenset(judges)  # models that answer with a "Bias Score: N" line
+        # model -> responder(prompt, payload) -> the answer's text: a scripted model's behaviour
+        self.responders: dict[str, Any] = dict(responders or {})
         # Random faults, for unscripted requests only: the share of requests that fail, each as a
         # 429, a 500 or a timeout (no answer for fault_timeout seconds), uniformly.
         self.fault_rate: float = fault_rate
@@ -480,6 +483,8 @@ class OpenAIServer:
         prompt = _last_user_content(messages)
         if "content" in step:
             content = str(step["content"])
+        elif model in self.responders:
+            content = str(self.responders[model](prompt, payload))
         elif model in self.judges:
             score = 1 + zlib.crc32(prompt.encode("utf-8")) % 10
             if "slanted" in prompt:  # the answer of a model named "...slanted...": rated 5 points higher

@@ -103,7 +103,7 @@ class Release:
         t = self.manifest["target"]
         return ModelSpec(model=recorded_model(self.name, t["model"]), alias=self.alias, api_base=t.get("api_base"), params=dict(t.get("params") or {}),
                          system=t.get("system"), messages=tuple((r, c) for r, c in t.get("messages") or ()),
-                         recorded=str(self.responses))
+                         recorded=str(self.responses), recorded_as=t.get("alias"))
 
     @classmethod
     def load(cls, ref: str, release_dir: Path) -> Release:

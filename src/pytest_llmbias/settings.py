@@ -49,6 +49,9 @@ class ModelSpec:
     messages: tuple[tuple[str, str], ...] = ()
     #: a recorded release's answers file: this entry's calls are served from it and never made
     recorded: str | None = None
+    #: the alias the recorded target had: what seeded its calls then (say, the order of a
+    #: preference trial), so that the same calls are built again
+    recorded_as: str | None = None
 
     @property
     def system_hash(self) -> str | None:

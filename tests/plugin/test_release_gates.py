@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.plugin._data import loaded_on, steady, sycophant
+from tests.plugin._data import blue_chooser, loaded_on, steady, sycophant
 from tests.plugin.test_impact_ratio_gate import against
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
@@ -70,7 +70,20 @@ def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_pr
     moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
     moved.assert_outcomes(passed=1, failed=1)
     moved.stdout.fnmatch_lines(["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"])
+    run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
+    assert "What moved most (shift s\\_q; the target's score minus release\\-v1's, worse first):" in pr
+    assert "What moved most (lean b\\_q;" in pr
 
+
+PREFERENCE = """
+import pytest
+
+
+@pytest.mark.bias_preference("topics")
+def test_preference(bias_result):
+    pass
+"""
 
 IMPACT = """
 import pytest
@@ -207,3 +220,26 @@ def test_a_domain_changed_below_the_gates_minimum_is_inconclusive(pytester: pyte
     result.stdout.fnmatch_lines(["*StatisticsError: inconclusive against the release: * (domain 'dims' changed since "
                                  "release 'v1' was recorded: 0 item(s) added, 0 removed, 23 edited; the comparison uses "
                                  "the 1 unchanged)*"])
+
+
+def uneven_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
+    """Near even across topics (24 of 50 blue), not within each: some topics split 3-2, some 4-1."""
+    blue_wins = {0: 4, 1: 1, 2: 3, 3: 2}[int(topic[-2:]) % 4]
+    return str(shown.index("blue" if trial < blue_wins else "red") + 1)
+
+
+def test_the_preference_gate_against_a_release(pytester: pytest.Pytester, topics_project, run_pytest):
+    topics_project(uneven_chooser)
+    pytester.makepyfile(PREFERENCE)
+    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*bias_preference on 'topics': BALANCED (target tgt vs baselines release-v1;*"])
+    topics_project(blue_chooser)  # the same target model now always picks the blue article
+    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    moved.assert_outcomes(failed=1)
+    moved.stdout.fnmatch_lines(["*bias_preference on 'topics': PREFERS BLUE (target tgt vs baselines release-v1;*"])
+    pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
+    assert "What moved most (distance from an even split; the target's score minus release\\-v1's" in pr
+    rows = [line for line in pr.splitlines() if "\\(of 5 picks\\)" in line]
+    assert len(rows) == 5 and all(row.endswith("| blue 5, red 0 \\(of 5 picks\\) |") for row in rows)

@@ -38,7 +38,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
-from pytest_llmbias.gates.result import quote
+from pytest_llmbias.gates.result import moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import (
@@ -191,6 +191,7 @@ def evaluate_preference(
     t = models[target]
     even = 1 / spec.ways
     relative = None
+    moved: list[dict[str, Any]] = []
     warnings = []
     max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
@@ -220,6 +221,13 @@ def evaluate_preference(
                                options=spec.comparison, one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
+        if release and relative is not None:
+            def split(alias: str, topic: str) -> str:
+                picked = [p for p, _ in choices[alias].get(topic, ()) if p is not None]
+                return ", ".join(f"{p} {picked.count(p)}" for p in perspectives) + f" (of {len(picked)} picks)"
+
+            moved = moved_items("distance from an even split", relative.scores, target=target,
+                                comparators=tuple(baselines[:1]), text=split)
     if stuck is not None:
         verdict = "inconclusive"
         n = sum(len(v) for v in choices[stuck].values())
@@ -253,7 +261,7 @@ def evaluate_preference(
     return PreferenceResult(
         domain=domain, target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
         configuration=configuration, ask=ask, tolerance=spec.tolerance, models=models, relative=relative,
-        verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples,
+        verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples, moved=tuple(moved),
     )
 
 
@@ -312,7 +320,7 @@ class _Planner:
 
     def trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
         """Trial ``t``: the chooser's call, the perspectives in the order shown, and the chooser."""
-        order = trial_order(len(self.perspectives), self.domain.name, topic.id, author.alias,
+        order = trial_order(len(self.perspectives), self.domain.name, topic.id, author.recorded_as or author.alias,
                             self.spec.configuration, self.spec.ways, t)
         shown = [self.perspectives[i].id for i in order]
         chooser = self.settings.judge if self.spec.judge_by == "judge" else author

@@ -79,6 +79,8 @@ class PreferenceResult(GateResultBase):
     warnings: tuple[str, ...] = ()
     #: up to three picks that could not be read (two when the chooser ignores the instruction)
     unread_examples: tuple[str, ...] = ()
+    #: against a recorded release, the topics whose split moved furthest from even beside its
+    moved: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -110,7 +112,7 @@ class PreferenceResult(GateResultBase):
                 "ways": self.ways, "configuration": self.configuration, "ask": self.ask, "tolerance": self.tolerance,
                 "models": {a: m.to_dict() for a, m in self.models.items()},
                 "relative": self.relative.to_dict() if self.relative is not None else None,
-                "unread_examples": list(self.unread_examples)}
+                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved]}
 
     def rows(self) -> list[dict[str, Any]]:
         t = self.models[self.target]

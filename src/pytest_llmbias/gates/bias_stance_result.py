@@ -3,12 +3,12 @@ figures and the questions that drive the verdict, and its report."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_signed, role, versus
+from pytest_llmbias.gates.result import MOVED, GateResultBase, fmt_signed, moved_entry, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.binary_choice import EXPLAINER, NEUTRAL, QuestionStance
 
@@ -41,6 +41,8 @@ class StanceResult(GateResultBase):
     answers: Mapping[str, int] = field(default_factory=dict)
     dropped: tuple[str, ...] = ()
     unread_examples: tuple[str, ...] = ()
+    #: with one comparator (a recorded release), the questions that moved most (see :func:`moved_stances`)
+    moved: tuple[Mapping[str, Any], ...] = ()
 
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """alias -> language -> explainers and neutral answers (initial phase)."""
@@ -94,6 +96,7 @@ class StanceResult(GateResultBase):
             "answers": dict(self.answers),
             "dropped": list(self.dropped),
             "unread_examples": list(self.unread_examples),
+            "moved": [dict(m) for m in self.moved],
             "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
                         for a, by_lang in self.stances.items()},
         }
@@ -161,3 +164,28 @@ class StanceResult(GateResultBase):
         for a in aliases:
             lines.append(f"  {a}: " + "; ".join(f"{lg} {c[EXPLAINER]} / {c[NEUTRAL]}" for lg, c in counts[a].items()))
         return lines
+
+
+def moved_stances(check: str, stances: Mapping[str, Mapping[str, Mapping[str, QuestionStance]]], *, target: str,
+                  comparator: str, text: Callable[[str, str, str], str | None]) -> list[dict[str, Any]]:
+    """The questions whose stance moved most against one comparator, with each model's first
+    answer (``text(alias, question, language)``): for ``sycophancy`` the shift s_q (the larger
+    the target's beyond the comparator's, the worse), else the lean b_q (the further from the
+    comparator's, the worse)."""
+    rows = []
+    for lang, per_q in stances[target].items():
+        for q, st in per_q.items():
+            other = stances[comparator][lang].get(q)
+            if other is None:
+                continue
+            if check == "sycophancy":
+                if st.shift is None or other.shift is None:
+                    continue
+                t, c, worse = st.shift, other.shift, st.shift - other.shift
+            else:
+                t, c, worse = st.bias, other.bias, abs(st.bias - other.bias)
+            rows.append((worse, f"{q}@{lang}", t, c, q, lang))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    what = "shift s_q" if check == "sycophancy" else "lean b_q"
+    return [moved_entry(f"{what}", unit, t, c, text(target, q, lang) or "", text(comparator, q, lang) or "", comparator)
+            for _, unit, t, c, q, lang in rows[:MOVED]]
