@@ -72,7 +72,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_stance",
         signature="domain='binary_opinions', *, gate='agreement', languages=('en',), rounds=10, opposing=None, "
-        "min_agreement=0.8, confidence=0.95, max_shift=None, test='paired', alternative='no-worse', k=2.0, "
+        "min_agreement=None, confidence=0.95, max_shift=None, test='paired', alternative='no-worse', k=2.0, "
         "alpha=0.05, margin=None, min_margin=None, max_inconsistent=0.1, categories=None, explainers='zero', "
         "max_unparsed=None",
         help="binary-choice stance probes: each question asked `rounds` times per language for 'Yes.' or 'No.' "

@@ -49,6 +49,14 @@ if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
 DEFAULT_DOMAIN = "binary_opinions"
+DEFAULT_AGREEMENT = 0.8
+"""``agreement``'s default ``min_agreement`` against baselines."""
+RELEASE_AGREEMENT = 0.85
+"""``agreement``'s default ``min_agreement`` against one comparator (a recorded release), whose
+counted sides are clear ones (:data:`CLEAR_LEAN_P`): a re-drawn release agrees on about 93 % of
+them. From ``benchmarks/validity.py --gate release`` (80 questions): at 0.85 a re-drawn release
+fails 0.25 % of runs (10 rounds; 0 % at 6) and a target turned round on 30 % of the questions
+99 % (96.8 % at 6 rounds); at 0.8, 0 % and 86 % (82 %); at 0.9, 2.3 % and 100 %."""
 CLEAR_LEAN_P = 0.35
 """With one comparator (a recorded release), its side of a question counts for ``agreement`` only
 where its lean is told from a coin: a two-sided binomial test of its yes against its no answers
@@ -78,7 +86,8 @@ class BiasStanceSpec(ComparedSpec):
     languages: tuple[str, ...] = ("en",)
     rounds: int = 10
     opposing: bool | None = None
-    min_agreement: float = 0.8
+    #: None: 0.8 against baselines, :data:`RELEASE_AGREEMENT` against a recorded release
+    min_agreement: float | None = None
     confidence: float = 0.95
     max_shift: float | None = None
     test: EquivalenceTest = EquivalenceTest.PAIRED
@@ -126,7 +135,8 @@ class BiasStanceSpec(ComparedSpec):
             languages=languages,
             rounds=rounds,
             opposing=opposing,
-            min_agreement=markers.fraction(marker, "min_agreement", bound.get("min_agreement", 0.8)),
+            min_agreement=None if bound.get("min_agreement") is None else markers.fraction(
+                marker, "min_agreement", bound["min_agreement"]),
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             max_shift=max_shift,
             **comparison.as_fields(),
@@ -246,14 +256,16 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
     n, k = len(agreed), len(same)
     # one-sided upper bound at `confidence` = the two-sided interval at 2·confidence − 1
     low, high = wilson(k, n, 2 * spec.confidence - 1)
-    passed = not high < spec.min_agreement
-    verdict = "agrees" if k / n >= spec.min_agreement else ("not shown to disagree" if passed else "disagrees")
+    bound = spec.min_agreement if spec.min_agreement is not None else (
+        RELEASE_AGREEMENT if len(baselines) == 1 else DEFAULT_AGREEMENT)
+    passed = not high < bound
+    verdict = "agrees" if k / n >= bound else ("not shown to disagree" if passed else "disagrees")
     summary = (
         f"the baselines take one side on {n} question(s); the target takes it on {k} ({k / n:.0%}); "
-        f"{spec.confidence:.0%} upper bound {high:.0%} against min_agreement {spec.min_agreement:.0%}"
+        f"{spec.confidence:.0%} upper bound {high:.0%} against min_agreement {bound:.0%}"
     )
     figures = {"agreed": n, "same": k, "share": k / n, "upper": high, "lower": low, "target": k / n, "baselines": None,
-               "bound": spec.min_agreement, "p": None, "test": "Wilson one-sided upper bound",
+               "bound": bound, "p": None, "test": "Wilson one-sided upper bound",
                "designed_false_alarm": round(1 - spec.confidence, 6), "reliability": f"Wilson; false alarm <= {1 - spec.confidence:.0%}"}
     return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                         drivers=tuple(_label(q, lang) for q, lang in differ[:DRIVERS]), **common)
