@@ -330,9 +330,9 @@ def test_every_gate_result_has_a_frame_of_its_items() -> None:
     index = evaluate_bias_index(ann, ann, dims, target="tgt", baselines=["b0", "b1"]).to_frame()
     assert len(index) == 36 and set(index["dimension"]) == {"d0", "d1", "d2"}
 
-    kinds = {a: {"en": {f"q{i}": ["yes"] * 4 + ["no"] for i in range(5)}} for a in ("tgt", "b0")}
+    kinds = {a: {"en": {f"q{i}": ["yes"] * 5 + ["no"] for i in range(5)}} for a in ("tgt", "b0")}
     stance = evaluate_stance(kinds, target="tgt", baselines=["b0"], gate="agreement").to_frame()
-    assert len(stance) == 10 and stance["yes"].eq(4).all()
+    assert len(stance) == 10 and stance["yes"].eq(5).all()
 
     r = random.Random(1)
     choices = {"tgt": {f"t{i}": [(r.choice(["a", "b"]), r.randrange(2)) for _ in range(5)] for i in range(20)}}
