@@ -19,6 +19,13 @@ _EXPORTS: dict[str, str] = {
     "bias_index": "pytest_llmbias.scoring.index_annotation",
     "evaluate_stance": "pytest_llmbias.gates.bias_stance",
     "evaluate_preference": "pytest_llmbias.gates.bias_preference",
+    # the judges' agreement and the session's family of gates
+    "judge_agreement": "pytest_llmbias.stats.agreement",
+    "Agreement": "pytest_llmbias.stats.agreement",
+    "holm": "pytest_llmbias.stats.multiple",
+    "HolmResult": "pytest_llmbias.stats.multiple",
+    "familywise_bound": "pytest_llmbias.stats.multiple",
+    "FamilyBound": "pytest_llmbias.stats.multiple",
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
     "MethodResult": "pytest_llmbias.gates.relative",
@@ -91,6 +98,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
+    from pytest_llmbias.stats.agreement import Agreement, judge_agreement
+    from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
     from pytest_llmbias.stats.tost import TostResult
 

@@ -130,7 +130,7 @@ def _header(doc: Mapping[str, Any]) -> str:
     )
 
 
-def _summary(gates: Sequence[Mapping[str, Any]]) -> str:
+def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None = None) -> str:
     head = ("test", "gate", "method", "outcome", "verdict", "target", "baselines", "bound", "p", "reliability")
     rows = []
     for i, g in enumerate(gates):
@@ -148,6 +148,7 @@ def _summary(gates: Sequence[Mapping[str, Any]]) -> str:
     return (f"<h2>Summary</h2><p>{len(gates)} gate(s): {passed} passed their check, "
             f"{sum(1 for g in gates if g.get('passed') is False)} failed it, "
             f"{sum(1 for g in gates if g.get('passed') is None)} without a verdict.</p>"
+            + (f'<p class="suite">{_e(suite["sentence"])}.</p>' if suite else "") +
             '<p><label><input type="checkbox" id="failing-only"> show only gates that did not pass</label></p>'
             "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
 
@@ -245,7 +246,7 @@ def render(doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]],
     gates = list(doc.get("gates") or ())
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
-    body = [_header(doc), _summary(gates)]
+    body = [_header(doc), _summary(gates, doc.get("suite"))]
     body += [_section(i, g, figures_for) for i, g in enumerate(gates)]
     settings = json.dumps(doc.get("settings") or {}, indent=2, sort_keys=True, default=str)
     body.append(f"<h2>Settings</h2><pre>{_e(settings)}</pre>")

@@ -62,8 +62,11 @@ def document(
 ) -> dict[str, Any]:
     """The document of one run (see the module docstring)."""
     stamp = time.gmtime(created_at if created_at is not None else time.time())
+    from pytest_llmbias.report.suite import suite_figures
+
     roster = {"target": settings.get("target"), "baselines": settings.get("baselines", []),
               "judge": settings.get("judge")}
+    gates = sorted((dict(g) for g in gates), key=lambda g: g["test"])
     return {
         "schema_version": SCHEMA_VERSION,
         "plugin_version": version,
@@ -71,7 +74,9 @@ def document(
         "settings": dict(settings),
         "roster": roster,
         "plan": dict(plan),
-        "gates": sorted((dict(g) for g in gates), key=lambda g: g["test"]),
+        "gates": gates,
+        # the session as a family of gates: how likely a good release fails some gate of it
+        "suite": suite_figures(gates),
     }
 
 

@@ -183,6 +183,11 @@ class RunRecord:
             from pytest_llmbias.report.terminal import gate_table
 
             lines += gate_table(self.rows)
+            from pytest_llmbias.report.suite import suite_figures
+
+            suite = suite_figures(self.gate_docs.values())
+            if suite is not None and verbosity >= 0:
+                lines.append(f"llmbias: {suite['sentence']}")
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]

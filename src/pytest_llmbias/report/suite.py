@@ -1,0 +1,56 @@
+"""The session as a family of gates: how likely a good release is to fail some gate of it.
+
+Each gate states the false-alarm rate of its checks in its ``reliability()`` (the rate it
+estimated on these data where it has one, else the one it was designed for). A gate with several
+checks fails when any of them does, so its rate is at most the sum of its checks' (the union
+bound); the session's figures are those of :func:`pytest_llmbias.stats.multiple.familywise_bound`
+over its gates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def _parts(reliability: Mapping[str, Any]) -> list[float]:
+    """The false-alarm figure of each check in a ``reliability()`` mapping and the mappings in it."""
+    out = []
+    estimated, designed = reliability.get("false_alarm"), reliability.get("designed_false_alarm")
+    figure = estimated if isinstance(estimated, (int, float)) else designed
+    if isinstance(figure, (int, float)) and not isinstance(figure, bool):
+        out.append(float(figure))
+    for value in reliability.values():
+        if isinstance(value, Mapping):
+            out += _parts(value)
+    return out
+
+
+def gate_false_alarm(entry: Mapping[str, Any]) -> float | None:
+    """The false-alarm rate a gate entry of the JSON document states (the sum of its checks',
+    at most 1), or None when it states none (say, the gate errored)."""
+    reliability = (entry.get("result") or {}).get("reliability")
+    parts = _parts(reliability) if isinstance(reliability, Mapping) else []
+    return min(1.0, sum(parts)) if parts else None
+
+
+def suite_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The session's family-wise figures from its gate entries: ``gates`` (how many ran),
+    ``rates`` (each stating gate's rate, by test), ``independent`` and ``at_most`` (see
+    :class:`~pytest_llmbias.stats.multiple.FamilyBound`), ``unstated`` (tests whose gate states
+    no rate) and the ``sentence`` the reports print. None without a gate."""
+    from pytest_llmbias.stats.multiple import familywise_bound
+
+    entries = list(entries)
+    if not entries:
+        return None
+    rates = {str(e.get("test")): gate_false_alarm(e) for e in entries}
+    stated = {t: r for t, r in sorted(rates.items()) if r is not None}
+    unstated = sorted(t for t, r in rates.items() if r is None)
+    if not stated:
+        return {"gates": len(entries), "rates": {}, "independent": None, "at_most": None, "unstated": unstated,
+                "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate"}
+    bound = familywise_bound(list(stated.values()))
+    sentence = bound.sentence() + (f"; {len(unstated)} more state none" if unstated else "")
+    return {"gates": len(entries), "rates": stated, "independent": bound.independent, "at_most": bound.at_most,
+            "unstated": unstated, "sentence": sentence}
