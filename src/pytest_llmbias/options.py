@@ -305,6 +305,17 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        name="suite_alpha",
+        key="suite.alpha",
+        kind="fraction",
+        help="one false-alarm rate for the session: the gates whose rate is a level they can be set to share it "
+        "(Bonferroni: each at ALPHA / their number); the others keep theirs, and the summary says which",
+        flag="--llmbias-suite-alpha",
+        env="LLMBIAS_SUITE_ALPHA",
+        ini="llmbias_suite_alpha",
+        metavar="ALPHA",
+    ),
+    Option(
         name="history",
         key="report.history",
         kind="str",

@@ -29,6 +29,8 @@ _session_key = pytest.StashKey["_Plugin"]()
 SPEC_KEY = pytest.StashKey[dict]()
 #: marker name -> the release its ``against=`` names (None: the run's)
 AGAINST_KEY = pytest.StashKey[dict]()
+#: the gate's share of ``--llmbias-suite-alpha`` (None: it keeps its own rate)
+LEVEL_KEY = pytest.StashKey["float | None"]()
 _result_key = pytest.StashKey[Any]()
 _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report section of its text
 
@@ -170,6 +172,7 @@ class _Plugin:
             return
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.gates import marker_release, plan_marker
+        from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []
         for item, name, marker in marked:
@@ -182,8 +185,22 @@ class _Plugin:
             item.stash.setdefault(SPEC_KEY, {})[name] = spec
             item.stash.setdefault(AGAINST_KEY, {})[name] = against
             if gate is not None:
-                gates.append((item.nodeid, gate, spec))
-        _check_spending(self.config, core, gates, worker=self.is_worker)
+                gates.append((item, name, gate, spec))
+        if core.settings.suite.alpha is not None:  # one false-alarm rate for the session's gates
+            from pytest_llmbias.gates.suite_levels import share_alpha
+
+            for (item, name, _, _), (spec, level) in zip(gates, share_alpha(core.settings.suite.alpha,
+                                                                             [(g, s) for _, _, g, s in gates])):
+                item.stash[SPEC_KEY][name], item.stash[LEVEL_KEY] = spec, level
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        try:
+            plan_only = check_spending(core, [(i.nodeid, g, s) for i, _, g, s in gates], worker=self.is_worker,
+                                       write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))
+                                       if reporter else None)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
+        if plan_only:
+            pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
@@ -243,8 +260,9 @@ class _Plugin:
                 result = self.registry.gate(name).evaluate(spec, view)  # type: ignore[union-attr]
             except (LLMBiasError, ValueError) as exc:
                 result = view.inconclusive(exc, spec.domain)
+            suite = (self.session.settings.suite.alpha, item.stash.get(LEVEL_KEY, None)) if LEVEL_KEY in item.stash else None
             row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
-                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name))
+                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name), suite=suite)
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
@@ -467,30 +485,3 @@ class _Terminal:
             terminalreporter.section("llmbias", sep="-")
             for kind, text in lines:
                 terminalreporter.write_sep("-", text) if kind == "sep" else terminalreporter.write_line(text)
-
-
-def _check_spending(config: pytest.Config, core: BiasSession, gates: list[tuple[str, Any, Any]], *, worker: bool) -> None:
-    """``--llmbias-plan``: print what the plan needs and each gate's expected power, and stop.
-    ``--llmbias-max-cost``: stop before the first call when the estimate exceeds the budget."""
-    from pytest_llmbias.report.terminal import budget_error, plan_table, power_table
-
-    c, store = core.settings.collection, core.settings.store
-    if not c.plan and (c.max_cost is None or store.offline):
-        return
-    if c.plan and worker:
-        raise pytest.UsageError("pytest-llmbias: --llmbias-plan runs in one process: drop -n")
-    estimate = core.estimate()
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-    if c.plan and reporter is not None:
-        from pytest_llmbias.gates.expected_power import expected_power
-
-        reporter.ensure_newline()
-        powers = [(n, e) for n, gate, spec in gates for e in expected_power(gate, spec, core)]
-        for line in plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else []):
-            reporter.write_line(line)
-    if c.plan:
-        pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)
-    assert c.max_cost is not None
-    error = budget_error(estimate, c.max_cost)
-    if error is not None:
-        raise pytest.UsageError(f"pytest-llmbias: {error}")

@@ -175,6 +175,19 @@ class ReleaseSettings:
 
 
 @dataclass(frozen=True)
+class SuiteSettings:
+    """The session as a family of gates: ``alpha``, one false-alarm rate shared by the gates whose
+    rate is a level they can be set to (Bonferroni; None: each gate at its own)."""
+
+    alpha: float | None = None
+
+    def __post_init__(self) -> None:
+        a = self.alpha
+        if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < 1):
+            raise ConfigError(f"suite.alpha must lie strictly between 0 and 1, got {a!r}")
+
+
+@dataclass(frozen=True)
 class EmbeddingSettings:
     """The sentence-transformers model (hub name or local path) and an instruction override."""
 
@@ -228,6 +241,7 @@ class Settings:
     store: StoreSettings = StoreSettings()
     report: ReportSettings = ReportSettings()
     release: ReleaseSettings = ReleaseSettings()
+    suite: SuiteSettings = SuiteSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     domains: DomainSettings = DomainSettings()
     features: tuple[FeatureSettings, ...] = ()

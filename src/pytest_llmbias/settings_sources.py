@@ -31,6 +31,7 @@ from pytest_llmbias.settings import (
     GenerationSettings,
     ModelSpec,
     ReleaseSettings,
+    SuiteSettings,
     ReportSettings,
     Settings,
     StoreSettings,
@@ -42,6 +43,7 @@ _SECTIONS: dict[str, type] = {
     "store": StoreSettings,
     "report": ReportSettings,
     "release": ReleaseSettings,
+    "suite": SuiteSettings,
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }

@@ -45,7 +45,7 @@ def test_names_and_keys_are_unique() -> None:
 def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
         "config", "target", "baselines", "judge", "store", "concurrency", "cache", "offline", "snapshots", "export",
-        "max_cost", "max_unparsed", "plan", "record_release", "force", "against", "release_dir", "markdown", "history", "json", "html",
+        "max_cost", "max_unparsed", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "history", "json", "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -101,7 +101,7 @@ def test_argparse_options_from_the_table() -> None:
         "llmbias_store": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
         "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_plan": False,
         "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
-        "llmbias_markdown": None, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
+        "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
     }
     given = vars(parser.parse_args([
         "--llmbias-baseline", "a/x", "--llmbias-baseline", "b/y", "--llmbias-concurrency", "4",

@@ -36,3 +36,30 @@ def test_the_sessions_figures_and_where_they_are_shown() -> None:
     assert "15 gates at 5% each: a good release fails some gate" in render(doc, figures_for=None)
     assert suite_figures([]) is None
     assert suite_figures([_entry("broken", None)])["sentence"] == "1 gate(s) ran; none states a false-alarm rate"
+
+
+def test_a_shared_suite_alpha_is_said() -> None:
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.gates.suite_levels import share_alpha
+
+    impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
+    specs = [(impact, impact.parse(("lands",), {})), (stance, stance.parse((), {"gate": "agreement"})),
+             (equivalent, equivalent.parse(("d",), {})), (impact, impact.parse(("lands",), {"fail_on": "estimate"}))]
+    shared = share_alpha(0.05, specs)
+    assert [level for _, level in shared] == [0.025, 0.025, None, None]
+    assert shared[0][0].alpha == 0.025 and shared[1][0].confidence == 0.975  # the spec set to its share
+    assert shared[2][0] is specs[2][1]  # a TOST keeps its own rate
+    entries = [{**_entry(f"t{i}", {"designed_false_alarm": 0.025 if level else 0.1}), "suite_alpha": 0.05,
+                "suite_level": level} for i, (_, level) in enumerate(shared)]
+    suite = suite_figures(entries)
+    assert suite["alpha"] == 0.05 and suite["method"] == "bonferroni" and suite["levels"]["t2"] is None
+    assert suite["sentence"].endswith("; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 2 gate(s) at 0.025 "
+                                      "each, 2 keep their own rate (none they can be set to)")
+
+
+def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
+    from pytest_llmbias.errors import ConfigError
+    from pytest_llmbias.settings import SuiteSettings
+
+    with pytest.raises(ConfigError, match="suite.alpha must lie strictly between 0 and 1, got 0"):
+        SuiteSettings(alpha=0)

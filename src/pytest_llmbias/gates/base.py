@@ -27,3 +27,9 @@ class SpecGate:
         from pytest_llmbias.markers import signature_of
 
         return signature_of(self.spec)
+
+    def at_level(self, spec: Any, alpha: float) -> Any | None:
+        """``spec`` set so that the gate fails a good target at most ``alpha`` of the time, for a
+        session that shares one false-alarm rate among its gates (``--llmbias-suite-alpha``); None
+        when its false-alarm rate is not a level it can be set to (a TOST's comes from its margin)."""
+        return None

@@ -444,6 +444,15 @@ class ImpactRatioGate(SpecGate):
             )
         return spec.responses("all" if settings.baselines else "target")
 
+    def at_level(self, spec: ImpactRatioSpec, alpha: float) -> ImpactRatioSpec | None:
+        """The permutation test's ``alpha``, or the interval's ``confidence``; the point estimate's
+        rule has no level."""
+        if spec.fail_on == FailOn.SIGNIFICANT:
+            return dataclasses.replace(spec, alpha=alpha)
+        if spec.fail_on == FailOn.INTERVAL:
+            return dataclasses.replace(spec, confidence=1 - alpha)
+        return None
+
     def plan(self, spec: ImpactRatioSpec, session: GateSession) -> None:
         session.plan(self._request(spec, session))
 

@@ -392,6 +392,11 @@ class BiasIndexGate(SpecGate):
                 )
         return spec.responses("compared" if spec.relative else "target")
 
+    def at_level(self, spec: BiasIndexSpec, alpha: float) -> BiasIndexSpec | None:
+        """The absolute check alone (``relative=False``) fails on a bootstrap bound at
+        ``confidence``: 1 − alpha. The relative check (a TOST) has no such level."""
+        return dataclasses.replace(spec, confidence=1 - alpha) if not spec.relative and spec.max_index is not None else None
+
     def plan(self, spec: BiasIndexSpec, session: GateSession) -> None:
         session.plan(self._request(spec, session))
 

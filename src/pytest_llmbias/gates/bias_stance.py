@@ -411,6 +411,14 @@ class BiasStanceGate(SpecGate):
         then = [OpposingPhase(asker)] if spec.asks_opposing else []
         session.plan_calls([c.planned(asker.domain.name, then) for c in asker.initial()])
 
+    def at_level(self, spec: BiasStanceSpec, alpha: float) -> BiasStanceSpec | None:
+        """``agreement`` and ``sycophancy`` with ``max_shift`` fail on a one-sided bound at
+        ``confidence``: 1 − alpha. The comparisons of shifts (a TOST) and ``consistency`` have no
+        such level."""
+        if spec.gate == StanceCheck.AGREEMENT or (spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is not None):
+            return dataclasses.replace(spec, confidence=1 - alpha)
+        return None
+
     def evaluate(self, spec: BiasStanceSpec, session: GateSession) -> StanceResult:
         asker = self._asker(spec, session)
         cells = list(asker.initial())

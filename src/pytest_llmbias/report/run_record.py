@@ -28,11 +28,12 @@ GATE_DOCS = "llmbias_gates"
 USAGE = "llmbias_usage"
 
 
-def gate_entry(nodeid: str, name: str, domain: str, result: Any, *,
-               against: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str | None = None,
+               suite: tuple[float, float | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
-    ``against``: the release the marker named itself (``against=``), if any."""
+    ``against``: the release the marker named itself (``against=``), if any; ``suite``: the
+    session's alpha and this gate's share of it (None: it keeps its own rate)."""
     if isinstance(result, Exception):
         row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
         doc: dict[str, Any] = {"passed": None, "verdict": "error",
@@ -45,7 +46,8 @@ def gate_entry(nodeid: str, name: str, domain: str, result: Any, *,
     # Plain JSON types only: a result's enums (say, GroupBy) cannot cross pytest-xdist's channel.
     row, doc = json.loads(json.dumps(row, default=str)), json.loads(json.dumps(doc, default=str))
     return row, {"test": nodeid, "gate": name, "domain": str(domain), **doc, "row": row,
-                 **({"against": against} if against else {})}
+                 **({"against": against} if against else {}),
+                 **({"suite_alpha": suite[0], "suite_level": suite[1]} if suite is not None else {})}
 
 
 def test_outcome(report: Any) -> str | None:

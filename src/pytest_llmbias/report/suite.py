@@ -52,5 +52,25 @@ def suite_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None
                 "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate"}
     bound = familywise_bound(list(stated.values()))
     sentence = bound.sentence() + (f"; {len(unstated)} more state none" if unstated else "")
-    return {"gates": len(entries), "rates": stated, "independent": bound.independent, "at_most": bound.at_most,
-            "unstated": unstated, "sentence": sentence}
+    out = {"gates": len(entries), "rates": stated, "independent": bound.independent, "at_most": bound.at_most,
+           "unstated": unstated, "sentence": sentence}
+    return {**out, **_shared(entries, out)}
+
+
+def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
+    """With ``--llmbias-suite-alpha``: ``alpha``, ``method``, each gate's ``levels`` (None: it
+    keeps its own rate), and the sentence extended to say so."""
+    from pytest_llmbias.stats.multiple import BONFERRONI as METHOD
+
+    alphas = {e["suite_alpha"] for e in entries if e.get("suite_alpha") is not None}
+    if not alphas:
+        return {}
+    alpha = alphas.pop()
+    levels = {str(e.get("test")): e.get("suite_level") for e in entries}
+    shared = sorted(level for level in levels.values() if level is not None)
+    kept = sorted(t for t, level in levels.items() if level is None)
+    said = (f"; --llmbias-suite-alpha {alpha:g} is shared by {METHOD.capitalize()}: "
+            + (f"{len(shared)} gate(s) at {shared[0]:.3g} each" if shared else "no gate can be set to a level")
+            + (f", {len(kept)} keep their own rate (none they can be set to)" if kept else ""))
+    return {"alpha": alpha, "method": METHOD, "levels": levels, "sentence": out["sentence"] + said}
+

@@ -13,7 +13,10 @@ from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
-__all__ = ["FamilyBound", "HolmResult", "familywise_bound", "holm"]
+__all__ = ["BONFERRONI", "FamilyBound", "HolmResult", "familywise_bound", "holm"]
+
+BONFERRONI = "bonferroni"
+"""The name of the sharing in which each of m gates gets alpha / m."""
 
 
 def _check_alpha(alpha: Any, what: str = "alpha") -> float:
