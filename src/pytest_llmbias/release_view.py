@@ -1,4 +1,6 @@
-"""The session as a gate sees it when its marker names a release of its own (``against=``).
+"""Views of the session with settings of their own: :class:`SessionView` (the store and the
+scorers are the session's), and :class:`ReleaseView`, the session as a gate sees it when its
+marker names a release of its own (``against=``).
 
 A marker's ``against="v1"`` compares its target with release v1 whatever the run's
 ``--llmbias-against`` says (or when it names none). The view holds the settings of that
@@ -27,9 +29,9 @@ if TYPE_CHECKING:
     from pytest_llmbias.store.response_store import ResponseStore
 
 
-class ReleaseView:
-    """A :class:`~pytest_llmbias.gates.protocol.GateSession` over ``session`` with ``settings``
-    that compare the target with another recorded release (see the module docstring)."""
+class SessionView:
+    """The session with ``settings`` of its own: the store and the scorers are the session's.
+    :class:`ReleaseView` and the stand-ins of ``--llmbias-plan`` build on it."""
 
     def __init__(self, session: Any, settings: Settings) -> None:
         # ``session`` is the BiasSession (not imported: the session imports this module)
@@ -39,6 +41,26 @@ class ReleaseView:
     @property
     def store(self) -> ResponseStore:
         return self._session.store
+
+    def embedding_scorer(self) -> EmbeddingScorer:
+        return self._session.embedding_scorer()
+
+    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
+        return self._session.prefetch_embeddings(instruction)
+
+    @property
+    def features(self) -> FeatureRegistry:
+        return self._session.features
+
+    def feature_values(
+        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
+    ) -> list[float]:
+        return self._session.feature_values(feature, texts, references)
+
+
+class ReleaseView(SessionView):
+    """A :class:`~pytest_llmbias.gates.protocol.GateSession` over ``session`` with ``settings``
+    that compare the target with another recorded release (see the module docstring)."""
 
     @property
     def errors(self) -> Mapping[str, str]:
@@ -62,18 +84,3 @@ class ReleaseView:
 
     def read_calls(self, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
         return self._session.read_calls(calls, what)
-
-    def embedding_scorer(self) -> EmbeddingScorer:
-        return self._session.embedding_scorer()
-
-    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
-        return self._session.prefetch_embeddings(instruction)
-
-    @property
-    def features(self) -> FeatureRegistry:
-        return self._session.features
-
-    def feature_values(
-        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
-    ) -> list[float]:
-        return self._session.feature_values(feature, texts, references)

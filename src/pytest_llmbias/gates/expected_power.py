@@ -29,17 +29,15 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias.errors import ConfigError, LLMBiasError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall, deduplicate, expected_follow_ups
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_calls, read_responses
+from pytest_llmbias.release_view import SessionView
 
 if TYPE_CHECKING:
     from pytest_llmbias.calls import ModelCall, Response
     from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.gates.protocol import Gate
     from pytest_llmbias.planning.response_set import ResponseSet
-    from pytest_llmbias.scoring.embedding import EmbeddingScorer
-    from pytest_llmbias.scoring.features import FeatureRegistry
     from pytest_llmbias.session import BiasSession
     from pytest_llmbias.settings import Settings
-    from pytest_llmbias.store.response_store import ResponseStore
 
 
 @dataclass(frozen=True)
@@ -68,20 +66,15 @@ class ExpectedPower:
                 "false_alarm": self.false_alarm, "stand_ins": self.stand_ins, "passed": self.passed, "note": self.note}
 
 
-class StandInView:
+class StandInView(SessionView):
     """The session as a gate sees it, with ``settings`` (another roster) and reading the store
     only: planning records the calls in ``planned`` instead of adding them to the session's plan,
     and reading never collects, so nothing here calls a model."""
 
     def __init__(self, session: BiasSession, settings: Settings) -> None:
-        self._session = session
-        self.settings = settings
+        super().__init__(session, settings)
         self.errors: Mapping[str, str] = {}
         self.planned: list[PlannedCall] = []
-
-    @property
-    def store(self) -> ResponseStore:
-        return self._session.store
 
     def domain(self, name: str) -> Domain:
         return self._session.domain(name)
@@ -97,21 +90,6 @@ class StandInView:
 
     def read_calls(self, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
         return read_calls(calls, what, self.store.get, self.errors, offline=True)
-
-    def embedding_scorer(self) -> EmbeddingScorer:
-        return self._session.embedding_scorer()
-
-    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
-        return self._session.prefetch_embeddings(instruction)
-
-    @property
-    def features(self) -> FeatureRegistry:
-        return self._session.features
-
-    def feature_values(
-        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
-    ) -> list[float]:
-        return self._session.feature_values(feature, texts, references)
 
 
 def stand_in_settings(settings: Settings) -> list[Settings]:
