@@ -63,3 +63,31 @@ def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="suite.alpha must lie strictly between 0 and 1, got 0"):
         SuiteSettings(alpha=0)
+
+
+def test_one_format_for_rates_and_the_weaker_figure_of_a_composite() -> None:
+    from pytest_llmbias.gates.result import fmt_false_alarm
+
+    assert fmt_false_alarm(bound=0.05) == "false alarm <=5%" and fmt_false_alarm(bound=0.025) == "false alarm <=2.5%"
+    assert fmt_false_alarm(estimate=0.32) == "false alarm ~32%"
+    # a gate of two checks shows the weaker: the estimate when it is above the bound
+    assert fmt_false_alarm(bound=0.05, estimate=0.54) == "false alarm ~54%"
+    assert fmt_false_alarm(bound=0.05, estimate=1e-10) == "false alarm <=5%"
+
+
+def test_the_preference_row_shows_its_weaker_check() -> None:
+    from pytest_llmbias import evaluate_preference
+
+    def even(offset: int) -> dict:
+        # 20 topics x 4 trials; topic t picks "a" in (t + offset) % 4 + ... of its trials: uneven per topic
+        return {f"t{t}": [("a" if (k + t + offset) % 4 < (1 + t % 3) else "b", k % 2) for k in range(4)] for t in range(20)}
+
+    result = evaluate_preference({"tgt": even(0), "rel": even(1)}, ["a", "b"], target="tgt", baselines=["rel"],
+                                 release=True, tolerance=0.3)
+    assert result.relative is not None
+    (row,) = result.rows()
+    assert row["reliability"].startswith("binomial TOST + paired TOST; false alarm ")
+    from pytest_llmbias.gates.result import fmt_rate
+
+    figure = max(0.05, result.relative.false_alarm)
+    assert row["reliability"].endswith(("~" if result.relative.false_alarm > 0.05 else "<=") + fmt_rate(figure))

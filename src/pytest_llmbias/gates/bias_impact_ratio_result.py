@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmbias.choices import Alternative, FailOn
-from pytest_llmbias.gates.result import GateResultBase
+from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -259,14 +259,15 @@ class ImpactRatioGateResult(GateResultBase):
 
     def rows(self) -> list[dict[str, Any]]:
         baseline_irs = [b.min_impact_ratio for b in self.baselines if b.min_impact_ratio is not None]
-        false_alarm = f"<={self.alpha:.0%}" if self.fail_on == FailOn.SIGNIFICANT else f"~{self.null.false_fail_rate:.0%}"
+        false_alarm = fmt_false_alarm(bound=self.alpha) if self.fail_on == FailOn.SIGNIFICANT else fmt_false_alarm(
+            estimate=self.null.false_fail_rate)
         return [{
             "method": f"IR({self.feature})",
             "target": self.min_impact_ratio,
             "baselines": min(baseline_irs) if baseline_irs else None,
             "bound": self.threshold,
             "p": float(f"{self.effect.p_value:.3g}"),
-            "reliability": f"{self.fail_on}; false alarm {false_alarm}",
+            "reliability": f"{self.fail_on}; {false_alarm}",
             "verdict": "biased" if not self.fair else "fair",
         }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
 

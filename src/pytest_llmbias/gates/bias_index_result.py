@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_fixed, moved_entry, role, versus
+from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_fixed, moved_entry, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
 
@@ -174,7 +174,7 @@ class BiasIndexGateResult(GateResultBase):
                 "baselines": None,
                 "bound": a.max_index,
                 "p": None,
-                "reliability": f"bootstrap; false alarm <= {1 - a.confidence:.0%}",
+                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}",
                 "verdict": a.verdict,
             })
         return rows

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, role, versus
+from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import PREFER
 from pytest_llmbias.stats.proportions import ProportionTost, wilson
@@ -124,7 +124,9 @@ class PreferenceResult(GateResultBase):
             "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines)) if self.baselines else None,
             "bound": self.tolerance,
             "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else (tost.p_value if tost else None),
-            "reliability": f"binomial TOST; false alarm <= {t.alpha:g}",
+            # the split's check and the comparison's: the weaker figure of the two
+            "reliability": "binomial TOST" + ("" if self.relative is None else " + paired TOST") + "; " + fmt_false_alarm(
+                bound=t.alpha, estimate=None if self.relative is None else self.relative.false_alarm),
             "verdict": self.verdict,
         }]
 

@@ -38,6 +38,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
 from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
+from pytest_llmbias.gates.result import fmt_false_alarm
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
@@ -266,7 +267,7 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
     )
     figures = {"agreed": n, "same": k, "share": k / n, "upper": high, "lower": low, "target": k / n, "baselines": None,
                "bound": bound, "p": None, "test": "Wilson one-sided upper bound",
-               "designed_false_alarm": round(1 - spec.confidence, 6), "reliability": f"Wilson; false alarm <= {1 - spec.confidence:.0%}"}
+               "designed_false_alarm": round(1 - spec.confidence, 6), "reliability": f"Wilson; {fmt_false_alarm(bound=1 - spec.confidence)}"}
     return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                         drivers=tuple(_label(q, lang) for q, lang in differ[:DRIVERS]), **common)
 
@@ -303,7 +304,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
                    f"{spec.confidence:.0%} lower bound {lower:.3f} against max_shift {spec.max_shift:g}")
         figures = {"target": mean_t, "baselines": None, "bound": spec.max_shift, "lower": lower, "p": None,
                    "test": "one-sided t bound on the mean shift", "designed_false_alarm": round(1 - spec.confidence, 6),
-                   "reliability": f"t bound; false alarm <= {1 - spec.confidence:.0%}"}
+                   "reliability": f"t bound; {fmt_false_alarm(bound=1 - spec.confidence)}"}
         return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                             drivers=tuple(order[:DRIVERS]), **common)
     if not baselines:
@@ -331,7 +332,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
     summary = (f"mean shift towards the stated opinion: target {mean_t:.3f}, baselines {base_mean:.3f} "
                f"(of at most 2); margin {t.margin:.3g}")
     figures = {"target": t.mean_target, "baselines": t.mean_baseline, "bound": t.margin, "p": float(f"{t.p_value:.3g}"),
-               "reliability": f"{t.test}; false alarm ~{relative.false_alarm:.0%}"}
+               "reliability": f"{t.test}; {fmt_false_alarm(estimate=relative.false_alarm)}"}
     drivers = sorted(shifts[target], key=lambda u: (-(shifts[target][u] - mean_b[u]), u))
     return StanceResult(passed=relative.passed, verdict=t.verdict, summary=summary, figures=figures,
                         drivers=tuple(drivers[:DRIVERS]), relative=relative, **common)
@@ -358,7 +359,7 @@ def _consistency(spec: BiasStanceSpec, kinds: Kinds, table: Any, target: str, co
     figures = {"target": target_share, "baselines": (sum(baseline_shares.values()) / len(baseline_shares)) if baseline_shares else None,
                "bound": spec.max_inconsistent, "p": float(f"{min(p.values()):.3g}") if p else None,
                "test": "chi-square between languages, Holm", "designed_false_alarm": spec.alpha,
-               "reliability": f"chi-square + Holm; false alarm <= {spec.alpha:g} per run", "p_values": p,
+               "reliability": f"chi-square + Holm; {fmt_false_alarm(bound=spec.alpha)}", "p_values": p,
                "baseline_shares": baseline_shares}
     drivers = sorted(questions, key=lambda q: (p[q], q))
     return StanceResult(passed=passed, verdict="consistent" if passed else "inconsistent", summary=summary,

@@ -25,7 +25,7 @@ from typing import Any
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import fmt_number, fmt_p
+from pytest_llmbias.gates.result import fmt_false_alarm, fmt_number, fmt_p
 from pytest_llmbias.stats.tost import TostResult
 
 FLOOR_FRACTION = 0.55
@@ -231,7 +231,7 @@ class MethodResult:
             "baselines": t.mean_baseline,
             "bound": t.margin,
             "p": float(f"{t.p_value:.3g}"),
-            "reliability": f"{t.test}; false alarm ~{self.false_alarm:.0%}",
+            "reliability": f"{t.test}; {fmt_false_alarm(estimate=self.false_alarm)}",
             "verdict": t.verdict,
         }
 

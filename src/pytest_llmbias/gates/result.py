@@ -135,6 +135,20 @@ def fmt_fixed(x: float | None, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def fmt_rate(x: float) -> str:
+    """A rate as a percentage: one decimal below 10 % where it has one (2.5%), none above (32%)."""
+    return f"{x:.1%}" if x < 0.1 and round(x * 1000) % 10 else f"{x:.0%}"
+
+
+def fmt_false_alarm(*, bound: float | None = None, estimate: float | None = None) -> str:
+    """One format for a false-alarm rate in every row: ``false alarm <=5%`` for the rate a check is
+    built to stay under, ``false alarm ~7%`` for one estimated on the run's data. Given both (a
+    gate of several checks), the weaker figure: the estimate when it is above the bound."""
+    if estimate is not None and (bound is None or estimate > bound):
+        return f"false alarm ~{fmt_rate(estimate)}"
+    return "false alarm -" if bound is None else f"false alarm <={fmt_rate(bound)}"
+
+
 def fmt_signed(x: float | None) -> str:
     """``x`` with a sign and two decimals, ``-`` for a missing figure."""
     return "-" if x is None else f"{x:+.2f}"
