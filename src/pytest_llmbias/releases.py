@@ -200,9 +200,9 @@ def settings_against(settings: Settings, ref: str) -> Settings:
     errors of :func:`apply_release`."""
     base = settings
     if settings.release.against:
-        current = Release.load(settings.release.against, settings.release.dir)
+        current = Path(str(settings.comparators[0].recorded))  # the run's release: its answers file
         store = dataclasses.replace(settings.store, snapshots=tuple(p for p in settings.store.snapshots
-                                                                    if Path(p) != current.responses))
+                                                                    if Path(p) != current))
         base = dataclasses.replace(settings, baselines=settings.context, store=store)
     return apply_release(dataclasses.replace(base, release=dataclasses.replace(base.release, against=ref)))
 

@@ -68,7 +68,6 @@ class BiasSession:
         self.reports: list[CollectionReport] = []
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
-        self._notes: list[str] = []
         self._releases: dict[str, Release] = {}  # the releases compared against, each read once
         self._views: dict[str, ReleaseView] = {}  # per release a marker names with against=
         self._models: dict[str, ModelSpec] = {}  # the models of those releases, by alias
@@ -100,7 +99,7 @@ class BiasSession:
         """Load a domain once per session (configured paths, then built-ins, or a file path); when
         compared with a release (``against``, else the run's), the items it was asked, unchanged."""
         release_ref = against or self.settings.release.against
-        key = f"{name}\0{release_ref or ''}"
+        key = self._domain_key(name, release_ref)
         if key not in self._domains:
             domain = load_domain(name, self.settings.domains.paths)
             if release_ref:
@@ -110,16 +109,20 @@ class BiasSession:
                     self._releases[release_ref] = Release.load(release_ref, self.settings.release.dir)
                 domain, note = shared_domain(domain, self._releases[release_ref])
                 if note is not None:
-                    self._notes.append(note)
                     self._changed[key] = note
             self._domains[key] = domain
         return self._domains[key]
+
+    @staticmethod
+    def _domain_key(name: str, release: str | None) -> str:
+        """A domain as loaded for a comparison with ``release`` (or none)."""
+        return f"{name}\0{release or ''}"
 
     def inconclusive(self, exc: Exception, domain: str, *, against: str | None = None) -> Exception:
         """``exc``, the error that stopped a gate on ``domain``; when that domain changed since the
         release compared against, a :class:`StatisticsError` that says so: too few questions
         left unchanged make the comparison inconclusive, and the reader should know why."""
-        note = self._changed.get(f"{domain}\0{against or self.settings.release.against or ''}")
+        note = self._changed.get(self._domain_key(domain, against or self.settings.release.against))
         if note is None:
             return exc
         from pytest_llmbias.errors import StatisticsError
@@ -303,7 +306,7 @@ class BiasSession:
     def notices(self) -> list[str]:
         """What the user should know: about the store (say, that it was found emptied), and about
         domains that changed since the release compared against."""
-        return (self._store.notices if self._store is not None else []) + self._notes
+        return (self._store.notices if self._store is not None else []) + list(self._changed.values())
 
     @property
     def pending(self) -> bool:

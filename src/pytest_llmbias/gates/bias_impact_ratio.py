@@ -28,7 +28,7 @@ from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, Calibration, FailOn, GroupBy, SelectionMethod, Standard
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_impact_ratio_release import DEFAULT_MARGIN
+from pytest_llmbias.gates.bias_impact_ratio_release import DEFAULT_MARGIN, compare_with_release
 from pytest_llmbias.gates.bias_impact_ratio_result import MARKER, ImpactRatioGateResult, ModelImpact, interval_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pytest_llmbias.domains.domain import Question
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
-    from pytest_llmbias.stats.selection import ImpactRatioResult
+    from pytest_llmbias.stats.selection import ImpactRatioResult, SelectionRule
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,13 @@ class ImpactRatioSpec:
     samples: int | None = None
     margin: float = DEFAULT_MARGIN
     alternative: Alternative = Alternative.NO_WORSE
+
+    @property
+    def rule(self) -> SelectionRule:
+        """How an answer's value is selected: ``standard``, ``method``, ``quantile``, ``within``."""
+        from pytest_llmbias.stats.selection import SelectionRule
+
+        return SelectionRule.parse(self.standard, self.method, quantile=self.quantile, within=self.within)
 
     def responses(self, models: str = "all") -> ResponseRequest:
         """The responses this gate needs: the domain's prompts, asked of ``models``."""
@@ -197,7 +204,7 @@ def evaluate_model(
     check. Raises :class:`StatisticsError` when a group has fewer than ``spec.min_responses``
     values, or when no value is selected at all."""
     from pytest_llmbias.stats.resampling import bootstrap_impact_ratio, group_effect_test, permutation_null
-    from pytest_llmbias.stats.selection import SelectionRule, impact_ratio
+    from pytest_llmbias.stats.selection import impact_ratio
 
     keys = sorted(values)
     groups = [prompt_groups[q] for q, _ in keys]
@@ -213,7 +220,7 @@ def evaluate_model(
             f"{shown}. Add templates or samples, or lower min_responses (a selection rate of so few "
             "answers says little)"
         )
-    rule = SelectionRule.parse(spec.standard, spec.method, quantile=spec.quantile, within=spec.within)
+    rule = spec.rule
     result = impact_ratio(numbers, groups, rule, confidence=spec.confidence)
     interval = bootstrap_impact_ratio(
         numbers, groups, rule, confidence=spec.confidence, resamples=spec.resamples, seed=BOOTSTRAP_SEED
@@ -248,17 +255,10 @@ def evaluate_gate(
     if release is not None:
         spec = dataclasses.replace(spec, alpha=spec.alpha / 2)
     result, interval, null, effect = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
-    comparison = None
-    if release is not None:
-        from pytest_llmbias.gates.bias_impact_ratio_release import compare_with_release
-
-        from pytest_llmbias.stats.selection import SelectionRule
-
-        rule = SelectionRule.parse(spec.standard, spec.method, quantile=spec.quantile, within=spec.within)
-        comparison = compare_with_release(values, prompt_groups, rule, target=target, release=release,
-                                          margin=spec.margin, alternative=spec.alternative, fail_on=spec.fail_on,
-                                          alpha=spec.alpha, confidence=spec.confidence, resamples=spec.resamples,
-                                          seed=BOOTSTRAP_SEED, text=text)
+    comparison = None if release is None else compare_with_release(
+        values, prompt_groups, spec.rule, target=target, release=release, margin=spec.margin,
+        alternative=spec.alternative, fail_on=spec.fail_on, alpha=spec.alpha, confidence=spec.confidence,
+        resamples=spec.resamples, seed=BOOTSTRAP_SEED, text=text)
     target_impact = ModelImpact(target, result, interval, null=null, effect=effect)
     side: list[ModelImpact] = []
     warnings: list[str] = []
