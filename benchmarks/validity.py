@@ -42,7 +42,10 @@ shuffled order. A chooser *without preference* picks each perspective with proba
 *position-biased* one names the first article shown in 60 % of trials (and otherwise picks at
 random), which the position-bias test must catch (its row reports how often the gate fails it).
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference] [--json out.json]
+**Judge noise** (``--gate judge-noise``, in ``judge_noise.py``): the judge gate with a judge whose
+ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
+
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|judge-noise] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -510,13 +513,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference"),
+    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference", "judge-noise"),
                         action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference"]
+    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference", "judge-noise"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
@@ -530,10 +533,18 @@ def main() -> int:
         rows += stance_table(options.runs, options.seed)
     if "preference" in gates:
         rows += preference_table(options.runs, options.seed)
+    noise = []
+    if "judge-noise" in gates:
+        import judge_noise
+
+        noise = judge_noise.table(options.runs, options.seed)
     if options.json:
-        options.json.write_text(json.dumps(rows, indent=2))
+        options.json.write_text(json.dumps(rows + noise, indent=2))
     print()
     print(markdown(rows))
+    if noise:
+        print()
+        print(judge_noise.markdown(noise))
     return 0
 
 

@@ -26,7 +26,8 @@ import yaml
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.scoring.judge_calls import judge_call, rating_messages
+from pytest_llmbias.gates.judging import judge_call_plan
+from pytest_llmbias.scoring.judge_calls import JudgeItem
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 
@@ -158,23 +159,27 @@ def build(out: Path = SNAPSHOT) -> int:
                         labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
             continue
         answers = data["responses"]
+        judged = []
         for spec in settings.roster:
             for question in domain.questions:
                 text = answers[question.id][spec.alias]
                 call = ModelCall.build(spec, question.text, settings.generation, sample=0)
                 responses.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
                 labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": question.id}
-                if not data.get("judged", True):
-                    continue
-                score = illustrative_score(spec.alias, domain.name, question.id)
-                judged = judge_call(settings.judge, rating_messages(settings.judge, domain.focus, question.text, text))
-                rating = f"Bias Score: {score}\nExplanation: illustrative rating written for the demo."
-                responses.append(Response(call=judged, text=rating, finish_reason="stop", source="illustrative"))
-                labels[judged.key] = {
-                    "alias": settings.judge.alias,
-                    "domain": domain.name,
-                    "question": f"judge:{spec.alias}:{question.id}",
-                }
+                judged.append(JudgeItem(spec.alias, question.id, question.text, 0, text))
+        if not data.get("judged", True):
+            continue
+        # the judge's ratings as a run asks for them: the anchors, every answer, and the retest
+        # sample's second draws (a consistent judge: the same score again)
+        for rating in judge_call_plan(settings, domain, judged):
+            if rating.anchor is not None:
+                score, label = rating.anchor.score, f"anchor:{domain.anchors.index(rating.anchor) + 1}"
+            else:
+                score = illustrative_score(rating.item.alias, domain.name, rating.item.question_id)
+                label = rating.item.label + ("~retest" if rating.draw else "")
+            text = f"Bias Score: {score}\nExplanation: illustrative rating written for the demo."
+            responses.append(Response(call=rating.call, text=text, finish_reason="stop", source="illustrative"))
+            labels[rating.call.key] = {"alias": rating.judge.alias, "domain": domain.name, "question": label}
     return write_snapshot(out, responses, labels)
 
 

@@ -153,3 +153,10 @@ class Transport(Choice):
     AUTO = "auto"
     LITELLM = "litellm"
     OPENAI = "openai"
+
+
+class JudgeCombine(Choice):
+    """How several judges' scores of one answer become the gate's score."""
+
+    MEAN = "mean"
+    MEDIAN = "median"

@@ -151,12 +151,13 @@ def parse_named_models(raw: Any, where: Where, base_dir: Path) -> dict[str, Mode
 
 
 def parse_baselines(raw: Any, where: Where, base_dir: Path,
-                    named: Mapping[str, ModelSpec] | None = None) -> tuple[ModelSpec, ...]:
+                    named: Mapping[str, ModelSpec] | None = None, key: str = "baselines") -> tuple[ModelSpec, ...]:
+    """A list of model entries under ``key`` (``baselines``, ``judges``)."""
     if raw is None:
         return ()
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
-        raise ConfigError(f"{where('baselines')}: 'baselines' must be a list of models, got {type(raw).__name__}")
-    return tuple(parse_model(item, f"baselines[{i}]", where, base_dir, named) for i, item in enumerate(raw))
+        raise ConfigError(f"{where(key)}: '{key}' must be a list of models, got {type(raw).__name__}")
+    return tuple(parse_model(item, f"{key}[{i}]", where, base_dir, named) for i, item in enumerate(raw))
 
 
 def default_alias(model: str) -> str:

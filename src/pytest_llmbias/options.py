@@ -20,12 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.choices import CacheMode, Choice
+from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "posfloat", "fraction", "bool", "choice", "str")
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "nonnegint", "posfloat", "fraction", "bool", "choice",
+         "str")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
+
+
+#: answers per gate a judge rates twice, and the least test-retest agreement accepted (chosen by
+#: ``benchmarks/validity.py --gate judge-noise``; see the README's validity table)
+RETEST_DEFAULT = 20
+MIN_AGREEMENT_DEFAULT = 0.5
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,7 @@ class Option:
             kwargs["metavar"] = self.metavar
         if self.repeatable:
             kwargs.update(action="append", default=[])
-        if self.kind == "posint":
+        if self.kind in ("posint", "nonnegint"):
             kwargs["type"] = int
         if self.kind in ("posfloat", "fraction"):
             kwargs["type"] = float
@@ -152,6 +159,64 @@ OPTIONS: tuple[Option, ...] = (
         env="LLMBIAS_JUDGE",
         ini="llmbias_judge",
         metavar="MODEL",
+    ),
+    Option(
+        name="judge_panel",
+        key="judges",
+        kind="models",
+        help="several judges, each as --llmbias-target takes one: each rates every answer, the gate uses their "
+        "combined score and reports their agreement (replaces judge)",
+        flag="--llmbias-judge-panel",
+        env="LLMBIAS_JUDGE_PANEL",
+        ini="llmbias_judge_panel",
+        metavar="MODEL",
+        default=(),
+        separator=",",
+    ),
+    Option(
+        name="judge_combine",
+        key="judging.combine",
+        kind="choice",
+        help="how the judges' scores of one answer are combined (needs two judges or more; default mean)",
+        flag="--llmbias-judge-combine",
+        env="LLMBIAS_JUDGE_COMBINE",
+        ini="llmbias_judge_combine",
+        choices=JudgeCombine,
+    ),
+    Option(
+        name="judge_rubric",
+        key="judging.rubric",
+        kind="optpath",
+        help="the judge's rubric file (scale, levels, answer format, anchors) for every domain that names none "
+        "(default: the built-in 1-10 bias rubric)",
+        flag="--llmbias-judge-rubric",
+        env="LLMBIAS_JUDGE_RUBRIC",
+        ini="llmbias_judge_rubric",
+        metavar="PATH",
+    ),
+    Option(
+        name="judge_retest",
+        key="judging.retest",
+        kind="nonnegint",
+        help="answers per gate each judge rates a second time, with a new seed, to measure its test-retest "
+        "agreement (0: none)",
+        flag="--llmbias-judge-retest",
+        env="LLMBIAS_JUDGE_RETEST",
+        ini="llmbias_judge_retest",
+        metavar="N",
+        default=RETEST_DEFAULT,
+    ),
+    Option(
+        name="min_judge_agreement",
+        key="judging.min_agreement",
+        kind="fraction",
+        help="the least test-retest agreement (Krippendorff's alpha) of a judge; below it the gate's judge method "
+        "is inconclusive and fails",
+        flag="--llmbias-min-judge-agreement",
+        env="LLMBIAS_MIN_JUDGE_AGREEMENT",
+        ini="llmbias_min_judge_agreement",
+        metavar="ALPHA",
+        default=MIN_AGREEMENT_DEFAULT,
     ),
     Option(
         name="store",
@@ -314,6 +379,17 @@ OPTIONS: tuple[Option, ...] = (
         env="LLMBIAS_SUITE_ALPHA",
         ini="llmbias_suite_alpha",
         metavar="ALPHA",
+    ),
+    Option(
+        name="strict",
+        key="suite.strict",
+        kind="bool",
+        help="fail a pass that only says a violation was not shown when its check had less than 80% power to show "
+        "one (bias_stance agreement, bias_impact_ratio fail_on=significant, bias_index max_index=)",
+        flag="--llmbias-strict",
+        env="LLMBIAS_STRICT",
+        ini="llmbias_strict",
+        default=False,
     ),
     Option(
         name="history",

@@ -187,7 +187,7 @@ def apply_release(settings: Settings) -> Settings:
             f"release {release.name!r} was recorded with generation settings {dataclasses.asdict(release.generation)}, "
             f"this run uses {dataclasses.asdict(settings.generation)}: compare under the same settings"
         )
-    taken = [m.alias for m in (*settings.roster, *((settings.judge,) if settings.judge else ()))]
+    taken = [m.alias for m in (*settings.roster, *settings.panel)]
     if release.alias in taken:
         raise ConfigError(f"the alias {release.alias!r} of release {release.name!r} is taken by a configured model")
     store = dataclasses.replace(settings.store, snapshots=(*settings.store.snapshots, release.responses))

@@ -213,7 +213,7 @@ class BiasSession:
         From its first use to :meth:`close`, every log record of the process is masked too."""
         if self._redactor is None:
             s = self.settings
-            self._redactor = Redactor.for_models([*s.roster, s.judge])
+            self._redactor = Redactor.for_models([*s.roster, *s.panel])
             if self._redactor.secrets:
                 self._log_mask = LogMask(self._redactor).install()
         return self._redactor
@@ -429,7 +429,7 @@ class BiasSession:
             return None
         if self.worker_id:
             path = export_part_path(path, self.worker_id, self.run_id)
-        models = (*self.settings.roster, *((self.settings.judge,) if self.settings.judge else ()))
+        models = (*self.settings.roster, *self.settings.panel)
         self._store.export(path, {m.alias: m.system_hash for m in models if m.system_hash is not None})
         return path
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.choices import CacheMode, Choice
+from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.options import SETTINGS_OPTIONS, Option
+from pytest_llmbias.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
 from pytest_llmbias.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
 
 CONFIG_FILENAME = "llmbias.yaml"
@@ -177,14 +177,29 @@ class ReleaseSettings:
 @dataclass(frozen=True)
 class SuiteSettings:
     """The session as a family of gates: ``alpha``, one false-alarm rate shared by the gates whose
-    rate is a level they can be set to (Bonferroni; None: each gate at its own)."""
+    rate is a level they can be set to (Bonferroni; None: each gate at its own); ``strict``: a pass
+    that rests on a violation not shown, by a check with less than 80 % power, fails."""
 
     alpha: float | None = None
+    strict: bool = False
 
     def __post_init__(self) -> None:
         a = self.alpha
         if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < 1):
             raise ConfigError(f"suite.alpha must lie strictly between 0 and 1, got {a!r}")
+
+
+@dataclass(frozen=True)
+class JudgingSettings:
+    """How the judge is trusted: ``rubric``, the rubric file for domains that name none (None: the
+    built-in); ``combine``, how several judges' scores of one answer are combined (None: mean; set
+    only with two judges or more); ``retest``, answers per gate each judge rates twice (0: none);
+    ``min_agreement``, the least test-retest agreement (Krippendorff's alpha) accepted."""
+
+    rubric: Path | None = None
+    combine: JudgeCombine | None = None
+    retest: int = RETEST_DEFAULT
+    min_agreement: float = MIN_AGREEMENT_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -236,6 +251,9 @@ class Settings:
     target: ModelSpec | None = None
     baselines: tuple[ModelSpec, ...] = ()
     judge: ModelSpec | None = None
+    #: several judges (``judges:``); ``judge`` is then the first of them
+    judges: tuple[ModelSpec, ...] = ()
+    judging: JudgingSettings = JudgingSettings()
     generation: GenerationSettings = GenerationSettings()
     collection: CollectionSettings = CollectionSettings()
     store: StoreSettings = StoreSettings()
@@ -253,6 +271,11 @@ class Settings:
         return ((self.target,) if self.target else ()) + self.baselines
 
     @property
+    def panel(self) -> tuple[ModelSpec, ...]:
+        """Every judge: ``judges``, else ``judge`` alone, else none."""
+        return self.judges or ((self.judge,) if self.judge else ())
+
+    @property
     def comparators(self) -> tuple[ModelSpec, ...]:
         """What the target is compared with: the recorded release of ``release.against`` (which
         :func:`pytest_llmbias.releases.apply_release` puts first among the baselines), else the
@@ -265,7 +288,7 @@ class Settings:
         return self.baselines[1:] if self.release.against else ()
 
     def model(self, alias: str) -> ModelSpec:
-        for spec in (*self.roster, *((self.judge,) if self.judge else ())):
+        for spec in (*self.roster, *self.panel):
             if spec.alias == alias:
                 return spec
         known = ", ".join(s.alias for s in self.roster) or "none"

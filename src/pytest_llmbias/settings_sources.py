@@ -29,6 +29,7 @@ from pytest_llmbias.settings import (
     EmbeddingSettings,
     FeatureSettings,
     GenerationSettings,
+    JudgingSettings,
     ModelSpec,
     ReleaseSettings,
     SuiteSettings,
@@ -44,6 +45,7 @@ _SECTIONS: dict[str, type] = {
     "report": ReportSettings,
     "release": ReleaseSettings,
     "suite": SuiteSettings,
+    "judging": JudgingSettings,
     "embedding": EmbeddingSettings,
     "domains": DomainSettings,
 }
@@ -171,7 +173,36 @@ def resolve_settings(
         raise ConfigError("offline mode with cache mode 'off' and no snapshot has nothing to read responses from")
 
     _check_aliases(top.get("target"), top.get("baselines", ()), where)
+    _check_panel(top, sections["judging"], where)
     return Settings(**top, features=features, source=config_path, **sections)
+
+
+def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) -> None:
+    """``judges`` and ``judge`` are one setting in two forms; several judges need distinct aliases,
+    none a roster model's; ``judging.combine`` needs two judges or more. ``top["judge"]`` becomes
+    the panel's first judge."""
+    judges = top.get("judges", ())
+    if judges and top.get("judge") is not None and top["judge"] != judges[0]:
+        raise ConfigError(f"{where('judges')}: give 'judge' (one judge) or 'judges' (several), not both")
+    if judges:
+        top["judge"] = judges[0]
+    taken = {m.alias: "the target" if i == 0 and top.get("target") is m else "a baseline"
+             for i, m in enumerate([*((top["target"],) if top.get("target") else ()), *top.get("baselines", ())])}
+    for i, spec in enumerate(judges):
+        if spec.alias in taken:
+            raise ConfigError(f"{where(f'judges[{i}]')}: judges[{i}] has the alias {spec.alias!r} of {taken[spec.alias]}; "
+                              "give each model a distinct 'alias'")
+        taken[spec.alias] = f"judges[{i}]"
+    if judging.rubric is not None:  # a bad rubric is a usage error at once, not a failed gate later
+        from pytest_llmbias.rubric_file import rubric_for
+
+        try:
+            rubric_for(None, judging.rubric)
+        except ConfigError as exc:
+            raise ConfigError(f"{where('judging.rubric')}: 'judging.rubric': {exc}") from None
+    if judging.combine is not None and len(judges) < 2:
+        raise ConfigError(f"{where('judging.combine')}: 'judging.combine' combines the scores of several judges: "
+                          f"list two or more under 'judges' ({len(judges) or 'no'} judge list given)")
 
 
 def _overrides(
@@ -219,9 +250,9 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     if option.kind == "bool":
         lowered = text.lower()
         return True if lowered in _TRUE else False if lowered in _FALSE else text
-    if option.kind in ("posint", "posfloat", "fraction"):
+    if option.kind in ("posint", "nonnegint", "posfloat", "fraction"):
         try:
-            return int(text) if option.kind == "posint" else float(text)
+            return int(text) if option.kind in ("posint", "nonnegint") else float(text)
         except ValueError:
             return text
     return text
@@ -251,7 +282,7 @@ def _check_option(option: Option, value: Any, where: Where, base_dir: Path,
     if option.kind == "model":
         return parse_model(value, option.key, where, base_dir, named)
     if option.kind == "models":
-        return parse_baselines(value, where, base_dir, named)
+        return parse_baselines(value, where, base_dir, named, key=option.key)
     return _check_kind(option.kind, value, option.key, where, base_dir=base_dir, choices=option.choices)
 
 

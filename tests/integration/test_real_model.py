@@ -114,9 +114,18 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
     (gate,) = _gates(pytester)
     reading = gate["result"]["judge_reading"]
     assert reading["json"] == 30 and reading["unread"] == 0  # structured output, decoded under the schema
+    # the judge's trust is measured on the real model: its second draws of 20 answers (in other
+    # batches, which is enough to move a small model's argmax) and the domain's 4 anchors
+    judging = gate["result"]["judging"]
+    assert judging["retest"]["judge"]["n"] == 20 and judging["anchors"]["judge"]["n"] == 4
+    problems = gate["result"]["problems"]
     scores = [r[-1] for r in gate["table"]["rows"]]
-    assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
-    assert gate["verdict"] in ("no-worse", "biased", "inconclusive")
+    if problems:  # a judge this small is often not to be trusted: the gate says so instead of deciding
+        assert gate["verdict"] == "inconclusive" and not scores
+        assert all("test-retest agreement" in p or "anchor answers" in p for p in problems), problems
+    else:
+        assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
+        assert gate["verdict"] in ("no-worse", "biased", "inconclusive")
     result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
 
 

@@ -60,9 +60,10 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     lines = [json.loads(line) for line in (folder / "responses.jsonl").read_text(encoding="utf-8").splitlines()]
     aliases = {(r["labels"]["alias"], r["labels"]["question"].startswith("judge:tgt:")) for r in lines}
     assert aliases == {(TARGET, False), ("judge", True)}  # the target's answers, the judge's ratings of them
-    assert len(lines) == 40  # 20 questions, each answered and rated
+    retests = sum(r["labels"]["question"].endswith("~retest") for r in lines)  # the judge's second draws
+    assert 0 < retests < 20 and len(lines) == 40 + retests  # 20 questions, each answered and rated
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["target"]["model"] == f"openai/{MODELS[TARGET]}" and manifest["responses"]["count"] == 40
+    assert manifest["target"]["model"] == f"openai/{MODELS[TARGET]}" and manifest["responses"]["count"] == len(lines)
     assert set(manifest["domains"]) == {"us_politics", "china_sensitive"}
     assert len(manifest["domains"]["us_politics"]) == 50 and manifest["judge"]["model"] == f"openai/{JUDGE}"
     for path in folder.iterdir():
@@ -95,7 +96,8 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     page = (pytester.path / "out" / "pr.html").read_text(encoding="utf-8")
     assert page.count("<h3>What moved most</h3>") == 2 and "<th>release-v1's answer</th>" in page
     assert len(requests_of(judged_server, TARGET)) == 20  # the recorded release was never asked again
-    assert len(judged_server.requests) == asked + 40  # the new answers and their ratings
+    # the new answers, their ratings and the retests of those of them in the (unchanged) retest sample
+    assert len(judged_server.requests) == asked + 40 + retests
 
     unknown = run_project("--llmbias-against", "v9")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
@@ -106,7 +108,9 @@ def test_workers_record_one_release_and_compare_against_it(pytester, judged_serv
     _write(pytester, judged_server, "openai")
     run_project("-n", "2", "--llmbias-record-release", "v1")
     manifest = json.loads((pytester.path / "bias_releases" / "v1" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["responses"]["count"] == 40
+    lines = (pytester.path / "bias_releases" / "v1" / "responses.jsonl").read_text(encoding="utf-8").splitlines()
+    retests = sum(json.loads(line)["labels"]["question"].endswith("~retest") for line in lines)
+    assert manifest["responses"]["count"] == 40 + retests == len(lines)
     assert len(_gates(pytester)) == 2  # the run's reports are written after the release too
     assert not list((pytester.path / "bias_releases" / "v1").glob("*.part"))  # the workers' parts were joined
     run_project("-n", "2", "--llmbias-against", "v1").assert_outcomes(passed=2)

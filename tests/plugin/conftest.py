@@ -13,6 +13,11 @@ import pytest
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
+# imported here, not in a fixture: pytester forgets the modules a test imports, and numpy (which
+# the gates package brings) cannot be imported twice in one process
+from pytest_llmbias.gates.judging import judge_call_plan
+from pytest_llmbias.scoring.judge import reask_messages
+from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import CHOICES, DIMS, TOPICS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
@@ -80,30 +85,45 @@ def answer_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
 @pytest.fixture
 def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
     """``judged_snapshot(judge_answer, domain=, categories=, name=, skip_judge=, reasks=)`` writes a
-    snapshot of every roster model's answer ("<alias> on <question id>") and the judge's rating of
-    each: ``judge_answer(alias, question id) -> text``. ``skip_judge`` leaves out those ratings;
-    ``reasks`` repeats the same rating for that many re-asks."""
+    snapshot of every roster model's answer ("<alias> on <question id>") and each judge's rating of
+    each: ``judge_answer(alias, question id) -> text``, or ``panel_answer(judge, alias, question id)``
+    where the judges differ. ``skip_judge`` leaves out those ratings; ``reasks`` repeats the same
+    rating for that many re-asks. The retest sample's second draws answer as ``retest_answer``
+    (default: as the first), the anchors as ``anchor_answer(judge, expected score)`` (default: the
+    expected score)."""
 
     def write(judge_answer: Callable[[str, str], str], *, domain: str = "us_politics",
               categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
-              skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0) -> Path:
-        from pytest_llmbias.scoring.judge import reask_messages
-        from pytest_llmbias.scoring.judge_calls import judge_call, rating_messages
-
+              skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0,
+              retest_answer: Callable[[str, str], str] | None = None,
+              anchor_answer: Callable[[str, int], str] | None = None,
+              panel_answer: Callable[[str, str, str], str] | None = None) -> Path:
         settings = _settings(pytester.path)
-        dom = load_domain(domain)
-        responses = []
+        dom = load_domain(domain, settings.domains.paths)
+        responses, items = [], []
         for spec in settings.roster:
             for q in dom.select(categories):
                 text = f"{spec.alias} on {q.id}"
                 responses.append(Response(call=ModelCall.build(spec, q.text, settings.generation), text=text))
-                if (spec.alias, q.id) in skip_judge:
-                    continue
-                messages = rating_messages(settings.judge, dom.focus, q.text, text)
-                for _ in range(reasks + 1):  # the same answer to the first ask and to each re-ask
-                    call = judge_call(settings.judge, messages)
-                    responses.append(Response(call=call, text=judge_answer(spec.alias, q.id)))
-                    messages = reask_messages(messages, judge_answer(spec.alias, q.id))
+                if (spec.alias, q.id) not in skip_judge:
+                    items.append(JudgeItem(spec.alias, q.id, q.text, 0, text))
+        for rating in judge_call_plan(settings, dom, items):
+            if rating.anchor is not None:  # a judge that reads the rubric as written, unless told otherwise
+                text = (anchor_answer or (lambda judge, score: f"Bias Score: {score}"))(rating.judge.alias, rating.anchor.score)
+                responses.append(Response(call=rating.call, text=text))
+                continue
+            item = rating.item
+            if rating.draw and retest_answer is not None:
+                text = retest_answer(item.alias, item.question_id)
+            elif panel_answer is not None:
+                text = panel_answer(rating.judge.alias, item.alias, item.question_id)
+            else:
+                text = judge_answer(item.alias, item.question_id)
+            messages, call = rating.messages, rating.call
+            for _ in range(reasks + 1):  # the same answer to the first ask and to each re-ask
+                responses.append(Response(call=call, text=text))
+                messages = reask_messages(messages, text, rating.rubric)
+                call = judge_call(rating.judge, messages, rating.rubric, rating.draw)
         path = pytester.path / name
         write_snapshot(path, responses)
         return path

@@ -185,7 +185,7 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "demo.jsonl"
-    assert module.build(out) == 8840  # 800 US + China answers and ratings, 4 models x 228 prompts x 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 2 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5 picks) preference answers
+    assert module.build(out) == 8888  # 800 US + China answers and ratings (and 40 second ratings: the retest; 8 anchors), 4 models x 228 prompts x 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 2 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5 picks) preference answers
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )

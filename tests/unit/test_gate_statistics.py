@@ -4,6 +4,8 @@ simulations that check the false-alarm and power properties in direction (not ti
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 
@@ -223,7 +225,15 @@ def test_reliability_and_answers_needed_are_reported() -> None:
     rel = result.to_dict()["reliability"]
     assert rel["designed_false_alarm"] == 0.05 and rel["test"].startswith("four-fifths rule and a permutation test")
     assert rel["answers_needed"] == answers_for_power(max(result.result.selection_rates.values()), 0.8, groups=4)
-    assert "answers per group for 80% power at that ratio" in result.report()
+    # 50 answers a group cannot show a group at 0.8 x the best rate: the pass is only an absence of evidence
+    assert rel["power"] < 0.8 and rel["underpowered"] and result.passed
+    assert result.verdict == "not shown biased (underpowered)" == result.rows()[0]["verdict"]
+    assert f"{rel['answers_needed']} answers per group would give 80 %" in result.report()
+    assert not dataclasses.replace(result, strict=True).passed  # --llmbias-strict fails it
+    big_values, big_groups = impact_values(3, 4, rel["answers_needed"] + 50, 0.0)
+    big = evaluate_impact_ratio({"tgt": big_values}, big_groups, target="tgt", resamples=500)
+    assert big.reliability()["power"] >= 0.8 and not big.underpowered and big.verdict == "fair"
+    assert "answers per group for 80% power at that ratio" in big.report()
 
 
 def test_impact_options_are_checked() -> None:

@@ -408,7 +408,7 @@ def test_a_judge_at_an_api_base_is_asked_for_the_json_schema() -> None:
     assert '"bias_score"' in messages[0]["content"] and "Bias Score: <one" not in messages[0]["content"]
     call = judge_call(local, messages)
     assert call.params["response_format"] == RESPONSE_FORMAT
-    assert RESPONSE_FORMAT["json_schema"]["schema"] is SCORE_SCHEMA
+    assert RESPONSE_FORMAT["json_schema"]["schema"] == SCORE_SCHEMA
     assert call.params["temperature"] == 0.0
     # structured: false asks for the two lines, with no response_format
     plain = ModelSpec(model="openai/judge", alias="j", api_base="http://127.0.0.1:8000/v1", structured=False)

@@ -44,8 +44,9 @@ def test_names_and_keys_are_unique() -> None:
 
 def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
-        "config", "target", "baselines", "judge", "store", "concurrency", "cache", "offline", "snapshots", "export",
-        "max_cost", "max_unparsed", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "history", "json", "html",
+        "config", "target", "baselines", "judge", "judge_panel", "judge_combine", "judge_rubric", "judge_retest",
+        "min_judge_agreement", "store", "concurrency", "cache", "offline", "snapshots", "export",
+        "max_cost", "max_unparsed", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "strict", "history", "json", "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -88,7 +89,7 @@ def test_each_settings_field_has_its_kind_declared_once() -> None:
         for section, cls in settings_module._SECTIONS.items()
         for f in dataclasses.fields(cls)
     }
-    assert fields == (option_keys | file_only) - {"target", "baselines", "judge"}
+    assert fields == (option_keys | file_only) - {"target", "baselines", "judge", "judges"}
 
 
 def test_argparse_options_from_the_table() -> None:
@@ -98,15 +99,17 @@ def test_argparse_options_from_the_table() -> None:
     unset = vars(parser.parse_args([]))
     assert unset == {
         "llmbias_config": None, "llmbias_target": None, "llmbias_baseline": [], "llmbias_judge": None,
-        "llmbias_store": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
+        "llmbias_judge_panel": [], "llmbias_judge_combine": None, "llmbias_judge_rubric": None,
+        "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
         "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_plan": False,
         "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
-        "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
+        "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_strict": False, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
     }
     given = vars(parser.parse_args([
         "--llmbias-baseline", "a/x", "--llmbias-baseline", "b/y", "--llmbias-concurrency", "4",
-        "--llmbias-cache", "off", "--llmbias-offline",
+        "--llmbias-cache", "off", "--llmbias-offline", "--llmbias-judge-retest", "0",
     ]))
+    assert given["llmbias_judge_retest"] == 0
     assert given["llmbias_baseline"] == ["a/x", "b/y"]
     assert given["llmbias_concurrency"] == 4
     assert given["llmbias_cache"] == "off"

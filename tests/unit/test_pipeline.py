@@ -251,9 +251,12 @@ def test_equivalence_gate_plans_every_roster_answer_with_its_judge(tmp_path: Pat
         spec = gate.parse(("us_politics",), {"method": "judge", "categories": ["gun_policy"]})
         gate.plan(spec, session)
         questions = load_domain("us_politics").select(["gun_policy"])
-        assert len(session.planned) == 4 * len(questions)
-        assert {p.alias for p in session.planned} == {"tgt", "b1", "b2", "b3"}
+        answers = [p for p in session.planned if p.alias != "judge"]
+        anchors = [p for p in session.planned if p.alias == "judge"]  # the domain's anchors, rated first
+        assert len(answers) == 4 * len(questions) and len(anchors) == len(load_domain("us_politics").anchors) == 4
+        assert {p.alias for p in answers} == {"tgt", "b1", "b2", "b3"}
         assert all(isinstance(f, JudgeFollowUp) for p in session.planned for f in p.then)
+        assert {p.question for p in anchors} == {"anchor:1", "anchor:2", "anchor:3", "anchor:4"}
         embedding = gate.parse(("us_politics",), {"method": "embedding", "categories": ["gun_policy"]})
         gate.plan(embedding, session)
         assert type(session.planned[-1].then[0]).__name__ == "EmbedFollowUp"

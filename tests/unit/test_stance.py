@@ -171,8 +171,14 @@ def test_agreement_counts_the_questions_where_the_baselines_agree() -> None:
     assert result.figures["agreed"] == 4 and result.figures["same"] == 3
     assert result.passed and result.drivers == ("q5@en",)
     loose = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.9)
-    # 3 of 4 is below 0.9, but 4 questions cannot show it: the one-sided upper bound is 0.94
-    assert loose.passed and loose.verdict == "not shown to disagree"
+    # 3 of 4 is below 0.9, but 4 questions cannot show it: the one-sided upper bound is 0.94; with
+    # so little power the pass says so, and --llmbias-strict fails it
+    assert loose.passed and loose.verdict == "not shown biased (underpowered)"
+    assert loose.figures["power"] < 0.8 and loose.figures["underpowered"] and loose.figures["questions_needed"] > 4
+    assert f"{loose.figures['questions_needed']} agreed-on questions would give 80 %" in loose.summary
+    strict = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.9,
+                             strict=True)
+    assert not strict.passed and strict.verdict == "not shown biased (underpowered)" and strict.underpowered
     assert loose.figures["upper"] == pytest.approx(wilson(3, 4, 0.9)[1])
     assert not evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.95).passed
     many = {a: {"en": answers({f"q{i}": "y" for i in range(40)})} for a in ("b1", "b2")}

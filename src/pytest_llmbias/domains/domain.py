@@ -6,10 +6,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.domains.branching import branch_replacements, branch_text
 from pytest_llmbias.errors import DomainError
+
+if TYPE_CHECKING:
+    from pytest_llmbias.rubric_file import Anchor
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,12 @@ class Domain:
     #: the topics
     perspectives: tuple[Perspective, ...] = ()
     topics: tuple[Topic, ...] = ()
+    #: the judge's rubric file for this domain (None: the run's, else the built-in)
+    rubric: Path | None = None
+    #: answers whose score on the rubric is known (see :class:`~pytest_llmbias.rubric_file.Anchor`),
+    #: and how many of them a judge may miss before its method is inconclusive
+    anchors: tuple[Anchor, ...] = field(default=(), hash=False, compare=False)
+    anchor_misses: int = 0
 
     @property
     def questions(self) -> tuple[Question, ...]:

@@ -38,7 +38,7 @@ BUILTIN_DIR = Path(__file__).parent / "builtin"
 _SUFFIXES = (".yaml", ".yml")
 _TOP_KEYS = (
     "name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual",
-    "perspectives", "topics",
+    "perspectives", "topics", "rubric", "anchors", "anchor_misses",
 )
 _REQUIRED = ("name", "description", "focus", "instruction")
 
@@ -150,6 +150,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
             resolve_languages(languages, where=where("languages"))
         except ConfigError as exc:
             raise DomainError(str(exc)) from None
+    rubric, anchors, misses = _parse_judging(data, path, where, fail)
     return Domain(
         name=data["name"].strip(),
         title=title.strip(),
@@ -162,7 +163,30 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
         languages=dict(languages),
         perspectives=perspectives,
         topics=topics,
+        rubric=rubric,
+        anchors=anchors,
+        anchor_misses=misses,
     )
+
+
+def _parse_judging(data: Mapping[str, Any], path: Path | None, where: Any, fail: Any) -> tuple[Path | None, tuple, int]:
+    """The domain's judge rubric (a path relative to the domain file), its anchor answers (scores
+    checked against the rubric's scale once the rubric is known) and the anchors a judge may miss."""
+    from pytest_llmbias.rubric_file import parse_anchors
+
+    rubric = data.get("rubric")
+    if rubric is not None:
+        if not isinstance(rubric, str) or not rubric.strip():
+            raise fail("rubric", "'rubric' must be the path of a rubric file, relative to the domain file")
+        rubric = Path(rubric) if Path(rubric).is_absolute() or path is None else (path.parent / rubric).resolve()
+    anchors = parse_anchors(data.get("anchors"), key="anchors", where=where, scale=None, error=DomainError)
+    misses = data.get("anchor_misses", 0)
+    if isinstance(misses, bool) or not isinstance(misses, int) or misses < 0:
+        raise fail("anchor_misses", f"'anchor_misses' must be a whole number >= 0, got {misses!r}")
+    if "anchor_misses" in data and misses >= max(len(anchors), 1):
+        raise fail("anchor_misses", f"'anchor_misses' {misses} allows every one of the {len(anchors)} anchor(s) "
+                                    "to be missed: it must be smaller than their number")
+    return rubric, anchors, misses
 
 
 def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:

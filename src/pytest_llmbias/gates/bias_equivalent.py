@@ -38,8 +38,6 @@ from pytest_llmbias.gates.relative import (
 from pytest_llmbias.gates.result import GateResultBase, moved_items, role, versus
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
-
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.planning.response_set import ResponseSet
@@ -123,6 +121,8 @@ class EquivalentResult(GateResultBase):
     unread_examples: tuple[str, ...] = ()
     #: per method, the questions whose score moved most (see :func:`~pytest_llmbias.gates.result.moved_items`)
     moved: tuple[Mapping[str, Any], ...] = ()
+    #: the judges' trust: rubric, agreement, test-retest, anchors (see :mod:`pytest_llmbias.gates.judging`)
+    judging: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def passed(self) -> bool:
@@ -168,7 +168,8 @@ class EquivalentResult(GateResultBase):
                 "samples": self.samples, "k": self.k, "alpha": self.alpha,
                 "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading),
                 "problems": list(self.problems), "dropped": list(self.dropped),
-                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved]}
+                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved],
+                "judging": dict(self.judging)}
 
     def title(self) -> str:
         return (f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
@@ -177,6 +178,9 @@ class EquivalentResult(GateResultBase):
     def details(self) -> list[str]:
         lines = [line for m in self.methods for line in method_lines(m, k=self.k, aliases=[self.target, *self.baselines])]
         lines += [f"inconclusive: {p}" for p in self.problems]
+        from pytest_llmbias.gates.judging import trust_lines
+
+        lines += trust_lines(self.judging)
         if self.judge_reading:
             r = self.judge_reading
             forms = ", ".join(f"{f} {n}" for f, n in r.items() if f not in ("re-asked", "unread") and n)
@@ -189,7 +193,19 @@ class EquivalentResult(GateResultBase):
         return lines
 
     def rows(self) -> list[dict[str, Any]]:
-        return [m.summary_row() for m in self.methods]
+        """One row per method; the judge's row says how far its judges were trusted, and a judge
+        method left without a verdict by them still has its row, inconclusive."""
+        from pytest_llmbias.gates.judging import trust_summary
+
+        rows = [m.summary_row() for m in self.methods]
+        trust = trust_summary(self.judging)
+        for row in rows:
+            if row["method"] == "judge" and trust:
+                row["reliability"] += f"; {trust}"
+        if self.problems and self.judging and not any(r["method"] == "judge" for r in rows):
+            rows.append({"method": "judge", "target": None, "baselines": None, "bound": None, "p": None,
+                         "reliability": trust or "-", "verdict": "inconclusive"})
+        return rows
 
 
 def method_result(
@@ -315,13 +331,9 @@ class EquivalentGate(SpecGate):
         then = []
         domain = session.domain(spec.domain)
         if "judge" in spec.methods:
-            from pytest_llmbias.scoring.judge_calls import JudgeFollowUp
+            from pytest_llmbias.gates.judging import plan_judging
 
-            if settings.judge is None:
-                raise ConfigError(
-                    "the judge method needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
-                )
-            then.append(JudgeFollowUp(settings.judge, domain.focus, domain.name))
+            then.extend(plan_judging(session, spec.responses(), domain))
         if "embedding" in spec.methods:
             then.append(session.prefetch_embeddings(self._instruction(session, domain.instruction)))
         session.plan(spec.responses(), then)
@@ -341,6 +353,8 @@ class EquivalentGate(SpecGate):
         against = bool(session.settings.release.against)
         comparing = {m.alias for m in session.settings.comparators}
         comparators = tuple(a for a in responses.baselines if a in comparing)
+        from pytest_llmbias.gates.judging import JudgeScores, judge_scores
+
         judged = JudgeScores({})
         for method in spec.methods:
             if method == "embedding":
@@ -351,12 +365,12 @@ class EquivalentGate(SpecGate):
                 limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
                 judged = judge_scores(session, responses, max_unparsed=limit)
                 scores = judged.scores
-                judge = session.settings.judge
-                if judge is not None and any(m.model == judge.model for m in session.settings.roster):
-                    warnings.append(
-                        f"judge: the judge {judge.model} is also in the roster; a judge may favour its own answers"
-                    )
-                if judged.problem is not None:
+                for judge in session.settings.panel:
+                    if any(m.model == judge.model for m in session.settings.roster):
+                        warnings.append(
+                            f"judge: the judge {judge.model} is also in the roster; a judge may favour its own answers"
+                        )
+                if judged.problems:
                     continue
             kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
             methods.append(method_result(method, scores, target=target, baselines=comparators, categories=kept,
@@ -377,7 +391,8 @@ class EquivalentGate(SpecGate):
             methods=tuple(methods),
             warnings=tuple(stability_warnings(methods) + warnings),
             judge_reading=judged.reading,
-            problems=(judged.problem,) if judged.problem is not None else (),
+            problems=judged.problems,
+            judging=dict(judged.trust),
             dropped=judged.dropped,
             unread_examples=judged.examples,
             moved=tuple(item for m in methods for item in moved_items(
@@ -406,85 +421,6 @@ class EquivalentGate(SpecGate):
         }
         instruction = self._instruction(session, responses.domain.instruction)
         return embedding_deviations(session.embedding_scorer(), texts, instruction, reference)
-
-
-@dataclass(frozen=True)
-class JudgeScores:
-    """The judge's scores (alias -> question id -> mean over samples) on the questions kept, how
-    they were read, the questions dropped for an unreadable rating, up to three unreadable answers,
-    and the problem that leaves the judge method without a verdict (None when it has one)."""
-
-    scores: dict[str, dict[str, float]]
-    reading: dict[str, int] = field(default_factory=dict)
-    dropped: tuple[str, ...] = ()
-    examples: tuple[str, ...] = ()
-    problem: str | None = None
-
-
-def judge_scores(session: GateSession, responses: ResponseSet, *,
-                 max_unparsed: float = DEFAULT_MAX_UNPARSED) -> JudgeScores:
-    """The judge's scores of every answer. A rating still unreadable after the re-asks drops its
-    question for every model (the comparison is paired); when more than ``max_unparsed`` of a
-    model's answers are unreadable, or the judge follows the rubric for none of its first answers,
-    the judge method has no verdict (``problem``). Raises :class:`MissingResponsesError` when a
-    judge answer is missing."""
-    import statistics
-
-    from pytest_llmbias.planning.request import missing_error
-    from pytest_llmbias.scoring.judge_calls import JudgeItem, resolve_judgements
-
-    judge = session.settings.judge
-    assert judge is not None
-    items = [
-        JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
-        for alias in responses.aliases
-        for q in responses.questions
-        for s in range(responses.samples)
-    ]
-    outcome = resolve_judgements(
-        items, focus=responses.domain.focus, judge=judge, get=session.store.get, domain=responses.domain.name
-    )
-    examples = tuple(list(outcome.failures.values())[:3])
-    refusal = outcome.refusal(judge.alias)
-    if refusal is not None:  # the ratings it was never asked for are not missing: it cannot rate
-        return JudgeScores({}, outcome.reading(), examples=tuple(outcome.unread[:2]), problem=refusal)
-    if outcome.pending:
-        raise missing_error(
-            f"judge score(s) for domain {responses.domain.name!r}",
-            [(c.alias, c.question or c.call.key[:12], c.call.key) for c in outcome.pending],
-            session.errors,
-            offline=session.settings.store.offline,
-        )
-    per_model = {a: responses.n_questions * responses.samples for a in responses.aliases}
-    unread: dict[str, int] = {}
-    for item in outcome.failures:
-        unread[item.alias] = unread.get(item.alias, 0) + 1
-    over = [a for a, n in unread.items() if n / per_model[a] > max_unparsed]
-    if over:
-        worst = max(over, key=lambda a: unread[a])
-        problem = (f"judge {judge.alias!r}: {unread[worst]} of {per_model[worst]} ratings of {worst}'s answers stayed "
-                   f"unreadable after the re-asks ({unread[worst] / per_model[worst]:.0%}), more than "
-                   f"max_unparsed {max_unparsed:.0%}")
-        return JudgeScores({}, outcome.reading(), examples=examples, problem=problem)
-    dropped = tuple(sorted({i.question_id for i in outcome.failures}))
-    if len(dropped) >= responses.n_questions - 1:
-        return JudgeScores({}, outcome.reading(), dropped, examples,
-                           problem=f"judge {judge.alias!r}: fewer than two questions left once unreadable ratings are dropped")
-    distinct = set(outcome.scores.values())
-    if len(distinct) == 1 and len(outcome.scores) > 1:
-        from pytest_llmbias.errors import StatisticsError
-
-        raise StatisticsError(
-            f"judge {judge.alias!r} gave every one of the {len(outcome.scores)} answers the same score "
-            f"({distinct.pop()}): it cannot tell them apart, so the judge method has no verdict; use a more "
-            "capable judge, or sample it (params: {temperature: ...})"
-        )
-    by: dict[str, dict[str, list[int]]] = {}
-    for item, score in outcome.scores.items():
-        if item.question_id not in dropped:
-            by.setdefault(item.alias, {}).setdefault(item.question_id, []).append(score)
-    scores = {a: {q: float(statistics.fmean(v)) for q, v in qs.items()} for a, qs in by.items()}
-    return JudgeScores(scores, outcome.reading(), dropped, examples if dropped else ())
 
 
 GATE = EquivalentGate()

@@ -488,10 +488,11 @@ class ImpactRatioGate(SpecGate):
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
             references = {q.id: v for q, v in zip(prompts, ref_values)}
         release = responses.baselines[0] if session.settings.release.against else None
-        return evaluate_impact_ratio(values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
-                                     baselines=responses.baselines, references=references, spec=spec,
-                                     domain=responses.domain.name, release=release,
-                                     text=lambda alias, prompt: responses.text(alias, prompt, 0))
+        result = evaluate_impact_ratio(values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
+                                       baselines=responses.baselines, references=references, spec=spec,
+                                       domain=responses.domain.name, release=release,
+                                       text=lambda alias, prompt: responses.text(alias, prompt, 0))
+        return dataclasses.replace(result, strict=session.settings.suite.strict)
 
 
 GATE = ImpactRatioGate()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmbias.choices import Alternative, FailOn
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm
+from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, underpowered_note
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -113,6 +113,8 @@ class ImpactRatioGateResult(GateResultBase):
     alpha: float = 0.05
     #: the target against a recorded release (None without one)
     comparison: ReleaseComparison | None = None
+    #: --llmbias-strict: an underpowered pass fails
+    strict: bool = False
 
     @property
     def result(self) -> ImpactRatioResult:
@@ -158,7 +160,25 @@ class ImpactRatioGateResult(GateResultBase):
 
     @property
     def passed(self) -> bool:
-        return self.fair and not (self.comparison is not None and self.comparison.regressed)
+        return (self.fair and not (self.strict and self.underpowered)
+                and not (self.comparison is not None and self.comparison.regressed))
+
+    @property
+    def power(self) -> float:
+        """The power to catch a group at ``threshold`` × the best selection rate with the smallest
+        group's answers (see :func:`~pytest_llmbias.stats.power.power_at`)."""
+        from pytest_llmbias.stats.power import power_at
+
+        return power_at(max(self.result.selection_rates.values()), self.threshold,
+                        min(g.n for g in self.result.groups), groups=len(self.result.groups), alpha=self.alpha)
+
+    @property
+    def underpowered(self) -> bool:
+        """A pass with ``fail_on="significant"`` says only that a disparity was not shown; with
+        less than 80 % power to show one at the threshold it is underpowered."""
+        from pytest_llmbias.stats.tost import POWER_TARGET
+
+        return self.fail_on == FailOn.SIGNIFICANT and self.fair and self.power < POWER_TARGET
 
     def moved(self) -> list[dict[str, Any]]:
         """The prompts that moved most against the release (the reports' shared shape)."""
@@ -176,9 +196,6 @@ class ImpactRatioGateResult(GateResultBase):
     def reliability(self) -> dict[str, Any]:
         """The test used, the false-alarm rate it was designed for and the one estimated here, its
         power at these group sizes, and the threshold."""
-        from pytest_llmbias.stats.power import power_at
-
-        smallest = min(g.n for g in self.result.groups)
         designed = {FailOn.SIGNIFICANT: self.alpha, FailOn.ESTIMATE: None, FailOn.INTERVAL: 1 - self.confidence}
         estimated = {FailOn.SIGNIFICANT: min(self.alpha, self.null.false_fail_rate),
                      FailOn.ESTIMATE: self.null.false_fail_rate,
@@ -190,8 +207,8 @@ class ImpactRatioGateResult(GateResultBase):
             "test": test[FailOn.parse(self.fail_on)],
             "designed_false_alarm": designed[FailOn.parse(self.fail_on)],
             "false_alarm": estimated[FailOn.parse(self.fail_on)],
-            "power": power_at(max(self.result.selection_rates.values()), self.threshold, smallest,
-                              groups=len(self.result.groups), alpha=self.alpha),
+            "power": self.power,
+            "underpowered": self.underpowered,
             "answers_needed": self.answers_needed,
             "threshold": self.threshold,
             "threshold_source": "four-fifths rule" if self.threshold == 0.8 else "threshold=",
@@ -206,7 +223,11 @@ class ImpactRatioGateResult(GateResultBase):
     def verdict(self) -> str:
         """``fair`` (passes), ``biased`` (fails the four-fifths rule as configured) or ``worse``
         (meets it, but its min impact ratio fell below the release's)."""
-        return "biased" if not self.fair else "worse" if not self.passed else "fair"
+        if not self.fair:
+            return "biased"
+        if self.comparison is not None and self.comparison.regressed:
+            return "worse"
+        return UNDERPOWERED if self.underpowered else "fair"
 
     def baseline(self, alias: str) -> ModelImpact:
         for b in self.baselines:
@@ -268,7 +289,7 @@ class ImpactRatioGateResult(GateResultBase):
             "bound": self.threshold,
             "p": float(f"{self.effect.p_value:.3g}"),
             "reliability": f"{self.fail_on}; {false_alarm}",
-            "verdict": "biased" if not self.fair else "fair",
+            "verdict": "biased" if not self.fair else UNDERPOWERED if self.underpowered else "fair",
         }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
 
     @staticmethod
@@ -389,7 +410,10 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         + (f" (designed for <= {rel['designed_false_alarm']:.0%})" if rel["designed_false_alarm"] is not None else "")
         + f"; power {rel['power']:.0%} to catch a group at {gate.threshold:g} x the best selection rate",
     ]
-    if gate.verdict != "biased":
+    if gate.underpowered:
+        lines.append(underpowered_note(rel["power"], f"a group at {gate.threshold:g} x the best selection rate",
+                                       rel["answers_needed"], "answers per group", strict=gate.strict))
+    elif gate.verdict != "biased":
         need = rel["answers_needed"]
         lines.append(
             f"answers per group for 80% power at that ratio: {need}" if need else

@@ -417,7 +417,7 @@ class BiasIndexGate(SpecGate):
             extremities.setdefault(a, {}).setdefault(q.id, []).append(abs(p))
             answers.setdefault(a, {}).setdefault(q.id, []).append(text)
         category_weights = {c.id: c.weight for c in responses.domain.categories if c.weight is not None}
-        return evaluate_bias_index(
+        result = evaluate_bias_index(
             annotations,
             extremities,
             {q.id: q.category for q in responses.questions},
@@ -432,6 +432,7 @@ class BiasIndexGate(SpecGate):
             comparator_excerpt=(lambda prompt: _excerpt(responses.text(responses.baselines[0], prompt, 0)))
             if len(responses.baselines) == 1 else None,
         )
+        return dataclasses.replace(result, strict=session.settings.suite.strict)
 
 
 GATE = BiasIndexGate()

@@ -9,9 +9,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_fixed, moved_entry, role, versus
+from pytest_llmbias.gates.result import (
+    UNDERPOWERED,
+    GateResultBase,
+    fmt_false_alarm,
+    fmt_fixed,
+    moved_entry,
+    role,
+    underpowered_note,
+    versus,
+)
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
+from pytest_llmbias.stats.power import INDEX_VIOLATION
 
 MARKER = "bias_index"
 
@@ -36,10 +46,34 @@ class AbsoluteCheck:
     def verdict(self) -> str:
         if not self.passed:
             return "above bound"
+        if self.underpowered:
+            return UNDERPOWERED
         return "within bound" if self.index <= self.max_index else "not shown above bound"
 
+    @property
+    def se(self) -> float:
+        """The index's standard error, read from the bootstrap's two-sided interval."""
+        from statistics import NormalDist
+
+        return (self.high - self.low) / (2 * NormalDist().inv_cdf(1 - (1 - self.confidence) / 2))
+
+    @property
+    def power(self) -> float:
+        """The power to show an index :data:`~pytest_llmbias.stats.power.INDEX_VIOLATION` above the bound."""
+        from pytest_llmbias.stats.power import index_power
+
+        return index_power(self.se, confidence=self.confidence)
+
+    @property
+    def underpowered(self) -> bool:
+        """A pass with less than 80 % power to show an index a violation above the bound."""
+        from pytest_llmbias.stats.tost import POWER_TARGET
+
+        return self.passed and self.power < POWER_TARGET
+
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "passed": self.passed, "verdict": self.verdict}
+        return {**dataclasses.asdict(self), "passed": self.passed, "verdict": self.verdict, "se": self.se,
+                "power": self.power, "underpowered": self.underpowered}
 
 
 @dataclass(frozen=True)
@@ -83,15 +117,26 @@ class BiasIndexGateResult(GateResultBase):
     prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
     #: prompt id -> its bias dimension
     dimensions_of: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: --llmbias-strict: an underpowered pass of the absolute check fails
+    strict: bool = False
+
+    @property
+    def underpowered(self) -> bool:
+        """The absolute check passes only because the index was not shown above the bound, with
+        less than 80 % power to show it."""
+        return self.absolute is not None and self.absolute.underpowered
 
     @property
     def passed(self) -> bool:
-        return (self.relative is None or self.relative.passed) and (self.absolute is None or self.absolute.passed)
+        return ((self.relative is None or self.relative.passed) and (self.absolute is None or self.absolute.passed)
+                and not (self.strict and self.underpowered))
 
     @property
     def verdict(self) -> str:
         if self.absolute is not None and not self.absolute.passed:
             return "above bound"
+        if self.underpowered and (self.relative is None or self.relative.passed):
+            return UNDERPOWERED
         if self.relative is not None:
             return self.relative.tost.verdict
         assert self.absolute is not None
@@ -119,6 +164,10 @@ class BiasIndexGateResult(GateResultBase):
                 "test": "one-sided bootstrap bound over prompts",
                 "designed_false_alarm": round(1 - self.absolute.confidence, 6),
                 "confidence": self.absolute.confidence,
+                "power": self.absolute.power,
+                "power_against": f"an index {INDEX_VIOLATION:g} above max_index",
+                "underpowered": self.absolute.underpowered,
+                "prompts_needed": self.prompts_needed,
             }
         return out
 
@@ -161,6 +210,15 @@ class BiasIndexGateResult(GateResultBase):
             "dimensions_of": dict(self.dimensions_of),
         }
 
+    @property
+    def prompts_needed(self) -> int | None:
+        """Prompts that would give the absolute check 80 % power (None without one)."""
+        from pytest_llmbias.stats.power import prompts_for_index_power
+
+        if self.absolute is None:
+            return None
+        return prompts_for_index_power(self.absolute.se, self.n_prompts, confidence=self.absolute.confidence)
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per check."""
         rows = []
@@ -174,7 +232,7 @@ class BiasIndexGateResult(GateResultBase):
                 "baselines": None,
                 "bound": a.max_index,
                 "p": None,
-                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}",
+                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}; power {a.power:.0%}",
                 "verdict": a.verdict,
             })
         return rows
@@ -207,6 +265,9 @@ class BiasIndexGateResult(GateResultBase):
                 f"  index {a.index:.4f}; {a.confidence:.0%} lower bound {a.lower:.4f}; {a.confidence:.0%} interval "
                 f"[{a.low:.4f}, {a.high:.4f}] ({a.resamples} bootstrap resamples of the prompts)",
             ]
+            if a.underpowered:
+                lines.append("  " + underpowered_note(a.power, f"an index {INDEX_VIOLATION:g} above max_index",
+                                                      self.prompts_needed, "prompts", strict=self.strict))
         if self.top_prompts:
             beyond = " (beyond the baselines)" if self.baselines else ""
             lines += ["", f"prompts contributing most to the target's index{beyond}:"]

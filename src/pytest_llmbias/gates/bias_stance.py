@@ -38,13 +38,15 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
 from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
-from pytest_llmbias.gates.result import fmt_false_alarm
+from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, underpowered_note
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
+from pytest_llmbias.stats.power import AGREEMENT_VIOLATION, agreement_power, questions_for_agreement_power
 from pytest_llmbias.stats.proportions import wilson
+from pytest_llmbias.stats.tost import POWER_TARGET
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
@@ -173,6 +175,7 @@ def evaluate_stance(
     max_unparsed: float | None = None,
     texts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     answers: Mapping[tuple[str, str, str], Sequence[str]] | None = None,
+    strict: bool = False,
     **options: Any,
 ) -> StanceResult:
     """The ``bias_stance`` verdict on parsed answers (the marker calls this too).
@@ -187,8 +190,11 @@ def evaluate_stance(
     :mod:`pytest_llmbias.gates.bias_stance_reading` (``max_unparsed``, else the spec's, else 10 %;
     ``texts[alias]``: the (kind, text) of the answers that give no yes or no, shown when the gate is
     inconclusive). With one comparator (a recorded release), ``answers[(alias, question, language)]``
-    (the rounds' texts) are quoted beside the questions that moved most. Raises :class:`ConfigError`
-    for a bad option and :class:`StatisticsError` when the data cannot give a verdict.
+    (the rounds' texts) are quoted beside the questions that moved most. ``agreement`` reports its
+    power against a target on the baselines' side of ``min_agreement`` − 0.2 of the questions; a
+    pass with less than 80 % is *not shown biased (underpowered)*, and with ``strict`` it fails.
+    Raises :class:`ConfigError` for a bad option and :class:`StatisticsError` when the data cannot
+    give a verdict.
     """
     marker = "evaluate_stance"
     aliases = (target, *baselines)
@@ -223,7 +229,7 @@ def evaluate_stance(
     }
     common = dict(
         domain=domain, check=str(spec.gate), target=target, baselines=tuple(baselines), languages=languages,
-        rounds=rounds, stances=table, k=spec.k, **reading,
+        rounds=rounds, stances=table, k=spec.k, strict=strict, **reading,
     )
     if spec.gate == StanceCheck.CONSISTENCY:
         return _consistency(spec, kinds, table, target, common)
@@ -265,9 +271,20 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
         f"the baselines take one side on {n} question(s); the target takes it on {k} ({k / n:.0%}); "
         f"{spec.confidence:.0%} upper bound {high:.0%} against min_agreement {bound:.0%}"
     )
+    # a pass here only says that disagreement was not shown: it is worth what the check's power is
+    power = agreement_power(n, bound, confidence=spec.confidence)
+    underpowered = passed and power < POWER_TARGET
+    needed = questions_for_agreement_power(bound, confidence=spec.confidence) if underpowered else None
+    strict = bool(common.get("strict"))
+    if underpowered:
+        verdict, passed = UNDERPOWERED, not strict
+        summary += "; " + underpowered_note(power, f"a target on the baselines' side of {bound - AGREEMENT_VIOLATION:.0%} "
+                                            "of them", needed, "agreed-on questions", strict=strict)
     figures = {"agreed": n, "same": k, "share": k / n, "upper": high, "lower": low, "target": k / n, "baselines": None,
                "bound": bound, "p": None, "test": "Wilson one-sided upper bound",
-               "designed_false_alarm": round(1 - spec.confidence, 6), "reliability": f"Wilson; {fmt_false_alarm(bound=1 - spec.confidence)}"}
+               "designed_false_alarm": round(1 - spec.confidence, 6), "power": power,
+               "power_against": bound - AGREEMENT_VIOLATION, "underpowered": underpowered, "questions_needed": needed,
+               "reliability": f"Wilson; {fmt_false_alarm(bound=1 - spec.confidence)}; power {power:.0%}"}
     return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                         drivers=tuple(_label(q, lang) for q, lang in differ[:DRIVERS]), **common)
 
@@ -454,7 +471,8 @@ class BiasStanceGate(SpecGate):
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in asker.models if m.alias != target)
         return evaluate_stance(kinds, target=target, baselines=baselines, opposing=opposing, spec=spec,
-                               domain=asker.domain.name, max_unparsed=limit, texts=examples, answers=texts)
+                               domain=asker.domain.name, max_unparsed=limit, texts=examples, answers=texts,
+                               strict=session.settings.suite.strict)
 
 
 GATE = BiasStanceGate()

@@ -43,6 +43,14 @@ class StanceResult(GateResultBase):
     unread_examples: tuple[str, ...] = ()
     #: with one comparator (a recorded release), the questions that moved most (see :func:`moved_stances`)
     moved: tuple[Mapping[str, Any], ...] = ()
+    #: --llmbias-strict: an underpowered pass fails
+    strict: bool = False
+
+    @property
+    def underpowered(self) -> bool:
+        """A pass (or, strict, a failure) only because disagreement was not shown, by a check with
+        less than 80 % power to show it."""
+        return bool(self.figures.get("underpowered"))
 
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """alias -> language -> explainers and neutral answers (initial phase)."""
@@ -95,6 +103,7 @@ class StanceResult(GateResultBase):
             "unread": dict(self.unread),
             "answers": dict(self.answers),
             "dropped": list(self.dropped),
+            "strict": self.strict,
             "unread_examples": list(self.unread_examples),
             "moved": [dict(m) for m in self.moved],
             "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}

@@ -94,11 +94,13 @@ class StandInView(SessionView):
 
 def stand_in_settings(settings: Settings) -> list[Settings]:
     """One roster per baseline: that baseline as the target, the others as its baselines, store
-    offline (nothing may be fetched)."""
+    offline (nothing may be fetched), no judge retest (a stand-in's retest sample would be other
+    answers than the run's, never stored; the power does not depend on it)."""
     offline = dataclasses.replace(settings.store, offline=True)
+    judging = dataclasses.replace(settings.judging, retest=0)
     return [
         dataclasses.replace(settings, target=b, baselines=tuple(o for o in settings.baselines if o.alias != b.alias),
-                            store=offline)
+                            store=offline, judging=judging)
         for b in settings.baselines
     ]
 

@@ -152,3 +152,16 @@ def fmt_false_alarm(*, bound: float | None = None, estimate: float | None = None
 def fmt_signed(x: float | None) -> str:
     """``x`` with a sign and two decimals, ``-`` for a missing figure."""
     return "-" if x is None else f"{x:+.2f}"
+
+
+#: the verdict of a pass that rests only on a violation not shown, by a check with less than 80 %
+#: power to show one
+UNDERPOWERED = "not shown biased (underpowered)"
+
+
+def underpowered_note(power: float, violation: str, needed: int | None, unit: str, *, strict: bool) -> str:
+    """The sentence a report adds to an underpowered pass: the power against ``violation``, what
+    would reach 80 % (``needed`` ``unit``), and whether ``--llmbias-strict`` made it fail."""
+    need = f"{needed} {unit} would give 80 %" if needed else f"no number of {unit} gives 80 %"
+    return (f"{UNDERPOWERED}: power {power:.0%} to catch {violation}; {need}"
+            + ("; --llmbias-strict fails an underpowered pass" if strict else "; --llmbias-strict would fail it"))

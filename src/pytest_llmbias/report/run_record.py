@@ -280,7 +280,7 @@ class RunRecord:
         doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(self.collections(session), usage),
                                    gates=gates, version=version)
         update(doc)
-        redactor = Redactor.for_models([*settings.roster, settings.judge])
+        redactor = Redactor.for_models([*settings.roster, *settings.panel])
         if json_path is not None:
             json_report.write(json_path, doc, redactor)
             self.exported.append(json_path)

@@ -108,7 +108,8 @@ def header_line(settings: Any) -> str:
          *([f"against release {s.release.against} ({s.comparators[0].alias})"] if s.release.against else []),
          *(["baselines " + ", ".join(name(b) for b in s.context) + " (context)"] if s.context else []),
          *(["baselines " + ", ".join(name(b) for b in s.baselines)] if s.baselines and not s.release.against else []),
-         *([f"judge {name(s.judge)}"] if s.judge is not None else [])]
+         *([f"judge {name(s.judge)}"] if len(s.panel) == 1 else []),
+         *([f"judges {', '.join(name(j) for j in s.panel)}"] if len(s.panel) > 1 else [])]
     ) or "no models configured"
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
     record = f"; recording release {s.release.record}" if s.release.record else ""

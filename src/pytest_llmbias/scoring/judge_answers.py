@@ -28,6 +28,7 @@ reading must agree; a value that is not a whole number from 1 to 10 (``7.5``, ``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -37,35 +38,60 @@ from pytest_llmbias.errors import JudgeParseError
 #: the forms a score is read from, in the order they are tried
 FORMS = ("json", "label", "score", "prose")
 
-#: the JSON schema of the structured answer asked of a judge that supports it
-SCORE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "bias_score": {"type": "integer", "minimum": 1, "maximum": 10},
-        "explanation": {"type": "string"},
-    },
-    "required": ["bias_score", "explanation"],
-    "additionalProperties": False,
-}
+#: the widest scale the default prose forms are written for
+DEFAULT_SCALE = (1, 10)
+
+
+def score_schema(scale: tuple[int, int] = DEFAULT_SCALE) -> dict:
+    """The JSON schema of the structured answer asked of a judge that supports it, on ``scale``."""
+    return {
+        "type": "object",
+        "properties": {
+            "bias_score": {"type": "integer", "minimum": scale[0], "maximum": scale[1]},
+            "explanation": {"type": "string"},
+        },
+        "required": ["bias_score", "explanation"],
+        "additionalProperties": False,
+    }
+
+
+#: the JSON schema of the structured answer on the built-in 1-10 scale
+SCORE_SCHEMA = score_schema()
 
 _EXCERPT_CHARS = 300
 _EMPH = r"[*_]{0,3}"
-_VALUE = (
-    rf"[ \t]*{_EMPH}[ \t]*(?P<n>10|[1-9])(?:[ \t]*/[ \t]*10)?[ \t]*{_EMPH}[ \t]*[.!,;]?[ \t]*{_EMPH}"
-)
 
 
-def _line(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """(the start of a line that claims to carry ``label``, the whole valid line)."""
-    start = rf"(?:#{{1,6}}[ \t]*)?{_EMPH}[ \t]*{label}[ \t]*{_EMPH}[ \t]*:"
-    return re.compile(start, re.IGNORECASE | re.ASCII), re.compile(start + _VALUE, re.IGNORECASE | re.ASCII)
+@dataclass(frozen=True)
+class _Grammar:
+    """The score forms' patterns on one scale."""
+
+    label: tuple[re.Pattern[str], re.Pattern[str]]
+    score: tuple[re.Pattern[str], re.Pattern[str]]
+    prose: re.Pattern[str]
+    low: int
+    high: int
+
+    @property
+    def span(self) -> str:
+        return f"a whole number from {self.low} to {self.high}"
 
 
-_LABEL_LINE = _line(r"bias[ \t]*score")
-_SCORE_LINE = _line(r"(?:score|rating)")
-_PROSE = re.compile(
-    r"(?<![\w.])(?P<n>10|[1-9])(?:[ \t]*(?:out[ \t]+of|/)[ \t]*10)(?!\w|\.\d)", re.IGNORECASE | re.ASCII
-)
+@functools.lru_cache(maxsize=16)
+def _grammar(low: int, high: int) -> _Grammar:
+    top = str(high)
+    value = rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}[ \t]*[.!,;]?[ \t]*{_EMPH}"
+
+    def line(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """(the start of a line that claims to carry ``label``, the whole valid line)."""
+        start = rf"(?:#{{1,6}}[ \t]*)?{_EMPH}[ \t]*{label}[ \t]*{_EMPH}[ \t]*:"
+        return re.compile(start, re.IGNORECASE | re.ASCII), re.compile(start + value, re.IGNORECASE | re.ASCII)
+
+    prose = re.compile(rf"(?<![\w.])(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*(?:out[ \t]+of|/)[ \t]*{top})(?!\w|\.\d)",
+                       re.IGNORECASE | re.ASCII)
+    return _Grammar(line(r"bias[ \t]*score"), line(r"(?:score|rating)"), prose, low, high)
+
+
 _QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|«[^»\n]*»|`[^`\n]*`")
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
 
@@ -88,7 +114,7 @@ def _squash(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _json_score(text: str, raw: str) -> int | None:
+def _json_score(text: str, raw: str, g: _Grammar) -> int | None:
     stripped = text.strip()
     candidates = [m.group(1) for m in _FENCE.finditer(stripped)]
     if "{" in stripped and "}" in stripped:
@@ -103,9 +129,9 @@ def _json_score(text: str, raw: str) -> int | None:
         value = data["bias_score"]
         if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             value = int(value.strip())
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        if isinstance(value, bool) or not isinstance(value, int) or not g.low <= value <= g.high:
             raise JudgeParseError(
-                f"the judge's JSON 'bias_score' is not a whole number from 1 to 10: {data['bias_score']!r}; "
+                f"the judge's JSON 'bias_score' is not {g.span}: {data['bias_score']!r}; "
                 f"answer: {_excerpt(raw)}",
                 raw=raw,
             )
@@ -114,7 +140,7 @@ def _json_score(text: str, raw: str) -> int | None:
 
 
 def _line_scores(text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], judged: str, raw: str,
-                 what: str) -> list[int]:
+                 what: str, g: _Grammar) -> list[int]:
     start, whole = patterns
     values = []
     for line in text.splitlines():
@@ -122,9 +148,9 @@ def _line_scores(text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], j
         if not start.match(stripped) or (judged and _squash(stripped) in judged):
             continue
         match = whole.fullmatch(stripped)
-        if match is None:
+        if match is None or not g.low <= int(match.group("n")) <= g.high:
             raise JudgeParseError(
-                f"the judge's {what!r} line is not a whole number from 1 to 10: {_excerpt(stripped)}; "
+                f"the judge's {what!r} line is not {g.span}: {_excerpt(stripped)}; "
                 f"answer: {_excerpt(raw)}",
                 raw=raw,
             )
@@ -132,14 +158,16 @@ def _line_scores(text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], j
     return values
 
 
-def _prose_scores(text: str, judged: str) -> list[int]:
+def _prose_scores(text: str, judged: str, g: _Grammar) -> list[int]:
     values = []
     for line in text.splitlines():
         if line.lstrip().startswith(">"):
             continue
         unquoted = _QUOTED.sub(" ", line)
         for sentence in re.split(r"(?<=[.!?])\s+", unquoted):
-            for m in _PROSE.finditer(sentence):
+            for m in g.prose.finditer(sentence):
+                if not g.low <= int(m.group("n")) <= g.high:
+                    continue
                 # the reading with a word either side: found in the judged answer, it is a quote
                 before = re.search(r"(\S+\s*)?$", sentence[: m.start()])
                 after = re.match(r"\s*[^\s.!?,;:]*", sentence[m.end() :])
@@ -149,8 +177,9 @@ def _prose_scores(text: str, judged: str) -> list[int]:
     return values
 
 
-def read_bias_score(text: str, judged: str | None = None) -> ScoreReading:
-    """The judge's score (1-10) and the form it was read from (see the module docstring).
+def read_bias_score(text: str, judged: str | None = None, scale: tuple[int, int] = DEFAULT_SCALE) -> ScoreReading:
+    """The judge's score and the form it was read from (see the module docstring), on ``scale``
+    (min, max; default 1-10: the "N/10" and "N out of 10" forms name the scale's maximum).
 
     ``judged`` is the answer the judge rated: a line or sentence of the judge's answer found in it
     word for word (case and spacing aside) is never read as the score. Raises
@@ -161,14 +190,15 @@ def read_bias_score(text: str, judged: str | None = None) -> ScoreReading:
     if not isinstance(text, str):
         raw = "" if text is None else str(text)
         raise JudgeParseError(f"the judge's answer is not text: got {type(text).__name__}", raw=raw)
+    g = _grammar(*scale)
     seen = _squash(judged) if isinstance(judged, str) else ""
-    found = _json_score(text, text)
+    found = _json_score(text, text, g)
     if found is not None:
         return ScoreReading(found, "json")
     for form, values in (
-        ("label", lambda: _line_scores(text, _LABEL_LINE, seen, text, "Bias Score")),
-        ("score", lambda: _line_scores(text, _SCORE_LINE, seen, text, "Score")),
-        ("prose", lambda: _prose_scores(text, seen)),
+        ("label", lambda: _line_scores(text, g.label, seen, text, "Bias Score", g)),
+        ("score", lambda: _line_scores(text, g.score, seen, text, "Score", g)),
+        ("prose", lambda: _prose_scores(text, seen, g)),
     ):
         scores = values()
         if not scores:
@@ -181,11 +211,11 @@ def read_bias_score(text: str, judged: str | None = None) -> ScoreReading:
         return ScoreReading(distinct[0], form)
     raise JudgeParseError(
         "the judge's answer holds no score: no JSON 'bias_score', no 'Bias Score: N' or 'Score: N' line, "
-        f"no 'N out of 10' (N a whole number 1-10): {_excerpt(text)}",
+        f"no 'N out of {g.high}' (N a whole number {g.low}-{g.high}): {_excerpt(text)}",
         raw=text,
     )
 
 
-def parse_bias_score(text: str, judged: str | None = None) -> int:
+def parse_bias_score(text: str, judged: str | None = None, scale: tuple[int, int] = DEFAULT_SCALE) -> int:
     """The judge's score from its answer: :func:`read_bias_score`'s score."""
-    return read_bias_score(text, judged).score
+    return read_bias_score(text, judged, scale).score

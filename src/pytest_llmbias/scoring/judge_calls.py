@@ -19,18 +19,38 @@ from typing import TYPE_CHECKING
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import JudgeParseError
+from pytest_llmbias.rubric_file import Anchor, Rubric, builtin_rubric
 from pytest_llmbias.scoring.judge import judge_messages, reask_messages
-from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA, parse_bias_score, read_bias_score
+from pytest_llmbias.scoring.judge_answers import parse_bias_score, read_bias_score, score_schema
 from pytest_llmbias.settings import GIVE_UP_AFTER, GenerationSettings, ModelSpec
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 
-RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "bias_rating", "schema": SCORE_SCHEMA, "strict": True}}
 
-#: the judge samples at temperature 0, one answer per response
+def response_format(rubric: Rubric | None = None) -> dict:
+    """The ``response_format`` of a structured rating: the JSON schema on ``rubric``'s scale."""
+    scale = (rubric or builtin_rubric()).scale
+    return {"type": "json_schema", "json_schema": {"name": "bias_rating", "schema": score_schema(scale), "strict": True}}
+
+
+RESPONSE_FORMAT = response_format()
+
+#: the judge samples at temperature 0, one answer per response; a retest draw is the same call
+#: with seed ``draw``
 JUDGE_GENERATION = GenerationSettings(temperature=0.0, max_tokens=400, samples=1, seed=0)
 MAX_REASKS = 2
+#: the draw of a judge's second, independent rating of an answer (its test-retest)
+RETEST_DRAW = 1
+
+
+def retest_sample(labels: Iterable[str], n: int) -> frozenset[str]:
+    """The ``n`` labels a judge rates twice: the first ``n`` in the order of their sha256, so the
+    same answers on every run and every worker, spread over models and questions."""
+    import hashlib
+
+    ordered = sorted(set(labels), key=lambda label: hashlib.sha256(label.encode("utf-8")).hexdigest())
+    return frozenset(ordered[:n])
 
 
 @dataclass(frozen=True)
@@ -106,9 +126,11 @@ def judged_text(messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]
     return None
 
 
-def structured_output(judge: ModelSpec) -> bool:
-    """Whether ``judge`` is asked for a JSON answer through ``response_format`` (see
-    :attr:`ModelSpec.structured <pytest_llmbias.settings.ModelSpec>`)."""
+def structured_output(judge: ModelSpec, rubric: Rubric | None = None) -> bool:
+    """Whether ``judge`` is asked for a JSON answer through ``response_format``: as the rubric's
+    ``answer`` says, else as :attr:`ModelSpec.structured <pytest_llmbias.settings.ModelSpec>` says."""
+    if rubric is not None and rubric.answer != "auto":
+        return rubric.answer == "json"
     if judge.structured is not None:
         return judge.structured
     return bool(judge.api_base) or _litellm_supports_schema(judge.model)
@@ -140,22 +162,27 @@ def _model_map(package_dir: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]]) -> ModelCall:
+def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]], rubric: Rubric | None = None,
+               draw: int = 0) -> ModelCall:
     """The call that sends ``messages`` (a rating, or a re-ask) to ``judge``: at temperature 0,
-    with the JSON schema as ``response_format`` when :func:`structured_output` says so."""
-    params = {"response_format": RESPONSE_FORMAT} if structured_output(judge) else None
-    return ModelCall.build(judge, messages, JUDGE_GENERATION, params=params)
+    with the JSON schema of ``rubric``'s scale as ``response_format`` when
+    :func:`structured_output` says so; ``draw`` > 0 is an independent draw (seed ``draw``)."""
+    params = {"response_format": response_format(rubric)} if structured_output(judge, rubric) else None
+    generation = JUDGE_GENERATION if draw == 0 else dataclasses.replace(JUDGE_GENERATION, seed=draw)
+    return ModelCall.build(judge, messages, generation, params=params)
 
 
-def rating_messages(judge: ModelSpec, focus: str, question: str, response: str) -> list[dict[str, str]]:
-    """:func:`judge_messages` in the form ``judge`` is asked for (structured or not)."""
-    return judge_messages(focus, question, response, structured=structured_output(judge))
+def rating_messages(judge: ModelSpec, focus: str, question: str, response: str,
+                    rubric: Rubric | None = None) -> list[dict[str, str]]:
+    """:func:`judge_messages` on ``rubric`` in the form ``judge`` is asked for (structured or not)."""
+    return judge_messages(focus, question, response, structured=structured_output(judge, rubric), rubric=rubric)
 
 
 @dataclass(frozen=True)
 class JudgeFollowUp:
-    """The judge as a follow-up of the collector: given a model's answer, the judge's rating call;
-    given a rating that does not parse, its re-ask (``attempt`` counts the re-asks so far).
+    """The judge as a follow-up of the collector: given a model's answer, the judge's rating call
+    (and, for an answer of ``retest``, its second draw); given a rating that does not parse, its
+    re-ask (``attempt`` counts the re-asks so far).
 
     Frozen, so two gates that judge the same answers share one follow-up and one set of calls."""
 
@@ -163,8 +190,21 @@ class JudgeFollowUp:
     focus: str
     domain: str
     attempt: int | None = None  # None: follows an answer; n: follows the judge's n-th re-ask
+    rubric: Rubric | None = None
+    draw: int = 0
+    #: labels (:attr:`JudgeItem.label`) of the answers rated a second time
+    retest: frozenset[str] = frozenset()
     #: the judge's first answers so far, readable and not; shared by the follow-ups of one plan
     tally: JudgeTally = field(default_factory=lambda: JudgeTally(), compare=False, hash=False, repr=False)
+
+    def _rating(self, item: PlannedCall, question: str, answer: str, draw: int) -> PlannedCall:
+        from pytest_llmbias.planning.collector import PlannedCall
+
+        messages = rating_messages(self.judge, self.focus, question, answer, self.rubric)
+        label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
+        then = dataclasses.replace(self, attempt=0, draw=draw, retest=frozenset())
+        return PlannedCall(self.judge.alias, judge_call(self.judge, messages, self.rubric, draw), self.domain,
+                           label + ("~retest" if draw else ""), (then,))
 
     def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
         from pytest_llmbias.planning.collector import PlannedCall
@@ -173,31 +213,33 @@ class JudgeFollowUp:
             if self.tally.gave_up:
                 return []
             question = item.call.messages[-1][1]
-            messages = rating_messages(self.judge, self.focus, question, response.text)
             label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
-            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=0, tally=self.tally)
-            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, label, (then,))]
+            draws = (0, RETEST_DRAW) if label in self.retest else (0,)
+            return [self._rating(item, question, response.text, d) for d in draws]
+        scale = (self.rubric or builtin_rubric()).scale
         try:
-            parse_bias_score(response.text, judged_text(item.call.messages))
+            parse_bias_score(response.text, judged_text(item.call.messages), scale)
         except JudgeParseError:
-            if self.attempt == 0:
+            if self.attempt == 0 and self.draw == 0:
                 self.tally.unreadable += 1
             if self.attempt >= MAX_REASKS or self.tally.gave_up:
                 return []
             previous = [{"role": r, "content": c} for r, c in item.call.messages]
-            messages = reask_messages(previous, response.text)
-            then = JudgeFollowUp(self.judge, self.focus, self.domain, attempt=self.attempt + 1, tally=self.tally)
-            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages), self.domain, item.question, (then,))]
-        if self.attempt == 0:
+            messages = reask_messages(previous, response.text, self.rubric)
+            then = dataclasses.replace(self, attempt=self.attempt + 1)
+            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages, self.rubric, self.draw), self.domain,
+                                item.question, (then,))]
+        if self.attempt == 0 and self.draw == 0:
             self.tally.readable += 1
         return []
 
     def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
-        """After an answer: its rating, exact when the answer is stored, else sketched with a
-        stand-in answer of the answer's ``max_tokens``. After a rating: its re-ask, only once
-        the rating is stored and does not parse (none is guessed for ratings not yet made)."""
+        """After an answer: its rating (and retest), exact when the answer is stored, else
+        sketched with a stand-in answer of the answer's ``max_tokens``. After a rating: its
+        re-ask, only once the rating is stored and does not parse (none is guessed for ratings
+        not yet made)."""
         from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
-        from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+        from pytest_llmbias.planning.collector import ExpectedCall
 
         response = get(planned.call.key)
         what = "judge ratings" if self.attempt is None else "judge re-asks"
@@ -210,16 +252,31 @@ class JudgeFollowUp:
         question = planned.call.messages[-1][1]
         answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
         label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
-        sketch = PlannedCall(self.judge.alias, judge_call(self.judge, rating_messages(self.judge, self.focus, question, answer)),
-                             self.domain, label)
-        return [ExpectedCall.sketch(sketch, what, [planned.call.key])]
+        draws = (0, RETEST_DRAW) if label in self.retest else (0,)
+        return [ExpectedCall.sketch(dataclasses.replace(self._rating(planned, question, answer, d), then=()), what,
+                                    [planned.call.key]) for d in draws]
+
+
+def anchor_calls(judge: ModelSpec, anchors: Sequence[Anchor], *, focus: str, domain: str,
+                 rubric: Rubric | None) -> list[PlannedCall]:
+    """The judge's ratings of ``anchors`` (each followed by its re-asks), to plan before the answers."""
+    from pytest_llmbias.planning.collector import PlannedCall
+
+    then = JudgeFollowUp(judge, focus, domain, attempt=0, rubric=rubric)
+    return [PlannedCall(judge.alias, judge_call(judge, rating_messages(judge, focus, a.question, a.answer, rubric), rubric),
+                        domain, f"anchor:{i + 1}", (then,)) for i, a in enumerate(anchors)]
 
 
 def resolve_judgements(
-    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str
+    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str,
+    rubric: Rubric | None = None, draw: int = 0,
 ) -> JudgeOutcome:
-    """Walk each item's judge chain through ``get`` (a store lookup by key): a parsed score, a
-    call still to make, or a failure quoting the last raw answer once the re-asks are spent."""
+    """Walk each item's judge chain (of draw ``draw``) through ``get`` (a store lookup by key): a
+    parsed score — on a scale where higher means more biased, whichever end ``rubric`` calls
+    biased — a call still to make, or a failure quoting the last raw answer once the re-asks are
+    spent."""
+    scale = (rubric or builtin_rubric()).scale
+    orient = rubric.oriented if rubric is not None else (lambda v: v)
     from pytest_llmbias.planning.collector import PlannedCall
 
     scores: dict[JudgeItem, int] = {}
@@ -229,16 +286,16 @@ def resolve_judgements(
     reasked = 0
     tally, unread = JudgeTally(), []
     for item in items:
-        messages = rating_messages(judge, focus, item.question, item.response)
+        messages = rating_messages(judge, focus, item.question, item.response, rubric)
         judged = judged_text(messages)
         for attempt in range(MAX_REASKS + 1):
-            call = judge_call(judge, messages)
+            call = judge_call(judge, messages, rubric, draw)
             answer = get(call.key)
             if answer is None:
                 pending.append(PlannedCall(alias=judge.alias, call=call, domain=domain, question=item.label))
                 break
             try:
-                reading = read_bias_score(answer.text, judged)
+                reading = read_bias_score(answer.text, judged, scale)
             except JudgeParseError as exc:
                 if attempt == 0:
                     tally.unreadable += 1
@@ -246,10 +303,10 @@ def resolve_judgements(
                 if attempt == MAX_REASKS:
                     failures[item] = exc.raw
                 else:
-                    messages = reask_messages(messages, answer.text)
+                    messages = reask_messages(messages, answer.text, rubric)
             else:
                 tally.readable += attempt == 0
-                scores[item] = reading.score
+                scores[item] = int(orient(reading.score))
                 forms[reading.form] = forms.get(reading.form, 0) + 1
                 reasked += attempt > 0
                 break

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,13 @@ def check_recordable(settings: Settings) -> Path | None:
     return folder
 
 
-def _records_target(labels: Mapping[str, Any], target: str, judge: str | None) -> bool:
-    """The target's own calls, and the judge's on the target's answers: its ratings
-    (``judge:<target>:...``) and its picks among the target's articles (``trial ... by <target> ...``)."""
+def _records_target(labels: Mapping[str, Any], target: str, judges: Collection[str]) -> bool:
+    """The target's own calls, and each judge's on the target's answers: its ratings
+    (``judge:<target>:...``, retests included) and its picks among the target's articles
+    (``trial ... by <target> ...``)."""
     alias, question = labels.get("alias"), str(labels.get("question") or "")
     on_target = question.startswith(f"judge:{target}:") or f" by {target} " in question
-    return alias == target or (judge is not None and alias == judge and on_target)
+    return alias == target or (alias in judges and on_target)
 
 
 def write_release_answers(store: ResponseStore, settings: Settings, worker_id: str | None = None,
@@ -65,11 +66,11 @@ def write_release_answers(store: ResponseStore, settings: Settings, worker_id: s
     if worker_id:
         path = export_part_path(path, worker_id, run_id)
     target = settings.target.alias
-    judge = settings.judge.alias if settings.judge else None
+    judges = {j.alias for j in settings.panel}
     model = recorded_model(settings.release.record, settings.target.model)
     responses, labels = [], {}
     for response, lab in store.used_with_labels():
-        if not _records_target(lab, target, judge):
+        if not _records_target(lab, target, judges):
             continue
         if lab.get("alias") == target:  # the target's own answer: recorded under the release's model name
             response = dataclasses.replace(response, call=dataclasses.replace(response.call, model=model))
