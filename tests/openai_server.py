@@ -124,6 +124,27 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
+def _rated_answer(prompt: str) -> str | None:
+    """The answer a judge prompt asks to rate (inside its <response> block), or None."""
+    start, end = prompt.find("<response>\n"), prompt.find("\n</response>")
+    return prompt[start + len("<response>\n"):end] if 0 <= start < end else None
+
+
+_ANCHORS: dict[str, int] = {}
+
+
+def _anchor_scores() -> dict[str, int]:
+    """The built-in domains' anchor answers and their scores (read once)."""
+    if not _ANCHORS:
+        from pytest_llmbias.domains import load_domain
+        from pytest_llmbias.domains.loader import list_domains
+
+        for name in list_domains():
+            _ANCHORS.update({a.answer: a.score for a in load_domain(name).anchors})
+        _ANCHORS.setdefault("", 0)
+    return _ANCHORS
+
+
 class OpenAIServer:
     """A scripted OpenAI-compatible chat-completions server on 127.0.0.1."""
 
@@ -147,7 +168,9 @@ class OpenAIServer:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.port: int = port
         self.latency: float = latency
-        self.judges: frozenset[str] = frozenset(judges)  # models that answer with a "Bias Score: N" line
+        # models that answer with a "Bias Score: N" line: a pseudo-random score per prompt, except
+        # for the built-in domains' anchor answers, which they score as their domain says
+        self.judges: frozenset[str] = frozenset(judges)
         # model -> responder(prompt, payload) -> the answer's text: a scripted model's behaviour
         self.responders: dict[str, Any] = dict(responders or {})
         # Random faults, for unscripted requests only: the share of requests that fail, each as a
@@ -487,7 +510,10 @@ class OpenAIServer:
             content = str(self.responders[model](prompt, payload))
         elif model in self.judges:
             score = 1 + zlib.crc32(prompt.encode("utf-8")) % 10
-            if "slanted" in prompt:  # the answer of a model named "...slanted...": rated 5 points higher
+            anchor = _anchor_scores().get(_rated_answer(prompt))
+            if anchor is not None:  # a judge that reads the rubric as written on the domains' anchors
+                score = anchor
+            elif "slanted" in prompt:  # the answer of a model named "...slanted...": rated 5 points higher
                 score = min(10, score + 5)
             content = f"Bias Score: {score}\nExplanation: a scripted rating."
         else:

@@ -78,7 +78,8 @@ class Option:
     def argparse_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``addoption``. A value left off the command line reads as None,
         ``[]`` for a repeatable flag, False for a switch."""
-        kwargs: dict[str, Any] = {"help": self.help_text + ("; repeatable" if self.repeatable else "")}
+        # argparse formats the help with %: a literal percent sign is written twice
+        kwargs: dict[str, Any] = {"help": (self.help_text + ("; repeatable" if self.repeatable else "")).replace("%", "%%")}
         if self.kind == "bool":
             return {**kwargs, "action": "store_true", "default": False}
         if self.metavar:

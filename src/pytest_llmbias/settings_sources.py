@@ -140,6 +140,8 @@ def resolve_settings(
     where = Where(str(config_path) if config_path else "settings", lines)
     base_dir = config_path.parent if config_path else cwd
 
+    if file_data.get("judge") is not None and file_data.get("judges") is not None:
+        raise ConfigError(f"{where('judges')}: give 'judge' (one judge) or 'judges' (several), not both")
     unknown = [k for k in file_data if k not in _TOP_KEYS]
     if unknown:
         raise ConfigError(
@@ -178,13 +180,11 @@ def resolve_settings(
 
 
 def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) -> None:
-    """``judges`` and ``judge`` are one setting in two forms; several judges need distinct aliases,
-    none a roster model's; ``judging.combine`` needs two judges or more. ``top["judge"]`` becomes
-    the panel's first judge."""
+    """``judges`` and ``judge`` are one setting in two forms (the panel, from any source, replaces
+    the one judge); several judges need distinct aliases, none a roster model's;
+    ``judging.combine`` needs two judges or more. ``top["judge"]`` becomes the panel's first judge."""
     judges = top.get("judges", ())
-    if judges and top.get("judge") is not None and top["judge"] != judges[0]:
-        raise ConfigError(f"{where('judges')}: give 'judge' (one judge) or 'judges' (several), not both")
-    if judges:
+    if judges:  # the panel replaces the one judge wherever that was given
         top["judge"] = judges[0]
     taken = {m.alias: "the target" if i == 0 and top.get("target") is m else "a baseline"
              for i, m in enumerate([*((top["target"],) if top.get("target") else ()), *top.get("baselines", ())])}

@@ -163,12 +163,13 @@ def test_the_plan_counts_the_follow_up_calls_the_run_then_makes(pytester, judgin
     rounds (24), then as many opposing calls (24); the preference gate asks 2 topics x 2
     perspectives x 2 articles (8), then 2 topics x 2 trials (4). So 10 + 48 + 12 = 70 calls per
     model, 28 of them follow-ups; the judge rates each of the 3 x 10 answers once (both judge gates
-    rate the same answers: 30, not 60) and 20 of them a second time (its test-retest). The run then makes exactly those calls, and a second plan
+    rate the same answers: 30, not 60), 20 of them a second time (its test-retest), and the
+    domain's 4 anchor answers. The run then makes exactly those calls, and a second plan
     finds every one of them, follow-ups included, in the store."""
     write_judged_project(pytester, judging_server.base_url, FOLLOW_UPS, ("base_a", "base_b"))
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
-    expected = {"tgt": (70, 28, 0, 70), "base_a": (70, 28, 0, 70), "base_b": (70, 28, 0, 70), "judge": (50, 50, 0, 50)}
+    expected = {"tgt": (70, 28, 0, 70), "base_a": (70, 28, 0, 70), "base_b": (70, 28, 0, 70), "judge": (54, 50, 0, 54)}
     assert plan_rows(plan) == expected
     plan.stdout.fnmatch_lines(["llmbias plan (no call made; follow-ups such as judge ratings are counted*"])
     assert judging_server.count() == 0
@@ -177,7 +178,7 @@ def test_the_plan_counts_the_follow_up_calls_the_run_then_makes(pytester, judgin
     assert {alias: judging_server.count(NAMES[alias]) for alias in expected} == {a: e[0] for a, e in expected.items()}
     again = run(pytester, "--llmbias-plan")
     assert plan_rows(again) == {a: (calls, follow, calls, 0) for a, (calls, follow, _, _) in expected.items()}
-    assert judging_server.count() == 260
+    assert judging_server.count() == 264
 
 
 def test_the_plan_gives_a_gates_expected_power_once_the_baselines_are_stored(pytester, judging_server):
@@ -191,24 +192,25 @@ def test_the_plan_gives_a_gates_expected_power_once_the_baselines_are_stored(pyt
     plan.stdout.fnmatch_lines([
         "llmbias expected power (no call made*",
         "*test*gate*expected power*stand-ins passed*est. false alarm*note",
-        "*test_gates.py::test_judged*bias_equivalent*judge ratings not all stored (0 of 30)",
+        "*test_gates.py::test_judged*bias_equivalent*judge ratings of the anchors not all stored (0 of 4)",
     ])
-    # 30 ratings of stored answers, 10 of answers to come, 20 second draws (the judge's retest)
-    assert plan_rows(plan)["judge"] == (60, 60, 0, 60)
+    # 30 ratings of stored answers, 10 of answers to come, 20 second draws (the judge's retest),
+    # and 4 ratings of the domain's anchors
+    assert plan_rows(plan)["judge"] == (64, 60, 0, 64)
 
     run(pytester)
-    assert judging_server.count() == 100
+    assert judging_server.count() == 104
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
     line = next(x for x in plan.stdout.lines if "::test_judged" in x)
     assert re.search(r"bias_equivalent \(judge\)\s+\d+%\s+[0-3] of 3\s+\d+%$", line), line
     assert "not all stored" not in plan.stdout.str()
-    assert judging_server.count() == 100
+    assert judging_server.count() == 104
 
 
 def test_the_budget_counts_the_follow_up_calls_too(pytester, judging_server):
-    """The 40 answers are estimated at about $0.022 and their 60 judge ratings (20 of them the
-    retest's second draws) at about $0.016:
+    """The 40 answers are estimated at about $0.022 and their 64 judge ratings (20 of them the
+    retest's second draws, 4 the anchors') at about $0.017:
     a budget of $0.025 covers the answers alone, not the whole plan, so the run stops before its
     first call and the estimate it prints lists the judge."""
     write_judged_project(pytester, judging_server.base_url, JUDGED, ("base_a", "base_b", "base_c"))
@@ -216,6 +218,6 @@ def test_the_budget_counts_the_follow_up_calls_too(pytester, judging_server):
     assert result.ret == 4
     result.stderr.fnmatch_lines([
         "*the budget is $0.025 (--llmbias-max-cost) and the estimate, $0.03*, exceeds it; no call was made.",
-        "*judge (openai/gpt-4.1-nano)*60*60*0*60*",
+        "*judge (openai/gpt-4.1-nano)*64*60*0*64*",
     ])
     assert judging_server.count() == 0

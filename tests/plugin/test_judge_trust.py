@@ -33,7 +33,7 @@ def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: 
 
     judged_snapshot(like_baselines, panel_answer=panel)
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE, *REPORTS)
+    result = run_pytest(*OFFLINE, *REPORTS, "--llmbias-html=out/run.html")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*judges α 0.*retest α 1.00 (lowest), anchors 4/4*equivalent*"])
     judging = _entry(pytester)["result"]["judging"]
@@ -45,6 +45,8 @@ def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: 
     properties = ET.parse(pytester.path / "out" / "junit.xml").getroot().iter("property")
     rows = [json.loads(p.get("value"))["methods"] for p in properties if p.get("value", "").startswith("{")]
     assert rows and "judges α 0." in rows[0][0]["reliability"]  # the JUnit properties carry the figure
+    page = (pytester.path / "out" / "run.html").read_text(encoding="utf-8")
+    assert "<th>judges</th>" in page and "judges α 0." in page and "critic" in page
 
 
 def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_trusted(

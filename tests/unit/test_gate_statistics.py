@@ -228,7 +228,7 @@ def test_reliability_and_answers_needed_are_reported() -> None:
     # 50 answers a group cannot show a group at 0.8 x the best rate: the pass is only an absence of evidence
     assert rel["power"] < 0.8 and rel["underpowered"] and result.passed
     assert result.verdict == "not shown biased (underpowered)" == result.rows()[0]["verdict"]
-    assert f"{rel['answers_needed']} answers per group would give 80 %" in result.report()
+    assert f"{rel['answers_needed']} answers per group would give 80%" in result.report()
     assert not dataclasses.replace(result, strict=True).passed  # --llmbias-strict fails it
     big_values, big_groups = impact_values(3, 4, rel["answers_needed"] + 50, 0.0)
     big = evaluate_impact_ratio({"tgt": big_values}, big_groups, target="tgt", resamples=500)

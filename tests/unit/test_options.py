@@ -96,6 +96,7 @@ def test_argparse_options_from_the_table() -> None:
     parser = argparse.ArgumentParser()
     for option in OPTIONS:
         parser.add_argument(option.flag, **option.argparse_kwargs())
+    assert "80% power" in parser.format_help()  # a percent sign in a help text is not a format
     unset = vars(parser.parse_args([]))
     assert unset == {
         "llmbias_config": None, "llmbias_target": None, "llmbias_baseline": [], "llmbias_judge": None,

@@ -175,7 +175,7 @@ def test_agreement_counts_the_questions_where_the_baselines_agree() -> None:
     # so little power the pass says so, and --llmbias-strict fails it
     assert loose.passed and loose.verdict == "not shown biased (underpowered)"
     assert loose.figures["power"] < 0.8 and loose.figures["underpowered"] and loose.figures["questions_needed"] > 4
-    assert f"{loose.figures['questions_needed']} agreed-on questions would give 80 %" in loose.summary
+    assert f"{loose.figures['questions_needed']} agreed-on questions would give 80%" in loose.summary
     strict = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.9,
                              strict=True)
     assert not strict.passed and strict.verdict == "not shown biased (underpowered)" and strict.underpowered

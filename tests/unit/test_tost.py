@@ -309,7 +309,7 @@ def test_p_values_in_range_and_equivalence_implies_no_worse(seed, alpha, shift, 
     for r in (eq, nw):
         for p in (r.p_value, r.p_lower, r.p_upper):
             assert 0.0 <= p <= 1.0
-        assert 0.0 <= r.power <= 1.0
+        assert 0.0 <= r.observed_power <= 1.0
         assert r.ci_low <= r.diff <= r.ci_high
         assert r.verdict in {"equivalent", "no-worse", "biased", "inconclusive"}
     # the two-sided test at α is the upper one-sided test at α and the lower one: passing it
@@ -317,7 +317,7 @@ def test_p_values_in_range_and_equivalence_implies_no_worse(seed, alpha, shift, 
     assert nw.p_value <= eq.p_value
     if eq.passed:
         assert nw.passed
-    assert nw.power >= eq.power - 1e-12
+    assert nw.observed_power >= eq.observed_power - 1e-12
     # a no-worse "biased" is the upper half of a two-sided "biased"
     if nw.verdict == "biased":
         assert eq.verdict == "biased" and not eq.less_biased
@@ -351,7 +351,7 @@ def test_paired_power_n_is_the_smallest_n_with_80_percent_power(alternative):
     assert power(r.power_n) >= 0.8
     if r.power_n > 2:
         assert power(r.power_n - 1) < 0.8
-    assert r.power == pytest.approx(power(r.n_target))
+    assert r.observed_power == pytest.approx(power(r.n_target))
 
 
 def test_power_n_none_for_no_worse_only_above_the_margin():

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmbias.choices import Alternative, FailOn
-from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, underpowered_note
+from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -288,7 +288,8 @@ class ImpactRatioGateResult(GateResultBase):
             "baselines": min(baseline_irs) if baseline_irs else None,
             "bound": self.threshold,
             "p": float(f"{self.effect.p_value:.3g}"),
-            "reliability": f"{self.fail_on}; {false_alarm}",
+            "reliability": f"{self.fail_on}; {false_alarm}"
+            + (f"; power {fmt_rate(self.power)}" if self.fail_on == FailOn.SIGNIFICANT else ""),
             "verdict": "biased" if not self.fair else UNDERPOWERED if self.underpowered else "fair",
         }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
 
@@ -408,7 +409,7 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         "",
         f"reliability: {rel['test']}; a model with no group effect fails about {false_alarm} of the time here"
         + (f" (designed for <= {rel['designed_false_alarm']:.0%})" if rel["designed_false_alarm"] is not None else "")
-        + f"; power {rel['power']:.0%} to catch a group at {gate.threshold:g} x the best selection rate",
+        + f"; power {fmt_rate(rel['power'])} to catch a group at {gate.threshold:g} x the best selection rate",
     ]
     if gate.underpowered:
         lines.append(underpowered_note(rel["power"], f"a group at {gate.threshold:g} x the best selection rate",

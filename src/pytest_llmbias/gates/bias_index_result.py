@@ -14,6 +14,7 @@ from pytest_llmbias.gates.result import (
     GateResultBase,
     fmt_false_alarm,
     fmt_fixed,
+    fmt_rate,
     moved_entry,
     role,
     underpowered_note,
@@ -232,7 +233,7 @@ class BiasIndexGateResult(GateResultBase):
                 "baselines": None,
                 "bound": a.max_index,
                 "p": None,
-                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}; power {a.power:.0%}",
+                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}; power {fmt_rate(a.power)}",
                 "verdict": a.verdict,
             })
         return rows

@@ -38,7 +38,7 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
 from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
-from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, underpowered_note
+from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
 from pytest_llmbias.report.frames import Table
@@ -284,7 +284,7 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
                "bound": bound, "p": None, "test": "Wilson one-sided upper bound",
                "designed_false_alarm": round(1 - spec.confidence, 6), "power": power,
                "power_against": bound - AGREEMENT_VIOLATION, "underpowered": underpowered, "questions_needed": needed,
-               "reliability": f"Wilson; {fmt_false_alarm(bound=1 - spec.confidence)}; power {power:.0%}"}
+               "reliability": f"Wilson; {fmt_false_alarm(bound=1 - spec.confidence)}; power {fmt_rate(power)}"}
     return StanceResult(passed=passed, verdict=verdict, summary=summary, figures=figures,
                         drivers=tuple(_label(q, lang) for q, lang in differ[:DRIVERS]), **common)
 

@@ -152,9 +152,12 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
                                          f"({len(baselines)} configured)")]
     unique = deduplicate([c for view in views for c in view.planned])
     store = session.store
-    stored = sum(1 for key in unique if store.has(key))
-    if stored < len(unique):
-        return [ExpectedPower(name, note=f"baseline answers not all stored ({stored} of {len(unique)})")]
+    judges = {j.alias for j in session.settings.panel}
+    for what, calls in (("baseline answers", [k for k, c in unique.items() if c.alias not in judges]),
+                        ("judge ratings of the anchors", [k for k, c in unique.items() if c.alias in judges])):
+        stored = sum(1 for key in calls if store.has(key))
+        if stored < len(calls):
+            return [ExpectedPower(name, note=f"{what} not all stored ({stored} of {len(calls)})")]
     follow_ups: dict[str, list[int]] = {}
     for expected in expected_follow_ups(unique.values(), store.get):
         counts = follow_ups.setdefault(expected.what, [0, 0])

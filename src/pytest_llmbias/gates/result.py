@@ -162,6 +162,6 @@ UNDERPOWERED = "not shown biased (underpowered)"
 def underpowered_note(power: float, violation: str, needed: int | None, unit: str, *, strict: bool) -> str:
     """The sentence a report adds to an underpowered pass: the power against ``violation``, what
     would reach 80 % (``needed`` ``unit``), and whether ``--llmbias-strict`` made it fail."""
-    need = f"{needed} {unit} would give 80 %" if needed else f"no number of {unit} gives 80 %"
-    return (f"{UNDERPOWERED}: power {power:.0%} to catch {violation}; {need}"
+    need = f"{needed} {unit} would give 80%" if needed else f"no number of {unit} gives 80%"
+    return (f"{UNDERPOWERED}: power {fmt_rate(power)} to catch {violation}; {need}"
             + ("; --llmbias-strict fails an underpowered pass" if strict else "; --llmbias-strict would fail it"))

@@ -124,8 +124,10 @@ def _header(doc: Mapping[str, Any]) -> str:
         "<table>"
         f"<tr><th>target</th><td>{_model_line(roster.get('target'))}</td></tr>"
         f"<tr><th>baselines</th><td>{baselines}</td></tr>"
-        f"<tr><th>judge</th><td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>"
-        "</table>"
+        + (f"<tr><th>judges</th><td>{', '.join(_model_line(j) for j in roster['judges'])}</td></tr>"
+           if len(roster.get("judges") or ()) > 1 else
+           f"<tr><th>judge</th><td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>")
+        + "</table>"
         "<h3>Calls</h3>" + _kv_table(figures)
     )
 

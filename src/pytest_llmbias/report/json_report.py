@@ -65,7 +65,7 @@ def document(
     from pytest_llmbias.report.suite import suite_figures
 
     roster = {"target": settings.get("target"), "baselines": settings.get("baselines", []),
-              "judge": settings.get("judge")}
+              "judge": settings.get("judge"), "judges": settings.get("judges") or []}
     gates = sorted((dict(g) for g in gates), key=lambda g: g["test"])
     return {
         "schema_version": SCHEMA_VERSION,

@@ -3,7 +3,8 @@
 :mod:`.selection`: the selection rule, selection rates, group summaries and the impact ratio.
 :mod:`.resampling`: the bootstrap interval of the impact ratio and its permutation check.
 :mod:`.outliers`: disparity metrics over groups, max Z and Dixon's Q.
-:mod:`.power`: power and sample size of the four-fifths rule backed by a test.
+:mod:`.power`: power and sample size of the checks that pass when a violation is not shown (the
+four-fifths rule backed by a test, the stance agreement check, the absolute index check).
 :mod:`.tost`: the paired and Welch TOST for equivalence, its margin and power.
 
 Names are imported from their modules on first use, so importing one module of this package
@@ -30,7 +31,8 @@ _MODULES = {
         "selection_standard",
         "summarize_groups",
     ),
-    "power": ("answers_for_power", "power_at"),
+    "power": ("agreement_power", "answers_for_power", "index_power", "power_at", "prompts_for_index_power",
+              "questions_for_agreement_power"),
     "tost": ("TostResult", "margin_from_baselines", "paired_tost", "tost_power", "welch_tost"),
     "tost_stability": ("equivalence_pass_probability",),
 }

@@ -60,8 +60,11 @@ class TostResult:
     (the lower test is still reported, but it takes no part in the verdict). ``ci_low``/``ci_high``
     bound the (1 − 2α) interval of the difference; each end is also a one-sided (1 − α) bound,
     which is the bound the ``no-worse`` verdict uses. For ``paired``, ``n_baseline`` is the number of
-    pairs (= ``n_target``) and ``df`` = n − 1. ``power`` is the probability of passing if the true
-    difference and spread were those observed; ``power_n`` is the number of target values
+    pairs (= ``n_target``) and ``df`` = n − 1. ``observed_power`` is the probability of *passing*
+    if the true difference and spread were those observed (an observed figure; the gate's designed
+    power to *fail* a target off by δ is :attr:`MethodResult.power
+    <pytest_llmbias.gates.relative.MethodResult>`, ``reliability.power`` in the JSON);
+    ``power_n`` is the number of target values
     (questions) that would give 80 % power (None when the observed difference rules a pass out: at
     least δ in absolute value for ``equivalent``, at least δ for ``no-worse``).
     """
@@ -83,7 +86,7 @@ class TostResult:
     ci_low: float
     ci_high: float
     verdict: str
-    power: float
+    observed_power: float
     power_n: int | None
     test: str = "welch"
     alternative: str = EQUIVALENT
@@ -288,7 +291,7 @@ def _result(
         ci_low=ci_low,
         ci_high=ci_high,
         verdict=verdict,
-        power=tost_power(diff, margin, se, df, alpha, alternative=alternative),
+        observed_power=tost_power(diff, margin, se, df, alpha, alternative=alternative),
         power_n=_power_n(diff, margin, alpha, alternative, se_df),
         test=test,
         alternative=alternative,
@@ -366,7 +369,7 @@ def identical_tost(values: Sequence[float], margin: float, alpha: float = 0.05, 
     return TostResult(n_target=int(v.size), n_baseline=int(v.size), mean_target=mean, mean_baseline=mean, diff=0.0,
                       margin=margin, alpha=check_alpha(alpha), se=0.0, df=float(max(v.size - 1, 0)),
                       t_lower=math.inf, t_upper=-math.inf, p_lower=0.0, p_upper=0.0, p_value=0.0, ci_low=0.0,
-                      ci_high=0.0, verdict=verdict, power=1.0, power_n=None, test="paired", alternative=alternative)
+                      ci_high=0.0, verdict=verdict, observed_power=1.0, power_n=None, test="paired", alternative=alternative)
 
 
 def paired_tost(

@@ -1,0 +1,111 @@
+"""The README's tables that the code can write: the built-in domains, the options, and the
+signature of every marker.
+
+    python scripts/readme_tables.py           # print the generated tables
+    python scripts/readme_tables.py --check   # exit 1, naming each, when the README differs
+    python scripts/readme_tables.py --write   # rewrite the README's generated blocks
+
+A generated block sits between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` lines
+(``domains``, ``options``); the markers table is hand-written prose beside a generated first
+column, so it is checked, not written: each marker's row must start with its signature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def domains_table() -> str:
+    """One row per built-in domain: what kind it is, how many prompts it asks, what they are
+    about, and the judge anchors it carries."""
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.domains.loader import list_domains
+
+    rows = ["| domain | kind | prompts | about | anchors |", "|---|---|---:|---|---:|"]
+    for name in sorted(list_domains()):
+        d = load_domain(name)
+        if d.topics:
+            kind = "topics"
+            size = f"{len(d.topics)} topics × {len(d.perspectives)} perspectives"
+            about = "perspectives: " + ", ".join(p.name for p in d.perspectives)
+        elif d.counterfactual is not None:
+            cf = d.counterfactual
+            kind = "counterfactual"
+            size = f"{len(d.prompts)}"
+            groups = "; ".join(f"{g}: {len(c)} concepts" for g, c in cf.groups.items())
+            about = (f"{len(cf.templates)} templates" + (f", {len(cf.branches)} branches" if cf.branches else "")
+                     + f" in {', '.join(d.category_ids)}; {groups}")
+        else:
+            kind = "questions"
+            size = f"{len(d.questions)}"
+            about = f"{len(d.categories)} categories: " + "; ".join(c.name for c in d.categories)
+        rows.append(f"| `{name}` | {kind} | {size} | {about} | {len(d.anchors) or '-'} |")
+    return "\n".join(rows) + "\n"
+
+
+def options_table() -> str:
+    from pytest_llmbias.options import markdown_table
+
+    return markdown_table()
+
+
+GENERATED = {"domains": domains_table, "options": options_table}
+
+
+def _block(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- generated:{name} -->\n)(.*?)(<!-- /generated:{name} -->)", re.DOTALL)
+
+
+def problems(text: str) -> list[str]:
+    """What in ``text`` (the README) differs from what the code says."""
+    from pytest_llmbias.catalog import MARKERS
+
+    out = []
+    for name, make in GENERATED.items():
+        match = _block(name).search(text)
+        if match is None:
+            out.append(f"the README has no generated block {name!r}")
+        elif match.group(2) != make():
+            out.append(f"the README's {name!r} table differs from the code: run python scripts/readme_tables.py --write")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    for marker in MARKERS:
+        signature = f"{marker.name}({marker.signature})".replace("'", '"')
+        if not any(row.startswith(f"| `{signature}` |") for row in rows):
+            out.append(f"the markers table has no row for `{signature}`")
+    return out
+
+
+def write(text: str) -> str:
+    for name, make in GENERATED.items():
+        text = _block(name).sub(lambda m, make=make: m.group(1) + make() + m.group(3), text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--write", action="store_true")
+    options = parser.parse_args()
+    text = README.read_text(encoding="utf-8")
+    if options.write:
+        README.write_text(write(text), encoding="utf-8")
+        text = README.read_text(encoding="utf-8")
+    if options.check or options.write:
+        found = problems(text)
+        for p in found:
+            print(p)
+        return 1 if found else 0
+    for name, make in GENERATED.items():
+        print(f"<!-- {name} -->\n{make()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""``llmbias domains list|show|validate``: the domains a project can use, one in full (questions,
+or a counterfactual domain's groups, templates and branches, or perspectives and topics), and the
+first error of each file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_llmbias.cli_project import Project, epilog
+
+OK, PROBLEMS = 0, 1
+
+
+def add_commands(commands: Any) -> None:
+    domains = commands.add_parser("domains", help="list, show and validate domains").add_subparsers(title="domains")
+    for name, run, help_ in (("list", _list, "every domain: name, kind, size and file"),
+                             ("show", _show, "one domain in full: questions, or groups, templates and branches, "
+                                             "or perspectives and topics"),
+                             ("validate", _validate, "load each file and report the first error in each")):
+        p = domains.add_parser(name, help=help_, description=help_, epilog=epilog(f"domains {name}"),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == "show":
+            p.add_argument("name")
+        if name == "validate":
+            p.add_argument("files", nargs="+", type=Path)
+        else:
+            p.add_argument("--path", action="append", default=[], type=Path,
+                           help="a folder of domain files (repeat; the project's domains.paths are searched too)")
+        p.set_defaults(run=run)
+
+
+def _paths(args: argparse.Namespace) -> list[Path]:
+    return [*args.path, *Project.find().domain_paths]
+
+
+def kind(domain: Any) -> str:
+    if domain.topics:
+        return "topics"
+    if any(q.texts or q.split for q in domain.questions):
+        return "binary"
+    return "counterfactual" if domain.counterfactual is not None and not domain.categories else "questions"
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.domains.loader import list_domains
+
+    for name, path in sorted(list_domains(_paths(args)).items()):
+        domain = load_domain(path)
+        size = f"{len(domain.topics)} topics" if domain.topics else f"{len(domain.prompts)} prompts"
+        print(f"{name:<20} {kind(domain):<15} {size:<14} {path}", file=out)
+    return OK
+
+
+def _show(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+
+    domain = load_domain(args.name, _paths(args))
+    print(f"{domain.name}: {domain.title}\n{domain.description}\nfocus: {domain.focus}\nsource: {domain.source}", file=out)
+    for category in domain.categories:
+        weight = f" (weight {category.weight:g})" if category.weight is not None else ""
+        print(f"\n[{category.id}] {category.name}{weight}", file=out)
+        for q in category.questions:
+            languages = f" [{', '.join(q.texts)}]" if q.texts else ""
+            print(f"  {q.id}: {q.text}{languages}", file=out)
+    cf = domain.counterfactual
+    if cf is not None:
+        print(f"\ncounterfactual: {len(cf.expand())} prompts", file=out)
+        for group, concepts in cf.groups.items():
+            print(f"  group {group}: {', '.join(concepts)}", file=out)
+        for t in cf.templates:
+            print(f"  template {t.id} [{t.category}]: {t.text}" + (f"  (reference: {t.reference})" if t.reference else ""),
+                  file=out)
+        for b in cf.branches:
+            print(f"  branch {b.id} [{b.category}] on {b.concept}: {b.text}", file=out)
+            for concept, words in (b.replacements or {}).items():
+                extra = ", ".join(f"{k} -> {v}" for k, v in (words or {}).items())
+                print(f"    {concept}" + (f": {extra}" if extra else ""), file=out)
+    if domain.topics:
+        print("\nperspectives: " + ", ".join(p.name + (" (neutral)" if p.neutral else "") for p in domain.perspectives),
+              file=out)
+        for t in domain.topics:
+            print(f"  {t.id}: {t.title}", file=out)
+    if domain.anchors:
+        print(f"\njudge anchors ({domain.anchor_misses} may be missed):", file=out)
+        for i, a in enumerate(domain.anchors, 1):
+            print(f"  {i}. score {a.score} (±{a.tolerance:g}) to {a.question!r}: {a.answer[:100]!r}", file=out)
+    return OK
+
+
+def _validate(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.errors import DomainError
+
+    bad = 0
+    for path in args.files:
+        try:
+            domain = load_domain(path)
+        except DomainError as exc:
+            bad += 1
+            print(f"FAIL {exc}", file=out)
+        else:
+            print(f"ok   {path}: {domain.name}, {len(domain.topics) or len(domain.prompts)} items", file=out)
+    return PROBLEMS if bad else OK

@@ -1,0 +1,94 @@
+"""The project an ``llmbias`` command runs in: its settings file, found as pytest finds it, and the
+folders the commands default to (the store, the releases, the run history, the domain paths).
+
+pytest's rootdir is the first folder, from the current one upwards, that holds an ini file
+(``pytest.ini``, ``.pytest.ini``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``) or, failing
+that, the current folder. The settings file is ``--config``, else ``$LLMBIAS_CONFIG``, else
+``llmbias.yaml`` in the rootdir; the environment's ``LLMBIAS_*`` variables apply as in a run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_llmbias.settings import Settings
+
+_INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def rootdir(cwd: Path) -> Path:
+    """The folder pytest would take as the rootdir, from ``cwd`` (see the module docstring)."""
+    for folder in (cwd, *cwd.parents):
+        if any((folder / name).is_file() for name in _INI_FILES) or (folder / "llmbias.yaml").is_file():
+            return folder
+    return cwd
+
+
+@dataclass(frozen=True)
+class Project:
+    """The settings of the project a command runs in (defaults where it has no settings file)."""
+
+    settings: Settings
+    root: Path
+
+    @classmethod
+    def find(cls, config: Path | None = None, cwd: Path | None = None) -> Project:
+        from pytest_llmbias.settings_sources import find_config, resolve_settings
+
+        cwd = (cwd or Path.cwd()).resolve()
+        root = rootdir(cwd)
+        path = find_config(cli_path=str(config) if config else None, ini_path=None, environ=os.environ, rootdir=root,
+                           cwd=cwd)
+        return cls(resolve_settings(config_path=path, environ=os.environ, cwd=cwd), root)
+
+    @property
+    def store(self) -> Path:
+        return self.settings.store.dir if self.settings.store.dir.is_absolute() else self.root / self.settings.store.dir
+
+    @property
+    def snapshots(self) -> tuple[Path, ...]:
+        return self.settings.store.snapshots
+
+    @property
+    def releases(self) -> Path:
+        d = self.settings.release.dir
+        return d if d.is_absolute() else self.root / d
+
+    @property
+    def history(self) -> Path:
+        given = self.settings.report.history
+        if given and given != "off":
+            return Path(given) if Path(given).is_absolute() else self.root / given
+        return self.store / "history.sqlite"
+
+    @property
+    def domain_paths(self) -> tuple[Path, ...]:
+        return self.settings.domains.paths
+
+
+#: an example per command, shown at the end of its ``--help``
+EXAMPLES = {
+    "domains list": "llmbias domains list --path bias_domains/",
+    "domains show": "llmbias domains show countries",
+    "domains validate": "llmbias domains validate bias_domains/*.yaml",
+    "store stats": "llmbias store stats                      # the project's store (llmbias.yaml: store.dir)",
+    "store verify": "llmbias store verify --snapshot snapshots/demo.jsonl",
+    "store export": "llmbias store export used.jsonl",
+    "store import": "llmbias store import snapshots/baselines.jsonl",
+    "store clear": "llmbias store clear --yes",
+    "release list": "llmbias release list",
+    "release show": "llmbias release show v1",
+    "history": "llmbias history --gate bias_equivalent --last 10",
+    "report": "llmbias report out/run.json --markdown",
+    "generate-domain": ("llmbias generate-domain --name my_topics --description 'How a model discusses X' "
+                        "--category 'First theme' --category 'Second theme' --questions 10"),
+}
+
+
+def epilog(command: str) -> str:
+    """The ``--help`` epilog of ``command``: its example."""
+    return f"example:\n  {EXAMPLES[command]}"

@@ -1,0 +1,87 @@
+"""The README as a newcomer reads it on GitHub: its generated tables match the code, every table
+renders as a table, and every link to a section of it lands on a heading."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _tables_script():
+    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tokens():
+    return MarkdownIt("commonmark").enable("table").parse(README.read_text(encoding="utf-8"))
+
+
+def test_the_generated_tables_are_what_the_code_says() -> None:
+    script = _tables_script()
+    assert script.problems(README.read_text(encoding="utf-8")) == []
+    # the check is not vacuous: a stale row is caught
+    stale = README.read_text(encoding="utf-8").replace("| `us_politics` | questions | 50 |", "| `us_politics` | questions | 40 |")
+    assert any("'domains' table differs" in p for p in script.problems(stale))
+
+
+def test_every_table_renders_as_a_table() -> None:
+    tokens = _tokens()
+    rendered: set[int] = set()
+    for token in tokens:
+        if token.type == "table_open" and token.map:
+            rendered.update(range(*token.map))
+    lines = README.read_text(encoding="utf-8").splitlines()
+    fenced, stray = False, []
+    for number, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("|") and number not in rendered:
+            stray.append(f"line {number + 1}: {line[:80]}")
+    assert not stray, "lines that look like a table but do not render as one (a missing header row?): " + "; ".join(stray)
+    # every row of a table has as many cells as its header
+    open_rows: list[int] = []
+    cells = 0
+    for token in tokens:
+        if token.type == "tr_open":
+            cells = 0
+        elif token.type in ("th_open", "td_open"):
+            cells += 1
+        elif token.type == "tr_close":
+            open_rows.append(cells)
+        elif token.type == "table_close":
+            assert len(set(open_rows)) == 1, f"a table with rows of {sorted(set(open_rows))} cells"
+            open_rows = []
+    assert sum(t.type == "table_open" for t in tokens) >= 20
+
+
+def _slug(text: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation other than hyphens and underscores
+    dropped, spaces made hyphens."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_to_a_section_lands_on_a_heading() -> None:
+    tokens = _tokens()
+    anchors: dict[str, int] = {}
+    slugs = set()
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open":
+            text = "".join(c.content for c in tokens[i + 1].children or () if c.type in ("text", "code_inline"))
+            slug = _slug(text)
+            count = anchors.get(slug, 0)
+            slugs.add(slug if count == 0 else f"{slug}-{count}")
+            anchors[slug] = count + 1
+    links = {c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children or ()
+             if c.type == "link_open" and str(c.attrs.get("href", "")).startswith("#")}
+    assert links, "the README links to its own sections"
+    broken = sorted(h for h in links if h[1:] not in slugs)
+    assert not broken, f"links to no heading: {broken}"
