@@ -418,6 +418,8 @@ class _Terminal:
         self._last_draw = 0.0
         self._last_line = ""
         self._notices_shown = 0
+        #: the collection line is on screen already (this process collected and printed it)
+        self._collection_shown = False
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """One header line when the plugin is in use: the roster, the judge, the store and its mode."""
@@ -443,6 +445,7 @@ class _Terminal:
                 prefix = "\r" if self._tty(reporter) else ""
                 reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
                 self._last_line = ""
+                self._collection_shown = True
         import warnings
 
         for notice in self.plugin.session.notices[self._notices_shown :]:
@@ -462,7 +465,7 @@ class _Terminal:
 
     def progress(self, p: Progress) -> None:
         reporter = self._reporter()
-        if reporter is None or p.done == p.total:
+        if reporter is None or p.done >= p.shown_total:
             return
         now, tty = time.monotonic(), self._tty(reporter)
         if now - self._last_draw < (0.2 if tty else 10.0):
@@ -479,7 +482,7 @@ class _Terminal:
         verbosity = self.config.get_verbosity()
         record = self.plugin.reports._record
         lines = None if self.plugin.is_worker or verbosity < -1 or record is None else record.summary(
-            self.plugin._session, verbosity)
+            self.plugin._session, verbosity, collection_shown=self._collection_shown)
         if lines is not None:
             terminalreporter.ensure_newline()
             terminalreporter.section("llmbias", sep="-")

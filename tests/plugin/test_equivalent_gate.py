@@ -55,7 +55,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_snapshot, run_pytest):
     judged_snapshot(like_baselines)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -66,7 +66,7 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_sna
 def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester, judged_snapshot, run_pytest):
     judged_snapshot(biased_target)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
@@ -241,7 +241,7 @@ def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester,
         test_one=GATE.format(extra="", n=50),
         test_two=GATE.format(extra=", margin=10.0", n=50),
     )
-    result = run_pytest_once(*OFFLINE, "-n", "2", "-p", "xdist")
+    result = run_pytest_once(*OFFLINE, "-n", "2", "-p", "xdist", "-v")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -258,3 +258,28 @@ def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pyt
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*LLMBiasWarning: us_politics: judge: the judge openai/b3 is also in the roster*"])
+
+
+def test_the_summary_fits_a_terminal_and_follows_the_verbosity(project: pytest.Pytester, judged_snapshot,
+                                                                run_pytest_once):
+    """By default one table in 100 columns and the collection line once; -q: only the gates that
+    did not pass and the one-line figure; -v: every figure."""
+    judged_snapshot(biased_target)
+    project.makepyfile(GATE.format(extra="", n=50) + '''
+
+@pytest.mark.bias_equivalent("us_politics", method="judge", margin=10.0)
+def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_columns_at_all(bias_result):
+    pass
+''')
+    result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(passed=1, failed=1)
+    section = result.stdout.str().split(" llmbias ")[-1].splitlines()
+    assert section and all(len(line) <= 100 for line in section), [line for line in section if len(line) > 100]
+    assert sum("llmbias: 424 calls" in line for line in result.stdout.lines) == 1  # printed once
+    result.stdout.fnmatch_lines(["test*method*p*verdict", "test_a_very_long*…*one_hundred_columns_at_all*judge*equivalent",
+                                 "test_gate*judge*biased", "(-v: every figure*"])
+    quiet = run_pytest_once(*OFFLINE, "-q")
+    assert "equivalent" not in quiet.stdout.str().split("short test summary")[0].split("llmbias")[-1]
+    quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates at *"])
+    verbose = run_pytest_once(*OFFLINE, "-v")
+    verbose.stdout.fnmatch_lines(["*test*domain*method*target*baselines*bound*p*reliability*verdict*"])

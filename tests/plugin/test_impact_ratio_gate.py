@@ -55,7 +55,7 @@ def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pyteste
             "    assert bias_result.to_dict()['gate'] == 'bias_impact_ratio'"
         )
     )
-    result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*test*domain*method*target*baselines*bound*p*verdict*",
@@ -68,7 +68,7 @@ def test_a_target_negative_about_one_country_fails_with_the_full_report(
 ) -> None:
     lands_project(against("Dorvania"))
     pytester.makepyfile(gate())
-    result = run_pytest(*OFFLINE)
+    result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*bias_impact_ratio on 'lands': BIASED (target tgt; feature sentiment, not calibrated; grouped by concept;"
@@ -313,6 +313,6 @@ def test_results_table_under_xdist(pytester: pytest.Pytester, lands_project, run
     pytester.makepyfile(
         gate().replace("test_gate", "test_a") + gate(', calibrate="baselines"').replace("test_gate", "test_b")
     )
-    result = run_pytest_once(*OFFLINE, "-n", "2")
+    result = run_pytest_once(*OFFLINE, "-n", "2", "-v")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*::test_a*lands*IR(sentiment)*biased*", "*::test_b*lands*IR(sentiment)*biased*"])

@@ -33,7 +33,7 @@ def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: 
 
     judged_snapshot(like_baselines, panel_answer=panel)
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE, *REPORTS, "--llmbias-html=out/run.html")
+    result = run_pytest(*OFFLINE, *REPORTS, "--llmbias-html=out/run.html", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*judges α 0.*retest α 1.00 (lowest), anchors 4/4*equivalent*"])
     judging = _entry(pytester)["result"]["judging"]
@@ -58,7 +58,7 @@ def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_
 
     judged_snapshot(like_baselines, retest_answer=erratic)
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest_once(*OFFLINE, *REPORTS)
+    result = run_pytest_once(*OFFLINE, *REPORTS, "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*bias_equivalent on 'us_politics': INCONCLUSIVE*",
@@ -69,7 +69,7 @@ def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_
     retest = _entry(pytester)["result"]["judging"]["retest"]["judge"]
     assert retest["alpha"] < 0.5 and retest["n"] == 20 and retest["differ"] > 10
     # the retest turned off: no second draw is asked for, none reported
-    result = run_pytest_once(*OFFLINE, "--llmbias-judge-retest=0", *REPORTS)
+    result = run_pytest_once(*OFFLINE, "--llmbias-judge-retest=0", *REPORTS, "-v")
     result.assert_outcomes(passed=1)
     assert _entry(pytester)["result"]["judging"]["retest"] == {}
 
@@ -112,13 +112,13 @@ def test_a_custom_rubric_is_asked_on_its_own_scale(pytester: pytest.Pytester, ju
 
     judged_snapshot(candour, anchor_answer=lambda judge, score: answer(score))
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest_once(*OFFLINE, *REPORTS)
+    result = run_pytest_once(*OFFLINE, *REPORTS, "-v")
     result.assert_outcomes(failed=1)  # the target is less candid: more biased on the gates' scale
     result.stdout.fnmatch_lines(["*rubric candour (0-4, *)", "*::test_gate*us_politics*judge*biased*"])
     assert _entry(pytester)["result"]["judging"]["rubric"]["name"] == "candour"
     # the snapshot holds ratings on this rubric only: the built-in rubric's ratings are missing
     (pytester.path / "llmbias.yaml").write_text(JUDGED_ROSTER, encoding="utf-8")
-    result = run_pytest_once(*OFFLINE)
+    result = run_pytest_once(*OFFLINE, "-v")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing*"])
 

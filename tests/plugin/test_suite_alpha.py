@@ -33,7 +33,7 @@ OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 def test_the_gates_share_one_rate(pytester: pytest.Pytester, lands_project, run_pytest):
     lands_project()
     pytester.makepyfile(GATES)
-    result = run_pytest(*OFFLINE, "--llmbias-suite-alpha", "0.05", "--llmbias-json=run.json")
+    result = run_pytest(*OFFLINE, "--llmbias-suite-alpha", "0.05", "--llmbias-json=run.json", "-v")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["llmbias: 3 gates at *: a good release fails some gate with probability up to *; "
                                  "--llmbias-suite-alpha 0.05 is shared by Bonferroni: 2 gate(s) at 0.025 each, "

@@ -131,6 +131,9 @@ class Progress:
     total: int
     done: int = 0
     from_store: int = 0
+    #: the calls the batch is expected to make in all, its follow-ups told in advance (see
+    #: :func:`expected_follow_ups`); ``total`` counts those known so far
+    expected: int = 0
     fetched: int = 0
     errors: int = 0
     missing: int = 0
@@ -144,10 +147,15 @@ class Progress:
     def calls_per_s(self) -> float:
         return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
 
+    @property
+    def shown_total(self) -> int:
+        """The calls to count towards: those expected in all, or more once re-asks are added."""
+        return max(self.total, self.expected)
+
     def line(self, note: str | None = None) -> str:
         """The live progress line, with ``note`` (a backed-off rate limit, say) after it."""
         missing = f", {self.missing} missing" if self.missing else ""
-        line = (f"llmbias: {self.done}/{self.total} calls ({self.from_store} from store, {self.fetched} fetched, "
+        line = (f"llmbias: {self.done}/{self.shown_total} calls ({self.from_store} from store, {self.fetched} fetched, "
                 f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s")
         return f"{line}; {note}" if note else line
 
@@ -243,7 +251,9 @@ async def collect(
     as that call's error (its response stays stored).
     """
     unique = deduplicate(planned)
-    progress = Progress(total=0)
+    # the follow-ups told in advance, so that the progress line counts the calls really made (a
+    # judge's ratings too), not only the answers
+    progress = Progress(total=0, expected=len(unique) + len(expected_follow_ups(unique.values(), store.get)))
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
     missing: list[str] = []

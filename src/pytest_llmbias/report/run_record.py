@@ -39,7 +39,7 @@ def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str
         doc: dict[str, Any] = {"passed": None, "verdict": "error",
                                "result": {"error": f"{type(result).__name__}: {result}"}}
     else:
-        row = result.summary_row(nodeid)
+        row = {**result.summary_row(nodeid), "passed": bool(result.passed)}
         domain = result.domain
         doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict(),
                "report": result.report(), "table": result.table().to_dict()}
@@ -164,16 +164,19 @@ class RunRecord:
             reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
         return reports
 
-    def summary(self, session: BiasSession | None, verbosity: int) -> list[tuple[str, str]] | None:
+    def summary(self, session: BiasSession | None, verbosity: int, *,
+                collection_shown: bool = False) -> list[tuple[str, str]] | None:
         """The end-of-run ``llmbias`` section as (``"line"`` or ``"sep"``, text) pairs: the
-        collections and the tokens fetched, the gates' table, with -v the reports of the gates
-        that passed, and the files written. None: no section."""
+        collections (unless ``collection_shown``: their line is on screen already) and the tokens
+        fetched, the gates' table — one that fits 100 columns, the full one with -v, the gates that
+        did not pass only with -q — the session's one-line false-alarm figure, with -v the reports of
+        the gates that passed, and the files written. None: no section."""
         reports = self.collections(session)
         if not reports and not self.rows and not self.exported:
             return None
         lines: list[str] = []
         if verbosity >= 0:
-            lines += [describe_collection(report) for report in reports]
+            lines += [] if collection_shown else [describe_collection(report) for report in reports]
             if self.usage:
                 from pytest_llmbias.clients.pricing import price
 
@@ -182,14 +185,22 @@ class RunRecord:
                 cost = "cost unknown (a model is not in litellm's price map)" if None in costs else f"${sum(costs):.4f}"
                 lines.append(f"llmbias: {tokens:,} tokens fetched this run, {cost}")
         if self.rows:
-            from pytest_llmbias.report.terminal import gate_table
-
-            lines += gate_table(self.rows)
             from pytest_llmbias.report.suite import suite_figures
+            from pytest_llmbias.report.terminal import compact_table, gate_table
 
+            if verbosity > 0:
+                lines += gate_table(self.rows)
+            else:
+                shown = self.rows if verbosity == 0 else [r for r in self.rows if not r.get("passed", False)]
+                lines += compact_table(shown) if shown else []
+                if verbosity == 0:
+                    lines.append("(-v: every figure and the reports of the gates that passed)")
             suite = suite_figures(self.gate_docs.values())
-            if suite is not None and verbosity >= 0:
-                lines.append(f"llmbias: {suite['sentence']}")
+            if suite is not None:
+                import textwrap
+
+                sentence = f"llmbias: {suite['sentence']}"
+                lines += [sentence] if verbosity > 0 else textwrap.wrap(sentence, 100, subsequent_indent="  ")
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]

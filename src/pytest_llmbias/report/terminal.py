@@ -38,6 +38,37 @@ def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
 
 
+#: the width the default table keeps to
+WIDTH = 100
+COMPACT = ("test", "method", "p", "verdict")
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, its middle elided (a test id keeps its file and its
+    function's end)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+
+
+def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
+    """The gates' table in at most ``width`` columns: the test id (shortened in the middle where it
+    must be), the method, p and the verdict; ``-v`` shows :func:`gate_table`."""
+    body = []
+    for row in sorted(rows, key=lambda r: r["test"]):
+        test = row["test"].split("::", 1)[-1] if "::" in row["test"] else row["test"]
+        if "error" in row:
+            body.append((test, "-", "-", "error"))
+            continue
+        body += [(test, str(m.get("method", "")), _cell(m.get("p")), str(m.get("verdict", ""))) for m in row["methods"]]
+    fixed = [max(len(r[i]) for r in [COMPACT, *body]) for i in range(1, 4)]
+    room = max(12, width - sum(fixed) - 2 * (len(COMPACT) - 1))
+    table = [COMPACT, *((_shorten(r[0], room), *r[1:]) for r in body)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COMPACT))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
+
+
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
     such as judge ratings), stored, to fetch, the estimated tokens and cost of those, then the
