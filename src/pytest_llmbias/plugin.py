@@ -88,6 +88,7 @@ class _Plugin:
         self._closed = False
         self.terminal = _Terminal(self)
         self.reports = _Reports(self)
+        self.plan_only = False  # --llmbias-plan: every test deselected, the session a success
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -199,8 +200,16 @@ class _Plugin:
                                        if reporter else None)
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
-        if plan_only:
-            pytest.exit("llmbias: plan only (--llmbias-plan): no model was called", returncode=0)
+        if plan_only:  # no test runs; the session ends as a success (see pytest_sessionfinish)
+            self.config.hook.pytest_deselected(items=list(items))
+            items.clear()
+            self.plan_only = True
+            if reporter is not None:
+                reporter.write_line("llmbias: plan only (--llmbias-plan): no model was called")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:

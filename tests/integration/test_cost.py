@@ -48,7 +48,10 @@ def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
         "*model*calls*stored*to fetch*est. tokens*est. cost*",
         "*tgt (openai/gpt-4o-mini)*10*0*10*$0.00*",
         "*total estimated cost: $0.00*",
+        "llmbias: plan only (--llmbias-plan): no model was called",
     ])
+    # a success that names no Python class: every test deselected, no pytest.exit
+    assert "_pytest" not in plan.stdout.str() + plan.stderr.str() and "1 deselected" in plan.stdout.str()
     assert server.count() == 0
     run(pytester).assert_outcomes(passed=1)  # now the ten answers are stored
     again = run(pytester, "--llmbias-plan")

@@ -167,11 +167,14 @@ class EmbeddingScorer:
         except ImportError as exc:
             raise ScorerError(f"embedding scoring needs sentence-transformers ({exc}). " + INSTALL_HINT) from exc
         resolved, kind = self._resolution()
+        from pytest_llmbias.scoring.embedding_models import quiet_loading
+
         try:
-            if kind == "hub":
-                loaded = SentenceTransformer(resolved, device=self.device)
-            else:
-                loaded = SentenceTransformer(resolved, device=self.device, local_files_only=True)
+            with quiet_loading():
+                if kind == "hub":
+                    loaded = SentenceTransformer(resolved, device=self.device)
+                else:
+                    loaded = SentenceTransformer(resolved, device=self.device, local_files_only=True)
         except Exception as exc:
             if kind == "hub":
                 raise ScorerError(

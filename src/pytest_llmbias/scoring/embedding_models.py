@@ -5,10 +5,12 @@ Face Hub name. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_llmbias.errors import ScorerError
@@ -176,3 +178,23 @@ def config_says_instructor(directory: Path) -> bool:
     except (OSError, ValueError, TypeError, AttributeError):
         return False
     return False
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """No progress bar of transformers or huggingface_hub ("Loading weights ...") while a model
+    loads inside a pytest run: the run's own lines are the progress a user reads. Restored after."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    hub_was_off = are_progress_bars_disabled()
+    tf_was_on = hf_logging.is_progress_bar_enabled()
+    disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if not hub_was_off:
+            enable_progress_bars()
+        if tf_was_on:
+            hf_logging.enable_progress_bar()

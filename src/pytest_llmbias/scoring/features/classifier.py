@@ -249,12 +249,15 @@ class ClassifierExtractor(FeatureExtractor):
         with _model_lock:
             cached = _classifiers.get(key)
         if cached is None:
+            from pytest_llmbias.scoring.embedding_models import quiet_loading
+
             local = self.kind == "local"
             try:
-                tokenizer = AutoTokenizer.from_pretrained(self.resolved, local_files_only=local)
-                loaded, info = AutoModelForSequenceClassification.from_pretrained(
-                    self.resolved, local_files_only=local, output_loading_info=True
-                )
+                with quiet_loading():
+                    tokenizer = AutoTokenizer.from_pretrained(self.resolved, local_files_only=local)
+                    loaded, info = AutoModelForSequenceClassification.from_pretrained(
+                        self.resolved, local_files_only=local, output_loading_info=True
+                    )
             except Exception as exc:
                 if local:
                     raise FeatureError(
