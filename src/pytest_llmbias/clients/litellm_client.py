@@ -279,7 +279,28 @@ class ModelClient:
             why = f"gave up after {attempt + 1} attempts"
         else:
             why = "not retryable"
-        return ProviderError(f"{where}: {what}: {detail} ({why})", status=status, retryable=retryable)
+        hint = likely_cause(status, detail, self.spec)
+        return ProviderError(f"{where}: {what}: {detail} ({why})" + (f"; likely cause: {hint}" if hint else ""),
+                             status=status, retryable=retryable)
+
+
+def likely_cause(status: int | None, detail: str, spec: ModelSpec) -> str | None:
+    """What a newcomer most likely got wrong, for the errors a first run meets: nothing listening at
+    the endpoint, a key refused, a model the server does not serve."""
+    lowered = detail.lower()
+    # litellm reports a refused connection as an HTTP 500 "Connection error."
+    unreachable = "connection error" in lowered or (status is None and any(s in lowered for s in (
+        "cannot connect", "connection refused", "connect call failed", "name or service not known",
+        "nodename nor servname")))
+    if unreachable:
+        return (f"nothing answers at {strip_userinfo(spec.api_base)}: is the server running, and is the address right?"
+                if spec.api_base else "the provider's endpoint cannot be reached: check the network or a proxy")
+    if status in (401, 403):
+        key = f"${spec.api_key_env}" if spec.api_key_env else "the provider's key variable (or api_key_env)"
+        return f"the key was refused: check {key}"
+    if status == 404:
+        return f"the endpoint does not serve the model {spec.model!r}: check its name (and api_base's /v1)"
+    return None
 
 
 OPENAI_KEY = "OPENAI_API_KEY"
