@@ -103,3 +103,25 @@ def test_an_entry_without_a_verdict_shows_its_error():
     page = html.render(_doc([entry]))
     assert "MissingResponsesError: 3 answers missing" in page and "1 gate(s): 0 passed their check, 0 failed it, " \
         "1 without a verdict" in page
+
+
+def test_figures_read_as_words_and_rounded_numbers() -> None:
+    from pytest_llmbias.report.html import _kv_table
+
+    table = _kv_table({"designed_false_alarm": 0.05, "false_alarm": 1.781e-17, "power": 0.93456, "p": 1.2e-9,
+                       "margin": 0.4647123, "underpowered": True})
+    assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5.0%" in table
+    assert "below 0.01% (practically none)" in table and "93.5%" in table and "e-17" not in table
+    assert "below 0.0001 (practically zero)" in table and "0.4647" in table and "<td>yes</td>" in table
+
+
+def test_a_page_without_matplotlib_says_so_at_its_top(monkeypatch) -> None:
+    import sys
+
+    from pytest_llmbias.report.html import plots_missing, render
+
+    assert plots_missing() is None
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # how Python marks a package as not importable
+    assert "pip install 'pytest-llmbias[html]'" in (plots_missing() or "")
+    page = render({"gates": [], "roster": {}, "plan": {}})
+    assert page.index("the plots are missing: matplotlib is not installed") < page.index("<table")

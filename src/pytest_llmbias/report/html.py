@@ -63,18 +63,52 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _num(value: Any) -> str:
+#: the reader's words for the keys of a result's figures
+LABELS = {
+    "test": "test used", "alpha": "alpha (level of each one-sided test)",
+    "designed_false_alarm": "false alarm it is built for", "false_alarm": "false alarm estimated on these data",
+    "power": "power to catch what it is built to catch", "margin": "margin δ", "margin_source": "margin from",
+    "floor": "floor of the margin", "answers_needed": "answers per group for 80% power",
+    "questions_needed": "agreed-on questions for 80% power", "prompts_needed": "prompts for 80% power",
+    "threshold_source": "threshold from", "underpowered": "underpowered (a pass is only an absence of evidence)",
+    "power_against": "power against", "confidence": "confidence", "observed_power": "chance of passing were the "
+    "observed difference true",
+}
+#: keys whose value is a rate, shown as a percentage
+RATES = {"designed_false_alarm", "false_alarm", "power", "observed_power"}
+#: below this a figure is zero for every practical purpose, and the page says so
+NEGLIGIBLE = 1e-4
+
+
+def _label(key: str) -> str:
+    return LABELS.get(key, key.replace("_", " "))
+
+
+def _num(value: Any, key: str = "") -> str:
     if isinstance(value, bool) or value is None:
-        return _e("-" if value is None else value)
+        return _e("-" if value is None else ("yes" if value is True else "no") if isinstance(value, bool) else value)
     if isinstance(value, float):
+        if key in RATES:
+            return "below 0.01% (practically none)" if 0 < value < NEGLIGIBLE else f"{value:.1%}"
+        if 0 < abs(value) < NEGLIGIBLE:
+            return f"{'-' if value < 0 else ''}below 0.0001 (practically zero)"
         return f"{value:.4g}"
     return _e(value)
 
 
 def _kv_table(pairs: Mapping[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_num(v)}</td></tr>" for k, v in pairs.items()
+    rows = "".join(f"<tr><th>{_e(_label(k))}</th><td>{_num(v, k)}</td></tr>" for k, v in pairs.items()
                    if not isinstance(v, (dict, list)))
     return f"<table>{rows}</table>" if rows else ""
+
+
+def plots_missing() -> str | None:
+    """Why the page has no plots, when matplotlib is not installed (None when it is)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return "the plots are missing: matplotlib is not installed (pip install 'pytest-llmbias[html]')"
+    return None
 
 
 def _reliabilities(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -248,8 +282,10 @@ def render(doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]],
     gates = list(doc.get("gates") or ())
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
-    body = [_header(doc), _summary(gates, doc.get("suite"))]
-    body += [_section(i, g, figures_for) for i, g in enumerate(gates)]
+    missing = plots_missing() if figures_for is not None else None
+    body = ([f'<p class="warning">Note: {_e(missing)}.</p>'] if missing else []) + [_header(doc)]
+    body += [_summary(gates, doc.get("suite"))]
+    body += [_section(i, g, None if missing else figures_for) for i, g in enumerate(gates)]
     settings = json.dumps(doc.get("settings") or {}, indent=2, sort_keys=True, default=str)
     body.append(f"<h2>Settings</h2><pre>{_e(settings)}</pre>")
     return (

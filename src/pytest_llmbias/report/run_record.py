@@ -298,6 +298,13 @@ class RunRecord:
         if html_path is not None:
             from pytest_llmbias.report import html
 
+            missing = html.plots_missing()
+            if missing is not None:  # said once, here; the page says it at its top
+                import warnings
+
+                from pytest_llmbias.errors import LLMBiasWarning
+
+                warnings.warn(LLMBiasWarning(f"HTML report: {missing}"), stacklevel=1)
             html.write(html_path, doc, redactor, figures_for=figures_for)
             self.exported.append(html_path)
         if md_path is not None:
