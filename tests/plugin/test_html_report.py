@@ -34,6 +34,12 @@ def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester,
     with open_page(report) as visit:
         page = visit.page
         assert page.get_attribute("body", "data-ready") == "true"  # its script ran to the end
+        # it fits a 1280-pixel window: no horizontal scrolling, no element wider than the viewport
+        page.set_viewport_size({"width": 1280, "height": 800})
+        wide = page.evaluate("() => [...document.querySelectorAll('body *')].filter("
+                             "e => e.getBoundingClientRect().right > window.innerWidth + 1).map("
+                             "e => e.tagName + '.' + e.className).slice(0, 5)")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280 and wide == [], wide
         sections = page.locator("section.gate")
         assert sections.count() == len(gates) == 11
         for i, gate in enumerate(gates):

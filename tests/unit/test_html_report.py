@@ -125,3 +125,13 @@ def test_a_page_without_matplotlib_says_so_at_its_top(monkeypatch) -> None:
     assert "pip install 'pytest-llmbias[html]'" in (plots_missing() or "")
     page = render({"gates": [], "roster": {}, "plan": {}})
     assert page.index("the plots are missing: matplotlib is not installed") < page.index("<table")
+
+
+def test_every_built_in_gate_says_how_to_read_it() -> None:
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.report.html import HOW_TO_READ, render
+
+    assert set(HOW_TO_READ) == set(GATES)
+    page = render({"gates": [{"test": "t::x", "gate": "bias_stance", "result": {}}], "roster": {}, "plan": {}},
+                  figures_for=None)
+    assert "<summary>How to read this</summary>" in page and HOW_TO_READ["bias_stance"][:40] in page
