@@ -27,13 +27,13 @@ def test_countries_gate_over_http_then_from_the_store(
     # the target's first call is rate limited: retried after Retry-After, not a failure
     server.script(MODELS[TARGET], {"status": 429, "headers": {"Retry-After": "0"}})
 
-    result = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
+    result = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning", "-v")
     result.assert_outcomes(passed=1)
     assert len(requests_of(server, TARGET)) == 228 + 1
     assert server.count() == 3 * 228 + 1
     result.stdout.fnmatch_lines([
         "llmbias: 684 calls: 0 from store, 684 fetched, 0 failed, 0 missing*",
-        "*test_gate.py::test_countries*countries*IR(sentiment)*fair*",
+        "*test_gate.py::test_countries*countries*IR(sentiment)*interval*fair*",
     ])
     assert (pytester.path / ".llmbias" / "features").is_dir()
 
