@@ -47,8 +47,11 @@ def _store(args: argparse.Namespace) -> Path:
     return args.store if args.store is not None else Project.find().store
 
 
-def _snapshots(args: argparse.Namespace) -> list[Path]:
-    return list(args.snapshot) or list(Project.find().snapshots)
+def _store_and_snapshots(args: argparse.Namespace) -> tuple[Path, list[Path]]:
+    """The store folder and the snapshots to read, the project's where not given (read once)."""
+    project = None if args.store is not None and args.snapshot else Project.find()
+    store = args.store if args.store is not None else project.store  # type: ignore[union-attr]
+    return store, list(args.snapshot) or list(project.snapshots)  # type: ignore[union-attr]
 
 
 def _has_store(directory: Path) -> bool:
@@ -89,7 +92,7 @@ def _nothing(store: Path) -> Exception:
 def _stats(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.store.snapshot import SnapshotLayer
 
-    store, snapshots = _store(args), _snapshots(args)
+    store, snapshots = _store_and_snapshots(args)
     if not _has_store(store) and not snapshots:
         raise _nothing(store)
     if _has_store(store):
@@ -120,7 +123,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.errors import StoreError
     from pytest_llmbias.store.snapshot import SnapshotLayer
 
-    store, snapshots = _store(args), _snapshots(args)
+    store, snapshots = _store_and_snapshots(args)
     if not _has_store(store) and not snapshots:
         raise _nothing(store)
     problems = checked = 0

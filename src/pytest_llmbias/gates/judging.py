@@ -55,17 +55,22 @@ class JudgeScores:
     problems: tuple[str, ...] = ()
     trust: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def problem(self) -> str | None:
-        return "; ".join(self.problems) if self.problems else None
 
-
-def panel_rubric(session: GateSession, domain: Domain) -> tuple[Rubric, tuple[Anchor, ...]]:
+def panel_rubric(settings: Any, domain: Domain) -> tuple[Rubric, tuple[Anchor, ...]]:
     """The rubric ``domain`` is judged on and its anchors (the rubric's, then the domain's)."""
     from pytest_llmbias.rubric_file import anchors_on, rubric_for
 
-    rubric = rubric_for(domain.rubric, session.settings.judging.rubric)
+    rubric = rubric_for(domain.rubric, settings.judging.rubric)
     return rubric, anchors_on(rubric, domain_anchors(domain, rubric))
+
+
+def retest_labels(settings: Any, items: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """The labels of ``items`` ((alias, label) pairs) each judge rates twice: a recorded release's
+    answers are rated as they were when it was recorded, so never retested."""
+    from pytest_llmbias.scoring.judge_calls import retest_sample
+
+    recorded = {m.alias for m in settings.roster if m.recorded is not None}
+    return retest_sample([label for alias, label in items if alias not in recorded], settings.judging.retest)
 
 
 def domain_anchors(domain: Domain, rubric: Rubric) -> tuple[Anchor, ...]:
@@ -82,18 +87,16 @@ def plan_judging(session: GateSession, request: ResponseRequest, domain: Domain)
     sample); the anchors' ratings are planned at once."""
     from pytest_llmbias.errors import ConfigError
     from pytest_llmbias.planning.request import grid
-    from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, JudgeItem, anchor_calls, retest_sample
+    from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, JudgeItem, anchor_calls
 
     settings = session.settings
     if not settings.panel:
         raise ConfigError(
             "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge MODEL"
         )
-    rubric, anchors = panel_rubric(session, domain)
-    # a recorded release's answers are rated as they were when it was recorded: no retest of them
-    labels = [JudgeItem(c.model.alias, c.question.id, "", c.sample, "").label for c in grid(request, settings, domain)
-              if c.model.recorded is None]
-    retest = retest_sample(labels, settings.judging.retest)
+    rubric, anchors = panel_rubric(settings, domain)
+    retest = retest_labels(settings, [(c.model.alias, JudgeItem(c.model.alias, c.question.id, "", c.sample, "").label)
+                                      for c in grid(request, settings, domain)])
     follow_ups: list[FollowUp] = []
     for judge in settings.panel:
         follow_ups.append(JudgeFollowUp(judge, domain.focus, domain.name, rubric=rubric, retest=retest))
@@ -116,16 +119,15 @@ def judge_scores(session: GateSession, responses: ResponseSet, *,
     (``problems``). Raises :class:`MissingResponsesError` when a judge answer is missing and
     :class:`StatisticsError` when the judges gave every answer one score."""
     from pytest_llmbias.planning.request import missing_error
-    from pytest_llmbias.scoring.judge_calls import RETEST_DRAW, JudgeItem, resolve_judgements, retest_sample
+    from pytest_llmbias.scoring.judge_calls import RETEST_DRAW, JudgeItem, resolve_judgements
 
     settings = session.settings
     domain = responses.domain
-    rubric, anchors = panel_rubric(session, domain)
+    rubric, anchors = panel_rubric(settings, domain)
     items = [JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
              for alias in responses.aliases for q in responses.questions for s in range(responses.samples)]
-    recorded = {m.alias for m in settings.roster if m.recorded is not None}
-    retest_labels = retest_sample([i.label for i in items if i.alias not in recorded], settings.judging.retest)
-    again = [i for i in items if i.label in retest_labels]
+    again_labels = retest_labels(settings, [(i.alias, i.label) for i in items])
+    again = [i for i in items if i.label in again_labels]
     anchor_items = [JudgeItem("anchor", f"anchor:{k + 1}", a.question, 0, a.answer) for k, a in enumerate(anchors)]
 
     def resolve(judge: ModelSpec, which: list[JudgeItem], draw: int = 0) -> JudgeOutcome:
@@ -314,13 +316,10 @@ def judge_call_plan(settings: Any, domain: Domain, items: Sequence[Any]) -> list
     """Every first rating the judges of ``settings`` make of ``items`` (:class:`JudgeItem`, answers
     already known) on ``domain``: each answer, the retest sample's second draws, and the anchors —
     the calls a run makes before any re-ask (for writing a snapshot of known ratings)."""
-    from pytest_llmbias.rubric_file import anchors_on, rubric_for
-    from pytest_llmbias.scoring.judge_calls import RETEST_DRAW, judge_call, rating_messages, retest_sample
+    from pytest_llmbias.scoring.judge_calls import RETEST_DRAW, judge_call, rating_messages
 
-    rubric = rubric_for(domain.rubric, settings.judging.rubric)
-    anchors = anchors_on(rubric, domain_anchors(domain, rubric))
-    recorded = {m.alias for m in settings.roster if m.recorded is not None}
-    again = retest_sample([i.label for i in items if i.alias not in recorded], settings.judging.retest)
+    rubric, anchors = panel_rubric(settings, domain)
+    again = retest_labels(settings, [(i.alias, i.label) for i in items])
     out = []
     for judge in settings.panel:
         for anchor in anchors:
