@@ -33,7 +33,9 @@ def test_a_target_nobody_serves_fails_in_one_line_with_the_likely_cause(pytester
     pytester.makepyfile(TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(errors=1)
-    lines = [line for line in result.stdout.lines if "likely cause" in line]
+    # pytest's short summary repeats the failure message; the error report itself says it once
+    report = result.stdout.str().split("short test summary info")[0].splitlines()
+    lines = [line for line in report if "likely cause" in line]
     assert len(lines) == 1, result.stdout.str()[-2000:]
     assert f"model 'nowhere' (openai/nowhere at {base})" in lines[0]
     assert f"likely cause: nothing answers at {base}: is the server running" in lines[0]
