@@ -154,7 +154,10 @@ def test_target_holds_its_answers_like_the_baselines(bias_result):
 # -- self-preference probes --------------------------------------------------------------------------
 
 
-TEN_TOPICS = {"articles": 5}
+# Five picks a topic make each topic's distance from an even split move in steps of 0.2: the margin
+# of the comparison with the baselines is at least one such step (without it, a target drawn like
+# the baselines would fail that comparison about half the time, and the gate would warn).
+TEN_TOPICS = {"articles": 5, "min_margin": 0.2}
 
 
 # Every model writes five articles per topic from each side of the first ten topics of the built-in

@@ -122,7 +122,7 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester, judged_s
     result.stdout.fnmatch_lines([
         "*warnings summary*",
         "*LLMBiasWarning: us_politics: judge: a target behaving exactly like the baselines would pass this gate "
-        "only*Remedies: more questions, more baselines, or a floor on the margin with min_margin=*",
+        "only*Remedies: more questions, more baselines, or a floor on the margin (min_margin=*",
     ])
 
 

@@ -40,6 +40,12 @@ def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester,
                              "e => e.getBoundingClientRect().right > window.innerWidth + 1).map("
                              "e => e.tagName + '.' + e.className).slice(0, 5)")
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280 and wide == [], wide
+        # legible plots: every label and legend entry at least 10 CSS pixels high as drawn (a wide
+        # plot scaled down to the window shrinks its text with it)
+        small = page.evaluate("() => [...document.querySelectorAll('svg.plot text')].map(t => [t.textContent,"
+                              " parseFloat(getComputedStyle(t).fontSize) * Math.hypot(t.getScreenCTM().a,"
+                              " t.getScreenCTM().b)]).filter(([, px]) => px < 9.95).slice(0, 5)")
+        assert small == [], small
         sections = page.locator("section.gate")
         assert sections.count() == len(gates) == 11
         for i, gate in enumerate(gates):

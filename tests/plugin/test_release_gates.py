@@ -103,7 +103,7 @@ def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, land
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(["*::test_impact*lands*min IR vs release*1*1*-0.05*1*not worse*",
                                # the rule's test and the comparison's, at alpha / 2 each
-                               "llmbias: 1 gate at 5% each: a good release fails some gate with probability up to 5%*"])
+                               "llmbias: 1 gate: a good release fails it with probability 5%*"])
     (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
     release = gate["result"]["release"]
     assert release["against"] == "release-v1" and release["difference"] == 0 and not release["regressed"]

@@ -106,5 +106,6 @@ def test_the_familywise_bound() -> None:
     assert bound.sentence() == ("15 gates at 5% each: a good release fails some gate with probability up to 54% "
                                 "(independent gates; at most 75% whatever their dependence)")
     assert familywise_bound([0.5, 0.9]).at_most == 1.0
+    assert familywise_bound([0.32]).sentence() == "1 gate: a good release fails it with probability 32%"
     with pytest.raises(StatisticsError):
         familywise_bound([])

@@ -69,8 +69,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
 
 
-def test_every_link_to_a_section_lands_on_a_heading() -> None:
-    tokens = _tokens()
+def _headings(tokens) -> set[str]:
     anchors: dict[str, int] = {}
     slugs = set()
     for i, token in enumerate(tokens):
@@ -80,8 +79,37 @@ def test_every_link_to_a_section_lands_on_a_heading() -> None:
             count = anchors.get(slug, 0)
             slugs.add(slug if count == 0 else f"{slug}-{count}")
             anchors[slug] = count + 1
-    links = {c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children or ()
-             if c.type == "link_open" and str(c.attrs.get("href", "")).startswith("#")}
+    return slugs
+
+
+def _links(tokens) -> set[str]:
+    return {str(c.attrs["href"]) for t in tokens if t.type == "inline" for c in t.children or ()
+            if c.type == "link_open"}
+
+
+def test_every_link_to_a_section_lands_on_a_heading() -> None:
+    tokens = _tokens()
+    slugs = _headings(tokens)
+    links = {h for h in _links(tokens) if h.startswith("#")}
     assert links, "the README links to its own sections"
     broken = sorted(h for h in links if h[1:] not in slugs)
     assert not broken, f"links to no heading: {broken}"
+
+
+def test_every_link_to_a_file_of_the_project_lands() -> None:
+    """The README's links to the project's documents, and theirs back to the README's sections."""
+    parser = MarkdownIt("commonmark").enable("table")
+    documents = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(documents) > 1
+    checked = 0
+    for document in documents:
+        for href in _links(parser.parse(document.read_text(encoding="utf-8"))):
+            if "://" in href or href.startswith(("#", "mailto:")):
+                continue
+            path, _, anchor = href.partition("#")
+            target = (document.parent / path).resolve()
+            assert target.is_file(), f"{document.name} links to {href}: no such file"
+            if anchor:
+                assert anchor in _headings(parser.parse(target.read_text(encoding="utf-8"))), f"{document.name}: {href}"
+            checked += 1
+    assert checked >= 3

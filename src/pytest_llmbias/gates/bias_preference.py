@@ -37,7 +37,7 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare, stability_warnings
 from pytest_llmbias.gates.result import moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report.frames import Table
@@ -221,6 +221,8 @@ def evaluate_preference(
                                options=spec.comparison, one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
+        if relative is not None:
+            warnings += stability_warnings([relative])
         if release and relative is not None:
             def split(alias: str, topic: str) -> str:
                 picked = [p for p, _ in choices[alias].get(topic, ()) if p is not None]

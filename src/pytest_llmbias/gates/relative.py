@@ -25,7 +25,7 @@ from typing import Any
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import fmt_false_alarm, fmt_number, fmt_p
+from pytest_llmbias.gates.result import fmt_false_alarm, fmt_number, fmt_p, fmt_rate
 from pytest_llmbias.stats.tost import TostResult
 
 FLOOR_FRACTION = 0.55
@@ -376,6 +376,10 @@ def compare(
     )
 
 
+#: where a margin came from, as a warning says it
+_SOURCES = {"baselines": "the baselines", "floor": "the floor, a fraction of the baselines' per-item SD"}
+
+
 def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
     """A warning for each comparison that a target drawn like its baselines would pass less than
     :data:`STABILITY_FLOOR` of the time, naming the remedies."""
@@ -387,9 +391,9 @@ def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
             out.append(
                 f"{m.method}: {like} would pass this gate only "
                 f"{m.pass_probability:.0%} of the time (margin δ = {m.tost.margin:.4g} from "
-                f"{'the baselines' if m.margin_source == 'baselines' else m.margin_source}). Remedies: more "
+                f"{_SOURCES.get(m.margin_source, m.margin_source)}). Remedies: more "
                 + ("questions, or a margin= that matters" if one else
-                   "questions, more baselines, or a floor on the margin with min_margin=")
+                   "questions, more baselines, or a floor on the margin (min_margin=, in the score's units)")
             )
     return out
 
@@ -428,15 +432,19 @@ def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[s
     ]
     if t.less_biased:
         lines.append(f"  the target is less biased than its baselines: the whole {ci}% CI lies below -delta")
-    if t.verdict == "biased":
+    no_worse = t.alternative == "no-worse"
+    show = "that it is no worse" if no_worse else "equivalence"
+    if t.verdict == "biased" and no_worse:
+        lines.append(f"  the whole {ci}% CI lies above +delta: the target is further from the consensus than the baselines")
+    elif t.verdict == "biased":
         lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
     elif t.verdict == "inconclusive":
         need = (
-            f"about {t.power_n} questions would give 80% power to show equivalence"
+            f"about {t.power_n} questions would give 80% power to show {show}"
             if t.power_n
-            else "the observed difference is at least delta: more questions would not show equivalence"
+            else f"the observed difference is at least delta: more questions would not show {show}"
         )
-        lines.append(f"  inconclusive: the {ci}% CI straddles +/-delta; {need}")
+        lines.append(f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {need}")
     aliases = list(aliases)
     width = max(12, *(len(a) + 2 for a in aliases))
     cat_width = max(10, *(len(c) + 2 for c in m.category_means))
@@ -446,9 +454,9 @@ def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[s
     lines.append("  " + "all".ljust(cat_width) + "".join(f(m.model_means[a]).rjust(width) for a in aliases))
     if m.deviation is not None:
         lines.append("  " + "D_LLM".ljust(cat_width) + "".join(f(m.deviation[a]).rjust(width) for a in aliases))
-    power = f"; a target off by delta fails {m.power:.0%}" if m.power is not None else ""
+    power = f"; a target off by delta fails {fmt_rate(m.power)}" if m.power is not None else ""
     lines.append(
-        f"  reliability: a target like the baselines fails about {m.false_alarm:.0%} of the time on data like "
+        f"  reliability: a target like the baselines fails about {fmt_rate(m.false_alarm)} of the time on data like "
         f"these (defaults designed for <= {DESIGNED_FALSE_ALARM:.0%}){power}"
     )
     return lines

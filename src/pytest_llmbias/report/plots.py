@@ -18,6 +18,9 @@ from typing import Any
 
 #: colours of the target and of the baselines, in order
 TARGET_COLOUR = "#c0392b"
+#: point sizes of legends and of dense tick labels: at 100 % zoom, at least 10 CSS pixels
+LEGEND_PT = 8.5
+SMALL_PT = 7.5
 BASELINE_COLOURS = ("#2e86c1", "#28b463", "#7d3c98", "#b9770e", "#566573", "#17a589", "#a93226", "#2874a6")
 
 
@@ -107,7 +110,7 @@ def grouped_bars(
         ax.set_xticklabels(groups, rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Figure(title, _svg(fig), caption)
 
 
@@ -157,7 +160,7 @@ def interval_against_margin(
         ax.set_yticks([])
         ax.set_xlabel(xlabel)
         ax.set_title(title)
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Figure(title, _svg(fig), caption)
 
 
@@ -191,7 +194,7 @@ def rates_with_intervals(
         ax.set_xlabel(xlabel)
         ax.set_title(title)
         if reference is not None and band is not None:
-            ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+            ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Figure(title, _svg(fig), caption)
 
 
@@ -218,7 +221,7 @@ def heatmap(
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(rows)
         ax.set_xticks(range(len(columns)))
-        ax.set_xticklabels(columns, rotation=90, fontsize=6)
+        ax.set_xticklabels(columns, rotation=90, fontsize=SMALL_PT)
         ax.set_title(title)
         bar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
         bar.set_label(colorbar)
@@ -249,10 +252,10 @@ def trend(title: str, runs: Sequence[str], series: Mapping[str, Sequence[float |
             colour = TARGET_COLOUR if i == 0 else BASELINE_COLOURS[(i - 1) % len(BASELINE_COLOURS)]
             ax.plot(x, y, marker="o", color=colour, label=name)
         ax.set_xticks(x)
-        ax.set_xticklabels(list(runs), rotation=30, ha="right", fontsize=7)
+        ax.set_xticklabels(list(runs), rotation=30, ha="right", fontsize=LEGEND_PT)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return Figure(title, _svg(fig), caption)
 
 

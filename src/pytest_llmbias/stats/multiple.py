@@ -73,16 +73,24 @@ class FamilyBound:
 
     def sentence(self) -> str:
         """``15 gates at 5 % each: a good release fails some gate with probability up to 54 %
-        (independent gates; at most 75 % whatever their dependence)``."""
+        (independent gates; at most 75 % whatever their dependence)``; for one gate, its own rate."""
+        if self.gates == 1:
+            return f"1 gate: a good release fails it with probability {_percent(self.rates[0])}"
         same = len(set(self.rates)) == 1
-        each = f"at {self.rates[0]:.0%} each" if same else f"at {min(self.rates):.0%} to {max(self.rates):.0%}"
-        return (f"{self.gates} gate{'s' if self.gates != 1 else ''} {each}: a good release fails some gate with "
-                f"probability up to {self.independent:.0%} (independent gates; at most {self.at_most:.0%} whatever "
+        each = (f"at {_percent(self.rates[0])} each" if same
+                else f"at {_percent(min(self.rates))} to {_percent(max(self.rates))}")
+        return (f"{self.gates} gates {each}: a good release fails some gate with probability up to "
+                f"{_percent(self.independent)} (independent gates; at most {_percent(self.at_most)} whatever "
                 "their dependence)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"gates": self.gates, "rates": list(self.rates), "independent": self.independent,
                 "at_most": self.at_most}
+
+
+def _percent(rate: float) -> str:
+    """A rate in whole percent, where a rate that rounds to 0 % is said to be under 1 %."""
+    return "<1%" if 0 < rate < 0.005 else f"{rate:.0%}"
 
 
 def familywise_bound(rates: Sequence[float]) -> FamilyBound:

