@@ -21,6 +21,7 @@ __all__ = [
     "ScorerError",
     "StatisticsError",
     "StoreError",
+    "StoreLost",
 ]
 
 
@@ -47,6 +48,11 @@ class DomainError(ConfigError):
 
 class StoreError(LLMBiasError):
     """The on-disk response store or a snapshot file cannot be read or written."""
+
+
+class StoreLost(StoreError):
+    """The team store (Redis) stopped answering, or refused a write, during a run: the collection
+    stops, and the answers that arrive after are kept in the local spool."""
 
 
 class ProviderError(LLMBiasError):

@@ -231,6 +231,18 @@ OPTIONS: tuple[Option, ...] = (
         default=Path(".llmbias"),
     ),
     Option(
+        name="store_url",
+        key="store.url",
+        kind="str",
+        help="a team store on Redis (redis://HOST:PORT/DB, rediss:// for TLS; needs pytest-llmbias[redis]): "
+        "every process naming it shares the stored answers, each call is made once, and the rpm/tpm caps "
+        "and the backing off after a 429 are shared",
+        flag="--llmbias-store-url",
+        env="LLMBIAS_STORE_URL",
+        ini="llmbias_store_url",
+        metavar="URL",
+    ),
+    Option(
         name="concurrency",
         key="collection.concurrency",
         kind="posint",

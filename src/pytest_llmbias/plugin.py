@@ -195,6 +195,7 @@ class _Plugin:
                 item.stash[SPEC_KEY][name], item.stash[LEVEL_KEY] = spec, level
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         try:
+            core.open_team_store()  # an unreachable team store is a usage error, before any test
             plan_only = check_spending(core, [(i.nodeid, g, s) for i, _, g, s in gates], worker=self.is_worker,
                                        write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))
                                        if reporter else None)

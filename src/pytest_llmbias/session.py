@@ -153,11 +153,26 @@ class BiasSession:
     @property
     def store(self) -> ResponseStore:
         if self._store is None:
+            from pytest_llmbias.store.redis_store import password_of
+
             s = self.settings.store
             self._store = ResponseStore(
-                s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id, read_only=s.offline
+                s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id, read_only=s.offline,
+                url=s.url, password=password_of(s.password_env) if s.url else None,
             )
         return self._store
+
+    def open_team_store(self) -> None:
+        """Connect to the team store now, if there is one: an unreachable or misconfigured Redis
+        is a :class:`ConfigError` (a usage error) before any test runs, not an error in each."""
+        from pytest_llmbias.errors import ConfigError, StoreError
+
+        try:
+            team = self.store.team
+            if team is not None:
+                team.client  # noqa: B018 - connects
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def features(self) -> FeatureRegistry:
@@ -213,7 +228,12 @@ class BiasSession:
         From its first use to :meth:`close`, every log record of the process is masked too."""
         if self._redactor is None:
             s = self.settings
-            self._redactor = Redactor.for_models([*s.roster, *s.panel])
+            secrets = Redactor.for_models([*s.roster, *s.panel]).secrets
+            if s.store.url and s.store.password_env:
+                import os
+
+                secrets += (os.environ.get(s.store.password_env, ""),)
+            self._redactor = Redactor(secrets)
             if self._redactor.secrets:
                 self._log_mask = LogMask(self._redactor).install()
         return self._redactor
@@ -225,9 +245,18 @@ class BiasSession:
             return RecordedClient(spec)  # type: ignore[return-value]
         if spec.alias not in self._clients:
             c = self.settings.collection
-            limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
             adaptive = self.adaptive.setdefault((spec.model, spec.api_base), AdaptiveLimit(c.concurrency))
-            tokens = self._token_limiters.setdefault(spec.model, TokenLimiter(c.tpm)) if c.tpm else None
+            team = self.store.team
+            if team is not None:  # one quota for every process on the team store
+                from pytest_llmbias.clients.shared_limits import SharedRateLimiter, SharedTokenLimiter
+
+                limiter: Any = self._limiters.setdefault(
+                    f"{spec.model}\0{spec.api_base}", SharedRateLimiter(team, spec.model, c.rpm, adaptive=adaptive))
+                tokens: Any = self._token_limiters.setdefault(
+                    spec.model, SharedTokenLimiter(team, spec.model, c.tpm)) if c.tpm else None
+            else:
+                limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
+                tokens = self._token_limiters.setdefault(spec.model, TokenLimiter(c.tpm)) if c.tpm else None
             if self._direct is None:
                 self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(
@@ -337,6 +366,7 @@ class BiasSession:
                 concurrency=s.collection.concurrency,
                 offline=s.store.offline,
                 on_progress=self.on_progress,
+                claim_ttl=s.collection.lock_timeout,
             )
             report = self._loop.run(lock.beating(work) if lock is not None else work)
         self.errors.update(report.errors)
@@ -346,8 +376,8 @@ class BiasSession:
     def _collection_lock(self) -> contextlib.AbstractContextManager[CollectionLock | None]:
         """The store's collection lock (see :mod:`pytest_llmbias.store.lock`); none when nothing
         is written (offline, or ``cache: off``)."""
-        if self.settings.store.offline or self.settings.store.cache == "off":
-            return contextlib.nullcontext()
+        if self.settings.store.offline or self.settings.store.cache == "off" or self.settings.store.url:
+            return contextlib.nullcontext()  # a team store: each call is claimed instead
         return CollectionLock(self.settings.store.dir, stale_after=self.settings.collection.lock_timeout)
 
     # -- reading -----------------------------------------------------------------------------

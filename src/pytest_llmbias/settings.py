@@ -144,6 +144,13 @@ class StoreSettings:
     offline: bool = False
     snapshots: tuple[Path, ...] = ()
     export: Path | None = None
+    #: a team store: ``redis://HOST:PORT/DB`` (``rediss://`` for TLS) keeps the responses in Redis,
+    #: shared by every process and machine that names it (see :mod:`pytest_llmbias.store.redis_store`);
+    #: ``dir`` then holds only what this machine keeps for itself (embeddings, and answers received
+    #: while Redis was unreachable, uploaded on the next run)
+    url: str | None = None
+    #: the environment variable holding the Redis password (else the URL's own, if any)
+    password_env: str | None = None
 
 
 @dataclass(frozen=True)

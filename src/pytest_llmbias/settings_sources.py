@@ -66,6 +66,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("collection", "timeout"): "posfloat",
     ("collection", "retries"): "nonnegint",
     ("collection", "lock_timeout"): "posfloat",
+    ("store", "password_env"): "optstr",
     ("embedding", "model"): "str",
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
@@ -173,6 +174,11 @@ def resolve_settings(
         raise ConfigError("offline mode cannot be combined with cache mode 'refresh' (it re-asks every model)")
     if store.offline and store.cache == CacheMode.OFF and not store.snapshots:
         raise ConfigError("offline mode with cache mode 'off' and no snapshot has nothing to read responses from")
+    if store.url is not None and not store.url.startswith(("redis://", "rediss://", "unix://")):
+        from pytest_llmbias.redaction import Redactor
+
+        raise ConfigError(f"store.url must be a Redis URL (redis://HOST:PORT/DB, rediss:// for TLS, or unix://PATH), "
+                          f"got {Redactor()(store.url)!r}")
 
     _check_aliases(top.get("target"), top.get("baselines", ()), where)
     _check_panel(top, sections["judging"], where)

@@ -45,7 +45,7 @@ def test_names_and_keys_are_unique() -> None:
 def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
         "config", "target", "baselines", "judge", "judge_panel", "judge_combine", "judge_rubric", "judge_retest",
-        "min_judge_agreement", "store", "concurrency", "cache", "offline", "snapshots", "export",
+        "min_judge_agreement", "store", "store_url", "concurrency", "cache", "offline", "snapshots", "export",
         "max_cost", "max_unparsed", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "strict", "history", "json", "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
@@ -101,7 +101,7 @@ def test_argparse_options_from_the_table() -> None:
     assert unset == {
         "llmbias_config": None, "llmbias_target": None, "llmbias_baseline": [], "llmbias_judge": None,
         "llmbias_judge_panel": [], "llmbias_judge_combine": None, "llmbias_judge_rubric": None,
-        "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
+        "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_store_url": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
         "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_plan": False,
         "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
         "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_strict": False, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,

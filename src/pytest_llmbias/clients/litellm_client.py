@@ -163,6 +163,8 @@ class ModelClient:
                 throttled = status in THROTTLE_STATUSES
                 if self.adaptive is not None and throttled:
                     self.adaptive.throttled(epoch)
+                if throttled:
+                    self.limiter.throttled(retry_after)
                 if throttled and self.policy.should_retry_throttled(throttles, retry_after=retry_after):
                     try:
                         # the place is held through the wait: turned-away calls do not come

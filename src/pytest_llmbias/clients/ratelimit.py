@@ -104,6 +104,12 @@ class AdaptiveLimit:
             self.decreases += 1
             self._credit = self._clean_rounds = 0
 
+    def slow_down(self) -> None:
+        """Another process sharing this endpoint's quota was throttled: decrease as the first
+        throttle of an overload here would (once per overload, like :meth:`throttled`)."""
+        self.throttled(self._epoch)
+        self.throttles -= 1  # not a throttle of this process's
+
     def _grow(self) -> None:
         """One round of successes at ``limit``."""
         if self._ceiling_hit is not None and self.limit >= self._ceiling_hit:
@@ -148,6 +154,10 @@ class RateLimiter:
             self._next = max(now, self._next) + self.interval
         if wait > 0:
             await asyncio.sleep(wait)
+
+    def throttled(self, retry_after: float | None) -> None:
+        """A throttle of this model's calls: nothing to share in one process (see
+        :class:`~pytest_llmbias.clients.shared_limits.SharedRateLimiter`)."""
 
 
 class TokenLimiter:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import heapq
+import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.errors import ConfigError, ProviderError
+from pytest_llmbias.errors import ConfigError, ProviderError, StoreError
 from pytest_llmbias.store.response_store import ResponseStore
 
 
@@ -218,6 +220,10 @@ def merge_worker_reports(reports: Sequence[CollectionReport]) -> CollectionRepor
     )
 
 
+#: how often a process looks for the answers of calls another process has claimed, in seconds
+WAIT_POLL_S = 0.25
+
+
 def deduplicate(planned: Sequence[PlannedCall]) -> dict[str, PlannedCall]:
     """One planned call per key, the first one kept, carrying the follow-ups of every duplicate."""
     unique: dict[str, PlannedCall] = {}
@@ -240,6 +246,7 @@ async def collect(
     concurrency: int,
     offline: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
+    claim_ttl: float = 120.0,
 ) -> CollectionReport:
     """Make sure every planned call, and every call its follow-ups lead to, has a response in
     ``store`` (or a recorded error).
@@ -249,6 +256,13 @@ async def collect(
     ``concurrency`` at a time: follow-ups first (deepest first), then in the order calls became known. ``on_progress`` is called after each
     call completes; its ``total`` grows as follow-ups add calls. A follow-up that raises is recorded
     as that call's error (its response stays stored).
+
+    With a team store (``store.team``), each call is claimed before it is made (see
+    :mod:`pytest_llmbias.store.redis_store`): a call another process has claimed is set aside
+    while this one makes the others, then its answer is read once it is stored — or, when the
+    claim lapses (``claim_ttl`` seconds without its holder's heartbeat), the call is claimed and
+    made here. A store lost mid-run stops new calls; the calls in flight finish (their answers go
+    to the spool), and the :class:`~pytest_llmbias.errors.StoreError` is raised at the end.
     """
     unique = deduplicate(planned)
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
@@ -263,6 +277,11 @@ async def collect(
     depth: dict[str, int] = {}
     wake = asyncio.Event()
     in_flight = 0
+    team = store.team
+    owner = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    mine: set[str] = set()  # the claims this process holds
+    waiting: dict[str, None] = {}  # calls another process has claimed, in order
+    stopped: list[StoreError] = []
 
     def follow(item: PlannedCall, response: Response) -> None:
         for then in item.then:
@@ -303,8 +322,27 @@ async def collect(
             heapq.heappush(queue, (-level, len(seen), key))
             wake.set()
 
+    def served(key: str, response: Response) -> None:
+        """Another process's answer, read from the team store."""
+        progress.from_store += 1
+        progress.done += 1
+        follow(seen[key], response)
+        if on_progress:
+            on_progress(progress)
+
     async def fetch(key: str) -> None:
         item = seen[key]
+        if team is not None:
+            if not team.claim(key, owner, claim_ttl):
+                waiting[key] = None
+                return
+            mine.add(key)
+            stored = store.get(key)  # answered between our look and our claim
+            if stored is not None:
+                team.release(key, owner)
+                mine.discard(key)
+                served(key, stored)
+                return
         try:
             response = await client(item.alias).complete(item.call)
         except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
@@ -312,27 +350,71 @@ async def collect(
             progress.errors += 1
             response = None
         else:
-            store.put(response)
-            progress.fetched += 1
+            try:
+                store.put(response)
+            finally:
+                progress.fetched += 1
+        if key in mine:
+            mine.discard(key)
+            team.release(key, owner)  # type: ignore[union-attr]
         progress.done += 1
         if response is not None:
             follow(seen[key], response)  # seen[key]: follow-ups added while the call was in flight too
         if on_progress:
             on_progress(progress)
 
-    async def worker() -> None:
-        nonlocal in_flight
+    async def look_again() -> None:
+        """Read the answers of the calls set aside; put back in the queue those whose claim lapsed."""
+        await asyncio.sleep(WAIT_POLL_S)
+        keys = list(waiting)
+        found = store.fetch_many(keys)
+        lapsed = set(keys) - set(found) - team.claimed([k for k in keys if k not in found])  # type: ignore[union-attr]
+        for key in keys:
+            if key in found:
+                del waiting[key]
+                served(key, found[key])
+            elif key in lapsed:
+                del waiting[key]
+                heapq.heappush(queue, (-depth[key], len(seen), key))
+
+    async def heartbeat() -> None:
         while True:
-            while not queue:
-                if in_flight == 0:
-                    wake.set()  # nothing queued, nothing in flight: let every worker finish
+            await asyncio.sleep(max(0.2, claim_ttl / 3))
+            if mine:
+                try:
+                    team.renew(list(mine), owner, claim_ttl)  # type: ignore[union-attr]
+                except StoreError as exc:
+                    stopped.append(exc)
+                    wake.set()
                     return
+
+    looking = False
+
+    async def worker() -> None:
+        nonlocal in_flight, looking
+        while True:
+            while not queue or stopped:
+                if stopped or (in_flight == 0 and not waiting):
+                    wake.set()  # nothing queued, nothing in flight or set aside: let every worker finish
+                    return
+                if waiting and not looking:
+                    looking = True
+                    try:
+                        await look_again()
+                    except StoreError as exc:
+                        stopped.append(exc)
+                    finally:
+                        looking = False
+                        wake.set()
+                    continue
                 wake.clear()
                 await wake.wait()
             _, _, key = heapq.heappop(queue)
             in_flight += 1
             try:
                 await fetch(key)
+            except StoreError as exc:  # the store was lost: no new call; those in flight finish
+                stopped.append(exc)
             finally:
                 in_flight -= 1
                 wake.set()
@@ -342,11 +424,14 @@ async def collect(
     if on_progress:
         on_progress(progress)
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) or 1)))]
+    beat = asyncio.ensure_future(heartbeat()) if team is not None else None
     try:
         await asyncio.gather(*workers)
     finally:
-        for task in workers:
+        for task in workers if beat is None else [*workers, beat]:
             task.cancel()
+    if stopped:
+        raise stopped[0]
     return CollectionReport(
         total=progress.total,
         from_store=progress.from_store,

@@ -144,4 +144,10 @@ def header_line(settings: Any) -> str:
     ) or "no models configured"
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
     record = f"; recording release {s.release.record}" if s.release.record else ""
-    return f"llmbias: {roster}; store {s.store.dir} ({mode}){record}"
+    if s.store.url:
+        from pytest_llmbias.redaction import Redactor
+
+        where = f"team store {Redactor()(s.store.url)}"
+    else:
+        where = f"store {s.store.dir}"
+    return f"llmbias: {roster}; {where} ({mode}){record}"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.calls import Response
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot
+
+if TYPE_CHECKING:
+    from pytest_llmbias.store.redis_store import RedisCache
 
 _PREFIX = "response:"
 
@@ -35,11 +38,22 @@ class ResponseStore:
         snapshots: Iterable[Path] = (),
         run_id: str | None = None,
         read_only: bool = False,
+        url: str | None = None,
+        password: str | None = None,
     ) -> None:
         mode = CacheMode.parse(mode, what="the store mode")
         self.directory = Path(directory)
         self.mode = mode
-        self._disk = DiskCache(self.directory / "responses", create=not read_only) if mode != "off" else None
+        #: the team store (see :mod:`pytest_llmbias.store.redis_store`), or None for the disk store
+        self.team: RedisCache | None = None
+        self._disk: DiskCache | RedisCache | None = None
+        if mode != "off" and url is not None:
+            from pytest_llmbias.store.redis_store import RedisCache
+
+            self._disk = self.team = RedisCache(url, spool=self.directory / "spool", password=password,
+                                                create=not read_only)
+        elif mode != "off":
+            self._disk = DiskCache(self.directory / "responses", create=not read_only)
         self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
         self._snapshots: dict[str, Response] | None = None
         self._memory: dict[str, Response] = {}
@@ -89,19 +103,48 @@ class ResponseStore:
             return self._read_disk(key, run_id=self.run_id) is not None
         return False
 
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its folder, or the team store's URL (masked)."""
+        return self.team.where if self.team is not None else str(self.directory)
+
+    def fetch_many(self, keys: Sequence[str]) -> dict[str, Response]:
+        """The responses of those ``keys`` this store may serve, reading the team store in one
+        round trip (the disk store key by key)."""
+        out = {k: self._memory[k] for k in keys if k in self._memory}
+        rest = [k for k in keys if k not in out]
+        if self.team is not None and self.mode == "use" and rest:
+            for key, data in self.team.get_many([_PREFIX + k for k in rest]).items():
+                response = self._parse(key[len(_PREFIX):], data)
+                self._memory[response.key] = response
+                out[response.key] = response
+            layer = self._snapshot_layer()
+            out.update({k: layer[k] for k in rest if k not in out and k in layer})
+            rest = []
+        for key in rest:
+            response = self.get(key)
+            if response is not None:
+                out[key] = response
+        for key, response in out.items():
+            self._used[key] = response
+        return out
+
     def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
         assert self._disk is not None
         data = self._disk.get(_PREFIX + key)
         if data is None or (run_id is not None and data.get("run") != run_id):
             return None
+        return self._parse(key, data)
+
+    def _parse(self, key: str, data: Any) -> Response:
         try:
             if data["key"] != key:
                 raise ValueError("stored under the wrong key")
             response = Response.from_dict(data, source="store")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(
-                f"the store at {self.directory} holds a malformed response {key} ({exc}). "
-                + reset_hint(self.directory)
+                f"the store at {self.where} holds a malformed response {key} ({exc}). "
+                + (f"Delete it and run again." if self.team is not None else reset_hint(self.directory))
             ) from None
         response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
         return response

@@ -1,0 +1,195 @@
+"""The team store end to end: several pytest processes, each in its own project folder (as on its
+own CI machine), on one real ``redis-server`` (``tests/redis_server.py``) and the scripted local
+server, which counts every request it receives. Nothing stands in for Redis.
+
+Each distinct call is made once across processes; a killed claimant's calls are taken over; a
+Redis lost mid-run stops the run without losing an answer, and the next run pays nothing twice; a
+shared rpm cap holds across processes; an unreachable or full Redis is a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET
+from tests.openai_server import OpenAIServer
+from tests.redis_server import RedisServer, free_port
+
+pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
+
+#: 30 calls: the three models, the 10 Tibet questions
+TEST = '''
+import pytest
+
+
+@pytest.mark.bias_responses("china_sensitive", categories=["tibet"])
+def test_answers(bias_responses):
+    assert len(bias_responses) == 30
+'''
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path):
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
+
+
+def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
+    """A project folder (one CI machine) whose store is the team store at ``url``."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def model(alias: str) -> dict:
+        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
+                "api_key_env": KEY_ENV, "transport": "openai"}
+
+    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES],
+              "store": {"url": url}, "collection": {"concurrency": 4, **collection}}
+    (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    (folder / "test_team.py").write_text(TEST, encoding="utf-8")
+    return folder
+
+
+def start(folder: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
+    env[KEY_ENV] = "sk-team-test"
+    return subprocess.Popen([sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args], cwd=folder,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    return out
+
+
+def asked(server: OpenAIServer) -> Counter:
+    return Counter((r["model"], r["messages"][-1]["content"]) for r in server.requests)
+
+
+def stored(url: str) -> int:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return sum(1 for _ in client.scan_iter(match="llmbias:response:*"))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("machines", [2, 4])
+def test_several_machines_on_one_redis_make_each_call_once(tmp_path, redis_server, machines):
+    with OpenAIServer(latency=0.3) as server:
+        folders = [project(tmp_path / f"m{i}", server, redis_server.url) for i in range(machines)]
+        outputs = [finish(p) for p in [start(f) for f in folders]]
+        for out in outputs:
+            assert " 1 passed" in out, out[-3000:]
+        counts = asked(server)
+        assert len(counts) == 30 and set(counts.values()) == {1}, counts.most_common(3)
+        fetched = [int(line.split(", ")[1].split()[0]) for out in outputs for line in out.splitlines()
+                   if line.startswith("llmbias: 30 calls:")]
+        assert len(fetched) == machines and sum(fetched) == 30, outputs[0][-2000:]
+        assert stored(redis_server.url) == 30
+        # nothing was written to a local response store: the team store is the store
+        assert not any((f / ".llmbias" / "responses").exists() for f in folders)
+        # a re-run on a fresh machine makes no call
+        again = finish(start(project(tmp_path / "fresh", server, redis_server.url)))
+        assert "llmbias: 30 calls: 30 from store, 0 fetched" in again and server.count() == 30
+
+
+def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_path, redis_server):
+    with OpenAIServer(latency=2.0) as server:
+        first = start(project(tmp_path / "a", server, redis_server.url, lock_timeout=3))
+        try:
+            deadline = time.monotonic() + 60
+            while server.count() < 4 and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert first.poll() is None and server.count() >= 4
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        time.sleep(0.3)
+        in_flight_at_kill = server.count() - stored(redis_server.url)
+        assert in_flight_at_kill >= 1
+        answered_before = {key for key, n in asked(server).items()}
+        took_over = time.monotonic()
+        out = finish(start(project(tmp_path / "b", server, redis_server.url, lock_timeout=3)))
+        assert " 1 passed" in out, out[-3000:]
+        assert time.monotonic() - took_over >= 2.5  # it waited for the dead claims to lapse
+        counts = asked(server)
+        assert len(counts) == 30 and stored(redis_server.url) == 30
+        twice = {key for key, n in counts.items() if n > 1}
+        # only calls that were in flight when the claimant died were asked again: none it had answered
+        assert len(twice) == in_flight_at_kill and twice <= answered_before
+        assert max(counts.values()) == 2
+
+
+def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twice(tmp_path, redis_server):
+    with OpenAIServer(latency=0.5) as server:
+        folder = project(tmp_path / "a", server, redis_server.url)
+        run = start(folder)
+        deadline = time.monotonic() + 60
+        while server.count() < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        redis_server.stop()
+        out = finish(run)
+        assert "the Redis store at redis://127.0.0.1:" in out and "stopped answering" in out, out[-3000:]
+        assert "Traceback" not in out
+        redis_server.start()
+        before = server.count()
+        kept = stored(redis_server.url)
+        assert kept < before  # some answers arrived after the loss: they are in the spool, not in Redis
+        out = finish(start(folder))
+        assert " 1 passed" in out, out[-3000:]
+        assert f"uploaded {before - kept} answer(s) kept in" in out
+        counts = asked(server)
+        assert len(counts) == 30 and set(counts.values()) == {1}, "an answer received before the loss was bought again"
+
+
+def test_a_shared_rpm_cap_holds_across_processes(tmp_path, redis_server):
+    with OpenAIServer(latency=0.05) as server:
+        folders = [project(tmp_path / f"m{i}", server, redis_server.url, rpm=120) for i in range(3)]
+        outputs = [finish(p) for p in [start(f) for f in folders]]
+        for out in outputs:
+            assert " 1 passed" in out, out[-3000:]
+        assert server.count() == 30
+        # 120 a minute per model is one start every 0.5 s for the three processes together; each
+        # alone keeps that pace, so three unshared would start up to six calls of a model a second
+        for model in MODELS.values():
+            times = sorted(r["time"] for r in server.requests if r["model"] == model)
+            busiest = max(sum(1 for t in times if s <= t < s + 1.0) for s in times)
+            assert len(times) == 10 and busiest <= 3 and times[-1] - times[0] >= 4.0, (model, busiest)
+
+
+def test_an_unreachable_redis_is_one_error_naming_the_url_with_its_password_masked(tmp_path):
+    with OpenAIServer(latency=0.0) as server:
+        url = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"
+        out = finish(start(project(tmp_path / "a", server, url)))
+        assert "ERROR: pytest-llmbias: the Redis store at redis://***@127.0.0.1:" in out, out[-3000:]
+        assert "cannot be reached" in out and "is the server running" in out
+        assert "hunter2-secret" not in out and "Traceback" not in out
+        assert server.count() == 0
+
+
+def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_path, redis_server):
+    client = redis_server.client()
+    client.set("filler", "x" * 65536)
+    client.config_set("maxmemory-policy", "noeviction")
+    # below what it holds: reads are served, every write is refused
+    client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) - 32768))
+    client.close()
+    with OpenAIServer(latency=0.0) as server:
+        folder = project(tmp_path / "a", server, redis_server.url)
+        out = finish(start(folder))
+        assert "is full" in out and "maxmemory" in out, out[-3000:]
+        # the first write refused was a call's claim: no call was made, so none is lost or unpaid for
+        assert server.count() == 0 and "Traceback" not in out
