@@ -1,7 +1,10 @@
-"""``llmbias store stats|verify|export|import|clear``: the project's response store (``store.dir``
-of its settings, or ``--store``) and its snapshots (``store.snapshots``, or ``--snapshot``).
+"""``llmbias store stats|verify|export|import|migrate|clear``: the project's response store (its
+settings' team store ``store.url`` or folder ``store.dir``, or ``--store DIR|URL``) and its
+snapshots (``store.snapshots``, or ``--snapshot``).
 
 ``stats`` and ``verify`` read the store and the snapshots; either may be missing, not both.
+``migrate --to DIR|URL`` copies every record of the store into another (a folder into Redis, or
+back), keeping what the other already holds.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ import argparse
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_llmbias.cli_project import Project, epilog
+from pytest_llmbias.store.locations import StoreLocation, is_url
 
 OK, PROBLEMS, USAGE = 0, 1, 2
 
@@ -26,11 +29,14 @@ def add_commands(commands: Any) -> None:
                              ("verify", _verify, "re-hash every entry and snapshot line; list what is wrong"),
                              ("export", _export, "write every stored response to a JSONL snapshot"),
                              ("import", _import, "write the responses of snapshots into the store"),
-                             ("clear", _clear, "delete the store folder")):
+                             ("migrate", _migrate, "copy every stored response into another store (a folder "
+                              "into Redis, or back)"),
+                             ("clear", _clear, "delete the store folder, or the team store's records")):
         p = store.add_parser(name, help=help_, description=help_, epilog=epilog(f"store {name}"),
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--store", type=Path, default=None,
-                       help="the store folder (default: store.dir of the project's llmbias.yaml, else .llmbias)")
+        p.add_argument("--store", default=None, metavar="DIR|URL",
+                       help="the store: a folder, or a team store's redis:// URL (default: the project's store.url, "
+                       "else its store.dir, else .llmbias)")
         if name in ("stats", "verify"):
             p.add_argument("--snapshot", action="append", default=[], type=Path,
                            help="a snapshot to read too (repeat; default: the project's store.snapshots)")
@@ -38,54 +44,33 @@ def add_commands(commands: Any) -> None:
             p.add_argument("out", type=Path)
         if name == "import":
             p.add_argument("snapshots", nargs="+", type=Path)
+        if name == "migrate":
+            p.add_argument("--to", required=True, metavar="DIR|URL", help="the store to copy into")
         if name == "clear":
             p.add_argument("--yes", action="store_true", help="really delete it")
         p.set_defaults(run=run)
 
 
-def _store(args: argparse.Namespace) -> Path:
-    return args.store if args.store is not None else Project.find().store
+def _location(given: str | None, project: Project | None = None) -> StoreLocation:
+    """The store named on the command line (a folder or a URL), else the project's."""
+    if given is not None and not is_url(given):
+        return StoreLocation(Path(given))
+    project = project or Project.find()
+    s = project.settings.store
+    url = given if given is not None else s.url
+    return StoreLocation(project.store, url, s.password_env if url == s.url else None)
 
 
-def _store_and_snapshots(args: argparse.Namespace) -> tuple[Path, list[Path]]:
-    """The store folder and the snapshots to read, the project's where not given (read once)."""
-    project = None if args.store is not None and args.snapshot else Project.find()
-    store = args.store if args.store is not None else project.store  # type: ignore[union-attr]
-    return store, list(args.snapshot) or list(project.snapshots)  # type: ignore[union-attr]
+def _store_and_snapshots(args: argparse.Namespace) -> tuple[StoreLocation, list[Path]]:
+    """The store and the snapshots to read, the project's where not given (read once)."""
+    project = None if args.store is not None and args.snapshot and not is_url(args.store) else Project.find()
+    return _location(args.store, project), list(args.snapshot) or list(project.snapshots)  # type: ignore[union-attr]
 
 
-def _has_store(directory: Path) -> bool:
-    return (directory / "responses" / "cache.db").is_file()
-
-
-def _entries(directory: Path) -> Iterator[tuple[str, Any]]:
-    """(key, record) of every response entry of the store, read straight from diskcache."""
-    import json
-
-    from pytest_llmbias.errors import StoreError
-    from pytest_llmbias.store.disk import open_cache
-
-    db = directory / "responses" / "cache.db"
-    if not db.is_file():
-        raise StoreError(f"no response store at {directory} (no {db})")
-    cache = open_cache(directory / "responses", timeout=60.0)
-    try:
-        for key in list(cache.iterkeys()):
-            if str(key).startswith("response:"):
-                raw = cache.get(key)
-                try:
-                    record = json.loads(raw)
-                except (TypeError, ValueError):
-                    record = None
-                yield str(key)[len("response:"):], record
-    finally:
-        cache.close()
-
-
-def _nothing(store: Path) -> Exception:
+def _nothing(store: StoreLocation) -> Exception:
     from pytest_llmbias.errors import StoreError
 
-    return StoreError(f"no response store at {store} and no snapshot: give --store DIR or --snapshot FILE, or run in "
+    return StoreError(f"no response store at {store.where} and no snapshot: give --store DIR or --snapshot FILE, or run in "
                       "a project whose llmbias.yaml names them")
 
 
@@ -93,22 +78,22 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.store.snapshot import SnapshotLayer
 
     store, snapshots = _store_and_snapshots(args)
-    if not _has_store(store) and not snapshots:
+    if not store.exists() and not snapshots:
         raise _nothing(store)
-    if _has_store(store):
+    if store.exists():
         by_model: Counter[str] = Counter()
         tokens = 0
-        for _, record in _entries(store):
+        for _, record in store.entries():
             if isinstance(record, dict):
                 by_model[str(record.get("model"))] += 1
                 usage = record.get("usage") or {}
                 tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-        size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
-        print(f"{sum(by_model.values())} responses, {tokens:,} tokens, {size / 1e6:.1f} MB in {store}", file=out)
+        size = store.size_bytes()
+        print(f"{sum(by_model.values())} responses, {tokens:,} tokens, {size / 1e6:.1f} MB in {store.where}", file=out)
         for model, n in by_model.most_common():
             print(f"  {model}: {n}", file=out)
     else:
-        print(f"no response store at {store}", file=out)
+        print(f"no response store at {store.where}", file=out)
     for snapshot in snapshots:
         responses = SnapshotLayer().add(snapshot).responses
         models = Counter(r.call.model for r in responses.values())
@@ -124,11 +109,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.store.snapshot import SnapshotLayer
 
     store, snapshots = _store_and_snapshots(args)
-    if not _has_store(store) and not snapshots:
+    if not store.exists() and not snapshots:
         raise _nothing(store)
     problems = checked = 0
-    if _has_store(store):
-        for key, record in _entries(store):
+    if store.exists():
+        for key, record in store.entries():
             checked += 1
             try:
                 if not isinstance(record, dict):
@@ -140,7 +125,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 problems += 1
                 print(f"bad entry {key}: {exc}", file=out)
     else:
-        print(f"no response store at {store}: the snapshots only", file=out)
+        print(f"no response store at {store.where}: the snapshots only", file=out)
     for snapshot in snapshots:
         try:
             checked += len(SnapshotLayer().add(snapshot).responses)
@@ -155,7 +140,8 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.calls import Response
     from pytest_llmbias.store.snapshot import write_snapshot
 
-    responses = [Response.from_dict(r, source="store") for _, r in _entries(_store(args)) if isinstance(r, dict)]
+    responses = [Response.from_dict(r, source="store") for _, r in _location(args.store).entries()
+                 if isinstance(r, dict)]
     n = write_snapshot(args.out, responses)
     print(f"{n} responses written to {args.out}", file=out)
     return OK
@@ -170,8 +156,10 @@ def _import(args: argparse.Namespace, out: TextIO) -> int:
     layer = SnapshotLayer()
     for snapshot in args.snapshots:
         layer.add(snapshot)
-    directory = _store(args)
-    store = ResponseStore(directory)
+    where = _location(args.store)
+    from pytest_llmbias.store.redis_store import password_of
+
+    store = ResponseStore(where.directory, url=where.url, password=password_of(where.password_env))
     added = same = conflicts = 0
     try:
         for key, response in layer.responses.items():
@@ -186,16 +174,40 @@ def _import(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"conflict {key}: the store answers this call differently; kept the store's", file=out)
     finally:
         store.close()
-    print(f"{added} imported, {same} already stored, {conflicts} conflict(s) into {directory}", file=out)
+    print(f"{added} imported, {same} already stored, {conflicts} conflict(s) into {where.where}", file=out)
     return PROBLEMS if conflicts else OK
 
 
+def _migrate(args: argparse.Namespace, out: TextIO) -> int:
+    """Every record of the store into the store ``--to`` names, byte for byte as a run wrote it;
+    a key the other store holds already keeps its record there."""
+    source = _location(args.store)
+    target = _location(args.to)
+    if (source.url, source.directory if source.url is None else None) == (target.url, target.directory if target.url is None else None):
+        raise ValueError(f"--to names the store itself ({target.where})")
+    records = {key: record for key, record in source.entries() if isinstance(record, dict)}
+    written = target.write(records)
+    print(f"{written} responses copied from {source.where} to {target.where} "
+          f"({len(records) - written} already there)", file=out)
+    return OK
+
+
 def _clear(args: argparse.Namespace, out: TextIO) -> int:
-    store = _store(args)
+    store = _location(args.store)
     if not args.yes:
-        print(f"llmbias: this deletes {store}; pass --yes to do it", file=sys.stderr)
+        print(f"llmbias: this deletes {store.where}; pass --yes to do it", file=sys.stderr)
         return USAGE
-    if store.exists():
-        shutil.rmtree(store)
-    print(f"deleted {store}", file=out)
+    if store.url is not None:
+        from pytest_llmbias.store.redis_store import NAMESPACE
+
+        team = store._team()
+        try:
+            keys = [NAMESPACE + k for k in team.keys()]
+            for start in range(0, len(keys), 500):
+                team.client.delete(*keys[start:start + 500])
+        finally:
+            team.close()
+    elif store.directory.exists():
+        shutil.rmtree(store.directory)
+    print(f"deleted {store.where}", file=out)
     return OK

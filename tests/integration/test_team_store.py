@@ -193,3 +193,44 @@ def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_pa
         assert "is full" in out and "maxmemory" in out, out[-3000:]
         # the first write refused was a call's claim: no call was made, so none is lost or unpaid for
         assert server.count() == 0 and "Traceback" not in out
+
+
+def test_the_store_commands_work_on_the_team_store_and_migrate_both_ways(tmp_path, redis_server, capsys, monkeypatch):
+    from pytest_llmbias.cli import main
+
+    with OpenAIServer(latency=0.0) as server:
+        folder = project(tmp_path / "a", server, redis_server.url)
+        assert " 1 passed" in finish(start(folder))
+    monkeypatch.chdir(folder)  # the project's llmbias.yaml names the team store
+    assert main(["store", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert "30 responses" in out and f"in {redis_server.url}" in out, out
+    assert main(["store", "verify"]) == 0 and "30 checked, 0 problem(s)" in capsys.readouterr().out
+    assert main(["store", "export", str(tmp_path / "all.jsonl")]) == 0
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 30
+    # into a folder, then from it into another Redis database: the same records
+    assert main(["store", "migrate", "--to", str(tmp_path / "disk")]) == 0
+    assert "30 responses copied" in capsys.readouterr().out
+    other = redis_server.url[:-1] + "1"
+    assert main(["store", "migrate", "--store", str(tmp_path / "disk"), "--to", other]) == 0
+    assert "30 responses copied" in capsys.readouterr().out
+    assert main(["store", "migrate", "--store", str(tmp_path / "disk"), "--to", other]) == 0
+    assert "0 responses copied" in (again := capsys.readouterr().out) and "(30 already there)" in again
+    client = redis_server.client()
+    try:
+        db0 = {k: client.get(k) for k in client.scan_iter(match="llmbias:response:*")}
+    finally:
+        client.close()
+    import redis
+
+    one = redis.Redis.from_url(other)
+    try:
+        assert {k: one.get(k) for k in one.scan_iter(match="llmbias:response:*")} == db0
+    finally:
+        one.close()
+    # a snapshot imported into the team store; clearing it
+    assert main(["store", "import", "--store", other, str(tmp_path / "all.jsonl")]) == 0
+    assert "0 imported, 30 already stored" in capsys.readouterr().out
+    assert main(["store", "clear", "--store", other, "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["store", "stats", "--store", other]) == 0 and "0 responses" in capsys.readouterr().out

@@ -48,9 +48,9 @@ class ResponseStore:
         self.team: RedisCache | None = None
         self._disk: DiskCache | RedisCache | None = None
         if mode != "off" and url is not None:
-            from pytest_llmbias.store.redis_store import RedisCache
+            from pytest_llmbias.store import redis_store
 
-            self._disk = self.team = RedisCache(url, spool=self.directory / "spool", password=password,
+            self._disk = self.team = redis_store.RedisCache(url, spool=self.directory / "spool", password=password,
                                                 create=not read_only)
         elif mode != "off":
             self._disk = DiskCache(self.directory / "responses", create=not read_only)
@@ -144,7 +144,7 @@ class ResponseStore:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(
                 f"the store at {self.where} holds a malformed response {key} ({exc}). "
-                + (f"Delete it and run again." if self.team is not None else reset_hint(self.directory))
+                + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
             ) from None
         response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
         return response
