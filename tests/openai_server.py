@@ -14,7 +14,7 @@ Usage for benchmarks (foreground, until SIGTERM/SIGINT)::
 
     python tests/openai_server.py --port 8123 --latency 1.0
     # prints "READY http://127.0.0.1:8123/v1" once listening
-    # GET /_admin/stats -> {"requests": N, "by_model": {...}}
+    # GET /_admin/stats -> {"requests": N, "by_model": {...}}  (?times=1: with each arrival time)
 
 Random faults (for benchmarks/faults.py; off by default)::
 
@@ -566,7 +566,11 @@ class OpenAIServer:
         with self._lock:
             by_model = collections.Counter(r["model"] for r in self._requests)
             total = len(self._requests)
-        return web.json_response({"requests": total, "by_model": dict(by_model)})
+            times = [r["time"] for r in self._requests] if request.query.get("times") else None
+        body: dict[str, Any] = {"requests": total, "by_model": dict(by_model)}
+        if times is not None:  # ?times=1: every request's arrival time (for rate measurements)
+            body["times"] = times
+        return web.json_response(body)
 
     async def _handle_counters(self, request: web.Request) -> web.Response:
         prompts = request.query.get("prompts", "") not in ("", "0", "false")

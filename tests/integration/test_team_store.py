@@ -170,6 +170,23 @@ def test_a_shared_rpm_cap_holds_across_processes(tmp_path, redis_server):
             assert len(times) == 10 and busiest <= 3 and times[-1] - times[0] >= 4.0, (model, busiest)
 
 
+def test_a_429_seen_by_one_process_backs_off_every_process(tmp_path, redis_server):
+    with OpenAIServer(latency=0.3) as server:
+        model = MODELS[TARGET]
+        server.script(model, {"status": 429, "headers": {"Retry-After": "2"}})  # its first request only
+        folders = [project(tmp_path / f"m{i}", server, redis_server.url) for i in range(2)]
+        outputs = [finish(p) for p in [start(f) for f in folders]]
+        for out in outputs:
+            assert " 1 passed" in out, out[-3000:]
+        target = [r for r in server.requests if r["model"] == model]
+        first = target[0]["time"]  # the request answered 429
+        during = [r["time"] - first for r in target[1:] if r["time"] - first < 1.9]
+        # whichever process was told, neither sent the model another call before the wait was out
+        # (those already in flight when the 429 came arrive within a few milliseconds of it)
+        assert all(t < 0.1 for t in during), during
+        assert len({r["messages"][-1]["content"] for r in target}) == 10 and len(target) == 11  # one retried
+
+
 def test_an_unreachable_redis_is_one_error_naming_the_url_with_its_password_masked(tmp_path):
     with OpenAIServer(latency=0.0) as server:
         url = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"

@@ -2,8 +2,8 @@
 store (see :mod:`pytest_llmbias.store.redis_store`): four CI jobs on one provider quota stay inside
 what one job was given.
 
-- :class:`SharedRateLimiter`: the ``rpm`` cap as one schedule of call starts for all processes (each
-  start takes the next free slot, ``60/rpm`` seconds after the last one, in one atomic Lua script
+- :class:`SharedRateLimiter`: the ``rpm`` cap as one schedule of call starts for all processes (a
+  start is granted when it is due, ``60/rpm`` seconds after the last one, in one atomic Lua script
   on the Redis server's clock, so machines' clocks do not matter), and the *backing off* after a
   429 or 503: a process that is told to slow down publishes it; every other process halves its
   own adaptive limit once for that overload and waits out the ``Retry-After`` the provider gave.
@@ -22,18 +22,26 @@ from typing import Any
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit
 from pytest_llmbias.store.redis_store import NAMESPACE, RedisCache
 
-# KEYS: next free start, backoff end, throttle epoch (microseconds on the server's clock).
-# ARGV[1]: the interval between starts in microseconds (0: no cap). Returns {wait, epoch}.
+# KEYS: the theoretical time of the next start, backoff end, throttle epoch (microseconds on the
+# server's clock). ARGV[1]: the interval between starts (0: no cap). A start is granted only when
+# it is due (at most half an interval early), and the next one is then due an interval after the
+# later of now and this one's due time: the grants are spaced by the clock at which they are
+# taken, so a process that wakes late never starts two calls together (the GCRA of ATM networks).
+# Returns {wait (0: granted), epoch}.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local start = math.max(now, tonumber(redis.call('GET', KEYS[2]) or '0'))
+local epoch = tonumber(redis.call('GET', KEYS[3]) or '0')
+local backoff = tonumber(redis.call('GET', KEYS[2]) or '0')
+if backoff > now then return {math.floor(backoff - now), epoch} end
 local interval = tonumber(ARGV[1])
-if interval > 0 then
-  start = math.max(start, tonumber(redis.call('GET', KEYS[1]) or '0'))
-  redis.call('SET', KEYS[1], string.format('%.0f', start + interval), 'PX', math.floor((start + interval - now) / 1000) + 60000)
-end
-return {math.floor(start - now), tonumber(redis.call('GET', KEYS[3]) or '0')}
+if interval <= 0 then return {0, epoch} end
+local due = tonumber(redis.call('GET', KEYS[1]) or '0')
+local early = due - interval / 2 - now
+if early > 0 then return {math.floor(early), epoch} end
+local nxt = math.max(now, due) + interval
+redis.call('SET', KEYS[1], string.format('%.0f', nxt), 'PX', math.floor((nxt - now) / 1000) + 60000)
+return {0, epoch}
 """
 
 # KEYS: backoff end, throttle epoch. ARGV[1]: the wait the provider asked for, in microseconds.
@@ -94,15 +102,25 @@ class SharedRateLimiter:
         self._keys = [_key("next", model), _key("backoff", model), _key("epoch", model)]
         self._seen: int | None = None  # the last throttle epoch this process knows of
         self._own: set[int] = set()  # the epochs this process's own throttles made
+        self._lock: asyncio.Lock | None = None
 
     def _eval(self, script: str, keys: list[str], *args: Any) -> Any:
         return self.store.guard("share the rate limit", lambda: self.store.client.eval(script, len(keys), *keys, *args))
 
     async def acquire(self) -> None:
-        """Wait for this call's start: the next free slot of the shared schedule, after any
-        backing off another process published."""
-        wait_us, epoch = self._eval(_ACQUIRE, self._keys, self.interval_us)
-        epoch = int(epoch)
+        """Wait for this call's start: a slot of the shared schedule, taken when it is due, after
+        any backing off another process published. One coroutine of this process asks at a time."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            while True:
+                wait_us, epoch = self._eval(_ACQUIRE, self._keys, self.interval_us)
+                self._news(int(epoch))
+                if wait_us <= 0:
+                    return
+                await self._sleep(wait_us / 1e6)
+
+    def _news(self, epoch: int) -> None:
         if self._seen is None:
             self._seen = epoch  # overloads before this process started are not its news
         elif epoch > self._seen:
@@ -110,8 +128,6 @@ class SharedRateLimiter:
             self._seen = epoch
             if news and self.adaptive is not None:
                 self.adaptive.slow_down()
-        if wait_us > 0:
-            await self._sleep(wait_us / 1e6)
 
     def throttled(self, retry_after: float | None) -> None:
         """Tell every process that ``model``'s provider said slow down (waiting ``retry_after``

@@ -1,0 +1,174 @@
+"""The team store's parts against a real ``redis-server`` (``tests/redis_server.py``): the records
+(the same keys and JSON as the disk store), the claims, the spool, and the shared limits of
+``clients/shared_limits.py``, each checked with two clients as two processes would hold them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.redis_server import RedisServer
+
+pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
+
+from pytest_llmbias.clients.ratelimit import AdaptiveLimit  # noqa: E402
+from pytest_llmbias.clients.shared_limits import SharedRateLimiter, SharedTokenLimiter  # noqa: E402
+from pytest_llmbias.errors import ConfigError, StoreError, StoreLost  # noqa: E402
+from pytest_llmbias.store.redis_store import RedisCache, masked, password_of  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+def url(redis_server: RedisServer) -> str:
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+def cache(url: str, tmp_path, name: str = "a") -> RedisCache:
+    return RedisCache(url, spool=tmp_path / name / "spool")
+
+
+def test_records_round_trip_under_the_disk_store_s_keys(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    a.set("response:k1", {"key": "k1", "text": "é ok"})
+    assert b.get("response:k1") == {"key": "k1", "text": "é ok"}  # another process reads it
+    assert b.get("response:nothing") is None
+    assert b.get_many(["response:k1", "response:k2"]) == {"response:k1": {"key": "k1", "text": "é ok"}}
+    assert list(b.keys("response:")) == ["response:k1"]
+    assert b.set_many({"response:k1": {"key": "k1", "text": "other"}, "response:k2": {}}, overwrite=False) == 1
+    assert a.get("response:k1")["text"] == "é ok"  # kept: not overwritten
+    a.close(), b.close()
+
+
+def test_a_claim_is_held_by_one_renewed_by_its_holder_only_and_lapses(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    assert a.claim("k", "a", 0.5) and not b.claim("k", "b", 0.5)
+    assert a.claimed(["k", "other"]) == {"k"}
+    b.renew(["k"], "b", 10), b.release("k", "b")  # not b's: nothing happens
+    time.sleep(0.6)
+    assert b.claimed(["k"]) == set() and b.claim("k", "b", 5)  # lapsed: b takes it over
+    a.renew(["k"], "a", 0.1)
+    time.sleep(0.2)
+    assert a.claimed(["k"]) == {"k"}  # a's renewal did not touch b's claim
+    b.release("k", "b")
+    assert a.claimed(["k"]) == set()
+
+
+def test_a_lost_server_keeps_the_answer_in_the_spool_and_the_next_run_uploads_it(tmp_path):
+    with RedisServer(tmp_path / "r") as server:
+        a = cache(server.url, tmp_path)
+        a.set("response:before", {"n": 1})
+        server.stop()
+        with pytest.raises(StoreLost, match="stopped answering while this run was to write an answer"):
+            a.set("response:after", {"n": 2})
+        with pytest.raises(StoreLost):  # every later command fails at once
+            a.get("response:before")
+        a.close()
+        server.start()
+        again = cache(server.url, tmp_path)
+        assert again.get("response:after") == {"n": 2}  # uploaded before the first read
+        assert any("uploaded 1 answer(s) kept in" in n for n in again.notices)
+        assert again.get("response:before") == {"n": 1}
+        again.close()
+        third = cache(server.url, tmp_path)
+        third.get("response:before")
+        assert third.notices == []  # the spool was emptied
+        third.close()
+
+
+def test_connection_errors_name_the_url_with_the_password_masked(tmp_path, monkeypatch):
+    from tests.redis_server import free_port
+
+    url = f"redis://user:s3cret-pass@127.0.0.1:{free_port()}/0"
+    with pytest.raises(StoreError, match=r"redis://\*\*\*@127\.0\.0\.1:\d+/0 cannot be reached") as info:
+        cache(url, tmp_path).get("response:x")
+    assert "s3cret-pass" not in str(info.value)
+    assert masked(url).startswith("redis://***@")
+    monkeypatch.delenv("NO_SUCH_REDIS_PASSWORD", raising=False)
+    with pytest.raises(ConfigError, match=r"\$NO_SUCH_REDIS_PASSWORD, which is not set"):
+        password_of("NO_SUCH_REDIS_PASSWORD")
+
+
+def test_a_password_from_the_environment_opens_a_protected_server(tmp_path, monkeypatch):
+    with RedisServer(tmp_path / "r", extra={"requirepass": "team-pass-123"}) as server:
+        monkeypatch.setenv("TEAM_REDIS_PASSWORD", "team-pass-123")
+        ok = RedisCache(server.url, spool=tmp_path / "s", password=password_of("TEAM_REDIS_PASSWORD"))
+        ok.set("response:x", {"a": 1})
+        assert ok.get("response:x") == {"a": 1}
+        ok.close()
+        with pytest.raises(StoreError, match="refused the password|cannot be reached"):
+            RedisCache(server.url, spool=tmp_path / "s", password="wrong").get("response:x")
+
+
+def test_an_evicting_server_is_named_in_a_notice(tmp_path):
+    with RedisServer(tmp_path / "r", extra={"maxmemory": "64mb", "maxmemory-policy": "allkeys-lru"}) as server:
+        c = cache(server.url, tmp_path)
+        c.get("response:x")
+        assert any("maxmemory-policy allkeys-lru" in n and "noeviction" in n for n in c.notices)
+        c.close()
+
+
+def test_the_rpm_cap_is_one_schedule_for_every_process(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    one, two = SharedRateLimiter(a, "m", 1200), SharedRateLimiter(b, "m", 1200)  # one start per 50 ms
+
+    async def starts() -> list[float]:
+        out: list[float] = []
+
+        async def go(limiter: SharedRateLimiter) -> None:
+            for _ in range(10):
+                await limiter.acquire()
+                out.append(time.monotonic())
+
+        await asyncio.gather(go(one), go(two))
+        return sorted(out)
+
+    times = asyncio.run(starts())
+    assert times[-1] - times[0] >= 19 * 0.05 * 0.9  # 20 starts, one slot each: not 10 per limiter
+    other = SharedRateLimiter(a, "another-model", 1200)
+    t0 = time.monotonic()
+    asyncio.run(other.acquire())
+    assert time.monotonic() - t0 < 0.05  # each model has its own schedule
+
+
+def test_a_throttle_in_one_process_backs_off_the_others_once_per_overload(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    mine, theirs = AdaptiveLimit(16), AdaptiveLimit(16)
+    here, there = SharedRateLimiter(a, "m", 0, adaptive=mine), SharedRateLimiter(b, "m", 0, adaptive=theirs)
+    asyncio.run(here.acquire()), asyncio.run(there.acquire())  # both have seen the state before
+    there.throttled(0.4)
+    t0 = time.monotonic()
+    asyncio.run(here.acquire())
+    assert time.monotonic() - t0 >= 0.35  # waited out the Retry-After the other process was given
+    assert mine.limit == 8 and mine.throttles == 0  # halved once, not counted as its own throttle
+    asyncio.run(here.acquire())
+    assert mine.limit == 8  # the same overload: no second halving
+    asyncio.run(there.acquire())
+    assert theirs.limit == 16  # its own report is not news to it (its client halved it already)
+
+
+def test_the_tpm_cap_counts_every_process_s_tokens(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    one, two = SharedTokenLimiter(a, "m", 100), SharedTokenLimiter(b, "m", 100)
+    asyncio.run(one.acquire())
+    one.spend(60)
+    asyncio.run(two.acquire())  # 60 of 100: a call may start
+    two.spend(60)
+
+    async def blocked() -> bool:
+        try:
+            await asyncio.wait_for(one.acquire(), 1.2)
+        except asyncio.TimeoutError:
+            return True
+        return False
+
+    assert asyncio.run(blocked())  # 120 of 100 in the minute, spent by two processes
