@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.processes import stop
+
 
 def redis_server_path() -> str:
     path = shutil.which("redis-server")
@@ -61,13 +63,7 @@ class RedisServer:
         raise RuntimeError(f"redis-server did not start on port {self.port}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
         self.process = None
 
     def restart(self) -> None:

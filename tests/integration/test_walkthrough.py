@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from tests.processes import stop
+
 ROOT = Path(__file__).resolve().parents[2]
 WALKTHROUGH = ROOT / "docs" / "first-release-gate.md"
 
@@ -121,9 +123,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
                     _check(command, shown, here, env, port)
         assert consoles >= 3, "the walkthrough shows a pass, a warm re-run and a failure"
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+        stop(server)
 
 
 def _ready(server: subprocess.Popen[str]) -> int:
