@@ -155,6 +155,25 @@ def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twi
         assert len(counts) == 30 and set(counts.values()) == {1}, "an answer received before the loss was bought again"
 
 
+def test_redis_restarted_mid_run_loses_nothing_and_pays_nothing_twice(tmp_path, redis_server):
+    with OpenAIServer(latency=0.5) as server:
+        folder = project(tmp_path / "a", server, redis_server.url)
+        run = start(folder)
+        deadline = time.monotonic() + 60
+        while server.count() < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        redis_server.restart()  # its append-only file keeps what it held
+        out = finish(run)
+        # the client reconnects within its retries, or the run stops and keeps the answers in flight
+        assert " 1 passed" in out or "stopped answering" in out, out[-3000:]
+        assert "Traceback" not in out
+        out = finish(start(folder))
+        assert " 1 passed" in out, out[-3000:]
+        counts = asked(server)
+        assert len(counts) == 30 and set(counts.values()) == {1}
+        assert stored(redis_server.url) == 30
+
+
 def test_a_shared_rpm_cap_holds_across_processes(tmp_path, redis_server):
     with OpenAIServer(latency=0.05) as server:
         folders = [project(tmp_path / f"m{i}", server, redis_server.url, rpm=120) for i in range(3)]
