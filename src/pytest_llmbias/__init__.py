@@ -26,6 +26,10 @@ _EXPORTS: dict[str, str] = {
     "HolmResult": "pytest_llmbias.stats.multiple",
     "familywise_bound": "pytest_llmbias.stats.multiple",
     "FamilyBound": "pytest_llmbias.stats.multiple",
+    # a public benchmark's metrics, as its reference harness computes them
+    "evaluate_bbq": "pytest_llmbias.stats.bbq",
+    "BBQScores": "pytest_llmbias.stats.bbq",
+    "BBQFigures": "pytest_llmbias.stats.bbq",
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
     "MethodResult": "pytest_llmbias.gates.relative",
@@ -99,6 +103,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
     from pytest_llmbias.stats.agreement import Agreement, judge_agreement
+    from pytest_llmbias.stats.bbq import BBQFigures, BBQScores, evaluate_bbq
     from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
     from pytest_llmbias.stats.tost import TostResult
