@@ -65,6 +65,15 @@ def start(folder: Path, *args: str) -> subprocess.Popen[str]:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def start_and_wait(folder: Path, server: OpenAIServer, *, requests: int) -> subprocess.Popen[str]:
+    """A run started, once the server has received ``requests`` of its calls."""
+    run = start(folder)
+    deadline = time.monotonic() + 60
+    while server.count() < requests and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return run
+
+
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     out, _ = proc.communicate(timeout=timeout)
     return out
@@ -136,10 +145,7 @@ def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_pat
 def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twice(tmp_path, redis_server):
     with OpenAIServer(latency=0.5) as server:
         folder = project(tmp_path / "a", server, redis_server.url)
-        run = start(folder)
-        deadline = time.monotonic() + 60
-        while server.count() < 6 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        run = start_and_wait(folder, server, requests=6)
         redis_server.stop()
         out = finish(run)
         assert "the Redis store at redis://127.0.0.1:" in out and "stopped answering" in out, out[-3000:]
@@ -158,10 +164,7 @@ def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twi
 def test_redis_restarted_mid_run_loses_nothing_and_pays_nothing_twice(tmp_path, redis_server):
     with OpenAIServer(latency=0.5) as server:
         folder = project(tmp_path / "a", server, redis_server.url)
-        run = start(folder)
-        deadline = time.monotonic() + 60
-        while server.count() < 6 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        run = start_and_wait(folder, server, requests=6)
         redis_server.restart()  # its append-only file keeps what it held
         out = finish(run)
         # the client reconnects within its retries, or the run stops and keeps the answers in flight
