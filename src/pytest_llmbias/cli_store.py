@@ -10,7 +10,6 @@ back), keeping what the other already holds.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -197,17 +196,6 @@ def _clear(args: argparse.Namespace, out: TextIO) -> int:
     if not args.yes:
         print(f"llmbias: this deletes {store.where}; pass --yes to do it", file=sys.stderr)
         return USAGE
-    if store.url is not None:
-        from pytest_llmbias.store.redis_store import NAMESPACE
-
-        team = store._team()
-        try:
-            keys = [NAMESPACE + k for k in team.keys()]
-            for start in range(0, len(keys), 500):
-                team.client.delete(*keys[start:start + 500])
-        finally:
-            team.close()
-    elif store.directory.exists():
-        shutil.rmtree(store.directory)
+    store.clear()
     print(f"deleted {store.where}", file=out)
     return OK

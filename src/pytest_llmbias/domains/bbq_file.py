@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import DomainError
-from pytest_llmbias.stats.bbq import CONDITIONS, FIELDS, POLARITIES
+from pytest_llmbias.stats.bbq import check_item
 
 EXTRA = "pip install 'pytest-llmbias[datasets]'"
 
@@ -38,12 +38,7 @@ class BBQData:
 def _check(record: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(record, Mapping):
         raise DomainError(f"{where}: a BBQ record must be a JSON object, got {type(record).__name__}")
-    missing = [f for f in FIELDS if f not in record]
-    if missing:
-        raise DomainError(f"{where}: a BBQ record needs {', '.join(missing)}")
-    if record["context_condition"] not in CONDITIONS or record["question_polarity"] not in POLARITIES:
-        raise DomainError(f"{where}: context_condition must be one of {CONDITIONS} and question_polarity one of "
-                          f"{POLARITIES}, got {record['context_condition']!r} and {record['question_polarity']!r}")
+    check_item(record, where)
     for field in ("context", "question"):
         if not isinstance(record.get(field), str):
             raise DomainError(f"{where}: a BBQ record needs {field} (the text asked)")

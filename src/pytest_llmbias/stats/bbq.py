@@ -116,10 +116,11 @@ class BBQScores(BBQFigures):
         return out
 
 
-def _check(item: Mapping[str, Any], where: str) -> None:
+def check_item(item: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`DomainError`, prefixed by ``where``, unless ``item`` has what scoring needs."""
     missing = [f for f in FIELDS if f not in item]
     if missing:
-        raise DomainError(f"{where}: a BBQ item needs {', '.join(missing)} (it has {', '.join(sorted(map(str, item)))})")
+        raise DomainError(f"{where}: a BBQ record needs {', '.join(missing)} (it has {', '.join(sorted(map(str, item)))})")
     if item["context_condition"] not in CONDITIONS:
         raise DomainError(f"{where}: context_condition must be one of {CONDITIONS}, got {item['context_condition']!r}")
     if item["question_polarity"] not in POLARITIES:
@@ -209,7 +210,7 @@ def evaluate_bbq(items: Iterable[Mapping[str, Any]], choices: Mapping[Hashable, 
     """
     items = list(items)
     for n, item in enumerate(items):
-        _check(item, f"BBQ item {item.get('example_id', f'#{n}')!r}" if isinstance(item, Mapping) else f"BBQ item #{n}")
+        check_item(item, f"BBQ item {item.get('example_id', f'#{n}')!r}" if isinstance(item, Mapping) else f"BBQ item #{n}")
     bare = [item["example_id"] for item in items]
     qualified = any(isinstance(k, tuple) for k in choices)
     if not qualified and len(set(bare)) < len(bare):

@@ -5,6 +5,7 @@ exactly what a run writes (see :mod:`pytest_llmbias.store.response_store`)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +57,7 @@ class StoreLocation:
                 keys = sorted(team.keys(PREFIX))
                 for start in range(0, len(keys), 500):
                     chunk = keys[start:start + 500]
-                    raws = team.guard("read", lambda chunk=chunk: team.client.mget(
-                        ["llmbias:" + k for k in chunk]))
-                    for key, raw in zip(chunk, raws):
+                    for key, raw in zip(chunk, team.raw_many(chunk)):
                         if raw is not None:
                             yield key[len(PREFIX):], _json(raw)
             finally:
@@ -81,10 +80,23 @@ class StoreLocation:
         """The bytes the store takes: its folder's files, or the team store's records."""
         if self.url is None:
             return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+        from pytest_llmbias.store.redis_store import NAMESPACE
+
         team = self._team()
         try:
-            keys = ["llmbias:" + k for k in team.keys(PREFIX)]
-            return sum(int(team.client.memory_usage(k) or 0) for k in keys)
+            return sum(int(team.client.memory_usage(NAMESPACE + k) or 0) for k in team.keys(PREFIX))
+        finally:
+            team.close()
+
+    def clear(self) -> None:
+        """Delete the store: its folder, or the team store's keys."""
+        if self.url is None:
+            if self.directory.exists():
+                shutil.rmtree(self.directory)
+            return
+        team = self._team()
+        try:
+            team.clear()
         finally:
             team.close()
 

@@ -153,12 +153,13 @@ class RedisCache:
         raw = self.guard("read", lambda: self.client.get(NAMESPACE + key))
         return None if raw is None else self._decode(key, raw)
 
+    def raw_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The stored bytes of each of ``keys`` (None where nothing is stored), in one round trip."""
+        return list(self.guard("read", lambda: self.client.mget([NAMESPACE + k for k in keys]))) if keys else []
+
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The records of those ``keys`` that are stored, in one round trip."""
-        if not keys:
-            return {}
-        raws = self.guard("read", lambda: self.client.mget([NAMESPACE + k for k in keys]))
-        return {k: self._decode(k, raw) for k, raw in zip(keys, raws) if raw is not None}
+        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys)) if raw is not None}
 
     def _decode(self, key: str, raw: bytes) -> Any:
         try:
@@ -198,8 +199,12 @@ class RedisCache:
         for raw in self.guard("list keys", lambda: list(client.scan_iter(match=NAMESPACE + prefix + "*", count=1000))):
             yield raw.decode()[cut:] if isinstance(raw, bytes) else raw[cut:]
 
-    def __len__(self) -> int:
-        return sum(1 for _ in self.keys())
+    def clear(self) -> int:
+        """Delete every key of this project's namespace (records, claims, limits); the number deleted."""
+        keys = [NAMESPACE + k for k in self.keys()]
+        for start in range(0, len(keys), 500):
+            self.guard("delete keys", lambda start=start: self.client.delete(*keys[start:start + 500]))
+        return len(keys)
 
     # -- the spool -------------------------------------------------------------------------
 
