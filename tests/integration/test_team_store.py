@@ -185,11 +185,14 @@ def test_a_shared_rpm_cap_holds_across_processes(tmp_path, redis_server):
             assert " 1 passed" in out, out[-3000:]
         assert server.count() == 30
         # 120 a minute per model is one start every 0.5 s for the three processes together; each
-        # alone keeps that pace, so three unshared would start up to six calls of a model a second
+        # alone keeps that pace, so three unshared would send a model's ten calls within about 1.5 s
         for model in MODELS.values():
             times = sorted(r["time"] for r in server.requests if r["model"] == model)
-            busiest = max(sum(1 for t in times if s <= t < s + 1.0) for s in times)
-            assert len(times) == 10 and busiest <= 3 and times[-1] - times[0] >= 4.0, (model, busiest)
+            # at most four slots in two seconds; the server's arrival stamps on a loaded two-core
+            # machine (a request sent late beside the next one) allow up to two more
+            busiest = max(sum(1 for t in times if s <= t < s + 2.0) for s in times)
+            span = times[-1] - times[0]  # nine slots, 4 s and more, less a late first arrival
+            assert len(times) == 10 and busiest <= 6 and span >= 3.5, (model, busiest, span)
 
 
 def test_a_429_seen_by_one_process_backs_off_every_process(tmp_path, redis_server):
