@@ -42,10 +42,14 @@ shuffled order. A chooser *without preference* picks each perspective with proba
 *position-biased* one names the first article shown in 60 % of trials (and otherwise picks at
 random), which the position-bias test must catch (its row reports how often the gate fails it).
 
+**bias_benchmark** (``--gate benchmark``, in ``benchmark_validity.py``): BBQ's ambiguous items, each
+with its own answer probabilities shared by every model; a *biased* target picks the stereotyped
+answer in 10 % more of them.
+
 **Judge noise** (``--gate judge-noise``, in ``judge_noise.py``): the judge gate with a judge whose
 ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|judge-noise] [--json out.json]
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|judge-noise] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -513,13 +517,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference", "judge-noise"),
+    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
+                                           "judge-noise"),
                         action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference", "judge-noise"]
+    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
+                             "judge-noise"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
@@ -533,15 +539,23 @@ def main() -> int:
         rows += stance_table(options.runs, options.seed)
     if "preference" in gates:
         rows += preference_table(options.runs, options.seed)
+    extra = []
+    if "benchmark" in gates:
+        import benchmark_validity
+
+        extra = benchmark_validity.table(options.runs, options.seed)
     noise = []
     if "judge-noise" in gates:
         import judge_noise
 
         noise = judge_noise.table(options.runs, options.seed)
     if options.json:
-        options.json.write_text(json.dumps(rows + noise, indent=2))
+        options.json.write_text(json.dumps(rows + extra + noise, indent=2))
     print()
     print(markdown(rows))
+    if extra:
+        print()
+        print(benchmark_validity.markdown(extra))
     if noise:
         print()
         print(judge_noise.markdown(noise))

@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "bias_index": "pytest_llmbias.scoring.index_annotation",
     "evaluate_stance": "pytest_llmbias.gates.bias_stance",
     "evaluate_preference": "pytest_llmbias.gates.bias_preference",
+    "evaluate_benchmark": "pytest_llmbias.gates.bias_benchmark",
     # the judges' agreement and the session's family of gates
     "judge_agreement": "pytest_llmbias.stats.agreement",
     "Agreement": "pytest_llmbias.stats.agreement",
@@ -30,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "evaluate_bbq": "pytest_llmbias.stats.bbq",
     "BBQScores": "pytest_llmbias.stats.bbq",
     "BBQFigures": "pytest_llmbias.stats.bbq",
+    "evaluate_discrim": "pytest_llmbias.stats.discrim",
+    "DiscrimScores": "pytest_llmbias.stats.discrim",
+    "GroupScore": "pytest_llmbias.stats.discrim",
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
     "MethodResult": "pytest_llmbias.gates.relative",
@@ -39,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "BiasIndexGateResult": "pytest_llmbias.gates.bias_index_result",
     "StanceResult": "pytest_llmbias.gates.bias_stance_result",
     "PreferenceResult": "pytest_llmbias.gates.bias_preference_result",
+    "BenchmarkResult": "pytest_llmbias.gates.bias_benchmark_result",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -86,6 +91,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StoreError,
     )
     from pytest_llmbias.gates.protocol import Gate, GateResult
+    from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark
+    from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
     from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
     from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio
     from pytest_llmbias.gates.bias_impact_ratio_result import ImpactRatioGateResult, ModelImpact
@@ -104,6 +111,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
     from pytest_llmbias.stats.agreement import Agreement, judge_agreement
     from pytest_llmbias.stats.bbq import BBQFigures, BBQScores, evaluate_bbq
+    from pytest_llmbias.stats.discrim import DiscrimScores, GroupScore, evaluate_discrim
     from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
     from pytest_llmbias.stats.tost import TostResult

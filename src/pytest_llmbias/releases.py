@@ -32,7 +32,7 @@ from typing import Any
 from pytest_llmbias.redaction import split_credentials
 from pytest_llmbias.domains import Domain
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings
+from pytest_llmbias.settings import DomainSettings, GenerationSettings, ModelSpec, Settings
 
 FORMAT = 1
 MANIFEST, RESPONSES = "manifest.json", "responses.jsonl"
@@ -241,8 +241,10 @@ def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]
     return cut, note
 
 
-def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False) -> dict[str, dict[str, str]]:
-    """Per domain name, its items' content hashes (:func:`domain_items`, :func:`question_hashes`).
+def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False,
+                  benchmarks: DomainSettings | None = None) -> dict[str, dict[str, str]]:
+    """Per domain name, its items' content hashes (:func:`domain_items`, :func:`question_hashes`;
+    a public benchmark configured in ``benchmarks``, its items' :func:`~pytest_llmbias.domains.benchmarks.item_hash`).
     A domain that does not load raises, or with ``skip_broken`` is left out."""
     from pytest_llmbias.domains import load_domain
     from pytest_llmbias.errors import LLMBiasError
@@ -250,6 +252,12 @@ def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: b
     out = {}
     for name in sorted(set(names)):
         try:
+            source = benchmarks.benchmark(name) if benchmarks is not None else None
+            if source is not None:
+                from pytest_llmbias.domains.benchmarks import benchmark_hashes
+
+                out[name] = benchmark_hashes(source)
+                continue
             domain = load_domain(name, paths)
         except LLMBiasError:
             if skip_broken:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS, BenchmarkSource
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
@@ -220,9 +221,17 @@ class EmbeddingSettings:
 
 @dataclass(frozen=True)
 class DomainSettings:
-    """Folders (or files) searched for domain YAML before the built-in domains."""
+    """Folders (or files) searched for domain YAML before the built-in domains (``paths``), and
+    where the public benchmarks' data are (``bbq``, ``discrim_eval``: see
+    :mod:`pytest_llmbias.benchmark_sources`)."""
 
     paths: tuple[Path, ...] = ()
+    bbq: BenchmarkSource | None = None
+    discrim_eval: BenchmarkSource | None = None
+
+    def benchmark(self, dataset: str) -> BenchmarkSource | None:
+        """The configured source of ``dataset`` (``bbq`` or ``discrim_eval``), or None."""
+        return getattr(self, dataset, None) if dataset in BENCHMARK_DATASETS else None
 
 
 @dataclass(frozen=True)
@@ -324,7 +333,7 @@ class Settings:
         def convert(value: Any) -> Any:
             if isinstance(value, (Path, Choice)):
                 return str(value)
-            if isinstance(value, (ModelSpec, FeatureSettings)):
+            if isinstance(value, (ModelSpec, FeatureSettings, BenchmarkSource)):
                 return value.to_dict()
             if dataclasses.is_dataclass(value):
                 return {f.name: convert(getattr(value, f.name)) for f in dataclasses.fields(value)}

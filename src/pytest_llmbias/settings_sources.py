@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.benchmark_sources import parse_benchmark
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.model_entries import Where, parse_baselines, parse_model, parse_named_models
@@ -71,6 +72,9 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
     ("domains", "paths"): "paths",
+    # a mapping of its own, checked by pytest_llmbias.benchmark_sources.parse_benchmark
+    ("domains", "bbq"): "benchmark",
+    ("domains", "discrim_eval"): "benchmark",
 }
 
 
@@ -365,7 +369,10 @@ def _parse_section(name: str, raw: Any, where: Where, base_dir: Path) -> Any:
                 f"{where(f'{name}.{key}')}: unknown key '{name}.{key}'; accepted keys: {', '.join(names)}"
             )
         option = OPTION_BY_KEY.get(f"{name}.{key}")
-        if option is not None:
+        if _FILE_KINDS.get((name, key)) == "benchmark":
+            if value is not None:
+                values[key] = parse_benchmark(key, value, where(f"{name}.{key}"), base_dir)
+        elif option is not None:
             values[key] = _check_option(option, value, where, base_dir)
         else:
             values[key] = _check_kind(_FILE_KINDS[(name, key)], value, f"{name}.{key}", where, base_dir=base_dir)

@@ -227,3 +227,36 @@ def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm
         assert "max_unparsed 10%" in gate["result"]["why"] or "does not follow the instruction" in gate["result"]["why"]
         assert gate["result"]["unread_examples"]
     print(transport, {a: (m["parsed"], m["unparsable"]) for a, m in models.items()}, gate["result"]["unread_examples"])
+
+
+BENCHMARK = '''
+import pytest
+
+
+@pytest.mark.bias_benchmark("bbq", max_unparsed=0.9)
+def test_bbq(bias_result):
+    # two readings of the same answers agree: the gate's count of unread ones and the harness's
+    for alias, (unread, asked) in bias_result.unread.items():
+        assert asked == 9 and bias_result.harness[alias]["unparsed"] == unread
+'''
+
+
+def test_the_bbq_gate_reads_real_multiple_choice_answers(pytester, smollm):
+    """BBQ's nine ambiguous fixture items asked of SmolLM2: whatever it answers (a letter, an
+    option, a ramble), the gate reads what it can, counts the rest, and ends with a verdict."""
+    import shutil
+    from pathlib import Path
+
+    _project(pytester, smollm, BENCHMARK, max_tokens=24)
+    (pytester.path / "data").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "unit" / "data" / "bbq_items.jsonl", pytester.path / "data")
+    config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
+    config["domains"] = {"bbq": {"path": "data/bbq_items.jsonl", "limit": None}}
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    result = _run(pytester, "-v")
+    _verdict_or_reason(result)
+    result.stdout.fnmatch_lines(["*27 calls: 0 from store, 27 fetched, 0 failed, 0 missing*",
+                                 "*bias_benchmark on BBQ: *", "*as lm-eval reports them*"])
+    (gate,) = _gates(pytester)
+    assert set(gate["result"]["harness"]) == {"tgt", "b1", "b2"}
+    print({a: u for a, u in gate["result"]["unread"].items()}, gate["verdict"], gate["result"]["why"])

@@ -228,7 +228,8 @@ class RunRecord:
             path = rootdir / path
         # an unloadable domain has no hash: its gate errored and says why
         hashes = {name: domain_hash(items) for name, items in domain_hashes(
-            (str(e.get("domain")) for e in self.gate_docs.values()), settings.domains.paths, skip_broken=True).items()}
+            (str(e.get("domain")) for e in self.gate_docs.values()), settings.domains.paths, skip_broken=True,
+            benchmarks=settings.domains).items()}
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         rows = gate_rows(self.gate_docs.values(), hashes)
         warning = append(path, rows, run=uuid.uuid4().hex[:12], created=created, git_commit=git_commit(rootdir),

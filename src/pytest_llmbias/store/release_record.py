@@ -97,7 +97,7 @@ def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path,
     layer = SnapshotLayer()
     layer.add(answers)
     domains = domain_hashes((str(lab["domain"]) for lab in layer.labels.values() if lab.get("domain")),
-                            settings.domains.paths)
+                            settings.domains.paths, benchmarks=settings.domains)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
                     domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd))

@@ -1,0 +1,101 @@
+"""Where the public benchmarks' data live: the ``bbq`` and ``discrim_eval`` entries of the settings
+file's ``domains:`` section, checked when the settings are read (standard library only: the data are
+read when a gate asks for them, by :mod:`pytest_llmbias.domains.benchmarks`).
+
+::
+
+    domains:
+      bbq: {path: data/bbq, categories: [Age, Gender_identity], limit: 800, seed: 0}
+      discrim_eval: {hf: Anthropic/discrim-eval, categories: [explicit], limit: 1350}
+
+``path`` (a JSONL file or a folder of them, relative to the settings file) or ``hf`` (a Hugging Face
+dataset name, read through ``datasets``); ``categories`` keeps those subsets (BBQ's categories,
+discrim-eval's fill types); ``limit`` keeps a stratified, seeded subset (``null``: every item;
+default :data:`DEFAULT_LIMITS`);
+``seed`` chooses which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_llmbias.errors import ConfigError
+
+DEFAULT_LIMITS: dict[str, int | None] = {"bbq": 800, "discrim_eval": 1350}
+"""The subset asked when ``limit`` is not given: BBQ items, discrim-eval rows (people). From
+``benchmarks/validity.py --gate benchmark`` (see the README's validity table): at 800 BBQ items (about
+400 ambiguous ones, which the default metric asks) a target answering like two baselines fails 2 %
+of runs and one picking the stereotyped answer in 10 % more of the ambiguous items fails 94 %; at
+600 items the false alarm was 6.5 %. At 1,350 discrim-eval rows (30 scenarios × the 45 people of a
+balanced grid) a target deciding like two baselines fails 3 % of runs and one that is 1 logit
+harder on one group 92 %; at 20 scenarios a quarter of good targets fail."""
+
+DATASETS = tuple(DEFAULT_LIMITS)
+#: the keys of one entry
+KEYS = ("path", "hf", "categories", "limit", "seed")
+
+
+@dataclass(frozen=True)
+class BenchmarkSource:
+    """One benchmark's data: ``dataset`` (``bbq`` or ``discrim_eval``), read from ``path`` or
+    ``hf``, its ``categories`` (None: all), at most ``limit`` items (None: all) chosen by ``seed``."""
+
+    dataset: str
+    path: Path | None = None
+    hf: str | None = None
+    categories: tuple[str, ...] | None = None
+    limit: int | None = None
+    seed: int = 0
+
+    @property
+    def location(self) -> str:
+        """The source as the loaders take it: a path, or ``hf:NAME``."""
+        return f"hf:{self.hf}" if self.hf else str(self.path)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "path": None if self.path is None else str(self.path), "hf": self.hf,
+                "categories": None if self.categories is None else list(self.categories), "limit": self.limit,
+                "seed": self.seed}
+
+
+def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> BenchmarkSource:
+    """The ``domains.<dataset>`` entry ``raw`` checked; ConfigError naming the key, prefixed by
+    ``where`` (the file and line)."""
+    key = f"domains.{dataset}"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: '{key}' must be a mapping with 'path' or 'hf' (and optionally categories, "
+                          f"limit, seed), got {raw!r}")
+    unknown = [k for k in raw if k not in KEYS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(KEYS)}")
+    path, hf = raw.get("path"), raw.get("hf")
+    if (path is None) == (hf is None):
+        raise ConfigError(f"{where}: '{key}' needs exactly one of 'path' (a local copy) or 'hf' (a Hugging Face "
+                          "dataset name)")
+    for name, value in (("path", path), ("hf", hf)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}: '{key}.{name}' must be a non-empty string, got {value!r}")
+    categories = raw.get("categories")
+    if categories is not None:
+        if isinstance(categories, str):
+            categories = [categories]
+        if not isinstance(categories, list) or not categories or not all(isinstance(c, str) and c for c in categories):
+            raise ConfigError(f"{where}: '{key}.categories' must be a list of names, got {raw.get('categories')!r}")
+        categories = tuple(categories)
+    limit = raw.get("limit", DEFAULT_LIMITS[dataset])
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ConfigError(f"{where}: '{key}.limit' must be a positive whole number (or null: every item), got {limit!r}")
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"{where}: '{key}.seed' must be a whole number, got {seed!r}")
+    return BenchmarkSource(
+        dataset=dataset,
+        path=None if path is None else (base_dir / path.strip()).resolve(),
+        hf=None if hf is None else hf.strip(),
+        categories=categories,
+        limit=limit,
+        seed=seed,
+    )

@@ -1,0 +1,415 @@
+"""``@pytest.mark.bias_benchmark``: the public bias benchmarks teams already run, as gates.
+
+``bias_benchmark("bbq")`` asks the items of BBQ (the Bias Benchmark for QA, Parrish et al. 2022)
+as three-way multiple choices; ``bias_benchmark("discrim_eval")`` asks discrim-eval's decisions
+about people (Tamkin et al. 2023) for yes or no. Where the data are is the settings file's
+``domains: {bbq: ..., discrim_eval: ...}`` (:mod:`pytest_llmbias.benchmark_sources`); the items
+are loaded, checked and subset by :mod:`pytest_llmbias.domains.benchmarks`.
+
+Each model's answers are read (strictly, else tolerantly; an unreadable answer is counted and shown,
+never guessed), reported with the reference harness's figures (lm-evaluation-harness's or HELM's for
+BBQ, :func:`pytest_llmbias.stats.bbq.evaluate_bbq`; :func:`pytest_llmbias.stats.discrim.evaluate_discrim`),
+and turned into one score per unit (:mod:`pytest_llmbias.gates.bias_benchmark_scores`). Then:
+
+- relative (default): the target's per-unit scores against its baselines' (or a recorded
+  release's), paired by unit, through the comparison engine. ``alternative="no-worse"``: H0:
+  μT − μB ≥ δ; H1: μT − μB < δ, δ the metric's default margin (:data:`DEFAULT_MARGINS`) or ``margin=``;
+- absolute (``max_bias=``): H0: the target's mean score ≥ max_bias; H1: below it (one-sided t test);
+  the gate fails unless the target is shown below the bound.
+
+A model whose share of unread answers exceeds ``max_unparsed`` makes the verdict *inconclusive*.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmbias import markers
+from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.gates.base import SpecGate
+from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
+from pytest_llmbias.gates.bias_benchmark_groups import absolute_groups, compare_groups, group_scores, worst
+from pytest_llmbias.gates.bias_benchmark_scores import (
+    DEFAULT_MARGINS,
+    METRICS,
+    absolute_bound,
+    bbq_unit_scores,
+    category_intervals,
+    check_metric,
+    condition_of,
+    unit_categories,
+)
+from pytest_llmbias.gates.protocol import GateSession
+from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
+from pytest_llmbias.stats.bbq import CONVENTIONS
+
+if TYPE_CHECKING:
+    from pytest_llmbias.domains.benchmarks import BenchmarkItems
+    from pytest_llmbias.report.plots import Figure
+
+#: answers that could not be read, quoted in a report
+UNREAD_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class BiasBenchmarkSpec:
+    """``bias_benchmark`` (see the module docstring). ``domain`` names the dataset: ``bbq`` or
+    ``discrim_eval``."""
+
+    domain: str
+    metric: str | None = None
+    max_bias: float | None = None
+    alternative: Alternative = Alternative.NO_WORSE
+    test: EquivalenceTest = EquivalenceTest.PAIRED
+    alpha: float = 0.05
+    margin: float | None = None
+    min_margin: float | None = None
+    categories: tuple[str, ...] | None = None
+    samples: int | None = None
+    max_unparsed: float | None = None
+    convention: str = "lm-eval"
+
+    @classmethod
+    def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasBenchmarkSpec:
+        names = [f.name for f in dataclasses.fields(cls)]
+        bound = markers.bind(marker, a, kw, names)
+        dataset = bound["domain"].strip()
+        if dataset not in METRICS:
+            raise ConfigError(f"@pytest.mark.{marker}: the dataset must be one of {', '.join(METRICS)}, got {dataset!r}")
+        metric = check_metric(dataset, bound.get("metric"), f"@pytest.mark.{marker}")
+        max_bias = bound.get("max_bias")
+        if max_bias is not None:
+            max_bias = markers.positive_float(marker, "max_bias", max_bias)
+            if metric.startswith("accuracy"):
+                raise ConfigError(f"@pytest.mark.{marker}: max_bias bounds a bias metric; {metric} is compared with "
+                                  "the baselines (leave max_bias out)")
+        convention = bound.get("convention", "lm-eval")
+        if convention not in CONVENTIONS:
+            raise ConfigError(f"@pytest.mark.{marker}: convention must be one of {', '.join(CONVENTIONS)}, "
+                              f"got {convention!r}")
+        comparison = ComparisonOptions.parse(marker, bound, alternative="no-worse")
+        return cls(
+            domain=dataset, metric=metric, max_bias=max_bias,
+            alternative=comparison.alternative,  # type: ignore[arg-type]
+            test=comparison.test, alpha=comparison.alpha,
+            margin=comparison.margin,  # type: ignore[arg-type]
+            min_margin=comparison.min_margin,  # type: ignore[arg-type]
+            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
+            samples=markers.positive_int(marker, "samples", bound.get("samples")),
+            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            convention=convention,
+        )
+
+    @property
+    def comparison(self) -> ComparisonOptions:
+        """The engine's options: the metric's default margin unless ``margin=`` is given."""
+        margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
+        return ComparisonOptions(test=self.test, alternative=self.alternative, k=DEFAULT_K, alpha=self.alpha,
+                                 margin=margin, min_margin=self.min_margin)
+
+
+def _harness(dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any,
+             convention: str) -> dict[str, Any]:
+    """The reference figures of one model's answers (BBQ: each item's first sample)."""
+    if dataset == "bbq":
+        from pytest_llmbias.stats.bbq import evaluate_bbq
+
+        choices = {(i["category"], i["example_id"]): (answers.get(key(i)) or [None])[0] for i in items
+                   if key(i) in answers}
+        asked = [i for i in items if key(i) in answers]
+        return evaluate_bbq(asked, choices, convention=convention).to_dict()
+    from pytest_llmbias.stats.discrim import evaluate_discrim
+
+    return evaluate_discrim([i for i in items if key(i) in answers], {key(i): answers[key(i)] for i in items
+                                                                      if key(i) in answers}).to_dict()
+
+
+def evaluate_benchmark(
+    dataset: str,
+    items: Sequence[Mapping[str, Any]],
+    answers: Mapping[str, Mapping[str, Sequence[Any]]],
+    *,
+    target: str,
+    baselines: Sequence[str] = (),
+    spec: BiasBenchmarkSpec | None = None,
+    max_unparsed: float | None = None,
+    texts: Mapping[str, Sequence[str]] | None = None,
+    **options: Any,
+) -> BenchmarkResult:
+    """The ``bias_benchmark`` verdict on read answers (the marker calls this too).
+
+    ``items``: the records as published (BBQ's or discrim-eval's); ``answers[alias][key]``: each
+    sample's reading of the item named ``key`` (:func:`pytest_llmbias.domains.benchmarks.item_key`):
+    BBQ the chosen option (0-2), discrim-eval True for yes and False for no; None where the answer
+    could not be read. ``options`` are the marker's (``metric``, ``max_bias``, ``alternative``,
+    ``test``, ``alpha``, ``margin``, ``min_margin``, ``convention``) or its parsed ``spec``.
+    ``texts[alias]``: answers that could not be read, quoted in the report. See the module
+    docstring for the hypotheses. Raises :class:`StatisticsError` when the data give no verdict.
+    """
+    from pytest_llmbias.domains.benchmarks import item_category, item_key
+
+    if spec is None:
+        spec = BiasBenchmarkSpec.parse((dataset,), options, marker="evaluate_benchmark")
+    elif options:
+        raise ConfigError("evaluate_benchmark: give the options or a parsed spec, not both")
+    metric = spec.metric or METRICS[dataset][0]
+    aliases = (target, *baselines)
+    for alias in aliases:
+        if alias not in answers:
+            raise StatisticsError(f"evaluate_benchmark: no answers of {alias!r}")
+    condition = condition_of(metric)
+    asked = [i for i in items if condition is None or i["context_condition"] == condition]
+    key = lambda i: item_key(dataset, i)  # noqa: E731
+    category = lambda i: item_category(dataset, i)  # noqa: E731
+    unread = {}
+    for alias in aliases:
+        readings = [r for i in asked for r in answers[alias].get(key(i), ())]
+        unread[alias] = (sum(r is None for r in readings), len(readings))
+    limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
+    common: dict[str, Any] = dict(domain=dataset, dataset=dataset, metric=metric, target=target,
+                                  baselines=tuple(baselines), convention=spec.convention, alpha=spec.alpha,
+                                  unread=unread, samples=max((len(v) for v in answers[target].values()), default=1),
+                                  unread_examples=tuple(f"{target}: {' '.join(t.split())[:160]!r}"
+                                                        for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]))
+    over = [a for a, (n, total) in unread.items() if total and n / total > limit]
+    if over or any(total == 0 for _, total in unread.values()):
+        who = ", ".join(f"{a} {unread[a][0]} of {unread[a][1]}" for a in over) or "some model answered nothing"
+        return BenchmarkResult(verdict="inconclusive", why=(
+            f"too many answers could not be read ({who}; max_unparsed {limit:.0%}): the metric would rest on the "
+            "answers that happened to be readable. Raise max_tokens, change the model's prompt format, or raise "
+            "max_unparsed"), **common)
+    harness = {a: _harness(dataset, asked, answers[a], key, spec.convention) for a in aliases}
+    if dataset == "discrim_eval":
+        return _discrim_verdict(spec, asked, answers, category, common | {"harness": harness})
+    per_model = {a: bbq_unit_scores(asked, answers[a], metric, key) for a in aliases}
+    every = unit_categories(dataset, asked, key, category)
+    kept = {u: c for u, c in every.items() if all(u in per_model[a] for a in aliases)}
+    if len(kept) < 2:
+        raise StatisticsError(f"{TITLES[dataset]}: {len(kept)} unit(s) with a readable answer of every model; "
+                              "a verdict needs at least 2")
+    scores = {a: {u: per_model[a][u] for u in kept} for a in aliases}
+    common.update(scores=scores, categories=kept, harness=harness, dropped=len(every) - len(kept))
+    shown = "error" if metric.startswith("accuracy") else metric
+    if spec.max_bias is not None:
+        bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.alpha)
+        per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.alpha)
+        why = (f"the target's mean {shown} {bound['mean']:.4g} against max_bias {spec.max_bias:g}: "
+               f"{(1 - 2 * spec.alpha):.0%} CI [{bound['low']:.4g}, {bound['high']:.4g}]")
+        return BenchmarkResult(verdict=bound["verdict"], why=why, bound=bound, per_category=per_category, **common)
+    if not baselines:
+        raise StatisticsError(f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
+                              "release's): configure one, or give max_bias=")
+    per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.alpha)
+    try:
+        relative = compare(metric, scores, target=target, baselines=baselines, categories=kept,
+                           options=spec.comparison)
+    except StatisticsError as exc:
+        # every unit's difference equal (no spread): the comparison is exact
+        diffs = {scores[target][u] - sum(scores[b][u] for b in baselines) / len(baselines) for u in kept}
+        diff = next(iter(diffs))
+        if len(diffs) != 1:
+            raise
+        passed = diff < spec.comparison.margin_for(metric)  # type: ignore[operator]
+        return BenchmarkResult(verdict="no-worse" if passed else "biased", per_category=per_category, why=(
+            f"the scores leave no spread to test ({exc}); every unit differs by {diff:+.4g}, "
+            f"{'below' if passed else 'not below'} the margin"), **common)
+    t = relative.tost
+    what = "error" if metric.startswith("accuracy") else metric
+    why = (f"mean {what}: target {t.mean_target:.4g}, baselines {t.mean_baseline:.4g}; difference {t.diff:+.4g} "
+           f"against the margin {t.margin:.3g} ({len(kept)} units, paired)")
+    return BenchmarkResult(verdict=t.verdict, why=why, relative=relative, per_category=per_category,
+                           warnings=tuple(stability_warnings([relative])), **common)
+
+
+def _discrim_verdict(spec: BiasBenchmarkSpec, items: Sequence[Mapping[str, Any]],
+                     answers: Mapping[str, Mapping[str, Sequence[Any]]], category: Any,
+                     common: dict[str, Any]) -> BenchmarkResult:
+    """discrim-eval, one group at a time (:mod:`pytest_llmbias.gates.bias_benchmark_groups`): the
+    group that decides is reported in full, every group in a table."""
+    target, baselines = common["target"], common["baselines"]
+    aliases = (target, *baselines)
+    per_model = {a: group_scores(items, answers[a], category) for a in aliases}
+    every = unit_categories("discrim_eval", items, lambda i: "", category)
+    flat = {a: {f"{g}@{u}": d for g, per in per_model[a].items() for u, d in per.items()} for a in aliases}
+    common.update(scores=flat, categories=every)
+    if spec.max_bias is not None:
+        bounds = absolute_groups(per_model[target], spec.max_bias, spec.alpha)
+        decide = worst({g: b["verdict"] for g, b in bounds.items()}, {g: b["p"] for g, b in bounds.items()})
+        passed = all(b["verdict"] == "within bound" for b in bounds.values())
+        b = bounds[decide]
+        why = (f"every group's mean disadvantage within ±{spec.max_bias:g} logits" if passed else
+               f"{decide}: mean disadvantage {b['mean']:+.3g} logits against ±{spec.max_bias:g}") + (
+               f" ({(1 - 2 * spec.alpha):.0%} CI of {decide} [{b['low']:.3g}, {b['high']:.3g}])")
+        groups = {g: {"verdict": v["verdict"], "value": v["mean"], "low": v["low"], "high": v["high"], "p": v["p"],
+                      "n": v["n"]} for g, v in bounds.items()}
+        scores = {target: per_model[target][decide]}
+        return BenchmarkResult(verdict="within bound" if passed else b["verdict"], why=why, bound=b, groups=groups,
+                               decided_by=decide, per_category=category_intervals(
+                                   scores, {u: every[u] for u in scores[target]}, target=target, comparators=(),
+                                   alpha=spec.alpha), **common)
+    if not baselines:
+        raise StatisticsError("bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
+                              "release's): configure one, or give max_bias=")
+    results = compare_groups(per_model, every, target=target, baselines=baselines, options=spec.comparison)
+    decide = worst({g: m.tost.verdict for g, m in results.items()}, {g: m.tost.p_value for g, m in results.items()})
+    passed = all(m.passed for m in results.values())
+    relative = results[decide]
+    t = relative.tost
+    why = (f"every group's disadvantage within ±{t.margin:.3g} logits of the baselines'" if passed else
+           f"{decide}: the target's disadvantage {t.mean_target:+.3g} logits against the baselines' "
+           f"{t.mean_baseline:+.3g}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
+    groups = {g: {"verdict": m.tost.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
+                  "p": m.tost.p_value, "n": m.tost.n_target} for g, m in results.items()}
+    scores = {a: dict(relative.scores[a]) for a in aliases}
+    return BenchmarkResult(verdict="equivalent" if passed else t.verdict, why=why, relative=relative, groups=groups,
+                           decided_by=decide, warnings=tuple(stability_warnings([relative])),
+                           per_category=category_intervals(scores, relative.categories, target=target,
+                                                           comparators=baselines, alpha=spec.alpha), **common)
+
+
+class BiasBenchmarkGate(SpecGate):
+    """The ``bias_benchmark`` gate (see the module docstring)."""
+
+    marker = MARKER
+    #: compares the target with a recorded release under --llmbias-against
+    compares_releases = True
+    spec = BiasBenchmarkSpec
+
+    def _items(self, spec: BiasBenchmarkSpec, session: GateSession) -> tuple[BenchmarkItems, list[Mapping[str, Any]]]:
+        from pytest_llmbias.domains.benchmarks import load_benchmark
+
+        source = session.settings.domains.benchmark(spec.domain)
+        if source is None:
+            where = f" in {session.settings.source}" if session.settings.source else ""
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}({spec.domain!r}): no {TITLES[spec.domain]} data configured{where}: add "
+                f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the data "
+                "are not shipped with the plugin")
+        loaded = load_benchmark(source)
+        condition = condition_of(spec.metric or METRICS[spec.domain][0])
+        items = [i for i in loaded.select(spec.categories) if condition is None or i["context_condition"] == condition]
+        if not items:
+            raise ConfigError(f"@pytest.mark.{MARKER}({spec.domain!r}): no item of the loaded subset is "
+                              f"{condition}: raise the subset's limit")
+        if session.settings.release.against:
+            items = self._recorded(spec, session, items)
+        return loaded, items
+
+    @staticmethod
+    def _recorded(spec: BiasBenchmarkSpec, session: GateSession,
+                  items: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The items the recorded release was asked, unchanged since (a comparison is paired);
+        ConfigError when it was asked none of them."""
+        from pytest_llmbias.domains.benchmarks import item_hash, item_key
+        from pytest_llmbias.releases import Release
+
+        release = Release.load(session.settings.release.against, session.settings.release.dir)  # type: ignore[arg-type]
+        recorded = (release.manifest.get("domains") or {}).get(spec.domain) or {}
+        kept = [i for i in items if recorded.get(item_key(spec.domain, i)) == item_hash(i)]
+        if not kept:
+            raise ConfigError(f"@pytest.mark.{MARKER}({spec.domain!r}): release {release.name!r} was asked none of "
+                              f"these {TITLES[spec.domain]} items (record it with the same data, categories, limit and "
+                              "seed)")
+        return kept
+
+    def _calls(self, spec: BiasBenchmarkSpec, session: GateSession) -> tuple[BenchmarkItems, list[Mapping[str, Any]],
+                                                                           list[tuple[str, str, Any]]]:
+        from pytest_llmbias.calls import ModelCall
+        from pytest_llmbias.planning.request import select_models
+
+        loaded, items = self._items(spec, session)
+        prompt = _prompter(spec.domain)
+        samples = spec.samples or session.settings.generation.samples
+        calls = []
+        for model in select_models(session.settings, "compared" if spec.max_bias is None else "target"):
+            for item in items:
+                text = prompt(item)
+                for r in range(samples):
+                    calls.append((model.alias, loaded.key(item),
+                                  ModelCall.build(model, text, session.settings.generation, sample=r)))
+        return loaded, items, calls
+
+    def plan(self, spec: BiasBenchmarkSpec, session: GateSession) -> None:
+        from pytest_llmbias.planning.collector import PlannedCall
+
+        session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
+        _, _, calls = self._calls(spec, session)
+        session.plan_calls([PlannedCall(alias, call, spec.domain, label) for alias, label, call in calls])
+
+    def evaluate(self, spec: BiasBenchmarkSpec, session: GateSession) -> BenchmarkResult:
+        session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
+        loaded, items, calls = self._calls(spec, session)
+        found = session.read_calls(calls, f"answer(s) to {TITLES[spec.domain]} items")
+        by_key = {loaded.key(i): i for i in items}
+        reader = _reader(spec.domain)
+        answers: dict[str, dict[str, list[Any]]] = {}
+        texts: dict[str, list[str]] = {}
+        for alias, label, call in calls:
+            text = found[call.key].text
+            reading = reader(text, by_key[label])
+            answers.setdefault(alias, {}).setdefault(label, []).append(reading)
+            if reading is None:
+                texts.setdefault(alias, []).append(text)
+        target = session.settings.target.alias  # type: ignore[union-attr]
+        comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
+        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
+        result = evaluate_benchmark(spec.domain, items, answers, target=target, baselines=comparators, spec=spec,
+                                    max_unparsed=limit, texts=texts)
+        if loaded.notices:
+            result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
+        return result
+
+    def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
+        """Per category, the target's difference from its baselines (or its value) with its
+        interval; the comparison's interval against the margin."""
+        from pytest_llmbias.report import plots
+
+        result = entry["result"]
+        per = result.get("per_category") or {}
+        rows = [(c, v.get("difference", v.get("value")), v.get("low"), v.get("high")) for c, v in per.items()
+                if v.get("low") is not None]
+        out = []
+        if rows:
+            compared = any("difference" in v for v in per.values())
+            out.append(plots.rates_with_intervals(
+                f"{result['metric']} per category" + (" (target - baselines)" if compared else ""), rows,
+                target=None, reference=0.0 if compared else (result.get("bound") or {}).get("bound"),
+                xlabel=result["metric"], caption=f"{int(round((1 - 2 * result.get('alpha', 0.05)) * 100))}% t intervals"
+                " over the category's units"))
+        if result.get("relative"):
+            out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
+        return out
+
+    def at_level(self, spec: BiasBenchmarkSpec, alpha: float) -> BiasBenchmarkSpec | None:
+        """None: both checks pass only on evidence (a TOST, a bound shown), so no level sets their
+        false-alarm rate."""
+        return None
+
+
+def _prompter(dataset: str) -> Any:
+    if dataset == "bbq":
+        from pytest_llmbias.scoring.bbq_answers import bbq_prompt
+
+        return bbq_prompt
+    from pytest_llmbias.scoring.discrim_answers import discrim_prompt
+
+    return discrim_prompt
+
+
+def _reader(dataset: str) -> Any:
+    """``read(text, item)``: BBQ's chosen option, discrim-eval's decision, None when unreadable."""
+    if dataset == "bbq":
+        from pytest_llmbias.scoring.bbq_answers import read_choice
+
+        return lambda text, item: read_choice(text, [item["ans0"], item["ans1"], item["ans2"]]).choice
+    from pytest_llmbias.scoring.discrim_answers import read_decision
+
+    return lambda text, item: read_decision(text).decision
+
+
+GATE = BiasBenchmarkGate()
