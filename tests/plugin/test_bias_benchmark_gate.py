@@ -261,3 +261,15 @@ def test_bbq_against_a_recorded_release(pytester: pytest.Pytester, bbq_project, 
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
     edited = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v")
     edited.stdout.fnmatch_lines(["*bias_benchmark on BBQ: * 8 units x 1 sample(s))*"])
+
+
+def test_a_subset_larger_than_the_data_warns_and_the_plan_counts_the_calls(pytester: pytest.Pytester, bbq_project,
+                                                                            run_pytest_once):
+    bbq_project(data="{path: data/bbq.jsonl, limit: 500}")
+    pytester.makepyfile(GATE.format(extra=""))
+    result = run_pytest_once(*OFFLINE, "-W", "always")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*LLMBiasWarning*limit 500 is more than the 18 items asked for: all are used*"])
+    plan = run_pytest_once(*OFFLINE, "--llmbias-plan")
+    # the nine ambiguous items, the only ones the default metric asks, of each model
+    plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  9 *", "*b2 (openai/b2)    9 *", "*::test_bbq  bias_benchmark  *"])

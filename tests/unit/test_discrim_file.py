@@ -178,17 +178,7 @@ def test_a_load_that_fails_asks_for_a_local_copy(monkeypatch):
         load_discrim("hf:Anthropic/discrim-eval")
 
 
-def test_a_hugging_face_dataset_offline_without_a_local_copy_is_a_clear_error(monkeypatch, tmp_path):
-    datasets = pytest.importorskip("datasets")
-    import huggingface_hub.constants
-
-    # offline as the machine is, whenever datasets was first imported (it reads the variables then)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+def test_a_hugging_face_dataset_offline_without_a_local_copy_is_a_clear_error(offline_hub):
     with pytest.raises(DomainError, match=r"hf:pytest-llmbias/no-such-discrim-eval \(explicit\) cannot be loaded "
                                           ".*give a local copy"):
         load_discrim("hf:pytest-llmbias/no-such-discrim-eval")

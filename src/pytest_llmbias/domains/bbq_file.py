@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.domains.published_data import EXTRA, choose
 from pytest_llmbias.errors import DomainError
 from pytest_llmbias.stats.bbq import check_item
 
-EXTRA = "pip install 'pytest-llmbias[datasets]'"
 
 
 @dataclass(frozen=True)
@@ -118,21 +118,7 @@ def load_bbq(source: str | Path, *, categories: Iterable[str] | None = None, lim
     """The BBQ items of ``source`` in ``categories`` (all when None), ``limit`` of them at most (a
     stratified, seeded subset; all when None). An unknown category is a :class:`DomainError`
     listing the known ones; a ``limit`` above the data's size keeps them all, with a notice."""
-    records = read_bbq(source)
-    known = tuple(sorted({str(r["category"]) for r in records}))
-    notices: list[str] = []
-    if categories is not None:
-        wanted = list(categories)
-        unknown = [c for c in wanted if c not in known]
-        if unknown:
-            raise DomainError(f"{source}: no BBQ category {', '.join(map(repr, unknown))}; it holds {', '.join(known)}")
-        records = [r for r in records if r["category"] in wanted]
-    if limit is not None:
-        if limit < 1:
-            raise DomainError(f"limit must be at least 1, got {limit}")
-        if limit >= len(records):
-            if limit > len(records):
-                notices.append(f"{source}: limit {limit} is more than the {len(records)} items asked for: all are used")
-        else:
-            records = stratified(records, limit, seed)
+    records, known, notices = choose(read_bbq(source), source=source, what="BBQ category",
+                                     category=lambda r: str(r["category"]), categories=categories, limit=limit,
+                                     subset=lambda rs, n: (stratified(rs, n, seed), None))
     return BBQData(tuple(records), known, tuple(notices))

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.domains.bbq_file import EXTRA
+from pytest_llmbias.domains.published_data import EXTRA, choose
 from pytest_llmbias.errors import DomainError
 from pytest_llmbias.stats.discrim import FILL_TYPES, check_record, item_id, scenario_of
 
@@ -183,6 +183,11 @@ def balanced_subset(items: Sequence[Mapping[str, Any]], limit: int, seed: int) -
     return kept, what
 
 
+def _balanced(records: Sequence[Mapping[str, Any]], limit: int, seed: int) -> tuple[list[Mapping[str, Any]], str | None]:
+    kept, what = balanced_subset(records, limit, seed)
+    return kept, (what if len(kept) < limit else None)
+
+
 def load_discrim(source: str | Path, *, categories: Iterable[str] | None = None, limit: int | None = None,
                  seed: int = 0) -> DiscrimData:
     """The discrim-eval items of ``source`` of the fill types ``categories`` (``explicit``,
@@ -193,22 +198,7 @@ def load_discrim(source: str | Path, *, categories: Iterable[str] | None = None,
     describing it."""
     pairs, notices = _read(source)
     records = [r for r, _ in _unique(pairs)]
-    known = tuple(sorted({str(r["fill_type"]) for r in records}))
-    if categories is not None:
-        wanted = list(categories)
-        unknown = [c for c in wanted if c not in known]
-        if unknown:
-            raise DomainError(f"{source}: no discrim-eval category (fill type) {', '.join(map(repr, unknown))}; "
-                              f"it holds {', '.join(known)}")
-        records = [r for r in records if r["fill_type"] in wanted]
-    if limit is not None:
-        if limit < 1:
-            raise DomainError(f"limit must be at least 1, got {limit}")
-        if limit >= len(records):
-            if limit > len(records):
-                notices.append(f"{source}: limit {limit} is more than the {len(records)} items asked for: all are used")
-        else:
-            records, what = balanced_subset(records, limit, seed)
-            if len(records) < limit:
-                notices.append(f"{source}: limit {limit}: the largest balanced subset that fits has {what}")
-    return DiscrimData(tuple(records), known, tuple(notices))
+    kept, known, chosen = choose(records, source=source, what="discrim-eval category (fill type)",
+                                 category=lambda r: str(r["fill_type"]), categories=categories, limit=limit,
+                                 subset=lambda rs, n: _balanced(rs, n, seed))
+    return DiscrimData(tuple(kept), known, (*notices, *chosen))
