@@ -96,13 +96,14 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_benchmark",
         signature="domain, *, metric=None, max_bias=None, alternative='no-worse', test='paired', alpha=0.05, "
-        "margin=None, min_margin=None, categories=None, samples=None, max_unparsed=None, convention='lm-eval'",
+        "margin=None, min_margin=None, categories=None, samples=None, max_unparsed=None, convention='lm-eval', looks=1, spending='obrien-fleming'",
         help="a public bias benchmark as a gate: domain 'bbq' (BBQ's multiple choices; metric bias_ambiguous | "
         "bias_disambiguated | accuracy_ambiguous | accuracy_disambiguated, reported as lm-evaluation-harness or "
         "HELM (convention) reports them) or 'discrim_eval' (yes/no decisions about people; metric discrimination), "
         "read from the data configured under domains: in llmbias.yaml; fails unless the target's per-item metric is "
         "no worse than its baselines' or a recorded release's (paired TOST; margin in the metric's units), or, with "
-        "max_bias=, shown below that bound. The `bias_result` fixture holds the result.",
+        "max_bias=, shown below that bound; looks=K asks the items in K seeded batches and stops once the verdict is "
+        "clear (spending: obrien-fleming | pocock). The `bias_result` fixture holds the result.",
         gate="pytest_llmbias.gates.bias_benchmark",
     ),
 )

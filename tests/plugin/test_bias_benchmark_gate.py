@@ -69,13 +69,16 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     ``answer(alias, item) -> text``."""
 
     def make(answer: Callable[[str, dict], str] = careful, *, extra: str = "", roster: str = ROSTER,
-             data: str = "{path: data/bbq.jsonl, limit: null}") -> Path:
+             data: str = "{path: data/bbq.jsonl, limit: null}", items: list[dict] | None = None) -> Path:
         (pytester.path / "data").mkdir(exist_ok=True)
-        shutil.copy(DATA, pytester.path / "data" / "bbq.jsonl")
+        if items is None:
+            shutil.copy(DATA, pytester.path / "data" / "bbq.jsonl")
+        else:
+            (pytester.path / "data" / "bbq.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
         pytester.makefile(".yaml", llmbias=roster + f"domains:\n  bbq: {data}\n" + extra)
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
         responses = [Response(call=ModelCall.build(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
-                     for spec in settings.roster for item in ITEMS]
+                     for spec in settings.roster for item in (ITEMS if items is None else items)]
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path
@@ -273,3 +276,42 @@ def test_a_subset_larger_than_the_data_warns_and_the_plan_counts_the_calls(pytes
     plan = run_pytest_once(*OFFLINE, "--llmbias-plan")
     # the nine ambiguous items, the only ones the default metric asks, of each model
     plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  9 *", "*b2 (openai/b2)    9 *", "*::test_bbq  bias_benchmark  *"])
+
+
+#: forty ambiguous items, the fixture's nine with the case numbered in the context (a prompt of its own each)
+MANY = [dict(AMBIGUOUS[i % len(AMBIGUOUS)], example_id=1000 + i,
+             context=f"{AMBIGUOUS[i % len(AMBIGUOUS)]['context']} (Case {i}.)") for i in range(40)]
+
+
+def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, bbq_project, run_pytest):
+    """Forty ambiguous items in four batches: a target that answers as its baselines do is seen to
+    pass after the first batch, and the other three batches are never asked (the snapshot holds
+    them all: the collection line counts what was asked)."""
+    bbq_project(lambda alias, item: f"{LETTERS[unknown(item)]}.", items=MANY)
+    pytester.makepyfile(GATE.format(extra=", looks=4"))
+    result = run_pytest(*OFFLINE, "-v", "--llmbias-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*30 calls: 30 from store, 0 fetched*",
+        "*bias_ambiguous look 1/4*no-worse*",
+        "*pass at look 1 of 4 (obrien-fleming spending of alpha 0.05; *): 10 of 40 items asked, 75% of the fixed "
+        "design's calls saved*",
+    ])
+    (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
+    assert gate["result"]["sequential"]["look"] == 1 and gate["result"]["sequential"]["saved"] == 0.75
+
+
+def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pytester, bbq_project, run_pytest_once):
+    """A target whose answers differ from its baselines' here and there leaves the first looks open:
+    each further batch is asked after the one before it, and the verdict comes at a later look."""
+    def scattered(alias: str, item: dict) -> str:
+        n = MANY.index(item) if item in MANY else 0
+        slips = {"tgt": n % 3 == 0, "b1": n % 4 == 1, "b2": n % 5 == 2}
+        return f"{LETTERS[stereotyped(item) if slips.get(alias) else unknown(item)]}."
+
+    bbq_project(scattered, items=MANY)
+    pytester.makepyfile(GATE.format(extra=", looks=2, spending='pocock'"))
+    result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json")
+    (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
+    assert gate["result"]["sequential"]["look"] == 2, gate["result"]["why"]
+    result.stdout.fnmatch_lines(["*120 calls: 120 from store, 0 fetched*", "*at look 2 of 2 (pocock spending*"])

@@ -198,3 +198,57 @@ def test_per_category_intervals_without_comparators_describe_the_target() -> Non
     assert out["X"]["value"] == 0.5 and out["Y"]["low"] is None and out["Y"]["n"] == 1
     low, high = stats.ttest_1samp([1.0, 0.0], 0.0).confidence_interval(0.90)
     assert (out["X"]["low"], out["X"]["high"]) == pytest.approx((low, high))
+
+
+# -- looks ----------------------------------------------------------------------------------------
+
+
+def _many(n: int) -> list[dict]:
+    """``n`` ambiguous items: the fixture's, renumbered."""
+    return [dict(AMBIGUOUS[i % len(AMBIGUOUS)], example_id=1000 + i) for i in range(n)]
+
+
+def _simulated(rng: random.Random, items: list[dict], p_biased: dict[str, float]) -> dict[str, dict[str, list[int]]]:
+    return {a: {key(i): [min(biased_options(i)) if rng.random() < p else unknown(i)] for i in items}
+            for a, p in p_biased.items()}
+
+
+def test_looks_stop_early_on_a_clear_target_and_keep_the_error_of_one_look() -> None:
+    """A target like its baselines mostly passes before the last look; one at the margin (0.1 more
+    stereotyped answers) passes no more often than alpha; the same answers give the same look."""
+    items = _many(200)
+    rng = random.Random(5)
+    # few runs (each look runs the engine's own stability simulation): the error rates themselves are
+    # measured in benchmarks/validity.py and by tests/unit/test_sequential.py
+    looks, passes_at_margin, runs = [], 0, 40
+    for _ in range(runs):
+        good = evaluate_benchmark("bbq", items, _simulated(rng, items, {"t": 0.1, "b1": 0.1, "b2": 0.1}), target="t",
+                                  baselines=("b1", "b2"), looks=4, spending="pocock", margin=0.3)
+        looks.append(good.sequential["look"])
+        margin = evaluate_benchmark("bbq", items, _simulated(rng, items, {"t": 0.4, "b1": 0.1, "b2": 0.1}), target="t",
+                                    baselines=("b1", "b2"), looks=4, spending="pocock", margin=0.3)
+        passes_at_margin += margin.passed
+    assert sum(looks) / runs < 2.5 and passes_at_margin / runs <= 0.15
+    answers = _simulated(rng, items, {"t": 0.1, "b1": 0.1, "b2": 0.1})
+    first = evaluate_benchmark("bbq", items, answers, target="t", baselines=("b1", "b2"), looks=4, seed=3)
+    again = evaluate_benchmark("bbq", items, answers, target="t", baselines=("b1", "b2"), looks=4, seed=3)
+    assert first.sequential == again.sequential and first.verdict == again.verdict
+    q = first.sequential
+    assert q["items"] == 50 * q["look"] and q["items_max"] == 200 and q["saved"] == pytest.approx(1 - q["look"] / 4)
+    assert "look" in first.rows()[0]["method"] and f"at look {q['look']} of 4" in first.report()
+
+
+def test_a_look_without_its_batch_is_named_and_bad_looks_are_refused() -> None:
+    items = _many(40)
+    rng = random.Random(1)
+    answers = _simulated(rng, items, {"t": 0.3, "b1": 0.3, "b2": 0.3})
+    from pytest_llmbias.gates.bias_benchmark_looks import batches
+
+    first = {key(i) for i in batches("bbq", items, 4, 0)[0]}
+    partial = {a: {k: v for k, v in per.items() if k in first} for a, per in answers.items()}
+    with pytest.raises(StatisticsError, match="look 2 of 4 needs the answers to batch 2"):
+        evaluate_benchmark("bbq", items, partial, target="t", baselines=("b1", "b2"), looks=4)
+    for kwargs, message in [({"looks": 0}, "'looks' must be a positive integer"), ({"looks": 21}, "from 1 to 20"),
+                            ({"spending": "linear"}, "'spending' must be one of obrien-fleming, pocock")]:
+        with pytest.raises(ConfigError, match=message):
+            BiasBenchmarkSpec.parse(("bbq",), kwargs)

@@ -32,7 +32,7 @@ from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
-from pytest_llmbias.gates.bias_benchmark_groups import absolute_groups, compare_groups, group_scores, worst
+from pytest_llmbias.gates.bias_benchmark_groups import discrim_verdict
 from pytest_llmbias.gates.bias_benchmark_scores import (
     DEFAULT_MARGINS,
     METRICS,
@@ -73,6 +73,8 @@ class BiasBenchmarkSpec:
     samples: int | None = None
     max_unparsed: float | None = None
     convention: str = "lm-eval"
+    looks: int = 1
+    spending: str = "obrien-fleming"
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasBenchmarkSpec:
@@ -103,6 +105,8 @@ class BiasBenchmarkSpec:
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
             convention=convention,
+            looks=_looks(marker, bound.get("looks", 1)),
+            spending=_spending(marker, bound.get("spending", "obrien-fleming")),
         )
 
     @property
@@ -111,6 +115,21 @@ class BiasBenchmarkSpec:
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
         return ComparisonOptions(test=self.test, alternative=self.alternative, k=DEFAULT_K, alpha=self.alpha,
                                  margin=margin, min_margin=self.min_margin)
+
+
+def _looks(marker: str, value: Any) -> int:
+    looks = markers.positive_int(marker, "looks", value)
+    if looks is None or looks > 20:
+        raise ConfigError(f"@pytest.mark.{marker}: 'looks' must be a whole number from 1 to 20, got {value!r}")
+    return looks
+
+
+def _spending(marker: str, value: Any) -> str:
+    from pytest_llmbias.stats.sequential import SPENDINGS
+
+    if value not in SPENDINGS:
+        raise ConfigError(f"@pytest.mark.{marker}: 'spending' must be one of {', '.join(SPENDINGS)}, got {value!r}")
+    return str(value)
 
 
 def _harness(dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any,
@@ -139,6 +158,7 @@ def evaluate_benchmark(
     spec: BiasBenchmarkSpec | None = None,
     max_unparsed: float | None = None,
     texts: Mapping[str, Sequence[str]] | None = None,
+    seed: int = 0,
     **options: Any,
 ) -> BenchmarkResult:
     """The ``bias_benchmark`` verdict on read answers (the marker calls this too).
@@ -148,8 +168,10 @@ def evaluate_benchmark(
     BBQ the chosen option (0-2), discrim-eval True for yes and False for no; None where the answer
     could not be read. ``options`` are the marker's (``metric``, ``max_bias``, ``alternative``,
     ``test``, ``alpha``, ``margin``, ``min_margin``, ``convention``) or its parsed ``spec``.
-    ``texts[alias]``: answers that could not be read, quoted in the report. See the module
-    docstring for the hypotheses. Raises :class:`StatisticsError` when the data give no verdict.
+    ``texts[alias]``: answers that could not be read, quoted in the report. With ``looks`` > 1 the
+    items are cut into that many batches in the order ``seed`` gives, and the verdict is taken look
+    by look (:mod:`pytest_llmbias.gates.bias_benchmark_looks`). See the module docstring for the
+    hypotheses. Raises :class:`StatisticsError` when the data give no verdict.
     """
     from pytest_llmbias.domains.benchmarks import item_category, item_key
 
@@ -164,6 +186,15 @@ def evaluate_benchmark(
             raise StatisticsError(f"evaluate_benchmark: no answers of {alias!r}")
     condition = condition_of(metric)
     asked = [i for i in items if condition is None or i["context_condition"] == condition]
+    if spec.looks > 1:
+        from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
+
+        result, done = run_looks(evaluate_benchmark, spec, dataset, batches(dataset, asked, spec.looks, seed), answers,
+                                 aliases, target=target, baselines=baselines, max_unparsed=max_unparsed, texts=texts)
+        if result is None:
+            raise StatisticsError(f"evaluate_benchmark: look {done + 1} of {spec.looks} needs the answers to batch "
+                                  f"{done + 1}")
+        return result
     key = lambda i: item_key(dataset, i)  # noqa: E731
     category = lambda i: item_category(dataset, i)  # noqa: E731
     unread = {}
@@ -185,7 +216,7 @@ def evaluate_benchmark(
             "max_unparsed"), **common)
     harness = {a: _harness(dataset, asked, answers[a], key, spec.convention) for a in aliases}
     if dataset == "discrim_eval":
-        return _discrim_verdict(spec, asked, answers, category, common | {"harness": harness})
+        return discrim_verdict(spec, asked, answers, category, common | {"harness": harness})
     per_model = {a: bbq_unit_scores(asked, answers[a], metric, key) for a in aliases}
     every = unit_categories(dataset, asked, key, category)
     kept = {u: c for u, c in every.items() if all(u in per_model[a] for a in aliases)}
@@ -224,52 +255,6 @@ def evaluate_benchmark(
            f"against the margin {t.margin:.3g} ({len(kept)} units, paired)")
     return BenchmarkResult(verdict=t.verdict, why=why, relative=relative, per_category=per_category,
                            warnings=tuple(stability_warnings([relative])), **common)
-
-
-def _discrim_verdict(spec: BiasBenchmarkSpec, items: Sequence[Mapping[str, Any]],
-                     answers: Mapping[str, Mapping[str, Sequence[Any]]], category: Any,
-                     common: dict[str, Any]) -> BenchmarkResult:
-    """discrim-eval, one group at a time (:mod:`pytest_llmbias.gates.bias_benchmark_groups`): the
-    group that decides is reported in full, every group in a table."""
-    target, baselines = common["target"], common["baselines"]
-    aliases = (target, *baselines)
-    per_model = {a: group_scores(items, answers[a], category) for a in aliases}
-    every = unit_categories("discrim_eval", items, lambda i: "", category)
-    flat = {a: {f"{g}@{u}": d for g, per in per_model[a].items() for u, d in per.items()} for a in aliases}
-    common.update(scores=flat, categories=every)
-    if spec.max_bias is not None:
-        bounds = absolute_groups(per_model[target], spec.max_bias, spec.alpha)
-        decide = worst({g: b["verdict"] for g, b in bounds.items()}, {g: b["p"] for g, b in bounds.items()})
-        passed = all(b["verdict"] == "within bound" for b in bounds.values())
-        b = bounds[decide]
-        why = (f"every group's mean disadvantage within ±{spec.max_bias:g} logits" if passed else
-               f"{decide}: mean disadvantage {b['mean']:+.3g} logits against ±{spec.max_bias:g}") + (
-               f" ({(1 - 2 * spec.alpha):.0%} CI of {decide} [{b['low']:.3g}, {b['high']:.3g}])")
-        groups = {g: {"verdict": v["verdict"], "value": v["mean"], "low": v["low"], "high": v["high"], "p": v["p"],
-                      "n": v["n"]} for g, v in bounds.items()}
-        scores = {target: per_model[target][decide]}
-        return BenchmarkResult(verdict="within bound" if passed else b["verdict"], why=why, bound=b, groups=groups,
-                               decided_by=decide, per_category=category_intervals(
-                                   scores, {u: every[u] for u in scores[target]}, target=target, comparators=(),
-                                   alpha=spec.alpha), **common)
-    if not baselines:
-        raise StatisticsError("bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
-                              "release's): configure one, or give max_bias=")
-    results = compare_groups(per_model, every, target=target, baselines=baselines, options=spec.comparison)
-    decide = worst({g: m.tost.verdict for g, m in results.items()}, {g: m.tost.p_value for g, m in results.items()})
-    passed = all(m.passed for m in results.values())
-    relative = results[decide]
-    t = relative.tost
-    why = (f"every group's disadvantage within ±{t.margin:.3g} logits of the baselines'" if passed else
-           f"{decide}: the target's disadvantage {t.mean_target:+.3g} logits against the baselines' "
-           f"{t.mean_baseline:+.3g}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
-    groups = {g: {"verdict": m.tost.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
-                  "p": m.tost.p_value, "n": m.tost.n_target} for g, m in results.items()}
-    scores = {a: dict(relative.scores[a]) for a in aliases}
-    return BenchmarkResult(verdict="equivalent" if passed else t.verdict, why=why, relative=relative, groups=groups,
-                           decided_by=decide, warnings=tuple(stability_warnings([relative])),
-                           per_category=category_intervals(scores, relative.categories, target=target,
-                                                           comparators=baselines, alpha=spec.alpha), **common)
 
 
 class BiasBenchmarkGate(SpecGate):
@@ -338,28 +323,72 @@ class BiasBenchmarkGate(SpecGate):
         from pytest_llmbias.planning.collector import PlannedCall
 
         session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
-        _, _, calls = self._calls(spec, session)
-        session.plan_calls([PlannedCall(alias, call, spec.domain, label) for alias, label, call in calls])
+        loaded, items, calls = self._calls(spec, session)
+        if spec.looks == 1:
+            session.plan_calls([PlannedCall(alias, call, spec.domain, label) for alias, label, call in calls])
+            return
+        from pytest_llmbias.gates.bias_benchmark_looks import NextBatch
+
+        parts = self._parts(spec, session, loaded, items, calls)
+        planned = [[(a, label, PlannedCall(a, call, spec.domain, label)) for a, label, call in part] for part in parts]
+        by_key = {loaded.key(i): i for i in items}
+        read = _reader(spec.domain)
+        follow = NextBatch(lambda answers: self._look(spec, session, loaded, items, answers), planned,
+                           lambda label, text: read(text, by_key[label]))
+        session.plan_calls([PlannedCall(a, p.call, p.domain, p.question, (follow,)) for a, _, p in planned[0]])
+
+    def _parts(self, spec: BiasBenchmarkSpec, session: GateSession, loaded: BenchmarkItems,
+               items: list[Mapping[str, Any]], calls: list[tuple[str, str, Any]]) -> list[list[tuple[str, str, Any]]]:
+        """The calls of each batch (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.batches`)."""
+        from pytest_llmbias.gates.bias_benchmark_looks import batches
+
+        parts = batches(spec.domain, items, spec.looks, loaded.source.seed)
+        batch_of = {loaded.key(i): k for k, part in enumerate(parts) for i in part}
+        out: list[list[tuple[str, str, Any]]] = [[] for _ in parts]
+        for alias, label, call in calls:
+            out[batch_of[label]].append((alias, label, call))
+        return out
+
+    def _look(self, spec: BiasBenchmarkSpec, session: GateSession, loaded: BenchmarkItems,
+              items: list[Mapping[str, Any]], answers: Mapping[str, Mapping[str, Sequence[Any]]],
+              texts: Mapping[str, Sequence[str]] | None = None) -> tuple[BenchmarkResult | None, int]:
+        """The looks the answers so far allow (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.run_looks`)."""
+        from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
+
+        target = session.settings.target.alias  # type: ignore[union-attr]
+        comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
+        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
+        return run_looks(evaluate_benchmark, spec, spec.domain, batches(spec.domain, items, spec.looks, loaded.source.seed),
+                         answers, (target, *comparators), target=target, baselines=comparators, max_unparsed=limit,
+                         texts=texts)
 
     def evaluate(self, spec: BiasBenchmarkSpec, session: GateSession) -> BenchmarkResult:
         session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
         loaded, items, calls = self._calls(spec, session)
-        found = session.read_calls(calls, f"answer(s) to {TITLES[spec.domain]} items")
         by_key = {loaded.key(i): i for i in items}
         reader = _reader(spec.domain)
         answers: dict[str, dict[str, list[Any]]] = {}
         texts: dict[str, list[str]] = {}
-        for alias, label, call in calls:
-            text = found[call.key].text
-            reading = reader(text, by_key[label])
-            answers.setdefault(alias, {}).setdefault(label, []).append(reading)
-            if reading is None:
-                texts.setdefault(alias, []).append(text)
-        target = session.settings.target.alias  # type: ignore[union-attr]
-        comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
-        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
-        result = evaluate_benchmark(spec.domain, items, answers, target=target, baselines=comparators, spec=spec,
-                                    max_unparsed=limit, texts=texts)
+        # one batch at a time: a batch the looks did not need was never asked
+        parts = [calls] if spec.looks == 1 else self._parts(spec, session, loaded, items, calls)
+        for part in parts:
+            found = session.read_calls(part, f"answer(s) to {TITLES[spec.domain]} items")
+            for alias, label, call in part:
+                text = found[call.key].text
+                reading = reader(text, by_key[label])
+                answers.setdefault(alias, {}).setdefault(label, []).append(reading)
+                if reading is None:
+                    texts.setdefault(alias, []).append(text)
+            if spec.looks > 1:
+                result, _ = self._look(spec, session, loaded, items, answers, texts)
+                if result is not None:
+                    break
+        if spec.looks == 1:
+            target = session.settings.target.alias  # type: ignore[union-attr]
+            comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
+            limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
+            result = evaluate_benchmark(spec.domain, items, answers, target=target, baselines=comparators, spec=spec,
+                                        max_unparsed=limit, texts=texts)
         if loaded.notices:
             result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
         return result

@@ -49,6 +49,9 @@ class BenchmarkResult(GateResultBase):
     #: that decides the verdict, reported in full
     groups: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     decided_by: str | None = None
+    #: with several looks: ``looks``, the ``look`` that decided, its ``decision``, the boundaries'
+    #: ``nominal`` levels and ``spent`` error, the ``items`` asked of ``items_max``, ``saved``
+    sequential: Mapping[str, Any] | None = None
     convention: str = "lm-eval"
     samples: int = 1
     alpha: float = 0.05
@@ -87,12 +90,14 @@ class BenchmarkResult(GateResultBase):
                 "harness": {a: dict(v) for a, v in self.harness.items()},
                 "unread": {a: list(v) for a, v in self.unread.items()}, "unread_examples": list(self.unread_examples),
                 "dropped": self.dropped, "groups": {g: dict(v) for g, v in self.groups.items()},
-                "decided_by": self.decided_by}
+                "decided_by": self.decided_by,
+                "sequential": None if self.sequential is None else dict(self.sequential)}
 
     @property
     def method(self) -> str:
-        """The row's name: the metric, and for discrim-eval the group that decides."""
-        return self.metric + (f" ({self.decided_by})" if self.decided_by else "")
+        """The row's name: the metric, for discrim-eval the group that decides, and the look."""
+        look = f" look {self.sequential['look']}/{self.sequential['looks']}" if self.sequential else ""
+        return self.metric + (f" ({self.decided_by})" if self.decided_by else "") + look
 
     def rows(self) -> list[dict[str, Any]]:
         if self.relative is not None:
@@ -102,7 +107,7 @@ class BenchmarkResult(GateResultBase):
             return [{"method": self.method, "target": b["mean"], "baselines": None, "bound": b["bound"],
                      "p": float(f"{b['p']:.3g}"), "reliability": f"t bound; {fmt_false_alarm()}",
                      "verdict": self.verdict}]
-        return [{"method": self.metric, "target": None, "baselines": None, "bound": None, "p": None,
+        return [{"method": self.method, "target": None, "baselines": None, "bound": None, "p": None,
                  "reliability": "-", "verdict": self.verdict}]
 
     def title(self) -> str:
@@ -133,6 +138,12 @@ class BenchmarkResult(GateResultBase):
 
     def details(self) -> list[str]:
         lines = [f"  {self.why}", ""]
+        if self.sequential:
+            q = self.sequential
+            lines[1:1] = [f"  {q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha "
+                          f"{q['alpha']:g}; nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
+                          + ", ".join(f"{x:.3g}" for x in q["nominal"]) + f"): {q['items']} of {q['items_max']} "
+                          f"items asked, {q['saved']:.0%} of the fixed design's calls saved"]
         lines += self._harness_lines()
         if self.groups:
             compared = self.relative is not None

@@ -32,7 +32,7 @@ from pytest_llmbias.errors import StatisticsError
 
 SPENDINGS = ("obrien-fleming", "pocock")
 #: grid points per unit of standard deviation in the numerical integration
-_POINTS_PER_SD = 60
+_POINTS_PER_SD = 30
 #: how far (in SDs) the integration grid reaches below the boundary
 _REACH = 8.0
 

@@ -1,0 +1,95 @@
+"""What group-sequential looks cost and save: false alarm, power and the calls asked, against the
+fixed design at the same maximum, on simulated data through the function the marker calls.
+
+So far the ``bias_benchmark`` gate (BBQ, ``bias_ambiguous``) takes ``looks=``: its default size
+(800 items, about 400 ambiguous ones, two baselines), the answer model of ``benchmark_validity.py``,
+a target like its baselines, one picking the stereotyped answer in 10 % more of the ambiguous items
+(the validity table's effect), and one halfway (5 %). For looks 1, 2 and 4 and both spendings: how
+often each target fails, and the share of the fixed design's calls asked on average.
+
+    python benchmarks/sequential.py [--runs 200] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from benchmark_validity import BASE, CONCENTRATION, _answers, _moved, items  # noqa: E402
+
+from pytest_llmbias import evaluate_benchmark  # noqa: E402
+from pytest_llmbias.domains.benchmarks import item_key  # noqa: E402
+
+DESIGNS = ((1, "obrien-fleming"), (2, "obrien-fleming"), (4, "obrien-fleming"), (2, "pocock"), (4, "pocock"))
+CASES = (("like", 0.0), ("halfway", 0.05), ("shifted", 0.10))
+
+
+def cell(rng: np.random.Generator, runs: int, *, looks: int, spending: str, shift: float, n: int = 400,
+         baselines: int = 2) -> tuple[float, float]:
+    """The share of runs the gate fails, and the mean share of the items it asked."""
+    recs, options = items(n)
+    keys = [item_key("bbq", r) for r in recs]
+    names = [f"b{j}" for j in range(baselines)]
+    failed, asked = 0, 0.0
+    for _ in range(runs):
+        p = rng.dirichlet(CONCENTRATION * np.array(BASE), size=n)
+        answers = {alias: _answers(rng, _moved(p, shift) if alias == "target" and shift else p, options, keys, 1)
+                   for alias in ("target", *names)}
+        result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names, looks=looks,
+                                    spending=spending)
+        failed += not result.passed
+        asked += 1.0 if result.sequential is None else result.sequential["items"] / result.sequential["items_max"]
+    return failed / runs, asked / runs
+
+
+def table(runs: int, seed: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for looks, spending in DESIGNS:
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"gate": "bias_benchmark (BBQ)", "looks": looks, "spending": spending, "runs": runs}
+        for name, shift in CASES:
+            row[f"fails_{name}"], row[f"calls_{name}"] = cell(rng, runs, looks=looks, spending=spending, shift=shift)
+        row["seconds"] = time.perf_counter() - t0
+        rows.append(row)
+        print(f"looks={looks} {spending:<15} " + "  ".join(
+            f"{name}: fails {row[f'fails_{name}']:6.1%} calls {row[f'calls_{name}']:5.0%}" for name, _ in CASES),
+            flush=True)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    out = ["| gate | looks | spending | false alarm (like) | fails halfway | power (shifted) | calls: like | "
+           "halfway | shifted |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['gate']} | {r['looks']} | {r['spending'] if r['looks'] > 1 else '-'} | "
+                   f"{r['fails_like']:.1%} | {r['fails_halfway']:.1%} | {r['fails_shifted']:.1%} | "
+                   f"{r['calls_like']:.0%} | {r['calls_halfway']:.0%} | {r['calls_shifted']:.0%} |")
+    return "\n".join(out).replace("%", " %")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=20261126)
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    rows = table(options.runs, options.seed)
+    if options.json:
+        options.json.write_text(json.dumps(rows, indent=2))
+    print()
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
