@@ -4,8 +4,9 @@ fixed design at the same maximum, on simulated data through the function the mar
 So far the ``bias_benchmark`` gate (BBQ, ``bias_ambiguous``) takes ``looks=``: its default size
 (800 items, about 400 ambiguous ones, two baselines), the answer model of ``benchmark_validity.py``,
 a target like its baselines, one picking the stereotyped answer in 10 % more of the ambiguous items
-(the validity table's effect), and one halfway (5 %). For looks 1, 2 and 4 and both spendings: how
-often each target fails, and the share of the fixed design's calls asked on average.
+(the validity table's effect), and one halfway (5 %). For looks 1, 2 and 4 and both spendings, each
+on the same simulated answers: how often each target fails, and the share of the fixed design's
+calls asked on average.
 
     python benchmarks/sequential.py [--runs 200] [--json out.json]
 """
@@ -33,37 +34,38 @@ DESIGNS = ((1, "obrien-fleming"), (2, "obrien-fleming"), (4, "obrien-fleming"), 
 CASES = (("like", 0.0), ("halfway", 0.05), ("shifted", 0.10))
 
 
-def cell(rng: np.random.Generator, runs: int, *, looks: int, spending: str, shift: float, n: int = 400,
-         baselines: int = 2) -> tuple[float, float]:
-    """The share of runs the gate fails, and the mean share of the items it asked."""
+def table(runs: int, seed: int, n: int = 400, baselines: int = 2) -> list[dict[str, Any]]:
+    """Every design on the same simulated answers (common random numbers: the differences between
+    designs are not noise between separate simulations)."""
+    rng = np.random.default_rng(seed)
     recs, options = items(n)
     keys = [item_key("bbq", r) for r in recs]
     names = [f"b{j}" for j in range(baselines)]
-    failed, asked = 0, 0.0
-    for _ in range(runs):
-        p = rng.dirichlet(CONCENTRATION * np.array(BASE), size=n)
-        answers = {alias: _answers(rng, _moved(p, shift) if alias == "target" and shift else p, options, keys, 1)
-                   for alias in ("target", *names)}
-        result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names, looks=looks,
-                                    spending=spending)
-        failed += not result.passed
-        asked += 1.0 if result.sequential is None else result.sequential["items"] / result.sequential["items_max"]
-    return failed / runs, asked / runs
-
-
-def table(runs: int, seed: int) -> list[dict[str, Any]]:
-    rng = np.random.default_rng(seed)
+    failed = {(d, c): 0 for d in DESIGNS for c, _ in CASES}
+    asked = {(d, c): 0.0 for d in DESIGNS for c, _ in CASES}
+    t0 = time.perf_counter()
+    for run in range(runs):
+        for case, shift in CASES:
+            p = rng.dirichlet(CONCENTRATION * np.array(BASE), size=n)
+            answers = {alias: _answers(rng, _moved(p, shift) if alias == "target" and shift else p, options, keys, 1)
+                       for alias in ("target", *names)}
+            for looks, spending in DESIGNS:
+                result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names, looks=looks,
+                                            spending=spending)
+                failed[(looks, spending), case] += not result.passed
+                q = result.sequential
+                asked[(looks, spending), case] += 1.0 if q is None else q["items"] / q["items_max"]
+        if (run + 1) % 25 == 0:
+            print(f"{run + 1} runs, {time.perf_counter() - t0:.0f} s", flush=True)
     rows = []
     for looks, spending in DESIGNS:
-        t0 = time.perf_counter()
         row: dict[str, Any] = {"gate": "bias_benchmark (BBQ)", "looks": looks, "spending": spending, "runs": runs}
-        for name, shift in CASES:
-            row[f"fails_{name}"], row[f"calls_{name}"] = cell(rng, runs, looks=looks, spending=spending, shift=shift)
-        row["seconds"] = time.perf_counter() - t0
+        for case, _ in CASES:
+            row[f"fails_{case}"] = failed[(looks, spending), case] / runs
+            row[f"calls_{case}"] = asked[(looks, spending), case] / runs
         rows.append(row)
         print(f"looks={looks} {spending:<15} " + "  ".join(
-            f"{name}: fails {row[f'fails_{name}']:6.1%} calls {row[f'calls_{name}']:5.0%}" for name, _ in CASES),
-            flush=True)
+            f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in CASES), flush=True)
     return rows
 
 

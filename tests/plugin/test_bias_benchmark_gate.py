@@ -283,7 +283,8 @@ MANY = [dict(AMBIGUOUS[i % len(AMBIGUOUS)], example_id=1000 + i,
              context=f"{AMBIGUOUS[i % len(AMBIGUOUS)]['context']} (Case {i}.)") for i in range(40)]
 
 
-def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, bbq_project, run_pytest):
+def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, bbq_project, run_pytest,
+                                                     run_pytest_once):
     """Forty ambiguous items in four batches: a target that answers as its baselines do is seen to
     pass after the first batch, and the other three batches are never asked (the snapshot holds
     them all: the collection line counts what was asked)."""
@@ -299,6 +300,8 @@ def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, 
     ])
     (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
     assert gate["result"]["sequential"]["look"] == 1 and gate["result"]["sequential"]["saved"] == 0.75
+    plan = run_pytest_once(*OFFLINE, "--llmbias-plan")  # the most the gate may ask: every batch
+    plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  40     30 *"])  # 10 at the first look, 30 at the later ones
 
 
 def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pytester, bbq_project, run_pytest_once):
