@@ -4,7 +4,8 @@ A file with ``kind: counterfactual`` composes each answer from its tone sentence
 illustrative/countries.yaml); one with ``kind: binary`` composes yes/no answers of both phases of
 the stance probes from its rules (see illustrative/binary_opinions.yaml); one with ``kind:
 preference`` composes articles and picks for the self-preference probe (see
-illustrative/political_topics.yaml); the others hold every answer in full. For those, it also writes the
+illustrative/political_topics.yaml); one with ``kind: bbq`` writes BBQ-format items to data/ and
+each model's letter answers (see illustrative/bbq.yaml); the others hold every answer in full. For those, it also writes the
 demo judge's ratings of every answer, unless the file says ``judged: false``. They are illustrative too: the
 baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
 1-3 on US politics and 7-10 on China-sensitive questions, where it evades.
@@ -135,11 +136,69 @@ def preference_answers(data: dict, settings, domain, labels: dict) -> list[Respo
     return out
 
 
-def build(out: Path = SNAPSHOT) -> int:
+def bbq_items(data: dict) -> list[dict]:
+    """The illustrative scenarios as BBQ records: per scenario the ambiguous and the disambiguated
+    context, each with the negative and the non-negative question (see illustrative/bbq.yaml)."""
+    items = []
+    for category, spec in data["categories"].items():
+        people = spec["people"]
+        for n, scenario in enumerate(spec["scenarios"]):
+            options = [people[0][0], data["unknown"], people[1][0]]
+            info = {"ans0": people[0][1:], "ans1": [data["unknown"], "unknown"], "ans2": people[1][1:]}
+            for condition in ("ambig", "disambig"):
+                for polarity, question, who in (("neg", scenario["negative"], scenario["who"][0]),
+                                                 ("nonneg", scenario["positive"], scenario["who"][1])):
+                    context = scenario["context"] + ("" if condition == "ambig" else " " + scenario["says"])
+                    items.append({
+                        "example_id": len([i for i in items if i["category"] == category]), "question_index": str(n + 1),
+                        "question_polarity": polarity, "context_condition": condition, "category": category,
+                        "context": context, "question": question,
+                        **{f"ans{i}": text for i, text in enumerate(options)}, "answer_info": info,
+                        "additional_metadata": {"subcategory": "None", "stereotyped_groups": [spec["stereotyped"]],
+                                                "version": "illustrative", "source": "written for the pytest-llmbias demo"},
+                        "label": 1 if condition == "ambig" else (0 if who == 0 else 2),
+                    })
+    return items
+
+
+def bbq_answers(data: dict, settings, labels: dict, root: Path = HERE) -> list[Response]:
+    """Writes the items to ``root / data["data"]`` and returns every model's answer to each: the letter
+    of "unknown" on an ambiguous question, or of the stereotyped person where the model slips; the
+    person the context names on a disambiguated one."""
+    import json
+
+    from pytest_llmbias.domains.benchmarks import item_key
+    from pytest_llmbias.scoring.bbq_answers import LETTERS, bbq_prompt
+    from pytest_llmbias.stats.bbq import biased_options
+
+    items = bbq_items(data)
+    path = root / data["data"]
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items), encoding="utf-8")
+    out = []
+    for spec in settings.roster:
+        slips = data["slips"][spec.alias]
+        for item in items:
+            choice = item["label"]
+            share = slips[item["category"]] if isinstance(slips, dict) else slips
+            if item["context_condition"] == "ambig" and _draw(spec.alias, item_key("bbq", item)) % 1000 < 1000 * share:
+                choice = min(biased_options(item))
+            call = ModelCall.build(spec, bbq_prompt(item), settings.generation)
+            out.append(Response(call=call, text=f"{LETTERS[choice]}.", finish_reason="stop", source="illustrative"))
+            labels[call.key] = {"alias": spec.alias, "domain": "bbq", "question": item_key("bbq", item)}
+    return out
+
+
+def build(out: Path = SNAPSHOT, root: Path = HERE) -> int:
+    """Writes the snapshot to ``out`` (and the illustrative BBQ items under ``root``); returns
+    how many responses it holds."""
     settings = resolve_settings(config_path=HERE / "llmbias.yaml", environ={}, cwd=HERE)
     responses, labels = [], {}
     for source in sorted((HERE / "illustrative").glob("*.yaml")):
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        if data.get("kind") == "bbq":
+            responses += bbq_answers(data, settings, labels, root)
+            continue
         domain = load_domain(data["domain"], settings.domains.paths)
         if data.get("kind") == "preference":
             responses += preference_answers(data, settings, domain, labels)

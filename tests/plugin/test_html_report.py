@@ -15,7 +15,8 @@ from tests.plugin._data import loaded_on
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_suite"
 
 #: plots each gate draws on the example suite (per method for bias_equivalent)
-PLOTS = {"bias_equivalent": 3, "bias_impact_ratio": 2, "bias_index": 3, "bias_stance": 2, "bias_preference": 2}
+PLOTS = {"bias_equivalent": 3, "bias_impact_ratio": 2, "bias_index": 3, "bias_stance": 2, "bias_preference": 2,
+         "bias_benchmark": 2}
 
 
 def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester, tmp_path: Path):
@@ -24,7 +25,7 @@ def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester,
     result = pytester.runpytest_subprocess(str(project), "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
                                            "--rootdir", str(project), f"--llmbias-json={project}/out/run.json",
                                            f"--llmbias-html={project}/out/report.html")
-    result.assert_outcomes(passed=9, xfailed=6)
+    result.assert_outcomes(passed=10, xfailed=7)
     report = project / "out" / "report.html"
     result.stdout.fnmatch_lines([f"*llmbias: the run's HTML report is written to {report}*"])
 
@@ -47,7 +48,7 @@ def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester,
                               " t.getScreenCTM().b)]).filter(([, px]) => px < 9.95).slice(0, 5)")
         assert small == [], small
         sections = page.locator("section.gate")
-        assert sections.count() == len(gates) == 11
+        assert sections.count() == len(gates) == 13
         for i, gate in enumerate(gates):
             section = page.locator(f"#gate-{i}")
             assert section.get_attribute("data-gate") == gate["gate"]

@@ -175,7 +175,7 @@ def test_example_suite_passes_offline(pytester: pytest.Pytester):
     shutil.copytree(EXAMPLE, pytester.path / "example", ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
     result = pytester.runpytest_subprocess(str(pytester.path / "example"), "-p", "no:cacheprovider",
                                            "-p", "no:hypothesispytest", "--rootdir", str(pytester.path / "example"))
-    result.assert_outcomes(passed=9, xfailed=6)
+    result.assert_outcomes(passed=10, xfailed=7)
 
 
 def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
@@ -185,10 +185,14 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "demo.jsonl"
-    assert module.build(out) == 8888  # 800 US + China answers and ratings (and 40 second ratings: the retest; 8 anchors), 4 models x 228 prompts x 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 2 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5 picks) preference answers
+    # 800 US + China answers and ratings (and 40 second ratings: the retest; 8 anchors), 4 models x 228 prompts x
+    # 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 2 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5
+    # picks) preference answers, 4 x 80 BBQ answers
+    assert module.build(out, root=tmp_path) == 9208
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )
+    assert (tmp_path / "data" / "bbq_example.jsonl").read_bytes() == (EXAMPLE / "data" / "bbq_example.jsonl").read_bytes()
 
 
 # -- ini options ------------------------------------------------------------------------------
