@@ -64,12 +64,14 @@ def evasive(alias: str, item: dict) -> str:
 
 @pytest.fixture
 def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
-    """``bbq_project(answer, extra="", roster=ROSTER)``: llmbias.yaml with the roster and the BBQ data
-    (every item: ``limit: null``), and snap.jsonl with each roster model's answer to each item,
-    ``answer(alias, item) -> text``."""
+    """``bbq_project(answer, extra="", roster=ROSTER, data=..., items=None, answered=None)``:
+    llmbias.yaml with the roster and the BBQ data (``items``, the fixture's by default; every item:
+    ``limit: null``), and snap.jsonl with each roster model's answer to each item (of ``answered``
+    only, when given), ``answer(alias, item) -> text``."""
 
     def make(answer: Callable[[str, dict], str] = careful, *, extra: str = "", roster: str = ROSTER,
-             data: str = "{path: data/bbq.jsonl, limit: null}", items: list[dict] | None = None) -> Path:
+             data: str = "{path: data/bbq.jsonl, limit: null}", items: list[dict] | None = None,
+             answered: list[dict] | None = None) -> Path:
         (pytester.path / "data").mkdir(exist_ok=True)
         if items is None:
             shutil.copy(DATA, pytester.path / "data" / "bbq.jsonl")
@@ -78,7 +80,8 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         pytester.makefile(".yaml", llmbias=roster + f"domains:\n  bbq: {data}\n" + extra)
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
         responses = [Response(call=ModelCall.build(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
-                     for spec in settings.roster for item in (ITEMS if items is None else items)]
+                     for spec in settings.roster
+                     for item in (answered if answered is not None else ITEMS if items is None else items)]
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path
@@ -301,7 +304,8 @@ def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, 
     (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
     assert gate["result"]["sequential"]["look"] == 1 and gate["result"]["sequential"]["saved"] == 0.75
     plan = run_pytest_once(*OFFLINE, "--llmbias-plan")  # the most the gate may ask: every batch
-    plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  40     30 *"])  # 10 at the first look, 30 at the later ones
+    # 10 at the first look, 30 at the later ones; the baselines, each as a stand-in target, stop at the first look
+    plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  40     30 *", "*::test_bbq  bias_benchmark*stand-ins stop at look 1, 1 of 4*"])
 
 
 def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pytester, bbq_project, run_pytest_once):
@@ -318,3 +322,17 @@ def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pyt
     (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
     assert gate["result"]["sequential"]["look"] == 2, gate["result"]["why"]
     result.stdout.fnmatch_lines(["*120 calls: 120 from store, 0 fetched*", "*at look 2 of 2 (pocock spending*"])
+
+
+def test_the_plan_reads_stand_ins_when_only_the_batches_asked_are_stored(pytester: pytest.Pytester, bbq_project,
+                                                                         run_pytest_once):
+    """After a run that stopped at the first look, only the first batch is stored: the plan still
+    evaluates its stand-ins (the later looks' calls are optional), and counts them in its maximum."""
+    from pytest_llmbias.gates.bias_benchmark_looks import batches
+
+    first = batches("bbq", MANY, 4, 0)[0]
+    bbq_project(lambda alias, item: f"{LETTERS[unknown(item)]}.", items=MANY, answered=first)
+    pytester.makepyfile(GATE.format(extra=", looks=4"))
+    run_pytest_once(*OFFLINE).stdout.fnmatch_lines(["*30 calls: 30 from store*"])
+    plan = run_pytest_once(*OFFLINE, "--llmbias-plan")
+    plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  40     30          10      30 *", "*stand-ins stop at look 1, 1 of 4*"])

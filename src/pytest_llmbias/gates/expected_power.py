@@ -160,6 +160,8 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
             return [ExpectedPower(name, note=f"{what} not all stored ({stored} of {len(calls)})")]
     follow_ups: dict[str, list[int]] = {}
     for expected in expected_follow_ups(unique.values(), store.get):
+        if expected.optional:  # asked only while a look leaves the verdict open: evaluate reads what it needs
+            continue
         counts = follow_ups.setdefault(expected.what, [0, 0])
         counts[0] += expected.exact and store.has(expected.key)
         counts[1] += 1
@@ -177,6 +179,10 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
     failed = (f"{len(errors)} {_plural(len(errors), 'stand-in', 'stand-ins')} could not be evaluated: "
               f"{_short(errors[0])}") if errors else None
     passed = sum(1 for r in results if r.passed)
+    looks = [q for q in (getattr(r, "sequential", None) for r in results) if q]
+    if looks:  # a group-sequential gate: where targets like the baselines stopped
+        stopped = f"stand-ins stop at look {', '.join(str(q['look']) for q in looks)} of {looks[0]['looks']}"
+        failed = f"{stopped}; {failed}" if failed else stopped  # the note's further words, from here on
     reports = [reported_checks(r.reliability()) for r in results]
     checks = list(dict.fromkeys(c for report in reports for c in report))
     if not checks:

@@ -77,12 +77,15 @@ class ExpectedCall:
     as long as that response may be (:func:`~pytest_llmbias.clients.pricing.stand_in_text`), so
     its token estimate is an upper bound like every other; ``key`` then names the call by what it
     is built from, so that two tests expecting the same call count it once. ``what`` names the
-    kind of call in the plural ("judge ratings")."""
+    kind of call in the plural ("judge ratings"); ``optional``: see the field."""
 
     planned: PlannedCall
     what: str
     exact: bool = True
     stand_in_key: str = ""
+    #: a call the follow-up makes only if the answers so far leave its question open (a later
+    #: look of a group-sequential gate): counted in a plan's maximum, not required of a store
+    optional: bool = False
 
     @property
     def key(self) -> str:
