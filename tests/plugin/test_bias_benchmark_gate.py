@@ -303,6 +303,8 @@ def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, 
     ])
     (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
     assert gate["result"]["sequential"]["look"] == 1 and gate["result"]["sequential"]["saved"] == 0.75
+    # the one sentence the HTML and Markdown reports show under the verdict says it too
+    assert gate["result"]["why"].endswith("; pass at look 1 of 4, 75% of the fixed design's calls saved")
     plan = run_pytest_once(*OFFLINE, "--llmbias-plan")  # the most the gate may ask: every batch
     # 10 at the first look, 30 at the later ones; the baselines, each as a stand-in target, stop at the first look
     plan.stdout.fnmatch_lines(["*tgt (openai/tgt)  40     30 *", "*::test_bbq  bias_benchmark*stand-ins stop at look 1, 1 of 4*"])

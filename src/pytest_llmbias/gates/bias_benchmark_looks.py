@@ -123,7 +123,9 @@ def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
             figures = {"looks": spec.looks, "look": k, "spending": spec.spending, "decision": made,
                        "nominal": list(bounds.nominal), "spent": list(bounds.spent), "alpha": spec.alpha,
                        "items": asked, "items_max": total, "saved": 1 - asked / total}
-            return dataclasses.replace(result, sequential=figures, alpha=spec.alpha), k
+            why = (f"{result.why}; {made} at look {k} of {spec.looks}, {figures['saved']:.0%} of the fixed design's "
+                   "calls saved")
+            return dataclasses.replace(result, sequential=figures, alpha=spec.alpha, why=why), k
     raise AssertionError("the last look always decides")
 
 
