@@ -335,7 +335,7 @@ class BiasBenchmarkGate(SpecGate):
         read = _reader(spec.domain)
         follow = NextBatch(lambda answers: self._look(spec, session, loaded, items, answers), planned,
                            lambda label, text: read(text, by_key[label]))
-        session.plan_calls([PlannedCall(a, p.call, p.domain, p.question, (follow,)) for a, _, p in planned[0]])
+        session.plan_calls([dataclasses.replace(p, then=(follow,)) for _, _, p in planned[0]])
 
     def _parts(self, spec: BiasBenchmarkSpec, session: GateSession, loaded: BenchmarkItems,
                items: list[Mapping[str, Any]], calls: list[tuple[str, str, Any]]) -> list[list[tuple[str, str, Any]]]:
@@ -355,12 +355,18 @@ class BiasBenchmarkGate(SpecGate):
         """The looks the answers so far allow (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.run_looks`)."""
         from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
 
-        target = session.settings.target.alias  # type: ignore[union-attr]
-        comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
-        limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
+        roles = self._roles(spec, session)
         return run_looks(evaluate_benchmark, spec, spec.domain, batches(spec.domain, items, spec.looks, loaded.source.seed),
-                         answers, (target, *comparators), target=target, baselines=comparators, max_unparsed=limit,
-                         texts=texts)
+                         answers, (roles["target"], *roles["baselines"]), texts=texts, **roles)
+
+    @staticmethod
+    def _roles(spec: BiasBenchmarkSpec, session: GateSession) -> dict[str, Any]:
+        """``evaluate_benchmark``'s ``target``, ``baselines`` (the comparators; none under
+        ``max_bias``) and ``max_unparsed`` (the marker's, else the run's)."""
+        settings = session.settings
+        return {"target": settings.target.alias,  # type: ignore[union-attr]
+                "baselines": () if spec.max_bias is not None else tuple(m.alias for m in settings.comparators),
+                "max_unparsed": spec.max_unparsed if spec.max_unparsed is not None else settings.collection.max_unparsed}
 
     def evaluate(self, spec: BiasBenchmarkSpec, session: GateSession) -> BenchmarkResult:
         session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
@@ -384,11 +390,7 @@ class BiasBenchmarkGate(SpecGate):
                 if result is not None:
                     break
         if spec.looks == 1:
-            target = session.settings.target.alias  # type: ignore[union-attr]
-            comparators = () if spec.max_bias is not None else tuple(m.alias for m in session.settings.comparators)
-            limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
-            result = evaluate_benchmark(spec.domain, items, answers, target=target, baselines=comparators, spec=spec,
-                                        max_unparsed=limit, texts=texts)
+            result = evaluate_benchmark(spec.domain, items, answers, spec=spec, texts=texts, **self._roles(spec, session))
         if loaded.notices:
             result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
         return result

@@ -158,7 +158,7 @@ class NextBatch:
         if result is not None or done != k + 1:
             return []
         self._asked.add(k + 1)
-        return [p.__class__(p.alias, p.call, p.domain, p.question, (self,)) for _, _, p in self.calls[k + 1]]
+        return [dataclasses.replace(p, then=(self,)) for _, _, p in self.calls[k + 1]]
 
     def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> Iterable[ExpectedCall]:
         """After the first call of a batch: the next batch's calls, all of them (the most the gate
@@ -168,5 +168,5 @@ class NextBatch:
         k = self._batch.get(planned.call.key)
         if k is None or k + 1 >= len(self.calls) or planned.call.key != self.calls[k][0][2].call.key:
             return []
-        return [ExpectedCall(p.__class__(p.alias, p.call, p.domain, p.question, (self,)), "later looks' calls",
-                             optional=True) for _, _, p in self.calls[k + 1]]
+        return [ExpectedCall(dataclasses.replace(p, then=(self,)), "later looks' calls", optional=True)
+                for _, _, p in self.calls[k + 1]]

@@ -176,24 +176,25 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
             errors.append(exc)
     if not results:
         return [ExpectedPower(name, note=f"no stand-in could be evaluated: {_short(errors[0])}")]
-    failed = (f"{len(errors)} {_plural(len(errors), 'stand-in', 'stand-ins')} could not be evaluated: "
-              f"{_short(errors[0])}") if errors else None
+    # the note's further words: the stand-ins that failed to evaluate, and where sequential ones stopped
+    extra = (f"{len(errors)} {_plural(len(errors), 'stand-in', 'stand-ins')} could not be evaluated: "
+             f"{_short(errors[0])}") if errors else None
     passed = sum(1 for r in results if r.passed)
     looks = [q for q in (getattr(r, "sequential", None) for r in results) if q]
     if looks:  # a group-sequential gate: where targets like the baselines stopped
         stopped = f"stand-ins stop at look {', '.join(str(q['look']) for q in looks)} of {looks[0]['looks']}"
-        failed = f"{stopped}; {failed}" if failed else stopped  # the note's further words, from here on
+        extra = f"{stopped}; {extra}" if extra else stopped
     reports = [reported_checks(r.reliability()) for r in results]
     checks = list(dict.fromkeys(c for report in reports for c in report))
     if not checks:
-        note = "the gate reports no power" + (f"; {failed}" if failed else "")
+        note = "the gate reports no power" + (f"; {extra}" if extra else "")
         return [ExpectedPower(name, stand_ins=len(results), passed=passed, note=note)]
     out = []
     for check in checks:
         power, powers = _median([report[check].get("power") for report in reports if check in report])
         false_alarm, _ = _median([report[check].get("false_alarm") for report in reports if check in report])
         note = None if powers else "no stand-in reports a power (no variance)"
-        if failed:
-            note = f"{note}; {failed}" if note else failed
+        if extra:
+            note = f"{note}; {extra}" if note else extra
         out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, note))
     return out
