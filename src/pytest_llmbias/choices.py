@@ -160,3 +160,11 @@ class JudgeCombine(Choice):
 
     MEAN = "mean"
     MEDIAN = "median"
+
+
+class Spending(Choice):
+    """How a group-sequential gate spends its error over the looks (Lan-DeMets spending functions
+    of the O'Brien-Fleming and Pocock types: see :mod:`pytest_llmbias.stats.sequential`)."""
+
+    OBRIEN_FLEMING = "obrien-fleming"
+    POCOCK = "pocock"

@@ -120,3 +120,26 @@ def share(marker: str, key: str, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a share in [0, 1), got {value!r}")
     return float(value)
+
+
+#: the most looks a group-sequential gate may take
+MAX_LOOKS = 20
+
+
+def design(marker: str, bound: Mapping[str, Any]) -> dict[str, Any]:
+    """A gate marker's group-sequential design: ``looks`` (1 to :data:`MAX_LOOKS`) and
+    ``spending`` (see :class:`~pytest_llmbias.choices.Spending`), each None (the run's
+    ``collection.looks`` and ``collection.spending``) when the marker leaves it out."""
+    from pytest_llmbias.choices import Spending
+
+    looks = bound.get("looks")
+    if looks is not None and (positive_int(marker, "looks", looks) is None or looks > MAX_LOOKS):
+        raise ConfigError(f"@pytest.mark.{marker}: 'looks' must be a whole number from 1 to {MAX_LOOKS}, got {looks!r}")
+    spending = choice(marker, "spending", bound.get("spending"), Spending, optional=True)
+    return {"looks": looks, "spending": None if spending is None else str(spending)}
+
+
+def with_design(spec: Any, looks: int, spending: str) -> Any:
+    """``spec`` with the design its marker left to the run (``looks``, ``spending``) filled in."""
+    return dataclasses.replace(spec, looks=spec.looks if spec.looks is not None else looks,
+                               spending=spec.spending if spec.spending is not None else spending)

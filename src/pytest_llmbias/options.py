@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
+from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine, Spending
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
 KINDS = ("path", "optpath", "paths", "model", "models", "posint", "nonnegint", "posfloat", "fraction", "bool", "choice",
@@ -317,6 +317,30 @@ OPTIONS: tuple[Option, ...] = (
         ini="llmbias_max_unparsed",
         metavar="SHARE",
         default=0.1,
+    ),
+    Option(
+        name="looks",
+        key="collection.looks",
+        kind="posint",
+        help="the looks of every gate whose marker sets no looks=: its items asked in that many seeded batches, "
+        "the verdict taken after each and no further batch asked once it is clear (1: ask everything, then decide)",
+        flag="--llmbias-looks",
+        env="LLMBIAS_LOOKS",
+        ini="llmbias_looks",
+        metavar="K",
+        default=1,
+    ),
+    Option(
+        name="spending",
+        key="collection.spending",
+        kind="choice",
+        help="how a gate with several looks spends its error over them (O'Brien-Fleming: little early; Pocock: "
+        "evenly), for every gate whose marker sets no spending=",
+        flag="--llmbias-spending",
+        env="LLMBIAS_SPENDING",
+        ini="llmbias_spending",
+        choices=Spending,
+        default="obrien-fleming",
     ),
     Option(
         name="plan",

@@ -12,7 +12,7 @@ plan, deduplicated, and the answers land in one store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.planning.request import plan_calls, read_responses
@@ -77,6 +77,9 @@ class ReleaseView(SessionView):
 
     def plan_calls(self, calls: Sequence[PlannedCall]) -> None:
         self._session.plan_calls(calls)
+
+    def add_round(self, advance: Callable[[], None]) -> None:
+        self._session.add_round(advance)
 
     def responses(self, request: ResponseRequest) -> ResponseSet:
         self._session.ensure_collected()

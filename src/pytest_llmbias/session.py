@@ -19,7 +19,7 @@ from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
-from pytest_llmbias.clients.pricing import Budget, estimate_tokens, price
+from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import (
@@ -28,8 +28,6 @@ from pytest_llmbias.planning.collector import (
     PlannedCall,
     Progress,
     collect,
-    deduplicate,
-    expected_follow_ups,
 )
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
@@ -65,6 +63,7 @@ class BiasSession:
         self.worker_id = worker_id
         self.run_id = run_id
         self.planned: list[PlannedCall] = []
+        self._rounds: list[Callable[[], None]] = []
         self.reports: list[CollectionReport] = []
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
@@ -297,39 +296,10 @@ class BiasSession:
         self._collected = False
 
     def estimate(self) -> dict[str, dict[str, Any]]:
-        """Per alias, what the plan needs before any call: ``model``, ``calls`` planned, of which
-        ``follow_ups`` (judge ratings, opposing phases, preference trials: the calls the plan's
-        follow-ups will make, see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`),
-        ``stored`` (already in the store or a snapshot), ``to_fetch``, estimated ``prompt_tokens``
-        and ``completion_tokens`` of those (see :func:`~pytest_llmbias.clients.pricing.estimate_tokens`)
-        and their ``cost_usd`` (None when litellm's price map does not know the model). A
-        follow-up call whose prompt depends on an answer not yet stored counts as to fetch, its
-        tokens estimated with that answer at its ``max_tokens``."""
-        out: dict[str, dict[str, Any]] = {}
-        default = self.settings.generation.max_tokens
-        unique = deduplicate(self.planned)
+        """Per alias, what the plan needs before any call (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
+        from pytest_llmbias.planning.estimate import estimate_plan
 
-        def count(planned: PlannedCall, stored: bool, follow_up: bool) -> None:
-            entry = out.setdefault(planned.alias, {"model": planned.call.model, "calls": 0, "follow_ups": 0,
-                                                   "stored": 0, "to_fetch": 0, "prompt_tokens": 0,
-                                                   "completion_tokens": 0})
-            entry["calls"] += 1
-            entry["follow_ups"] += follow_up
-            if stored:
-                entry["stored"] += 1
-                return
-            entry["to_fetch"] += 1
-            prompt, completion = estimate_tokens(planned.call, default)
-            entry["prompt_tokens"] += prompt
-            entry["completion_tokens"] += completion
-
-        for key, planned in unique.items():
-            count(planned, self.store.has(key), False)
-        for expected in expected_follow_ups(unique.values(), self.store.get):
-            count(expected.planned, expected.exact and self.store.has(expected.key), True)
-        for entry in out.values():
-            entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
-        return out
+        return estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens)
 
     @property
     def notices(self) -> list[str]:
@@ -349,11 +319,21 @@ class BiasSession:
         whichever runs first makes the calls and the others read them from the store."""
         if not self.pending:
             return None
-        report = self.collect(self.planned)
-        if self._prefetcher is not None:
-            self._prefetcher.drain()
-        self._collected = True
-        return report
+        report, done = self.collect(self.planned), len(self.planned)
+        while True:  # the rounds of group-sequential gates: each asks its next batch while its verdict is open
+            if self._prefetcher is not None:
+                self._prefetcher.drain()
+            self._collected = True
+            for advance in self._rounds:
+                advance()
+            if len(self.planned) == done:
+                return report
+            report, done = report.merged(self.collect(self.planned[done:])), len(self.planned)
+
+    def add_round(self, advance: Callable[[], None]) -> None:
+        """Call ``advance`` after each collection; the calls it plans are collected next (see
+        :mod:`pytest_llmbias.gates.sequential_gate`)."""
+        self._rounds.append(advance)
 
     def collect(self, planned: Sequence[PlannedCall]) -> CollectionReport:
         """Make sure every call in ``planned`` (and its follow-ups) has a response or a recorded error."""

@@ -121,7 +121,8 @@ class CollectionSettings:
     of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`). ``max_cost``: a
     budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``max_unparsed``: the share of a
     model's answers that may stay unreadable (a gate drops them, above it is inconclusive);
-    ``plan``: plan and stop, calling nothing."""
+    ``plan``: plan and stop, calling nothing. ``looks`` and ``spending``: the group-sequential
+    design of every gate whose marker sets none (1: ask everything, then decide)."""
 
     concurrency: int = 32
     rpm: int = 0
@@ -132,6 +133,8 @@ class CollectionSettings:
     max_cost: float | None = None
     max_unparsed: float = DEFAULT_MAX_UNPARSED
     plan: bool = False
+    looks: int = 1
+    spending: str = "obrien-fleming"
 
 
 @dataclass(frozen=True)

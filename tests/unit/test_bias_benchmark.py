@@ -249,6 +249,7 @@ def test_a_look_without_its_batch_is_named_and_bad_looks_are_refused() -> None:
     with pytest.raises(StatisticsError, match="look 2 of 4 needs the answers to batch 2"):
         evaluate_benchmark("bbq", items, partial, target="t", baselines=("b1", "b2"), looks=4)
     for kwargs, message in [({"looks": 0}, "'looks' must be a positive integer"), ({"looks": 21}, "from 1 to 20"),
-                            ({"spending": "linear"}, "'spending' must be one of obrien-fleming, pocock")]:
+                            ({"looks": 2.5}, "'looks' must be a positive integer"),
+                            ({"spending": "linear"}, "'spending' must be one of None | obrien-fleming | pocock")]:
         with pytest.raises(ConfigError, match=message):
             BiasBenchmarkSpec.parse(("bbq",), kwargs)

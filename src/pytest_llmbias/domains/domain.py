@@ -34,6 +34,12 @@ class Question:
     #: for one half of an "A or B?" pair: the pair's id (the halves are ``<id>:a`` and ``<id>:b``)
     split: str | None = None
 
+    @property
+    def unit(self) -> str:
+        """What a group-sequential gate asks whole in one batch: the template or branch of a
+        counterfactual prompt (all its concepts), the pair of an "A or B?" half, else the question."""
+        return self.template or self.split or self.id
+
     def text_in(self, language: str) -> str | None:
         """The question in ``language`` (for a one-language question, its text is English)."""
         if self.texts:
@@ -221,23 +227,51 @@ class Domain:
     #: and how many of them a judge may miss before its method is inconclusive
     anchors: tuple[Anchor, ...] = field(default=(), hash=False, compare=False)
     anchor_misses: int = 0
+    #: the units (see :attr:`Question.unit`; topic ids) this view of the domain keeps: one batch of
+    #: a group-sequential gate (see :meth:`restricted`); None keeps every one
+    only: frozenset[str] | None = field(default=None, hash=False, compare=False)
+    #: the units of that gate's first batch: the only ones whose answers its judge rates twice
+    #: (the test-retest sample), so that every look reads the same retest pairs
+    first_batch: frozenset[str] | None = field(default=None, hash=False, compare=False)
 
     @property
     def questions(self) -> tuple[Question, ...]:
         """Every question of every category, in file order (counterfactual prompts not included)."""
-        return tuple(q for c in self.categories for q in c.questions)
+        return tuple(q for c in self.categories for q in c.questions if self.only is None or q.unit in self.only)
+
+    @cached_property
+    def _all_prompts(self) -> tuple[Question, ...]:
+        extra = self.counterfactual.expand() if self.counterfactual is not None else ()
+        return tuple(q for c in self.categories for q in c.questions) + extra
 
     @cached_property
     def prompts(self) -> tuple[Question, ...]:
         """Every prompt the domain asks: the category questions, then every counterfactual prompt."""
-        extra = self.counterfactual.expand() if self.counterfactual is not None else ()
-        return self.questions + extra
+        return tuple(q for q in self._all_prompts if self.only is None or q.unit in self.only)
 
     @property
     def category_ids(self) -> tuple[str, ...]:
         """Every category id, in order of first appearance: the ``categories`` entries, then the
-        categories of counterfactual templates and branches."""
-        return tuple(dict.fromkeys([*(c.id for c in self.categories), *(q.category for q in self.prompts)]))
+        categories of counterfactual templates and branches (of the whole domain, whatever
+        :meth:`restricted` keeps)."""
+        return tuple(dict.fromkeys([*(c.id for c in self.categories), *(q.category for q in self._all_prompts)]))
+
+    def units(self, categories: Iterable[str] | None = None) -> tuple[str, ...]:
+        """The units a group-sequential gate cuts into batches, in domain order: the topics' ids
+        for a perspective-topic domain, else each prompt's :attr:`Question.unit` (of ``categories``)."""
+        if self.topics and not self._all_prompts:
+            return tuple(t.id for t in self.topics)
+        return tuple(dict.fromkeys(q.unit for q in self.select(categories)))
+
+    def restricted(self, units: Iterable[str], first: Iterable[str] = ()) -> Domain:
+        """The domain as one batch of a group-sequential gate sees it: only the prompts (and
+        topics) of ``units``; the categories, and so their names and checks, stay whole.
+        ``first``: the units of the gate's first batch (see :attr:`first_batch`)."""
+        import dataclasses
+
+        keep = frozenset(units)
+        return dataclasses.replace(self, only=keep, topics=tuple(t for t in self.topics if t.id in keep),
+                                   first_batch=frozenset(first) or None)
 
     def select(self, categories: Iterable[str] | None = None) -> tuple[Question, ...]:
         """The prompts (:attr:`prompts`) of the named categories, in domain order (all when None);
@@ -253,7 +287,7 @@ class Domain:
         prompts = tuple(q for q in self.prompts if q.concept is not None)
         if categories is None:
             return prompts
-        known = tuple(dict.fromkeys(q.category for q in prompts))
+        known = tuple(dict.fromkeys(q.category for q in self._all_prompts if q.concept is not None))
         wanted = set(self._check_categories(categories, known, "counterfactual category"))
         return tuple(q for q in prompts if q.category in wanted)
 

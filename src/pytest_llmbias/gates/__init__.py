@@ -15,11 +15,13 @@ from typing import Any
 
 from pytest_llmbias.catalog import MARKERS
 from pytest_llmbias.gates.protocol import Gate, GateResult, GateSession
+from pytest_llmbias.gates.sequential_gate import SequentialGate
 
 GATES: dict[str, Gate[Any, Any]] = {
-    m.name: importlib.import_module(m.gate).GATE for m in MARKERS if m.gate is not None
+    m.name: SequentialGate(importlib.import_module(m.gate).GATE) for m in MARKERS if m.gate is not None
 }
-"""Marker name -> gate, in the order the markers are documented."""
+"""Marker name -> gate, in the order the markers are documented; each takes its verdict in looks
+when its marker or the run asks for several (see :mod:`pytest_llmbias.gates.sequential_gate`)."""
 
 
 

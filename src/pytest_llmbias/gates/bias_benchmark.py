@@ -73,8 +73,8 @@ class BiasBenchmarkSpec:
     samples: int | None = None
     max_unparsed: float | None = None
     convention: str = "lm-eval"
-    looks: int = 1
-    spending: str = "obrien-fleming"
+    looks: int | None = None
+    spending: str | None = None
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasBenchmarkSpec:
@@ -105,8 +105,7 @@ class BiasBenchmarkSpec:
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
             convention=convention,
-            looks=_looks(marker, bound.get("looks", 1)),
-            spending=_spending(marker, bound.get("spending", "obrien-fleming")),
+            **markers.design(marker, bound),
         )
 
     @property
@@ -115,21 +114,6 @@ class BiasBenchmarkSpec:
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
         return ComparisonOptions(test=self.test, alternative=self.alternative, k=DEFAULT_K, alpha=self.alpha,
                                  margin=margin, min_margin=self.min_margin)
-
-
-def _looks(marker: str, value: Any) -> int:
-    looks = markers.positive_int(marker, "looks", value)
-    if looks is None or looks > 20:
-        raise ConfigError(f"@pytest.mark.{marker}: 'looks' must be a whole number from 1 to 20, got {value!r}")
-    return looks
-
-
-def _spending(marker: str, value: Any) -> str:
-    from pytest_llmbias.stats.sequential import SPENDINGS
-
-    if value not in SPENDINGS:
-        raise ConfigError(f"@pytest.mark.{marker}: 'spending' must be one of {', '.join(SPENDINGS)}, got {value!r}")
-    return str(value)
 
 
 def _harness(dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any,
@@ -179,6 +163,7 @@ def evaluate_benchmark(
         spec = BiasBenchmarkSpec.parse((dataset,), options, marker="evaluate_benchmark")
     elif options:
         raise ConfigError("evaluate_benchmark: give the options or a parsed spec, not both")
+    spec = markers.with_design(spec, 1, "obrien-fleming")
     metric = spec.metric or METRICS[dataset][0]
     aliases = (target, *baselines)
     for alias in aliases:
@@ -264,6 +249,8 @@ class BiasBenchmarkGate(SpecGate):
     #: compares the target with a recorded release under --llmbias-against
     compares_releases = True
     spec = BiasBenchmarkSpec
+    #: it takes its looks over the dataset's items itself (:mod:`pytest_llmbias.gates.bias_benchmark_looks`)
+    takes_looks = True
 
     def _items(self, spec: BiasBenchmarkSpec, session: GateSession) -> tuple[BenchmarkItems, list[Mapping[str, Any]]]:
         from pytest_llmbias.domains.benchmarks import load_benchmark

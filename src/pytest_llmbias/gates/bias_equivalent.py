@@ -72,6 +72,8 @@ class EquivalentSpec(ComparedSpec):
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -92,6 +94,7 @@ class EquivalentSpec(ComparedSpec):
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            **markers.design(marker, bound),
         )
 
 
@@ -111,6 +114,8 @@ class EquivalentResult(GateResultBase):
     alpha: float
     methods: tuple[MethodResult, ...]
     warnings: tuple[str, ...] = field(default=())
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     #: how the judge's scores were read: answers per form (json, label, score, prose), re-asked, unread
     judge_reading: Mapping[str, int] = field(default_factory=dict, hash=False)
     #: why a method gave no verdict (an unusable judge, too many unreadable answers): inconclusive

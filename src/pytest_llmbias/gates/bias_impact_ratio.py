@@ -11,10 +11,9 @@ models' answers to the same prompt (this plugin's addition: what the peers say a
 concept cancels contextual and tool bias). The values are grouped by concept (or by concept group)
 and :func:`pytest_llmbias.stats.impact_ratio` gives each group's selection rate and the minimum
 impact ratio. The gate fails when the target's minimum impact ratio is below the threshold (0.8,
-the four-fifths rule), judged on the point estimate or, with ``fail_on="interval"``, only when the
-whole stratified-bootstrap interval lies below it. The baselines' ratios are reported beside the
-target's; with ``calibrate="baselines"`` each baseline is calibrated against the other baselines.
-"""
+the four-fifths rule) and a permutation test shows it (``fail_on``: or on the point estimate, or on
+the whole stratified-bootstrap interval). The baselines' ratios are reported beside the target's;
+with ``calibrate="baselines"`` each baseline is calibrated against the other baselines."""
 
 from __future__ import annotations
 
@@ -76,6 +75,8 @@ class ImpactRatioSpec:
     samples: int | None = None
     margin: float = DEFAULT_MARGIN
     alternative: Alternative = Alternative.NO_WORSE
+    looks: int | None = None
+    spending: str | None = None
 
     @property
     def rule(self) -> SelectionRule:
@@ -128,6 +129,7 @@ class ImpactRatioSpec:
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
             margin=markers.positive_float(marker, "margin", bound.get("margin", DEFAULT_MARGIN), upper=1.0),  # type: ignore[arg-type]
             alternative=markers.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
+            **markers.design(marker, bound),
         )
 
 

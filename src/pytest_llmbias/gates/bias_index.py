@@ -82,6 +82,8 @@ class BiasIndexSpec(ComparedSpec):
     resamples: int = 2000
     categories: tuple[str, ...] | None = None
     samples: int | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     def responses(self, models: str) -> ResponseRequest:
         return ResponseRequest(domain=self.domain, models=models, categories=self.categories, samples=self.samples)
@@ -130,6 +132,7 @@ class BiasIndexSpec(ComparedSpec):
             resamples=resamples or 2000,
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
+            **markers.design(marker, bound),
         )
 
 

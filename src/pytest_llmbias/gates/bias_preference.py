@@ -97,6 +97,8 @@ class PreferenceSpec(ComparedSpec):
     min_margin: float | None = None
     topics: tuple[str, ...] | None = None
     max_unparsed: float | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
@@ -126,6 +128,7 @@ class PreferenceSpec(ComparedSpec):
             **comparison.as_fields(),
             topics=markers.str_tuple(marker, "topics", bound.get("topics")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            **markers.design(marker, bound),
         )
 
 

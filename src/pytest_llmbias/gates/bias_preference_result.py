@@ -4,7 +4,7 @@ baselines, the verdict and why, and its report."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
@@ -77,6 +77,8 @@ class PreferenceResult(GateResultBase):
     why: str
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     #: up to three picks that could not be read (two when the chooser ignores the instruction)
     unread_examples: tuple[str, ...] = ()
     #: against a recorded release, the topics whose split moved furthest from even beside its

@@ -103,6 +103,8 @@ class BiasStanceSpec(ComparedSpec):
     categories: tuple[str, ...] | None = None
     explainers: ExplainerReading = ExplainerReading.ZERO
     max_unparsed: float | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     @property
     def asks_opposing(self) -> bool:
@@ -147,6 +149,7 @@ class BiasStanceSpec(ComparedSpec):
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             explainers=markers.choice(marker, "explainers", bound.get("explainers", "zero"), ExplainerReading),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            **markers.design(marker, bound),
         )
 
 

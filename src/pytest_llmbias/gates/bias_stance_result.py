@@ -36,6 +36,8 @@ class StanceResult(GateResultBase):
     relative: MethodResult | None = None
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     explainers: str = "zero"
     unread: Mapping[str, int] = field(default_factory=dict)
     answers: Mapping[str, int] = field(default_factory=dict)

@@ -96,7 +96,8 @@ def plan_judging(session: GateSession, request: ResponseRequest, domain: Domain)
         )
     rubric, anchors = panel_rubric(settings, domain)
     retest = retest_labels(settings, [(c.model.alias, JudgeItem(c.model.alias, c.question.id, "", c.sample, "").label)
-                                      for c in grid(request, settings, domain)])
+                                      for c in grid(request, settings, domain)
+                                      if domain.first_batch is None or c.question.unit in domain.first_batch])
     follow_ups: list[FollowUp] = []
     for judge in settings.panel:
         follow_ups.append(JudgeFollowUp(judge, domain.focus, domain.name, rubric=rubric, retest=retest))
@@ -126,7 +127,9 @@ def judge_scores(session: GateSession, responses: ResponseSet, *,
     rubric, anchors = panel_rubric(settings, domain)
     items = [JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
              for alias in responses.aliases for q in responses.questions for s in range(responses.samples)]
-    again_labels = retest_labels(settings, [(i.alias, i.label) for i in items])
+    units = {q.id: q.unit for q in responses.questions}
+    again_labels = retest_labels(settings, [(i.alias, i.label) for i in items
+                                            if domain.first_batch is None or units[i.question_id] in domain.first_batch])
     again = [i for i in items if i.label in again_labels]
     anchor_items = [JudgeItem("anchor", f"anchor:{k + 1}", a.question, 0, a.answer) for k, a in enumerate(anchors)]
 

@@ -75,26 +75,44 @@ class GateResultBase:
 
     # -- what they share -----------------------------------------------------------------------
 
+    def _looked(self) -> Mapping[str, Any] | None:
+        """Where a group-sequential gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`),
+        for a gate whose result does not report it itself."""
+        q = getattr(self, "sequential", None)
+        return None if not q or "items" in q else q
+
     def report(self) -> str:
         """The text a failing test prints: every figure behind the verdict, then the warnings."""
-        lines = [self.title(), *self.details()]
+        from pytest_llmbias.gates.sequential_design import sequential_line
+
+        q = self._looked()
+        lines = [self.title(), *([f"  {sequential_line(q)}"] if q else []), *self.details()]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def summary_row(self, nodeid: str) -> dict[str, Any]:
-        """The end-of-run table's entry of this gate (JSON-friendly, so it crosses pytest-xdist)."""
-        return {"test": nodeid, "domain": self.domain, "methods": self.rows()}
+        """The end-of-run table's entry of this gate (JSON-friendly, so it crosses pytest-xdist);
+        a group-sequential gate's methods say at which look it stopped."""
+        rows, q = self.rows(), self._looked()
+        if q:
+            rows = [{**r, "method": f"{r['method']} look {q['look']}/{q['looks']}"} for r in rows]
+        return {"test": nodeid, "domain": self.domain, "methods": rows}
 
     def to_dict(self) -> dict[str, Any]:
         """``gate``, ``domain``, the result's own fields, ``verdict``, ``passed``, ``why``,
         ``reliability`` and ``warnings``: JSON-friendly."""
+        q = self._looked()
+        why = self.why  # type: ignore[attr-defined]
+        if q:
+            why = f"{why}; {q['decision']} at look {q['look']} of {q['looks']}, {q['saved']:.0%} of the fixed design's calls saved"
         return {
             "gate": self.marker,
             "domain": self.domain,
             **self.fields(),
+            **({"sequential": dict(q)} if q else {}),
             "verdict": self.verdict,  # type: ignore[attr-defined]
             "passed": self.passed,  # type: ignore[attr-defined]
-            "why": self.why,  # type: ignore[attr-defined]
+            "why": why,
             "reliability": self.reliability(),  # type: ignore[attr-defined]
             "warnings": list(self.warnings),
         }

@@ -15,6 +15,7 @@ tells which calls it will make (:meth:`FollowUp.expect`), so that a plan can be 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import heapq
 import os
@@ -109,23 +110,25 @@ def expected_follow_ups(
     """Every call the follow-ups of ``planned`` will lead to, told before any call: each
     follow-up's :meth:`~FollowUp.expect`, then the follow-ups of each exact call it tells, and so
     on. One entry per key, in the order first told; a call that is itself in ``planned`` is left
-    out (it is counted there)."""
+    out (it is counted there); a call told after an optional one is optional too."""
     unique = deduplicate(list(planned))
     seen = set(unique)
     out: list[ExpectedCall] = []
 
-    def visit(item: PlannedCall) -> None:
+    def visit(item: PlannedCall, optional: bool) -> None:
         for then in item.then:
             for expected in then.expect(item, get):
                 if expected.key in seen:
                     continue
                 seen.add(expected.key)
+                if optional and not expected.optional:  # what an optional call leads to is optional too
+                    expected = dataclasses.replace(expected, optional=True)
                 out.append(expected)
                 if expected.exact:
-                    visit(expected.planned)
+                    visit(expected.planned, expected.optional)
 
     for item in unique.values():
-        visit(item)
+        visit(item, False)
     return out
 
 
@@ -190,6 +193,13 @@ class CollectionReport:
             "elapsed_s": self.elapsed_s,
             "calls_per_s": self.calls_per_s,
         }
+
+    def merged(self, later: CollectionReport) -> CollectionReport:
+        """This batch and a ``later`` one of the same process (a group-sequential gate's next batch)."""
+        return CollectionReport(total=self.total + later.total, from_store=self.from_store + later.from_store,
+                                fetched=self.fetched + later.fetched, errors={**self.errors, **later.errors},
+                                missing=tuple(dict.fromkeys((*self.missing, *later.missing))),
+                                elapsed_s=self.elapsed_s + later.elapsed_s)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CollectionReport:

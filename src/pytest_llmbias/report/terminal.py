@@ -71,21 +71,26 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
 
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
-    such as judge ratings), stored, to fetch, the estimated tokens and cost of those, then the
+    such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens and cost of those, then the
     total (and the budget when there is one)."""
-    header = ("model", "calls", "follow-ups", "stored", "to fetch", "est. tokens", "est. cost")
+    looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
+    header = ("model", "calls", "follow-ups", *(("later looks",) if looks else ()), "stored", "to fetch", "est. tokens",
+              "est. cost")
     table = [header]
     total, unknown = 0.0, False
     for alias, e in estimate.items():
         cost = e.get("cost_usd")
         unknown |= cost is None
         total += cost or 0.0
-        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e.get("follow_ups", 0)), str(e["stored"]),
+        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e.get("follow_ups", 0)),
+                      *((str(e.get("optional", 0)),) if looks else ()), str(e["stored"]),
                       str(e["to_fetch"]), f"{e['prompt_tokens'] + e['completion_tokens']:,}",
                       "unknown price" if cost is None else f"${cost:.4f}"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["llmbias plan (no call made; follow-ups such as judge ratings are counted, those that depend on "
-             "answers not yet stored at their largest):"]
+             "answers not yet stored at their largest"
+             + ("; later looks: calls asked only while a gate's verdict is open, counted in calls as the most" if looks
+                else "") + "):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     lines.append(f"  total estimated cost: ${total:.4f}" + (" plus models of unknown price" if unknown else "")
                  + (f"; budget ${budget:g}" if budget is not None else ""))

@@ -1,0 +1,102 @@
+"""``looks=K`` on the gates other than ``bias_benchmark`` (which takes its own: see
+``test_bias_benchmark_gate.py``), end to end offline from snapshots: the verdict at a look, the
+batches the collection asked, the report's figures, the plan's maximum and the run's default.
+(The calls a stopped gate never makes are counted over HTTP in
+``tests/integration/test_sequential_over_http.py``.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plugin._data import JUDGED_ROSTER
+from tests.plugin.test_equivalent_gate import OFFLINE, biased_target, like_baselines
+
+GATE = """
+import pytest
+
+@pytest.mark.bias_equivalent("us_politics", method="judge"{extra})
+def test_gate(bias_result):
+    pass
+"""
+
+#: the judge's retest sample is drawn from a sequential gate's first batch; the snapshots here are
+#: written for the whole domain's, so these runs retest nothing
+NO_RETEST = "--llmbias-judge-retest=0"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makefile(".yaml", llmbias=JUDGED_ROSTER)
+    return pytester
+
+
+def _gate(project: pytest.Pytester) -> dict:
+    (gate,) = json.loads((project.path / "out.json").read_text())["gates"]
+    return gate["result"]
+
+
+def test_a_target_like_its_baselines_passes_at_the_first_look(project, judged_snapshot, run_pytest):
+    """Half the questions (and their judge ratings) are read; the rest are never asked."""
+    judged_snapshot(like_baselines)
+    project.makepyfile(GATE.format(extra=", looks=2"))
+    result = run_pytest(*OFFLINE, NO_RETEST, "-v", "--llmbias-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*204 calls: 204 from store, 0 fetched*",
+        "*::test_gate*us_politics*judge look 1/2*equivalent*",
+        "*EQUIVALENT (target tgt vs baselines b1, b2, b3; 25 questions x 1 sample(s))*",
+        "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.05; nominal level there 0.00557; boundaries 0.00557, "
+        "0.0482): 25 of 50 units asked, 50% of the fixed design's calls saved*",
+    ])
+    result = _gate(project)
+    assert result["sequential"]["look"] == 1 and result["sequential"]["saved"] == 0.5
+    assert result["why"].endswith("; pass at look 1 of 2, 50% of the fixed design's calls saved")
+    (method,) = result["methods"]
+    assert method["tost"]["alpha"] == pytest.approx(0.00557, abs=1e-5)  # the test ran at the look's nominal level
+
+
+def test_a_biased_target_fails_at_the_first_look(project, judged_snapshot, run_pytest_once):
+    judged_snapshot(biased_target)
+    project.makepyfile(GATE.format(extra=", looks=2, spending='pocock'"))
+    result = run_pytest_once(*OFFLINE, NO_RETEST, "--llmbias-json=out.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fail at look 1 of 2 (pocock spending*25 of 50 units asked*"])
+    assert _gate(project)["verdict"] == "biased"
+
+
+def test_the_run_sets_the_looks_of_markers_that_set_none(project, judged_snapshot, run_pytest_once):
+    """``--llmbias-looks`` (``collection.looks``) applies to every marker without ``looks=``; a
+    marker's own ``looks=1`` keeps the fixed design."""
+    judged_snapshot(like_baselines)
+    project.makepyfile(GATE.format(extra="") + GATE.format(extra=", looks=1").replace("test_gate", "test_fixed"))
+    result = run_pytest_once(*OFFLINE, NO_RETEST, "-v", "--llmbias-looks=5", "--llmbias-spending=pocock")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*::test_fixed*us_politics*judge *equivalent*",
+                                 "*::test_gate*us_politics*judge look ?/5*equivalent*"])
+
+
+def test_the_plan_counts_the_later_looks_as_the_most_the_run_may_ask(project, judged_snapshot, run_pytest_once):
+    judged_snapshot(like_baselines)
+    project.makepyfile(GATE.format(extra=", looks=2"))
+    plan = run_pytest_once(*OFFLINE, NO_RETEST, "--llmbias-plan")
+    # per model 25 answers at the first look and 25 at the second; the judge rates each answer
+    # of the four models, and the four anchors
+    plan.stdout.fnmatch_lines(["*later looks: calls asked only while a gate's verdict is open*",
+                               "*model*calls*follow-ups*later looks*stored*to fetch*",
+                               "*judge (openai/judge) *204 *200 *100 *204 *0 *",
+                               "*tgt (openai/tgt) *50 *0 *25 *50 *0 *"])
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ('bias_equivalent("us_politics", method="judge", looks=51)', "'looks' must be a whole number from 1 to 20"),
+    ('bias_equivalent("us_politics", method="judge", categories=["gun_policy"], looks=20)',
+     "looks=20 needs at least as many items as looks; domain 'us_politics' gives 10"),
+    ('bias_impact_ratio("countries", fail_on="estimate", looks=2)', "looks=2 needs fail_on='significant'"),
+])
+def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_once, marker, message):
+    project.makepyfile(f"import pytest\n\n@pytest.mark.{marker}\ndef test_gate():\n    pass\n")
+    result = run_pytest_once(*OFFLINE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
