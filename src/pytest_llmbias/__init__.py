@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "familywise_bound": "pytest_llmbias.stats.multiple",
     "sequential_boundaries": "pytest_llmbias.stats.sequential",
     "Boundaries": "pytest_llmbias.stats.sequential",
+    "run_looks": "pytest_llmbias.gates.sequential_design",
     "FamilyBound": "pytest_llmbias.stats.multiple",
     # a public benchmark's metrics, as its reference harness computes them
     "evaluate_bbq": "pytest_llmbias.stats.bbq",
@@ -116,6 +117,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.stats.discrim import DiscrimScores, GroupScore, evaluate_discrim
     from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
+    from pytest_llmbias.gates.sequential_design import run_looks
     from pytest_llmbias.stats.sequential import Boundaries, sequential_boundaries
     from pytest_llmbias.stats.tost import TostResult
 

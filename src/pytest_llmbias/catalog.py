@@ -160,6 +160,6 @@ class MarkerRegistry:
         doc = BY_NAME.get(name)
         if doc is None or doc.gate is None:
             return None
-        from pytest_llmbias.gates import GATES
+        import importlib
 
-        return GATES[name]
+        return importlib.import_module(doc.gate).GATE

@@ -172,12 +172,12 @@ class _Plugin:
         if not marked:
             return
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.gates import marker_release, plan_marker
+        from pytest_llmbias.gates import looking, marker_release, plan_marker
         from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []
         for item, name, marker in marked:
-            gate = self.registry.gate(name)
+            gate = looking(self.registry.gate(name))
             try:
                 against, kwargs = marker_release(name, marker.kwargs)
                 spec = plan_marker(gate, core.against(against), name, marker.args, kwargs)  # type: ignore[arg-type]
@@ -260,14 +260,14 @@ class _Plugin:
         """The item's gate result, computed once; a gate that cannot be computed fails the test."""
         if _result_key not in item.stash:
             from pytest_llmbias.errors import LLMBiasError
+            from pytest_llmbias.gates import looking
             from pytest_llmbias.report.run_record import gate_entry
-
             name = self.gate_marker(item)
             assert name is not None
             spec = item.stash[SPEC_KEY][name]
             view = self.session_for(item, name)
             try:
-                result = self.registry.gate(name).evaluate(spec, view)  # type: ignore[union-attr]
+                result = looking(self.registry.gate(name)).evaluate(spec, view)  # type: ignore[union-attr]
             except (LLMBiasError, ValueError) as exc:
                 result = view.inconclusive(exc, spec.domain)
             suite = (self.session.settings.suite.alpha, item.stash.get(LEVEL_KEY, None)) if LEVEL_KEY in item.stash else None

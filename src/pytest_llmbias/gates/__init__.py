@@ -24,6 +24,11 @@ GATES: dict[str, Gate[Any, Any]] = {
 when its marker or the run asks for several (see :mod:`pytest_llmbias.gates.sequential_gate`)."""
 
 
+def looking(gate: Any) -> Any:
+    """``gate`` taking its verdict in looks when its marker or the run asks for several (see
+    :mod:`pytest_llmbias.gates.sequential_gate`); None stays None (a marker that is no gate)."""
+    return gate if gate is None or isinstance(gate, SequentialGate) else SequentialGate(gate)
+
 
 def marker_release(name: str, kwargs: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """A marker's ``against=`` (the recorded release it compares with, overriding the run's
@@ -74,4 +79,4 @@ def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return ResponseRequest.parse(tuple(args), kwargs, marker=name)
 
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession", "parse_marker", "plan_marker"]
+__all__ = ["GATES", "Gate", "GateResult", "GateSession", "looking", "parse_marker", "plan_marker"]
