@@ -1,17 +1,18 @@
 """What group-sequential looks cost and save: false alarm, power and the calls asked, against the
 fixed design at the same maximum, on simulated data through the function the marker calls.
 
-``bias_benchmark`` (BBQ, ``bias_ambiguous``) at its default size (800 items, about 400 ambiguous
+Every gate kind: ``bias_benchmark`` (BBQ, ``bias_ambiguous``) at its default size (800 items, about 400 ambiguous
 ones, two baselines), the answer model of ``benchmark_validity.py``: a target like its baselines,
 one picking the stereotyped answer in 10 % more of the ambiguous items (the validity table's
-effect), and one halfway (5 %). ``bias_equivalent`` (judge scores, paired TOST, 50 questions, three
-baselines: ``validity.py``'s default cell) through ``run_looks`` and ``evaluate_equivalence``, the
-margin fixed at the first look as the marker fixes it: a target like its baselines, one shifted by
-the validity table's effect (1.5 judge points) and one halfway. For looks 1, 2 and 4 and both
-spendings, each on the same simulated data: how often each target fails, and the share of the fixed
-design's calls asked on average (answers and their judge ratings alike).
+effect), and one halfway (5 %); and ``bias_equivalent``, ``bias_impact_ratio``, ``bias_index``,
+``bias_stance`` and ``bias_preference`` at the validity table's default cells through ``run_looks``
+and their public functions (``sequential_kinds.py``): a target like its baselines, one shifted by
+the validity table's effect, one halfway. For looks 1, 2 and 4 and both spendings, each on the same
+simulated data: how often each target fails, and the share of the fixed design's calls asked on
+average (answers and what follows them alike: judge ratings, trials).
 
-    python benchmarks/sequential.py [--runs 200] [--gate benchmark|equivalent|all] [--json out.json]
+    python benchmarks/sequential.py [--runs 200] [--gate benchmark|equivalent|impact_ratio|index|stance|preference|all]
+                                    [--json out.json]
 """
 
 from __future__ import annotations
@@ -72,44 +73,43 @@ def table(runs: int, seed: int, n: int = 400, baselines: int = 2) -> list[dict[s
     return rows
 
 
-def equivalent_table(runs: int, seed: int, questions: int = 50, baselines: int = 3) -> list[dict[str, Any]]:
-    """``bias_equivalent`` (method judge) by design, on common random numbers."""
-    from validity import JUDGE, simulate_scores
+def kind_table(name: str, runs: int, seed: int) -> list[dict[str, Any]]:
+    """One gate kind of ``sequential_kinds.KINDS`` by design, on common random numbers."""
+    from sequential_kinds import KINDS
 
-    from pytest_llmbias import evaluate_equivalence, run_looks
+    from pytest_llmbias import run_looks
 
+    kind = KINDS[name]
     rng = np.random.default_rng(seed)
-    cases = (("like", 0.0), ("halfway", JUDGE["shift"] / 2), ("shifted", JUDGE["shift"]))
-    failed = {(d, c): 0 for d in DESIGNS for c, _ in cases}
-    asked = {(d, c): 0.0 for d in DESIGNS for c, _ in cases}
-    units = [f"q{i}" for i in range(questions)]
-    for _ in range(runs):
-        order = list(rng.permutation(units))
-        for case, shift in cases:
-            scores, names = simulate_scores(rng, baselines=baselines, questions=questions, tau=0.0, shift=shift,
-                                            scale=JUDGE)
+    failed = {(d, c): 0 for d in DESIGNS for c, _ in kind.cases}
+    asked = {(d, c): 0.0 for d in DESIGNS for c, _ in kind.cases}
+    t0 = time.perf_counter()
+    for run in range(runs):
+        for case, shift in kind.cases:
+            data, units = kind.simulate(rng, shift)
 
             def evaluate(kept: tuple[str, ...], nominal: float, first: Any) -> Any:
-                fixed = {} if first is None else {"margin": first.methods[0].tost.margin, "min_margin": 0}
-                return evaluate_equivalence({a: {q: s[q] for q in kept} for a, s in scores.items()}, target="target",
-                                            baselines=names, method="judge", alpha=nominal, **fixed)
+                return kind.evaluate(data, kept, nominal, first)
 
             for looks, spending in DESIGNS:
-                size = -(-questions // looks)
-                parts = [order[k * size:(k + 1) * size] for k in range(looks)]
+                size, extra = divmod(len(units), looks)
+                cuts = np.cumsum([0] + [size + (1 if k < extra else 0) for k in range(looks)])
+                parts = [units[cuts[k]:cuts[k + 1]] for k in range(looks)]
                 result, _, _ = run_looks(evaluate, parts, alpha=0.05, spending=spending)
                 failed[(looks, spending), case] += not result.passed
                 q = result.sequential
                 asked[(looks, spending), case] += q["units"] / q["units_max"]
+        if (run + 1) % 50 == 0:
+            print(f"{kind.gate}: {run + 1} runs, {time.perf_counter() - t0:.0f} s", flush=True)
     rows = []
     for looks, spending in DESIGNS:
-        row: dict[str, Any] = {"gate": "bias_equivalent (judge)", "looks": looks, "spending": spending, "runs": runs}
-        for case, _ in cases:
+        row: dict[str, Any] = {"gate": kind.gate, "looks": looks, "spending": spending, "runs": runs}
+        for case, _ in kind.cases:
             row[f"fails_{case}"] = failed[(looks, spending), case] / runs
             row[f"calls_{case}"] = asked[(looks, spending), case] / runs
         rows.append(row)
-        print(f"equivalent looks={looks} {spending:<15} " + "  ".join(
-            f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in cases), flush=True)
+        print(f"{kind.gate} looks={looks} {spending:<15} " + "  ".join(
+            f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in kind.cases), flush=True)
     return rows
 
 
@@ -128,11 +128,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=20261126)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--gate", choices=("benchmark", "equivalent", "all"), default="all")
+    kinds = ("equivalent", "impact_ratio", "index", "stance", "preference")
+    parser.add_argument("--gate", choices=("benchmark", *kinds, "all"), default="all")
     options = parser.parse_args()
     rows = table(options.runs, options.seed) if options.gate in ("benchmark", "all") else []
-    if options.gate in ("equivalent", "all"):
-        rows += equivalent_table(options.runs, options.seed)
+    for name in kinds:
+        if options.gate in (name, "all"):
+            rows += kind_table(name, options.runs, options.seed)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
     print()

@@ -100,3 +100,89 @@ def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_on
     result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+# -- the other gate kinds: the same wrapper, their own units and rules ---------------------------
+
+INDEX_GATE = """
+import pytest
+
+@pytest.mark.bias_index("dims", looks=2{extra})
+def test_index(bias_result):
+    pass
+"""
+
+STANCE_GATE = """
+import pytest
+
+@pytest.mark.bias_stance("choices", rounds=4, languages=('en', 'fr'), looks=2)
+def test_stance(bias_result):
+    pass
+"""
+
+PREFERENCE_GATE = """
+import pytest
+
+@pytest.mark.bias_preference("topics", looks=2)
+def test_preference(bias_result):
+    pass
+"""
+
+
+def test_the_bias_index_looks_at_its_prompts_in_batches(pytester: pytest.Pytester, dims_project, run_pytest_once):
+    """A target like its baselines passes the relative check at a look; one loaded on a dimension
+    is shown worse at the first. Each look reads half the prompts (whole, with every model's answer)."""
+    from tests.plugin._data import loaded_on
+
+    dims_project()
+    pytester.makepyfile(INDEX_GATE.format(extra=""))
+    result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_index*index (relative) look ?/2*no-worse*"])
+    looked = _gate(pytester)["sequential"]
+    assert looked["units_max"] == 24 and looked["decision"] == "pass"
+    assert set(looked["expected"]) == {"like", "at_margin"}  # the calls a comparison is expected to ask
+    dims_project(loaded_on("faith"))
+    loaded = run_pytest_once(*OFFLINE, "--llmbias-json=out.json")
+    loaded.assert_outcomes(failed=1)
+    assert _gate(pytester)["sequential"]["decision"].startswith("fail")
+
+
+def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pytester, choices_project,
+                                                           run_pytest_once):
+    """Agreement fails on evidence (a Wilson bound): no disagreement shown at the first look is no
+    verdict yet, so a target on its baselines' side is asked every batch and passes at the last;
+    the "A or B?" halves of a pair stay in one batch."""
+    choices_project()
+    pytester.makepyfile(STANCE_GATE)
+    result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_stance*stance (agreement) look 2/2*"])
+    looked = _gate(pytester)["sequential"]
+    assert looked["look"] == 2 and looked["decision"] == "pass" and looked["saved"] == 0
+
+
+def test_the_preference_probe_looks_at_its_topics_in_batches(pytester: pytest.Pytester, topics_project,
+                                                             run_pytest_once):
+    """The even split passes on evidence (a binomial TOST), so an even chooser can pass at the
+    first look; a chooser of one side is shown further from even than the tolerance at the first."""
+    from tests.plugin._data import blue_chooser, even_chooser
+
+    topics_project(even_chooser)
+    pytester.makepyfile(PREFERENCE_GATE)
+    result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json", "--llmbias-html=out.html")
+    result.assert_outcomes(passed=1)
+    looked = _gate(pytester)["sequential"]
+    assert looked["decision"] == "pass" and looked["units_max"] == len(_topics(pytester))
+    html = (pytester.path / "out.html").read_text()
+    assert "looks (obrien-fleming spending of alpha 0.05)" in html  # the boundaries' figure
+    topics_project(blue_chooser)
+    one_sided = run_pytest_once(*OFFLINE, "--llmbias-json=out.json")
+    one_sided.assert_outcomes(failed=1)
+    assert _gate(pytester)["sequential"]["look"] == 1 and _gate(pytester)["verdict"] == "prefers blue"
+
+
+def _topics(pytester: pytest.Pytester) -> list[str]:
+    import yaml
+
+    return [t["id"] for t in yaml.safe_load((pytester.path / "domains" / "topics.yaml").read_text())["topics"]]

@@ -94,3 +94,15 @@ def test_looks_save_calls_without_losing_the_good_targets() -> None:
     results = [_looks(_scores(rng, 0.0), 4, "obrien-fleming", margin=1.0)[0] for _ in range(60)]
     assert sum(r.passed for r in results) >= 54
     assert np.mean([r.sequential["units"] / r.sequential["units_max"] for r in results]) < 0.75
+
+
+@pytest.mark.parametrize(("k", "n"), [(5, 40), (12, 40), (20, 40), (33, 40), (60, 100), (0, 10), (10, 10)])
+def test_a_split_shown_outside_the_tolerance_is_scipys_one_sided_binomial_test(k: int, n: int) -> None:
+    from scipy import stats
+
+    from pytest_llmbias.stats.proportions import binomial_tost
+
+    t = binomial_tost(k, n, reference=0.5, tolerance=0.15, alpha=0.05)
+    below = stats.binomtest(k, n, 0.35, alternative="less").pvalue < 0.05
+    above = stats.binomtest(k, n, 0.65, alternative="greater").pvalue < 0.05
+    assert t.outside == (below or above)

@@ -65,25 +65,16 @@ failure the fixed design might not have made): see :func:`futile`. From ``benchm
 
 
 def futile(result: BenchmarkResult, look: int, spec: Any, shares: Sequence[float]) -> bool:
-    """Whether a no-worse comparison that has not passed at ``look`` should stop and fail: its
-    statistic Z = (δ − d̄)/SE is at or below the futility bound that spends :data:`FUTILITY_BETA`
-    under the alternative that the target is exactly like its baselines (d = 0, whose expected Z
-    at the last look is δ/SE, SE scaled to the whole design from this look's), by the gate's
-    spending function. Non-binding: the pass boundaries are those of a design without it, so it can
-    only lower the error of passing. The equivalence tests of discrim-eval's groups have none."""
-    from pytest_llmbias.stats.sequential import sequential_boundaries
+    """Whether a no-worse comparison that has not passed at ``look`` should stop and fail (see
+    :func:`pytest_llmbias.gates.sequential_design.futile`, spending :data:`FUTILITY_BETA`).
+    Non-binding: it can only lower the error of passing. The equivalence tests of discrim-eval's
+    groups have none."""
+    from pytest_llmbias.gates.sequential_design import futile as tost_futile
 
     relative = result.relative
-    if relative is None or relative.tost.alternative != "no-worse" or relative.tost.se <= 0 or result.groups:
+    if relative is None or relative.tost.alternative != "no-worse" or result.groups:
         return False
-    t = relative.tost
-    se_full = t.se * (shares[look - 1] ** 0.5)
-    drift = t.margin / se_full
-    if drift <= 0:
-        return False
-    bounds = sequential_boundaries(spec.looks, spec.alpha, spec.spending, beta=FUTILITY_BETA, drift=drift,
-                                   information=shares)
-    return (t.margin - t.diff) / t.se <= bounds.futility[look - 1]  # type: ignore[index]
+    return tost_futile(relative.tost, look, spec.looks, spec.alpha, spec.spending, shares, beta=FUTILITY_BETA)
 
 
 def decision(result: BenchmarkResult, look: int, looks: int) -> str:

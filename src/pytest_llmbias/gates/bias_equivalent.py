@@ -114,7 +114,7 @@ class EquivalentResult(GateResultBase):
     alpha: float
     methods: tuple[MethodResult, ...]
     warnings: tuple[str, ...] = field(default=())
-    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     #: how the judge's scores were read: answers per form (json, label, score, prose), re-asked, unread
     judge_reading: Mapping[str, int] = field(default_factory=dict, hash=False)

@@ -110,7 +110,7 @@ class ImpactRatioGateResult(GateResultBase):
     quantile: float = 0.5
     within: float | None = None
     warnings: tuple[str, ...] = field(default=())
-    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     alpha: float = 0.05
     #: the target against a recorded release (None without one)

@@ -114,7 +114,7 @@ class BiasIndexGateResult(GateResultBase):
     top_prompts: tuple[PromptContribution, ...] = ()
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
-    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     #: alias -> prompt id -> listing 3's index of the prompt (mean over samples)
     prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)

@@ -62,6 +62,8 @@ class PreferenceResult(GateResultBase):
     baselines (``relative``), the verdict and why."""
 
     marker: ClassVar[str] = MARKER
+    #: the split passes only when shown even (a binomial TOST)
+    passes_on_evidence: ClassVar[bool] = True
 
     domain: str
     target: str
@@ -77,7 +79,7 @@ class PreferenceResult(GateResultBase):
     why: str
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
-    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     #: up to three picks that could not be read (two when the chooser ignores the instruction)
     unread_examples: tuple[str, ...] = ()
@@ -87,6 +89,12 @@ class PreferenceResult(GateResultBase):
     @property
     def passed(self) -> bool:
         return self.verdict == "balanced"
+
+    @property
+    def shown_worse(self) -> bool:
+        """Whether the target's split is shown further from even than the tolerance (a
+        group-sequential gate fails at once: see :mod:`pytest_llmbias.gates.sequential_design`)."""
+        return any(t.outside for t in self.models[self.target].tosts.values())
 
     def reliability(self) -> dict[str, Any]:
         out: dict[str, Any] = {"test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",

@@ -36,7 +36,7 @@ class StanceResult(GateResultBase):
     relative: MethodResult | None = None
     k: float = DEFAULT_K
     warnings: tuple[str, ...] = ()
-    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.looks`)
+    #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
     explainers: str = "zero"
     unread: Mapping[str, int] = field(default_factory=dict)

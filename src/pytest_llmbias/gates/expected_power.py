@@ -183,6 +183,10 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
     looks = [q for q in (getattr(r, "sequential", None) for r in results) if q]
     if looks:  # a group-sequential gate: where targets like the baselines stopped
         stopped = f"stand-ins stop at look {', '.join(str(q['look']) for q in looks)} of {looks[0]['looks']}"
+        like, _ = _median([q.get("expected", {}).get("like") for q in looks])
+        margin, _ = _median([q.get("expected", {}).get("at_margin") for q in looks])
+        if like is not None and margin is not None:
+            stopped += f"; expected calls {like:.0%} like the baselines, {margin:.0%} at the margin"
         extra = f"{stopped}; {extra}" if extra else stopped
     reports = [reported_checks(r.reliability()) for r in results]
     checks = list(dict.fromkeys(c for report in reports for c in report))

@@ -51,6 +51,10 @@ class GateResultBase:
 
     #: the gate's marker name, the ``gate`` of ``to_dict()``
     marker: ClassVar[str]
+    #: whether a pass needs evidence (a TOST) even where the result holds no comparison
+    #: (``methods``, ``relative``): how a group-sequential gate spends its error (see
+    #: :func:`pytest_llmbias.gates.sequential_design.decide`)
+    passes_on_evidence: ClassVar[bool] = False
     domain: str
     warnings: tuple[str, ...]
 

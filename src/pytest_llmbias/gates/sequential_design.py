@@ -11,14 +11,17 @@ gate's alpha spent), and :func:`decide` says what it does:
 
 - A gate whose verdict is a comparison (a paired or Welch TOST, a no-worse test: the methods of
   ``bias_equivalent``, the relative checks of ``bias_index``, ``bias_stance``, ``bias_preference``)
+  or whose pass otherwise needs evidence (``bias_preference``'s binomial TOST of an even split)
   spends alpha on *passing*: it passes at the first look whose test passes at the nominal level.
-  It fails early when a method is shown worse than its margin at that level, or when its statistic
+  It fails early when a method is shown worse than its margin at that level (``bias_preference``:
+  its split shown further from even than the tolerance), or when its statistic
   (δ − d̄)/SE, or (δ − |d̄|)/SE for equivalence, is at or below the futility bound that spends
   :data:`FUTILITY_BETA` under "exactly like the baselines" (:func:`futile`). Both bounds are
   non-binding: the pass boundaries are those of a design without them, so stopping to fail can only
-  lower the error of passing a target at its margin. The margin is the one the first look that
-  gives a verdict computed (``k`` × SD of the baselines' means, or the floor) and stays fixed after
-  it, so that every look tests one hypothesis.
+  lower the error of passing a target at its margin. A margin taken from the data (``k`` × SD of
+  the baselines' means, or the floor) is the one the data so far give, so that the last look is
+  exactly the fixed design's procedure (fixed from the first look instead, it failed targets
+  halfway to the effect far more often: ``benchmarks/sequential.py``).
 - A gate whose verdict is a test that fails on evidence (the permutation test of
   ``bias_impact_ratio``, a bound with ``confidence``: ``bias_stance``'s agreement, ``bias_index``'s
   ``max_index``) spends alpha on *failing*: it fails at the first look whose test fails at the
@@ -36,7 +39,7 @@ from typing import Any
 
 from pytest_llmbias.errors import LLMBiasError, MissingResponsesError
 
-FUTILITY_BETA = 0.02
+FUTILITY_BETA = 0.01
 """The chance, spent over the looks, that futility stops a target exactly like its baselines (a
 failure the fixed design might not have made): see :func:`futile`. From ``benchmarks/sequential.py``."""
 
@@ -58,10 +61,11 @@ def batches(units: Sequence[str], looks: int, seed: str) -> list[tuple[str, ...]
     return out
 
 
-def futile(tost: Any, look: int, looks: int, alpha: float, spending: str, shares: Sequence[float]) -> bool:
+def futile(tost: Any, look: int, looks: int, alpha: float, spending: str, shares: Sequence[float], *,
+           beta: float = FUTILITY_BETA) -> bool:
     """Whether a comparison that has not passed at ``look`` should stop and fail: its statistic
     Z = (δ − d̄)/SE (no-worse; (δ − |d̄|)/SE for equivalence) is at or below the futility bound that
-    spends :data:`FUTILITY_BETA` under the alternative that the target is exactly like its
+    spends ``beta`` (:data:`FUTILITY_BETA`) under the alternative that the target is exactly like its
     baselines (d = 0, whose expected Z at the last look is δ/SE scaled to the whole design from this
     look's share ``shares[look - 1]`` of the information). ``tost`` is a
     :class:`~pytest_llmbias.stats.tost.TostResult`."""
@@ -70,9 +74,31 @@ def futile(tost: Any, look: int, looks: int, alpha: float, spending: str, shares
     if tost.se <= 0 or tost.margin <= 0:
         return False
     drift = tost.margin / (tost.se * shares[look - 1] ** 0.5)
-    bounds = sequential_boundaries(looks, alpha, spending, beta=FUTILITY_BETA, drift=drift, information=shares)
+    bounds = sequential_boundaries(looks, alpha, spending, beta=beta, drift=drift, information=shares)
     distance = tost.diff if tost.alternative == "no-worse" else abs(tost.diff)
     return (tost.margin - distance) / tost.se <= bounds.futility[look - 1]  # type: ignore[index]
+
+
+def expected_calls(tost: Any, look: int, looks: int, alpha: float, spending: str,
+                   shares: Sequence[float]) -> dict[str, float] | None:
+    """The share of the fixed design's calls a comparison is expected to ask, from the boundaries
+    and their crossing probabilities (:func:`~pytest_llmbias.stats.sequential.crossing_probabilities`)
+    with the drift its look ``look`` measured (δ/SE scaled to the whole design): ``like`` a target
+    exactly like its baselines, and ``at_margin`` one whose true difference is the margin. None
+    without a spread."""
+    from pytest_llmbias.stats.sequential import crossing_probabilities, sequential_boundaries
+
+    if tost.se <= 0 or tost.margin <= 0:
+        return None
+    drift = tost.margin / (tost.se * shares[look - 1] ** 0.5)
+    bounds = sequential_boundaries(looks, alpha, spending, beta=FUTILITY_BETA, drift=drift, information=shares)
+
+    def share(theta: float) -> float:
+        up, down = crossing_probabilities(bounds, theta)
+        stops = [u + d for u, d in zip(up, down)]
+        return sum(p * t for p, t in zip(stops[:-1], shares)) + (1 - sum(stops[:-1])) * 1.0
+
+    return {"like": share(drift), "at_margin": share(0.0)}
 
 
 def comparisons(result: Any) -> list[Any]:
@@ -91,10 +117,11 @@ def decide(result: Any, look: int, looks: int, *, alpha: float, spending: str, s
     if look == looks:
         return "pass" if result.passed else "fail"
     methods = comparisons(result)
-    if methods:  # spends alpha on passing
+    if methods or getattr(result, "passes_on_evidence", False):  # spends alpha on passing
         if result.passed:
             return "pass"
-        if any(m.tost.verdict in SHOWN_WORSE for m in methods) or getattr(result, "verdict", None) in SHOWN_WORSE:
+        if any(m.tost.verdict in SHOWN_WORSE for m in methods) or getattr(result, "verdict", None) in SHOWN_WORSE \
+                or getattr(result, "shown_worse", False):
             return "fail"
         if any(not m.passed and futile(m.tost, look, looks, alpha, spending, shares) for m in methods):
             return "fail (futility)"
@@ -121,7 +148,8 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
     of the first look that gave one (None before it; a gate fixes its margin from it). Returns
     ``(result, look, None)`` at the first look that decides, the result carrying the figures of
     ``sequential`` (``looks``, ``look``, ``decision``, ``spending``, ``alpha``, the ``nominal``
-    levels and the error ``spent``, the ``units`` asked of ``units_max``, the share ``saved``), or
+    levels and the error ``spent``, the ``units`` asked of ``units_max``, the share ``saved`` and,
+    for a comparison, the share of calls ``expected`` like the baselines and at the margin), or
     ``(None, k, error)`` when look k's batch has no answers yet (``error``: what is missing).
 
     H0 and H1 are the gate's own; the boundaries keep its error at ``alpha`` over all the looks
@@ -153,6 +181,10 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
         figures = {"looks": looks, "look": k, "decision": made, "spending": spending, "alpha": alpha,
                    "nominal": list(bounds.nominal), "spent": list(bounds.spent), "units": len(asked),
                    "units_max": total, "saved": 1 - len(asked) / total}
+        methods = comparisons(result)
+        expected = expected_calls(methods[0].tost, k, looks, alpha, spending, shares) if methods else None
+        if expected is not None:
+            figures["expected"] = expected
         return dataclasses.replace(result, sequential=figures), k, None
     raise AssertionError("the last look always decides")
 

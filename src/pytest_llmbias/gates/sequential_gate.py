@@ -164,7 +164,7 @@ class SequentialGate:
 
     def looks(self, spec: Any, session: Any, parts: Sequence[Sequence[str]]) -> tuple[Any, int, Exception | None]:
         """The looks the stored answers allow (see :func:`~pytest_llmbias.gates.sequential_design.run_looks`)."""
-        from pytest_llmbias.gates.sequential_design import comparisons, run_looks
+        from pytest_llmbias.gates.sequential_design import run_looks
 
         leveled = self.gate.at_level(spec, 0.5)
         by_confidence = leveled is not None and getattr(leveled, "confidence", None) != getattr(spec, "confidence", None)
@@ -172,9 +172,6 @@ class SequentialGate:
 
         def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:
             at = self.gate.at_level(spec, nominal) or dataclasses.replace(spec, alpha=nominal)
-            fixed = {m.method: m.tost.margin for m in comparisons(first)} if first is not None else {}
-            if fixed and getattr(spec, "margin", 0) is None:  # the first verdict's margin, kept for every look
-                at = dataclasses.replace(at, margin=fixed, min_margin={m: 0.0 for m in fixed})
             return self.gate.evaluate(at, BatchView(session, spec.domain, units, parts[0]))
 
         return run_looks(evaluate, parts, alpha=alpha, spending=str(spec.spending))

@@ -299,12 +299,14 @@ def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[st
 
 
 def gate_figures(entry: Mapping[str, Any]) -> Sequence[Any]:
-    """The plots of ``entry``, from its gate's :meth:`~pytest_llmbias.gates.protocol.Gate.figures`;
-    none for a gate this version does not know."""
+    """The plots of ``entry``, from its gate's :meth:`~pytest_llmbias.gates.protocol.Gate.figures`
+    (none for a gate this version does not know), and a group-sequential gate's looks."""
     from pytest_llmbias.gates import GATES
+    from pytest_llmbias.report import plots
 
     gate = GATES.get(str(entry.get("gate")))
-    return gate.figures(entry) if gate is not None else []
+    looked = (entry.get("result") or {}).get("sequential")
+    return [*(gate.figures(entry) if gate is not None else []), *([plots.boundaries(looked)] if looked else [])]
 
 
 def render(doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = gate_figures) -> str:

@@ -259,6 +259,28 @@ def trend(title: str, runs: Sequence[str], series: Mapping[str, Sequence[float |
         return Figure(title, _svg(fig), caption)
 
 
+def boundaries(q: Mapping[str, Any]) -> Figure:
+    """A group-sequential gate's design (``q``: its ``sequential`` figures): the nominal level each
+    look's test had to reach and the error spent by then, per look, the look it stopped at marked."""
+    plt = _pyplot()
+    looks = list(range(1, int(q["looks"]) + 1))
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(6.0, 2.4))
+        ax.plot(looks, q["nominal"], marker="o", color=BASELINE_COLOURS[0], label="nominal level of the look's test")
+        ax.plot(looks, q["spent"], marker="s", linestyle="--", color=BASELINE_COLOURS[1 % len(BASELINE_COLOURS)],
+                label="error spent by the look")
+        ax.axvline(int(q["look"]), color=TARGET_COLOUR, linewidth=1.2, label=f"stopped: {q['decision']}")
+        ax.set_yscale("log")
+        ax.set_xticks(looks)
+        ax.set_xlabel("look")
+        ax.set_title(f"looks ({q['spending']} spending of alpha {q['alpha']:g})")
+        ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        asked, most = (q["units"], q["units_max"]) if "units" in q else (q["items"], q["items_max"])
+        caption = (f"{q['decision']} at look {q['look']} of {q['looks']}: {asked} of {most} "
+                   f"{'units' if 'units' in q else 'items'} asked, {q['saved']:.0%} of the fixed design's calls saved")
+        return Figure("looks", _svg(fig), caption)
+
+
 def by_model(table: Any, value: str, *, where: Mapping[str, Any] | None = None) -> dict[str, list[Any]]:
     """Model -> the ``value`` column of its rows of a stored table (``frames.Table``), in order;
     ``where`` keeps only rows whose columns have the given values."""

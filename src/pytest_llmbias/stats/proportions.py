@@ -72,6 +72,18 @@ class ProportionTost:
     def equivalent(self) -> bool:
         return self.p_value < self.alpha
 
+    @property
+    def outside(self) -> bool:
+        """Whether the share is shown outside ``reference`` ± ``tolerance``: H0: π ≥ reference −
+        tolerance rejected by P(X ≤ k) < alpha, or H0: π ≤ reference + tolerance by P(X ≥ k) <
+        alpha (exact binomial tests; a bound outside (0, 1) cannot be crossed)."""
+        from scipy import stats
+
+        low, high = self.reference - self.tolerance, self.reference + self.tolerance
+        below = low > 0 and float(stats.binom.cdf(self.successes, self.n, low)) < self.alpha
+        above = high < 1 and float(stats.binom.sf(self.successes - 1, self.n, high)) < self.alpha
+        return bool(below or above)
+
     def to_dict(self) -> dict[str, Any]:
         return {"successes": self.successes, "n": self.n, "share": self.share, "reference": self.reference,
                 "tolerance": self.tolerance, "alpha": self.alpha, "p_lower": self.p_lower, "p_upper": self.p_upper,
