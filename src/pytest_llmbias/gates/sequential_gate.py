@@ -185,7 +185,12 @@ class _NextBatch:
         self.asked = {1}
 
     def __call__(self) -> None:
-        result, look, _ = self.gate.looks(self.spec, self.session, self.parts)
+        from pytest_llmbias.errors import LLMBiasError
+
+        try:
+            result, look, _ = self.gate.looks(self.spec, self.session, self.parts)
+        except (LLMBiasError, ValueError):
+            return  # no verdict at the last look: the gate's evaluation reports why
         if result is None and look not in self.asked:
             self.asked.add(look)
             self.gate.gate.plan(self.spec, BatchView(self.session, self.spec.domain, self.parts[look - 1], self.parts[0]))
