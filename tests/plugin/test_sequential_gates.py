@@ -88,8 +88,8 @@ def test_the_plan_counts_the_later_looks_as_the_most_the_run_may_ask(project, ju
                                "*judge (openai/judge) *204 *200 *100 *204 *0 *",
                                "*tgt (openai/tgt) *50 *0 *25 *50 *0 *",
                                # each baseline as a stand-in target: where it stops, what the boundaries expect
-                               "*::test_gate*bias_equivalent*stand-ins stop at look *, * of 2; expected calls *% like "
-                               "the baselines, *% at the margin*"])
+                               "*::test_gate*bias_equivalent*stand-ins stop at look *, * of 2; the first asks 25 of 50 "
+                               "units; expected calls *% like the baselines, *% at the margin*"])
 
 
 @pytest.mark.parametrize(("marker", "message"), [

@@ -183,6 +183,8 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
     looks = [q for q in (getattr(r, "sequential", None) for r in results) if q]
     if looks:  # a group-sequential gate: where targets like the baselines stopped
         stopped = f"stand-ins stop at look {', '.join(str(q['look']) for q in looks)} of {looks[0]['looks']}"
+        if "units_first" in looks[0]:  # the first look's share of the most the gate may ask
+            stopped += f"; the first asks {looks[0]['units_first']} of {looks[0]['units_max']} units"
         like, _ = _median([q.get("expected", {}).get("like") for q in looks])
         margin, _ = _median([q.get("expected", {}).get("at_margin") for q in looks])
         if like is not None and margin is not None:

@@ -148,7 +148,8 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
     of the first look that gave one (None before it; a gate fixes its margin from it). Returns
     ``(result, look, None)`` at the first look that decides, the result carrying the figures of
     ``sequential`` (``looks``, ``look``, ``decision``, ``spending``, ``alpha``, the ``nominal``
-    levels and the error ``spent``, the ``units`` asked of ``units_max``, the share ``saved`` and,
+    levels and the error ``spent``, the ``units`` asked (``units_first`` at the first look) of
+    ``units_max``, the share ``saved`` and,
     for a comparison, the share of calls ``expected`` like the baselines and at the margin), or
     ``(None, k, error)`` when look k's batch has no answers yet (``error``: what is missing).
 
@@ -180,7 +181,7 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
             continue
         figures = {"looks": looks, "look": k, "decision": made, "spending": spending, "alpha": alpha,
                    "nominal": list(bounds.nominal), "spent": list(bounds.spent), "units": len(asked),
-                   "units_max": total, "saved": 1 - len(asked) / total}
+                   "units_first": len(parts[0]), "units_max": total, "saved": 1 - len(asked) / total}
         methods = comparisons(result)
         expected = expected_calls(methods[0].tost, k, looks, alpha, spending, shares) if methods else None
         if expected is not None:
