@@ -99,7 +99,7 @@ def test_the_plan_counts_the_later_looks_as_the_most_the_run_may_ask(project, ju
     ('bias_impact_ratio("countries", fail_on="estimate", looks=2)', "looks=2 needs fail_on='significant'"),
 ])
 def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_once, marker, message):
-    project.makepyfile(f"import pytest\n\n@pytest.mark.{marker}\ndef test_gate():\n    pass\n")
+    project.makepyfile(_gate_file(marker))
     result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
@@ -107,29 +107,14 @@ def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_on
 
 # -- the other gate kinds: the same wrapper, their own units and rules ---------------------------
 
-INDEX_GATE = """
-import pytest
+def _gate_file(marker: str) -> str:
+    """A test file with one test carrying ``marker`` (its arguments included)."""
+    return f"import pytest\n\n\n@pytest.mark.{marker}\ndef test_gate(bias_result):\n    pass\n"
 
-@pytest.mark.bias_index("dims", looks=2{extra})
-def test_index(bias_result):
-    pass
-"""
 
-STANCE_GATE = """
-import pytest
-
-@pytest.mark.bias_stance("choices", rounds=4, languages=('en', 'fr'), looks=2)
-def test_stance(bias_result):
-    pass
-"""
-
-PREFERENCE_GATE = """
-import pytest
-
-@pytest.mark.bias_preference("topics", looks=2)
-def test_preference(bias_result):
-    pass
-"""
+INDEX_GATE = _gate_file('bias_index("dims", looks=2{extra})')
+STANCE_GATE = _gate_file("bias_stance(\"choices\", rounds=4, languages=('en', 'fr'), looks=2)")
+PREFERENCE_GATE = _gate_file('bias_preference("topics", looks=2)')
 
 
 def test_the_bias_index_looks_at_its_prompts_in_batches(pytester: pytest.Pytester, dims_project, run_pytest_once):
@@ -141,7 +126,7 @@ def test_the_bias_index_looks_at_its_prompts_in_batches(pytester: pytest.Pyteste
     pytester.makepyfile(INDEX_GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_index*index (relative) look ?/2*no-worse*"])
+    result.stdout.fnmatch_lines(["*test_gate*index (relative) look ?/2*no-worse*"])
     looked = _gate(pytester)["sequential"]
     assert looked["units_max"] == 24 and looked["decision"] == "pass"
     assert set(looked["expected"]) == {"like", "at_margin"}  # the calls a comparison is expected to ask
@@ -160,7 +145,7 @@ def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pyte
     pytester.makepyfile(STANCE_GATE)
     result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=out.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_stance*stance (agreement) look 2/2*"])
+    result.stdout.fnmatch_lines(["*test_gate*stance (agreement) look 2/2*"])
     looked = _gate(pytester)["sequential"]
     assert looked["look"] == 2 and looked["decision"] == "pass" and looked["saved"] == 0
 
