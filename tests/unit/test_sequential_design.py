@@ -50,6 +50,15 @@ def test_a_clear_target_stops_at_the_first_look_and_says_so() -> None:
     assert look == 1 and not worse.passed and worse.sequential["decision"] == "fail"
 
 
+def test_batches_that_do_not_divide_evenly_are_said() -> None:
+    from pytest_llmbias.gates.sequential_design import sequential_line
+
+    scores = _scores(np.random.default_rng(1), 0.0, n=42)
+    result, _, _ = _looks(scores, 4, "pocock")
+    assert result.sequential["batches"] == [11, 11, 10, 10]
+    assert sequential_line(result.sequential).endswith("(batches of 11, 11, 10, 10 units: they do not divide evenly)")
+
+
 def test_a_missing_batch_is_named_and_a_verdict_needs_data() -> None:
     def evaluate(units, nominal, first):
         if len(units) > 5:

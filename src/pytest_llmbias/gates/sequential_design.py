@@ -149,7 +149,7 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
     ``(result, look, None)`` at the first look that decides, the result carrying the figures of
     ``sequential`` (``looks``, ``look``, ``decision``, ``spending``, ``alpha``, the ``nominal``
     levels and the error ``spent``, the ``units`` asked (``units_first`` at the first look) of
-    ``units_max``, the share ``saved`` and,
+    ``units_max``, the size of each of the ``batches``, the share ``saved`` and,
     for a comparison, the share of calls ``expected`` like the baselines and at the margin), or
     ``(None, k, error)`` when look k's batch has no answers yet (``error``: what is missing).
 
@@ -181,7 +181,8 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
             continue
         figures = {"looks": looks, "look": k, "decision": made, "spending": spending, "alpha": alpha,
                    "nominal": list(bounds.nominal), "spent": list(bounds.spent), "units": len(asked),
-                   "units_first": len(parts[0]), "units_max": total, "saved": 1 - len(asked) / total}
+                   "units_first": len(parts[0]), "units_max": total, "saved": 1 - len(asked) / total,
+                   "batches": [len(p) for p in parts]}
         methods = comparisons(result)
         expected = expected_calls(methods[0].tost, k, looks, alpha, spending, shares) if methods else None
         if expected is not None:
@@ -195,4 +196,6 @@ def sequential_line(q: Any) -> str:
     return (f"{q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha {q['alpha']:g}; "
             f"nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
             + ", ".join(f"{x:.3g}" for x in q["nominal"])
-            + f"): {q['units']} of {q['units_max']} units asked, {q['saved']:.0%} of the fixed design's calls saved")
+            + f"): {q['units']} of {q['units_max']} units asked, {q['saved']:.0%} of the fixed design's calls saved"
+            + (f" (batches of {', '.join(map(str, q['batches']))} units: they do not divide evenly)"
+               if len(set(q.get("batches", ()))) > 1 else ""))
