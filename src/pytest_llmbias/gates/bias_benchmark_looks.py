@@ -16,7 +16,6 @@ the margin passes at most ``alpha`` of the time, as with one look.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,15 +40,15 @@ def unit_of(dataset: str, item: Mapping[str, Any]) -> str:
 
 def batches(dataset: str, items: Sequence[Mapping[str, Any]], looks: int, seed: int) -> list[list[Mapping[str, Any]]]:
     """``items`` cut into ``looks`` batches of whole units, in a seeded order (the same for the same
-    seed and items), the first batches one unit larger where the units do not divide evenly."""
-    units = sorted({unit_of(dataset, i) for i in items},
-                   key=lambda u: hashlib.sha256(f"{seed}\0{u}".encode()).hexdigest())
-    size, extra = divmod(len(units), looks)
-    out, start = [], 0
-    for k in range(looks):
-        chosen = set(units[start:start + size + (1 if k < extra else 0)])
-        start += size + (1 if k < extra else 0)
-        out.append([i for i in items if unit_of(dataset, i) in chosen])
+    seed and items), the first batches one unit larger where the units do not divide evenly (see
+    :func:`pytest_llmbias.gates.sequential_design.batches`)."""
+    from pytest_llmbias.gates.sequential_design import batches as unit_batches
+
+    units = [unit_of(dataset, i) for i in items]
+    batch_of = {u: k for k, part in enumerate(unit_batches(units, looks, str(seed))) for u in part}
+    out: list[list[Mapping[str, Any]]] = [[] for _ in range(looks)]
+    for item, unit in zip(items, units):
+        out[batch_of[unit]].append(item)
     return out
 
 

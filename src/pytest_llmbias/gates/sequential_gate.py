@@ -127,9 +127,8 @@ class SequentialGate:
 
     def plan(self, spec: Any, session: Any) -> None:
         spec = self.design(spec, session)
-        if getattr(spec, "looks", 1) == 1 or getattr(self.gate, "takes_looks", False):
+        if self._fixed(spec):
             return self.gate.plan(spec, session)
-        self._check(spec)
         parts = self.parts(spec, session)
         first: list[PlannedCall] = []
         later: list[PlannedCall] = []
@@ -144,18 +143,22 @@ class SequentialGate:
             rounds(_NextBatch(self, spec, session, parts))
         return None
 
-    def _check(self, spec: Any) -> None:
+    def _fixed(self, spec: Any) -> bool:
+        """Whether the gate takes ``spec``'s verdict itself: one look, or a gate that takes its
+        looks itself; else checks that the gate can take the looks (ConfigError)."""
+        if getattr(spec, "looks", 1) == 1 or getattr(self.gate, "takes_looks", False):
+            return True
         if self.gate.marker == "bias_impact_ratio" and str(spec.fail_on) != "significant":
             from pytest_llmbias.errors import ConfigError
 
             raise ConfigError(f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs fail_on='significant' (a test "
                               f"whose error the looks can spend); fail_on={str(spec.fail_on)!r} has none")
+        return False
 
     def evaluate(self, spec: Any, session: Any) -> Any:
         spec = self.design(spec, session)
-        if getattr(spec, "looks", 1) == 1 or getattr(self.gate, "takes_looks", False):
+        if self._fixed(spec):
             return self.gate.evaluate(spec, session)
-        self._check(spec)
         result, _, missing = self.looks(spec, session, self.parts(spec, session))
         if result is None:
             assert missing is not None
