@@ -470,7 +470,7 @@ def markdown_table() -> str:
     ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
     rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
     for o in OPTIONS:
-        value = o.metavar or ("\\|".join(o.choices.values()) if o.choices else None)
+        value = o.metavar or ("|".join(o.choices.values()) if o.choices else None)
         cli = f"`{o.flag} {value}`" if value else f"`{o.flag}`"
         env, ini = f"`{o.env}`", f"`{o.ini}`"
         if o.repeatable:
@@ -481,5 +481,7 @@ def markdown_table() -> str:
             env += " (`true`/`false`)"
             ini += " (`true`/`false`)"
         yaml = "— (names the file)" if o is CONFIG else f"`{o.key}`"
-        rows.append(f"| {cli} | {env} | {ini} | {yaml} |")
+        # a pipe inside a cell, even within backticks, splits the cell on GitHub unless escaped
+        cells = (cell.replace("|", "\\|") for cell in (cli, env, ini, yaml))
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"

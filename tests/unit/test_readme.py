@@ -63,6 +63,39 @@ def test_every_table_renders_as_a_table() -> None:
     assert sum(t.type == "table_open" for t in tokens) >= 20
 
 
+def _raw_cells(line: str) -> int:
+    """The cells GitHub makes of a table row: every ``|`` not escaped as ``\\|`` splits, inside
+    backticks too."""
+    inner = line.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+    return len(re.findall(r"(?<!\\)\|", inner)) + 1
+
+
+def _split_rows(text: str) -> list[str]:
+    """Rows of ``text``'s tables with more or fewer cells than their header: markdown-it drops a
+    row's extra cells without a word, so the raw pipes are counted."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    lines = text.splitlines()
+    bad = []
+    for token in tokens:
+        if token.type == "table_open" and token.map:
+            start, end = token.map
+            header = _raw_cells(lines[start])
+            bad += [f"line {n + 1}: {lines[n][:80]}" for n in range(start + 2, end)
+                    if lines[n].strip() and _raw_cells(lines[n]) != header]
+    return bad
+
+
+def test_no_row_has_a_pipe_that_splits_its_cell() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert _split_rows(text) == []
+    # the check is not vacuous: a pipe inside backticks, unescaped, is caught
+    broken = text.replace("`--llmbias-history PATH\\|off`", "`--llmbias-history PATH|off`")
+    assert broken != text
+    assert len(_split_rows(broken)) == 1
+
+
 def _slug(text: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation other than hyphens and underscores
     dropped, spaces made hyphens."""
