@@ -213,7 +213,8 @@ def _generate_domain_parser(commands) -> None:
     p.add_argument("--out", type=Path, metavar="FILE", help="the file to write (default NAME.yaml; its name must be NAME)")
     p.add_argument("--force", action="store_true", help="replace FILE if it exists")
     p.add_argument("--rootdir", type=Path, default=None, metavar="DIR",
-                   help="where llmbias.yaml is found and relative store paths start (default: the current folder)")
+                   help="where llmbias.yaml is found and relative store paths start (default: the project's "
+                        "rootdir, found upwards from the current folder as pytest finds it)")
     p.add_argument("--offline", action="store_true", help="call no model: answer only from the store and snapshots")
     p.set_defaults(run=_generate_domain)
 
@@ -222,14 +223,12 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     """Draft a domain file; 0 written (with a warning per short category), 2 bad arguments or an
     existing file without --force, 3 an error (settings, a failed call, a category left empty)."""
     import dataclasses
-    import os
 
     from pytest_llmbias.domain_writer import generate_domain
     from pytest_llmbias.domains.draft_file import check_output, write_domain
     from pytest_llmbias.domains.draft_questions import DEFAULT_SIMILARITY, DomainBrief
     from pytest_llmbias.errors import ConfigError, DomainError
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings_sources import find_config, resolve_settings
 
     try:
         brief = DomainBrief.build(args.name, args.description, args.category, args.questions, title=args.title)
@@ -246,12 +245,11 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     except ConfigError as exc:
         print(f"llmbias: {exc}", file=sys.stderr)
         return USAGE
-    root = (args.rootdir or Path.cwd()).resolve()
-    if not root.is_dir():
+    if args.rootdir is not None and not args.rootdir.is_dir():
         print(f"llmbias: --rootdir {args.rootdir} is not a folder", file=sys.stderr)
         return USAGE
-    config = find_config(cli_path=None, ini_path=None, environ=os.environ, rootdir=root, cwd=root)
-    settings = resolve_settings(cli={"offline": args.offline}, environ=os.environ, config_path=config, cwd=root)
+    project = Project.find(cwd=args.rootdir, root=args.rootdir, cli={"offline": args.offline})
+    settings = dataclasses.replace(project.settings, store=dataclasses.replace(project.settings.store, dir=project.store))
     if args.seed is not None:
         settings = dataclasses.replace(settings, generation=dataclasses.replace(settings.generation, seed=args.seed))
     session = BiasSession(settings)

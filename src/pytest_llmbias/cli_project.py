@@ -2,8 +2,8 @@
 folders the commands default to (the store, the releases, the run history, the domain paths).
 
 pytest's rootdir is the first folder, from the current one upwards, that holds an ini file
-(``pytest.ini``, ``.pytest.ini``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``) or, failing
-that, the current folder. The settings file is ``--config``, else ``$LLMBIAS_CONFIG``, else
+(``pytest.ini``, ``.pytest.ini``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``) or an
+``llmbias.yaml`` or, failing that, the current folder. The settings file is ``--config``, else ``$LLMBIAS_CONFIG``, else
 ``llmbias.yaml`` in the rootdir; the environment's ``LLMBIAS_*`` variables apply as in a run.
 """
 
@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pytest_llmbias.settings import Settings
 
 _INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -36,14 +38,18 @@ class Project:
     root: Path
 
     @classmethod
-    def find(cls, config: Path | None = None, cwd: Path | None = None) -> Project:
+    def find(cls, config: Path | None = None, cwd: Path | None = None, *, root: Path | None = None,
+             cli: Mapping[str, Any] | None = None) -> Project:
+        """The project of ``cwd`` (default: the current folder), its rootdir found upwards unless
+        ``root`` names it; ``cli`` holds option values given on the command (by option name, as
+        :func:`~pytest_llmbias.settings_sources.resolve_settings` takes them)."""
         from pytest_llmbias.settings_sources import find_config, resolve_settings
 
         cwd = (cwd or Path.cwd()).resolve()
-        root = rootdir(cwd)
+        root = root.resolve() if root is not None else rootdir(cwd)
         path = find_config(cli_path=str(config) if config else None, ini_path=None, environ=os.environ, rootdir=root,
                            cwd=cwd)
-        return cls(resolve_settings(config_path=path, environ=os.environ, cwd=cwd), root)
+        return cls(resolve_settings(cli=cli, config_path=path, environ=os.environ, cwd=cwd), root)
 
     @property
     def store(self) -> Path:

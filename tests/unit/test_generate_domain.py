@@ -345,3 +345,21 @@ def test_offline_with_nothing_stored_is_an_error(tmp_path: Path, capsys: pytest.
     assert "2 question list(s) for domain 'eu_energy' are missing (offline mode" in err
     assert "writer-model: nuclear#0, gas#0" in err
     assert not out.exists() and not (tmp_path / ".llmbias" / "responses").exists()
+
+
+def test_run_from_a_subfolder_it_reads_the_rootdir_s_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --rootdir the project is found upwards, as pytest finds it: the writer is the
+    rootdir's target and the store its folder's, not the current folder's."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (tmp_path / "llmbias.yaml").write_text("target: openai/writer-model\nstore: {dir: store}\n", encoding="utf-8")
+    (tmp_path / "tests").mkdir()
+    monkeypatch.chdir(tmp_path / "tests")
+    for name in ("LLMBIAS_CONFIG", "LLMBIAS_STORE", "LLMBIAS_TARGET"):
+        monkeypatch.delenv(name, raising=False)
+    code, _ = run("generate-domain", "--name", "eu_energy", "--description", "Energy policy.", "--category",
+                  "Nuclear", "--offline")
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "question list(s) for domain 'eu_energy' are missing (offline mode" in err and "writer-model" in err
+    assert not (tmp_path / "tests" / ".llmbias").exists() and not (tmp_path / "tests" / "store").exists()
