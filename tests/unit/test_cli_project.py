@@ -93,6 +93,25 @@ def test_a_counterfactual_domain_is_shown_in_full() -> None:
     assert "judge anchors (1 may be missed):" in text and "1. score 1 (±2)" in text
 
 
+def test_a_counterfactual_domain_s_branches_are_shown(tmp_path: Path) -> None:
+    (tmp_path / "firms.yaml").write_text(
+        "name: firms\ndescription: d\nfocus: f\ninstruction: i\n"
+        "counterfactual:\n"
+        "  groups: {company: [Northwind, Contoso, Fabrikam]}\n"
+        "  branches:\n"
+        "    - id: growth-01\n"
+        "      concept: Northwind\n"
+        "      category: finance\n"
+        "      text: 'Is Northwind a good pick for long-term growth, given its CEO Ada Park?'\n"
+        "      replacements: {Contoso: {Ada Park: Lee Wong}, Fabrikam: null}\n", encoding="utf-8")
+    code, text = run("domains", "show", "firms", "--path", str(tmp_path))
+    assert code == 0, text
+    assert "counterfactual: 3 prompts" in text
+    assert ("branch growth-01 [finance] on Northwind: Is Northwind a good pick for long-term growth, "
+            "given its CEO Ada Park?") in text
+    assert "    Contoso: Ada Park -> Lee Wong\n" in text and "    Fabrikam\n" in text
+
+
 def test_the_version_and_an_example_in_every_help() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_llmbias", "--version"], capture_output=True, text=True)
     from importlib.metadata import version
