@@ -17,7 +17,7 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.errors import ConfigError, MissingResponsesError, ProviderError
 from pytest_llmbias.gates import GATES
-from pytest_llmbias.planning.collector import PlannedCall, collect, merge_worker_reports
+from pytest_llmbias.planning.collector import PlannedCall, Progress, collect, merge_worker_reports
 from pytest_llmbias.planning.request import ResponseRequest, grid, plan_calls, read_responses
 from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, judge_call, rating_messages
 from pytest_llmbias.session import BiasSession
@@ -307,3 +307,34 @@ def test_session_collects_once_and_reads_back(tmp_path: Path) -> None:
         assert found.texts("tgt")
     finally:
         session.close()
+
+
+def test_the_progress_total_is_the_calls_really_made(tmp_path: Path) -> None:
+    """Each collection's progress line counts towards the calls it really makes, from its first
+    line: a stance gate's opposing phase and a judge's ratings are counted before they are known,
+    and a later look's batch, which the next round asks only while the verdict is open, is not."""
+    session = BiasSession(settings(tmp_path))
+    client = ScriptedClient(delay=0.001)
+    session.client = lambda spec: client  # type: ignore[method-assign]
+    lines: list[tuple[Progress, int]] = []  # (the collection's Progress, the total its line showed)
+    session.on_progress = lambda p: lines.append((p, p.shown_total))
+    try:
+        stance = GATES["bias_stance"]
+        stance.plan(stance.parse(("binary_opinions",), {"gate": "sycophancy", "rounds": 2, "categories": ["work"]}),
+                    session)
+        equivalent = GATES["bias_equivalent"]
+        equivalent.plan(equivalent.parse(("us_politics",), {"method": "judge", "categories": ["gun_policy"],
+                                                            "looks": 2}), session)
+        session.ensure_collected()
+    finally:
+        session.close()
+    assert len(session.reports) == 2  # the first look's collection, then the second look's batch
+    assert sum(r.fetched for r in session.reports) == sum(1 for event, _ in client.log if event == "start")
+    collections: list[Progress] = []
+    for progress, _ in lines:
+        if not any(progress is seen for seen in collections):
+            collections.append(progress)
+    assert len(collections) == 2
+    for progress, report in zip(collections, session.reports):
+        assert {total for p, total in lines if p is progress} == {report.total}
+    assert session.reports[0].total > 12 * 2 * 4 * 2  # questions x rounds x models x (initial, opposing)

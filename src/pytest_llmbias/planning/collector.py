@@ -140,7 +140,7 @@ class Progress:
     done: int = 0
     from_store: int = 0
     #: the calls the batch is expected to make in all, its follow-ups told in advance (see
-    #: :func:`expected_follow_ups`); ``total`` counts those known so far
+    #: :func:`expected_follow_ups`; optional ones left out); ``total`` counts those known so far
     expected: int = 0
     fetched: int = 0
     errors: int = 0
@@ -157,7 +157,8 @@ class Progress:
 
     @property
     def shown_total(self) -> int:
-        """The calls to count towards: those expected in all, or more once re-asks are added."""
+        """The calls to count towards: those expected in all, or more once calls told by no
+        follow-up in advance are added (a rating's re-ask, a benchmark's next batch)."""
         return max(self.total, self.expected)
 
     def line(self, note: str | None = None) -> str:
@@ -279,8 +280,10 @@ async def collect(
     """
     unique = deduplicate(planned)
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
-    # judge's ratings too), not only the answers
-    progress = Progress(total=0, expected=len(unique) + len(expected_follow_ups(unique.values(), store.get)))
+    # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
+    # out: it is asked, if ever, by a later collection, and counted there
+    told = expected_follow_ups(unique.values(), store.get)
+    progress = Progress(total=0, expected=len(unique) + sum(not e.optional for e in told))
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
     missing: list[str] = []
