@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 LAYERS: dict[str, int] = {
     # standard library only
     "errors": 0, "choices": 0, "catalog": 0, "yamlutil": 0, "aio": 0,
-    # numpy and scipy; tables and plots that know no gate
-    "stats": 1, "report.frames": 1, "report.plots": 1,
+    # numpy and scipy; tables, plots and figures for a reader that know no gate
+    "stats": 1, "report.frames": 1, "report.plots": 1, "report.readable": 1,
     # configuration and the data it names
     "options": 2, "benchmark_sources": 2, "redaction": 2, "settings": 2, "settings_sources": 2, "model_entries": 2, "rubric_file": 2, "releases": 2, "calls": 2, "markers": 2, "domains": 2,
     # where answers are kept and fetched

@@ -112,7 +112,8 @@ def test_figures_read_as_words_and_rounded_numbers() -> None:
                        "margin": 0.4647123, "underpowered": True})
     assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5.0%" in table
     assert "below 0.01% (practically none)" in table and "93.5%" in table and "e-17" not in table
-    assert "below 0.0001 (practically zero)" in table and "0.4647" in table and "<td>yes</td>" in table
+    assert "p</th><td>&lt; 0.001</td>" in table and "0.4647" in table and "<td>yes</td>" in table
+    assert "<td>below 0.0001 (practically zero)</td>" in _kv_table({"difference": -5.551e-18})
 
 
 def test_a_page_without_matplotlib_says_so_at_its_top(monkeypatch) -> None:
@@ -135,3 +136,42 @@ def test_every_built_in_gate_says_how_to_read_it() -> None:
     page = render({"gates": [{"test": "t::x", "gate": "bias_stance", "result": {}}], "roster": {}, "plan": {}},
                   figures_for=None)
     assert "<summary>How to read this</summary>" in page and HOW_TO_READ["bias_stance"][:40] in page
+
+
+def test_figures_read_without_an_exponent_anywhere_a_reader_reads_them() -> None:
+    from pytest_llmbias.report import readable
+
+    assert readable.number(5.551e-18) == "below 0.0001 (practically zero)" == readable.number(-3e-9)
+    assert readable.number(5.551e-18, brief=True) == "≈0" and readable.number(0.0) == "0"
+    assert (readable.number(0.000123), readable.number(0.46471), readable.number(123456.7)) == ("0.000123", "0.4647",
+                                                                                                "123457")
+    assert readable.p_value(1.75e-24) == "p < 0.001" and readable.p_value(0.0123) == "p = 0.0123"
+    assert readable.p_figure(1.75e-24) == "< 0.001" and readable.p_figure(None) == "-"
+    assert readable.signed(0.25) == "+0.25" and readable.signed(-0.25) == "-0.25"
+
+
+def test_a_target_equal_to_its_baselines_reads_practically_zero_in_its_why_and_captions() -> None:
+    """The example suite's case: a target whose scores are its baselines' mean, so its difference
+    is floating-point noise and its p-value vanishingly small. The one-line why, the plot caption
+    and every table of the page read them in words, with no exponent."""
+    from pytest_llmbias import evaluate_equivalence
+    from pytest_llmbias.report.run_record import gate_entry
+
+    questions = [f"q{i}" for i in range(20)]
+    b1 = {q: 3 + (i % 5) * 0.5 for i, q in enumerate(questions)}
+    b2 = {q: 4 + (i % 4) * 0.5 for i, q in enumerate(questions)}
+    target = {q: (b1[q] + b2[q]) / 2 + 1e-13 * (i % 3 - 1) for i, q in enumerate(questions)}
+    result = evaluate_equivalence({"tgt": target, "b1": b1, "b2": b2}, target="tgt", baselines=["b1", "b2"],
+                                  method="judge")
+    tost = result.methods[0].tost
+    assert abs(tost.diff) < 1e-12 and tost.p_value < 1e-20  # what the page must not show as 5.551e-18
+    assert "difference below 0.0001 (practically zero)" in result.why and "(p < 0.001)" in result.why
+    _, entry = gate_entry("t.py::test_same", "bias_equivalent", "scores", result)
+    page = html.render(_doc([{**entry, "outcome": "passed"}]))
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", page)
+    assert any("difference below 0.0001 (practically zero), 90% interval [≈0, ≈0]" in c and "p &lt; 0.001" in c
+               for c in captions), captions
+    # every sentence and table of the page; the plots' axes are matplotlib's, and the Report block
+    # is the terminal's statistics table, which keeps its scientific figures
+    text = re.sub(r"<svg.*?</svg>|<pre>.*?</pre>", "", page, flags=re.S)
+    assert "practically zero" in text and not re.findall(r".{40}\de[-+]\d.{10}", text)

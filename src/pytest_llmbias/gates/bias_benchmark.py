@@ -45,6 +45,7 @@ from pytest_llmbias.gates.bias_benchmark_scores import (
 )
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.report import readable
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.bbq import CONVENTIONS
 
@@ -214,8 +215,9 @@ def evaluate_benchmark(
     if spec.max_bias is not None:
         bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.alpha)
         per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.alpha)
-        why = (f"the target's mean {shown} {bound['mean']:.4g} against max_bias {spec.max_bias:g}: "
-               f"{(1 - 2 * spec.alpha):.0%} CI [{bound['low']:.4g}, {bound['high']:.4g}]")
+        n = readable.number
+        why = (f"the target's mean {shown} {n(bound['mean'])} against max_bias {spec.max_bias:g}: "
+               f"{(1 - 2 * spec.alpha):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]")
         return BenchmarkResult(verdict=bound["verdict"], why=why, bound=bound, per_category=per_category, **common)
     if not baselines:
         raise StatisticsError(f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
@@ -232,12 +234,13 @@ def evaluate_benchmark(
             raise
         passed = diff < spec.comparison.margin_for(metric)  # type: ignore[operator]
         return BenchmarkResult(verdict="no-worse" if passed else "biased", per_category=per_category, why=(
-            f"the scores leave no spread to test ({exc}); every unit differs by {diff:+.4g}, "
+            f"the scores leave no spread to test ({exc}); every unit differs by {readable.signed(diff)}, "
             f"{'below' if passed else 'not below'} the margin"), **common)
     t = relative.tost
     what = "error" if metric.startswith("accuracy") else metric
-    why = (f"mean {what}: target {t.mean_target:.4g}, baselines {t.mean_baseline:.4g}; difference {t.diff:+.4g} "
-           f"against the margin {t.margin:.3g} ({len(kept)} units, paired)")
+    n = readable.number
+    why = (f"mean {what}: target {n(t.mean_target)}, baselines {n(t.mean_baseline)}; difference "
+           f"{readable.signed(t.diff)} against the margin {n(t.margin)} ({len(kept)} units, paired)")
     return BenchmarkResult(verdict=t.verdict, why=why, relative=relative, per_category=per_category,
                            warnings=tuple(stability_warnings([relative])), **common)
 

@@ -27,6 +27,7 @@ from pytest_llmbias.errors import StatisticsError
 from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import category_intervals, unit_categories
 from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare, stability_warnings
+from pytest_llmbias.report import readable
 
 
 def group_scores(items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[bool | None]],
@@ -137,8 +138,9 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
         passed = all(b["verdict"] == "within bound" for b in bounds.values())
         b = bounds[decide]
         why = (f"every group's mean disadvantage within ±{spec.max_bias:g} logits" if passed else
-               f"{decide}: mean disadvantage {b['mean']:+.3g} logits against ±{spec.max_bias:g}") + (
-               f" ({(1 - 2 * spec.alpha):.0%} CI of {decide} [{b['low']:.3g}, {b['high']:.3g}])")
+               f"{decide}: mean disadvantage {readable.signed(b['mean'])} logits against ±{spec.max_bias:g}") + (
+               f" ({(1 - 2 * spec.alpha):.0%} CI of {decide} [{readable.number(b['low'], brief=True)}, "
+               f"{readable.number(b['high'], brief=True)}])")
         groups = {g: {"verdict": v["verdict"], "value": v["mean"], "low": v["low"], "high": v["high"], "p": v["p"],
                       "n": v["n"]} for g, v in bounds.items()}
         scores = {target: per_model[target][decide]}
@@ -154,9 +156,9 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
     passed = all(m.passed for m in results.values())
     relative = results[decide]
     t = relative.tost
-    why = (f"every group's disadvantage within ±{t.margin:.3g} logits of the baselines'" if passed else
-           f"{decide}: the target's disadvantage {t.mean_target:+.3g} logits against the baselines' "
-           f"{t.mean_baseline:+.3g}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
+    why = (f"every group's disadvantage within ±{readable.number(t.margin)} logits of the baselines'" if passed else
+           f"{decide}: the target's disadvantage {readable.signed(t.mean_target)} logits against the baselines' "
+           f"{readable.signed(t.mean_baseline)}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
     groups = {g: {"verdict": m.tost.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
                   "p": m.tost.p_value, "n": m.tost.n_target} for g, m in results.items()}
     scores = {a: dict(relative.scores[a]) for a in aliases}

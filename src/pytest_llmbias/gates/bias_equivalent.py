@@ -37,6 +37,7 @@ from pytest_llmbias.gates.relative import (
 )
 from pytest_llmbias.gates.result import GateResultBase, moved_items, role, versus
 from pytest_llmbias.planning.request import ResponseRequest
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import GateSession
@@ -144,8 +145,8 @@ class EquivalentResult(GateResultBase):
     @property
     def why(self) -> str:
         return "; ".join([*self.problems, *(
-            f"{m.method}: {m.tost.verdict}, difference {m.tost.diff:.3g} against the margin {m.tost.margin:.3g} "
-            f"(p {m.tost.p_value:.3g})" for m in self.methods)])
+            f"{m.method}: {m.tost.verdict}, difference {readable.number(m.tost.diff)} against the margin "
+            f"{readable.number(m.tost.margin)} ({readable.p_value(m.tost.p_value)})" for m in self.methods)])
 
     def method(self, name: str) -> MethodResult:
         for m in self.methods:

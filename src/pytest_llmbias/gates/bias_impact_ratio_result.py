@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmbias.choices import Alternative, FailOn
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_rate, underpowered_note
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -256,11 +257,11 @@ class ImpactRatioGateResult(GateResultBase):
         low, high = r.worst_pair
         relation = "below" if r.min_impact_ratio < self.threshold else "at or above"
         why = (f"min impact ratio {r.min_impact_ratio:.3f} ({low} vs {high}) is {relation} the threshold "
-               f"{self.threshold:g}; group effect p = {self.effect.p_value:.3g}")
+               f"{self.threshold:g}; group effect {readable.p_value(self.effect.p_value)}")
         c = self.comparison
         if c is not None:
             why += (f"; against {c.release} ({c.change.release:.3f}) {c.change.difference:+.3f}, interaction "
-                    f"p = {c.change.p_value:.3g}" + (": worse" if c.regressed else ""))
+                    f"{readable.p_value(c.change.p_value)}" + (": worse" if c.regressed else ""))
         return why
 
     def fields(self) -> dict[str, Any]:

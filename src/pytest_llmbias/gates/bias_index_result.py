@@ -20,6 +20,7 @@ from pytest_llmbias.gates.result import (
     underpowered_note,
     versus,
 )
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
 from pytest_llmbias.stats.power import INDEX_VIOLATION
@@ -150,11 +151,12 @@ class BiasIndexGateResult(GateResultBase):
         parts = []
         if self.relative is not None:
             t = self.relative.tost
-            parts.append(f"relative: {t.verdict}, the target's mean per-prompt index {t.mean_target:.4g} against the "
-                         f"baselines' {t.mean_baseline:.4g}, margin {t.margin:.3g}")
+            parts.append(f"relative: {t.verdict}, the target's mean per-prompt index {readable.number(t.mean_target)} "
+                         f"against the baselines' {readable.number(t.mean_baseline)}, margin {readable.number(t.margin)}")
         if self.absolute is not None:
             a = self.absolute
-            parts.append(f"absolute: {a.verdict}, index {a.index:.4g}, {a.confidence:.0%} lower bound {a.lower:.4g} "
+            parts.append(f"absolute: {a.verdict}, index {readable.number(a.index)}, {a.confidence:.0%} lower bound "
+                         f"{readable.number(a.lower)} "
                          f"against max_index {a.max_index:g}")
         return "; ".join(parts)
 

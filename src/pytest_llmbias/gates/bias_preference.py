@@ -40,6 +40,7 @@ from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare, stability_warnings
 from pytest_llmbias.gates.result import moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import (
     AGENT,
@@ -246,7 +247,7 @@ def evaluate_preference(
     elif t.position_bias:
         verdict = "inconclusive"
         why = (f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
-               f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial p = {t.position_p:.3g}): a model that "
+               f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model that "
                "names the first article looks balanced once the order is shuffled, so no verdict on perspectives")
     elif not t.balanced:
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
@@ -254,7 +255,7 @@ def evaluate_preference(
         verdict = f"prefers {side}"
         why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: "
                + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
-               + f" (TOST p = {worst.p_value:.3g} at alpha {spec.alpha:g})")
+               + f" (TOST {readable.p_value(worst.p_value)} at alpha {spec.alpha:g})")
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
         why = (f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "

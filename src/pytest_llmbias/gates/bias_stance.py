@@ -41,6 +41,7 @@ from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_
 from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
@@ -350,7 +351,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
                             figures=figures, drivers=tuple(order[:DRIVERS]), **common)
     t = relative.tost
     summary = (f"mean shift towards the stated opinion: target {mean_t:.3f}, baselines {base_mean:.3f} "
-               f"(of at most 2); margin {t.margin:.3g}")
+               f"(of at most 2); margin {readable.number(t.margin)}")
     figures = {"target": t.mean_target, "baselines": t.mean_baseline, "bound": t.margin, "p": float(f"{t.p_value:.3g}"),
                "reliability": f"{t.test}; {fmt_false_alarm(estimate=relative.false_alarm)}"}
     drivers = sorted(shifts[target], key=lambda u: (-(shifts[target][u] - mean_b[u]), u))
@@ -414,7 +415,7 @@ class BiasStanceGate(SpecGate):
                 "share of the baselines' agreed questions where the target takes their side",
                 [(f"{result['target']} (target)", figures["share"], figures["lower"], figures["upper"])],
                 target=result["target"], reference=figures.get("bound"), xlabel="share",
-                caption=f"{figures['same']} of {figures['agreed']} agreed questions; bound {figures.get('bound')}"))
+                caption=f"{figures['same']} of {figures['agreed']} agreed questions; bound {readable.number(figures.get('bound'))}"))
         if result.get("relative"):
             out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
         return out

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.report import readable
+
 _SCRIPT = """
 (function () {
   var box = document.getElementById("failing-only");
@@ -77,8 +79,6 @@ LABELS = {
 }
 #: keys whose value is a rate, shown as a percentage
 RATES = {"designed_false_alarm", "false_alarm", "power", "observed_power"}
-#: below this a figure is zero for every practical purpose, and the page says so
-NEGLIGIBLE = 1e-4
 
 
 #: a short "how to read this" per gate kind
@@ -112,14 +112,13 @@ def _label(key: str) -> str:
 
 
 def _num(value: Any, key: str = "") -> str:
+    """A cell's value as a reader reads it (see :mod:`pytest_llmbias.report.readable`)."""
     if isinstance(value, bool) or value is None:
-        return _e("-" if value is None else ("yes" if value is True else "no") if isinstance(value, bool) else value)
-    if isinstance(value, float):
+        return "-" if value is None else ("yes" if value else "no")
+    if isinstance(value, (int, float)):
         if key in RATES:
-            return "below 0.01% (practically none)" if 0 < value < NEGLIGIBLE else f"{value:.1%}"
-        if 0 < abs(value) < NEGLIGIBLE:
-            return f"{'-' if value < 0 else ''}below 0.0001 (practically zero)"
-        return f"{value:.4g}"
+            return _e(readable.rate(float(value)))
+        return _e(readable.p_figure(value) if key == "p" else readable.number(value))
     return _e(value)
 
 
@@ -203,7 +202,7 @@ def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None
         methods = (g.get("row") or {}).get("methods") or [{}]
         for m in methods:
             cells = [link, f"<code>{_e(g.get('gate'))}</code>", _e(m.get("method", "")), badge,
-                     _e(m.get("verdict", g.get("verdict"))), *(f'<td class="num">{_num(m.get(c))}</td>'
+                     _e(m.get("verdict", g.get("verdict"))), *(f'<td class="num">{_num(m.get(c), c)}</td>'
                                                              for c in ("target", "baselines", "bound", "p")),
                      _e(m.get("reliability", ""))]
             rows.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
@@ -258,8 +257,8 @@ def _moved(result: Mapping[str, Any]) -> str:
     if not items:
         return ""
     rows = "".join(
-        f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td><td>{float(i.get('comparator') or 0):.4g}</td>"
-        f"<td>{float(i.get('target') or 0):.4g}</td><td>{float(i.get('delta') or 0):+.3g}</td>"
+        f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td><td>{_num(float(i.get('comparator') or 0))}</td>"
+        f"<td>{_num(float(i.get('target') or 0))}</td><td>{readable.signed(float(i.get('delta') or 0))}</td>"
         f"<td>{_e(i.get('comparator_text'))}</td><td>{_e(i.get('target_text'))}</td></tr>"
         for i in items)
     other = _e(items[0].get("comparator_alias", "comparators"))

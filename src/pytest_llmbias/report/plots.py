@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmbias.report import readable
+
 #: colours of the target and of the baselines, in order
 TARGET_COLOUR = "#c0392b"
 #: point sizes of legends and of dense tick labels: at 100 % zoom, at least 10 CSS pixels
@@ -231,9 +233,10 @@ def heatmap(
 def tost_interval(title: str, tost: Mapping[str, Any], *, xlabel: str = "target − baselines") -> Figure:
     """:func:`interval_against_margin` for a stored TOST result (``TostResult.to_dict()``)."""
     alpha = float(tost.get("alpha", 0.05))
-    caption = (f"difference {tost['diff']:.4g}, {1 - 2 * alpha:.0%} interval [{tost['ci_low']:.4g}, "
-               f"{tost['ci_high']:.4g}] (each end a one-sided {1 - alpha:.0%} bound), margin δ = "
-               f"{tost['margin']:.4g}, p = {tost['p_value']:.3g}")
+    n = readable.number
+    caption = (f"difference {n(tost['diff'])}, {1 - 2 * alpha:.0%} interval [{n(tost['ci_low'], brief=True)}, "
+               f"{n(tost['ci_high'], brief=True)}] (each end a one-sided {1 - alpha:.0%} bound), margin δ = "
+               f"{n(tost['margin'])}, {readable.p_value(tost['p_value'])}")
     return interval_against_margin(title, float(tost["diff"]), float(tost["ci_low"]), float(tost["ci_high"]),
                                    float(tost["margin"]), alternative=str(tost.get("alternative", "equivalent")),
                                    xlabel=xlabel, caption=caption)
