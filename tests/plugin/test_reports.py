@@ -113,3 +113,22 @@ def test_a_broken_document_fails_the_schema():
         doc["gates"] = [{**entry, **broken}]
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(doc, schema())
+
+
+def test_without_matplotlib_the_run_warns_once_naming_the_extra(pytester: pytest.Pytester, dims_project,
+                                                                 run_pytest_once):
+    """The HTML report without its plotting library: the page says so at its top, and the run
+    says it once, as an ``llmbias:`` line, not as a warning placed in one of the plugin's modules."""
+    dims_project()
+    pytester.makepyfile(GATES.split("@pytest.mark.bias_index(\"dims\", categories")[0])
+    # how Python marks a package as not importable
+    pytester.makeconftest("import sys\n\nsys.modules['matplotlib'] = None\n")
+    result = run_pytest_once(*OFFLINE, "--llmbias-html=out/report.html")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    line = ("llmbias: warning: HTML report: the plots are missing: matplotlib is not installed "
+            "(pip install 'pytest-llmbias[html]')")
+    assert out.count(line) == 1 and out.count("matplotlib is not installed") == 1, out
+    assert "run_record.py" not in out and "LLMBiasWarning: HTML report" not in out
+    page = (pytester.path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Note: the plots are missing" in page and "<svg" not in page

@@ -104,6 +104,9 @@ class RunRecord:
     outcomes: dict[str, str] = field(default_factory=dict)
     #: alias -> usage of the calls made over the network (summed over workers)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: warnings on the run's reports (an HTML report without its plots), said once, as the
+    #: end-of-run section's last lines: a warning of pytest's would name this module as its place
+    notes: list[str] = field(default_factory=list)
 
     # -- pytest-xdist ------------------------------------------------------------------------
 
@@ -170,7 +173,8 @@ class RunRecord:
         collections (unless ``collection_shown``: their line is on screen already) and the tokens
         fetched, the gates' table — one that fits 100 columns, the full one with -v, the gates that
         did not pass only with -q — the session's one-line false-alarm figure, with -v the reports of
-        the gates that passed, and the files written. None: no section."""
+        the gates that passed, the files written, and the warnings on them (:attr:`notes`). None: no
+        section."""
         reports = self.collections(session)
         if not reports and not self.rows and not self.exported:
             return None
@@ -208,7 +212,7 @@ class RunRecord:
                 ".md": "the run's Markdown report is written"}
         if verbosity >= 0:
             out += [("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported]
-        return out
+        return out + [("line", f"llmbias: warning: {note}") for note in self.notes]
 
     def append_history(self, settings: Settings, rootdir: Path) -> tuple[Path | None, str | None]:
         """Append this run's gate figures to the run history (see :mod:`pytest_llmbias.report.history`).
@@ -300,12 +304,8 @@ class RunRecord:
             from pytest_llmbias.report import html
 
             missing = html.plots_missing()
-            if missing is not None:  # said once, here; the page says it at its top
-                import warnings
-
-                from pytest_llmbias.errors import LLMBiasWarning
-
-                warnings.warn(LLMBiasWarning(f"HTML report: {missing}"), stacklevel=1)
+            if missing is not None:  # the page says it at its top, the end-of-run section once
+                self.notes.append(f"HTML report: {missing}")
             html.write(html_path, doc, redactor, figures_for=figures_for)
             self.exported.append(html_path)
         if md_path is not None:
