@@ -86,6 +86,16 @@ def test_the_walkthrough_installs_as_the_readme_does() -> None:
             assert step in readme, step
 
 
+def test_every_option_the_walkthrough_names_exists() -> None:
+    """Its prose as well as its commands: a flag the document names is one pytest accepts."""
+    from pytest_llmbias.options import OPTIONS
+
+    named = set(re.findall(r"--llmbias-[a-z-]*[a-z]", WALKTHROUGH.read_text(encoding="utf-8")))
+    assert named, "the walkthrough names the options it uses"
+    unknown = sorted(named - {o.flag for o in OPTIONS})
+    assert not unknown, f"the walkthrough names options that do not exist: {unknown}"
+
+
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
