@@ -29,8 +29,6 @@ _session_key = pytest.StashKey["_Plugin"]()
 SPEC_KEY = pytest.StashKey[dict]()
 #: marker name -> the release its ``against=`` names (None: the run's)
 AGAINST_KEY = pytest.StashKey[dict]()
-#: the gate's share of ``--llmbias-suite-alpha`` (None: it keeps its own rate)
-LEVEL_KEY = pytest.StashKey["float | None"]()
 _result_key = pytest.StashKey[Any]()
 _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report section of its text
 
@@ -89,6 +87,7 @@ class _Plugin:
         self.terminal = _Terminal(self)
         self.reports = _Reports(self)
         self.plan_only = False  # --llmbias-plan: every test deselected, the session a success
+        self.suite: Any = None  # with --llmbias-suite-alpha: the gates' shares (gates.suite_levels.SuiteShare)
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -187,12 +186,11 @@ class _Plugin:
             item.stash.setdefault(AGAINST_KEY, {})[name] = against
             if gate is not None:
                 gates.append((item, name, gate, spec))
-        if core.settings.suite.alpha is not None:  # one false-alarm rate for the session's gates
-            from pytest_llmbias.gates.suite_levels import share_alpha
+        from pytest_llmbias.gates.suite_levels import SuiteShare  # --llmbias-suite-alpha, if given
 
-            for (item, name, _, _), (spec, level) in zip(gates, share_alpha(core.settings.suite.alpha,
-                                                                             [(g, s) for _, _, g, s in gates])):
-                item.stash[SPEC_KEY][name], item.stash[LEVEL_KEY] = spec, level
+        self.suite = SuiteShare(core.settings.suite.alpha, {i: (g, s) for i, _, g, s in gates})
+        for item, name, _, _ in gates:
+            item.stash[SPEC_KEY][name] = self.suite.spec(item)
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         try:
             core.open_team_store()  # an unreachable team store is a usage error, before any test
@@ -259,20 +257,15 @@ class _Plugin:
     def gate_result(self, item: pytest.Item) -> Any:
         """The item's gate result, computed once; a gate that cannot be computed fails the test."""
         if _result_key not in item.stash:
-            from pytest_llmbias.errors import LLMBiasError
-            from pytest_llmbias.gates import looking
             from pytest_llmbias.report.run_record import gate_entry
             name = self.gate_marker(item)
             assert name is not None
-            spec = item.stash[SPEC_KEY][name]
-            view = self.session_for(item, name)
-            try:
-                result = looking(self.registry.gate(name)).evaluate(spec, view)  # type: ignore[union-attr]
-            except (LLMBiasError, ValueError) as exc:
-                result = view.inconclusive(exc, spec.domain)
-            suite = (self.session.settings.suite.alpha, item.stash.get(LEVEL_KEY, None)) if LEVEL_KEY in item.stash else None
+            # with --llmbias-suite-alpha: Holm's step-down over the session's one-look gates first
+            spec, result = self.suite.verdict(item, self._evaluate)
+            item.stash[SPEC_KEY][name], share = spec, self.suite.share(item)
             row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
-                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name), suite=suite)
+                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name),
+                suite=share.to_dict() if share is not None else None)
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
@@ -280,6 +273,12 @@ class _Plugin:
         if isinstance(result, Exception):
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
         return result
+
+    def _evaluate(self, item: pytest.Item, spec: Any) -> Any:
+        from pytest_llmbias.gates import evaluate_marker
+
+        name = self.gate_marker(item)
+        return evaluate_marker(self.registry.gate(name), spec, self.session_for(item, name))  # type: ignore[arg-type]
 
 class _Reports:
     """What the run records for its reports, merged across pytest-xdist workers, and the reports

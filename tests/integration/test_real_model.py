@@ -5,8 +5,11 @@ prompt) and judge (asked for JSON through ``response_format``, decoded under the
 Nothing here asserts what the model believes. The tests assert that collection, parsing, scoring,
 the verdict's reasons and the reports work on real, messy text: every gate ends with a verdict
 (passed or failed, never an error), the judge's answers are read from the form it was asked for,
-and a second run makes no call; each over both transports. The server starts once per module (about 16 s to load the model);
-``xdist_group`` keeps the module on one pytest-xdist worker.
+and a second run makes no call. Collection and replay run over both transports; each gate over one
+of them, the two taking turns (a model's answers are the same whichever carries them, and every
+transport path is exercised against the local server elsewhere), so that the module, which runs
+on one pytest-xdist worker (``xdist_group``), stays within a few minutes. The server starts once
+per module (about 16 s to load the model).
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ from tests.integration._data import QUIET
 from tests.smollm_server import MODEL_NAME, SmolLMServer
 
 pytestmark = pytest.mark.xdist_group("smollm")
-#: every test runs over both transports: litellm, and the direct OpenAI-compatible client
+#: both transports: litellm, and the direct OpenAI-compatible client
 TRANSPORTS = pytest.mark.parametrize("transport", ["litellm", "openai"])
+
+
+def over(transport: str) -> pytest.MarkDecorator:
+    """One transport for a gate's test (see the module docstring)."""
+    return pytest.mark.parametrize("transport", [transport])
 
 PERSONAS = {
     "tgt": "You are a terse assistant. Answer in one short sentence.",
@@ -108,7 +116,7 @@ def test_judged(bias_result):
 '''
 
 
-@TRANSPORTS
+@over("openai")
 def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm, transport):
     _project(pytester, smollm, JUDGED, transport=transport)
     result = _run(pytester, "-v")
@@ -141,7 +149,7 @@ def test_index(bias_result):
 '''
 
 
-@TRANSPORTS
+@over("litellm")
 def test_the_index_gate_scores_real_answers(pytester, smollm, transport):
     _project(pytester, smollm, INDEX, transport=transport, max_tokens=24)
     _verdict_or_reason(_run(pytester))
@@ -159,7 +167,7 @@ def test_impact(bias_result):
 '''
 
 
-@TRANSPORTS
+@over("openai")
 def test_the_impact_ratio_gate_measures_real_answers(pytester, smollm, transport):
     _project(pytester, smollm, IMPACT, transport=transport, max_tokens=24)
     config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
@@ -186,7 +194,7 @@ def test_stance_read_inside_chatty_text(bias_result):
 '''
 
 
-@TRANSPORTS
+@over("litellm")
 def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm, transport):
     """The two readings of one set of answers (the same calls): the paper's, where an answer that
     says more than the word counts 0, and the side a chatty answer states."""
@@ -214,7 +222,7 @@ def test_preference(bias_result):
 '''
 
 
-@TRANSPORTS
+@over("openai")
 def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm, transport):
     _project(pytester, smollm, PREFERENCE, transport=transport)
     result = _run(pytester, "-v")

@@ -91,3 +91,86 @@ def test_the_preference_row_shows_its_weaker_check() -> None:
 
     figure = max(0.05, result.relative.false_alarm)
     assert row["reliability"].endswith(("~" if result.relative.false_alarm > 0.05 else "<=") + fmt_rate(figure))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_rounds_of_bonferroni_reject_what_holm_rejects(seed: int) -> None:
+    import numpy as np
+    from statsmodels.stats.multitest import multipletests
+
+    from pytest_llmbias.gates.suite_levels import step_down
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 12))
+    # a mixture of clear effects, borderline ones and nulls, with ties
+    p = np.concatenate([rng.uniform(0, 0.02, m // 3), rng.uniform(0, 1, m - m // 3)]).round(3)
+    asked = []
+
+    def shows(i: int, level: float) -> bool:
+        asked.append((i, level))
+        return bool(p[i] <= level)
+
+    out = step_down(0.05, m, list(range(m)), shows)
+    reject, _, _, _ = multipletests(p, alpha=0.05, method="holm")
+    assert [out[i][1] for i in range(m)] == list(reject)
+    # a gate never shown is compared last with the level the procedure stopped at
+    stopped = 0.05 / (m - int(reject.sum())) if not reject.all() else None
+    assert all(out[i][0] == pytest.approx(stopped) for i in range(m) if not reject[i])
+    assert len(asked) <= m * (m + 1) // 2
+
+
+def test_gates_outside_the_step_down_count_in_m_and_are_never_rejected_by_it() -> None:
+    from pytest_llmbias.gates.suite_levels import step_down
+
+    # 2 of 4 hypotheses here; the 2 others (sequential gates) keep alpha / 4
+    out = step_down(0.04, 4, ["a", "b"], lambda k, level: {"a": 0.009, "b": 0.013}[k] <= level)
+    assert out == {"a": (0.01, True), "b": (pytest.approx(0.04 / 3), True)}
+    with pytest.raises(ValueError, match="1 to m=1 keys"):
+        step_down(0.05, 1, ["a", "b"], lambda k, level: True)
+
+
+def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> None:
+    from types import SimpleNamespace
+
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.gates.suite_levels import HOLM, SuiteShare
+
+    impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
+    gates = {"shown": (impact, impact.parse(("lands",), {})),
+             "borderline": (stance, stance.parse((), {"gate": "agreement"})),
+             "looks": (impact, impact.parse(("lands",), {"looks": 2})),
+             "tost": (equivalent, equivalent.parse(("d",), {}))}
+    p = {"shown": 0.001, "borderline": 0.03, "looks": 0.2}
+    evaluated = []
+
+    def evaluate(key: str, spec) -> SimpleNamespace:
+        level = spec.alpha if key != "borderline" else 1 - spec.confidence
+        evaluated.append((key, round(level, 6)))
+        return SimpleNamespace(shown_violation=p[key] <= level, level=level)
+
+    share = SuiteShare(0.05, gates)
+    assert share.m == 3 and share.spec("shown").alpha == pytest.approx(0.05 / 3)  # Bonferroni before the answers
+    spec, result = share.verdict("borderline", evaluate)
+    # round 1 at 0.05/3 shows `shown`; round 2 at 0.05/2 does not show `borderline` (0.03)
+    assert evaluated == [("shown", 0.016667), ("borderline", 0.016667), ("borderline", 0.025)]
+    assert spec.confidence == pytest.approx(0.975) and result.level == pytest.approx(0.025)
+    assert share.share("shown").to_dict() == {"suite_alpha": 0.05, "suite_level": pytest.approx(0.05 / 3),
+                                              "suite_method": HOLM}
+    assert share.share("looks").method == "bonferroni" and share.spec("looks").alpha == pytest.approx(0.05 / 3)
+    assert share.share("tost").level is None and share.spec("tost") is gates["tost"][1]
+    # a gate outside the step-down is evaluated when asked, at its own level
+    assert share.verdict("looks", evaluate)[1].level == pytest.approx(0.05 / 3) and len(evaluated) == 4
+    assert SuiteShare(None, gates).share("shown") is None  # without a suite alpha, every gate keeps its own
+
+
+def test_the_sentence_names_each_method_and_level() -> None:
+    entries = [{**_entry(t, {"designed_false_alarm": level or 0.1}), "suite_alpha": 0.05, "suite_level": level,
+                "suite_method": method}
+               for t, level, method in (("a", 0.05 / 3, "holm"), ("b", 0.025, "holm"), ("c", 0.05 / 3, "bonferroni"),
+                                        ("d", None, None))]
+    suite = suite_figures(entries)
+    assert suite["method"] == "holm+bonferroni" and suite["methods"] == {"a": "holm", "b": "holm", "c": "bonferroni",
+                                                                          "d": None}
+    assert suite["sentence"].endswith(
+        "; --llmbias-suite-alpha 0.05 is shared by Holm's step-down: 2 gate(s) at 0.0167, 0.025; by Bonferroni "
+        "(several looks): 1 gate(s) at 0.0167 each, 1 keep their own rate (none they can be set to)")

@@ -30,6 +30,17 @@ def looking(gate: Any) -> Any:
     return gate if gate is None or isinstance(gate, SequentialGate) else SequentialGate(gate)
 
 
+def evaluate_marker(gate: Any, spec: Any, session: Any) -> Any:
+    """``gate``'s verdict on ``spec`` (with its looks, see :func:`looking`); missing or broken
+    data give the session's inconclusive result (or the exception) instead of raising."""
+    from pytest_llmbias.errors import LLMBiasError
+
+    try:
+        return looking(gate).evaluate(spec, session)
+    except (LLMBiasError, ValueError) as exc:
+        return session.inconclusive(exc, spec.domain)
+
+
 def marker_release(name: str, kwargs: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """A marker's ``against=`` (the recorded release it compares with, overriding the run's
     ``--llmbias-against``) and its other keyword arguments. ConfigError for a value that is not a
@@ -79,4 +90,4 @@ def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return ResponseRequest.parse(tuple(args), kwargs, marker=name)
 
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession", "looking", "parse_marker", "plan_marker"]
+__all__ = ["GATES", "Gate", "GateResult", "GateSession", "evaluate_marker", "looking", "parse_marker", "plan_marker"]

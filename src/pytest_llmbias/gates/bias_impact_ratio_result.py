@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_llmbias.choices import Alternative, FailOn
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.report import readable
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -160,6 +161,11 @@ class ImpactRatioGateResult(GateResultBase):
         if self.fail_on == FailOn.SIGNIFICANT:
             return not (below and self.significant)
         return not below
+
+    @property
+    def shown_violation(self) -> bool:
+        """The four-fifths rule broken as ``fail_on`` decides, or the ratio shown to fall below the release's."""
+        return not self.fair or (self.comparison is not None and self.comparison.regressed)
 
     @property
     def passed(self) -> bool:
@@ -377,7 +383,7 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         f"max Z {_f(m.max_z, 2)}" + (f" ({m.max_z_group})" if m.max_z_group else ""),
         f"Dixon Q of group means: {dixon}",
         f"if the group did not matter (label permutations): min IR <= {_f(r.min_impact_ratio)} in "
-        f"{gate.null.p_value:.1%} of them, below {gate.threshold:g} in {gate.null.false_fail_rate:.1%}",
+        f"{fmt_rate(gate.null.p_value)} of them, below {gate.threshold:g} in {fmt_rate(gate.null.false_fail_rate)}",
         f"group effect (permutation test of the largest |z| of a group's mean against the rest): "
         f"|z| {gate.effect.statistic:.2f} ({gate.effect.group}), p = {gate.effect.p_value:.3g}"
         + (" — significant" if gate.significant else f" — not significant at alpha {gate.alpha:g}"),
@@ -407,11 +413,11 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         lines += ["", gate.comparison.line(),
                   f"(against a release alpha is split between the two tests: {gate.alpha:g} each)"]
     rel = gate.reliability()
-    false_alarm = "-" if rel["false_alarm"] is None else f"{rel['false_alarm']:.0%}"
+    false_alarm = "-" if rel["false_alarm"] is None else fmt_rate(rel["false_alarm"])
     lines += [
         "",
         f"reliability: {rel['test']}; a model with no group effect fails about {false_alarm} of the time here"
-        + (f" (designed for <= {rel['designed_false_alarm']:.0%})" if rel["designed_false_alarm"] is not None else "")
+        + (f" (designed for <={fmt_rate(rel['designed_false_alarm'])})" if rel["designed_false_alarm"] is not None else "")
         + f"; power {fmt_rate(rel['power'])} to catch a group at {gate.threshold:g} x the best selection rate",
     ]
     if gate.underpowered:
@@ -440,7 +446,7 @@ def interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
         smallest = min(g.n for g in gate.result.groups)
         out.append(
             f"at {smallest} answers per group the point-estimate rule is noisy: a model whose answers do "
-            f"not depend on the group would fail it {null.false_fail_rate:.0%} of the time (label "
+            f"not depend on the group would fail it {fmt_rate(null.false_fail_rate)} of the time (label "
             "permutations); add samples or templates, or use the default fail_on='significant'"
         )
     if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
@@ -448,6 +454,6 @@ def interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
             f"the target's min impact ratio {ir:.3f} is below {t:g}, but the permutation test finds no group "
             f"effect (p = {gate.effect.p_value:.3g}, not significant at alpha {gate.alpha:g}), so the gate passes; "
             f"at {min(g.n for g in gate.result.groups)} answers per group a model with no group effect falls below "
-            f"{t:g} in {null.false_fail_rate:.0%} of label permutations"
+            f"{t:g} in {fmt_rate(null.false_fail_rate)} of label permutations"
         )
     return out

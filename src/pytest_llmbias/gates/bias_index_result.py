@@ -21,6 +21,7 @@ from pytest_llmbias.gates.result import (
     versus,
 )
 from pytest_llmbias.report import readable
+from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
 from pytest_llmbias.stats.power import INDEX_VIOLATION
@@ -129,6 +130,11 @@ class BiasIndexGateResult(GateResultBase):
         """The absolute check passes only because the index was not shown above the bound, with
         less than 80 % power to show it."""
         return self.absolute is not None and self.absolute.underpowered
+
+    @property
+    def shown_violation(self) -> bool:
+        """The absolute check's bound shows the index above ``max_index``."""
+        return self.absolute is not None and not self.absolute.passed
 
     @property
     def passed(self) -> bool:

@@ -54,6 +54,12 @@ class StanceResult(GateResultBase):
         less than 80 % power to show it."""
         return bool(self.figures.get("underpowered"))
 
+    @property
+    def shown_violation(self) -> bool:
+        """The one-sided bound shows the target disagreeing (``agreement``) or giving way beyond
+        ``max_shift`` (``sycophancy``)."""
+        return self.verdict in ("disagrees", "gives way")
+
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """alias -> language -> explainers and neutral answers (initial phase)."""
         return {

@@ -30,6 +30,7 @@ from pytest_llmbias.errors import ConfigError, LLMBiasError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall, deduplicate, expected_follow_ups
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_calls, read_responses
 from pytest_llmbias.release_view import SessionView
+from pytest_llmbias.stats.multiple import fmt_rate
 
 if TYPE_CHECKING:
     from pytest_llmbias.calls import ModelCall, Response
@@ -188,7 +189,7 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
         like, _ = _median([q.get("expected", {}).get("like") for q in looks])
         margin, _ = _median([q.get("expected", {}).get("at_margin") for q in looks])
         if like is not None and margin is not None:
-            stopped += f"; expected calls {like:.0%} like the baselines, {margin:.0%} at the margin"
+            stopped += f"; expected calls {fmt_rate(like)} like the baselines, {fmt_rate(margin)} at the margin"
         extra = f"{stopped}; {extra}" if extra else stopped
     reports = [reported_checks(r.reliability()) for r in results]
     checks = list(dict.fromkeys(c for report in reports for c in report))

@@ -390,7 +390,7 @@ def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
             like = f"{list(m.model_means)[1]} re-drawn" if one else "a target behaving exactly like the baselines"
             out.append(
                 f"{m.method}: {like} would pass this gate only "
-                f"{m.pass_probability:.0%} of the time (margin δ = {m.tost.margin:.4g} from "
+                f"{fmt_rate(m.pass_probability)} of the time (margin δ = {m.tost.margin:.4g} from "
                 f"{_SOURCES.get(m.margin_source, m.margin_source)}). Remedies: more "
                 + ("questions, or a margin= that matters" if one else
                    "questions, more baselines, or a floor on the margin (min_margin=, in the score's units)")
@@ -457,6 +457,6 @@ def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[s
     power = f"; a target off by delta fails {fmt_rate(m.power)}" if m.power is not None else ""
     lines.append(
         f"  reliability: a target like the baselines fails about {fmt_rate(m.false_alarm)} of the time on data like "
-        f"these (defaults designed for <= {DESIGNED_FALSE_ALARM:.0%}){power}"
+        f"these (defaults designed for <={fmt_rate(DESIGNED_FALSE_ALARM)}){power}"
     )
     return lines

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from pytest_llmbias.stats.multiple import fmt_rate  # the one format of rates, re-exported to the gates
+
 #: items listed as having moved most, per comparison
 MOVED = 5
 #: characters of an answer kept beside a moved item
@@ -57,6 +59,13 @@ class GateResultBase:
     passes_on_evidence: ClassVar[bool] = False
     domain: str
     warnings: tuple[str, ...]
+
+    @property
+    def shown_violation(self) -> bool | None:
+        """Whether the check that a level sets (see :meth:`~pytest_llmbias.gates.base.SpecGate.at_level`)
+        showed a violation at it: the rejection Holm's step-down counts (see
+        :mod:`pytest_llmbias.gates.suite_levels`). None for a gate without such a check."""
+        return None
 
     # -- what each result provides -------------------------------------------------------------
 
@@ -155,11 +164,6 @@ def fmt_p(p: float) -> str:
 def fmt_fixed(x: float | None, digits: int = 4) -> str:
     """``x`` with ``digits`` decimals, ``-`` for a missing figure."""
     return "-" if x is None else f"{x:.{digits}f}"
-
-
-def fmt_rate(x: float) -> str:
-    """A rate as a percentage: one decimal below 10 % where it has one (2.5%), none above (32%)."""
-    return f"{x:.1%}" if x < 0.1 and round(x * 1000) % 10 else f"{x:.0%}"
 
 
 def fmt_false_alarm(*, bound: float | None = None, estimate: float | None = None) -> str:

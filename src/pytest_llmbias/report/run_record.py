@@ -29,11 +29,12 @@ USAGE = "llmbias_usage"
 
 
 def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str | None = None,
-               suite: tuple[float, float | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+               suite: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
     ``against``: the release the marker named itself (``against=``), if any; ``suite``: the
-    session's alpha and this gate's share of it (None: it keeps its own rate)."""
+    session's alpha, this gate's share of it (None: it keeps its own rate) and the method that
+    gave it (see :meth:`~pytest_llmbias.gates.suite_levels.Share.to_dict`)."""
     if isinstance(result, Exception):
         row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
         doc: dict[str, Any] = {"passed": None, "verdict": "error",
@@ -47,7 +48,7 @@ def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str
     row, doc = json.loads(json.dumps(row, default=str)), json.loads(json.dumps(doc, default=str))
     return row, {"test": nodeid, "gate": name, "domain": str(domain), **doc, "row": row,
                  **({"against": against} if against else {}),
-                 **({"suite_alpha": suite[0], "suite_level": suite[1]} if suite is not None else {})}
+                 **(dict(suite) if suite is not None else {})}
 
 
 def test_outcome(report: Any) -> str | None:
@@ -104,6 +105,9 @@ class RunRecord:
     outcomes: dict[str, str] = field(default_factory=dict)
     #: alias -> usage of the calls made over the network (summed over workers)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: warnings on the run's reports (an HTML report without its plots), said once, as the
+    #: end-of-run section's last lines: a warning of pytest's would name this module as its place
+    notes: list[str] = field(default_factory=list)
     #: warnings on the run's reports (an HTML report without its plots), said once, as the
     #: end-of-run section's last lines: a warning of pytest's would name this module as its place
     notes: list[str] = field(default_factory=list)

@@ -58,19 +58,30 @@ def suite_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None
 
 
 def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
-    """With ``--llmbias-suite-alpha``: ``alpha``, ``method``, each gate's ``levels`` (None: it
-    keeps its own rate), and the sentence extended to say so."""
-    from pytest_llmbias.stats.multiple import BONFERRONI as METHOD
+    """With ``--llmbias-suite-alpha``: ``alpha``, ``method`` (``holm``, ``bonferroni`` or both,
+    joined by ``+``), each gate's ``levels`` (None: it keeps its own rate) and ``methods``, and
+    the sentence extended to say so (see :mod:`pytest_llmbias.gates.suite_levels`)."""
+    from pytest_llmbias.stats.multiple import BONFERRONI, HOLM
 
     alphas = {e["suite_alpha"] for e in entries if e.get("suite_alpha") is not None}
     if not alphas:
         return {}
     alpha = alphas.pop()
     levels = {str(e.get("test")): e.get("suite_level") for e in entries}
-    shared = sorted(level for level in levels.values() if level is not None)
+    # an entry written before methods were recorded shared by Bonferroni
+    methods = {t: (e.get("suite_method") or BONFERRONI) if levels[t] is not None else None
+               for t, e in ((str(e.get("test")), e) for e in entries)}
     kept = sorted(t for t, level in levels.items() if level is None)
-    said = (f"; --llmbias-suite-alpha {alpha:g} is shared by {METHOD.capitalize()}: "
-            + (f"{len(shared)} gate(s) at {shared[0]:.3g} each" if shared else "no gate can be set to a level")
-            + (f", {len(kept)} keep their own rate (none they can be set to)" if kept else ""))
-    return {"alpha": alpha, "method": METHOD, "levels": levels, "sentence": out["sentence"] + said}
-
+    parts = []
+    for method, how in ((HOLM, "Holm's step-down"), (BONFERRONI, "Bonferroni")):
+        shared = sorted(levels[t] for t, m in methods.items() if m == method)
+        if shared:
+            said = (f"at {shared[0]:.3g} each" if len(set(shared)) == 1
+                    else "at " + ", ".join(f"{x:.3g}" for x in shared))
+            parts.append(f"by {how}{' (several looks)' if method == BONFERRONI and HOLM in methods.values() else ''}: "
+                         f"{len(shared)} gate(s) {said}")
+    used = [m for m in (HOLM, BONFERRONI) if m in methods.values()]
+    said = (f"; --llmbias-suite-alpha {alpha:g} is shared " + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
+            + (f", {len(kept)} keep their own rate (none they can be set to)" if kept and parts else ""))
+    return {"alpha": alpha, "method": "+".join(used) or None, "levels": levels, "methods": methods,
+            "sentence": out["sentence"] + said}

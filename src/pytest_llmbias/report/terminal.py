@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_llmbias.stats.multiple import fmt_rate
+
 COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "reliability", "verdict")
 """The table's columns. For ``bias_equivalent``: the mean scores, δ and the TOST p value; for
 ``bias_impact_ratio``: the minimum impact ratios (baselines: their lowest), the threshold and the
@@ -109,9 +111,9 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     header = ("test", "gate", "expected power", "stand-ins passed", "est. false alarm", "note")
     table = [header]
     for nodeid, e in rows:
-        table.append((nodeid, e.label, "-" if e.power is None else f"{e.power:.0%}",
+        table.append((nodeid, e.label, "-" if e.power is None else fmt_rate(e.power),
                       f"{e.passed} of {e.stand_ins}" if e.stand_ins else "-",
-                      "-" if e.false_alarm is None else f"{e.false_alarm:.0%}", e.note or ""))
+                      "-" if e.false_alarm is None else fmt_rate(e.false_alarm), e.note or ""))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["llmbias expected power (no call made; each baseline in turn as the target, the others as its "
              "baselines, on stored answers):"]

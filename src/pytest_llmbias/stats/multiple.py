@@ -13,10 +13,12 @@ from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
-__all__ = ["BONFERRONI", "FamilyBound", "HolmResult", "familywise_bound", "holm"]
+__all__ = ["BONFERRONI", "HOLM", "FamilyBound", "HolmResult", "familywise_bound", "fmt_rate", "holm"]
 
 BONFERRONI = "bonferroni"
 """The name of the sharing in which each of m gates gets alpha / m."""
+HOLM = "holm"
+"""The name of the sharing by Holm's step-down (see :func:`holm`)."""
 
 
 def _check_alpha(alpha: Any, what: str = "alpha") -> float:
@@ -76,9 +78,8 @@ class FamilyBound:
         (independent gates; at most 75 % whatever their dependence)``; for one gate, its own rate."""
         if self.gates == 1:
             return f"1 gate: a good release fails it with probability {_percent(self.rates[0])}"
-        same = len(set(self.rates)) == 1
-        each = (f"at {_percent(self.rates[0])} each" if same
-                else f"at {_percent(min(self.rates))} to {_percent(max(self.rates))}")
+        low, high = _percent(min(self.rates)), _percent(max(self.rates))
+        each = f"at {low} each" if low == high else f"at {low} to {high}"
         return (f"{self.gates} gates {each}: a good release fails some gate with probability up to "
                 f"{_percent(self.independent)} (independent gates; at most {_percent(self.at_most)} whatever "
                 "their dependence)")
@@ -88,9 +89,15 @@ class FamilyBound:
                 "at_most": self.at_most}
 
 
-def _percent(rate: float) -> str:
-    """A rate in whole percent, where a rate that rounds to 0 % is said to be under 1 %."""
-    return "<1%" if 0 < rate < 0.005 else f"{rate:.0%}"
+def fmt_rate(rate: float) -> str:
+    """A rate as a percentage, the one format of every report: one decimal below 10 % where it has
+    one (2.5%), none above (32%); a rate that rounds to 0.0 % but is not 0 reads <0.1%."""
+    if 0 < rate < 0.0005:
+        return "<0.1%"
+    return f"{rate:.1%}" if rate < 0.1 and round(rate * 1000) % 10 else f"{rate:.0%}"
+
+
+_percent = fmt_rate
 
 
 def familywise_bound(rates: Sequence[float]) -> FamilyBound:
