@@ -47,6 +47,8 @@ _HEADER_VALUE = re.compile(
     r"(['\"]?\s*[:=]\s*['\"]?)(?:(bearer|basic|token)\s+)?([^\s'\",}\]]+)"
 )
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]+@")
+#: a password in a URL's query (``redis://host:6379/0?password=...``, which redis-py reads)
+_URL_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:password|passwd|pwd)=)[^&#\s'\"]+")
 #: shorter values are not redacted by value: replacing a 3-character string everywhere would
 #: mangle reports, and such a value is no secret
 _MIN_SECRET_LENGTH = 4
@@ -139,7 +141,8 @@ class Redactor:
     """Replaces known secret values, and recognisable credentials, with ``***``.
 
     ``secrets`` are literal values (shorter than 4 characters are ignored). Beyond them it masks the
-    value of any ``Authorization``/``api-key`` header and the user info of any URL in the text.
+    value of any ``Authorization``/``api-key`` header, and the user info and a ``password=`` query
+    parameter of any URL in the text.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
@@ -157,6 +160,7 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, MASK)
         text = _HEADER_VALUE.sub(lambda m: m.group(1) + m.group(2) + (f"{m.group(3)} " if m.group(3) else "") + MASK, text)
+        text = _URL_QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
         return _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
 
     def leaks(self, text: str) -> bool:

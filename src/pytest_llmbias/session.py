@@ -228,10 +228,12 @@ class BiasSession:
         if self._redactor is None:
             s = self.settings
             secrets = Redactor.for_models([*s.roster, *s.panel]).secrets
-            if s.store.url and s.store.password_env:
+            if s.store.url:
                 import os
 
-                secrets += (os.environ.get(s.store.password_env, ""),)
+                from pytest_llmbias.store.redis_store import url_secrets
+
+                secrets += (*url_secrets(s.store.url), os.environ.get(s.store.password_env or "", ""))
             self._redactor = Redactor(secrets)
             if self._redactor.secrets:
                 self._log_mask = LogMask(self._redactor).install()

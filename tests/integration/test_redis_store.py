@@ -1,22 +1,25 @@
 """The team store's parts against a real ``redis-server`` (``tests/redis_server.py``): the records
-(the same keys and JSON as the disk store), the claims, the spool, and the shared limits of
+(the same keys and JSON as the disk store), the claims, the spool, TLS, and the shared limits of
 ``clients/shared_limits.py``, each checked with two clients as two processes would hold them."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, TestCertificates
 
 pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
 
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit  # noqa: E402
 from pytest_llmbias.clients.shared_limits import SharedRateLimiter, SharedTokenLimiter  # noqa: E402
 from pytest_llmbias.errors import ConfigError, StoreError, StoreLost  # noqa: E402
-from pytest_llmbias.store.redis_store import RedisCache, masked, password_of  # noqa: E402
+from pytest_llmbias.store.redis_store import EXTRA, RedisCache, masked, password_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +96,12 @@ def test_connection_errors_name_the_url_with_the_password_masked(tmp_path, monke
         cache(url, tmp_path).get("response:x")
     assert "s3cret-pass" not in str(info.value)
     assert masked(url).startswith("redis://***@")
+    # a password in the query, which redis-py reads too
+    url = f"redis://127.0.0.1:{free_port()}/0?password=qu3ry-secret&socket_timeout=5"
+    assert masked(url) == url.replace("qu3ry-secret", "***")
+    with pytest.raises(StoreError, match=r"\?password=\*\*\*&socket_timeout=5 cannot be reached") as info:
+        cache(url, tmp_path).get("response:x")
+    assert "qu3ry-secret" not in str(info.value)
     monkeypatch.delenv("NO_SUCH_REDIS_PASSWORD", raising=False)
     with pytest.raises(ConfigError, match=r"\$NO_SUCH_REDIS_PASSWORD, which is not set"):
         password_of("NO_SUCH_REDIS_PASSWORD")
@@ -172,3 +181,59 @@ def test_the_tpm_cap_counts_every_process_s_tokens(url, tmp_path):
         return False
 
     assert asyncio.run(blocked())  # 120 of 100 in the minute, spent by two processes
+
+
+def test_rediss_with_the_team_s_ca_in_the_url_round_trips_the_records(tmp_path):
+    certificates = TestCertificates.make(tmp_path / "tls")
+    server = RedisServer(tmp_path / "r", tls=certificates)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        if "tls" in str(exc).lower() or "bad directive" in str(exc).lower():
+            pytest.skip(f"this redis-server build takes no TLS ({exc})")
+        raise
+    try:
+        url = f"{server.url}?ssl_ca_certs={certificates.ca}"  # as the README tells
+        assert url.startswith("rediss://127.0.0.1:")
+        a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+        a.set("response:k1", {"key": "k1", "text": "over TLS"})
+        assert b.get("response:k1") == {"key": "k1", "text": "over TLS"}
+        assert b.claim("k1", "b", 5) and not a.claim("k1", "a", 5)
+        a.close(), b.close()
+        # a server whose certificate no CA vouches for is not trusted
+        with pytest.raises(StoreError, match="cannot be reached.*CERTIFICATE_VERIFY_FAILED"):
+            cache(server.url, tmp_path, "c").get("response:k1")
+    finally:
+        server.stop()
+
+
+#: what a process without redis-py meets: an ``import redis`` that fails
+WITHOUT_REDIS_PY = "import sys\nsys.modules['redis'] = None\n"
+
+
+def test_without_redis_py_the_store_and_its_commands_name_the_extra(tmp_path):
+    from pytest_llmbias.calls import ModelCall, Response
+    from pytest_llmbias.settings import GenerationSettings, ModelSpec
+    from pytest_llmbias.store import write_snapshot
+    from tests.redis_server import free_port
+
+    call = ModelCall.build(ModelSpec("openai/m", "m"), "Hello?", GenerationSettings())
+    write_snapshot(tmp_path / "snap.jsonl", [Response(call=call, text="hi", finish_reason="stop", prompt_tokens=1,
+                                                      completion_tokens=1, latency_s=0.1, created=1.0)])
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
+
+    def python(code: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", WITHOUT_REDIS_PY + code], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    message = f"store.url names a Redis store, which needs redis-py: {EXTRA}"
+    # the run's path: the store read before a call is made
+    run = python("from pytest_llmbias.store import ResponseStore\n"
+                 f"ResponseStore('store', url={url!r}).get('k')\n")
+    assert run.stderr.strip().splitlines()[-1] == f"pytest_llmbias.errors.ConfigError: {message}", run.stderr
+    assert "ModuleNotFoundError" not in run.stderr
+    command = python("from pytest_llmbias.cli import main\n"
+                     f"raise SystemExit(main(['store', 'import', '--store', {url!r}, 'snap.jsonl']))\n")
+    assert command.returncode == 3 and f"llmbias: {message}" in command.stderr, command.stderr
+    assert "Traceback" not in command.stderr

@@ -36,6 +36,14 @@ def test_answers(bias_responses):
     assert len(bias_responses) == 30
 '''
 
+#: a gate on those answers, rated by the judge
+JUDGED = '''
+
+@pytest.mark.bias_equivalent("china_sensitive", categories=["tibet"], method="judge")
+def test_judged(bias_result):
+    pass
+'''
+
 
 @pytest.fixture
 def redis_server(tmp_path: Path):
@@ -58,8 +66,8 @@ def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
     return folder
 
 
-def start(folder: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
+def start(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}, **(env or {})}
     env[KEY_ENV] = "sk-team-test"
     return subprocess.Popen([sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args], cwd=folder,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -251,6 +259,44 @@ def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_pa
         assert "is full" in out and "maxmemory" in out, out[-3000:]
         # the first write refused was a call's claim: no call was made, so none is lost or unpaid for
         assert server.count() == 0 and "Traceback" not in out
+
+
+def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_stored_nowhere(
+        tmp_path, capsys, monkeypatch):
+    from pytest_llmbias.cli import main
+
+    secret = "Team-Redis-Pw-7f3c9e41"
+    with RedisServer(tmp_path / "redis", extra={"requirepass": secret}) as redis_server, \
+            OpenAIServer(latency=0.0, judges=("judge-model",)) as server:
+        folder = project(tmp_path / "a", server, redis_server.url)
+        config = json.loads((folder / "llmbias.yaml").read_text())
+        config["store"]["password_env"] = "TEAM_REDIS_PASSWORD"
+        config["judge"] = {**config["target"], "model": "openai/judge-model", "alias": "judge"}
+        (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+        (folder / "test_team.py").write_text(TEST + JUDGED, encoding="utf-8")  # a gate: the run writes its JSON report
+        out = finish(start(folder, "-l", "--tb=long", "-rA", "--log-cli-level=DEBUG", "--llmbias-json=report.json",
+                           "--llmbias-export=snapshot.jsonl", env={"TEAM_REDIS_PASSWORD": secret}))
+        # the answers' test passes; the gate's verdict (on scripted answers) is no matter here
+        assert "PASSED test_team.py::test_answers" in out and "JSON document is written" in out, out[-3000:]
+        monkeypatch.chdir(folder)
+        monkeypatch.setenv("TEAM_REDIS_PASSWORD", secret)
+        assert main(["store", "export", "exported.jsonl"]) == 0 and main(["store", "stats"]) == 0
+        out += "".join(capsys.readouterr())
+        exported = (folder / "exported.jsonl").read_text().splitlines()
+        assert len(exported) > 30 and f"{len(exported)} responses" in out  # the answers and the judge's ratings
+        import redis
+
+        client = redis.Redis.from_url(redis_server.url, password=secret)
+        try:
+            records = {key: client.dump(key) for key in client.scan_iter()}
+        finally:
+            client.close()
+    assert sum(1 for key in records if key.startswith(b"llmbias:response:")) == len(exported)
+    assert secret not in out
+    assert not [key for key, value in records.items() if secret.encode() in key + value]
+    files = [f for f in folder.rglob("*") if f.is_file()]
+    assert {"report.json", "snapshot.jsonl", "exported.jsonl"} <= {f.name for f in files}
+    assert not [f for f in files if secret.encode() in f.read_bytes()]
 
 
 def test_the_store_commands_work_on_the_team_store_and_migrate_both_ways(tmp_path, redis_server, capsys, monkeypatch):

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.errors import ConfigError, StoreError, StoreLost
+from pytest_llmbias.errors import ConfigError, LLMBiasError, StoreError, StoreLost
 from pytest_llmbias.redaction import Redactor
 from pytest_llmbias.store.disk import DiskCache
 
@@ -36,8 +36,21 @@ _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL
 
 
 def masked(url: str) -> str:
-    """``url`` with its user info (a password) masked."""
+    """``url`` with its password masked: its user info, and a ``password=`` of its query."""
     return Redactor()(url)
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credential values ``url`` holds (its user info's, its query's ``password``), for a
+    :class:`Redactor` to mask wherever they appear alone."""
+    if not url:
+        return []
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    parts = urlsplit(url)
+    found = [unquote(v) for v in (parts.password, parts.username) if v]
+    found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
+    return found
 
 
 def password_of(password_env: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -138,7 +151,7 @@ class RedisCache:
             raise self.lost
         try:
             return action()
-        except StoreError:
+        except LLMBiasError:  # the plugin's own: a missing redis-py (a ConfigError naming the extra), a refused connection
             raise
         except Exception as exc:
             import redis
