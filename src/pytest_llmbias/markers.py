@@ -18,9 +18,14 @@ from pytest_llmbias.errors import ConfigError
 
 C = TypeVar("C", bound=Choice)
 
+#: the argument every marker takes besides its spec's fields: the recorded release it compares
+#: with, taken off before the spec is parsed (see :func:`pytest_llmbias.gates.marker_release`)
+AGAINST = "against"
+
 
 def signature_of(spec: type) -> str:
-    """``domain, *, key=default, ...`` from a spec dataclass whose first field is the domain."""
+    """``domain, *, key=default, ..., against=None`` from a spec dataclass whose first field is
+    the domain (``against``: see :data:`AGAINST`)."""
     parts = []
     for f in dataclasses.fields(spec):
         if f.name == "domain":
@@ -28,18 +33,19 @@ def signature_of(spec: type) -> str:
         elif f.default is not dataclasses.MISSING:
             default = f.default.value if isinstance(f.default, Choice) else f.default
             parts.append(f"{f.name}={default!r}")
-    return ", ".join(parts)
+    return ", ".join([*parts, f"{AGAINST}=None"])
 
 
 def bind(marker: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    """Bind ``args`` (the first one only: the domain) and ``kwargs`` to ``names``."""
-    accepted = ", ".join(names)
+    """Bind ``args`` (the first one only: the domain) and ``kwargs`` to ``names``; an ``against``
+    is left to :func:`pytest_llmbias.gates.marker_release`, which reads it before this is called."""
+    accepted = ", ".join([*names, AGAINST])
     if len(args) > 1:
         raise ConfigError(
             f"@pytest.mark.{marker} takes the domain as its only positional argument; "
             f"pass the rest by keyword ({accepted})"
         )
-    bound = dict(kwargs)
+    bound = {k: v for k, v in kwargs.items() if k != AGAINST}
     if args:
         if "domain" in bound:
             raise ConfigError(f"@pytest.mark.{marker}: 'domain' given twice")

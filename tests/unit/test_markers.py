@@ -51,6 +51,16 @@ def test_unknown_keyword_names_accepted_arguments() -> None:
     assert "bias_responses" in msg
 
 
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_every_marker_names_against_among_its_arguments(name: str) -> None:
+    """The release a marker compares with is one of its arguments (taken before its spec is parsed):
+    its signature and its unknown-argument error list it, and parsing leaves it to the plugin."""
+    assert BY_NAME[name].signature.endswith(", against=None")
+    with pytest.raises(ConfigError, match=r"unknown argument 'colour'; accepted: domain, .*, against$"):
+        parse_marker(name, ("d",), {"colour": 1})
+    assert parse_marker("bias_responses", ("d",), {"against": "v1"}) == ResponseRequest(domain="d")
+
+
 def test_two_positionals() -> None:
     msg = error("d", "all")
     assert "positional" in msg and "models" in msg
