@@ -73,8 +73,8 @@ class BiasSession:
         self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
-        self._limiters: dict[str, RateLimiter] = {}
-        self._token_limiters: dict[str, TokenLimiter] = {}
+        self._limiters: dict[str, Any] = {}  # per endpoint: a RateLimiter, or a SharedRateLimiter
+        self._token_limiters: dict[str, Any] = {}
         #: one adaptive limit per endpoint (model, api_base), shared by the aliases that call it
         self.adaptive: dict[tuple[str, str | None], AdaptiveLimit] = {}
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
@@ -246,18 +246,22 @@ class BiasSession:
             return RecordedClient(spec)  # type: ignore[return-value]
         if spec.alias not in self._clients:
             c = self.settings.collection
-            adaptive = self.adaptive.setdefault((spec.model, spec.api_base), AdaptiveLimit(c.concurrency))
+            endpoint = (spec.model, spec.api_base)  # the aliases of one endpoint share its limits
+            name = f"{spec.model}\0{spec.api_base}"
             team = self.store.team
-            if team is not None:  # one quota for every process on the team store
-                from pytest_llmbias.clients.shared_limits import SharedRateLimiter, SharedTokenLimiter
+            if team is not None and endpoint not in self.adaptive:  # one quota for every process on the team store
+                from pytest_llmbias.clients.shared_limits import SharedAdaptiveLimit, SharedRateLimiter, SharedTokenLimiter
 
-                limiter: Any = self._limiters.setdefault(
-                    f"{spec.model}\0{spec.api_base}", SharedRateLimiter(team, spec.model, c.rpm, adaptive=adaptive))
-                tokens: Any = self._token_limiters.setdefault(
-                    spec.model, SharedTokenLimiter(team, spec.model, c.tpm)) if c.tpm else None
-            else:
-                limiter = self._limiters.setdefault(spec.model, RateLimiter(c.rpm))
-                tokens = self._token_limiters.setdefault(spec.model, TokenLimiter(c.tpm)) if c.tpm else None
+                shared = self.adaptive[endpoint] = SharedAdaptiveLimit(team, *endpoint, c.concurrency)
+                self._limiters[name] = SharedRateLimiter(team, *endpoint, c.rpm, adaptive=shared)
+                if c.tpm:
+                    self._token_limiters[name] = SharedTokenLimiter(team, *endpoint, c.tpm)
+            elif endpoint not in self.adaptive:
+                self.adaptive[endpoint] = AdaptiveLimit(c.concurrency)
+                self._limiters[name] = RateLimiter(c.rpm)
+                if c.tpm:
+                    self._token_limiters[name] = TokenLimiter(c.tpm)
+            adaptive, limiter, tokens = self.adaptive[endpoint], self._limiters[name], self._token_limiters.get(name)
             if self._direct is None:
                 self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(

@@ -115,8 +115,9 @@ GIVE_UP_AFTER = 10
 @dataclass(frozen=True)
 class CollectionSettings:
     """How calls are made: ``concurrency`` calls in flight at most (each endpoint's adaptive limit
-    starts there and backs off on 429/503), ``rpm`` starts per minute per model and ``tpm`` tokens
-    per minute per model (0: no cap, the default), ``timeout`` seconds a call, ``retries`` further tries on retryable errors.
+    starts there and backs off on 429/503), ``rpm`` starts per minute and ``tpm`` tokens per minute
+    per endpoint, a model at an ``api_base`` (0: no cap, the default), ``timeout`` seconds a call,
+    ``retries`` further tries on retryable errors.
     ``lock_timeout``: seconds a process waiting for the store's collection lock tolerates no sign
     of life from its holder before it fails (see :mod:`pytest_llmbias.store.lock`). ``max_cost``: a
     budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``max_unparsed``: the share of a

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -16,8 +17,7 @@ from tests.redis_server import RedisServer, TestCertificates
 
 pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
 
-from pytest_llmbias.clients.ratelimit import AdaptiveLimit  # noqa: E402
-from pytest_llmbias.clients.shared_limits import SharedRateLimiter, SharedTokenLimiter  # noqa: E402
+from pytest_llmbias.clients.shared_limits import SharedAdaptiveLimit, SharedRateLimiter, SharedTokenLimiter  # noqa: E402
 from pytest_llmbias.errors import ConfigError, StoreError, StoreLost  # noqa: E402
 from pytest_llmbias.store.redis_store import EXTRA, RedisCache, masked, password_of  # noqa: E402
 
@@ -128,7 +128,7 @@ def test_an_evicting_server_is_named_in_a_notice(tmp_path):
 
 def test_the_rpm_cap_is_one_schedule_for_every_process(url, tmp_path):
     a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
-    one, two = SharedRateLimiter(a, "m", 1200), SharedRateLimiter(b, "m", 1200)  # one start per 50 ms
+    one, two = SharedRateLimiter(a, "m", None, 1200), SharedRateLimiter(b, "m", None, 1200)  # one start per 50 ms
 
     async def starts() -> list[float]:
         out: list[float] = []
@@ -143,31 +143,93 @@ def test_the_rpm_cap_is_one_schedule_for_every_process(url, tmp_path):
 
     times = asyncio.run(starts())
     assert times[-1] - times[0] >= 19 * 0.05 * 0.9  # 20 starts, one slot each: not 10 per limiter
-    other = SharedRateLimiter(a, "another-model", 1200)
+    other = SharedRateLimiter(a, "another-model", None, 1200)
     t0 = time.monotonic()
     asyncio.run(other.acquire())
     assert time.monotonic() - t0 < 0.05  # each model has its own schedule
 
 
-def test_a_throttle_in_one_process_backs_off_the_others_once_per_overload(url, tmp_path):
+def test_a_throttle_in_one_process_makes_the_others_wait_out_its_retry_after(url, tmp_path):
     a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
-    mine, theirs = AdaptiveLimit(16), AdaptiveLimit(16)
-    here, there = SharedRateLimiter(a, "m", 0, adaptive=mine), SharedRateLimiter(b, "m", 0, adaptive=theirs)
-    asyncio.run(here.acquire()), asyncio.run(there.acquire())  # both have seen the state before
+    here, there = SharedRateLimiter(a, "m", None, 0), SharedRateLimiter(b, "m", None, 0)
     there.throttled(0.4)
     t0 = time.monotonic()
     asyncio.run(here.acquire())
     assert time.monotonic() - t0 >= 0.35  # waited out the Retry-After the other process was given
-    assert mine.limit == 8 and mine.throttles == 0  # halved once, not counted as its own throttle
+
+
+def test_the_adaptive_limit_is_one_value_for_every_process(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    mine, theirs = SharedAdaptiveLimit(a, "m", None, 16), SharedAdaptiveLimit(b, "m", None, 16)
+    here = SharedRateLimiter(a, "m", None, 0, adaptive=mine)
+    there = SharedRateLimiter(b, "m", None, 0, adaptive=theirs)
+
+    async def attempt(limiter: SharedRateLimiter, adaptive: SharedAdaptiveLimit) -> int:
+        await limiter.acquire()  # reads the shared value, as the client does before each attempt
+        return await adaptive.acquire()
+
+    e_mine, e_theirs = asyncio.run(attempt(here, mine)), asyncio.run(attempt(there, theirs))
+    theirs.throttled(e_theirs)  # a 429 in the other process
+    assert theirs.limit == 8
     asyncio.run(here.acquire())
-    assert mine.limit == 8  # the same overload: no second halving
-    asyncio.run(there.acquire())
-    assert theirs.limit == 16  # its own report is not news to it (its client halved it already)
+    assert mine.limit == 8 and mine.throttles == 0  # read with its next start: not a throttle of its own
+    mine.throttled(e_mine)  # this process's attempt of the same overload (started before the decrease)
+    assert mine.limit == 8 and mine.throttles == 1 and mine.decreases == 0  # no second halving
+    mine.release(e_mine), theirs.release(e_theirs)
+    # a round of successes at 8, from both processes, raises the shared value by one
+    for _ in range(4):
+        for limiter, adaptive in ((here, mine), (there, theirs)):
+            adaptive.release(asyncio.run(attempt(limiter, adaptive)), ok=True)
+    asyncio.run(here.acquire()), asyncio.run(there.acquire())
+    assert mine.limit == theirs.limit == 9
+    # a new overload (an attempt started after the decrease) lowers it for both again
+    theirs.throttled(asyncio.run(attempt(there, theirs)))
+    asyncio.run(here.acquire())
+    assert (mine.limit, theirs.limit) == (4, 4)  # halved for both, as a local limit at 9 would be
+    assert mine.in_flight == 0 and theirs.in_flight == 1
+
+
+def test_the_shared_limits_are_kept_per_endpoint(url, tmp_path, caplog):
+    """Two servers of one model name have a quota each; the aliases of one endpoint (a model at an
+    api_base) share it, in the session as in Redis."""
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.settings import ModelSpec, Settings, StoreSettings
+
+    class Waited(Exception):
+        pass
+
+    waits: list[float] = []
+
+    async def note(seconds: float) -> None:  # a wait asked for, not waited
+        waits.append(seconds)
+        raise Waited
+
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    with caplog.at_level(logging.DEBUG, logger="pytest_llmbias.clients.shared_limits"):
+        asyncio.run(SharedRateLimiter(a, "m", "http://one/v1", 1, sleep=note).acquire())  # one start a minute
+    assert any(r.getMessage().startswith("start granted at ") for r in caplog.records)
+    asyncio.run(SharedRateLimiter(b, "m", "http://two/v1", 1, sleep=note).acquire())  # another endpoint: at once
+    assert waits == []
+    with pytest.raises(Waited):  # the first endpoint, from another process: the next minute's start
+        asyncio.run(SharedRateLimiter(b, "m", "http://one/v1", 1, sleep=note).acquire())
+    assert len(waits) == 1 and waits[0] > 20
+
+    one = ModelSpec("openai/m", "one", api_base="http://one/v1")
+    session = BiasSession(Settings(target=one, baselines=(ModelSpec("openai/m", "alias-of-one", api_base="http://one/v1"),
+                                                          ModelSpec("openai/m", "two", api_base="http://two/v1")),
+                                   store=StoreSettings(dir=tmp_path / "s", url=url)))
+    try:
+        first, alias, other = (session.client(session.settings.model(x)) for x in ("one", "alias-of-one", "two"))
+        assert first.limiter is alias.limiter and first.adaptive is alias.adaptive
+        assert other.limiter is not first.limiter and other.adaptive.key != first.adaptive.key
+        assert isinstance(first.adaptive, SharedAdaptiveLimit) and "http" not in first.adaptive.key
+    finally:
+        session.close()
 
 
 def test_the_tpm_cap_counts_every_process_s_tokens(url, tmp_path):
     a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
-    one, two = SharedTokenLimiter(a, "m", 100), SharedTokenLimiter(b, "m", 100)
+    one, two = SharedTokenLimiter(a, "m", None, 100), SharedTokenLimiter(b, "m", None, 100)
     asyncio.run(one.acquire())
     one.spend(60)
     asyncio.run(two.acquire())  # 60 of 100: a call may start

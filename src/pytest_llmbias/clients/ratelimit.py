@@ -104,12 +104,6 @@ class AdaptiveLimit:
             self.decreases += 1
             self._credit = self._clean_rounds = 0
 
-    def slow_down(self) -> None:
-        """Another process sharing this endpoint's quota was throttled: decrease as the first
-        throttle of an overload here would (once per overload, like :meth:`throttled`)."""
-        self.throttled(self._epoch)
-        self.throttles -= 1  # not a throttle of this process's
-
     def _grow(self) -> None:
         """One round of successes at ``limit``."""
         if self._ceiling_hit is not None and self.limit >= self._ceiling_hit:
@@ -136,7 +130,7 @@ class AdaptiveLimit:
 
 
 class RateLimiter:
-    """Spaces the start of calls to one model; ``rpm=0`` means no cap. Use from one event loop."""
+    """Spaces the start of calls to one endpoint; ``rpm=0`` means no cap. Use from one event loop."""
 
     def __init__(self, rpm: int) -> None:
         self.interval = 60.0 / rpm if rpm > 0 else 0.0
@@ -156,12 +150,12 @@ class RateLimiter:
             await asyncio.sleep(wait)
 
     def throttled(self, retry_after: float | None) -> None:
-        """A throttle of this model's calls: nothing to share in one process (see
+        """A throttle of this endpoint's calls: nothing to share in one process (see
         :class:`~pytest_llmbias.clients.shared_limits.SharedRateLimiter`)."""
 
 
 class TokenLimiter:
-    """At most ``tpm`` tokens per rolling minute to one model, counted from the usage of the
+    """At most ``tpm`` tokens per rolling minute to one endpoint, counted from the usage of the
     answers (prompt and completion tokens); ``tpm=0`` means no cap. A call starts only while the
     last minute's tokens are below the cap, so one answer may overshoot it, never a second."""
 
