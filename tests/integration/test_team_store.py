@@ -261,6 +261,34 @@ def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_pa
         assert server.count() == 0 and "Traceback" not in out
 
 
+def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_run_uploads_it(tmp_path, redis_server):
+    """The calls are claimed and in flight when Redis fills up: their answers arrive, Redis refuses
+    to store them, and they go to the spool; the next run uploads them and pays for none again."""
+    client = redis_server.client()
+    client.config_set("maxmemory-policy", "noeviction")
+    client.set("filler", "x" * 65536)
+    try:
+        with OpenAIServer(latency=2.0) as server:
+            folder = project(tmp_path / "a", server, redis_server.url)
+            run = start_and_wait(folder, server, requests=4)  # concurrency 4: four claimed calls in flight
+            # below what it holds: every write refused from now on
+            client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) - 32768))
+            out = finish(run)
+            assert "is full" in out and "maxmemory" in out, out[-3000:]
+            assert "Traceback" not in out
+            paid, kept = server.count(), stored(redis_server.url)
+            assert paid - kept >= 1, (paid, kept)  # answers Redis refused: in the spool
+            client.config_set("maxmemory", "0")
+            server.latency = 0.0  # the rest at once
+            out = finish(start(folder))
+            assert " 1 passed" in out, out[-3000:]
+            assert f"uploaded {paid - kept} answer(s) kept in" in out, out[-3000:]
+            counts = asked(server)
+            assert len(counts) == 30 and set(counts.values()) == {1}, "an answer refused by a full Redis was bought again"
+    finally:
+        client.close()
+
+
 def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_stored_nowhere(
         tmp_path, capsys, monkeypatch):
     from pytest_llmbias.cli import main
