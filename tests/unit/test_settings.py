@@ -725,3 +725,17 @@ def test_yaml_still_loads_after_the_yaml_package_is_imported_afresh(tmp_path, mo
     data, lines = load_yaml_with_lines(path, error=ValueError)
     assert data == {"target": "openai/x", "baselines": ["openai/a", "openai/b"]}
     assert lines["baselines"] == 2
+
+
+def test_the_readme_s_configuration_example_is_a_valid_file(tmp_path: Path) -> None:
+    """Every key of the README's example, with the defaults it shows (`null`: not set)."""
+    from markdown_it import MarkdownIt
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = next(t.content for t in MarkdownIt("commonmark").parse(readme)
+                 if t.type == "fence" and "collection: {" in t.content)
+    (tmp_path / "llmbias.yaml").write_text(block, encoding="utf-8")
+    settings = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)
+    assert settings.collection.max_cost is None and settings.collection.looks == 1
+    assert settings.report.history is None and settings.release.record is None
+    assert [b.alias for b in settings.baselines] == ["claude", "llama3"]
