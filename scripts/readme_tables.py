@@ -25,25 +25,24 @@ sys.path.insert(0, str(ROOT / "src"))
 def domains_table() -> str:
     """One row per built-in domain: what kind it is, how many prompts it asks, what they are
     about, and the judge anchors it carries."""
+    from pytest_llmbias.cli_domains import kind as kind_of
     from pytest_llmbias.domains import load_domain
     from pytest_llmbias.domains.loader import list_domains
 
     rows = ["| domain | kind | prompts | about | anchors |", "|---|---|---:|---|---:|"]
     for name in sorted(list_domains()):
         d = load_domain(name)
+        kind = kind_of(d)  # as `llmbias domains list` names it
         if d.topics:
-            kind = "topics"
             size = f"{len(d.topics)} topics × {len(d.perspectives)} perspectives"
             about = "perspectives: " + ", ".join(p.name for p in d.perspectives)
-        elif d.counterfactual is not None:
+        elif kind == "counterfactual":
             cf = d.counterfactual
-            kind = "counterfactual"
             size = f"{len(d.prompts)}"
             groups = "; ".join(f"{g}: {len(c)} concepts" for g, c in cf.groups.items())
             about = (f"{len(cf.templates)} templates" + (f", {len(cf.branches)} branches" if cf.branches else "")
                      + f" in {', '.join(d.category_ids)}; {groups}")
         else:
-            kind = "questions"
             size = f"{len(d.questions)}"
             about = f"{len(d.categories)} categories: " + "; ".join(c.name for c in d.categories)
         rows.append(f"| `{name}` | {kind} | {size} | {about} | {len(d.anchors) or '-'} |")

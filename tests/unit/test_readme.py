@@ -146,3 +146,16 @@ def test_every_link_to_a_file_of_the_project_lands() -> None:
                 assert anchor in _headings(parser.parse(target.read_text(encoding="utf-8"))), f"{document.name}: {href}"
             checked += 1
     assert checked >= 3
+
+
+def test_the_domains_table_names_each_kind_as_the_command_lists_it() -> None:
+    from pytest_llmbias.cli_domains import kind
+    from pytest_llmbias.domains import load_domain
+
+    block = re.search(r"<!-- generated:domains -->\n(.*?)<!-- /generated:domains -->", README.read_text(encoding="utf-8"),
+                      re.DOTALL)
+    assert block is not None
+    rows = [line.split(" | ") for line in block.group(1).splitlines()[2:]]
+    assert len(rows) >= 9
+    assert {r[0].strip("| `"): r[1] for r in rows} == {r[0].strip("| `"): kind(load_domain(r[0].strip("| `")))
+                                                       for r in rows}
