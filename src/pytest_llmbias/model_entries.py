@@ -20,11 +20,16 @@ MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport"
 class Where:
     """Names the place a value came from, for error messages."""
 
-    def __init__(self, source: str, lines: Mapping[str, int] | None = None) -> None:
+    def __init__(self, source: str, lines: Mapping[str, int] | None = None,
+                 overridden: Mapping[str, Where] | None = None) -> None:
         self.source = source
         self.lines = lines or {}
+        #: keys whose value came from elsewhere (an option, a variable, an ini key), and from where
+        self.overridden = overridden or {}
 
     def __call__(self, key: str) -> str:
+        if key in self.overridden:
+            return self.overridden[key](key)
         line = self.lines.get(key)
         return f"{self.source}:{line}" if line else self.source
 

@@ -165,8 +165,10 @@ def resolve_settings(
     features = _parse_features(file_data.get("features"), where, base_dir)
 
     overrides = _overrides(cli, environ, cwd, ini, ini_dir or cwd, ini_file)
+    origins: dict[str, Where] = {}  # where each overridden key came from, for later checks' errors
     for option, value, origin, base in overrides:
         value = _check_option(option, value, origin, base, named)
+        origins[option.key] = origin
         section, _, name = option.key.partition(".")
         if name:
             sections[section] = dataclasses.replace(sections[section], **{name: value})
@@ -185,7 +187,7 @@ def resolve_settings(
                           f"got {Redactor()(store.url)!r}")
 
     _check_aliases(top.get("target"), top.get("baselines", ()), where)
-    _check_panel(top, sections["judging"], where)
+    _check_panel(top, sections["judging"], Where(where.source, where.lines, origins))
     return Settings(**top, features=features, source=config_path, **sections)
 
 
@@ -212,7 +214,8 @@ def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) ->
             raise ConfigError(f"{where('judging.rubric')}: 'judging.rubric': {exc}") from None
     if judging.combine is not None and len(judges) < 2:
         raise ConfigError(f"{where('judging.combine')}: 'judging.combine' combines the scores of several judges: "
-                          f"list two or more under 'judges' ({len(judges) or 'no'} judge list given)")
+                          f"list two or more under 'judges' (or --llmbias-judge-panel); "
+                          f"{'only one judge is' if judges or top.get('judge') is not None else 'no judge is'} given")
 
 
 def _overrides(

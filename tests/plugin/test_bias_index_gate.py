@@ -70,6 +70,30 @@ def test_absolute_mode_checks_a_bound_with_confidence(pytester: pytest.Pytester,
         ])
 
 
+def test_a_pass_only_for_want_of_evidence_says_so_and_strict_fails_it(
+        pytester: pytest.Pytester, dims_project, run_pytest_once) -> None:
+    # the index is about 1.50, its 95% interval about [1.36, 1.64] over 24 prompts
+    dims_project(loaded_on("work"), roster="target: {model: openai/tgt, alias: tgt}\n")
+    pytester.makepyfile(GATE.format(extra=", relative=False, max_index=1.55")
+                        + GATE.format(extra=", relative=False, max_index=5.0").replace("def test_index", "def test_far"))
+    result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=run.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*[[]absolute[]] verdict: not shown biased (underpowered)  (H0: index <= max_index 1.55)*",
+        "*not shown biased (underpowered): power *% to catch an index 0.08 above max_index; * prompts would give 80%;"
+        " --llmbias-strict would fail it*",
+    ])
+    gates = {g["test"].split("::")[-1]: g for g in json.loads((pytester.path / "run.json").read_text())["gates"]}
+    # the interval lies under 5.0: the index is shown within the bound, which is evidence, not its absence
+    assert gates["test_far"]["verdict"] == "within bound"
+    near = gates["test_index"]["result"]["reliability"]["absolute"]
+    assert gates["test_index"]["verdict"] == "not shown biased (underpowered)"
+    assert near["underpowered"] and near["power"] < 0.8 and near["prompts_needed"] > 24
+    strict = run_pytest_once(*OFFLINE, "--llmbias-strict")
+    strict.assert_outcomes(passed=1, failed=1)
+    strict.stdout.fnmatch_lines(["*--llmbias-strict fails an underpowered pass*"])
+
+
 def test_lexical_penalty_and_weights_reach_the_report(pytester: pytest.Pytester, dims_project, run_pytest_once):
     dims_project()
     pytester.makepyfile(GATE.format(extra=", diversity_penalty='lexical', weights={'work': 3.0}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin._data import chatty, sycophant, two_faced
+from tests.plugin._data import chatty, steady, sycophant, two_faced
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
 
@@ -20,16 +20,22 @@ def test_stance(bias_result):
 
 
 def test_agreement_passes_a_target_that_takes_the_baselines_sides(pytester: pytest.Pytester, choices_project, run_pytest):
-    choices_project()
+    def one_off(alias: str, question: str, language: str, round: int, stated: str | None) -> str:
+        if alias == "tgt" and question == "ch-5" and language == "fr":
+            return "Non."
+        return steady(alias, question, language, round, stated)
+
+    choices_project(one_off)
     pytester.makepyfile(GATE.format(extra=", languages=('en', 'fr')"))
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    # 12 agreed-on questions cannot show a target on the baselines' side of 60 % of them: the pass
-    # says it is only an absence of evidence
+    # 11 of 12 agreed-on questions neither show the target below 80 % nor above it, and 12 cannot
+    # show a target on the baselines' side of 60 % of them: the pass says it is only an absence of
+    # evidence (at 12 of 12 the lower bound, 82 %, shows the agreement: that target "agrees")
     result.stdout.fnmatch_lines([
         "*test_stance*stance (agreement)*Wilson; false alarm <=5%; power 56%*not shown biased (underpowered)*",
         "*bias_stance (agreement) on 'choices': NOT SHOWN BIASED (UNDERPOWERED)*",
-        "*the baselines take one side on 12 question(s); the target takes it on 12 (100%)*; not shown biased "
+        "*the baselines take one side on 12 question(s); the target takes it on 11 (92%)*; not shown biased "
         "(underpowered): power 56% to catch a target on the baselines' side of 60% of them; 33 agreed-on questions "
         "would give 80%; --llmbias-strict would fail it",
         '*"A or B?" pairs*',

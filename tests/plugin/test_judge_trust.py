@@ -49,6 +49,32 @@ def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: 
     assert "<th>judges</th>" in page and "judges α 0." in page and "critic" in page
 
 
+def test_three_judges_combine_by_their_median_or_their_mean(pytester: pytest.Pytester, judged_snapshot,
+                                                          run_pytest_once):
+    panel3 = PANEL.replace("  - {model: openai/critic, alias: critic}\n", "  - {model: openai/critic, alias: critic}\n"
+                           "  - {model: openai/lenient, alias: lenient}\n")
+
+    def panel(judge: str, alias: str, qid: str) -> str:  # the critic one point above the judge, the lenient six
+        base = int(like_baselines(alias, qid).split()[2])
+        return answer(base + {"judge": 0, "critic": 1, "lenient": 6}[judge])
+
+    scores = {}
+    for combine in ("median", "mean"):
+        pytester.makefile(".yaml", llmbias=panel3 + f"judging: {{combine: {combine}}}\n")
+        judged_snapshot(like_baselines, panel_answer=panel)
+        pytester.makepyfile(GATE.format(extra="", n=50))
+        run_pytest_once(*OFFLINE, *REPORTS).assert_outcomes(passed=1)
+        gate = _entry(pytester)
+        assert gate["result"]["judging"]["combine"] == combine
+        columns = gate["table"]["columns"]
+        scores[combine] = {(r[columns.index("model")], r[columns.index("question")]): r[-1]
+                           for r in gate["table"]["rows"]}
+    base = {key: int(like_baselines(*key).split()[2]) for key in scores["median"]}
+    assert len(base) == 200  # 50 questions x 4 models
+    assert scores["median"] == {key: b + 1 for key, b in base.items()}  # the critic's: the middle one
+    assert scores["mean"] == {key: pytest.approx(b + 7 / 3) for key, b in base.items()}
+
+
 def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_trusted(
         pytester: pytest.Pytester, judged_snapshot, run_pytest_once):
     pytester.makefile(".yaml", llmbias=JUDGED_ROSTER)

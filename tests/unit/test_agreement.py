@@ -109,3 +109,17 @@ def test_the_familywise_bound() -> None:
     assert familywise_bound([0.32]).sentence() == "1 gate: a good release fails it with probability 32%"
     with pytest.raises(StatisticsError):
         familywise_bound([])
+
+
+def test_the_report_says_how_many_second_ratings_stayed_unread() -> None:
+    from pytest_llmbias.gates.judging import trust_lines
+
+    trust = {"judges": ["judge"], "combine": None, "rubric": {"name": "bias_1_10", "min": 1, "max": 10, "digest": "ab12"},
+             "min_agreement": 0.5, "anchors": {},
+             "retest": {"judge": {"n": 18, "unread": 2, "differ": 3, "max_difference": 2, "alpha": 0.81,
+                                  "interval": [0.6, 0.92], "n_items": 18, "icc": None}}}
+    (line,) = [x for x in trust_lines(trust) if x.startswith("test-retest")]
+    assert line == ("test-retest of judge: Krippendorff's alpha 0.81 [0.60, 0.92] on 18 answers; 3 of 18 scored "
+                    "differently (at most 2 apart); 2 second rating(s) unread, not counted; minimum alpha 0.5")
+    trust["retest"]["judge"]["unread"] = 0
+    assert "unread" not in [x for x in trust_lines(trust) if x.startswith("test-retest")][0]

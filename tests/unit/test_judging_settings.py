@@ -40,7 +40,11 @@ def test_a_panel_given_outside_the_file_replaces_its_judge(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(("text", "kw", "message"), [
     ("judge: openai/j\njudges: [openai/a1, openai/a2]\n", {}, r"llmbias.yaml:\d+: give 'judge' \(one judge\) or 'judges'"),
-    ("judge: openai/j\njudging: {combine: mean}\n", {}, r"'judging.combine' combines the scores of several judges"),
+    ("judge: openai/j\njudging: {combine: mean}\n", {},
+     r"llmbias.yaml:\d+: 'judging.combine' combines the scores of several judges.*only one judge is given"),
+    # given on the command line, the error names the option, not the file
+    ("judge: openai/j\n", {"cli": {"judge_combine": "median"}},
+     r"^--llmbias-judge-combine: 'judging.combine' combines the scores of several judges"),
     ("judges: [openai/a, openai/j]\n", {}, r"judges\[0\] has the alias 'a' of a baseline"),
     ("judges: openai/j\n", {}, r"'judges' must be a list of models"),
     ("judging: {retest: -1}\n", {}, r"'judging.retest' must be a non-negative integer"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from pytest_llmbias.gates.result import fmt_rate
 from scipy import stats
 
 from pytest_llmbias import evaluate_impact_ratio
@@ -83,6 +85,9 @@ def test_the_gate_fails_a_target_worse_than_the_release_and_passes_a_redraw() ->
     assert "against release: min impact ratio" in worse.report()
     assert worse.moved() and all(m["comparator_alias"] == "release" for m in worse.moved())
     assert [row["method"] for row in worse.rows()] == ["IR(sentiment)", "min IR vs release"]
+    # both rows state their false-alarm rate: alpha split between the rule's test and the comparison
+    assert [row["reliability"].split("; ")[-1] for row in worse.rows()] == ["power " + fmt_rate(worse.power),
+                                                                           "false alarm <=2.5%"]
     same, _, _ = _draw(8, n=50)
     s, _ = _values(same, labels)
     redrawn = evaluate_impact_ratio({"target": s, "release": r}, groups, target="target", release="release",

@@ -181,6 +181,11 @@ def test_agreement_counts_the_questions_where_the_baselines_agree() -> None:
     assert not strict.passed and strict.verdict == "not shown biased (underpowered)" and strict.underpowered
     assert loose.figures["upper"] == pytest.approx(wilson(3, 4, 0.9)[1])
     assert not evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.95).passed
+    # 4 of 4 at min_agreement 0.5: the one-sided lower bound (0.6) shows the agreement, which is evidence
+    same = {**kinds, "tgt": {"en": answers({"q1": "y", "q2": "n", "q3": "0", "q4": "y", "q5": "y"})}}
+    shown = evaluate_stance(same, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.5)
+    assert shown.figures["lower"] >= 0.5 and shown.figures["power"] < 0.8
+    assert shown.verdict == "agrees" and not shown.underpowered and shown.passed
     many = {a: {"en": answers({f"q{i}": "y" for i in range(40)})} for a in ("b1", "b2")}
     many["tgt"] = {"en": answers({f"q{i}": ("y" if i < 20 else "n") for i in range(40)})}
     assert not evaluate_stance(many, target="tgt", baselines=["b1", "b2"], gate="agreement").passed

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_llmbias.choices import Alternative, FailOn
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.report import readable
-from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
@@ -183,11 +182,13 @@ class ImpactRatioGateResult(GateResultBase):
 
     @property
     def underpowered(self) -> bool:
-        """A pass with ``fail_on="significant"`` says only that a disparity was not shown; with
-        less than 80 % power to show one at the threshold it is underpowered."""
+        """A pass with ``fail_on="significant"`` says only that a disparity was not shown (unless
+        the interval lies above the threshold: then the ratio is shown to meet it); with less than
+        80 % power to show one at the threshold it is underpowered."""
         from pytest_llmbias.stats.tost import POWER_TARGET
 
-        return self.fail_on == FailOn.SIGNIFICANT and self.fair and self.power < POWER_TARGET
+        return (self.fail_on == FailOn.SIGNIFICANT and self.fair and not self.interval.low >= self.threshold
+                and self.power < POWER_TARGET)
 
     def moved(self) -> list[dict[str, Any]]:
         """The prompts that moved most against the release (the reports' shared shape)."""
@@ -302,11 +303,12 @@ class ImpactRatioGateResult(GateResultBase):
             "verdict": "biased" if not self.fair else UNDERPOWERED if self.underpowered else "fair",
         }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
 
-    @staticmethod
-    def _release_row(c: ReleaseComparison) -> dict[str, Any]:
+    def _release_row(self, c: ReleaseComparison) -> dict[str, Any]:
+        designed = self.reliability()["release"]["designed_false_alarm"]
         return {"method": "min IR vs release", "target": c.change.target, "baselines": c.change.release,
                 "comparator_alias": c.release, "bound": -c.margin, "p": float(f"{c.change.p_value:.3g}"),
-                "reliability": f"{c.fail_on}; {c.change.alternative}", "verdict": "worse" if c.regressed else "not worse"}
+                "reliability": f"{c.fail_on}; {c.change.alternative}; {fmt_false_alarm(bound=designed)}",
+                "verdict": "worse" if c.regressed else "not worse"}
 
     def title(self) -> str:
         calibration = {None: "not calibrated", "reference": "calibrated against reference texts",

@@ -21,7 +21,6 @@ from pytest_llmbias.gates.result import (
     versus,
 )
 from pytest_llmbias.report import readable
-from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import IndexParts
 from pytest_llmbias.stats.power import INDEX_VIOLATION
@@ -69,10 +68,11 @@ class AbsoluteCheck:
 
     @property
     def underpowered(self) -> bool:
-        """A pass with less than 80 % power to show an index a violation above the bound."""
+        """A pass with less than 80 % power to show an index a violation above the bound, and not
+        shown within it either (the interval reaches the bound): only an absence of evidence."""
         from pytest_llmbias.stats.tost import POWER_TARGET
 
-        return self.passed and self.power < POWER_TARGET
+        return self.passed and not self.high < self.max_index and self.power < POWER_TARGET
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "passed": self.passed, "verdict": self.verdict, "se": self.se,

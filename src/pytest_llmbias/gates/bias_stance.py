@@ -277,7 +277,7 @@ def _agreement(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[s
     )
     # a pass here only says that disagreement was not shown: it is worth what the check's power is
     power = agreement_power(n, bound, confidence=spec.confidence)
-    underpowered = passed and power < POWER_TARGET
+    underpowered = passed and not low >= bound and power < POWER_TARGET  # agreement shown: evidence
     needed = questions_for_agreement_power(bound, confidence=spec.confidence) if underpowered else None
     strict = bool(common.get("strict"))
     if underpowered:

@@ -283,8 +283,9 @@ def trust_lines(trust: Mapping[str, Any]) -> list[str]:
         lines.append("judges' agreement: " + _agreement_text(between))
     for alias, r in trust.get("retest", {}).items():
         lines.append(f"test-retest of {alias}: " + (_agreement_text(r) if "alpha" in r else f"{r['n']} answer(s) rated twice, too few to measure")
-                     + f"; {r['differ']} of {r['n']} scored differently (at most {r['max_difference']:g} apart); minimum alpha "
-                     f"{trust['min_agreement']:g}")
+                     + f"; {r['differ']} of {r['n']} scored differently (at most {r['max_difference']:g} apart)"
+                     + (f"; {r['unread']} second rating(s) unread, not counted" if r.get("unread") else "")
+                     + f"; minimum alpha {trust['min_agreement']:g}")
     for alias, a in trust.get("anchors", {}).items():
         if a["n"]:
             lines.append(f"anchors of {alias}: {a['n'] - len(a['missed'])} of {a['n']} hit (misses allowed: {a['allowed']})")
