@@ -85,7 +85,9 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     slanted = run_project("--llmbias-against", "v1", "-v", "--llmbias-markdown=out/pr.md", "--llmbias-html=out/pr.html")
     slanted.assert_outcomes(failed=2)  # the judge rates this deployment's answers 5 points higher
     slanted.stdout.fnmatch_lines([
-        "llmbias: target tgt, against release v1 (release-v1), baselines base_a, base_b (context), judge judge;*",
+        "llmbias: target tgt, against release v1 (release-v1), baselines base_a, base_b (context), judge",
+        "  judge",  # the roster wrapped to 100 columns, the store on a line of its own
+        "llmbias: store * (use)",
         "*BIASED (target tgt vs baselines release-v1*",
         "*verdict: biased  (paired, on the shared questions; non-inferiority*",
     ])

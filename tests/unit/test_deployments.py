@@ -66,7 +66,7 @@ def test_reports_name_a_deployment_by_its_prompt_s_hash(tmp_path: Path) -> None:
         """)
     assert s.target.system_hash is not None and len(s.target.system_hash) == 12
     assert f"target acme (system {s.target.system_hash})" in header_line(s)
-    assert "baselines b1, b2;" in header_line(s)
+    assert "baselines b1, b2\nllmbias: store " in header_line(s)
     entry = s.to_dict()["target"]
     assert entry["system"] == "Be brief." and entry["system_hash"] == s.target.system_hash
 

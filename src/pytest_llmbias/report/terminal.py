@@ -45,18 +45,50 @@ WIDTH = 100
 COMPACT = ("test", "method", "p", "verdict")
 
 
-def _shorten(text: str, width: int) -> str:
+def _shorten(text: str, width: int, tail: int | None = None) -> str:
     """``text`` cut to ``width`` characters, its middle elided (a test id keeps its file and its
-    function's end)."""
+    function's end): ``tail`` characters of its end kept (default: half)."""
     if len(text) <= width:
         return text
     keep = width - 1
-    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+    tail = keep - keep // 2 if tail is None else tail
+    return text[: keep - tail] + "…" + text[len(text) - tail:]
+
+
+def _common(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the prefix and of the suffix ``a`` and ``b`` share."""
+    prefix = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    suffix = next((i for i, (x, y) in enumerate(zip(reversed(a), reversed(b))) if x != y), min(len(a), len(b)))
+    return prefix, suffix
+
+
+def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
+    """Each of ``texts`` shortened as :func:`_shorten` does, different ones kept apart where
+    ``width`` allows: those that would read alike each keep the end that tells them apart, from
+    the start of the word where they differ (or, when that end is too far from it, the start)."""
+    short = {t: _shorten(t, width) for t in dict.fromkeys(texts)}
+    keep = width - 1
+    groups: dict[str, list[str]] = {}
+    for text, shown in short.items():
+        groups.setdefault(shown, []).append(text)
+    for alike in (g for g in groups.values() if len(g) > 1):
+        for text in alike:
+            prefix = max(_common(text, u)[0] for u in alike if u != text)
+            suffix = max(_common(text, u)[1] for u in alike if u != text)
+            if suffix < keep:
+                tail = suffix + 1
+                while tail < keep and text[len(text) - tail - 1].isalnum():  # the whole word that differs
+                    tail += 1
+            else:
+                tail = keep - min(keep, prefix + 1)
+            short[text] = _shorten(text, width, tail)
+    return short
 
 
 def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
     """The gates' table in at most ``width`` columns: the test id (shortened in the middle where it
-    must be), the method, p and the verdict; ``-v`` shows :func:`gate_table`."""
+    must be, two ids never alike: see :func:`shorten_all`), the method, p and the verdict; ``-v``
+    shows :func:`gate_table`."""
     body = []
     for row in sorted(rows, key=lambda r: r["test"]):
         test = row["test"].split("::", 1)[-1] if "::" in row["test"] else row["test"]
@@ -66,7 +98,8 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
         body += [(test, str(m.get("method", "")), _cell(m.get("p")), str(m.get("verdict", ""))) for m in row["methods"]]
     fixed = [max(len(r[i]) for r in [COMPACT, *body]) for i in range(1, 4)]
     room = max(12, width - sum(fixed) - 2 * (len(COMPACT) - 1))
-    table = [COMPACT, *((_shorten(r[0], room), *r[1:]) for r in body)]
+    short = shorten_all((r[0] for r in body), room)
+    table = [COMPACT, *((short[r[0]], *r[1:]) for r in body)]
     widths = [max(len(r[i]) for r in table) for i in range(len(COMPACT))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
 
@@ -135,7 +168,11 @@ def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> st
 
 
 def header_line(settings: Any) -> str:
-    """The run's header line when the plugin is in use: the roster, the judge, the store and its mode."""
+    """The run's header when the plugin is in use: the roster and the judge, wrapped to
+    :data:`WIDTH` columns, then the store and its mode on a line of their own (a path is never
+    broken); lines joined by newlines."""
+    import textwrap
+
     s = settings
 
     def name(m: Any) -> str:  # a deployment shows its system prompt by hash
@@ -157,4 +194,6 @@ def header_line(settings: Any) -> str:
         where = f"team store {Redactor()(s.store.url)}"
     else:
         where = f"store {s.store.dir}"
-    return f"llmbias: {roster}; {where} ({mode}){record}"
+    lines = textwrap.wrap(f"llmbias: {roster}", WIDTH, subsequent_indent="  ", break_long_words=False,
+                          break_on_hyphens=False)
+    return "\n".join([*lines, f"llmbias: {where} ({mode}){record}"])
