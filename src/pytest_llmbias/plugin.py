@@ -447,14 +447,15 @@ class _Terminal:
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
             reporter = self._reporter()
+            # without -v the file's results go on under the line, its name not printed a second time
+            shown = reporter.currentfspath if reporter is not None and self.config.get_verbosity() <= 0 else None
             if reporter is not None:
                 reporter.ensure_newline()
             report = self.plugin.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
                 reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
-                self._last_line = ""
-                self._collection_shown = True
+                self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
         import warnings
 
         for notice in self.plugin.session.notices[self._notices_shown :]:

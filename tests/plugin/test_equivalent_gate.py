@@ -277,6 +277,10 @@ def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_colu
     section = result.stdout.str().split(" llmbias ")[-1].split("short test summary info")[0].splitlines()
     assert section and all(len(line) <= 100 for line in section), [line for line in section if len(line) > 100]
     assert sum("llmbias: 424 calls" in line for line in result.stdout.lines) == 1  # printed once
+    # printed in the middle of the file's results, which go on under it: the file's name once
+    name = "test_the_summary_fits_a_terminal_and_follows_the_verbosity.py "
+    assert sum(line.startswith(name) for line in result.stdout.lines) == 1, result.stdout.str()
+    result.stdout.fnmatch_lines([name, "llmbias: 424 calls*", "[.F][.F] *[[]100%[]]"], consecutive=True)
     result.stdout.fnmatch_lines(["test*method*p*verdict", "test_a_very_long*…*one_hundred_columns_at_all*judge*equivalent",
                                  "test_gate*judge*biased", "(-v: every figure*"])
     quiet = run_pytest_once(*OFFLINE, "-q")
