@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_llmbias.report import readable
 from pytest_llmbias.stats.multiple import fmt_rate
 
 COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "reliability", "verdict")
@@ -14,11 +15,12 @@ COLUMNS = ("test", "domain", "method", "target", "baselines", "bound", "p", "rel
 permutation p value. ``reliability`` names the test and how often it fails a good model."""
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, column: str = "") -> str:
+    """A figure as a reader reads it (see :mod:`pytest_llmbias.report.readable`): never an exponent."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return readable.p_figure(value) if column == "p" else readable.number(value, brief=True)
     return str(value)
 
 
@@ -35,7 +37,7 @@ def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
             table.append((row["test"], row["domain"], *("-" for _ in COLUMNS[2:-1]), "error"))
             continue
         for m in row["methods"]:
-            table.append((row["test"], row["domain"], *(_cell(m.get(c)) for c in COLUMNS[2:])))
+            table.append((row["test"], row["domain"], *(_cell(m.get(c), c) for c in COLUMNS[2:])))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
 
@@ -95,7 +97,7 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
         if "error" in row:
             body.append((test, "-", "-", "error"))
             continue
-        body += [(test, str(m.get("method", "")), _cell(m.get("p")), str(m.get("verdict", ""))) for m in row["methods"]]
+        body += [(test, str(m.get("method", "")), _cell(m.get("p"), "p"), str(m.get("verdict", ""))) for m in row["methods"]]
     fixed = [max(len(r[i]) for r in [COMPACT, *body]) for i in range(1, 4)]
     room = max(12, width - sum(fixed) - 2 * (len(COMPACT) - 1))
     short = shorten_all((r[0] for r in body), room)
