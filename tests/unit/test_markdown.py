@@ -41,3 +41,10 @@ def test_the_report_lists_the_moves_worse_first() -> None:
     assert "What moved most (judge; the target's score minus release\\-v1's, worse first):" in text
     assert "| q7 | 3 | 8 | +5 | A balanced answer\\. |" in text and "| q2 |" not in text  # moved=1
     assert "1 gate(s), 1 not passed." in text
+
+
+def test_figures_read_without_an_exponent() -> None:
+    entry = _entry()
+    entry["row"]["methods"][0].update(p=1.75e-24, bound=5.551e-18)
+    text = markdown_report([entry])
+    assert "| 6.1 | 4 | ≈0 | &lt; 0.001 |" in text and "e-" not in text

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_llmbias.report import readable
+
 #: characters of an answer shown in a table cell
 ANSWER_CHARS = 160
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
@@ -28,11 +30,12 @@ def escape(text: Any, limit: int | None = None) -> str:
     return _SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
 
 
-def _number(value: Any) -> str:
+def _number(value: Any, column: str = "") -> str:
+    """A figure as a reader reads it (see :mod:`pytest_llmbias.report.readable`): never an exponent."""
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value)
     if isinstance(value, (int, float)):
-        return f"{value:.4g}"
+        return html.escape(readable.p_figure(value) if column == "p" else readable.number(value, brief=True))
     return escape(value)
 
 
@@ -54,7 +57,7 @@ def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> st
         for m in methods:
             lines.append(f"| {escape(e.get('test'))} | **{escape(m.get('verdict') or e.get('verdict'))}** | "
                          f"{escape(m.get('method') or e.get('gate'))} | {_number(m.get('target'))} | "
-                         f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'))} |")
+                         f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'), 'p')} |")
     lines += ["", f"{len(entries)} gate(s), {failed} not passed.", ""]
     for e in entries:
         result = e.get("result") or {}
