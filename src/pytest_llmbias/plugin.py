@@ -458,8 +458,8 @@ class _Terminal:
                 self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
         import warnings
 
-        for notice in self.plugin.session.notices[self._notices_shown :]:
-            warnings.warn(LLMBiasWarning(notice), stacklevel=1)
+        for notice in self.plugin.session.notices[self._notices_shown :]:  # at the settings, not here
+            warnings.warn_explicit(LLMBiasWarning(notice), LLMBiasWarning, str(self.plugin.session.settings_origin), 0)
         self._notices_shown = len(self.plugin.session.notices)
 
     def _reporter(self) -> Any:

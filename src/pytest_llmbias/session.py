@@ -308,6 +308,12 @@ class BiasSession:
         return estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens)
 
     @property
+    def settings_origin(self) -> Path:
+        """Where a notice about the store or the domains points: the settings file (where both are
+        configured), else the store's folder."""
+        return self.settings.source or self.settings.store.directory
+
+    @property
     def notices(self) -> list[str]:
         """What the user should know: about the store (say, that it was found emptied), and about
         domains that changed since the release compared against."""

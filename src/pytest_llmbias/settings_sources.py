@@ -178,8 +178,9 @@ def resolve_settings(
     store: StoreSettings = sections["store"]
     if store.offline and store.cache == CacheMode.REFRESH:
         raise ConfigError("offline mode cannot be combined with cache mode 'refresh' (it re-asks every model)")
-    if store.offline and store.cache == CacheMode.OFF and not store.snapshots:
-        raise ConfigError("offline mode with cache mode 'off' and no snapshot has nothing to read responses from")
+    if store.offline and store.cache == CacheMode.OFF:  # off reads neither the store nor a snapshot
+        raise ConfigError("offline mode with cache mode 'off' has nothing to read responses from (off reads "
+                          "neither the store nor a snapshot); use cache mode 'use' to replay a snapshot")
     if store.url is not None and not store.url.startswith(("redis://", "rediss://", "unix://")):
         from pytest_llmbias.redaction import Redactor
 

@@ -206,7 +206,7 @@ def test_the_plan_gives_a_gates_expected_power_once_the_baselines_are_stored(pyt
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
     line = next(x for x in plan.stdout.lines if "::test_judged" in x)
-    assert re.search(r"bias_equivalent \(judge\)\s+\d+%\s+[0-3] of 3\s+\d+%$", line), line
+    assert re.search(r"bias_equivalent \(judge\)\s+\d+(\.\d)?%\s+[0-3] of 3\s+\d+(\.\d)?%$", line), line
     assert "not all stored" not in plan.stdout.str()
     assert judging_server.count() == 104
 

@@ -156,6 +156,9 @@ def test_an_emptied_store_is_reported(offline_project: pytest.Pytester, run_pyte
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(passed=1, warnings=1)  # served by the snapshot, but the user is told
     result.stdout.fnmatch_lines(["*LLMBiasWarning: the store at*responses was emptied or reset (its cache.db is empty (0 bytes))*"])
+    # pointed at the settings that configure the store, not at a module of the plugin
+    result.stdout.fnmatch_lines(["*llmbias.yaml:0: LLMBiasWarning: the store at*"])
+    assert "plugin.py" not in result.stdout.str()
 
 
 def test_export_writes_the_responses_used(offline_project: pytest.Pytester, run_pytest_once):

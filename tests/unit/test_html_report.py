@@ -110,8 +110,8 @@ def test_figures_read_as_words_and_rounded_numbers() -> None:
 
     table = _kv_table({"designed_false_alarm": 0.05, "false_alarm": 1.781e-17, "power": 0.93456, "p": 1.2e-9,
                        "margin": 0.4647123, "underpowered": True})
-    assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5.0%" in table
-    assert "below 0.01% (practically none)" in table and "93.5%" in table and "e-17" not in table
+    assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5%" in table
+    assert "below 0.01% (practically none)" in table and "93%" in table and "e-17" not in table
     assert "p</th><td>&lt; 0.001</td>" in table and "0.4647" in table and "<td>yes</td>" in table
     assert "<td>below 0.0001 (practically zero)</td>" in _kv_table({"difference": -5.551e-18})
 

@@ -525,11 +525,14 @@ def test_offline_with_refresh_rejected(tmp_path: Path) -> None:
         resolve(tmp_path, env={"LLMBIAS_OFFLINE": "1", "LLMBIAS_CACHE": "refresh"})
 
 
-def test_offline_with_cache_off_and_no_snapshot_rejected(tmp_path: Path) -> None:
+def test_offline_with_cache_off_is_rejected_even_with_a_snapshot(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="nothing to read"):
         resolve(tmp_path, cli={"offline": True, "cache": "off"})
+    # off reads no snapshot either (see the store's tests): every call would be missing
     snap = tmp_path / "s.jsonl"
-    settings = resolve(tmp_path, cli={"offline": True, "cache": "off", "snapshots": [str(snap)]})
+    with pytest.raises(ConfigError, match="nothing to read.*use cache mode 'use' to replay a snapshot"):
+        resolve(tmp_path, cli={"offline": True, "cache": "off", "snapshots": [str(snap)]})
+    settings = resolve(tmp_path, cli={"offline": True, "snapshots": [str(snap)]})
     assert settings.store.snapshots == (snap.resolve(),)
 
 

@@ -146,19 +146,23 @@ def role(alias: str, target: str) -> str:
 
 
 def fmt_number(x: float) -> str:
-    """A figure of a statistics table: four significant places, scientific when very small or large."""
+    """A figure of a statistics table: four decimals below 1, three above; as
+    :func:`~pytest_llmbias.report.readable.number` (``≈0``, whole numbers, never an exponent)
+    when very small or large."""
     if x != x:
         return "nan"
     if x == 0:
         return "0"
     if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.3g}"
+        from pytest_llmbias.report.readable import number
+
+        return number(x, brief=True)
     return f"{x:.4f}" if abs(x) < 1 else f"{x:.3f}"
 
 
 def fmt_p(p: float) -> str:
-    """A p-value: three significant places, scientific below 1e-4."""
-    return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
+    """A p-value: three significant places, ``<0.0001`` below 1e-4 (never an exponent)."""
+    return f"{p:.3g}" if p >= 1e-4 else "<0.0001"
 
 
 def fmt_fixed(x: float | None, digits: int = 4) -> str:

@@ -54,6 +54,9 @@ def p_value(p: float | None) -> str:
 
 
 def rate(x: float) -> str:
-    """A rate as a percentage with one decimal, or "below 0.01% (practically none)" for a rate
-    that is zero for practical purposes but not zero."""
-    return "below 0.01% (practically none)" if 0 < x < NEGLIGIBLE else f"{x:.1%}"
+    """A rate as every report writes one (:func:`~pytest_llmbias.stats.multiple.fmt_rate`: 2.5%,
+    32%), or "below 0.01% (practically none)" for a rate that is zero for practical purposes but
+    not zero."""
+    from pytest_llmbias.stats.multiple import fmt_rate
+
+    return "below 0.01% (practically none)" if 0 < x < NEGLIGIBLE else fmt_rate(x)
