@@ -3,7 +3,7 @@ data in a temporary folder (append-only file, fsync on every write, so a restart
 held), stopped at the end. Nothing stands in for the real server.
 
 ``with RedisServer(tmp_path) as r: r.url`` — and ``r.restart()``, ``r.stop()``, ``r.start()``.
-``RedisServer(tmp_path, tls=TestCertificates.make(tmp_path))`` listens for TLS only (``rediss://``).
+``RedisServer(tmp_path, tls=ThrowawayCertificates.make(tmp_path))`` listens for TLS only (``rediss://``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 @dataclass(frozen=True)
-class TestCertificates:
+class ThrowawayCertificates:
     """A throwaway certificate authority and a server certificate it signed for 127.0.0.1 (PEM
     files), made with the ``openssl`` command line."""
 
@@ -42,7 +42,7 @@ class TestCertificates:
     key: Path
 
     @classmethod
-    def make(cls, directory: Path) -> TestCertificates:
+    def make(cls, directory: Path) -> ThrowawayCertificates:
         openssl = shutil.which("openssl")
         if openssl is None:
             raise RuntimeError("the openssl command is not installed")
@@ -70,7 +70,7 @@ class RedisServer:
     (``{"maxmemory": "2mb"}``); with ``tls``, it takes TLS connections only, on its port."""
 
     def __init__(self, directory: Path, *, extra: dict[str, str] | None = None,
-                 tls: TestCertificates | None = None) -> None:
+                 tls: ThrowawayCertificates | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()

@@ -188,9 +188,9 @@ class _Plugin:
                 gates.append((item, name, gate, spec))
         from pytest_llmbias.gates.suite_levels import SuiteShare  # --llmbias-suite-alpha, if given
 
-        self.suite = SuiteShare(core.settings.suite.alpha, {i: (g, s) for i, _, g, s in gates})
-        for item, name, _, _ in gates:
-            item.stash[SPEC_KEY][name] = self.suite.spec(item)
+        self.suite = SuiteShare.of(core.settings, gates, self.gate_marker)
+        for item, name in self.suite.keys():
+            item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         try:
             core.open_team_store()  # an unreachable team store is a usage error, before any test
@@ -261,8 +261,8 @@ class _Plugin:
             name = self.gate_marker(item)
             assert name is not None
             # with --llmbias-suite-alpha: Holm's step-down over the session's one-look gates first
-            spec, result = self.suite.verdict(item, self._evaluate)
-            item.stash[SPEC_KEY][name], share = spec, self.suite.share(item)
+            spec, result = self.suite.verdict((item, name), self._evaluate)
+            item.stash[SPEC_KEY][name], share = spec, self.suite.share((item, name))
             row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
                 item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name),
                 suite=share.to_dict() if share is not None else None)
@@ -274,11 +274,11 @@ class _Plugin:
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
         return result
 
-    def _evaluate(self, item: pytest.Item, spec: Any) -> Any:
+    def _evaluate(self, key: tuple[pytest.Item, str], spec: Any) -> Any:
         from pytest_llmbias.gates import evaluate_marker
 
-        name = self.gate_marker(item)
-        return evaluate_marker(self.registry.gate(name), spec, self.session_for(item, name))  # type: ignore[arg-type]
+        return evaluate_marker(self.registry.gate(key[1]), spec, self.session_for(*key))
+
 
 class _Reports:
     """What the run records for its reports, merged across pytest-xdist workers, and the reports

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.redis_server import RedisServer, TestCertificates
+from tests.redis_server import RedisServer, ThrowawayCertificates
 
 pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
 
@@ -96,6 +96,10 @@ def test_connection_errors_name_the_url_with_the_password_masked(tmp_path, monke
         cache(url, tmp_path).get("response:x")
     assert "s3cret-pass" not in str(info.value)
     assert masked(url).startswith("redis://***@")
+    # the password alone is a secret, not the user name (an ACL URL's is often "default")
+    from pytest_llmbias.store.redis_store import url_secrets
+
+    assert url_secrets("redis://default:S3cretPw@h/0") == ["S3cretPw"] and url_secrets("redis://h:6379/0") == []
     # a password in the query, which redis-py reads too
     url = f"redis://127.0.0.1:{free_port()}/0?password=qu3ry-secret&socket_timeout=5"
     assert masked(url) == url.replace("qu3ry-secret", "***")
@@ -246,7 +250,7 @@ def test_the_tpm_cap_counts_every_process_s_tokens(url, tmp_path):
 
 
 def test_rediss_with_the_team_s_ca_in_the_url_round_trips_the_records(tmp_path):
-    certificates = TestCertificates.make(tmp_path / "tls")
+    certificates = ThrowawayCertificates.make(tmp_path / "tls")
     server = RedisServer(tmp_path / "r", tls=certificates)
     try:
         server.start()

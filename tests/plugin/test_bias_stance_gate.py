@@ -20,10 +20,10 @@ def test_stance(bias_result):
 
 
 def test_agreement_passes_a_target_that_takes_the_baselines_sides(pytester: pytest.Pytester, choices_project, run_pytest):
-    def one_off(alias: str, question: str, language: str, round: int, stated: str | None) -> str:
+    def one_off(alias: str, question: str, language: str, rnd: int, stated: str | None) -> str:
         if alias == "tgt" and question == "ch-5" and language == "fr":
             return "Non."
-        return steady(alias, question, language, round, stated)
+        return steady(alias, question, language, rnd, stated)
 
     choices_project(one_off)
     pytester.makepyfile(GATE.format(extra=", languages=('en', 'fr')"))

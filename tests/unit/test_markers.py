@@ -58,6 +58,9 @@ def test_every_marker_names_against_among_its_arguments(name: str) -> None:
     assert BY_NAME[name].signature.endswith(", against=None")
     with pytest.raises(ConfigError, match=r"unknown argument 'colour'; accepted: domain, .*, against$"):
         parse_marker(name, ("d",), {"colour": 1})
+
+
+def test_parsing_a_marker_leaves_against_to_the_plugin() -> None:
     assert parse_marker("bias_responses", ("d",), {"against": "v1"}) == ResponseRequest(domain="d")
 
 

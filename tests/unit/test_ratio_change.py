@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from pytest_llmbias.gates.result import fmt_rate
 from scipy import stats
 
 from pytest_llmbias import evaluate_impact_ratio
+from pytest_llmbias.gates.result import fmt_rate
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.stats.ratio_change import ratio_change
 from pytest_llmbias.stats.selection import impact_ratio

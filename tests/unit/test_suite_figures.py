@@ -40,12 +40,13 @@ def test_the_sessions_figures_and_where_they_are_shown() -> None:
 
 def test_a_shared_suite_alpha_is_said() -> None:
     from pytest_llmbias.gates import GATES
-    from pytest_llmbias.gates.suite_levels import share_alpha
+    from pytest_llmbias.gates.suite_levels import SuiteShare
 
     impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
     specs = [(impact, impact.parse(("lands",), {})), (stance, stance.parse((), {"gate": "agreement"})),
              (equivalent, equivalent.parse(("d",), {})), (impact, impact.parse(("lands",), {"fail_on": "estimate"}))]
-    shared = share_alpha(0.05, specs)
+    share = SuiteShare(0.05, dict(enumerate(specs)))
+    shared = [(share.spec(i), share.share(i).level) for i in range(4)]
     assert [level for _, level in shared] == [0.025, 0.025, None, None]
     assert shared[0][0].alpha == 0.025 and shared[1][0].confidence == 0.975  # the spec set to its share
     assert shared[2][0] is specs[2][1]  # a TOST keeps its own rate
@@ -67,7 +68,13 @@ def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
 
 def test_one_format_for_rates_and_the_weaker_figure_of_a_composite() -> None:
     from pytest_llmbias.gates.result import fmt_false_alarm
+    from pytest_llmbias.report.readable import rate
+    from pytest_llmbias.stats.multiple import fmt_rate
 
+    # 1/2000, the permutation test's floor at its default resamples, is not 0%
+    assert [fmt_rate(x) for x in (0, 0.0005, 0.001, 0.025, 0.05, 0.0999, 0.32, 1)] == [
+        "0%", "<0.1%", "0.1%", "2.5%", "5%", "10%", "32%", "100%"]
+    assert rate(0.05) == "5%" and rate(1.781e-17) == "below 0.01% (practically none)"  # the HTML's, the same
     assert fmt_false_alarm(bound=0.05) == "false alarm <=5%" and fmt_false_alarm(bound=0.025) == "false alarm <=2.5%"
     assert fmt_false_alarm(estimate=0.32) == "false alarm ~32%"
     # a gate of two checks shows the weaker: the estimate when it is above the bound
@@ -161,6 +168,31 @@ def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> Non
     # a gate outside the step-down is evaluated when asked, at its own level
     assert share.verdict("looks", evaluate)[1].level == pytest.approx(0.05 / 3) and len(evaluated) == 4
     assert SuiteShare(None, gates).share("shown") is None  # without a suite alpha, every gate keeps its own
+    # a spec that sets no looks takes the run's: with --llmbias-looks 2 every gate is sequential
+    unset = {"a": (impact, impact.parse(("lands",), {})), "b": (stance, stance.parse((), {"gate": "agreement"}))}
+    assert {SuiteShare(0.05, unset, looks=2).share(k).method for k in unset} == {"bonferroni"}
+    assert {SuiteShare(0.05, unset).share(k).method for k in unset} == {"bonferroni"}  # holm once settled
+
+
+def test_a_gate_that_raises_while_settling_raises_at_its_own_verdict_only() -> None:
+    from types import SimpleNamespace
+
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.gates.suite_levels import SuiteShare
+
+    impact = GATES["bias_impact_ratio"]
+    gates = {k: (impact, impact.parse(("lands",), {})) for k in ("broken", "fine")}
+
+    def evaluate(key: str, spec) -> SimpleNamespace:
+        if key == "broken":
+            raise RuntimeError("a bug in one gate")
+        return SimpleNamespace(shown_violation=False)
+
+    share = SuiteShare(0.05, gates)
+    spec, result = share.verdict("fine", evaluate)  # the first verdict asked settles every gate
+    assert result.shown_violation is False and share.share("fine").method == "holm"
+    with pytest.raises(RuntimeError, match="a bug in one gate"):
+        share.verdict("broken", evaluate)
 
 
 def test_the_sentence_names_each_method_and_level() -> None:

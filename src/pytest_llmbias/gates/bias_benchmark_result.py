@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_number, fmt_rate, role, versus
+from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_number, fmt_p, fmt_rate, role, versus
 from pytest_llmbias.report.frames import Table
 
 MARKER = "bias_benchmark"
@@ -180,5 +180,5 @@ class BenchmarkResult(GateResultBase):
                           if self.groups else f"the target's mean >= max_bias {fmt_number(b['bound'])}; one-sided t test")
             lines += ["", f"[{self.method}] verdict: {b['verdict']}  (H0: {hypothesis})",
                       f"  mean {fmt_number(b['mean'])}; {ci}% CI [{fmt_number(b['low'])}, {fmt_number(b['high'])}]; "
-                      f"p {b['p']:.3g}; n {b['n']}" + (" (every score equal: decided exactly)" if b["exact"] else "")]
+                      f"p {fmt_p(b['p'])}; n {b['n']}" + (" (every score equal: decided exactly)" if b["exact"] else "")]
         return lines

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, role, versus
+from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_p, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import PREFER
 from pytest_llmbias.stats.proportions import ProportionTost, wilson
@@ -154,7 +154,7 @@ class PreferenceResult(GateResultBase):
         for alias, m in self.models.items():
             cells = "".join(f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in self.perspectives)
             lines.append(f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
-                         f"({m.first_wins / max(m.parsed, 1):.0%}; p {m.position_p:.3g})")
+                         f"({m.first_wins / max(m.parsed, 1):.0%}; p {fmt_p(m.position_p)})")
         lines.append(f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
                      f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})")
         if self.unread_examples:

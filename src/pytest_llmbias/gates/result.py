@@ -161,8 +161,8 @@ def fmt_number(x: float) -> str:
 
 
 def fmt_p(p: float) -> str:
-    """A p-value: three significant places, ``<0.0001`` below 1e-4 (never an exponent)."""
-    return f"{p:.3g}" if p >= 1e-4 else "<0.0001"
+    """A p-value: three significant places, ``< 0.0001`` below 1e-4 (never an exponent)."""
+    return f"{p:.3g}" if p >= 1e-4 else "< 0.0001"
 
 
 def fmt_fixed(x: float | None, digits: int = 4) -> str:

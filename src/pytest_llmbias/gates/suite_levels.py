@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from pytest_llmbias.stats.multiple import BONFERRONI, HOLM
 
-__all__ = ["HOLM", "Share", "SuiteShare", "share_alpha", "step_down"]
+__all__ = ["Share", "SuiteShare", "step_down"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -69,25 +69,39 @@ def step_down(alpha: float, m: int, keys: Sequence[K], shows: Callable[[K, float
 
 class SuiteShare:
     """The session's gates and their parts of ``alpha`` (None: each keeps its own rate). ``gates``
-    maps a key (a test item) to its gate and its spec. Before :meth:`settle`, every settable gate's
-    spec is at alpha / m (Bonferroni); :meth:`settle` runs Holm's step-down over the one-look
-    gates once every answer is in, and :meth:`verdict` gives each gate's spec and result."""
+    maps a key (a test item and its marker) to its gate and its spec; ``looks``: the run's looks
+    for a spec that sets none. Before :meth:`settle`, every settable gate's spec is at alpha / m
+    (Bonferroni); :meth:`settle` runs Holm's step-down over the one-look gates once every answer
+    is in, and :meth:`verdict` gives each gate's spec and result."""
 
-    def __init__(self, alpha: float | None, gates: Mapping[Any, tuple[Any, Any]]) -> None:
+    def __init__(self, alpha: float | None, gates: Mapping[Any, tuple[Any, Any]], *, looks: int = 1) -> None:
         self.alpha = alpha
         self._gates = dict(gates)
         settable = [k for k, (g, s) in self._gates.items() if alpha is not None and _at_level(g, s, alpha) is not None]
         self.m = len(settable)
-        self._holm = [k for k in settable if (getattr(self._gates[k][1], "looks", None) or 1) == 1]
+        self._holm = [k for k in settable if (getattr(self._gates[k][1], "looks", None) or looks) == 1]
         self._shares = {k: Share(alpha, None, None) for k in self._gates} if alpha is not None else {}
         self._specs = {k: s for k, (_, s) in self._gates.items()}
         for k in settable:
             self._set(k, self.alpha / self.m, BONFERRONI)  # type: ignore[operator]
         self._results: dict[Any, Any] | None = None
+        self._raised: dict[Any, Exception] = {}
+
+    @classmethod
+    def of(cls, settings: Any, gates: Sequence[tuple[Any, str, Any, Any]],
+           decides: Callable[[Any], str | None]) -> SuiteShare:
+        """The run's shares (``suite.alpha``, ``collection.looks`` of ``settings``) among ``gates``
+        as (item, marker, gate, spec), keyed (item, marker): of an item's gate markers, only the
+        one ``decides(item)`` names gives its test's verdict, and only it counts."""
+        return cls(settings.suite.alpha, {(i, n): (g, s) for i, n, g, s in gates if n == decides(i)},
+                   looks=settings.collection.looks)
 
     def _set(self, key: Any, level: float, method: str) -> None:
         gate, spec = self._gates[key]
         self._specs[key], self._shares[key] = _at_level(gate, spec, level), Share(self.alpha, level, method)  # type: ignore[arg-type]
+
+    def keys(self) -> list[Any]:
+        return list(self._gates)
 
     def spec(self, key: Any) -> Any:
         """The spec to evaluate: the gate's, set to its current level."""
@@ -100,7 +114,9 @@ class SuiteShare:
     def settle(self, evaluate: Callable[[Any, Any], Any]) -> None:
         """Holm's step-down over the one-look gates (once): ``evaluate(key, spec)`` returns the
         gate's result (or the exception that stopped it); a result whose ``shown_violation`` is
-        true is a rejection. The results at each gate's final level are kept for :meth:`verdict`."""
+        true is a rejection. The results at each gate's final level are kept for :meth:`verdict`;
+        an exception ``evaluate`` raises for one gate is that gate's alone (raised by its verdict),
+        and the others settle without it."""
         if self._results is not None:
             return
         self._results = {}
@@ -110,7 +126,11 @@ class SuiteShare:
 
         def shows(key: Any, level: float) -> bool:
             gate, spec = self._gates[key]
-            seen[key, level] = result = evaluate(key, _at_level(gate, spec, level))
+            try:
+                seen[key, level] = result = evaluate(key, _at_level(gate, spec, level))
+            except Exception as exc:  # noqa: BLE001 - raised again by this gate's verdict, not the first's
+                seen[key, level], self._raised[key] = None, exc
+                return False
             return getattr(result, "shown_violation", None) is True
 
         assert self.alpha is not None
@@ -121,6 +141,8 @@ class SuiteShare:
     def verdict(self, key: Any, evaluate: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
         """The key's spec at its level and its result, after :meth:`settle` (``evaluate`` as there)."""
         self.settle(evaluate)
+        if key in self._raised:
+            raise self._raised.pop(key)
         spec = self._specs[key]
         return spec, self._results[key] if key in (self._results or {}) else evaluate(key, spec)
 
@@ -128,11 +150,3 @@ class SuiteShare:
 def _at_level(gate: Any, spec: Any, level: float) -> Any | None:
     at_level = getattr(gate, "at_level", None)
     return at_level(spec, level) if at_level is not None else None
-
-
-def share_alpha(alpha: float, gates: Sequence[tuple[Any, Any]]) -> list[tuple[Any, float | None]]:
-    """For each (gate, spec) in ``gates``, the spec to evaluate and its level before any answer is
-    in: at ``alpha`` / m for the m gates that can be set to a level, unchanged (level None) for
-    the others (see :class:`SuiteShare`, which then applies Holm's step-down)."""
-    share = SuiteShare(alpha, dict(enumerate(gates)))
-    return [(share.spec(i), share.share(i).level) for i in range(len(gates))]  # type: ignore[union-attr]

@@ -18,7 +18,7 @@ PRACTICALLY_ZERO = "below 0.0001 (practically zero)"
 def number(x: float | None, *, brief: bool = False) -> str:
     """``x`` with four significant figures and no exponent: ``-`` when missing, ``0`` when zero,
     :data:`PRACTICALLY_ZERO` (``≈0`` when ``brief``: an interval's end, a list's item) when nearer
-    zero than :data:`NEGLIGIBLE` (either sign), whole above 10,000."""
+    zero than :data:`NEGLIGIBLE` (either sign), whole from 1,000."""
     if x is None:
         return "-"
     x = float(x)
@@ -28,7 +28,7 @@ def number(x: float | None, *, brief: bool = False) -> str:
         return "0"
     if abs(x) < NEGLIGIBLE:
         return "≈0" if brief else PRACTICALLY_ZERO
-    if abs(x) >= 1e4:
+    if abs(x) >= 1e3:  # whole: four significant figures of 9999.7 would read 1e+04
         return f"{x:.0f}"
     return f"{x:.4g}"
 

@@ -108,9 +108,6 @@ class RunRecord:
     #: warnings on the run's reports (an HTML report without its plots), said once, as the
     #: end-of-run section's last lines: a warning of pytest's would name this module as its place
     notes: list[str] = field(default_factory=list)
-    #: warnings on the run's reports (an HTML report without its plots), said once, as the
-    #: end-of-run section's last lines: a warning of pytest's would name this module as its place
-    notes: list[str] = field(default_factory=list)
 
     # -- pytest-xdist ------------------------------------------------------------------------
 

@@ -77,11 +77,11 @@ class FamilyBound:
         """``15 gates at 5 % each: a good release fails some gate with probability up to 54 %
         (independent gates; at most 75 % whatever their dependence)``; for one gate, its own rate."""
         if self.gates == 1:
-            return f"1 gate: a good release fails it with probability {_percent(self.rates[0])}"
-        low, high = _percent(min(self.rates)), _percent(max(self.rates))
+            return f"1 gate: a good release fails it with probability {fmt_rate(self.rates[0])}"
+        low, high = fmt_rate(min(self.rates)), fmt_rate(max(self.rates))
         each = f"at {low} each" if low == high else f"at {low} to {high}"
         return (f"{self.gates} gates {each}: a good release fails some gate with probability up to "
-                f"{_percent(self.independent)} (independent gates; at most {_percent(self.at_most)} whatever "
+                f"{fmt_rate(self.independent)} (independent gates; at most {fmt_rate(self.at_most)} whatever "
                 "their dependence)")
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,13 +91,11 @@ class FamilyBound:
 
 def fmt_rate(rate: float) -> str:
     """A rate as a percentage, the one format of every report: one decimal below 10 % where it has
-    one (2.5%), none above (32%); a rate that rounds to 0.0 % but is not 0 reads <0.1%."""
-    if 0 < rate < 0.0005:
+    one (2.5%), none above (32%); a rate above 0 but below 0.1 % reads <0.1%."""
+    if 0 < rate < 0.001:
         return "<0.1%"
     return f"{rate:.1%}" if rate < 0.1 and round(rate * 1000) % 10 else f"{rate:.0%}"
 
-
-_percent = fmt_rate
 
 
 def familywise_bound(rates: Sequence[float]) -> FamilyBound:

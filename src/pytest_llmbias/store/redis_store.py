@@ -41,14 +41,15 @@ def masked(url: str) -> str:
 
 
 def url_secrets(url: str | None) -> list[str]:
-    """The credential values ``url`` holds (its user info's, its query's ``password``), for a
-    :class:`Redactor` to mask wherever they appear alone."""
+    """The credential values ``url`` holds (its user info's password, its query's ``password``),
+    for a :class:`Redactor` to mask wherever they appear alone. A user name is not a secret (an
+    ACL URL's is often ``default``: masked alone, every "default" in a report would be)."""
     if not url:
         return []
     from urllib.parse import parse_qsl, unquote, urlsplit
 
     parts = urlsplit(url)
-    found = [unquote(v) for v in (parts.password, parts.username) if v]
+    found = [unquote(parts.password)] if parts.password else []
     found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
     return found
 
