@@ -171,7 +171,7 @@ class _Plugin:
         if not marked:
             return
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.gates import looking, marker_release, plan_marker
+        from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
         from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []
@@ -186,13 +186,11 @@ class _Plugin:
             item.stash.setdefault(AGAINST_KEY, {})[name] = against
             if gate is not None:
                 gates.append((item, name, gate, spec))
-        from pytest_llmbias.gates.suite_levels import SuiteShare  # --llmbias-suite-alpha, if given
-
-        self.suite = SuiteShare.of(core.settings, gates, self.gate_marker)
-        for item, name in self.suite.keys():
-            item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         try:
+            self.suite = session_gates(core.settings, gates)  # one gate a test; --llmbias-suite-alpha
+            for item, name in self.suite.keys():
+                item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
             core.open_team_store()  # an unreachable team store is a usage error, before any test
             plan_only = check_spending(core, [(i.nodeid, g, s) for i, _, g, s in gates], worker=self.is_worker,
                                        write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))

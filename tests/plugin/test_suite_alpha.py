@@ -86,12 +86,10 @@ def test_without_it_each_gate_keeps_its_own(pytester: pytest.Pytester, lands_pro
     bad.stderr.fnmatch_lines(["*suite.alpha must lie strictly between 0 and 1, got 0*"])
 
 
-def test_the_run_s_looks_make_a_gate_sequential_and_two_gate_markers_keep_their_own_specs(
+def test_the_run_s_looks_make_a_gate_sequential_and_a_test_has_one_gate(
         pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
-    from tests.plugin.test_impact_ratio_gate import against
-
-    lands_project(against("Dorvania", who="b2"))  # answers that differ, so that the equivalence test has a spread
-    pytester.makepyfile("""
+    lands_project()
+    test = """
 import pytest
 
 
@@ -100,19 +98,21 @@ def test_significant(bias_result):
     pass
 
 
-@pytest.mark.bias_equivalent("lands", margin=0.5)
-@pytest.mark.bias_impact_ratio("lands")
-def test_two_markers(bias_result):
+@pytest.mark.bias_impact_ratio("lands", threshold=0.7)
+def test_looser(bias_result):
     pass
-""")
+"""
+    pytester.makepyfile(test)
     result = run_pytest_once(*OFFLINE, "--llmbias-looks", "2", "--llmbias-suite-alpha", "0.05",
                              "--llmbias-json=run.json")
     result.assert_outcomes(passed=2)
-    gates = {g["test"].split("::")[-1]: g for g in json.loads((pytester.path / "run.json").read_text())["gates"]}
-    # the run's two looks make the impact-ratio gate sequential: Bonferroni, not Holm; it is the only
-    # gate that shares the alpha (the other test's verdict is its TOST's, whose rate is its own)
-    assert (gates["test_significant"]["suite_method"], gates["test_significant"]["suite_level"]) == ("bonferroni", 0.05)
-    # of a test's two gate markers one gives the verdict, with its own spec (it counts once in m)
-    assert gates["test_two_markers"]["gate"] == "bias_equivalent" and gates["test_two_markers"]["verdict"] != "error"
-    assert gates["test_two_markers"].get("suite_level") is None  # a TOST keeps its own rate
-    assert "AttributeError" not in result.stdout.str()
+    gates = json.loads((pytester.path / "run.json").read_text())["gates"]
+    # the run's two looks make the impact-ratio gates sequential: Bonferroni, not Holm
+    assert {(g["suite_method"], g["suite_level"]) for g in gates} == {("bonferroni", 0.025)}
+    # a second gate marker on one test would go unheard (a test gives one verdict): a usage error
+    pytester.makepyfile(test.replace('@pytest.mark.bias_impact_ratio("lands", threshold=0.7)',
+                                     '@pytest.mark.bias_equivalent("lands")\n@pytest.mark.bias_impact_ratio("lands")'))
+    two = run_pytest_once(*OFFLINE)
+    assert two.ret == pytest.ExitCode.USAGE_ERROR
+    two.stderr.fnmatch_lines(["*::test_looser carries two gate markers (bias_equivalent and bias_impact_ratio): a test "
+                              "gives one verdict; give each gate a test of its own*"])

@@ -10,7 +10,7 @@ test carries one of the plugin's markers; pytest declares the markers from the c
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.catalog import MARKERS
@@ -39,6 +39,23 @@ def evaluate_marker(gate: Any, spec: Any, session: Any) -> Any:
         return looking(gate).evaluate(spec, session)
     except (LLMBiasError, ValueError) as exc:
         return session.inconclusive(exc, spec.domain)
+
+
+def session_gates(settings: Any, gates: Sequence[tuple[Any, str, Any, Any]]) -> Any:
+    """The session's gates, given as (test item, marker, gate, spec): one a test, else a
+    :class:`ConfigError` naming the test (a test gives one verdict: a second gate marker would go
+    unheard), with their shares of ``suite.alpha`` (a
+    :class:`~pytest_llmbias.gates.suite_levels.SuiteShare` keyed (item, marker))."""
+    from pytest_llmbias.errors import ConfigError
+    from pytest_llmbias.gates.suite_levels import SuiteShare
+
+    seen: dict[Any, str] = {}
+    for item, name, _, _ in gates:
+        if item in seen:
+            raise ConfigError(f"{getattr(item, 'nodeid', item)} carries two gate markers ({seen[item]} and {name}): "
+                              "a test gives one verdict; give each gate a test of its own")
+        seen[item] = name
+    return SuiteShare(settings.suite.alpha, {(i, n): (g, s) for i, n, g, s in gates}, looks=settings.collection.looks)
 
 
 def marker_release(name: str, kwargs: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -90,4 +107,5 @@ def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return ResponseRequest.parse(tuple(args), kwargs, marker=name)
 
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession", "evaluate_marker", "looking", "parse_marker", "plan_marker"]
+__all__ = ["GATES", "Gate", "GateResult", "GateSession", "evaluate_marker", "looking", "parse_marker", "plan_marker",
+           "session_gates"]

@@ -87,15 +87,6 @@ class SuiteShare:
         self._results: dict[Any, Any] | None = None
         self._raised: dict[Any, Exception] = {}
 
-    @classmethod
-    def of(cls, settings: Any, gates: Sequence[tuple[Any, str, Any, Any]],
-           decides: Callable[[Any], str | None]) -> SuiteShare:
-        """The run's shares (``suite.alpha``, ``collection.looks`` of ``settings``) among ``gates``
-        as (item, marker, gate, spec), keyed (item, marker): of an item's gate markers, only the
-        one ``decides(item)`` names gives its test's verdict, and only it counts."""
-        return cls(settings.suite.alpha, {(i, n): (g, s) for i, n, g, s in gates if n == decides(i)},
-                   looks=settings.collection.looks)
-
     def _set(self, key: Any, level: float, method: str) -> None:
         gate, spec = self._gates[key]
         self._specs[key], self._shares[key] = _at_level(gate, spec, level), Share(self.alpha, level, method)  # type: ignore[arg-type]
