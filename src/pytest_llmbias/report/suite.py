@@ -69,8 +69,8 @@ def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, 
     alpha = alphas.pop()
     levels = {str(e.get("test")): e.get("suite_level") for e in entries}
     # an entry written before methods were recorded shared by Bonferroni
-    methods = {t: (e.get("suite_method") or BONFERRONI) if levels[t] is not None else None
-               for t, e in ((str(e.get("test")), e) for e in entries)}
+    methods = {str(e.get("test")): (e.get("suite_method") or BONFERRONI) if e.get("suite_level") is not None else None
+               for e in entries}
     kept = sorted(t for t, level in levels.items() if level is None)
     parts = []
     for method, how in ((HOLM, "Holm's step-down"), (BONFERRONI, "Bonferroni")):
@@ -81,7 +81,8 @@ def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, 
             parts.append(f"by {how}{' (several looks)' if method == BONFERRONI and HOLM in methods.values() else ''}: "
                          f"{len(shared)} gate(s) {said}")
     used = [m for m in (HOLM, BONFERRONI) if m in methods.values()]
-    said = (f"; --llmbias-suite-alpha {alpha:g} is shared " + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
+    said = (f"; --llmbias-suite-alpha {alpha:g} is shared "
+            + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
             + (f", {len(kept)} keep their own rate (none they can be set to)" if kept and parts else ""))
     return {"alpha": alpha, "method": "+".join(used) or None, "levels": levels, "methods": methods,
             "sentence": out["sentence"] + said}
