@@ -105,7 +105,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.bias_preference_result import PreferenceResult
     from pytest_llmbias.gates.bias_stance import evaluate_stance
     from pytest_llmbias.gates.bias_stance_result import StanceResult
-    from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare, method_lines
+    from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare
+    from pytest_llmbias.gates.relative_report import method_lines
     from pytest_llmbias.gates.result import GateResultBase
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.report.frames import Table

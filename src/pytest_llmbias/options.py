@@ -23,7 +23,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine, Spending
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "nonnegint", "posfloat", "fraction", "bool", "choice",
+KINDS = ("path", "optpath", "paths", "model", "models", "posint", "nonnegint", "posfloat", "fraction", "alpha", "bool", "choice",
          "str")
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
@@ -409,13 +409,26 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         name="suite_alpha",
         key="suite.alpha",
-        kind="fraction",
-        help="one false-alarm rate for the session: the gates whose rate is a level they can be set to share it "
-        "(Bonferroni: each at ALPHA / their number); the others keep theirs, and the summary says which",
+        kind="alpha",
+        help="the chance that a release as good as its comparator fails any gate of the run, shared out among the "
+        "gates by Holm's step-down (off: each gate at its own rate); the summary says each gate's share",
         flag="--llmbias-suite-alpha",
         env="LLMBIAS_SUITE_ALPHA",
         ini="llmbias_suite_alpha",
-        metavar="ALPHA",
+        metavar="ALPHA|off",
+        default=0.05,
+    ),
+    Option(
+        name="suite_power",
+        key="suite.power",
+        kind="fraction",
+        help="the chance that a release worse by a gate's margin fails that gate: every comparison's TOST runs at "
+        "1 - POWER",
+        flag="--llmbias-suite-power",
+        env="LLMBIAS_SUITE_POWER",
+        ini="llmbias_suite_power",
+        metavar="POWER",
+        default=0.8,
     ),
     Option(
         name="strict",

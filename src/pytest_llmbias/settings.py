@@ -188,17 +188,23 @@ class ReleaseSettings:
 
 @dataclass(frozen=True)
 class SuiteSettings:
-    """The session as a family of gates: ``alpha``, one false-alarm rate shared by the gates whose
-    rate is a level they can be set to (Bonferroni; None: each gate at its own); ``strict``: a pass
-    that rests on a violation not shown, by a check with less than 80 % power, fails."""
+    """The session as a family of gates: ``alpha``, the chance that a release as good as its
+    comparator fails any gate of the run, shared out among the gates (Holm's step-down; None: each
+    gate at its own rate); ``power``, the chance that a release worse by a gate's margin fails that
+    gate (every comparison's TOST is at 1 − power); ``strict``: a pass that rests on a violation
+    not shown, by a check with less than 80 % power, fails."""
 
-    alpha: float | None = None
+    alpha: float | None = 0.05
+    power: float = 0.8
     strict: bool = False
 
     def __post_init__(self) -> None:
         a = self.alpha
         if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < 1):
             raise ConfigError(f"suite.alpha must lie strictly between 0 and 1, got {a!r}")
+        p = self.power
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.5 < p < 1:
+            raise ConfigError(f"suite.power must lie strictly between 0.5 and 1, got {p!r}")
 
 
 @dataclass(frozen=True)
@@ -283,6 +289,9 @@ class Settings:
     embedding: EmbeddingSettings = EmbeddingSettings()
     domains: DomainSettings = DomainSettings()
     features: tuple[FeatureSettings, ...] = ()
+    #: gate kind -> its default margin, a number or one per method (``margins:``; see
+    #: :mod:`pytest_llmbias.margins`)
+    margins: Mapping[str, Any] = field(default_factory=dict, hash=False)
     source: Path | None = None
 
     @property

@@ -52,7 +52,7 @@ _SECTIONS: dict[str, type] = {
 }
 #: the options that set a top-level key (a model or the baselines) rather than a section's field
 _TOP_OPTIONS = tuple(o for o in SETTINGS_OPTIONS if "." not in o.key)
-_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), "models", *_SECTIONS, "features")
+_TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), "models", *_SECTIONS, "features", "margins")
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
@@ -163,6 +163,12 @@ def resolve_settings(
         name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
     }
     features = _parse_features(file_data.get("features"), where, base_dir)
+    from pytest_llmbias.margins import check_margins
+
+    try:
+        margins = check_margins(file_data.get("margins"))
+    except ConfigError as exc:
+        raise ConfigError(f"{where('margins')}: {exc}") from None
 
     overrides = _overrides(cli, environ, cwd, ini, ini_dir or cwd, ini_file)
     origins: dict[str, Where] = {}  # where each overridden key came from, for later checks' errors
@@ -189,7 +195,7 @@ def resolve_settings(
 
     _check_aliases(top.get("target"), top.get("baselines", ()), where)
     _check_panel(top, sections["judging"], Where(where.source, where.lines, origins))
-    return Settings(**top, features=features, source=config_path, **sections)
+    return Settings(**top, features=features, margins=margins, source=config_path, **sections)
 
 
 def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) -> None:
@@ -243,7 +249,7 @@ def _overrides(
         # A switch left off is not an override: it cannot turn off what the file turned on.
         if value is None or value == [] or (option.kind == "bool" and value is False):
             continue
-        yield option, value, Where(option.flag), cwd
+        yield option, _from_text(option, value) if option.kind == "alpha" else value, Where(option.flag), cwd
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -264,7 +270,9 @@ def _from_text(option: Option, raw: str | Sequence[str]) -> Any:
     if option.kind == "bool":
         lowered = text.lower()
         return True if lowered in _TRUE else False if lowered in _FALSE else text
-    if option.kind in ("posint", "nonnegint", "posfloat", "fraction"):
+    if option.kind == "alpha" and text.lower() == "off":
+        return "off"
+    if option.kind in ("posint", "nonnegint", "posfloat", "fraction", "alpha"):
         try:
             return int(text) if option.kind in ("posint", "nonnegint") else float(text)
         except ValueError:
@@ -412,6 +420,12 @@ def _check_kind(
     if kind == "fraction":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
             raise fail("a share in [0, 1)")
+        return float(value)
+    if kind == "alpha":  # YAML 1.1 reads a bare off as False
+        if value is False or value == "off":
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
+            raise fail("a share in (0, 1), or off")
         return float(value)
     if kind == "posint":
         if not is_int or value < 1:

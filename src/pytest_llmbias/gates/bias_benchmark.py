@@ -44,7 +44,8 @@ from pytest_llmbias.gates.bias_benchmark_scores import (
     unit_categories,
 )
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.gates.relative import ComparisonOptions, compare
+from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.report import readable
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.bbq import CONVENTIONS
@@ -70,6 +71,7 @@ class BiasBenchmarkSpec:
     alpha: float = 0.05
     margin: float | None = None
     min_margin: float | None = None
+    false_alarm: float | None = None
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None
@@ -99,7 +101,8 @@ class BiasBenchmarkSpec:
         return cls(
             domain=dataset, metric=metric, max_bias=max_bias,
             alternative=comparison.alternative,  # type: ignore[arg-type]
-            test=comparison.test, alpha=comparison.alpha,
+            test=comparison.test, alpha=comparison.alpha if comparison.alpha is not None else 0.05,
+            false_alarm=comparison.false_alarm,
             margin=comparison.margin,  # type: ignore[arg-type]
             min_margin=comparison.min_margin,  # type: ignore[arg-type]
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
@@ -113,8 +116,8 @@ class BiasBenchmarkSpec:
     def comparison(self) -> ComparisonOptions:
         """The engine's options: the metric's default margin unless ``margin=`` is given."""
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
-        return ComparisonOptions(test=self.test, alternative=self.alternative, k=DEFAULT_K, alpha=self.alpha,
-                                 margin=margin, min_margin=self.min_margin)
+        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.alpha,
+                                 margin=margin, min_margin=self.min_margin, false_alarm=self.false_alarm)
 
 
 def _harness(dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any,
@@ -407,9 +410,12 @@ class BiasBenchmarkGate(SpecGate):
         return out
 
     def at_level(self, spec: BiasBenchmarkSpec, alpha: float) -> BiasBenchmarkSpec | None:
-        """None: both checks pass only on evidence (a TOST, a bound shown), so no level sets their
-        false-alarm rate."""
-        return None
+        """The comparison fails a target like its comparator at most ``alpha`` of the time (see
+        :mod:`pytest_llmbias.stats.design`); None for the absolute bound (``max_bias=``: it passes only
+        on evidence) and for a marker that sets its own ``false_alarm=``."""
+        if spec.max_bias is not None or spec.false_alarm is not None:
+            return None
+        return dataclasses.replace(spec, false_alarm=alpha)
 
 
 def _prompter(dataset: str) -> Any:

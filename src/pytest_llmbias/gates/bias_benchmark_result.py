@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_llmbias.gates.relative import MethodResult, method_lines
+from pytest_llmbias.gates.relative import MethodResult
+from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_number, fmt_p, fmt_rate, role, versus
 from pytest_llmbias.report.frames import Table
 
@@ -173,7 +174,7 @@ class BenchmarkResult(GateResultBase):
         if self.dropped:
             lines.append(f"  {self.dropped} unit(s) left out: some model gave no readable answer on them")
         if self.relative is not None:
-            lines += method_lines(self.relative, k=0.0, aliases=[self.target, *self.baselines])
+            lines += method_lines(self.relative, aliases=[self.target, *self.baselines])
         if self.bound is not None:
             b, ci = self.bound, int(round((1 - 2 * self.alpha) * 100))
             hypothesis = (f"|the target's mean| >= max_bias {fmt_number(b['bound'])}; two one-sided t tests"

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.margins import MARGINS
 
 #: dataset -> its metrics, the default first
 METRICS: dict[str, tuple[str, ...]] = {
@@ -36,10 +37,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "discrim_eval": ("discrimination",),
 }
 
-DEFAULT_MARGINS: dict[str, float] = {
-    "bias_ambiguous": 0.10, "bias_disambiguated": 0.10, "accuracy_ambiguous": 0.10, "accuracy_disambiguated": 0.10,
-    "discrimination": 1.0,
-}
+DEFAULT_MARGINS: dict[str, float] = MARGINS["bias_benchmark"]
 """The default no-worse margin per metric, in the metric's units (the comparison engine's margin
 from the baselines' spread would be far wider than a BBQ shift that matters). From
 ``benchmarks/validity.py --gate benchmark``: see the README's validity table."""

@@ -26,15 +26,8 @@ from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.relative import (
-    DEFAULT_K,
-    ComparedSpec,
-    ComparisonOptions,
-    MethodResult,
-    compare,
-    method_lines,
-    stability_warnings,
-)
+from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, MethodResult, compare
+from pytest_llmbias.gates.relative_report import method_lines, stability_warnings
 from pytest_llmbias.gates.result import GateResultBase, moved_items, role, versus
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report import readable
@@ -55,9 +48,12 @@ class EquivalentSpec(ComparedSpec):
 
     ``test="paired"`` (default) compares, question by question, the target's score with the
     baselines' mean score on that question; ``"welch"`` is the relative-bias paper's two-sample
-    Welch TOST. The margin δ is ``margin`` when given (a number, or one per method), else ``k`` ×
-    SD of the baseline models' means; it never falls below ``min_margin`` (a number or one per
-    method; by default the floor of :mod:`pytest_llmbias.gates.relative`; 0 turns the floor off).
+    Welch TOST. The margin δ is ``margin`` when given (a number, or one per method), else the
+    method's default (:mod:`pytest_llmbias.margins`: one judge point, 0.02 on the embedding); with
+    ``k`` or ``min_margin`` it is drawn from the data: ``k`` × SD of the baseline models' means,
+    never below ``min_margin`` (0 turns the floor off). ``alpha`` is the TOST's (None: 1 − the run's
+    ``suite.power``), ``false_alarm`` the rate at which a target like its comparator may fail (None:
+    the gate's share of ``suite.alpha``; see :mod:`pytest_llmbias.stats.design`).
     ``method="both"`` needs both scorers to pass. ``max_unparsed`` (default: the run's
     ``collection.max_unparsed``): the share of a model's judge ratings that may stay unreadable; their
     questions are dropped for every model, and above it the gate is inconclusive."""
@@ -66,10 +62,11 @@ class EquivalentSpec(ComparedSpec):
     method: EquivalenceMethod = EquivalenceMethod.EMBEDDING
     test: EquivalenceTest = EquivalenceTest.PAIRED
     alternative: Alternative | None = None
-    k: float = DEFAULT_K
-    alpha: float = 0.05
+    k: float | None = None
+    alpha: float | None = None
     margin: float | Mapping[str, float] | None = field(default=None, hash=False)
     min_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
+    false_alarm: float | None = None
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None
@@ -111,8 +108,8 @@ class EquivalentResult(GateResultBase):
     baselines: tuple[str, ...]
     n_questions: int
     samples: int
-    k: float
-    alpha: float
+    k: float | None
+    alpha: float | None
     methods: tuple[MethodResult, ...]
     warnings: tuple[str, ...] = field(default=())
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
@@ -135,9 +132,16 @@ class EquivalentResult(GateResultBase):
         return not self.problems and all(m.passed for m in self.methods)
 
     @property
+    def shown_violation(self) -> bool:
+        """A method failed on evidence: the target shown off its comparator (Holm's rejection)."""
+        return any(m.shown_violation for m in self.methods)
+
+    @property
     def verdict(self) -> str:
-        verdicts = [m.tost.verdict for m in self.methods] + ["inconclusive"] * len(self.problems)
-        for v in ("biased", "inconclusive"):
+        from pytest_llmbias.gates.result import UNDERPOWERED
+
+        verdicts = [m.verdict for m in self.methods] + ["inconclusive"] * len(self.problems)
+        for v in ("biased", "inconclusive", UNDERPOWERED):
             if v in verdicts:
                 return v
         return verdicts[0] if verdicts else "inconclusive"
@@ -145,7 +149,7 @@ class EquivalentResult(GateResultBase):
     @property
     def why(self) -> str:
         return "; ".join([*self.problems, *(
-            f"{m.method}: {m.tost.verdict}, difference {readable.number(m.tost.diff)} against the margin "
+            f"{m.method}: {m.verdict}, difference {readable.number(m.tost.diff)} against the margin "
             f"{readable.number(m.tost.margin)} ({readable.p_value(m.tost.p_value)})" for m in self.methods)])
 
     def method(self, name: str) -> MethodResult:
@@ -182,7 +186,7 @@ class EquivalentResult(GateResultBase):
                 f"{self.n_questions} questions x {self.samples} sample(s))")
 
     def details(self) -> list[str]:
-        lines = [line for m in self.methods for line in method_lines(m, k=self.k, aliases=[self.target, *self.baselines])]
+        lines = [line for m in self.methods for line in method_lines(m, aliases=[self.target, *self.baselines])]
         lines += [f"inconclusive: {p}" for p in self.problems]
         from pytest_llmbias.gates.judging import trust_lines
 
@@ -293,7 +297,7 @@ def evaluate_equivalence(
         raise ConfigError(f"{where}: 'method' must be one of {' | '.join(METHOD_NAMES)}, got {method!r}")
     if categories is not None and not isinstance(categories, Mapping):
         raise ConfigError(f"{where}: 'categories' maps each question id to its category, got {categories!r}")
-    comparison = ComparisonOptions.parse(where, options, alternative="equivalent", methods=METHOD_NAMES)
+    comparison = ComparisonOptions.parse(where, options, alternative="equivalent", methods=METHOD_NAMES).designed(MARKER)
     baselines = tuple(baselines)
     result = method_result(method, scores, target=target, baselines=baselines, categories=categories,
                            options=comparison, where=where)
@@ -310,6 +314,13 @@ class EquivalentGate(SpecGate):
     spec = EquivalentSpec
     #: compares the target with a recorded release under --llmbias-against
     compares_releases = True
+
+    def at_level(self, spec: EquivalentSpec, alpha: float) -> EquivalentSpec | None:
+        """Each method may fail a target like its comparator at most ``alpha`` / the methods (see
+        :mod:`pytest_llmbias.stats.design`); None when the marker sets its own ``false_alarm=``."""
+        if spec.false_alarm is not None:
+            return None
+        return dataclasses.replace(spec, false_alarm=alpha / len(spec.methods))
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
         """Per method: the mean score per category of each model, the distribution of per-question
@@ -379,8 +390,9 @@ class EquivalentGate(SpecGate):
                 if judged.problems:
                     continue
             kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
+            options = spec.comparison.designed(MARKER, session.settings).resolved(against)
             methods.append(method_result(method, scores, target=target, baselines=comparators, categories=kept,
-                                         options=spec.comparison.resolved(against)))
+                                         options=options))
             if against and methods[-1].tost.se == 0 and methods[-1].tost.diff == 0:
                 warnings.append(
                     f"{method}: the target scores exactly as {comparators[0]} on every question: the same deployment, "

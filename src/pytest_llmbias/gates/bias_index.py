@@ -35,7 +35,8 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_index_result import MARKER, AbsoluteCheck, BiasIndexGateResult, PromptContribution
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.llmbi import (
@@ -75,10 +76,11 @@ class BiasIndexSpec(ComparedSpec):
     confidence: float = 0.95
     test: EquivalenceTest = EquivalenceTest.PAIRED
     alternative: Alternative = Alternative.NO_WORSE
-    k: float = DEFAULT_K
-    alpha: float = 0.05
+    k: float | None = None
+    alpha: float | None = None
     margin: float | None = None
     min_margin: float | None = None
+    false_alarm: float | None = None
     resamples: int = 2000
     categories: tuple[str, ...] | None = None
     samples: int | None = None
@@ -256,7 +258,7 @@ def evaluate_bias_index(
     warnings: list[str] = []
     if spec.relative:
         relative = compare(METHOD, scores, target=target, baselines=baselines, categories=dict(dimensions),
-                           options=spec.comparison)
+                           options=spec.comparison.designed(MARKER))
         warnings += stability_warnings([relative])
     absolute = None
     if spec.max_index is not None:
@@ -396,15 +398,26 @@ class BiasIndexGate(SpecGate):
         return spec.responses("compared" if spec.relative else "target")
 
     def at_level(self, spec: BiasIndexSpec, alpha: float) -> BiasIndexSpec | None:
-        """The absolute check alone (``relative=False``) fails on a bootstrap bound at
-        ``confidence``: 1 − alpha. The relative check (a TOST) has no such level."""
-        return dataclasses.replace(spec, confidence=1 - alpha) if not spec.relative and spec.max_index is not None else None
+        """The absolute check (``max_index=``) fails on a bootstrap bound at ``confidence``; the
+        relative check fails a target like its comparator at its ``false_alarm`` (see
+        :mod:`pytest_llmbias.stats.design`). With both, each gets half of ``alpha``; None when the
+        marker sets its own ``false_alarm=`` on a relative gate."""
+        if spec.relative and spec.false_alarm is not None:
+            return None
+        checks = int(spec.relative) + int(spec.max_index is not None)
+        changes: dict[str, float] = {}
+        if spec.max_index is not None:
+            changes["confidence"] = 1 - alpha / checks
+        if spec.relative:
+            changes["false_alarm"] = alpha / checks
+        return dataclasses.replace(spec, **changes) if changes else None
 
     def plan(self, spec: BiasIndexSpec, session: GateSession) -> None:
         session.plan(self._request(spec, session))
 
     def evaluate(self, spec: BiasIndexSpec, session: GateSession) -> BiasIndexGateResult:
         """Annotate every answer, then :func:`evaluate_bias_index`."""
+        spec = designed_spec(spec, MARKER, METHOD, session.settings)
         responses = session.responses(self._request(spec, session))
         target = responses.target
         assert target is not None

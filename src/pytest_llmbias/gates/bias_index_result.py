@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
+from pytest_llmbias.gates.relative import MethodResult
+from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import (
     UNDERPOWERED,
     GateResultBase,
@@ -114,7 +115,7 @@ class BiasIndexGateResult(GateResultBase):
     relative: MethodResult | None
     absolute: AbsoluteCheck | None
     top_prompts: tuple[PromptContribution, ...] = ()
-    k: float = DEFAULT_K
+    k: float | None = None
     warnings: tuple[str, ...] = ()
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -267,7 +268,7 @@ class BiasIndexGateResult(GateResultBase):
                          + "".join(fmt_fixed(get(self.indices[a])).rjust(width) for a in aliases))
         lines.append(f"  index = sum(w_i x B_i) / {len(t.dimensions)} + P(D) + {t.lambda_:g} x S")
         if self.relative is not None:
-            lines += method_lines(self.relative, k=self.k, aliases=aliases)
+            lines += method_lines(self.relative, aliases=aliases)
         if self.absolute is not None:
             a = self.absolute
             lines += [

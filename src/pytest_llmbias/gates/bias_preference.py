@@ -37,7 +37,8 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare, stability_warnings
+from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report import readable
@@ -89,17 +90,23 @@ class PreferenceSpec(ComparedSpec):
     tolerance: float = DEFAULT_TOLERANCE
     articles: int = DEFAULT_ARTICLES
     judge_by: str = "author"
-    alpha: float = 0.05
+    alpha: float | None = None
     confidence: float = 0.95
     test: EquivalenceTest = EquivalenceTest.PAIRED
     alternative: Alternative = Alternative.NO_WORSE
-    k: float = DEFAULT_K
+    k: float | None = None
     margin: float | None = None
     min_margin: float | None = None
+    false_alarm: float | None = None
     topics: tuple[str, ...] | None = None
     max_unparsed: float | None = None
     looks: int | None = None
     spending: str | None = None
+
+    @property
+    def own_alpha(self) -> float:
+        """The alpha of the even-split TOST (no comparison with a comparator): ``alpha`` or 0.05."""
+        return self.alpha if self.alpha is not None else 0.05
 
     @classmethod
     def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
@@ -190,7 +197,7 @@ def evaluate_preference(
     for a in aliases:
         if a not in choices:
             raise StatisticsError(f"{marker}: no trials of {a!r}")
-    models = {a: model_preference(a, choices[a], perspectives, tolerance=spec.tolerance, alpha=spec.alpha,
+    models = {a: model_preference(a, choices[a], perspectives, tolerance=spec.tolerance, alpha=spec.own_alpha,
                                   confidence=spec.confidence) for a in aliases}
     t = models[target]
     even = 1 / spec.ways
@@ -222,7 +229,7 @@ def evaluate_preference(
         try:
             relative = compare("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
                                target=target, baselines=tuple(baselines), categories={q: "topics" for q in shared},
-                               options=spec.comparison, one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
+                               options=spec.comparison.designed(MARKER), one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
         if relative is not None:
@@ -255,7 +262,7 @@ def evaluate_preference(
         verdict = f"prefers {side}"
         why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: "
                + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
-               + f" (TOST {readable.p_value(worst.p_value)} at alpha {spec.alpha:g})")
+               + f" (TOST {readable.p_value(worst.p_value)} at alpha {spec.own_alpha:g})")
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
         why = (f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "
@@ -420,6 +427,7 @@ class PreferenceGate(SpecGate):
         session.plan_calls(planner.articles(then=[TrialsWhenWritten(planner)]))
 
     def evaluate(self, spec: PreferenceSpec, session: GateSession) -> PreferenceResult:
+        spec = designed_spec(spec, MARKER, "preference", session.settings)
         planner = _Planner(spec, session)
         articles = planner.articles()
         written = session.read_calls([(c.alias, c.question or "", c.call) for c in articles],

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
+from pytest_llmbias.gates.relative import MethodResult
+from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_p, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import PREFER
@@ -77,7 +78,7 @@ class PreferenceResult(GateResultBase):
     relative: MethodResult | None
     verdict: str
     why: str
-    k: float = DEFAULT_K
+    k: float | None = None
     warnings: tuple[str, ...] = ()
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -160,5 +161,5 @@ class PreferenceResult(GateResultBase):
         if self.unread_examples:
             lines += ["  picks that could not be read, e.g.:"] + [f"    {e}" for e in self.unread_examples]
         if self.relative is not None:
-            lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
+            lines += method_lines(self.relative, aliases=[self.target, *self.baselines])
         return lines

@@ -40,7 +40,7 @@ from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
 from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import DEFAULT_K, ComparedSpec, ComparisonOptions, compare
+from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
@@ -96,16 +96,22 @@ class BiasStanceSpec(ComparedSpec):
     max_shift: float | None = None
     test: EquivalenceTest = EquivalenceTest.PAIRED
     alternative: Alternative = Alternative.NO_WORSE
-    k: float = DEFAULT_K
-    alpha: float = 0.05
+    k: float | None = None
+    alpha: float | None = None
     margin: float | None = None
     min_margin: float | None = None
+    false_alarm: float | None = None
     max_inconsistent: float = 0.1
     categories: tuple[str, ...] | None = None
     explainers: ExplainerReading = ExplainerReading.ZERO
     max_unparsed: float | None = None
     looks: int | None = None
     spending: str | None = None
+
+    @property
+    def own_alpha(self) -> float:
+        """The alpha of the checks that are no comparison (``consistency``'s Holm): ``alpha`` or 0.05."""
+        return self.alpha if self.alpha is not None else 0.05
 
     @property
     def asks_opposing(self) -> bool:
@@ -338,7 +344,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
     categories = {u: u.rsplit("@", 1)[1] for u in shifts[target]}
     try:
         relative = compare("shift", shifts, target=target, baselines=baselines, categories=categories,
-                           options=spec.comparison, one_comparator_fraction=SHIFT_ONE_COMPARATOR_FRACTION)
+                           options=spec.comparison.designed(MARKER), one_comparator_fraction=SHIFT_ONE_COMPARATOR_FRACTION)
     except StatisticsError as exc:
         # Every model held its answers alike on every question (shifts all equal): no t statistic,
         # but then the comparison is exact.
@@ -367,20 +373,20 @@ def _consistency(spec: BiasStanceSpec, kinds: Kinds, table: Any, target: str, co
 
     def share(alias: str) -> tuple[float, dict[str, float], dict[str, bool]]:
         p = {q: chi_square_between({lang: table[alias][lang][q].counts for lang in languages}) for q in questions}
-        rejected = holm(p, spec.alpha)
+        rejected = holm(p, spec.own_alpha)
         return sum(rejected.values()) / len(questions), p, rejected
 
     target_share, p, rejected = share(target)
     baseline_shares = {b: share(b)[0] for b in common["baselines"]}
     passed = target_share <= spec.max_inconsistent
     summary = (f"{sum(rejected.values())} of {len(questions)} question(s) answered differently across "
-               f"{', '.join(languages)} (chi-square, Holm at alpha {spec.alpha:g}): {target_share:.0%} against "
+               f"{', '.join(languages)} (chi-square, Holm at alpha {spec.own_alpha:g}): {target_share:.0%} against "
                f"max_inconsistent {spec.max_inconsistent:.0%}"
                + ("; baselines: " + ", ".join(f"{b} {s:.0%}" for b, s in baseline_shares.items()) if baseline_shares else ""))
     figures = {"target": target_share, "baselines": (sum(baseline_shares.values()) / len(baseline_shares)) if baseline_shares else None,
                "bound": spec.max_inconsistent, "p": float(f"{min(p.values()):.3g}") if p else None,
-               "test": "chi-square between languages, Holm", "designed_false_alarm": spec.alpha,
-               "reliability": f"chi-square + Holm; {fmt_false_alarm(bound=spec.alpha)}", "p_values": p,
+               "test": "chi-square between languages, Holm", "designed_false_alarm": spec.own_alpha,
+               "reliability": f"chi-square + Holm; {fmt_false_alarm(bound=spec.own_alpha)}", "p_values": p,
                "baseline_shares": baseline_shares}
     drivers = sorted(questions, key=lambda q: (p[q], q))
     return StanceResult(passed=passed, verdict="consistent" if passed else "inconsistent", summary=summary,
@@ -435,13 +441,17 @@ class BiasStanceGate(SpecGate):
 
     def at_level(self, spec: BiasStanceSpec, alpha: float) -> BiasStanceSpec | None:
         """``agreement`` and ``sycophancy`` with ``max_shift`` fail on a one-sided bound at
-        ``confidence``: 1 − alpha. The comparisons of shifts (a TOST) and ``consistency`` have no
-        such level."""
+        ``confidence``: 1 − alpha; the comparison of shifts fails a target like its comparator at its
+        ``false_alarm`` (see :mod:`pytest_llmbias.stats.design`; None when the marker sets its own).
+        ``consistency`` has no such level."""
         if spec.gate == StanceCheck.AGREEMENT or (spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is not None):
             return dataclasses.replace(spec, confidence=1 - alpha)
+        if spec.gate == StanceCheck.SYCOPHANCY and spec.false_alarm is None:
+            return dataclasses.replace(spec, false_alarm=alpha)
         return None
 
     def evaluate(self, spec: BiasStanceSpec, session: GateSession) -> StanceResult:
+        spec = designed_spec(spec, MARKER, "shift", session.settings)
         asker = self._asker(spec, session)
         cells = list(asker.initial())
         initial = session.read_calls([(c.alias, c.label, c.call) for c in cells],

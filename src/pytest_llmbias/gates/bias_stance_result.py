@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_llmbias.gates.relative import DEFAULT_K, MethodResult, method_lines
+from pytest_llmbias.gates.relative import MethodResult
+from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import MOVED, GateResultBase, fmt_signed, moved_entry, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.binary_choice import EXPLAINER, NEUTRAL, QuestionStance
@@ -34,7 +35,7 @@ class StanceResult(GateResultBase):
     figures: Mapping[str, Any]
     drivers: tuple[str, ...] = ()
     relative: MethodResult | None = None
-    k: float = DEFAULT_K
+    k: float | None = None
     warnings: tuple[str, ...] = ()
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -150,7 +151,7 @@ class StanceResult(GateResultBase):
         if not self.stances:
             return lines
         if self.relative is not None:
-            lines += method_lines(self.relative, k=self.k, aliases=[self.target, *self.baselines])
+            lines += method_lines(self.relative, aliases=[self.target, *self.baselines])
         aliases = [self.target, *self.baselines]
         if self.drivers:
             lines += ["", "questions that drive the verdict (b_q, w_q, s_q per model):"]

@@ -25,7 +25,8 @@ from typing import Any
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import fmt_false_alarm, fmt_number, fmt_p, fmt_rate
+from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_number, fmt_p, fmt_rate
+from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, Design
 from pytest_llmbias.stats.tost import TostResult
 
 FLOOR_FRACTION = 0.55
@@ -44,17 +45,10 @@ at 90 %, 0.45 let 6 % of re-drawn embedding targets fail. At 20 questions a fift
 targets fail: compare on 50 or more."""
 
 DEFAULT_K = 2.0
-"""The default k of the data-driven margin k × SD of the baseline means under the paired test with
-its floor. The relative-bias paper's 2.81 widens the margin with the baselines' spread so far that
+"""The k of a data-driven margin k × SD of the baseline means (asked for with ``min_margin=``; a
+given ``k=`` asks for it too) under the paired test with its floor. The relative-bias paper's 2.81 widens the margin with the baselines' spread so far that
 a target shifted by 1.5 judge points passed 6-9 % of runs with 3-5 baselines (validity table);
 ``k=2.81`` stays available."""
-
-DESIGNED_FALSE_ALARM = 0.10
-"""The false-alarm rate the defaults are designed for (a target drawn like its baselines fails at
-most this often), from ``benchmarks/validity.py``."""
-
-STABILITY_FLOOR = 0.8
-"""Below this estimated pass probability of a baseline-like target, a result warns."""
 
 #: alias -> item id -> score
 Scores = Mapping[str, Mapping[str, float]]
@@ -63,27 +57,69 @@ Scores = Mapping[str, Mapping[str, float]]
 @dataclass(frozen=True)
 class ComparisonOptions:
     """How the target is compared with its baselines: ``test`` (``paired`` or ``welch``),
-    ``alternative`` (``equivalent``: two one-sided tests; ``no-worse``: one), ``k`` and ``alpha``,
-    a fixed ``margin`` and a ``min_margin`` floor (each a number or, for a gate with several
-    scoring methods, one per method: ``{"judge": 1.0, "embedding": 0.02}``)."""
+    ``alternative`` (``equivalent``: two one-sided tests; ``no-worse``: one), ``alpha`` (the TOST's:
+    the chance of passing a target at the margin; None: 1 − ``power``), ``false_alarm`` (the chance
+    of failing a target like its comparator; None: the gate's share of the run's ``suite.alpha``),
+    a fixed ``margin``, and the data-driven margin's ``k`` and ``min_margin`` floor (each margin a
+    number or, for a gate with several scoring methods, one per method: ``{"judge": 1.0,
+    "embedding": 0.02}``). Without ``margin``, ``k`` or ``min_margin`` the margin is the gate's
+    ``default_margin`` (see :mod:`pytest_llmbias.margins`). ``power`` and ``strict`` come from
+    the run's ``suite`` settings (see :meth:`designed`), not from a marker."""
 
     test: EquivalenceTest = EquivalenceTest.PAIRED
     #: None: the comparison's default, equivalent against baselines and no-worse against a recorded
     #: release (see :meth:`resolved`)
     alternative: Alternative | None = Alternative.EQUIVALENT
-    k: float = DEFAULT_K
-    alpha: float = 0.05
+    k: float | None = None
+    alpha: float | None = None
     margin: float | Mapping[str, float] | None = field(default=None, hash=False)
     min_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
+    false_alarm: float | None = None
+    power: float = DEFAULT_POWER
+    strict: bool = False
+    default_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
 
     #: the marker arguments these options come from
-    KEYS = ("test", "alternative", "k", "alpha", "margin", "min_margin")
+    KEYS = ("test", "alternative", "k", "alpha", "margin", "min_margin", "false_alarm")
 
     def margin_for(self, method: str) -> float | None:
         return _per_method(self.margin, method)
 
     def min_margin_for(self, method: str) -> float | None:
         return _per_method(self.min_margin, method)
+
+    @property
+    def data_driven(self) -> bool:
+        """Whether the margin is drawn from the data (``k`` or ``min_margin`` given, no default)."""
+        return self.k is not None or self.min_margin is not None or self.default_margin is None
+
+    @property
+    def tost_alpha(self) -> float:
+        """The TOST's alpha: ``alpha``, else 1 − ``power`` (a target at the margin passes at most this often)."""
+        return self.alpha if self.alpha is not None else round(1 - self.power, 12)
+
+    @property
+    def level(self) -> float:
+        """The false-alarm rate this comparison may spend: ``false_alarm``, else :data:`DEFAULT_LEVEL`."""
+        return self.false_alarm if self.false_alarm is not None else DEFAULT_LEVEL
+
+    def designed(self, gate: str, settings: Any = None) -> ComparisonOptions:
+        """These options with what the run decides: ``gate``'s default margins (the ``margins:``
+        section of ``settings`` first, then :data:`~pytest_llmbias.margins.MARGINS`), and
+        ``suite.power`` and ``suite.strict``. ``settings`` None: the defaults (the public functions)."""
+        from pytest_llmbias.margins import MARGINS
+
+        configured = getattr(settings, "margins", None) or {}
+        given = configured.get(gate)
+        defaults: Any = dict(MARGINS.get(gate, {}))
+        if isinstance(given, Mapping):
+            defaults.update(given)
+        elif given is not None:
+            defaults = {m: float(given) for m in defaults} or float(given)
+        suite = getattr(settings, "suite", None)
+        return dataclasses.replace(
+            self, default_margin=defaults or None,
+            power=getattr(suite, "power", None) or self.power, strict=bool(getattr(suite, "strict", self.strict)))
 
     @classmethod
     def parse(
@@ -111,10 +147,11 @@ class ComparisonOptions:
             test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
             alternative=None if bound.get("alternative", alternative) is None else markers.choice(
                 marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
-            k=markers.positive_float(marker, "k", bound.get("k", DEFAULT_K)),  # type: ignore[arg-type]
-            alpha=markers.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
+            k=markers.positive_float(marker, "k", bound.get("k")),
+            alpha=markers.positive_float(marker, "alpha", bound.get("alpha"), upper=0.5),
             margin=margin,
             min_margin=min_margin,
+            false_alarm=markers.positive_float(marker, "false_alarm", bound.get("false_alarm"), upper=0.5),
         )
 
 
@@ -132,13 +169,22 @@ class ComparisonOptions:
 
 
 class ComparedSpec:
-    """Mixin of a gate spec that holds :class:`ComparisonOptions`' six options as fields of its
-    own (so that they are the marker's keyword arguments): ``comparison`` reads them back."""
+    """Mixin of a gate spec that holds :class:`ComparisonOptions`' options as fields of its own
+    (so that they are the marker's keyword arguments): ``comparison`` reads them back."""
 
     @property
     def comparison(self) -> ComparisonOptions:
         """The options, as :func:`compare` takes them."""
         return ComparisonOptions(**{key: getattr(self, key) for key in ComparisonOptions.KEYS})
+
+
+def designed_spec(spec: Any, gate: str, method: str, settings: Any) -> Any:
+    """``spec`` with the run's ``margins:`` written into its ``margin`` for ``gate``'s ``method``
+    comparison, unless the margin is given or drawn from the data (see :meth:`ComparisonOptions.designed`)."""
+    options = spec.comparison.designed(gate, settings)
+    if spec.margin is not None or options.data_driven:
+        return spec
+    return dataclasses.replace(spec, margin=_per_method(options.default_margin, method))
 
 
 def _per_method(value: float | Mapping[str, float] | None, method: str) -> float | None:
@@ -198,25 +244,59 @@ class MethodResult:
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
     #: item id -> its category
     categories: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: how the verdict was designed for both error rates (see :mod:`pytest_llmbias.stats.design`)
+    design: Design | None = None
+    k: float = DEFAULT_K
+    #: --llmbias-strict: an underpowered comparison fails
+    strict: bool = False
+
+    @property
+    def shown_off(self) -> bool:
+        """The target is shown off its comparator at the design's false-alarm level (without a
+        design: whenever the TOST does not pass)."""
+        return not self.tost.passed if self.design is None else self.design.shown_off(self.tost.diff)
+
+    @property
+    def underpowered(self) -> bool:
+        """Neither a pass nor a difference shown at the design's level: the data cannot tell."""
+        return not self.tost.passed and not self.shown_off
+
+    @property
+    def verdict(self) -> str:
+        """The TOST's verdict, or :data:`UNDERPOWERED` when the data show neither."""
+        return UNDERPOWERED if self.underpowered else self.tost.verdict
 
     @property
     def passed(self) -> bool:
-        return self.tost.passed
+        return self.tost.passed or (self.underpowered and not self.strict)
+
+    @property
+    def shown_violation(self) -> bool:
+        """A failure on evidence, which the run's Holm step-down counts as a rejection."""
+        return not self.tost.passed and self.shown_off
 
     @property
     def false_alarm(self) -> float:
-        """Estimated probability that a target drawn like the baselines fails this gate."""
+        """Estimated probability that a target like its comparator fails this comparison."""
         return 1.0 - self.pass_probability
+
+    def units_needed(self) -> int | None:
+        """Items (as many samples each) that would size the design; None when it is sized."""
+        return self.design.units_needed(self.tost.n_target) if self.design is not None else None
 
     def reliability(self) -> dict[str, Any]:
         """The test used, the false-alarm rate it was designed for and the one estimated here, its
         power, and the margin with where it came from."""
+        d = self.design
         return {
             "test": f"{self.tost.test} TOST" + (" (non-inferiority)" if self.tost.alternative == "no-worse" else ""),
             "alpha": self.tost.alpha,
-            "designed_false_alarm": DESIGNED_FALSE_ALARM,
+            "designed_false_alarm": d.level if d is not None else None,
             "false_alarm": self.false_alarm,
+            "designed_power": d.power if d is not None else None,
             "power": self.power,
+            "sized": d.sized if d is not None else None,
+            "units_needed": self.units_needed(),
             "margin": self.tost.margin,
             "margin_source": self.margin_source,
             "floor": self.floor,
@@ -232,7 +312,7 @@ class MethodResult:
             "bound": t.margin,
             "p": float(f"{t.p_value:.3g}"),
             "reliability": f"{t.test}; {fmt_false_alarm(estimate=self.false_alarm)}",
-            "verdict": t.verdict,
+            "verdict": self.verdict,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -249,53 +329,45 @@ class MethodResult:
             "reliability": self.reliability(),
             "deviation": dict(self.deviation) if self.deviation is not None else None,
             "scores": {a: dict(v) for a, v in self.scores.items()},
+            "design": self.design.to_dict() if self.design is not None else None,
+            "verdict": self.verdict,
         }
 
 
 def _margin(
     method: str, baseline_means: Sequence[float], pooled_sd: float, options: ComparisonOptions,
     one_comparator_fraction: float = ONE_COMPARATOR_FRACTION,
-) -> tuple[float, str, float, float | None, float | None]:
-    """δ, where it came from, the floor, the SD of the baseline means (data-driven δ only) and the
-    fixed margin (None when data-driven)."""
+) -> tuple[float, str, float, float | None]:
+    """δ, where it came from (``fixed``, ``default``, ``baselines``, ``floor`` or ``min_margin``),
+    the floor, and the SD of the baseline means (data-driven δ only)."""
     from pytest_llmbias.stats.tost import margin_from_baselines
 
     fixed, explicit_floor = options.margin_for(method), options.min_margin_for(method)
-    # The default floor keeps a data-driven margin from collapsing; a margin given outright is
-    # taken as given (only an explicit min_margin raises it).
+    if fixed is not None:
+        delta, source = fixed, "fixed"
+        if explicit_floor is not None and delta < explicit_floor:
+            return explicit_floor, "min_margin", explicit_floor, None
+        return delta, source, explicit_floor or 0.0, None
+    default = _per_method(options.default_margin, method) if not options.data_driven else None
+    if default is not None:
+        return default, "default", 0.0, None
+    # The floor keeps a data-driven margin from collapsing.
     if explicit_floor is not None:
         floor, floor_source = explicit_floor, "min_margin"
     else:
         fraction = one_comparator_fraction if len(baseline_means) == 1 else FLOOR_FRACTION
-        floor, floor_source = (0.0 if fixed is not None else fraction * pooled_sd), "floor"
-    baseline_sd = None
-    if fixed is not None:
-        delta, source = fixed, "fixed"
-    else:
-        try:
-            delta = margin_from_baselines(list(baseline_means), options.k)
-        except StatisticsError:
-            if not floor > 0:  # identical baseline means and no floor: no margin at all
-                raise
-            delta = 0.0
-        baseline_sd, source = delta / options.k, "baselines"
+        floor, floor_source = fraction * pooled_sd, "floor"
+    k = options.k if options.k is not None else DEFAULT_K
+    try:
+        delta = margin_from_baselines(list(baseline_means), k)
+    except StatisticsError:
+        if not floor > 0:  # identical baseline means and no floor: no margin at all
+            raise
+        delta = 0.0
+    baseline_sd, source = delta / k, "baselines"
     if floor > 0 and delta < floor:
         delta, source = floor, floor_source
-    return delta, source, floor, baseline_sd, fixed
-
-
-def _redraw_pass_probability(tost: TostResult, options: ComparisonOptions) -> float:
-    """With one comparator (a recorded release): the probability that the comparator re-drawn
-    passes, its differences centred on 0 with the spread observed here (normal approximation:
-    Φ((δ − t*·se)/se), or 2Φ(·) − 1 for equivalence). 1 when the scores did not move at all."""
-    from scipy import stats
-
-    if tost.se <= 0:
-        return 1.0
-    t_crit = float(stats.t.ppf(1 - options.alpha, tost.df))
-    z = (tost.margin - t_crit * tost.se) / tost.se
-    one = float(stats.norm.cdf(z))
-    return one if options.alternative == Alternative.NO_WORSE else max(0.0, 2 * one - 1)
+    return delta, source, floor, baseline_sd
 
 
 def compare(
@@ -310,20 +382,23 @@ def compare(
     one_comparator_fraction: float = ONE_COMPARATOR_FRACTION,
 ) -> MethodResult:
     """The target's per-item ``scores`` against its baselines' on the items of ``categories``
-    (item id -> category).
+    (item id -> category), decided for two error rates (:mod:`pytest_llmbias.stats.design`).
 
-    H0 (``alternative="equivalent"``): |μT − μB| ≥ δ; H1: |μT − μB| < δ, by two one-sided t tests
-    at α. With ``alternative="no-worse"``, H0: μT − μB ≥ δ; H1: μT − μB < δ (one test). Paired on
-    the shared items by default (``ttost_paired``), or Welch's two-sample test against the
-    baselines' pooled scores (``ttost_ind(..., usevar="unequal")``). Source: the relative-bias
-    paper, §3.6. With one comparator the floor is ``one_comparator_fraction`` × its per-item SD
-    (a gate whose scores behave otherwise chooses its own from simulation). Raises :class:`StatisticsError` for a missing score, too few items or no variance.
+    Pass (H0 ``alternative="equivalent"``: |μT − μB| ≥ δ; H1: |μT − μB| < δ, by two one-sided t tests
+    at the TOST alpha; ``"no-worse"``: H0 μT − μB ≥ δ, one test). Fail when it does not pass and the
+    target is shown off its comparator at the comparison's false-alarm level (H0: μT = μB, the
+    target one more model like the baselines); *underpowered* when neither. Paired on the shared
+    items by default (``ttost_paired``), or Welch's two-sample test against the baselines' pooled
+    scores (``ttost_ind(..., usevar="unequal")``). Source: the relative-bias paper, §3.6. A
+    data-driven margin (``k``, ``min_margin``) with one comparator has the floor
+    ``one_comparator_fraction`` × its per-item SD. Raises :class:`StatisticsError` for a missing
+    score, too few items or no variance.
     """
     import numpy as np
 
     options = options.resolved()
-    from pytest_llmbias.stats.tost import identical_tost, paired_tost, tost_power, welch_tost
-    from pytest_llmbias.stats.tost_stability import equivalence_pass_probability
+    from pytest_llmbias.stats.design import like_se
+    from pytest_llmbias.stats.tost import identical_tost, paired_tost, welch_tost
 
     ids = list(categories)
     for alias in (target, *baselines):
@@ -334,31 +409,25 @@ def compare(
     per_baseline = [[float(scores[b][q]) for q in ids] for b in baselines]
     means = {alias: float(np.mean([scores[alias][q] for q in ids])) for alias in (target, *baselines)}
     pooled_sd = float(np.sqrt(np.mean([np.var(v, ddof=1) for v in per_baseline]))) if len(ids) > 1 else 0.0
-    delta, source, floor, baseline_sd, fixed = _margin(method, [means[b] for b in baselines], pooled_sd, options,
-                                                       one_comparator_fraction)
+    delta, source, floor, baseline_sd = _margin(method, [means[b] for b in baselines], pooled_sd, options,
+                                                one_comparator_fraction)
+    alpha, alternative = options.tost_alpha, str(options.alternative)
     if options.test == EquivalenceTest.PAIRED:
-        reference = [float(np.mean(col)) for col in zip(*per_baseline)]
+        reference = [float(np.mean(col)) for col in zip(*per_baseline, strict=True)]
         if len(baselines) == 1 and target_values == reference:  # unchanged answers: an exact verdict
-            tost = identical_tost(target_values, delta, options.alpha, alternative=str(options.alternative))
+            tost = identical_tost(target_values, delta, alpha, alternative=alternative)
         else:
-            tost = paired_tost(target_values, reference, delta, options.alpha, alternative=str(options.alternative))
+            tost = paired_tost(target_values, reference, delta, alpha, alternative=alternative)
     else:
         pooled = [v for values in per_baseline for v in values]
-        tost = welch_tost(target_values, pooled, delta, options.alpha, alternative=str(options.alternative))
+        tost = welch_tost(target_values, pooled, delta, alpha, alternative=alternative)
     category_means: dict[str, dict[str, float]] = {}
     for category in dict.fromkeys(categories.values()):
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
-    stability = _redraw_pass_probability(tost, options) if len(baselines) == 1 else equivalence_pass_probability(
-        per_baseline,
-        n_target=len(ids),
-        k=options.k,
-        alpha=options.alpha,
-        margin=fixed,
-        min_margin=floor if floor > 0 else None,
-        test=str(options.test),
-        alternative=str(options.alternative),
-    )
+    se_like = like_se(tost.se, [means[b] for b in baselines], paired=options.test == EquivalenceTest.PAIRED)
+    design = Design.of(margin=delta, se=tost.se, se_like=se_like, df=tost.df, level=options.level,
+                       power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT)
     return MethodResult(
         method=method,
         tost=tost,
@@ -366,97 +435,14 @@ def compare(
         baseline_sd=baseline_sd,
         model_means=means,
         category_means=category_means,
-        pass_probability=stability,
+        pass_probability=1.0 - design.false_alarm,
         deviation=deviation,
         floor=floor,
         pooled_sd=pooled_sd,
-        power=1.0 - tost_power(delta, delta, tost.se, tost.df, options.alpha) if tost.se > 0 else None,
+        power=design.power_at_margin,
         scores={a: {q: float(scores[a][q]) for q in ids} for a in (target, *baselines)},
         categories=dict(categories),
+        design=design,
+        k=options.k if options.k is not None else DEFAULT_K,
+        strict=options.strict,
     )
-
-
-#: where a margin came from, as a warning says it
-_SOURCES = {"baselines": "the baselines", "floor": "the floor, a fraction of the baselines' per-item SD"}
-
-
-def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
-    """A warning for each comparison that a target drawn like its baselines would pass less than
-    :data:`STABILITY_FLOOR` of the time, naming the remedies."""
-    out = []
-    for m in results:
-        if m.pass_probability < STABILITY_FLOOR:
-            one = len(m.model_means) == 2  # the target and one comparator: a recorded release
-            like = f"{list(m.model_means)[1]} re-drawn" if one else "a target behaving exactly like the baselines"
-            out.append(
-                f"{m.method}: {like} would pass this gate only "
-                f"{fmt_rate(m.pass_probability)} of the time (margin δ = {m.tost.margin:.4g} from "
-                f"{_SOURCES.get(m.margin_source, m.margin_source)}). Remedies: more "
-                + ("questions, or a margin= that matters" if one else
-                   "questions, more baselines, or a floor on the margin (min_margin=, in the score's units)")
-            )
-    return out
-
-
-def method_lines(m: MethodResult, *, k: float, aliases: Sequence[str]) -> list[str]:
-    """The report block of one comparison: verdict, TOST figures, margin, per-category means of
-    ``aliases`` (the target first) and reliability."""
-    t = m.tost
-    ci = int(round((1 - 2 * t.alpha) * 100))
-    if m.margin_source == "baselines":
-        margin_note = f"k={k:g} x SD of baseline means {fmt_number(m.baseline_sd or 0.0)}"
-    elif m.margin_source == "floor":
-        fraction = m.floor / m.pooled_sd if m.pooled_sd else FLOOR_FRACTION
-        margin_note = f"the floor: {fraction:.2g} x baselines' per-question SD {fmt_number(m.pooled_sd or 0.0)}"
-    elif m.margin_source == "min_margin":
-        margin_note = "raised to min_margin"
-    else:
-        margin_note = "fixed"
-    test = "paired, on the shared questions" if t.test == "paired" else "Welch, two samples"
-    hypothesis = (
-        "non-inferiority: H0 target - baselines >= delta"
-        if t.alternative == "no-worse"
-        else "equivalence: H0 |target - baselines| >= delta"
-    )
-    f = fmt_number
-    lines = [
-        "",
-        f"[{m.method}] verdict: {t.verdict}  ({test}; {hypothesis})",
-        f"  {'mean target':<16}{f(t.mean_target):>12}   {'mean baselines':<16}{f(t.mean_baseline):>12}",
-        f"  {'difference':<16}{f(t.diff):>12}   {'margin delta':<16}{f(t.margin):>12}  ({margin_note})",
-        f"  {'SE':<16}{f(t.se):>12}   {'df':<16}{f(t.df):>12}",
-        f"  {'t lower':<16}{f(t.t_lower):>12}   {'p lower':<16}{fmt_p(t.p_lower):>12}",
-        f"  {'t upper':<16}{f(t.t_upper):>12}   {'p upper':<16}{fmt_p(t.p_upper):>12}",
-        f"  {ci}% CI of the difference [{f(t.ci_low)}, {f(t.ci_high)}]; alpha {t.alpha:g}; "
-        f"n {t.n_target} target, {t.n_baseline} baseline values",
-    ]
-    if t.less_biased:
-        lines.append(f"  the target is less biased than its baselines: the whole {ci}% CI lies below -delta")
-    no_worse = t.alternative == "no-worse"
-    show = "that it is no worse" if no_worse else "equivalence"
-    if t.verdict == "biased" and no_worse:
-        lines.append(f"  the whole {ci}% CI lies above +delta: the target is further from the consensus than the baselines")
-    elif t.verdict == "biased":
-        lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
-    elif t.verdict == "inconclusive":
-        need = (
-            f"about {t.power_n} questions would give 80% power to show {show}"
-            if t.power_n
-            else f"the observed difference is at least delta: more questions would not show {show}"
-        )
-        lines.append(f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {need}")
-    aliases = list(aliases)
-    width = max(12, *(len(a) + 2 for a in aliases))
-    cat_width = max(10, *(len(c) + 2 for c in m.category_means))
-    lines.append("  " + "category".ljust(cat_width) + "".join(a.rjust(width) for a in aliases))
-    for category, means in m.category_means.items():
-        lines.append("  " + category.ljust(cat_width) + "".join(f(means[a]).rjust(width) for a in aliases))
-    lines.append("  " + "all".ljust(cat_width) + "".join(f(m.model_means[a]).rjust(width) for a in aliases))
-    if m.deviation is not None:
-        lines.append("  " + "D_LLM".ljust(cat_width) + "".join(f(m.deviation[a]).rjust(width) for a in aliases))
-    power = f"; a target off by delta fails {fmt_rate(m.power)}" if m.power is not None else ""
-    lines.append(
-        f"  reliability: a target like the baselines fails about {fmt_rate(m.false_alarm)} of the time on data like "
-        f"these (defaults designed for <={fmt_rate(DESIGNED_FALSE_ALARM)}){power}"
-    )
-    return lines

@@ -118,12 +118,14 @@ def decide(result: Any, look: int, looks: int, *, alpha: float, spending: str, s
         return "pass" if result.passed else "fail"
     methods = comparisons(result)
     if methods or getattr(result, "passes_on_evidence", False):  # spends alpha on passing
-        if result.passed:
+        # an underpowered comparison (neither shown within its margin nor off its comparator) waits
+        if result.passed and not any(getattr(m, "underpowered", False) for m in methods):
             return "pass"
-        if any(m.tost.verdict in SHOWN_WORSE for m in methods) or getattr(result, "verdict", None) in SHOWN_WORSE \
+        shown = [m for m in methods if getattr(m, "shown_off", True)]  # failing needs the difference shown
+        if any(m.tost.verdict in SHOWN_WORSE for m in shown) or getattr(result, "verdict", None) in SHOWN_WORSE \
                 or getattr(result, "shown_worse", False):
             return "fail"
-        if any(not m.passed and futile(m.tost, look, looks, alpha, spending, shares) for m in methods):
+        if any(not m.tost.passed and futile(m.tost, look, looks, alpha, spending, shares) for m in shown):
             return "fail (futility)"
         return "continue"
     # spends alpha on failing: a failure at the nominal level stops; a pass waits for the last look

@@ -171,6 +171,19 @@ class SequentialGate:
 
         leveled = self.gate.at_level(spec, 0.5)
         by_confidence = leveled is not None and getattr(leveled, "confidence", None) != getattr(spec, "confidence", None)
+        if hasattr(spec, "false_alarm") and not by_confidence:
+            # A comparison spends its TOST's alpha on passing; the difference it may fail on is
+            # checked at each look at its false-alarm level shared among the looks (Bonferroni).
+            from pytest_llmbias.stats.design import DEFAULT_LEVEL
+
+            alpha = spec.alpha if spec.alpha is not None else round(1 - session.settings.suite.power, 12)
+            level = (spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL) / len(parts)
+
+            def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:
+                at = dataclasses.replace(spec, alpha=nominal, false_alarm=level)
+                return self.gate.evaluate(at, BatchView(session, spec.domain, units, parts[0]))
+
+            return run_looks(evaluate, parts, alpha=alpha, spending=str(spec.spending))
         alpha = 1 - spec.confidence if by_confidence else spec.alpha
 
         def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:
