@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "GateResultBase": "pytest_llmbias.gates.result",
     "ComparisonOptions": "pytest_llmbias.gates.relative",
     "compare": "pytest_llmbias.gates.relative",
-    "method_lines": "pytest_llmbias.gates.relative",
+    "method_lines": "pytest_llmbias.gates.relative_report",
     "ResponseRequest": "pytest_llmbias.planning.request",
     "Table": "pytest_llmbias.report.frames",
     # warnings and errors

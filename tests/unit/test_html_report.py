@@ -162,7 +162,7 @@ def test_a_target_equal_to_its_baselines_reads_practically_zero_in_its_why_and_c
     b2 = {q: 4 + (i % 4) * 0.5 for i, q in enumerate(questions)}
     target = {q: (b1[q] + b2[q]) / 2 + 1e-13 * (i % 3 - 1) for i, q in enumerate(questions)}
     result = evaluate_equivalence({"tgt": target, "b1": b1, "b2": b2}, target="tgt", baselines=["b1", "b2"],
-                                  method="judge")
+                                  method="judge", alpha=0.05)
     tost = result.methods[0].tost
     assert abs(tost.diff) < 1e-12 and tost.p_value < 1e-20  # what the page must not show as 5.551e-18
     assert "difference below 0.0001 (practically zero)" in result.why and "(p < 0.001)" in result.why

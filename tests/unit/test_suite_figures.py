@@ -47,15 +47,18 @@ def test_a_shared_suite_alpha_is_said() -> None:
              (equivalent, equivalent.parse(("d",), {})), (impact, impact.parse(("lands",), {"fail_on": "estimate"}))]
     share = SuiteShare(0.05, dict(enumerate(specs)))
     shared = [(share.spec(i), share.share(i).level) for i in range(4)]
-    assert [level for _, level in shared] == [0.025, 0.025, None, None]
-    assert shared[0][0].alpha == 0.025 and shared[1][0].confidence == 0.975  # the spec set to its share
-    assert shared[2][0] is specs[2][1]  # a TOST keeps its own rate
-    entries = [{**_entry(f"t{i}", {"designed_false_alarm": 0.025 if level else 0.1}), "suite_alpha": 0.05,
+    third = pytest.approx(0.05 / 3)
+    assert [level for _, level in shared] == [third, third, third, None]
+    assert shared[0][0].alpha == third and shared[1][0].confidence == pytest.approx(1 - 0.05 / 3)  # set to its share
+    assert shared[2][0].false_alarm == third  # a comparison's false-alarm level (stats.design)
+    own = equivalent.parse(("d",), {"false_alarm": 0.01})
+    assert SuiteShare(0.05, {0: (equivalent, own)}).share(0).level is None  # a marker's own rate is kept
+    entries = [{**_entry(f"t{i}", {"designed_false_alarm": level or 0.1}), "suite_alpha": 0.05,
                 "suite_level": level} for i, (_, level) in enumerate(shared)]
     suite = suite_figures(entries)
-    assert suite["alpha"] == 0.05 and suite["method"] == "bonferroni" and suite["levels"]["t2"] is None
-    assert suite["sentence"].endswith("; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 2 gate(s) at 0.025 "
-                                      "each, 2 keep their own rate (none they can be set to)")
+    assert suite["alpha"] == 0.05 and suite["method"] == "bonferroni" and suite["levels"]["t3"] is None
+    assert suite["sentence"].endswith("; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 3 gate(s) at 0.0167 "
+                                      "each, 1 keep their own rate (none they can be set to)")
 
 
 def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
@@ -146,7 +149,7 @@ def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> Non
     gates = {"shown": (impact, impact.parse(("lands",), {})),
              "borderline": (stance, stance.parse((), {"gate": "agreement"})),
              "looks": (impact, impact.parse(("lands",), {"looks": 2})),
-             "tost": (equivalent, equivalent.parse(("d",), {}))}
+             "tost": (equivalent, equivalent.parse(("d",), {"false_alarm": 0.01}))}
     p = {"shown": 0.001, "borderline": 0.03, "looks": 0.2}
     evaluated = []
 
