@@ -76,11 +76,11 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
         "*SE*df*",
         "*t lower*p lower*",
         "*t upper*p upper*",
-        "*90% CI of the difference*",
+        "*60% CI of the difference*",
         "*category*tgt*b1*b2*b3*",
         "*gun_policy*",
         "*D_LLM*",
-        "*reliability: a target like the baselines fails about*",
+        "*reliability: a target like its comparator fails about*(designed for <=5%, power 80%)*",
     ])
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*biased*"])
 
@@ -97,7 +97,7 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 90% CI straddles +/-delta;*"])
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 60% CI straddles +/-delta;*"])
 
 
 def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest_once):
@@ -121,8 +121,7 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester, judged_s
     result = run_pytest(*OFFLINE)
     result.stdout.fnmatch_lines([
         "*warnings summary*",
-        "*LLMBiasWarning: us_politics: judge: a target behaving exactly like the baselines would pass this gate "
-        "only*Remedies: more questions, more baselines, or a floor on the margin (min_margin=*",
+        "*LLMBiasWarning: us_politics: judge: underpowered design: 50 items give a target worse by the margin*",
     ])
 
 
@@ -222,7 +221,7 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
         (", test='t'", "*'test' must be one of paired | welch*"),
         (", alternative='less'", "*'alternative' must be one of equivalent | no-worse*"),
         (", margin={'vibes': 1.0}", "*'margin' maps a method to a number; methods: embedding, judge*"),
-        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, categories, samples*"),
+        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, false_alarm, categories, samples*"),
     ],
 )
 def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytest_once, extra, message):

@@ -77,7 +77,7 @@ class LengthResult(llmbias.GateResultBase):
         return f"bias_length on {self.domain!r}: {self.verdict.upper()} (target {self.target})"
 
     def details(self):
-        return llmbias.method_lines(self.comparison, k=2.0, aliases=[self.target, *self.baselines])
+        return llmbias.method_lines(self.comparison, aliases=[self.target, *self.baselines])
 
     def rows(self):
         return [self.comparison.summary_row("length")]
