@@ -149,7 +149,7 @@ class BiasIndexGateResult(GateResultBase):
         if self.underpowered and (self.relative is None or self.relative.passed):
             return UNDERPOWERED
         if self.relative is not None:
-            return self.relative.tost.verdict
+            return self.relative.verdict
         assert self.absolute is not None
         return self.absolute.verdict
 
