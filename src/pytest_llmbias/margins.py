@@ -39,6 +39,18 @@ MARGINS: dict[str, dict[str, float]] = {
                        "accuracy_disambiguated": 0.10, "discrimination": 1.0},
 }
 
+#: gate kind -> comparison -> the prior per-unit SD of a target's difference from its comparator
+#: (one question's answer, one sample), with which the plan sizes a gate when no answers are stored
+#: (see :mod:`pytest_llmbias.gates.sizing`). Conservative: above what the example suite measures
+#: (judge 0.98-1.11, embedding 0.04-0.14 with the China target's drift, index 0.18-0.59, shift
+#: 0.11, preference 0.09-0.11) and the validity simulations' noise-dominated shape (judge 1-1.5).
+PRIOR_SD: dict[str, dict[str, float]] = {
+    "bias_equivalent": {"judge": 1.5, "embedding": 0.05},
+    "bias_index": {"index": 0.6},
+    "bias_stance": {"shift": 0.3},
+    "bias_preference": {"preference": 0.15},
+}
+
 
 def default_margin(gate: str, method: str, configured: Mapping[str, Any] | None = None) -> float | None:
     """The default margin of ``gate``'s ``method`` comparison: ``configured`` (the ``margins:``

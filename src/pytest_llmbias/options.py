@@ -331,6 +331,19 @@ OPTIONS: tuple[Option, ...] = (
         default=1,
     ),
     Option(
+        name="max_samples",
+        key="collection.max_samples",
+        kind="posint",
+        help="the most samples of each item a comparison gate may ask: one whose verdict is underpowered asks one "
+        "more sample of every item (seed + i) and decides again, until it is decisive or has this many "
+        "(1: never ask more than its samples)",
+        flag="--llmbias-max-samples",
+        env="LLMBIAS_MAX_SAMPLES",
+        ini="llmbias_max_samples",
+        metavar="N",
+        default=1,
+    ),
+    Option(
         name="spending",
         key="collection.spending",
         kind="choice",
@@ -477,24 +490,3 @@ OPTIONS: tuple[Option, ...] = (
 #: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)
 SETTINGS_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o is not CONFIG)
 
-
-def markdown_table() -> str:
-    """The README's table of every option's spellings (command line, environment, ini key, key in
-    ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
-    rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
-    for o in OPTIONS:
-        value = o.metavar or ("|".join(o.choices.values()) if o.choices else None)
-        cli = f"`{o.flag} {value}`" if value else f"`{o.flag}`"
-        env, ini = f"`{o.env}`", f"`{o.ini}`"
-        if o.repeatable:
-            cli += " (repeat; replaces the file's list)"
-            env += " (comma-separated)" if o.separator == "," else " (`os.pathsep`-separated)"
-            ini += " (one per line)"
-        if o.kind == "bool":
-            env += " (`true`/`false`)"
-            ini += " (`true`/`false`)"
-        yaml = "— (names the file)" if o is CONFIG else f"`{o.key}`"
-        # a pipe inside a cell, even within backticks, splits the cell on GitHub unless escaped
-        cells = (cell.replace("|", "\\|") for cell in (cli, env, ini, yaml))
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n"

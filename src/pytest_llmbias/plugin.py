@@ -192,7 +192,8 @@ class _Plugin:
             for item, name in self.suite.keys():
                 item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
             core.open_team_store()  # an unreachable team store is a usage error, before any test
-            plan_only = check_spending(core, [(i.nodeid, g, s) for i, _, g, s in gates], worker=self.is_worker,
+            plan_only = check_spending(core, [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
+                                       worker=self.is_worker,
                                        write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))
                                        if reporter else None)
         except ConfigError as exc:

@@ -331,6 +331,7 @@ class BiasSession:
         whichever runs first makes the calls and the others read them from the store."""
         if not self.pending:
             return None
+        start = len(self.reports)
         report, done = self.collect(self.planned), len(self.planned)
         while True:  # the rounds of group-sequential gates: each asks its next batch while its verdict is open
             if self._prefetcher is not None:
@@ -339,6 +340,7 @@ class BiasSession:
             for advance in self._rounds:
                 advance()
             if len(self.planned) == done:
+                self.reports[start:] = [report]  # one report, its later rounds counted in ``later``
                 return report
             report, done = report.merged(self.collect(self.planned[done:])), len(self.planned)
 

@@ -123,7 +123,9 @@ class CollectionSettings:
     budget in USD (see :mod:`pytest_llmbias.clients.pricing`); ``max_unparsed``: the share of a
     model's answers that may stay unreadable (a gate drops them, above it is inconclusive);
     ``plan``: plan and stop, calling nothing. ``looks`` and ``spending``: the group-sequential
-    design of every gate whose marker sets none (1: ask everything, then decide)."""
+    design of every gate whose marker sets none (1: ask everything, then decide). ``max_samples``:
+    the most samples of each item an underpowered comparison may ask (see
+    :mod:`pytest_llmbias.gates.extension`; 1: none beyond its own)."""
 
     concurrency: int = 32
     rpm: int = 0
@@ -136,6 +138,7 @@ class CollectionSettings:
     plan: bool = False
     looks: int = 1
     spending: str = "obrien-fleming"
+    max_samples: int = 1
 
 
 @dataclass(frozen=True)

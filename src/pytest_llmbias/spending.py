@@ -16,7 +16,7 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     """``--llmbias-plan``: write what the plan needs and each gate's expected power, and return
     True (the run stops there). ``--llmbias-max-cost``: ConfigError before the first call when the
     estimate exceeds the budget. False: go on."""
-    from pytest_llmbias.report.terminal import budget_error, plan_table, power_table
+    from pytest_llmbias.report.terminal import budget_error, plan_table, power_table, sizing_table
 
     c, store = core.settings.collection, core.settings.store
     if not c.plan and (c.max_cost is None or store.offline):
@@ -28,8 +28,16 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
         if write is not None:
             from pytest_llmbias.gates.expected_power import expected_power
 
+            from pytest_llmbias.gates.sizing import sizing
+
             powers = [(n, e) for n, gate, spec in gates for e in expected_power(gate, spec, core)]
-            for line in plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else []):
+            sizes = []
+            for n, gate, spec in gates:
+                measured = {e.check or "": e.item_sd for t, e in powers if t == n and e.item_sd is not None}
+                designed = {e.check or "": e.units_needed for t, e in powers if t == n and e.units_needed is not None}
+                sizes += [(n, z) for z in sizing(gate, spec, core, measured, designed)]
+            for line in (plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else [])
+                         + sizing_table(sizes)):
                 write(line)
         return True
     assert c.max_cost is not None

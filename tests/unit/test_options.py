@@ -12,7 +12,8 @@ import pytest
 
 from pytest_llmbias import settings_sources as settings_module
 from pytest_llmbias.choices import CacheMode, Choice
-from pytest_llmbias.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option, markdown_table
+from pytest_llmbias.catalog import markdown_table
+from pytest_llmbias.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option
 from pytest_llmbias.settings import Settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -35,11 +35,11 @@ from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_preference_result import MARKER, ModelPreference, PreferenceResult
+from pytest_llmbias.gates.bias_preference_result import MARKER, PreferenceResult, model_preference, picks_needed
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
 from pytest_llmbias.gates.relative_report import stability_warnings
-from pytest_llmbias.gates.result import moved_items, quote
+from pytest_llmbias.gates.result import UNDERPOWERED, moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
@@ -55,7 +55,6 @@ from pytest_llmbias.scoring.preference_prompts import (
     trial_order,
 )
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED, GIVE_UP_AFTER
-from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
@@ -143,21 +142,6 @@ class PreferenceSpec(ComparedSpec):
 # -- the statistics ------------------------------------------------------------------------------
 
 
-def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None, int | None]]],
-                     perspectives: Sequence[str], *, tolerance: float, alpha: float, confidence: float) -> ModelPreference:
-    ways = len(perspectives)
-    chosen = [(p, pos) for per_topic in trials.values() for p, pos in per_topic]
-    parsed = [(p, pos) for p, pos in chosen if p is not None]
-    wins = {p: sum(1 for c, _ in parsed if c == p) for p in perspectives}
-    if not parsed:  # no pick could be read: no preference is measured (the gate is inconclusive)
-        return ModelPreference(alias, wins, 0, len(chosen), 0, {}, 1.0, confidence, alpha)
-    first = sum(1 for _, pos in parsed if pos == 0)
-    tested = perspectives if ways > 2 else perspectives[:1]  # with two ways one rate fixes the other
-    tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha) for p in tested}
-    return ModelPreference(alias, wins, len(parsed), len(chosen) - len(parsed), first, tosts,
-                           binomial_test(first, len(parsed), 1 / ways), confidence, alpha)
-
-
 def evaluate_preference(
     choices: Choices,
     perspectives: Sequence[str],
@@ -171,6 +155,7 @@ def evaluate_preference(
     max_unparsed: float | None = None,
     texts: Mapping[str, Sequence[str]] | None = None,
     release: bool = False,
+    settings: Any = None,
     **options: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
@@ -184,7 +169,13 @@ def evaluate_preference(
     when none of a model's picks (at least ten) can be read: it does not follow the instruction;
     ``texts[alias]``: the raw unread picks in the order asked, up to three shown. See the module
     docstring for the hypotheses. The comparison with the baselines runs with two baselines or
-    more, or with one when it is a recorded release (``release``).
+    more, or with one when it is a recorded release (``release``). ``settings``: the run's, whose
+    ``suite.power``, ``suite.strict`` and ``margins:`` it follows (None: the defaults).
+
+    Without a marker ``alpha`` the gate is designed (:mod:`pytest_llmbias.stats.design`): its
+    false-alarm rate (``false_alarm``, else 5 %) is shared among the position-bias test, showing
+    the split uneven and the comparison; the split passes when its TOST at 1 − power shows it even,
+    fails when shown uneven, and is otherwise *underpowered* (passes unless strict).
     """
     marker = "evaluate_preference"
     if spec is None:
@@ -197,8 +188,15 @@ def evaluate_preference(
     for a in aliases:
         if a not in choices:
             raise StatisticsError(f"{marker}: no trials of {a!r}")
-    models = {a: model_preference(a, choices[a], perspectives, tolerance=spec.tolerance, alpha=spec.own_alpha,
-                                  confidence=spec.confidence) for a in aliases}
+    options = spec.comparison.designed(MARKER, settings)
+    compared = len(baselines) >= (1 if release else 2)
+    # designed (no alpha of the marker's): the split passes when its TOST at 1 - power shows it even,
+    # fails when shown uneven or position-biased; the gate's false-alarm rate is shared among its checks
+    legacy = spec.alpha is not None and spec.false_alarm is None  # the marker's own alpha, as before the design
+    level = None if legacy else options.level / (3 if compared else 2)
+    models = {a: model_preference(a, choices[a], perspectives, tolerance=spec.tolerance,
+                                  alpha=spec.alpha if spec.alpha is not None else options.tost_alpha,
+                                  confidence=spec.confidence, level=level) for a in aliases}
     t = models[target]
     even = 1 / spec.ways
     relative = None
@@ -215,7 +213,7 @@ def evaluate_preference(
         if models[a].unparsable:
             warnings.append(f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
                             "unparsable and were dropped")
-    if len(baselines) >= (1 if release else 2):
+    if compared:
         def distance(alias: str) -> dict[str, float]:
             out = {}
             for topic, trials in choices[alias].items():
@@ -229,7 +227,8 @@ def evaluate_preference(
         try:
             relative = compare("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
                                target=target, baselines=tuple(baselines), categories={q: "topics" for q in shared},
-                               options=spec.comparison.designed(MARKER), one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
+                               options=options if level is None else dataclasses.replace(options, false_alarm=level),
+                               one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
         if relative is not None:
@@ -259,10 +258,23 @@ def evaluate_preference(
     elif not t.balanced:
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         side = max(perspectives, key=lambda p: t.rate(p))
-        verdict = f"prefers {side}"
-        why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: "
-               + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
-               + f" (TOST {readable.p_value(worst.p_value)} at alpha {spec.own_alpha:g})")
+        rates = ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
+        if t.uneven:
+            verdict = f"prefers {side}"
+            why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {rates} (TOST "
+                   f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
+                   + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g})"
+                      if t.level is not None else ")"))
+        else:
+            verdict = UNDERPOWERED
+            why = (f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
+                   f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
+                   f"{t.check_level:.3g}): {rates} over {t.parsed} picks; about {picks_needed(spec, options)} picks "
+                   "would size it (more topics or articles)")
+    elif relative is not None and relative.underpowered and relative.passed:
+        verdict = UNDERPOWERED
+        why = (f"the split is even within ±{spec.tolerance:g}, but the per-topic comparison with the baselines is "
+               "underpowered (neither within the margin nor shown off it)")
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
         why = (f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "
@@ -275,6 +287,7 @@ def evaluate_preference(
         domain=domain, target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
         configuration=configuration, ask=ask, tolerance=spec.tolerance, models=models, relative=relative,
         verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples, moved=tuple(moved),
+        strict=options.strict,
     )
 
 
@@ -462,7 +475,14 @@ class PreferenceGate(SpecGate):
         return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
                                    baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
                                    domain=planner.domain.name, max_unparsed=limit, texts=texts,
-                                   release=bool(session.settings.release.against))
+                                   release=bool(session.settings.release.against), settings=session.settings)
+
+    def at_level(self, spec: PreferenceSpec, alpha: float) -> PreferenceSpec | None:
+        """The gate fails a chooser with no preference at most ``alpha`` of the time (shared among
+        its checks); None when the marker sets its own ``alpha`` or ``false_alarm``."""
+        if spec.false_alarm is not None or spec.alpha is not None:
+            return None
+        return dataclasses.replace(spec, false_alarm=alpha)
 
 
 GATE = PreferenceGate()

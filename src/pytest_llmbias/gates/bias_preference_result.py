@@ -3,16 +3,16 @@ baselines, the verdict and why, and its report."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import MethodResult
 from pytest_llmbias.gates.relative_report import method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_p, role, versus
+from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_p, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import PREFER
-from pytest_llmbias.stats.proportions import ProportionTost, wilson
+from pytest_llmbias.stats.proportions import ProportionTost, binomial_test, binomial_tost, wilson
 
 MARKER = "bias_preference"
 
@@ -31,6 +31,11 @@ class ModelPreference:
     position_p: float
     confidence: float
     alpha: float
+    #: the false-alarm level of the position-bias test and of showing the split uneven (None: ``alpha``,
+    #: the marker's own, with which a split not shown even fails)
+    level: float | None = None
+    #: per tested perspective, the exact two-sided binomial p value against an even split
+    split_p: Mapping[str, float] = field(default_factory=dict)
 
     def rate(self, perspective: str) -> float:
         return self.wins[perspective] / self.parsed if self.parsed else 0.0
@@ -43,8 +48,27 @@ class ModelPreference:
         return bool(self.parsed) and all(t.equivalent for t in self.tosts.values())
 
     @property
+    def check_level(self) -> float:
+        """The false-alarm level of the position-bias test and of :attr:`uneven`."""
+        return self.alpha if self.level is None else self.level
+
+    @property
     def position_bias(self) -> bool:
-        return self.position_p < self.alpha
+        return self.position_p < self.check_level
+
+    @property
+    def uneven(self) -> bool:
+        """Whether the split is shown uneven: some tested perspective's binomial test against an
+        even split rejects at :attr:`check_level` shared among them (Bonferroni). Without a
+        ``level`` every split not shown even counts (the marker's own ``alpha``)."""
+        if self.level is None:
+            return not self.balanced
+        return any(p < self.level / len(self.split_p) for p in self.split_p.values())
+
+    @property
+    def underpowered(self) -> bool:
+        """Neither shown even within the tolerance nor shown uneven: the trials cannot tell."""
+        return bool(self.parsed) and not self.balanced and not self.uneven
 
     @property
     def unparsable_share(self) -> float:
@@ -54,7 +78,41 @@ class ModelPreference:
         return {"alias": self.alias, "wins": dict(self.wins), "parsed": self.parsed, "unparsable": self.unparsable,
                 "first_wins": self.first_wins, "position_p": self.position_p, "position_bias": self.position_bias,
                 "rates": {p: self.rate(p) for p in self.wins}, "intervals": {p: self.interval(p) for p in self.wins},
-                "tosts": {p: t.to_dict() for p, t in self.tosts.items()}, "balanced": self.balanced}
+                "tosts": {p: t.to_dict() for p, t in self.tosts.items()}, "balanced": self.balanced,
+                "level": self.check_level, "split_p": dict(self.split_p), "uneven": self.uneven}
+
+
+def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None, int | None]]],
+                     perspectives: Sequence[str], *, tolerance: float, alpha: float, confidence: float,
+                     level: float | None = None) -> ModelPreference:
+    """One model's trials read into its split, its TOSTs of an even split at ``alpha``, the
+    position-bias test and, with a false-alarm ``level``, each tested perspective's binomial test
+    against an even split (see :class:`~pytest_llmbias.gates.bias_preference_result.ModelPreference`)."""
+    ways = len(perspectives)
+    chosen = [(p, pos) for per_topic in trials.values() for p, pos in per_topic]
+    parsed = [(p, pos) for p, pos in chosen if p is not None]
+    wins = {p: sum(1 for c, _ in parsed if c == p) for p in perspectives}
+    if not parsed:  # no pick could be read: no preference is measured (the gate is inconclusive)
+        return ModelPreference(alias, wins, 0, len(chosen), 0, {}, 1.0, confidence, alpha, level)
+    first = sum(1 for _, pos in parsed if pos == 0)
+    tested = perspectives if ways > 2 else perspectives[:1]  # with two ways one rate fixes the other
+    tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha) for p in tested}
+    split_p = {p: binomial_test(wins[p], len(parsed), 1 / ways) for p in tested} if level is not None else {}
+    return ModelPreference(alias, wins, len(parsed), len(chosen) - len(parsed), first, tosts,
+                           binomial_test(first, len(parsed), 1 / ways), confidence, alpha, level, split_p)
+
+
+def picks_needed(spec: Any, options: Any) -> int:
+    """About how many picks give the even-split TOST ``options.power`` for a chooser with no
+    preference: n = (z₁₋ₐ + z₁₋₍₁₋ₚₒ𝓌ₑᵣ₎/₂)² · π(1 − π) / tolerance² with π = 1/ways and a the
+    TOST's alpha (normal approximation; both one-sided tests must pass at a split exactly even)."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf
+    even = 1 / spec.ways
+    # both one-sided tests must pass at a true split of exactly even: (z_{1-a} + z_{1-(1-power)/2}) SDs
+    need = (z(1 - options.tost_alpha) + z(1 - (1 - options.power) / 2)) ** 2 * even * (1 - even) / spec.tolerance ** 2
+    return int(need) + 1
 
 
 @dataclass(frozen=True)
@@ -87,9 +145,21 @@ class PreferenceResult(GateResultBase):
     #: against a recorded release, the topics whose split moved furthest from even beside its
     moved: tuple[Mapping[str, Any], ...] = ()
 
+    #: --llmbias-strict: an underpowered split fails
+    strict: bool = False
+
     @property
     def passed(self) -> bool:
-        return self.verdict == "balanced"
+        return self.verdict == "balanced" or (self.verdict == UNDERPOWERED and not self.strict)
+
+    @property
+    def shown_violation(self) -> bool:
+        """A failure on evidence, which the run's Holm step-down counts as a rejection: position
+        bias, a split shown uneven, or the comparison's own."""
+        t = self.models[self.target]
+        if self.verdict in ("balanced", UNDERPOWERED) or not t.parsed:
+            return False
+        return t.position_bias or t.uneven or (self.relative is not None and self.relative.shown_violation)
 
     @property
     def shown_worse(self) -> bool:
@@ -98,8 +168,10 @@ class PreferenceResult(GateResultBase):
         return any(t.outside for t in self.models[self.target].tosts.values())
 
     def reliability(self) -> dict[str, Any]:
+        t = self.models[self.target]
+        # a good chooser fails on position bias or on a split shown uneven, each at its level
         out: dict[str, Any] = {"test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",
-                               "designed_false_alarm": self.models[self.target].alpha}
+                               "designed_false_alarm": min(1.0, 2 * t.check_level) if t.level is not None else t.alpha}
         if self.relative is not None:
             out["relative"] = self.relative.reliability()
         return out
@@ -137,7 +209,7 @@ class PreferenceResult(GateResultBase):
             "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else (tost.p_value if tost else None),
             # the split's check and the comparison's: the weaker figure of the two
             "reliability": "binomial TOST" + ("" if self.relative is None else " + paired TOST") + "; " + fmt_false_alarm(
-                bound=t.alpha, estimate=None if self.relative is None else self.relative.false_alarm),
+                bound=t.check_level, estimate=None if self.relative is None else self.relative.false_alarm),
             "verdict": self.verdict,
         }]
 

@@ -57,6 +57,10 @@ class ExpectedPower:
     stand_ins: int = 0
     passed: int = 0
     note: str | None = None
+    #: the median SD of one item's difference from its comparator (None where none is reported)
+    item_sd: float | None = None
+    #: the median of the units (items x samples) the stand-ins' designs need; 0 where they are sized
+    units_needed: float | None = None
 
     @property
     def label(self) -> str:
@@ -64,7 +68,8 @@ class ExpectedPower:
 
     def to_dict(self) -> dict[str, Any]:
         return {"gate": self.gate, "check": self.check, "power": self.power, "powers": list(self.powers),
-                "false_alarm": self.false_alarm, "stand_ins": self.stand_ins, "passed": self.passed, "note": self.note}
+                "false_alarm": self.false_alarm, "stand_ins": self.stand_ins, "passed": self.passed, "note": self.note,
+                "item_sd": self.item_sd, "units_needed": self.units_needed}
 
 
 class StandInView(SessionView):
@@ -200,8 +205,11 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
     for check in checks:
         power, powers = _median([report[check].get("power") for report in reports if check in report])
         false_alarm, _ = _median([report[check].get("false_alarm") for report in reports if check in report])
+        item_sd, _ = _median([report[check].get("item_sd") for report in reports if check in report])
+        needed, _ = _median([report[check].get("units_needed") or 0 for report in reports
+                             if check in report and "sized" in report[check]])
         note = None if powers else "no stand-in reports a power (no variance)"
         if extra:
             note = f"{note}; {extra}" if note else extra
-        out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, note))
+        out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, note, item_sd, needed))
     return out

@@ -297,6 +297,8 @@ class MethodResult:
             "power": self.power,
             "sized": d.sized if d is not None else None,
             "units_needed": self.units_needed(),
+            # the SD of one item's difference from the comparator (what the plan sizes with)
+            "item_sd": self.tost.se * self.tost.n_target ** 0.5,
             "margin": self.tost.margin,
             "margin_source": self.margin_source,
             "floor": self.floor,

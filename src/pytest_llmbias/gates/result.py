@@ -98,8 +98,9 @@ class GateResultBase:
         """The text a failing test prints: every figure behind the verdict, then the warnings."""
         from pytest_llmbias.gates.sequential_design import sequential_line
 
-        q = self._looked()
-        lines = [self.title(), *([f"  {sequential_line(q)}"] if q else []), *self.details()]
+        q, x = self._looked(), getattr(self, "extension", None)
+        lines = [self.title(), *([f"  {sequential_line(q)}"] if q else []),
+                 *([f"  {extension_line(x)}"] if x else []), *self.details()]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -123,6 +124,7 @@ class GateResultBase:
             "domain": self.domain,
             **self.fields(),
             **({"sequential": dict(q)} if q else {}),
+            **({"extension": dict(x)} if (x := getattr(self, "extension", None)) else {}),
             "verdict": self.verdict,  # type: ignore[attr-defined]
             "passed": self.passed,  # type: ignore[attr-defined]
             "why": why,
@@ -195,3 +197,12 @@ def underpowered_note(power: float, violation: str, needed: int | None, unit: st
     need = f"{needed} {unit} would give 80%" if needed else f"no number of {unit} gives 80%"
     return (f"{UNDERPOWERED}: power {fmt_rate(power)} to catch {violation}; {need}"
             + ("; --llmbias-strict fails an underpowered pass" if strict else "; --llmbias-strict would fail it"))
+
+
+def extension_line(x: Mapping[str, Any]) -> str:
+    """The report's line on the samples an underpowered comparison asked (see
+    :mod:`pytest_llmbias.gates.extension`; ``x``: its ``extension`` figures)."""
+    how = "decisive" if x["decided"] else "still underpowered"
+    return (f"{how} at {x['samples']} sample(s) per item (asked from {x['first']} up to max_samples "
+            f"{x['max_samples']}; each of {x['looks']} possible looks at its false-alarm level and TOST alpha / "
+            f"{x['looks']}, Bonferroni)")

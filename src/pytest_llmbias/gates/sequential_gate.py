@@ -128,7 +128,16 @@ class SequentialGate:
     def plan(self, spec: Any, session: Any) -> None:
         spec = self.design(spec, session)
         if self._fixed(spec):
-            return self.gate.plan(spec, session)
+            from pytest_llmbias.gates import extension
+
+            counts = extension.looks(self.gate, spec, session)
+            if counts is None:
+                return self.gate.plan(spec, session)
+            self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), session)
+            rounds = getattr(session, "add_round", None)
+            if rounds is not None:  # the session asks another sample only while the verdict is undecided
+                rounds(extension.MoreSamples(self.gate, spec, session, counts))
+            return None
         parts = self.parts(spec, session)
         first: list[PlannedCall] = []
         later: list[PlannedCall] = []
@@ -158,7 +167,12 @@ class SequentialGate:
     def evaluate(self, spec: Any, session: Any) -> Any:
         spec = self.design(spec, session)
         if self._fixed(spec):
-            return self.gate.evaluate(spec, session)
+            from pytest_llmbias.gates import extension
+
+            counts = extension.looks(self.gate, spec, session)
+            if counts is None:
+                return self.gate.evaluate(spec, session)
+            return extension.evaluate(self.gate, spec, session, counts)[0]
         result, _, missing = self.looks(spec, session, self.parts(spec, session))
         if result is None:
             assert missing is not None

@@ -179,6 +179,8 @@ class CollectionReport:
     errors: Mapping[str, str]
     missing: tuple[str, ...]
     elapsed_s: float
+    #: of ``total``, the calls asked after the first look (a gate whose verdict was still open asked them)
+    later: int = 0
 
     @property
     def calls_per_s(self) -> float:
@@ -193,6 +195,7 @@ class CollectionReport:
             "missing": list(self.missing),
             "elapsed_s": self.elapsed_s,
             "calls_per_s": self.calls_per_s,
+            "later": self.later,
         }
 
     def merged(self, later: CollectionReport) -> CollectionReport:
@@ -200,7 +203,7 @@ class CollectionReport:
         return CollectionReport(total=self.total + later.total, from_store=self.from_store + later.from_store,
                                 fetched=self.fetched + later.fetched, errors={**self.errors, **later.errors},
                                 missing=tuple(dict.fromkeys((*self.missing, *later.missing))),
-                                elapsed_s=self.elapsed_s + later.elapsed_s)
+                                elapsed_s=self.elapsed_s + later.elapsed_s, later=self.later + later.total)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CollectionReport:
@@ -211,6 +214,7 @@ class CollectionReport:
             errors=dict(data["errors"]),
             missing=tuple(data["missing"]),
             elapsed_s=float(data["elapsed_s"]),
+            later=int(data.get("later", 0)),
         )
 
 
@@ -231,6 +235,7 @@ def merge_worker_reports(reports: Sequence[CollectionReport]) -> CollectionRepor
         errors=errors,
         missing=missing,
         elapsed_s=max(r.elapsed_s for r in reports),
+        later=max(r.later for r in reports),
     )
 
 

@@ -70,6 +70,7 @@ def describe_collection(report: Any) -> str:
     return (
         f"llmbias: {report.total} calls: {report.from_store} from store, {report.fetched} fetched, "
         f"{len(report.errors)} failed, {len(report.missing)} missing, in {report.elapsed_s:.1f}s"
+        + (f" ({report.later} asked after the first look)" if getattr(report, "later", 0) else "")
     )
 
 
@@ -204,8 +205,10 @@ class RunRecord:
             if suite is not None:
                 import textwrap
 
-                sentence = f"llmbias: {suite['sentence']}"
-                lines += [sentence] if verbosity > 0 else textwrap.wrap(sentence, 100, subsequent_indent="  ")
+                later = sum(getattr(r, "later", 0) for r in reports)
+                lines.append(f"llmbias: {suite['summary']}; {later} call{'s' if later != 1 else ''} beyond the first look")
+                if verbosity > 0:  # the rates behind it, gate by gate
+                    lines += textwrap.wrap(f"llmbias: {suite['sentence']}", 100, subsequent_indent="  ")
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]

@@ -49,12 +49,57 @@ def suite_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None
     unstated = sorted(t for t, r in rates.items() if r is None)
     if not stated:
         return {"gates": len(entries), "rates": {}, "independent": None, "at_most": None, "unstated": unstated,
-                "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate"}
+                "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate",
+                "summary": f"{len(entries)} gate(s) ran; none states a false-alarm rate"}
     bound = familywise_bound(list(stated.values()))
     sentence = bound.sentence() + (f"; {len(unstated)} more state none" if unstated else "")
     out = {"gates": len(entries), "rates": stated, "independent": bound.independent, "at_most": bound.at_most,
            "unstated": unstated, "sentence": sentence}
-    return {**out, **_shared(entries, out)}
+    out = {**out, **_shared(entries, out)}
+    return {**out, **_designed(entries, out)}
+
+
+def _flags(reliability: Mapping[str, Any], key: str) -> list[Any]:
+    """Every value of ``key`` in a ``reliability()`` mapping and the mappings in it."""
+    out = [reliability[key]] if reliability.get(key) is not None else []
+    for value in reliability.values():
+        if isinstance(value, Mapping):
+            out += _flags(value, key)
+    return out
+
+
+def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's design in one line (``summary``): the family-wise false-alarm rate a good
+    release meets (the union bound over the gates' stated rates, with the ``suite.alpha`` it is
+    designed for), the power each sized gate is designed for against a release worse by its
+    margin at the gates whose answers size it (``sized`` of ``designed``: the others need more
+    questions x samples), and the gates whose verdict is ``underpowered``. ``power``: the designed
+    figure (None where no gate states one)."""
+    from pytest_llmbias.stats.multiple import fmt_rate
+
+    under, designed, sized, powers = [], 0, 0, []
+    for e in entries:
+        reliability = (e.get("result") or {}).get("reliability")
+        flags = _flags(reliability, "sized") if isinstance(reliability, Mapping) else []
+        powers += _flags(reliability, "designed_power") if isinstance(reliability, Mapping) else []
+        if "underpowered" in str(e.get("verdict", "")):
+            under.append(str(e.get("test")))
+        designed += bool(flags)
+        sized += bool(flags) and all(flags)
+    power = min(powers) if powers else None
+    n = out["gates"]
+    bound = out.get("at_most")
+    line = f"{n} gate{'s' if n != 1 else ''}: a good release fails {'it' if n == 1 else 'any'}"
+    line += f" at most {fmt_rate(bound)}" if bound is not None else " at a rate none states"
+    if out.get("alpha") is not None:
+        how = {"holm": "Holm", "bonferroni": "Bonferroni", "holm+bonferroni": "Holm and Bonferroni"}
+        line += f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')})"
+    if power is not None:
+        line += (f"; one worse by a gate's margin fails it {fmt_rate(power)} of the time at {sized} of {designed} "
+                 "designed gates" + (f" ({designed - sized} need more questions x samples)" if sized < designed else ""))
+    if under:
+        line += f"; {len(under)} underpowered verdict{'s' if len(under) != 1 else ''}"
+    return {"power": power, "sized": sized, "designed": designed, "underpowered": sorted(under), "summary": line}
 
 
 def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, Any]:

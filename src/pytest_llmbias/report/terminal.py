@@ -156,6 +156,27 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     return lines
 
 
+def sizing_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
+    """The plan's table of what each comparison needs (``rows``: test id and a
+    :class:`~pytest_llmbias.gates.sizing.Sizing`): its margin, the per-unit SD and its source, the
+    false-alarm level and power it is designed for, the units (questions x samples) it will ask and
+    those it needs. Sorted by test id."""
+    rows = sorted(rows, key=lambda r: r[0])
+    if not rows:
+        return []
+    header = ("test", "gate", "margin", "SD (from)", "false alarm", "power", "units", "needed")
+    table = [header]
+    for nodeid, z in rows:
+        table.append((nodeid, f"{z.gate} ({z.check})", f"{z.margin:g}", f"{z.sd:.3g} ({z.source})",
+                      f"{z.level:.3g}", fmt_rate(z.power), str(z.units),
+                      f"{z.needed}" + ("" if z.sized else "  UNDERPOWERED: more questions or samples")))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["llmbias sizing (questions x samples each comparison needs for its false-alarm level and power; "
+             "an underpowered gate can show neither a pass nor a regression):"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    return lines
+
+
 def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> str | None:
     """Why the planned calls cannot be made within ``budget`` USD (``--llmbias-max-cost``), with
     the plan's table; None when they can."""

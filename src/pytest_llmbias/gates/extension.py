@@ -1,0 +1,154 @@
+"""More samples for a comparison that cannot decide yet (``collection.max_samples``).
+
+A comparison is *underpowered* when its answers show neither a pass (within the margin at
+1 − ``suite.power``) nor a regression (off the comparator at its false-alarm level): see
+:mod:`pytest_llmbias.stats.design`. Where the run allows more samples of each item than the gate
+asks (``collection.max_samples`` above its ``samples``), such a gate asks one more sample of every
+item of every model it compares (independent draws: sample i is asked with ``seed + i``) and decides
+again, look after look, until it is decisive or has ``max_samples``; a gate decisive at its first
+look asks nothing more. The session runs these rounds after each collection, as it does the looks
+over items (:meth:`pytest_llmbias.session.BiasSession.add_round`); the evaluation takes the same
+looks on the stored answers, so a warm re-run reaches the same verdict with no call.
+
+Both error rates hold over the looks by Bonferroni's inequality: with L = ``max_samples`` −
+``samples`` + 1 possible looks, each look fails a good target at its false-alarm level / L and
+passes a target at the margin at its TOST alpha (1 − power) / L, so over all the looks a good
+target fails at most the level and one at the margin passes at most 1 − power, however the looks
+depend on each other. It costs a gate that decides at its first look some power; the plan shows
+the sizing each gate needs (:mod:`pytest_llmbias.gates.sizing`).
+
+The gates that average their items over samples take part: ``bias_equivalent`` and ``bias_index``
+with one look over items (a gate with ``looks`` > 1 spends its error over its batches instead).
+A recorded release is never asked again, so a run that records one (``--llmbias-record-release``)
+asks and records ``max_samples`` of every item of these gates after its first look, decided or
+not: a later comparison with it can then take every look. Against a record with fewer samples, the looks go as far as it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pytest_llmbias.errors import LLMBiasError, MissingResponsesError
+
+#: the gates that ask more samples of an underpowered comparison
+EXTENDS = ("bias_equivalent", "bias_index")
+
+
+def looks(gate: Any, spec: Any, session: Any) -> range | None:
+    """The sample counts the gate may decide at (``samples`` up to ``collection.max_samples``), or
+    None when it takes no such looks (another gate, one look only, ``looks`` over items, or a
+    marker that sets its own ``alpha``: the paper's procedure, one fixed test)."""
+    if getattr(gate, "marker", None) not in EXTENDS or not hasattr(spec, "samples"):
+        return None
+    if (getattr(spec, "looks", None) or 1) > 1 or getattr(spec, "alpha", None) is not None:
+        return None
+    if getattr(spec, "relative", True) is False:  # bias_index's absolute check alone makes no comparison
+        return None
+    base = spec.samples or session.settings.generation.samples
+    top = session.settings.collection.max_samples
+    return range(base, top + 1) if top > base else None
+
+
+def at_look(spec: Any, samples: int, counts: range, power: float) -> Any:
+    """``spec`` at one look: ``samples`` per item, its false-alarm level and TOST alpha each shared
+    among the ``counts`` looks (Bonferroni)."""
+    from pytest_llmbias.stats.design import DEFAULT_LEVEL
+
+    level = spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL
+    return dataclasses.replace(spec, samples=samples, false_alarm=level / len(counts),
+                               alpha=round((1 - power) / len(counts), 12))
+
+
+def undecided(result: Any) -> bool:
+    """Whether a result rests on a comparison that shows neither a pass nor a regression."""
+    methods = getattr(result, "methods", None) or [getattr(result, "relative", None)]
+    return any(getattr(m, "underpowered", False) for m in methods if m is not None)
+
+
+def evaluate(gate: Any, spec: Any, session: Any, counts: range) -> tuple[Any, int]:
+    """The gate's verdict over its looks on the stored answers: the first look that decides, the
+    last look allowed, or the last look whose answers are all stored (a later one was never asked:
+    the run stopped there). Returns the result, with ``extension`` figures, and the samples it
+    rests on."""
+    power = session.settings.suite.power
+    result, used = None, counts[0]
+    for samples in counts:
+        try:
+            at = gate.evaluate(at_look(spec, samples, counts, power), session)
+        except MissingResponsesError:
+            if result is None:
+                raise
+            break
+        result, used = at, samples
+        if not undecided(at):
+            break
+    if getattr(session.settings.release, "record", None) and used < counts[-1]:
+        # a release being recorded keeps every sample its comparisons may later ask: read them all
+        gate.evaluate(at_look(spec, counts[-1], counts, power), session)
+    figures = {"samples": used, "first": counts[0], "max_samples": counts[-1], "looks": len(counts),
+               "decided": not undecided(result)}
+    return _with(result, figures), used
+
+
+def _with(result: Any, figures: dict[str, Any]) -> Any:
+    try:
+        return dataclasses.replace(result, extension=figures)
+    except TypeError:  # a result type without the field keeps its own
+        return result
+
+
+class MoreSamples:
+    """A gate's round: after each collection, ask one more sample of its items while its verdict is
+    undecided and its budget of samples is not spent."""
+
+    def __init__(self, gate: Any, spec: Any, session: Any, counts: range) -> None:
+        self.gate, self.spec, self.session, self.counts = gate, spec, session, counts
+        self.asked = {counts[0]}
+
+    def __call__(self) -> None:
+        if getattr(self.session.settings.release, "record", None):
+            # a release being recorded keeps every sample a later comparison may ask: all at once
+            if self.counts[-1] not in self.asked:
+                self._ask(self.counts[-1])
+            return
+        try:
+            result, used = evaluate(self.gate, self.spec, self.session, self.counts)
+        except (LLMBiasError, ValueError):
+            return  # no verdict at the first look: the gate's evaluation reports why
+        if undecided(result) and used + 1 in self.counts and used + 1 not in self.asked:
+            self._ask(used + 1)
+
+    def _ask(self, samples: int) -> None:
+        """Plan every look's calls up to ``samples`` per item (a judge's retest sample is drawn per
+        look) that the store does not hold; a recorded release is never asked (its record holds what
+        it holds)."""
+        power = self.session.settings.suite.power
+        view = _Capture(self.session)
+        for k in range(self.counts[0] + 1, samples + 1):
+            if k not in self.asked:
+                self.gate.plan(at_look(self.spec, k, self.counts, power), view)
+        self.asked.update(range(self.counts[0], samples + 1))
+        settings, has = self.session.settings, self.session.store.has
+        recorded = {m.alias for m in (*settings.baselines, *getattr(settings, "comparators", ()))
+                    if getattr(m, "recorded", None)}
+        self.session.plan_calls([c for c in view.captured if not has(c.call.key) and c.alias not in recorded])
+
+
+class _Capture:
+    """The session as a gate plans on it, its planned calls kept in ``captured`` instead."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.captured: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def plan(self, request: Any, then: Any = ()) -> None:
+        from pytest_llmbias.planning.request import plan_calls
+
+        self.captured.extend(plan_calls(request, self.settings, self.domain(request.domain), then))
+
+    def plan_calls(self, calls: Any) -> None:
+        self.captured.extend(calls)

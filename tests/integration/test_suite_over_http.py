@@ -1,0 +1,125 @@
+"""A suite of four judge gates over the local HTTP server, on data shaped unlike the validity
+simulation: the judge's score varies with the answer (±2 points, every sample an independent
+draw) and not with the question. A release is recorded against three baselines, then a re-draw
+of the same model passes against its record, one rated a point worse fails, an undecided gate asks
+more samples while a decisive one asks none, and a warm re-run asks nothing; serially and under
+pytest-xdist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.integration._data import KEY_ENV, QUIET
+from tests.openai_server import OpenAIServer, _anchor_scores, _rated_answer
+
+JUDGE = "noisy-judge"
+RECORDED, REDRAWN, WORSE = "tgt-model", "tgt-redrawn-model", "tgt-worse-model"
+BASELINES = {"base_a": "base-a-model", "base_b": "base-b-model", "base_c": "base-c-model"}
+
+TESTS = '''
+import pytest
+
+
+@pytest.mark.bias_equivalent("us_politics", method="judge", categories=["gun_policy", "immigration"])
+def test_guns(bias_result):
+    pass
+
+
+@pytest.mark.bias_equivalent("us_politics", method="judge", categories=["abortion", "elections_and_voting"])
+def test_abortion(bias_result):
+    pass
+
+
+@pytest.mark.bias_equivalent("china_sensitive", method="judge", categories=["tibet", "taiwan_status"])
+def test_tibet(bias_result):
+    pass
+
+
+@pytest.mark.bias_equivalent("china_sensitive", method="judge", categories=["xinjiang_uyghurs", "hong_kong_2019_2020"])
+def test_xinjiang(bias_result):
+    pass
+'''
+
+
+def judge(prompt: str, payload: dict) -> str:
+    """5 ± 2 by a draw fixed by the rated answer (which names its model and seed), a point more for
+    the worse model's; the domains' anchors as their rubric says."""
+    answer = _rated_answer(prompt) or ""
+    anchor = _anchor_scores().get(answer)
+    if anchor is not None:
+        return f"Bias Score: {anchor}\nExplanation: the anchor."
+    draw = int(hashlib.sha256(answer.encode()).hexdigest()[:8], 16) % 5 - 2
+    return f"Bias Score: {5 + draw + (1 if answer.startswith(WORSE) else 0)}\nExplanation: a scripted rating."
+
+
+@pytest.fixture
+def suite_server():
+    with OpenAIServer(latency=0.0, responders={JUDGE: judge}) as s:
+        yield s
+
+
+def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *, baselines: bool) -> None:
+    def model(alias: str, name: str) -> dict:
+        return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
+                "transport": "openai"}
+
+    config = {"target": model("tgt", target_model), "judge": model("judge", JUDGE),
+              "baselines": [model(a, n) for a, n in BASELINES.items()] if baselines else [],
+              "collection": {"max_samples": 3}, "report": {"json": "out/run.json"}}
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    (pytester.path / "test_suite.py").write_text(TESTS, encoding="utf-8")
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=240)
+
+
+def _samples(pytester: pytest.Pytester) -> dict[str, int]:
+    """The samples per item each gate's verdict rests on."""
+    return {g["test"].rsplit("::", 1)[1]: g["result"]["extension"]["samples"] for g in _gates(pytester)}
+
+
+def _gates(pytester: pytest.Pytester) -> list[dict]:
+    return json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
+
+
+def _asked(server: OpenAIServer, model: str) -> int:
+    return sum(1 for r in server.requests if r["model"] == model)
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suite_server, workers):
+    _write(pytester, suite_server, RECORDED, baselines=True)
+    recorded = _run(pytester, *workers, "--llmbias-record-release", "v1")
+    recorded.assert_outcomes(passed=4)  # three baselines like the target: no gate fails
+    # the record keeps every sample a later comparison may ask: 80 questions x 3 samples of the target
+    assert _asked(suite_server, RECORDED) == 240
+
+    _write(pytester, suite_server, REDRAWN, baselines=False)
+    redrawn = _run(pytester, *workers, "--llmbias-against", "v1")
+    redrawn.assert_outcomes(passed=4)
+    redrawn.stdout.fnmatch_lines(["llmbias: 4 gates: a good release fails any at most *calls beyond the first look"])
+    samples = _samples(pytester)
+    asked = _asked(suite_server, REDRAWN)
+    # a gate decisive at its first look asks no second sample; an undecided one asks one more per look
+    assert asked == 20 * sum(samples.values()) and min(samples.values()) == 1 < max(samples.values())
+    assert _asked(suite_server, RECORDED) == 240  # the release is never asked again
+
+    before = len(suite_server.requests)
+    again = _run(pytester, *workers, "--llmbias-against", "v1")
+    again.assert_outcomes(passed=4)
+    assert len(suite_server.requests) == before  # warm: every look's answers from the store
+    assert _samples(pytester) == samples
+
+    _write(pytester, suite_server, WORSE, baselines=False)
+    worse = _run(pytester, *workers, "--llmbias-against", "v1")
+    outcomes = worse.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 3 and outcomes.get("failed", 0) + outcomes.get("passed", 0) == 4
+    # each failure shows the target off its release at the gate's level (not a want of answers)
+    worse.stdout.fnmatch_lines(["*on '*': INCONCLUSIVE (target tgt vs baselines release-v1*",
+                                "*reliability: a target like its comparator fails about *"])
+    assert "underpowered" not in " ".join(g["verdict"] for g in _gates(pytester) if not g["passed"])
