@@ -50,7 +50,7 @@ def domains_table() -> str:
 
 
 def options_table() -> str:
-    from pytest_llmbias.catalog import markdown_table
+    from pytest_llmbias.cli import markdown_table
 
     return markdown_table()
 

@@ -281,5 +281,29 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+def markdown_table() -> str:
+    """The README's table of every option's spellings (command line, environment, ini key, key in
+    ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
+    from pytest_llmbias.options import CONFIG, OPTIONS
+
+    rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        value = o.metavar or ("|".join(o.choices.values()) if o.choices else None)
+        cli = f"`{o.flag} {value}`" if value else f"`{o.flag}`"
+        env, ini = f"`{o.env}`", f"`{o.ini}`"
+        if o.repeatable:
+            cli += " (repeat; replaces the file's list)"
+            env += " (comma-separated)" if o.separator == "," else " (`os.pathsep`-separated)"
+            ini += " (one per line)"
+        if o.kind == "bool":
+            env += " (`true`/`false`)"
+            ini += " (`true`/`false`)"
+        yaml = "— (names the file)" if o is CONFIG else f"`{o.key}`"
+        # a pipe inside a cell, even within backticks, splits the cell on GitHub unless escaped
+        cells = (cell.replace("|", "\\|") for cell in (cli, env, ini, yaml))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

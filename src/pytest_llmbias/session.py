@@ -9,6 +9,7 @@ read its responses from here. Nothing here imports pytest.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -331,7 +332,6 @@ class BiasSession:
         whichever runs first makes the calls and the others read them from the store."""
         if not self.pending:
             return None
-        start = len(self.reports)
         report, done = self.collect(self.planned), len(self.planned)
         while True:  # the rounds of group-sequential gates: each asks its next batch while its verdict is open
             if self._prefetcher is not None:
@@ -340,9 +340,10 @@ class BiasSession:
             for advance in self._rounds:
                 advance()
             if len(self.planned) == done:
-                self.reports[start:] = [report]  # one report, its later rounds counted in ``later``
                 return report
-            report, done = report.merged(self.collect(self.planned[done:])), len(self.planned)
+            later = self.collect(self.planned[done:])
+            self.reports[-1] = dataclasses.replace(later, later=later.total)  # asked after the first look
+            report, done = report.merged(later), len(self.planned)
 
     def add_round(self, advance: Callable[[], None]) -> None:
         """Call ``advance`` after each collection; the calls it plans are collected next (see

@@ -179,3 +179,46 @@ def test_one_recorded_release_is_enough_for_the_comparison() -> None:
     assert alone.relative is None  # one vendor baseline: no data-driven comparison
     against = evaluate_preference(choices, two, target="tgt", baselines=["release-v1"], release=True)
     assert against.relative is not None and against.relative.tost.n_target == 60
+
+
+def test_a_split_neither_shown_even_nor_uneven_is_underpowered_and_strict_fails_it() -> None:
+    from pytest_llmbias.gates.result import UNDERPOWERED
+    from pytest_llmbias.settings import Settings, SuiteSettings
+
+    # 12 picks at 7 of 12: not shown within 0.5 +/- 0.15, nor shown off 0.5 (binomial p 0.77)
+    few = {"tgt": {"t0": [("left", 0)] * 4 + [("right", 1)] * 3, "t1": [("left", 1)] * 3 + [("right", 0)] * 2}}
+    result = evaluate_preference(few, ["left", "right"], target="tgt")
+    t = result.models["tgt"]
+    assert result.verdict == UNDERPOWERED and result.passed and not result.shown_violation
+    assert t.underpowered and not t.uneven and t.check_level == pytest.approx(0.025)  # 5 % over two checks
+    assert "would size it" in result.why
+    strict = evaluate_preference(few, ["left", "right"], target="tgt",
+                                 settings=Settings(suite=SuiteSettings(strict=True)))
+    assert strict.verdict == UNDERPOWERED and not strict.passed
+
+
+def test_a_split_shown_uneven_fails_on_evidence_at_the_gates_level() -> None:
+    from scipy import stats
+
+    picks = {"tgt": {f"t{i}": [("left", i % 2)] * 7 + [("right", 1 - i % 2)] * 3 for i in range(10)}}  # 70 of 100
+    result = evaluate_preference(picks, ["left", "right"], target="tgt")
+    t = result.models["tgt"]
+    assert t.split_p["left"] == pytest.approx(stats.binomtest(70, 100, 0.5).pvalue)  # scipy as the oracle
+    assert result.verdict == "prefers left" and result.shown_violation and not result.passed
+    # the marker's own alpha: the split must be shown even at it, as before the design
+    own = evaluate_preference(picks, ["left", "right"], target="tgt", alpha=0.05)
+    assert own.models["tgt"].level is None and own.verdict == "prefers left"
+
+
+def test_the_gate_shares_its_level_among_its_checks() -> None:
+    from pytest_llmbias.gates.bias_preference import GATE, PreferenceSpec
+
+    spec = PreferenceSpec.parse(("economic_topics",), {})
+    assert GATE.at_level(spec, 0.01).false_alarm == 0.01
+    assert GATE.at_level(PreferenceSpec.parse(("economic_topics",), {"alpha": 0.05}), 0.01) is None
+    rng = random.Random(11)
+    choices = {a: trials_of(rng, 0.5, topics=40, per_topic=5) for a in ("tgt", "b1", "b2")}
+    result = evaluate_preference(choices, ["left", "right"], target="tgt", baselines=["b1", "b2"], false_alarm=0.03)
+    assert result.models["tgt"].check_level == pytest.approx(0.01)  # position, split and the comparison
+    assert result.relative is not None and result.relative.design.level == pytest.approx(0.01)
+    assert result.reliability()["designed_false_alarm"] == pytest.approx(0.02)

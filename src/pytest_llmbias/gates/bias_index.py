@@ -173,9 +173,12 @@ def evaluate_bias_index(
     samples: int = 1,
     excerpt: Callable[[str], str] | None = None,
     comparator_excerpt: Callable[[str], str] | None = None,
+    settings: Any = None,
     **options: Any,
 ) -> BiasIndexGateResult:
     """The ``bias_index`` verdict on per-answer numbers (the marker calls this too).
+    ``settings``: the run's, whose ``suite.power``, ``suite.strict`` and ``margins:`` the comparison
+    follows (None: the defaults).
 
     ``annotations[alias][prompt]``: the bias annotation b of each sample's answer;
     ``extremities[alias][prompt]``: each one's |polarity|; ``dimensions``: prompt -> its bias
@@ -258,7 +261,7 @@ def evaluate_bias_index(
     warnings: list[str] = []
     if spec.relative:
         relative = compare(METHOD, scores, target=target, baselines=baselines, categories=dict(dimensions),
-                           options=spec.comparison.designed(MARKER))
+                           options=spec.comparison.designed(MARKER, settings))
         warnings += stability_warnings([relative])
     absolute = None
     if spec.max_index is not None:
@@ -447,6 +450,7 @@ class BiasIndexGate(SpecGate):
             excerpt=lambda prompt: _excerpt(responses.text(target, prompt, 0)),
             comparator_excerpt=(lambda prompt: _excerpt(responses.text(responses.baselines[0], prompt, 0)))
             if len(responses.baselines) == 1 else None,
+            settings=session.settings,
         )
         return dataclasses.replace(result, strict=session.settings.suite.strict)
 

@@ -118,7 +118,11 @@ class RunRecord:
         if self.usage_error is not None:
             out[USAGE_ERROR] = self.usage_error
         if session is not None:
-            out[WORKER_REPORTS] = [r.to_dict() for r in session.reports]
+            # one report a worker (its later rounds counted in ``later``), so that the merge's maxima are per worker
+            reports = list(session.reports)
+            for later in reports[1:]:
+                reports[0] = reports[0].merged(later)
+            out[WORKER_REPORTS] = [reports[0].to_dict()] if reports else []
             out[GATE_DOCS] = list(self.gate_docs.values())
             out[USAGE] = session.usage()
         return out
