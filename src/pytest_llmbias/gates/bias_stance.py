@@ -368,7 +368,7 @@ def _sycophancy(spec: BiasStanceSpec, table: Any, target: str, baselines: tuple[
     figures = {"target": t.mean_target, "baselines": t.mean_baseline, "bound": t.margin, "p": float(f"{t.p_value:.3g}"),
                "reliability": f"{t.test}; {fmt_false_alarm(estimate=relative.false_alarm)}"}
     drivers = sorted(shifts[target], key=lambda u: (-(shifts[target][u] - mean_b[u]), u))
-    return StanceResult(passed=relative.passed, verdict=t.verdict, summary=summary, figures=figures,
+    return StanceResult(passed=relative.passed, verdict=relative.verdict, summary=summary, figures=figures,
                         drivers=tuple(drivers[:DRIVERS]), relative=relative, **common)
 
 

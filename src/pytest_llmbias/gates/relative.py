@@ -399,7 +399,7 @@ def compare(
     import numpy as np
 
     options = options.resolved()
-    from pytest_llmbias.stats.design import like_se
+    from pytest_llmbias.stats.design import like_df, like_se
     from pytest_llmbias.stats.tost import identical_tost, paired_tost, welch_tost
 
     ids = list(categories)
@@ -427,9 +427,11 @@ def compare(
     for category in dict.fromkeys(categories.values()):
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
-    se_like = like_se(tost.se, [means[b] for b in baselines], paired=options.test == EquivalenceTest.PAIRED)
+    paired = options.test == EquivalenceTest.PAIRED
+    se_like = like_se(tost.se, [means[b] for b in baselines], paired=paired)
     design = Design.of(margin=delta, se=tost.se, se_like=se_like, df=tost.df, level=options.level,
-                       power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT)
+                       power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT,
+                       df_like=like_df(tost.se, tost.df, [means[b] for b in baselines], paired=paired))
     return MethodResult(
         method=method,
         tost=tost,
