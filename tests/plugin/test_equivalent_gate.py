@@ -95,9 +95,12 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     judged_snapshot(slightly_off, categories=("gun_policy",))
     # the Welch test (the paired default is powerful enough to call this target biased)
     project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
-    result = run_pytest_once(*OFFLINE)
+    result = run_pytest_once(*OFFLINE, "--llmbias-strict")  # an underpowered verdict passes without it
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*inconclusive: the 60% CI straddles +/-delta;*"])
+    result.stdout.fnmatch_lines(["*NOT SHOWN BIASED (UNDERPOWERED)*",
+                                 "*underpowered: the 60% CI straddles +/-delta, and the difference is not shown at the "
+                                 "false-alarm level 5%; about * questions (or questions x samples) would size the design; "
+                                 "--llmbias-strict fails it*"])
 
 
 def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest_once):
@@ -284,6 +287,6 @@ def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_colu
                                  "test_gate*judge*biased", "(-v: every figure*"])
     quiet = run_pytest_once(*OFFLINE, "-q")
     assert "equivalent" not in quiet.stdout.str().split("short test summary")[0].split("llmbias")[-1]
-    quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates at *"])
+    quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates: *"])
     verbose = run_pytest_once(*OFFLINE, "-v")
     verbose.stdout.fnmatch_lines(["*test*domain*method*target*baselines*bound*p*reliability*verdict*"])

@@ -403,6 +403,8 @@ def compare(
     from pytest_llmbias.stats.tost import identical_tost, paired_tost, welch_tost
 
     ids = list(categories)
+    if len(ids) < 2:  # one item has no spread: with a fixed margin it would decide on a single answer
+        raise StatisticsError(f"{method}: {len(ids)} item(s) to compare; a comparison needs at least 2")
     for alias in (target, *baselines):
         missing = [q for q in ids if q not in scores.get(alias, {})]
         if missing:

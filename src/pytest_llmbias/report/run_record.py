@@ -210,9 +210,11 @@ class RunRecord:
                 import textwrap
 
                 later = sum(getattr(r, "later", 0) for r in reports)
-                lines.append(f"llmbias: {suite['summary']}; {later} call{'s' if later != 1 else ''} beyond the first look")
-                if verbosity > 0:  # the rates behind it, gate by gate
-                    lines += textwrap.wrap(f"llmbias: {suite['sentence']}", 100, subsequent_indent="  ")
+                summary = f"llmbias: {suite['summary']}; {later} call{'s' if later != 1 else ''} beyond the first look"
+                if verbosity > 0:  # unwrapped, and the rates behind it gate by gate
+                    lines += [summary, f"llmbias: {suite['sentence']}"]
+                else:  # one sentence, wrapped to the terminal's usual width
+                    lines += textwrap.wrap(summary, 100, subsequent_indent="  ")
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]
