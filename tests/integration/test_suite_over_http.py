@@ -91,16 +91,17 @@ def _asked(server: OpenAIServer, model: str) -> int:
     return sum(1 for r in server.requests if r["model"] == model)
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suite_server, workers):
+def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suite_server):
+    """Serially, then under pytest-xdist: the record and the re-draw in one process, the warm re-run
+    and the worse model's run (whose extension asks new samples) on two workers."""
     _write(pytester, suite_server, RECORDED, baselines=True)
-    recorded = _run(pytester, *workers, "--llmbias-record-release", "v1")
+    recorded = _run(pytester, "--llmbias-record-release", "v1")
     recorded.assert_outcomes(passed=4)  # three baselines like the target: no gate fails
     # the record keeps every sample a later comparison may ask: 80 questions x 3 samples of the target
     assert _asked(suite_server, RECORDED) == 240
 
     _write(pytester, suite_server, REDRAWN, baselines=False)
-    redrawn = _run(pytester, *workers, "--llmbias-against", "v1")
+    redrawn = _run(pytester, "--llmbias-against", "v1")
     redrawn.assert_outcomes(passed=4)
     redrawn.stdout.fnmatch_lines(["llmbias: 4 gates: a good release fails any at most *"])
     samples = _samples(pytester)
@@ -110,15 +111,16 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     assert _asked(suite_server, RECORDED) == 240  # the release is never asked again
 
     before = len(suite_server.requests)
-    again = _run(pytester, *workers, "--llmbias-against", "v1")
+    again = _run(pytester, "-n", "2", "--llmbias-against", "v1")
     again.assert_outcomes(passed=4)
-    assert len(suite_server.requests) == before  # warm: every look's answers from the store
+    assert len(suite_server.requests) == before  # warm: every look's answers from the store, on each worker
     assert _samples(pytester) == samples
 
     _write(pytester, suite_server, WORSE, baselines=False)
-    worse = _run(pytester, *workers, "--llmbias-against", "v1")
+    worse = _run(pytester, "-n", "2", "--llmbias-against", "v1")
     outcomes = worse.parseoutcomes()
     assert outcomes.get("failed", 0) >= 3 and outcomes.get("failed", 0) + outcomes.get("passed", 0) == 4
+    assert _asked(suite_server, WORSE) == 20 * sum(_samples(pytester).values())  # each call once, two workers
     # each failure shows the target off its release at the gate's level (not a want of answers)
     worse.stdout.fnmatch_lines(["*on '*': INCONCLUSIVE (target tgt vs baselines release-v1*",
                                 "*reliability: a target like its comparator fails about *"])
