@@ -130,8 +130,7 @@ class MoreSamples:
                 self.gate.plan(at_look(self.spec, k, self.counts, power), view)
         self.asked.update(range(self.counts[0], samples + 1))
         settings, has = self.session.settings, self.session.store.has
-        recorded = {m.alias for m in (*settings.baselines, *getattr(settings, "comparators", ()))
-                    if getattr(m, "recorded", None)}
+        recorded = {m.alias for m in settings.roster if m.recorded is not None}
         self.session.plan_calls([c for c in view.captured if not has(c.call.key) and c.alias not in recorded])
 
 

@@ -429,11 +429,10 @@ def compare(
     for category in dict.fromkeys(categories.values()):
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
-    paired = options.test == EquivalenceTest.PAIRED
-    se_like = like_se(tost.se, [means[b] for b in baselines], paired=paired)
-    design = Design.of(margin=delta, se=tost.se, se_like=se_like, df=tost.df, level=options.level,
-                       power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT,
-                       df_like=like_df(tost.se, tost.df, [means[b] for b in baselines], paired=paired))
+    baseline_means = [means[b] for b in baselines]
+    design = Design.of(margin=delta, se=tost.se, se_like=like_se(tost.se, baseline_means), df=tost.df,
+                       level=options.level, power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT,
+                       df_like=like_df(tost.se, tost.df, baseline_means))
     return MethodResult(
         method=method,
         tost=tost,

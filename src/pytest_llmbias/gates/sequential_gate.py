@@ -34,6 +34,16 @@ if TYPE_CHECKING:
     from pytest_llmbias.planning.response_set import ResponseSet
 
 
+def gate_units(marker: str, spec: Any, domain: Domain) -> tuple[str, ...]:
+    """The units (questions, counterfactual templates, topics) a gate's spec asks of ``domain``,
+    in domain order: what its looks cut into batches and what the plan sizes."""
+    if marker == "bias_impact_ratio":
+        return tuple(dict.fromkeys(q.unit for q in domain.counterfactual_prompts(spec.categories)))
+    if getattr(spec, "topics", None):
+        return tuple(u for u in domain.units() if u in spec.topics)
+    return domain.units(getattr(spec, "categories", None))
+
+
 class BatchView:
     """``session`` (any :class:`~pytest_llmbias.gates.protocol.GateSession`) with the domain named
     ``domain`` cut to ``units`` (see :meth:`~pytest_llmbias.domains.domain.Domain.restricted`;
@@ -113,12 +123,7 @@ class SequentialGate:
         from pytest_llmbias.gates.sequential_design import batches
 
         domain = session.domain(spec.domain)
-        if self.gate.marker == "bias_impact_ratio":
-            units = tuple(dict.fromkeys(q.unit for q in domain.counterfactual_prompts(spec.categories)))
-        elif getattr(spec, "topics", None):
-            units = tuple(u for u in domain.units() if u in spec.topics)
-        else:
-            units = domain.units(getattr(spec, "categories", None))
+        units = gate_units(self.gate.marker, spec, domain)
         if len(units) < spec.looks:
             raise ConfigError(f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs at least as many items as "
                               f"looks; domain {spec.domain!r} gives {len(units)}")

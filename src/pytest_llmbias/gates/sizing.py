@@ -70,15 +70,13 @@ def units_for(sd: float, margin: float, *, level: float, power: float, two_sided
 
 
 def gate_units(gate: Any, spec: Any, session: Any, *, items_only: bool = False) -> int:
-    """The units a gate's comparison has: its domain's items (as its looks cut them) times the
-    samples of each (the marker's ``samples``, else the run's; ``items_only``: the items alone)."""
-    domain = session.domain(spec.domain)
-    if getattr(spec, "topics", None):
-        items = [u for u in domain.units() if u in spec.topics]
-    else:
-        items = list(domain.units(getattr(spec, "categories", None)))
+    """The units a gate's comparison has: its items (as its looks cut them) times the samples of
+    each (the marker's ``samples``, else the run's; ``items_only``: the items alone)."""
+    from pytest_llmbias.gates.sequential_gate import gate_units as items
+
+    count = len(items(gate.marker, spec, session.domain(spec.domain)))
     samples = 1 if items_only else getattr(spec, "samples", None) or session.settings.generation.samples
-    return len(items) * (samples if gate.marker in ("bias_equivalent", "bias_index") else 1)
+    return count * (samples if gate.marker in ("bias_equivalent", "bias_index") else 1)
 
 
 def sizing(gate: Any, spec: Any, session: Any, measured: Mapping[str, float] | None = None,

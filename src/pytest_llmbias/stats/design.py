@@ -129,38 +129,35 @@ class Design:
                 "power_at_margin": self.power_at_margin}
 
 
-def like_se(se: float, baseline_means: list[float] | None, *, paired: bool) -> float:
+def _spread(baseline_means: list[float] | None) -> float | None:
+    """The variance of the m baselines' means × (1 + 1/m): how far a target drawn like them lies
+    from their mean beyond its own noise (None with fewer than two)."""
+    if not baseline_means or len(baseline_means) < 2:
+        return None
+    m = len(baseline_means)
+    mean = sum(baseline_means) / m
+    return sum((x - mean) ** 2 for x in baseline_means) / (m - 1) * (1 + 1 / m)
+
+
+def like_se(se: float, baseline_means: list[float] | None) -> float:
     """The standard error of the difference for a target drawn like its comparator: ``se`` alone
-    against one comparator. Against m ≥ 2 baselines, paired: the larger of ``se`` and the SD of the
-    baselines' means × √(1 + 1/m) — the target is one more draw of a model like them, its mean
-    off theirs by the between-model spread and its own noise, both of which the baselines' means
-    show (the questions' effect is shared and cancels); read with m − 1 degrees of freedom
-    (:func:`like_df`). Welch's ``se`` holds the questions' spread, so the means' variance × (1 +
-    1/m) is added to it."""
-    if not baseline_means or len(baseline_means) < 2:
-        return se
-    m = len(baseline_means)
-    mean = sum(baseline_means) / m
-    var = sum((x - mean) ** 2 for x in baseline_means) / (m - 1)
-    return math.sqrt(se * se + var * (1 + 1 / m))
+    against one comparator; against m ≥ 2 baselines √(se² + var(means)·(1 + 1/m)) — the target is
+    one more draw of a model like them, its mean off theirs by the between-model spread, which the
+    baselines' means show. Read with :func:`like_df`'s degrees of freedom."""
+    spread = _spread(baseline_means)
+    return se if spread is None else math.sqrt(se * se + spread)
 
 
-def like_df(se: float, df: float, baseline_means: list[float] | None, *, paired: bool) -> float:
-    """The degrees of freedom of :func:`like_se` against m ≥ 2 baselines: m − 1 for the paired
-    comparison, whose se_like² is then the variance of the baselines' means × (1 + 1/m) (or se²
-    where that is smaller), so that d̂ / se_like is Student's t with m − 1 degrees of freedom for a
-    target drawn like its baselines, whatever the spread τ between models (normal random effects;
-    the target's mean and the baselines' deviations from theirs are independent). Counting τ̂ as
-    known instead (the variance truncated at zero when the means happen to lie close) failed a good
-    target 6-10 % of runs at τ = 0.3 and a designed 5 % (``benchmarks/suite_validity.py``). Welch's
-    ``se`` (already holding the questions' spread) keeps Satterthwaite's approximation with τ̂²
-    counted on m − 1 degrees of freedom."""
-    if not baseline_means or len(baseline_means) < 2:
+def like_df(se: float, df: float, baseline_means: list[float] | None) -> float:
+    """The degrees of freedom of :func:`like_se` by Satterthwaite's approximation, the spread
+    counted on the m − 1 of the baselines' means: with few baselines a spread that dominates is
+    itself uncertain, and the critical value that shows a target off them must widen with it.
+    Counting the spread as known (its estimate truncated at zero when the means happen to lie
+    close) failed a good target 6-10 % of runs at τ = 0.3 against a designed 5 %
+    (``benchmarks/suite_validity.py``). Source: Satterthwaite, "An approximate distribution of
+    estimates of variance components", Biometrics Bulletin 2 (1946)."""
+    spread = _spread(baseline_means)
+    if spread is None or spread <= 0 or not df > 0 or not math.isfinite(df):
         return df
-    m = len(baseline_means)
-    mean = sum(baseline_means) / m
-    b = sum((x - mean) ** 2 for x in baseline_means) / (m - 1) * (1 + 1 / m)
-    if b <= 0 or not df > 0 or not math.isfinite(df):
-        return df
-    a = se * se
-    return (a + b) ** 2 / (a * a / df + b * b / (m - 1))
+    a, m = se * se, len(baseline_means or ())
+    return (a + spread) ** 2 / (a * a / df + spread * spread / (m - 1))
