@@ -1,95 +1,425 @@
-"""How often a suite of comparison gates fails a good release, and how often each catches a release
-worse by its margin, on data shaped unlike the simulation that chose the defaults.
+"""How often a suite of one gate of every kind fails a good release, and how often each gate catches
+a release worse by its margin, on data shaped unlike the simulations that chose the defaults.
 
-Each run draws a suite of ``--gates`` judge-scored ``bias_equivalent`` gates (each on its own domain),
-decided through ``evaluate_equivalence`` — what the marker calls — with the run's ``suite.alpha``
-shared out by Bonferroni (each gate at alpha / gates, the least Holm's step-down gives it) and
-``suite.power`` at its default. Judge scores are 5 + question effect (SD ``q``) + model offset (SD
-``tau``, against baselines only) + answer noise (SD ``noise``), averaged over ``samples`` answers a
-question. *Against a release*: the target and one recorded comparator (no-worse); *against baselines*:
-three baselines (equivalence). A *good* release is drawn like its comparator; a *worse* one is shifted
-by the margin (one judge point) on one gate. The table prints, per cell, the suite's false alarm,
-the power of the shifted gate, and the share of gates whose design was sized.
+**The suite.** One gate of each kind (``--kinds``; ``--gates N`` takes N of each, each on its own
+domain): ``bias_equivalent`` judge and embedding, ``bias_index``, ``bias_impact_ratio``,
+``bias_stance`` (agreement), ``bias_preference`` and ``bias_benchmark`` on BBQ (``--kinds all`` adds
+``bias_benchmark`` on discrim-eval: slow, 45 prompts a scenario). Each is decided by the public
+function its marker calls (``evaluate_equivalence``, ``evaluate_bias_index``,
+``evaluate_impact_ratio``, ``evaluate_stance``, ``evaluate_preference``, ``evaluate_benchmark``)
+with its defaults (default margins of ``pytest_llmbias.margins``, ``suite.power`` 0.8) except its
+false-alarm share. ``suite.alpha`` (0.05) is shared equally, **Bonferroni**: each of the m gates
+gets alpha / m, written as the gate's ``at_level`` writes it (``false_alarm=`` for the comparisons;
+``alpha=`` for the impact ratio's permutation test; ``confidence=1 - share`` for agreement). A run
+shares by Holm's step-down, whose first round is this Bonferroni split; a good suite fails in
+that round or not at all, and one worse gate among good ones meets the same level unless a good
+one fails too, so the figures below are Holm's as well.
 
-    python benchmarks/suite_validity.py --runs 400
+Two kinds do not hold their share. ``bias_benchmark`` on BBQ takes it into its design but decides
+on the TOST's own verdict (``evaluate_benchmark`` returns ``verdict=t.verdict``, and
+``BenchmarkResult.passed`` is that verdict): a comparison the data leave open fails, at the TOST's
+fixed alpha 0.05 (power 0.95 in its design, not ``suite.power``); the *without bbq* column is the
+suite's false alarm without it. On discrim-eval each of the 8 groups is compared at the gate's whole
+share and the gate fails when any group does.
+
+**The data shapes** are the judge scale's, in judge points: question-dominated (question SD 1.5,
+answer noise 1.0) and noise-dominated (no question effect; noise 0.5, 1.0, 1.5); τ, the SD of a
+model's offset, 0 or 0.3 against baselines (0 against a release). Each kind maps one judge point to
+its own units as ``validity.py`` scales it; a *worse* target is shifted by the kind's margin:
+
+- **judge**: 5 + q_i + m_j + e, per sample. Worse: +1 (the margin).
+- **embedding**: 0.30 + q_i + m_j + e with a judge point 0.04 of question effect and of τ (EMBEDDING's
+  question SD / 1.5) and 0.05 of noise (its noise SD), so the question-dominated shape is EMBEDDING.
+  Worse: +0.02 (the margin, 0.4-0.5 of such a judge point).
+- **index**: annotation |0.10 + p_i + m_j + e| (= sentiment extremity, as ``validity.py``), a judge
+  point 0.067 of prompt effect and τ, 0.08 of noise (question-dominated = INDEX); questions / 10
+  dimensions of 10 prompts. Worse: +0.04 on every annotation, +0.1 (the margin) on each prompt's index.
+- **impact**: questions = templates, each asked about 4 groups (concepts); feature value t_i + e,
+  template effect t_i (question SD) shared by the groups and the release, noise e, in judge points.
+  margins.py has no impact margin (the rule is the four-fifths threshold; 0.05 of the ratio against
+  a release): worse is one judge point, the last group 1 lower. Baselines are left out: the default
+  (uncalibrated) rule only reports them, and they change no verdict, so τ does not apply.
+- **stance** (agreement, 10 rounds): a round answers yes with probability Φ((λ_i + m_j) / noise); the
+  lean λ_i ~ N(0, 1.5²) when question-dominated, else every question leans 1.5 the same way (with no
+  lean at all every question is a coin: a target like its baselines agrees on 37 % of the questions
+  they agree on, and the absolute rule fails it in 81 % of runs at 100 questions). Worse: the target
+  turns its lean round on 40 % of the questions (35 % against a release): where the leans are clear
+  its agreement falls to min_agreement − 0.2, the alternative the gate's power is computed for.
+- **preference** (two ways, 5 articles a topic; questions = topics): a trial picks the first side
+  with probability Φ((q_t + m_j) / noise), q_t a topic effect shared by every model (question SD);
+  noise-dominated shapes are choosers without preference whatever the noise. Worse: the target's
+  latent moved so that, without topic effects, its per-topic distance from an even split (the
+  comparison's score) is larger by the margin 0.1 (it picks the first side 0.76 of the time).
+- **bbq**: questions = ambiguous items (``benchmark_validity.py``): each item's (unknown, biased,
+  other) probabilities Dirichlet(2 · (0.7, 0.2, 0.1)) when question-dominated, else (0.7, 0.2, 0.1)
+  for every item; τ moves N(0, (0.1 τ)²) of each item's mass per model. Worse: +0.10 (the margin).
+- **discrim**: questions = scenarios × 45 people; logit of yes = scenario effect (SD 1 when
+  question-dominated, else 0) + 0.5 + a person effect (SD 0.3) + per model N(0, τ²) per attribute
+  value. Worse: 1 logit (the margin) against Black applicants.
+
+The categorical kinds carry their noise in their draws: without a question effect preference, BBQ
+and discrim-eval make no use of the noise SD, so their three noise-dominated rows differ only by chance.
+
+**Per cell**: the suite's false alarm (a good release fails ANY gate) and each kind's; each kind's
+power: its gate's data worse by its margin, **each kind shifted in its own draw** (one gate at a
+time; its fail rate alone); the share of good gates whose design was sized (the comparison's
+``design.sized``; agreement and the impact ratio, which have no design: their reported power ≥ 80 %);
+the calls per model: units × samples (stance: × 10 rounds; impact: × 4 groups; preference: × 5
+articles × (2 written + 1 pick); discrim: × 45 people; judge ratings not counted). A gate that raises
+(StatisticsError: too few agreed questions, no variance) counts as failed. Seeded per cell:
+the same command prints the same tables whatever ``--jobs``. The default 75 runs a cell took 8 min
+54 s, nice'd on two cores beside another process's test run (50 runs: 6 min 30 s).
+
+    python benchmarks/suite_validity.py --runs 75           # the every-kind tables
+    python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
+import math
 import sys
+import time
+from multiprocessing import Pool
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
+from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pytest_llmbias import evaluate_equivalence  # noqa: E402
+from pytest_llmbias import (  # noqa: E402
+    evaluate_benchmark,
+    evaluate_bias_index,
+    evaluate_equivalence,
+    evaluate_impact_ratio,
+    evaluate_preference,
+    evaluate_stance,
+)
+from pytest_llmbias.errors import StatisticsError  # noqa: E402
 
-SHAPES = {  # name -> (question SD, answer noise SD)
+SHAPES = {  # name -> (question SD, answer noise SD), judge points
     "question-dominated": (1.5, 1.0),
     "noise 0.5": (0.0, 0.5),
     "noise 1.0": (0.0, 1.0),
     "noise 1.5": (0.0, 1.5),
 }
+KINDS = ("judge", "embedding", "index", "impact", "stance", "preference", "bbq", "discrim")
+DEFAULT_KINDS = KINDS[:-1]
+#: kinds whose verdict does not follow their false-alarm share (see the module docstring)
+OWN_RATE = ("bbq",)
+ROUNDS, ARTICLES, GROUPS, PEOPLE = 10, 5, 4, 45
+STANCE_LEAN = 1.5
+#: (mean, a judge point of question effect and τ, a judge point of noise, margin)
+EMBEDDING = (0.30, 0.04, 0.05, 0.02)
+INDEX = (0.10, 0.10 / 1.5, 0.08, 0.1 / 2.5)  # score = 0.2 + (1 + 1.5) × annotation: 0.04 moves it 0.1
 
 
-def draw(rng: np.random.Generator, *, models: list[str], questions: int, samples: int, q_sd: float, noise: float,
-         tau: float, shift: float) -> dict[str, dict[str, list[float]]]:
-    q = rng.normal(0, q_sd, questions)
+class Cell(NamedTuple):
+    against: str
+    shape: str
+    tau: float
+    samples: int
+    questions: int
+
+    @property
+    def comparators(self) -> list[str]:
+        return ["rel"] if self.against == "release" else ["b0", "b1", "b2"]
+
+    @property
+    def release(self) -> bool:
+        return self.against == "release"
+
+
+def _sized(method: Any) -> bool | None:
+    return None if method is None or method.design is None else bool(method.design.sized)
+
+
+def _offset(rng: np.random.Generator, c: Cell, unit: float = 1.0) -> float:
+    return float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0
+
+
+def _scores(rng: np.random.Generator, c: Cell, worse: bool, mean: float, q_unit: float, e_unit: float,
+            margin: float) -> dict[str, dict[str, list[float]]]:
+    q_sd, e_sd = SHAPES[c.shape]
+    q = rng.normal(0.0, q_sd * q_unit, c.questions)
     out = {}
-    for alias in models:
-        offset = rng.normal(0, tau) + (shift if alias == "tgt" else 0.0)
-        out[alias] = {f"q{i}": list(5 + q[i] + offset + rng.normal(0, noise, samples)) for i in range(questions)}
+    for a in ("tgt", *c.comparators):
+        m = _offset(rng, c, q_unit) + (margin if worse and a == "tgt" else 0.0)
+        e = rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples))
+        out[a] = {f"q{i}": list(mean + q[i] + m + e[i]) for i in range(c.questions)}
     return out
 
 
-def cell(rng: np.random.Generator, *, against: str, shape: str, tau: float, samples: int, questions: int,
-         gates: int, runs: int, alpha: float) -> dict[str, float]:
-    q_sd, noise = SHAPES[shape]
-    baselines = ["rel"] if against == "release" else ["b0", "b1", "b2"]
-    alternative = "no-worse" if against == "release" else "equivalent"
-    tau = 0.0 if against == "release" else tau
-    level = alpha / gates
-    suite_fails = caught = sized = 0
+def gate_equivalent(rng: np.random.Generator, c: Cell, level: float, worse: bool, method: str):
+    mean, q_unit, e_unit, margin = (5.0, 1.0, 1.0, 1.0) if method == "judge" else EMBEDDING
+    scores = _scores(rng, c, worse, mean, q_unit, e_unit, margin)
+    r = evaluate_equivalence(scores, target="tgt", baselines=c.comparators, method=method,
+                             alternative="no-worse" if c.release else "equivalent", false_alarm=level)
+    return r.passed, _sized(r.methods[0])
+
+
+def gate_index(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    mean, q_unit, e_unit, shift = INDEX
+    q_sd, e_sd = SHAPES[c.shape]
+    dims = {f"d{i // 10}-p{i}": f"d{i // 10}" for i in range(c.questions)}
+    p = mean + rng.normal(0.0, q_sd * q_unit, c.questions)
+    values = {}
+    for a in ("tgt", *c.comparators):
+        raw = np.abs(p[:, None] + _offset(rng, c, q_unit) + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
+        raw += shift if worse and a == "tgt" else 0.0
+        values[a] = {k: list(row) for k, row in zip(dims, raw)}
+    r = evaluate_bias_index(values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level)
+    return r.passed, _sized(r.relative)
+
+
+def gate_impact(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    q_sd, e_sd = SHAPES[c.shape]
+    groups = {f"t{t}-g{g}": f"g{g}" for t in range(c.questions) for g in range(GROUPS)}
+    base = np.repeat(rng.normal(0.0, q_sd, c.questions), GROUPS)[:, None]
+
+    def draw(shift: bool) -> dict[str, list[float]]:
+        v = base + rng.normal(0.0, e_sd, (len(groups), c.samples))
+        if shift:
+            v[GROUPS - 1::GROUPS] -= 1.0
+        return {k: list(row) for k, row in zip(groups, v)}
+
+    values = {"tgt": draw(worse), **({"rel": draw(False)} if c.release else {})}
+    r = evaluate_impact_ratio(values, groups, target="tgt", release="rel" if c.release else None, alpha=level)
+    return r.passed, bool(r.power >= 0.8)
+
+
+def gate_stance(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    q_sd, e_sd = SHAPES[c.shape]
+    n = c.questions
+    lean = rng.normal(0.0, q_sd, n) if q_sd else np.full(n, STANCE_LEAN)
+    kinds = {}
+    for a in ("tgt", *c.comparators):
+        lam = lean + _offset(rng, c)
+        if worse and a == "tgt":
+            turned = rng.permutation(n)[:round((0.35 if c.release else 0.4) * n)]
+            lam = lam.copy()
+            lam[turned] *= -1
+        yes = rng.random((n, ROUNDS)) < stats.norm.cdf(lam / e_sd)[:, None]
+        kinds[a] = {"en": {f"q{i}": ["yes" if y else "no" for y in row] for i, row in enumerate(yes)}}
+    r = evaluate_stance(kinds, target="tgt", baselines=c.comparators, gate="agreement", confidence=1 - level)
+    return r.passed, bool(r.figures.get("power", 0.0) >= 0.8)
+
+
+@functools.lru_cache(maxsize=None)
+def preference_shift() -> float:
+    """The rate above 1/2 at which a chooser's expected per-topic distance from an even split (5
+    picks a topic) exceeds an unbiased chooser's by the margin 0.1."""
+    k = np.arange(ARTICLES + 1)
+    dist = np.abs(k / ARTICLES - 0.5)
+
+    def expected(p: float) -> float:
+        return float((stats.binom.pmf(k, ARTICLES, p) * dist).sum())
+
+    return optimize.brentq(lambda s: expected(0.5 + s) - expected(0.5) - 0.1, 0.0, 0.5)
+
+
+def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    q_sd, e_sd = SHAPES[c.shape]
+    n = c.questions
+    topic = rng.normal(0.0, q_sd, n)
+    choices = {}
+    for a in ("tgt", *c.comparators):
+        latent = topic + _offset(rng, c)
+        if worse and a == "tgt":
+            latent = latent + e_sd * stats.norm.ppf(0.5 + preference_shift())
+        first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]
+        shown_first = rng.random((n, ARTICLES)) < 0.5
+        choices[a] = {f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr)]
+                      for i, (fr, sr) in enumerate(zip(first, shown_first))}
+    r = evaluate_preference(choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release,
+                            false_alarm=level)
+    return r.passed, _sized(r.relative)
+
+
+@functools.lru_cache(maxsize=None)
+def _bbq(n: int) -> tuple[list[dict[str, Any]], np.ndarray, list[str]]:
+    import benchmark_validity as bv
+    from pytest_llmbias.domains.benchmarks import item_key
+
+    recs, options = bv.items(n)
+    return recs, options, [item_key("bbq", r) for r in recs]
+
+
+def gate_bbq(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    import benchmark_validity as bv
+
+    recs, options, keys = _bbq(c.questions)
+    base = np.array(bv.BASE)
+    p = rng.dirichlet(bv.CONCENTRATION * base, size=c.questions) if SHAPES[c.shape][0] else np.tile(base, (c.questions, 1))
+    answers = {}
+    for a in ("tgt", *c.comparators):
+        q = bv._moved(p, _offset(rng, c, 0.1)) if c.tau else p
+        answers[a] = bv._answers(rng, bv._moved(q, bv.SHIFT) if worse and a == "tgt" else q, options, keys, c.samples)
+    r = evaluate_benchmark("bbq", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
+    return r.passed, _sized(r.relative)
+
+
+@functools.lru_cache(maxsize=None)
+def _discrim(n: int) -> tuple[list[dict[str, Any]], list[str], np.ndarray, np.ndarray]:
+    import benchmark_validity as bv
+    from pytest_llmbias.domains.benchmarks import item_key
+
+    recs = bv.discrim_items(n)
+    values = sorted({(k, r[k]) for r in recs for k in ("age", "gender", "race")}, key=str)
+    attrs = np.array([[values.index((k, r[k])) for k in ("age", "gender", "race")] for r in recs])
+    return recs, [item_key("discrim_eval", r) for r in recs], attrs, np.array([r["decision_question_id"] for r in recs])
+
+
+def gate_discrim(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+    recs, keys, attrs, scenario = _discrim(c.questions)
+    black = np.array([r["race"] == "Black" for r in recs])
+    logit = 0.5 + rng.normal(0.0, SHAPES[c.shape][0] / 1.5, c.questions)[scenario] + rng.normal(0.0, 0.3, len(recs))
+    answers = {}
+    for a in ("tgt", *c.comparators):
+        own = logit + (rng.normal(0.0, c.tau, attrs.max() + 1)[attrs].sum(axis=1) if c.tau else 0.0)
+        own = own - (1.0 * black if worse and a == "tgt" else 0.0)
+        draws = rng.random((len(recs), c.samples)) < (1 / (1 + np.exp(-own)))[:, None]
+        answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws)}
+    r = evaluate_benchmark("discrim_eval", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
+    return r.passed, _sized(r.relative)
+
+
+GATES = {
+    "judge": functools.partial(gate_equivalent, method="judge"),
+    "embedding": functools.partial(gate_equivalent, method="embedding"),
+    "index": gate_index, "impact": gate_impact, "stance": gate_stance, "preference": gate_preference,
+    "bbq": gate_bbq, "discrim": gate_discrim,
+}
+
+
+def calls(kind: str, c: Cell) -> int:
+    """Answers a model gives for one gate of ``kind`` (judge ratings not counted)."""
+    per = {"impact": GROUPS * c.samples, "stance": ROUNDS, "preference": ARTICLES * 3, "discrim": PEOPLE * c.samples}
+    return c.questions * per.get(kind, c.samples)
+
+
+def _evaluate(kind: str, rng: np.random.Generator, c: Cell, level: float, worse: bool) -> tuple[bool, bool | None, bool]:
+    """(failed, sized, raised)."""
+    try:
+        passed, sized = GATES[kind](rng, c, level, worse)
+    except StatisticsError:
+        return True, None, True
+    return not passed, sized, False
+
+
+def run_cell(job: tuple[int, Cell, tuple[str, ...], int, int, float, int]) -> dict[str, Any]:
+    index, c, kinds, gates, runs, alpha, seed = job
+    rng = np.random.default_rng([seed, index])
+    suite = [k for k in kinds for _ in range(gates)]
+    level = alpha / len(suite)
+    t0 = time.perf_counter()
+    fa = {k: 0 for k in kinds}
+    power = {k: 0 for k in kinds}
+    sized = {k: [0, 0] for k in kinds}
+    raised = {k: 0 for k in kinds}
+    suite_fails = others_fail = 0
     for _ in range(runs):
-        failed_any = False
-        for g in range(gates):
-            scores = draw(rng, models=["tgt", *baselines], questions=questions, samples=samples, q_sd=q_sd, noise=noise,
-                          tau=tau, shift=0.0)
-            result = evaluate_equivalence(scores, target="tgt", baselines=baselines, alternative=alternative,
-                                          false_alarm=level)
-            failed_any |= not result.passed
-            sized += bool(result.methods[0].design and result.methods[0].design.sized)
+        failed_any = failed_others = False
+        for kind in suite:
+            failed, ok, err = _evaluate(kind, rng, c, level, worse=False)
+            failed_any |= failed
+            failed_others |= failed and kind not in OWN_RATE
+            fa[kind] += failed
+            raised[kind] += err
+            if ok is not None:
+                sized[kind][0] += ok
+                sized[kind][1] += 1
         suite_fails += failed_any
-        worse = draw(rng, models=["tgt", *baselines], questions=questions, samples=samples, q_sd=q_sd, noise=noise,
-                     tau=tau, shift=1.0)
-        caught += not evaluate_equivalence(worse, target="tgt", baselines=baselines, alternative=alternative,
-                                           false_alarm=level).passed
-    return {"false_alarm": suite_fails / runs, "power": caught / runs, "sized": sized / (runs * gates)}
+        others_fail += failed_others
+        for kind in kinds:
+            failed, _, err = _evaluate(kind, rng, c, level, worse=True)
+            power[kind] += failed
+            raised[kind] += err
+    return {"cell": c, "runs": runs, "gates": gates, "level": level, "suite_false_alarm": suite_fails / runs,
+            "others_false_alarm": others_fail / runs,
+            "false_alarm": {k: v / (runs * gates) for k, v in fa.items()}, "power": {k: v / runs for k, v in power.items()},
+            "sized": {k: (s / n if n else None) for k, (s, n) in sized.items()},
+            "sized_all": sum(s for s, _ in sized.values()) / max(1, sum(n for _, n in sized.values())),
+            "calls": gates * sum(calls(k, c) for k in kinds), "raised": raised, "seconds": time.perf_counter() - t0}
+
+
+def grid(questions: list[int]) -> list[Cell]:
+    cells = []
+    for against, shape, tau, samples, n in itertools.product(("release", "baselines"), SHAPES, (0.0, 0.3), (1, 3),
+                                                             questions):
+        if not (against == "release" and tau):
+            cells.append(Cell(against, shape, tau, samples, n))
+    return cells
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f}"
+
+
+def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
+    runs = rows[0]["runs"]
+    key = "| against | shape | τ | samples | questions |"
+    own = [k for k in OWN_RATE if k in kinds]
+    without = f" without {'/'.join(own)} |" if own else ""
+    out = [f"**Suite false alarm** (a good release fails any gate; ± one SE at {runs} runs), each kind's false "
+           "alarm, share of designs sized, calls per model; %:", "",
+           f"{key} suite false alarm |{without} {' | '.join(kinds)} | sized | calls |",
+           "|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|"]
+    for r in rows:
+        c, fa = r["cell"], r["suite_false_alarm"]
+        se = math.sqrt(max(fa * (1 - fa), 1 / runs) / runs)
+        per_kind = " | ".join(([f"{100 * r['others_false_alarm']:.1f}"] if own else [])
+                              + [pct(r["false_alarm"][k]) for k in kinds])
+        out.append(f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | {100 * fa:.1f} ± {100 * se:.1f} "
+                   f"| {per_kind} | {pct(r['sized_all'])} | {r['calls']} |")
+    out += ["", "**Power at the margin** (the kind's data worse by its margin, one kind at a time: how often its "
+            "gate fails), with the share of its designs sized in brackets; %:", "",
+            key + " " + " | ".join(kinds) + " |", "|---|---|---:|---:|---:|" + "---:|" * len(kinds)]
+    for r in rows:
+        c = r["cell"]
+        out.append(f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
+                   + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])})" for k in kinds) + " |")
+    errors = {k: sum(r["raised"][k] for r in rows) for k in kinds}
+    if any(errors.values()):
+        out += ["", "Gates that raised (counted as failed): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v)]
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--gates", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=75)
+    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+                        help=f"comma-separated, of {', '.join(KINDS)}; 'all' for every one")
+    parser.add_argument("--gates", type=int, default=1, help="gates of each kind in the suite")
+    parser.add_argument("--questions", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
-    print(f"{args.gates} bias_equivalent (judge) gates, suite.alpha {args.alpha:g} (Bonferroni), suite.power 0.8, "
-          f"margin 1 judge point, {args.runs} runs a cell")
-    print("| against | shape | τ | samples | questions | suite false alarm | power at the margin | sized |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    grid = itertools.product(("release", "baselines"), SHAPES, (0.0, 0.3), (1, 3), (20, 50, 100))
-    for against, shape, tau, samples, questions in grid:
-        if against == "release" and tau:
-            continue
-        r = cell(rng, against=against, shape=shape, tau=tau, samples=samples, questions=questions, gates=args.gates,
-                 runs=args.runs, alpha=args.alpha)
-        print(f"| {against} | {shape} | {tau:g} | {samples} | {questions} | {r['false_alarm']:.1%} | "
-              f"{r['power']:.1%} | {r['sized']:.0%} |", flush=True)
+    kinds = KINDS if args.kinds == "all" else tuple(k.strip() for k in args.kinds.split(","))
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        parser.error(f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    m = len(kinds) * args.gates
+    print(f"suite of {m} gate(s) ({args.gates} × {', '.join(kinds)}), suite.alpha {args.alpha:g} shared by Bonferroni "
+          f"({args.alpha / m:.4g} each), suite.power 0.8, default margins, {args.runs} runs a cell, seed {args.seed}",
+          flush=True)
+    t0 = time.perf_counter()
+    jobs = [(i, c, kinds, args.gates, args.runs, args.alpha, args.seed) for i, c in enumerate(grid(args.questions))]
+    rows = []
+    with Pool(args.jobs) as pool:
+        for r in pool.imap(run_cell, jobs):
+            rows.append(r)
+            c = r["cell"]
+            print(f"  {c.against:<9} {c.shape:<18} tau={c.tau:g} samples={c.samples} n={c.questions:<4} suite false "
+                  f"alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s", file=sys.stderr, flush=True)
+    print(tables(rows, kinds))
+    print(f"\n{len(rows)} cells in {time.perf_counter() - t0:.0f} s ({args.jobs} job(s))")
 
 
 if __name__ == "__main__":

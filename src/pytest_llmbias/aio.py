@@ -7,8 +7,9 @@ All model calls run on it, so litellm's async HTTP clients live on a single loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -52,7 +53,9 @@ class LoopThread:
         """Await ``coro`` on the session loop from another running loop (an async test)."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._ensure()))
 
-    def close(self) -> None:
+    def close(self, last: Sequence[Callable[[], None]] = ()) -> None:
+        """Cancel what still runs, call each of ``last`` on the loop's thread (a store closes its
+        connection there: see ``DiskCache.release_thread``), and stop the thread."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
@@ -65,6 +68,9 @@ class LoopThread:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await loop.shutdown_asyncgens()
+            for release in last:
+                with contextlib.suppress(Exception):  # closing must not raise over the run's result
+                    release()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)

@@ -474,7 +474,7 @@ class BiasSession:
             if self._direct is not None and self._direct.open:
                 with contextlib.suppress(Exception):
                     self._loop.run(self._direct.aclose())
-            self._loop.close()
+            self._loop.close(last=[self._store.release_thread] if self._store is not None else [])
             if self._store is not None:
                 self._store.close()
             for scorer in self._scorers.values():

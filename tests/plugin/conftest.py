@@ -20,18 +20,17 @@ from pytest_llmbias.scoring.judge import reask_messages
 from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
+from tests.inline import QUIET, preload
 from tests.plugin._data import CHOICES, DIMS, TOPICS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
+
+preload()
 
 # -- running pytest on the project --------------------------------------------------------------
 
 
-#: the inner runs need neither the cache nor hypothesis' plugin (about 1 s of start-up per process)
-QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
-
-
 def _runner(pytester: pytest.Pytester, extra: tuple[str, ...]) -> Callable[..., pytest.RunResult]:
     def run(*args: str) -> pytest.RunResult:
-        result = pytester.runpytest_subprocess(*QUIET, *args, *extra)
+        result = pytester.runpytest_inprocess(*QUIET, *args, *extra)
         # a worker that crashes at its end (say, on output xdist cannot send) still reports its tests
         assert "node down" not in result.stdout.str() + result.stderr.str(), result.stdout.str()
         return result

@@ -75,25 +75,39 @@ def item_hash(item: Mapping[str, Any]) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
 
 
-_LOADED: dict[BenchmarkSource, BenchmarkItems] = {}
+_LOADED: dict[tuple[BenchmarkSource, tuple[int, int] | None], BenchmarkItems] = {}
+
+
+def _stamp(source: BenchmarkSource) -> tuple[int, int] | None:
+    """A local file's modification time and size: an edited file is read again, even in a process
+    that runs pytest more than once."""
+    if source.path is None:
+        return None
+    try:
+        stat = source.path.stat()
+    except OSError:  # missing: the loader says so
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def load_benchmark(source: BenchmarkSource) -> BenchmarkItems:
-    """The items of ``source`` (read once per process); DomainError for a missing or malformed
-    file (the first bad line named), an unknown category, or an unreachable ``hf:`` dataset."""
-    if source not in _LOADED:
+    """The items of ``source`` (read once per process and version of its file); DomainError for a
+    missing or malformed file (the first bad line named), an unknown category, or an unreachable
+    ``hf:`` dataset."""
+    key = (source, _stamp(source))
+    if key not in _LOADED:
         if source.dataset == "bbq":
             from pytest_llmbias.domains.bbq_file import load_bbq
 
             bbq = load_bbq(source.location, categories=source.categories, limit=source.limit, seed=source.seed)
-            _LOADED[source] = BenchmarkItems(source, bbq.items, bbq.known_categories, bbq.notices)
+            _LOADED[key] = BenchmarkItems(source, bbq.items, bbq.known_categories, bbq.notices)
         else:
             from pytest_llmbias.domains.discrim_file import load_discrim
 
             discrim = load_discrim(source.location, categories=source.categories, limit=source.limit, seed=source.seed)
-            _LOADED[source] = BenchmarkItems(source, tuple(discrim.items), tuple(discrim.known_categories),
-                                             tuple(discrim.notices))
-    return _LOADED[source]
+            _LOADED[key] = BenchmarkItems(source, tuple(discrim.items), tuple(discrim.known_categories),
+                                          tuple(discrim.notices))
+    return _LOADED[key]
 
 
 def benchmark_hashes(source: BenchmarkSource) -> dict[str, str]:

@@ -50,9 +50,12 @@ class EmbeddingPrefetcher:
         self._queue.put((text, instruction))
 
     def _run(self) -> None:
+        scorer = None
         while True:
             first = self._queue.get()
             if first is _STOP:
+                if scorer is not None and scorer.cache is not None:
+                    scorer.cache.release_thread()  # this thread's connection (BlobCache.release_thread)
                 self._queue.task_done()
                 return
             items = [first]

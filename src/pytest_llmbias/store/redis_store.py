@@ -273,6 +273,11 @@ class RedisCache:
         held = self.guard("read claims", lambda: self.client.mget([NAMESPACE + "claim:" + k for k in keys]))
         return {k for k, v in zip(keys, held) if v is not None}
 
+    def release_thread(self) -> None:
+        """Close the calling thread's connection to the spool (see ``DiskCache.release_thread``)."""
+        if self._spool is not None:
+            self._spool.release_thread()
+
     def close(self) -> None:
         if self._client is not None:
             try:

@@ -191,6 +191,11 @@ class ResponseStore:
                   for k, v in self._labels.items()}
         return write_snapshot(path, self._used.values(), labels)
 
+    def release_thread(self) -> None:
+        """Close the calling thread's connection to the store (see ``DiskCache.release_thread``)."""
+        if self._disk is not None:
+            self._disk.release_thread()
+
     def close(self) -> None:
         if self._disk is not None:
             self._disk.close()
