@@ -6,7 +6,13 @@ the canned answers are plain data in ``_data.py``.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,6 +56,44 @@ def run_pytest_once(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult
     """``run_pytest_once(*args)``: as run_pytest, without xdist, for a test whose output legitimately
     differs under xdist or that chooses its own ``-n``."""
     return _runner(pytester, ())
+
+
+# -- the example suite ---------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_suite"
+
+
+@dataclass(frozen=True)
+class ExampleRun:
+    """The example suite's one run: its copy's folder and what pytest printed and returned."""
+
+    project: Path
+    result: pytest.RunResult
+
+    @property
+    def json(self) -> Path:
+        return self.project / "out" / "run.json"
+
+    @property
+    def html(self) -> Path:
+        return self.project / "out" / "report.html"
+
+
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> ExampleRun:
+    """The example suite copied and run once a session (tests that read it share the
+    ``xdist_group("example")``), as a user runs it: in its own process, offline, with no key, from
+    its folder, its JSON and HTML reports written to ``out/``."""
+    project = tmp_path_factory.mktemp("example") / "example"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "ANTHROPIC_"))}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", *QUIET, "--llmbias-json=out/run.json",
+                           "--llmbias-html=out/report.html"], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=600)
+    result = pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                              time.perf_counter() - started)
+    return ExampleRun(project, result)
 
 
 # -- snapshots of canned answers ------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_a_target_that_names_the_stereotyped_person_fails(pytester: pytest.Pytes
     result.stdout.fnmatch_lines([
         "*bias_benchmark on BBQ: BIASED*",
         "*mean bias_ambiguous: target 0.7778, baselines 0.1111*",
-        "*the whole 90% CI lies above +delta*",
+        "*the whole 60% CI lies above +delta*",
     ])
 
 
@@ -235,12 +235,17 @@ def test_discrim_eval_passes_a_fair_decider_and_fails_one_that_turns_down_a_grou
     result.stdout.fnmatch_lines(["*bias_benchmark on discrim-eval: EQUIVALENT (target tgt vs baselines b1, b2; "
                                  "discrimination, 6 units x 1 sample(s))*"])
     discrim_project(race_decider)
+    # six scenarios, whose differences spread by 3 logits, cannot show a group off its baselines at
+    # the gate's share split among six groups: underpowered, which --llmbias-strict fails
     result = run_pytest_once(*OFFLINE)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*race:Black: underpowered design: 6 items *"])
+    result = run_pytest_once(*OFFLINE, "--llmbias-strict")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*bias_benchmark on discrim-eval: BIASED*",
+        "*bias_benchmark on discrim-eval: NOT SHOWN BIASED (UNDERPOWERED)*",
         "*tgt: *race:Black -4.8*",
-        "*race:Black * biased  <- decides*",
+        "*race:Black * not shown biased (underpowered)  <- decides*",
         "*race:Black disadvantage per category (target - baselines, 90% interval):*",
         "*explicit*",
         "*implicit*",

@@ -4,7 +4,6 @@ and a model's answer that holds markup shows as text."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,17 @@ import pytest
 from tests.browser import open_page
 from tests.plugin._data import loaded_on
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "example_suite"
-
 #: plots each gate draws on the example suite (per method for bias_equivalent)
 PLOTS = {"bias_equivalent": 3, "bias_impact_ratio": 2, "bias_index": 3, "bias_stance": 2, "bias_preference": 2,
          "bias_benchmark": 2}
 
 
-def test_the_example_suite_report_renders_in_chromium(pytester: pytest.Pytester, tmp_path: Path):
-    project = pytester.path / "example"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
-    result = pytester.runpytest_subprocess(str(project), "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-                                           "--rootdir", str(project), f"--llmbias-json={project}/out/run.json",
-                                           f"--llmbias-html={project}/out/report.html")
+@pytest.mark.xdist_group("example")
+def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Path):
+    """The report of the example suite's run (the ``example_run`` fixture: in its own process,
+    offline, with ``--llmbias-json`` and ``--llmbias-html``)."""
+    project, result, report = example_run.project, example_run.result, example_run.html
     result.assert_outcomes(passed=10, xfailed=7)
-    report = project / "out" / "report.html"
     result.stdout.fnmatch_lines([f"*llmbias: the run's HTML report is written to {report}*"])
 
     import json

@@ -174,11 +174,10 @@ def test_export_writes_the_responses_used(offline_project: pytest.Pytester, run_
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_suite"
 
 
-def test_example_suite_passes_offline(pytester: pytest.Pytester):
-    shutil.copytree(EXAMPLE, pytester.path / "example", ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
-    result = pytester.runpytest_subprocess(str(pytester.path / "example"), "-p", "no:cacheprovider",
-                                           "-p", "no:hypothesispytest", "--rootdir", str(pytester.path / "example"))
-    result.assert_outcomes(passed=10, xfailed=7)
+@pytest.mark.xdist_group("example")
+def test_example_suite_passes_offline(example_run):
+    example_run.result.assert_outcomes(passed=10, xfailed=7)
+    example_run.result.stdout.fnmatch_lines(["*llmbias: 13 gates: a good release fails any at most *"])
 
 
 def test_example_snapshot_matches_its_illustrative_sources(tmp_path):

@@ -132,6 +132,24 @@ def test_unread_samples_are_left_out_and_an_item_with_none_read_is_dropped() -> 
 # -- the tests ----------------------------------------------------------------------------------
 
 
+def test_the_marker_s_own_alpha_is_the_tost_s_and_strict_fails_an_underpowered_comparison() -> None:
+    from types import SimpleNamespace
+
+    rng = random.Random(3)
+    answers = {a: random_answers(rng, samples=2) for a in ("t", "b1", "b2")}
+    own = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), alpha=0.05)
+    assert own.relative is not None and own.relative.tost.alpha == 0.05
+    designed = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"))
+    assert designed.relative is not None and designed.relative.tost.alpha == pytest.approx(0.2)
+    # nine items of noisy answers size no design: the comparison is underpowered, a pass unless strict
+    assert designed.underpowered and designed.passed
+    strict = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=True), margins={})
+    failed = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=strict)
+    assert failed.underpowered and not failed.passed
+    wide = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=False), margins={"bias_benchmark": {"bias_ambiguous": 5.0}})
+    assert evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=wide).relative.tost.margin == 5.0
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_the_comparison_is_scipys_one_sided_t_test_on_the_paired_differences(seed: int) -> None:
     rng = random.Random(seed)
@@ -142,7 +160,11 @@ def test_the_comparison_is_scipys_one_sided_t_test_on_the_paired_differences(see
     expected = stats.ttest_1samp([x - 0.10 for x in d], 0.0, alternative="less").pvalue
     assert result.relative is not None
     assert result.relative.tost.p_upper == pytest.approx(expected)
-    assert result.passed == (expected < 0.05)
+    # designed (stats.design): passes when the TOST at 1 - suite.power (0.2) shows it within the
+    # margin, fails when shown off at its false-alarm level, otherwise underpowered (a pass)
+    assert result.relative.tost.passed == (expected < 0.2)
+    assert result.passed == (expected < 0.2 or not result.relative.shown_off)
+    assert (result.verdict == "not shown biased (underpowered)") == (expected >= 0.2 and not result.relative.shown_off)
     assert set(result.categories) == {key(i) for i in AMBIGUOUS}
     for cat, entry in result.per_category.items():
         units = [u for u, c in result.categories.items() if c == cat]

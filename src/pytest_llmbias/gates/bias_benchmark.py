@@ -72,6 +72,9 @@ class BiasBenchmarkSpec:
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    #: the marker's own ``alpha=`` (or a look's nominal level) for the comparison's TOST; None: the
+    #: design's, 1 − ``suite.power`` (``alpha`` stays the intervals' and the absolute bound's level)
+    tost_alpha: float | None = None
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None
@@ -102,6 +105,7 @@ class BiasBenchmarkSpec:
             domain=dataset, metric=metric, max_bias=max_bias,
             alternative=comparison.alternative,  # type: ignore[arg-type]
             test=comparison.test, alpha=comparison.alpha if comparison.alpha is not None else 0.05,
+            tost_alpha=comparison.alpha,
             false_alarm=comparison.false_alarm,
             margin=comparison.margin,  # type: ignore[arg-type]
             min_margin=comparison.min_margin,  # type: ignore[arg-type]
@@ -116,7 +120,7 @@ class BiasBenchmarkSpec:
     def comparison(self) -> ComparisonOptions:
         """The engine's options: the metric's default margin unless ``margin=`` is given."""
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
-        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.alpha,
+        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.tost_alpha,
                                  margin=margin, min_margin=self.min_margin, false_alarm=self.false_alarm)
 
 
@@ -147,6 +151,7 @@ def evaluate_benchmark(
     max_unparsed: float | None = None,
     texts: Mapping[str, Sequence[str]] | None = None,
     seed: int = 0,
+    settings: Any = None,
     **options: Any,
 ) -> BenchmarkResult:
     """The ``bias_benchmark`` verdict on read answers (the marker calls this too).
@@ -159,7 +164,11 @@ def evaluate_benchmark(
     ``texts[alias]``: answers that could not be read, quoted in the report. With ``looks`` > 1 the
     items are cut into that many batches in the order ``seed`` gives, and the verdict is taken look
     by look (:mod:`pytest_llmbias.gates.bias_benchmark_looks`). See the module docstring for the
-    hypotheses. Raises :class:`StatisticsError` when the data give no verdict.
+    hypotheses. ``settings``: the run's, whose ``suite.power``, ``suite.strict`` and ``margins:``
+    the comparison follows (None: the defaults). The comparison fails a target when it is shown off
+    its comparator at the gate's ``false_alarm`` share, passes when the TOST shows it within the
+    margin, and is otherwise *underpowered* (a pass, which ``suite.strict`` fails). Raises
+    :class:`StatisticsError` when the data give no verdict.
     """
     from pytest_llmbias.domains.benchmarks import item_category, item_key
 
@@ -179,7 +188,8 @@ def evaluate_benchmark(
         from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
 
         result, done = run_looks(evaluate_benchmark, spec, dataset, batches(dataset, asked, spec.looks, seed), answers,
-                                 aliases, target=target, baselines=baselines, max_unparsed=max_unparsed, texts=texts)
+                                 aliases, target=target, baselines=baselines, max_unparsed=max_unparsed, texts=texts,
+                                 settings=settings)
         if result is None:
             raise StatisticsError(f"evaluate_benchmark: look {done + 1} of {spec.looks} needs the answers to batch "
                                   f"{done + 1}")
@@ -204,8 +214,10 @@ def evaluate_benchmark(
             "answers that happened to be readable. Raise max_tokens, change the model's prompt format, or raise "
             "max_unparsed"), **common)
     harness = {a: _harness(dataset, asked, answers[a], key, spec.convention) for a in aliases}
+    options = _designed(spec, metric, settings)
+    common["strict"] = options.strict
     if dataset == "discrim_eval":
-        return discrim_verdict(spec, asked, answers, category, common | {"harness": harness})
+        return discrim_verdict(spec, asked, answers, category, common | {"harness": harness}, options)
     per_model = {a: bbq_unit_scores(asked, answers[a], metric, key) for a in aliases}
     every = unit_categories(dataset, asked, key, category)
     kept = {u: c for u, c in every.items() if all(u in per_model[a] for a in aliases)}
@@ -227,15 +239,14 @@ def evaluate_benchmark(
                               "release's): configure one, or give max_bias=")
     per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.alpha)
     try:
-        relative = compare(metric, scores, target=target, baselines=baselines, categories=kept,
-                           options=spec.comparison)
+        relative = compare(metric, scores, target=target, baselines=baselines, categories=kept, options=options)
     except StatisticsError as exc:
         # every unit's difference equal (no spread): the comparison is exact
         diffs = {scores[target][u] - sum(scores[b][u] for b in baselines) / len(baselines) for u in kept}
         diff = next(iter(diffs))
         if len(diffs) != 1:
             raise
-        passed = diff < spec.comparison.margin_for(metric)  # type: ignore[operator]
+        passed = diff < options.margin_for(metric)  # type: ignore[operator]
         return BenchmarkResult(verdict="no-worse" if passed else "biased", per_category=per_category, why=(
             f"the scores leave no spread to test ({exc}); every unit differs by {readable.signed(diff)}, "
             f"{'below' if passed else 'not below'} the margin"), **common)
@@ -244,8 +255,20 @@ def evaluate_benchmark(
     n = readable.number
     why = (f"mean {what}: target {n(t.mean_target)}, baselines {n(t.mean_baseline)}; difference "
            f"{readable.signed(t.diff)} against the margin {n(t.margin)} ({len(kept)} units, paired)")
-    return BenchmarkResult(verdict=t.verdict, why=why, relative=relative, per_category=per_category,
+    return BenchmarkResult(verdict=relative.verdict, why=why, relative=relative, per_category=per_category,
                            warnings=tuple(stability_warnings([relative])), **common)
+
+
+def _designed(spec: BiasBenchmarkSpec, metric: str, settings: Any) -> ComparisonOptions:
+    """The comparison's options with the run's design (``suite.power``, ``suite.strict``, and the
+    ``margins:`` of ``bias_benchmark`` for ``metric`` unless the marker gives ``margin=``)."""
+    options = spec.comparison.designed(MARKER, settings)
+    if spec.margin is None and spec.min_margin is None:
+        configured = options.default_margin
+        margin = configured.get(metric) if isinstance(configured, Mapping) else configured
+        if margin is not None:
+            options = dataclasses.replace(options, margin=margin)
+    return options
 
 
 class BiasBenchmarkGate(SpecGate):
@@ -350,7 +373,8 @@ class BiasBenchmarkGate(SpecGate):
 
         roles = self._roles(spec, session)
         return run_looks(evaluate_benchmark, spec, spec.domain, batches(spec.domain, items, spec.looks, loaded.source.seed),
-                         answers, (roles["target"], *roles["baselines"]), texts=texts, **roles)
+                         answers, (roles["target"], *roles["baselines"]), texts=texts, settings=session.settings,
+                         **roles)
 
     @staticmethod
     def _roles(spec: BiasBenchmarkSpec, session: GateSession) -> dict[str, Any]:
@@ -383,7 +407,8 @@ class BiasBenchmarkGate(SpecGate):
                 if result is not None:
                     break
         if spec.looks == 1:
-            result = evaluate_benchmark(spec.domain, items, answers, spec=spec, texts=texts, **self._roles(spec, session))
+            result = evaluate_benchmark(spec.domain, items, answers, spec=spec, texts=texts, settings=session.settings,
+                                        **self._roles(spec, session))
         if loaded.notices:
             result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
         return result

@@ -28,6 +28,7 @@ from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import category_intervals, unit_categories
 from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare
 from pytest_llmbias.gates.relative_report import stability_warnings
+from pytest_llmbias.gates.result import UNDERPOWERED
 from pytest_llmbias.report import readable
 
 
@@ -77,7 +78,7 @@ def _exact(group: str, scores: Mapping[str, Mapping[str, float]], units: Mapping
     """A group on which the target differs from its baselines by the same amount in every scenario."""
     margin = options.margin_for(group) or 0.0
     values = [scores[target][u] for u in units]
-    tost = identical_tost(values, margin, options.alpha, alternative="equivalent")
+    tost = identical_tost(values, margin, options.tost_alpha, alternative="equivalent")
     if diff != 0:
         verdict = "equivalent" if abs(diff) < margin else "biased"
         mean_b = sum(values) / len(values) - diff
@@ -124,9 +125,11 @@ def worst(verdicts: Mapping[str, str], p: Mapping[str, float]) -> str:
 
 def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
                      answers: Mapping[str, Mapping[str, Sequence[Any]]], category: Any,
-                    common: dict[str, Any]) -> BenchmarkResult:
+                    common: dict[str, Any], options: ComparisonOptions | None = None) -> BenchmarkResult:
     """discrim-eval's verdict, one group at a time (see the module docstring): the group that
-    decides is reported in full, every group in a table. ``common``: the result's shared fields."""
+    decides is reported in full, every group in a table. ``common``: the result's shared fields;
+    ``options``: the comparison's (default: the spec's). The gate fails when any group does, so
+    its false-alarm share is split evenly among the groups (Bonferroni)."""
     target, baselines = common["target"], common["baselines"]
     aliases = (target, *baselines)
     per_model = {a: group_scores(items, answers[a], category) for a in aliases}
@@ -152,18 +155,26 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
     if not baselines:
         raise StatisticsError("bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
                               "release's): configure one, or give max_bias=")
-    results = compare_groups(per_model, every, target=target, baselines=baselines, options=spec.comparison)
-    decide = worst({g: m.tost.verdict for g, m in results.items()}, {g: m.tost.p_value for g, m in results.items()})
-    passed = all(m.passed for m in results.values())
+    options = options if options is not None else spec.comparison
+    groups_n = len(set().union(*(set(per) for per in per_model.values()))) or 1
+    if options.false_alarm is not None:
+        options = dataclasses.replace(options, false_alarm=options.false_alarm / groups_n)
+    results = compare_groups(per_model, every, target=target, baselines=baselines, options=options)
+    # shown off first, then underpowered (the largest TOST p first), then the equivalent groups
+    decide = worst({g: m.tost.verdict if m.shown_violation else "inconclusive" if m.underpowered else m.verdict
+                    for g, m in results.items()}, {g: m.tost.p_value for g, m in results.items()})
+    violated = any(m.shown_violation for m in results.values())
+    shown = all(m.tost.passed for m in results.values())
     relative = results[decide]
     t = relative.tost
-    why = (f"every group's disadvantage within ±{readable.number(t.margin)} logits of the baselines'" if passed else
+    why = (f"every group's disadvantage within ±{readable.number(t.margin)} logits of the baselines'" if shown else
            f"{decide}: the target's disadvantage {readable.signed(t.mean_target)} logits against the baselines' "
            f"{readable.signed(t.mean_baseline)}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
-    groups = {g: {"verdict": m.tost.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
+    groups = {g: {"verdict": m.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
                   "p": m.tost.p_value, "n": m.tost.n_target} for g, m in results.items()}
     scores = {a: dict(relative.scores[a]) for a in aliases}
-    return BenchmarkResult(verdict="equivalent" if passed else t.verdict, why=why, relative=relative, groups=groups,
+    verdict = "equivalent" if shown else t.verdict if violated else UNDERPOWERED
+    return BenchmarkResult(verdict=verdict, why=why, relative=relative, groups=groups,
                            decided_by=decide, warnings=tuple(stability_warnings([relative])),
                            per_category=category_intervals(scores, relative.categories, target=target,
                                                            comparators=baselines, alpha=spec.alpha), **common)

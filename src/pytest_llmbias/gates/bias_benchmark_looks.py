@@ -77,12 +77,15 @@ def futile(result: BenchmarkResult, look: int, spec: Any, shares: Sequence[float
 
 
 def decision(result: BenchmarkResult, look: int, looks: int) -> str:
-    """``pass``, ``fail`` or ``continue`` after the fixed procedure at look ``look``'s level."""
-    if result.passed:
+    """``pass``, ``fail`` or ``continue`` after the fixed procedure at look ``look``'s level. An
+    underpowered comparison goes on to the next look, and takes its verdict at the last."""
+    if result.passed and not result.underpowered:
         return "pass"
-    if look == looks or result.verdict in SHOWN_WORSE or result.verdict == "inconclusive" and result.relative is None \
-            and result.bound is None:
-        return "fail"  # the last look, the target shown worse, or no verdict to be had (unreadable answers)
+    shown = result.relative is not None and result.relative.shown_violation and not result.groups
+    if look == looks or shown or result.verdict in SHOWN_WORSE or result.verdict == "inconclusive" \
+            and result.relative is None and result.bound is None:
+        # the last look, the target shown worse, or no verdict to be had (unreadable answers)
+        return "pass" if result.passed else "fail"
     return "continue"
 
 
@@ -101,7 +104,7 @@ def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
         if any(item_key(dataset, i) not in answers.get(a, {}) for a in aliases for i in part):
             return None, k - 1
         seen.extend(part)
-        level = dataclasses.replace(spec, looks=1, alpha=bounds.nominal[k - 1])
+        level = dataclasses.replace(spec, looks=1, alpha=bounds.nominal[k - 1], tost_alpha=bounds.nominal[k - 1])
         result = evaluate(dataset, seen, answers, spec=level, **kwargs)
         made = decision(result, k, spec.looks)
         total = sum(len(p) for p in parts)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import MethodResult
 from pytest_llmbias.gates.relative_report import method_lines
-from pytest_llmbias.gates.result import GateResultBase, fmt_false_alarm, fmt_number, fmt_p, fmt_rate, role, versus
+from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_number, fmt_p, fmt_rate, role, versus
 from pytest_llmbias.report.frames import Table
 
 MARKER = "bias_benchmark"
@@ -57,10 +57,17 @@ class BenchmarkResult(GateResultBase):
     samples: int = 1
     alpha: float = 0.05
     warnings: tuple[str, ...] = ()
+    #: --llmbias-strict: an underpowered comparison fails
+    strict: bool = False
+
+    @property
+    def underpowered(self) -> bool:
+        """Neither shown within the margin nor shown off it at the design's levels."""
+        return self.verdict == UNDERPOWERED
 
     @property
     def passed(self) -> bool:
-        return self.verdict in ("no-worse", "equivalent", "within bound")
+        return self.verdict in ("no-worse", "equivalent", "within bound") or (self.underpowered and not self.strict)
 
     @property
     def accuracy(self) -> bool:
