@@ -531,3 +531,35 @@ def test_merge_export_parts_without_parts_writes_nothing(tmp_path: Path) -> None
 
     assert merge_export_parts(tmp_path / "used.jsonl", []) == 0
     assert not (tmp_path / "used.jsonl").exists()
+
+
+def test_a_thread_that_releases_its_connection_leaves_the_store_free_to_reset(tmp_path: Path) -> None:
+    """diskcache opens a connection per thread and closes only the caller's; the loop thread that
+    writes the answers releases its own, or a store emptied before the next run of the same process
+    stays locked ("database is locked", after diskcache's 60 s wait) until the garbage collector
+    happens to run."""
+    import gc
+    import threading
+
+    from pytest_llmbias.store.disk import DiskCache
+
+    cache = DiskCache(tmp_path / "responses")
+
+    def write() -> None:
+        cache.set("k", {"v": 1})
+        cache.release_thread()
+
+    gc.disable()  # as when the collector has not run yet
+    try:
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join()
+        del writer
+        cache.close()
+        (tmp_path / "responses" / "cache.db").write_bytes(b"")
+        again = DiskCache(tmp_path / "responses", timeout=0.2)
+        again.set("k", {"v": 2})
+        assert again.get("k") == {"v": 2} and again.notices  # emptied, said so, and written afresh
+        again.close()
+    finally:
+        gc.enable()
