@@ -196,8 +196,8 @@ class Model:
             torch.set_num_threads(threads)
         started = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE)
-        self.tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE, dtype=torch.bfloat16)
+        self.tokenizer.padding_side = "left"
         self.model.eval()
         self.vocab = Vocabulary(self.tokenizer)
         self.eos = {self.tokenizer.eos_token_id, *(self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",))}

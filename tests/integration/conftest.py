@@ -9,8 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.inline import preload
 from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET
 from tests.openai_server import OpenAIServer
+
+preload()
 
 
 @pytest.fixture
@@ -57,10 +60,22 @@ def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., Non
 
 @pytest.fixture
 def run_project(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
-    """``run_project(*args)`` runs pytest on the project in a subprocess (quiet: no cache provider,
-    no hypothesis plugin; ``-rA``; at most 120 s)."""
+    """``run_project(*args)`` runs pytest on the project in this process (quiet: no cache
+    provider, no hypothesis plugin; ``-rA``): the network path is the same in either, and a
+    subprocess would pay pytest's and the plugin's imports on every run. A test about processes
+    (a killed run, workers) starts them itself."""
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=120)
+        return pytester.runpytest_inprocess(*QUIET, "-rA", *args)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The real SmolLM2-135M server (``tests/smollm_server.py``), started once a session: the model
+    takes seconds to load, and the tests that use it share one pytest-xdist worker."""
+    from tests.smollm_server import SmolLMServer
+
+    with SmolLMServer() as server:
+        yield server
