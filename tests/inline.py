@@ -25,7 +25,16 @@ HEAVY = (
 
 
 def preload() -> None:
-    """Import the plugin's modules and the heavy dependencies they reach, once per process."""
+    """Import the plugin's modules and the heavy dependencies they reach, once per process (their
+    import-time warnings, pydantic's and the like, silenced: a run shows those it causes itself)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _preload()
+
+
+def _preload() -> None:
     try:
         import matplotlib
 
