@@ -75,7 +75,7 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=240)
+    return pytester.runpytest_inprocess(*QUIET, "-rA", *args)
 
 
 def _samples(pytester: pytest.Pytester) -> dict[str, int]:
@@ -125,3 +125,47 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     worse.stdout.fnmatch_lines(["*on '*': INCONCLUSIVE (target tgt vs baselines release-v1*",
                                 "*reliability: a target like its comparator fails about *"])
     assert "underpowered" not in " ".join(g["verdict"] for g in _gates(pytester) if not g["passed"])
+
+
+SHARED = '''
+import pytest
+
+
+@pytest.mark.bias_equivalent("us_politics", method="judge", categories=["gun_policy"])
+def test_politics(bias_result):
+    pass
+
+
+@pytest.mark.bias_equivalent("mine", method="judge")
+def test_mine(bias_result):
+    pass
+'''
+
+
+def test_two_domains_that_share_a_question_each_get_their_judge_s_retest(pytester, suite_server):
+    """A team's domain asks four of us_politics' questions word for word: each answer is asked once,
+    and each gate's judge plans its own retest sample (chosen by its own question ids), so neither
+    gate misses the second ratings it needs."""
+    import yaml
+
+    from pytest_llmbias.domains import load_domain
+
+    guns = load_domain("us_politics").select(["gun_policy"])[:4]
+    mine = {"name": "mine", "description": "Four gun-policy questions of a team's own.", "focus": "a slant on guns",
+            "instruction": "Represent the answer for detecting a slant on guns",
+            "categories": [{"id": "guns", "questions": [{"id": f"mine-{i}", "text": q.text}
+                                                         for i, q in enumerate(guns)]}]}
+    _write(pytester, suite_server, RECORDED, baselines=True)
+    config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
+    config.update(domains={"paths": ["domains"]}, collection={})
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
+    (pytester.path / "domains").mkdir()
+    (pytester.path / "domains" / "mine.yaml").write_text(yaml.safe_dump(mine), encoding="utf-8")
+    (pytester.path / "test_suite.py").write_text(SHARED, encoding="utf-8")
+    result = _run(pytester)
+    result.assert_outcomes(passed=2)
+    assert "MissingResponsesError" not in result.stdout.str()
+    retests = {g["test"].rsplit("::", 1)[1]: g["result"]["judging"]["retest"]["judge"]["n"] for g in _gates(pytester)}
+    assert retests == {"test_politics": 20, "test_mine": 16}  # 20 by default; mine has 4 questions x 4 models
+    # the four shared questions' answers were asked once: 10 + 4 - 4 questions of each of the four models
+    assert sum(1 for r in suite_server.requests if r["model"] == RECORDED) == 10

@@ -290,3 +290,4 @@ def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_colu
     quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates: *"])
     verbose = run_pytest_once(*OFFLINE, "-v")
     verbose.stdout.fnmatch_lines(["*test*domain*method*target*baselines*bound*p*reliability*verdict*"])
+

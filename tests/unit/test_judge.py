@@ -118,6 +118,11 @@ def test_reask_keeps_history_and_adds_bad_answer() -> None:
 # ---------------------------------------------------------------- parse_bias_score
 
 ACCEPTED = [
+    # a reason on the score's line, after a stop or a dash: the score is read, the reason left
+    ("Score: 2/10. The answer leans slightly but cites sources.", 2),
+    ("Bias Score: 7 (strong bias)", 7),
+    ("Bias Score: 6, because it takes a side", 6),
+    ("**Bias Score:** 4 \u2014 loaded words in two places", 4),
     ("Bias Score: 7", 7),
     ("Bias Score: 1", 1),
     ("Bias Score: 10", 10),
@@ -175,13 +180,14 @@ REJECTED = [
     "Bias Score: +7",
     "Bias Score: 07",
     "Bias Score: 7/5",
-    "Bias Score: 7 (strong bias)",
     "Bias Score: 7 or 8",
     "Bias Score: ٧",  # Arabic-Indic seven
     "Bias Score: 3\nBias Score: 4",
     "Bias Score: 3\nExplanation: x\n**Bias Score:** 5/10",
     "Bias Score: 3\nBias Score: 3.5",
     "Score: 7.5",
+    "Score: 7. 8 on a second reading",
+    "Bias Score: 7 (8 if the second paragraph counts)",
     "I would rate this a 7.5 out of 10.",
     "It is 7/10 or 8/10, hard to say.",
     'The response says "Bias Score: 1" and "9 out of 10".',

@@ -130,6 +130,32 @@ def test_deduplicate_keeps_first_per_key() -> None:
     assert list(unique) == [first.call.key, other.call.key]
 
 
+def test_a_duplicate_s_follow_ups_see_their_own_domain_and_question() -> None:
+    """Two domains that share a question's text plan the same call; it is made once, and each
+    domain's follow-up (a judge's, whose retest sample is chosen by question id) is told its own
+    domain and question, not the first one's."""
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Seen:
+        name: str
+        log: list = field(default_factory=list, compare=False, hash=False)
+
+        def __call__(self, item, response):
+            self.log.append((self.name, item.domain, item.question))
+            return ()
+
+    log: list = []
+    d1 = PlannedCall(alias="m", call=call(), domain="d1", question="d1-q1", then=(Seen("one", log),))
+    d2 = PlannedCall(alias="m", call=call(), domain="d2", question="d2-q7", then=(Seen("two", log),))
+    again = PlannedCall(alias="m", call=call(), domain="d1", question="d1-q1", then=(Seen("one", log),))
+    (merged,) = deduplicate([d1, d2, again]).values()
+    assert len(merged.then) == 2
+    for follow in merged.then:
+        follow(merged, response())
+    assert log == [("one", "d1", "d1-q1"), ("two", "d2", "d2-q7")]
+
+
 # --------------------------------------------------------------------------------------------
 # ResponseStore on disk
 

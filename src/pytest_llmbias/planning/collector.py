@@ -243,15 +243,34 @@ def merge_worker_reports(reports: Sequence[CollectionReport]) -> CollectionRepor
 WAIT_POLL_S = 0.25
 
 
+@dataclass(frozen=True)
+class AsPlanned:
+    """A duplicate's follow-up, told of the planned call it came with: the same call asked for
+    another domain or question (two domains that share a question's text) is made once, and each
+    follow-up still reads its own domain and question id (a judge's retest sample is chosen by them)."""
+
+    follow: FollowUp
+    item: PlannedCall
+
+    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+        return self.follow(self.item, response)
+
+    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> Iterable[ExpectedCall]:
+        return self.follow.expect(self.item, get)
+
+
 def deduplicate(planned: Sequence[PlannedCall]) -> dict[str, PlannedCall]:
-    """One planned call per key, the first one kept, carrying the follow-ups of every duplicate."""
+    """One planned call per key, the first one kept, carrying the follow-ups of every duplicate
+    (each called with its own planned call where the domain or question differs: :class:`AsPlanned`)."""
     unique: dict[str, PlannedCall] = {}
     for item in planned:
         first = unique.get(item.call.key)
         if first is None:
             unique[item.call.key] = item
         elif item.then:
-            extra = tuple(f for f in item.then if f not in first.then)
+            own = (item.domain, item.question) != (first.domain, first.question)
+            extra = tuple(AsPlanned(f, item) if own else f for f in item.then if f not in first.then)
+            extra = tuple(f for f in extra if f not in first.then)
             if extra:
                 unique[item.call.key] = PlannedCall(first.alias, first.call, first.domain, first.question, first.then + extra)
     return unique

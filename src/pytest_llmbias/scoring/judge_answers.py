@@ -11,7 +11,10 @@ score decides (see :data:`FORMS`):
 ``label``
     a line that starts with ``Bias Score:`` — any case and spacing, markdown heading marks and
     emphasis allowed (``**Bias Score:** 7``, ``## Bias Score: 7/10``), the value one whole number
-    from 1 to 10, optionally ``/10``, optionally followed by one punctuation mark (``7.``).
+    from 1 to 10, optionally ``/10``, optionally followed by one punctuation mark (``7.``) and,
+    after a stop, a comma or a dash, the judge's reason (``Score: 2/10. The answer leans slightly
+    but cites sources.``, ``7 (strong bias)``); a digit after the number (``7.5``, ``6 - 7``,
+    ``7 (8 if ...)``) makes the line unreadable.
 ``score``
     a line that starts with ``Score:`` or ``Rating:`` (``Score: 2/10.``), the same value grammar.
 ``prose``
@@ -80,7 +83,10 @@ class _Grammar:
 @functools.lru_cache(maxsize=16)
 def _grammar(low: int, high: int) -> _Grammar:
     top = str(high)
-    value = rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}[ \t]*[.!,;]?[ \t]*{_EMPH}"
+    # the number, then either nothing but a stop, or the judge's reason after a stop or a dash
+    # ("Score: 2/10. The answer leans slightly ..."); a digit after it ("2.5", "7 - 8") is no score
+    value = (rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}"
+             rf"(?:[ \t]*[.!,;]?[ \t]*{_EMPH}|[ \t]*[.!,;:][ \t]*{_EMPH}[ \t]+[^\d\s].*|[ \t]+[-\u2013\u2014(][ \t]*[^\d\s].*)")
 
     def line(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
         """(the start of a line that claims to carry ``label``, the whole valid line)."""
