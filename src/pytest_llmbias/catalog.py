@@ -97,7 +97,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
     ),
     MarkerDoc(
         name="bias_benchmark",
-        signature="domain, *, metric=None, max_bias=None, alternative='no-worse', test='paired', alpha=0.05, "
+        signature="domain, *, metric=None, max_bias=None, alternative='no-worse', test='paired', alpha=None, "
         "margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, convention='lm-eval', looks=None, "
         "spending=None, against=None",
         help="a public bias benchmark as a gate: domain 'bbq' (BBQ's multiple choices; metric bias_ambiguous | "

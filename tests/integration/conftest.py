@@ -71,11 +71,18 @@ def run_project(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
     return run
 
 
+_SMOLLM: list = []
+
+
 @pytest.fixture(scope="session")
-def smollm():
-    """The real SmolLM2-135M server (``tests/smollm_server.py``), started once a session: the model
-    takes seconds to load, and the tests that use it share one pytest-xdist worker."""
+def smollm(request: pytest.FixtureRequest):
+    """The real SmolLM2-135M server (``tests/smollm_server.py``), started once a session and
+    stopped when the session ends: the model takes half a minute to load, and a pytest-xdist
+    worker tears its session fixtures down whenever its queue runs dry, which would load it again."""
     from tests.smollm_server import SmolLMServer
 
-    with SmolLMServer() as server:
-        yield server
+    if not _SMOLLM:
+        server = SmolLMServer().__enter__()
+        _SMOLLM.append(server)
+        request.config.add_cleanup(lambda: server.__exit__(None, None, None))
+    return _SMOLLM[0]

@@ -68,13 +68,12 @@ class BiasBenchmarkSpec:
     max_bias: float | None = None
     alternative: Alternative = Alternative.NO_WORSE
     test: EquivalenceTest = EquivalenceTest.PAIRED
-    alpha: float = 0.05
+    #: the TOST's alpha when the marker gives one (or a look's nominal level); None: the design's,
+    #: 1 − ``suite.power``. The intervals and the absolute bound take it too, else 0.05 (``level``)
+    alpha: float | None = None
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
-    #: the marker's own ``alpha=`` (or a look's nominal level) for the comparison's TOST; None: the
-    #: design's, 1 − ``suite.power`` (``alpha`` stays the intervals' and the absolute bound's level)
-    tost_alpha: float | None = None
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None
@@ -104,8 +103,7 @@ class BiasBenchmarkSpec:
         return cls(
             domain=dataset, metric=metric, max_bias=max_bias,
             alternative=comparison.alternative,  # type: ignore[arg-type]
-            test=comparison.test, alpha=comparison.alpha if comparison.alpha is not None else 0.05,
-            tost_alpha=comparison.alpha,
+            test=comparison.test, alpha=comparison.alpha,
             false_alarm=comparison.false_alarm,
             margin=comparison.margin,  # type: ignore[arg-type]
             min_margin=comparison.min_margin,  # type: ignore[arg-type]
@@ -117,10 +115,15 @@ class BiasBenchmarkSpec:
         )
 
     @property
+    def level(self) -> float:
+        """The intervals' and the absolute bound's level: ``alpha``, else 0.05."""
+        return self.alpha if self.alpha is not None else 0.05
+
+    @property
     def comparison(self) -> ComparisonOptions:
         """The engine's options: the metric's default margin unless ``margin=`` is given."""
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
-        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.tost_alpha,
+        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.alpha,
                                  margin=margin, min_margin=self.min_margin, false_alarm=self.false_alarm)
 
 
@@ -202,7 +205,7 @@ def evaluate_benchmark(
         unread[alias] = (sum(r is None for r in readings), len(readings))
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
     common: dict[str, Any] = dict(domain=dataset, dataset=dataset, metric=metric, target=target,
-                                  baselines=tuple(baselines), convention=spec.convention, alpha=spec.alpha,
+                                  baselines=tuple(baselines), convention=spec.convention, alpha=spec.level,
                                   unread=unread, samples=max((len(v) for v in answers[target].values()), default=1),
                                   unread_examples=tuple(f"{target}: {' '.join(t.split())[:160]!r}"
                                                         for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]))
@@ -228,16 +231,16 @@ def evaluate_benchmark(
     common.update(scores=scores, categories=kept, harness=harness, dropped=len(every) - len(kept))
     shown = "error" if metric.startswith("accuracy") else metric
     if spec.max_bias is not None:
-        bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.alpha)
-        per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.alpha)
+        bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.level)
+        per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.level)
         n = readable.number
         why = (f"the target's mean {shown} {n(bound['mean'])} against max_bias {spec.max_bias:g}: "
-               f"{(1 - 2 * spec.alpha):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]")
+               f"{(1 - 2 * spec.level):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]")
         return BenchmarkResult(verdict=bound["verdict"], why=why, bound=bound, per_category=per_category, **common)
     if not baselines:
         raise StatisticsError(f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
                               "release's): configure one, or give max_bias=")
-    per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.alpha)
+    per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.level)
     try:
         relative = compare(metric, scores, target=target, baselines=baselines, categories=kept, options=options)
     except StatisticsError as exc:

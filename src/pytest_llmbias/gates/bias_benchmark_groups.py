@@ -137,13 +137,13 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
     flat = {a: {f"{g}@{u}": d for g, per in per_model[a].items() for u, d in per.items()} for a in aliases}
     common.update(scores=flat, categories=every)
     if spec.max_bias is not None:
-        bounds = absolute_groups(per_model[target], spec.max_bias, spec.alpha)
+        bounds = absolute_groups(per_model[target], spec.max_bias, spec.level)
         decide = worst({g: b["verdict"] for g, b in bounds.items()}, {g: b["p"] for g, b in bounds.items()})
         passed = all(b["verdict"] == "within bound" for b in bounds.values())
         b = bounds[decide]
         why = (f"every group's mean disadvantage within ±{spec.max_bias:g} logits" if passed else
                f"{decide}: mean disadvantage {readable.signed(b['mean'])} logits against ±{spec.max_bias:g}") + (
-               f" ({(1 - 2 * spec.alpha):.0%} CI of {decide} [{readable.number(b['low'], brief=True)}, "
+               f" ({(1 - 2 * spec.level):.0%} CI of {decide} [{readable.number(b['low'], brief=True)}, "
                f"{readable.number(b['high'], brief=True)}])")
         groups = {g: {"verdict": v["verdict"], "value": v["mean"], "low": v["low"], "high": v["high"], "p": v["p"],
                       "n": v["n"]} for g, v in bounds.items()}
@@ -151,7 +151,7 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
         return BenchmarkResult(verdict="within bound" if passed else b["verdict"], why=why, bound=b, groups=groups,
                                decided_by=decide, per_category=category_intervals(
                                    scores, {u: every[u] for u in scores[target]}, target=target, comparators=(),
-                                   alpha=spec.alpha), **common)
+                                   alpha=spec.level), **common)
     if not baselines:
         raise StatisticsError("bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
                               "release's): configure one, or give max_bias=")
@@ -177,4 +177,4 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
     return BenchmarkResult(verdict=verdict, why=why, relative=relative, groups=groups,
                            decided_by=decide, warnings=tuple(stability_warnings([relative])),
                            per_category=category_intervals(scores, relative.categories, target=target,
-                                                           comparators=baselines, alpha=spec.alpha), **common)
+                                                           comparators=baselines, alpha=spec.level), **common)

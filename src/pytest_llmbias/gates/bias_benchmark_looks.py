@@ -55,7 +55,7 @@ def batches(dataset: str, items: Sequence[Mapping[str, Any]], looks: int, seed: 
 def boundaries(spec: Any) -> Boundaries:
     from pytest_llmbias.stats.sequential import sequential_boundaries
 
-    return sequential_boundaries(spec.looks, spec.alpha, spec.spending)
+    return sequential_boundaries(spec.looks, spec.level, spec.spending)
 
 
 FUTILITY_BETA = 0.02
@@ -73,7 +73,7 @@ def futile(result: BenchmarkResult, look: int, spec: Any, shares: Sequence[float
     relative = result.relative
     if relative is None or relative.tost.alternative != "no-worse" or result.groups:
         return False
-    return tost_futile(relative.tost, look, spec.looks, spec.alpha, spec.spending, shares, beta=FUTILITY_BETA)
+    return tost_futile(relative.tost, look, spec.looks, spec.level, spec.spending, shares, beta=FUTILITY_BETA)
 
 
 def decision(result: BenchmarkResult, look: int, looks: int) -> str:
@@ -104,7 +104,7 @@ def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
         if any(item_key(dataset, i) not in answers.get(a, {}) for a in aliases for i in part):
             return None, k - 1
         seen.extend(part)
-        level = dataclasses.replace(spec, looks=1, alpha=bounds.nominal[k - 1], tost_alpha=bounds.nominal[k - 1])
+        level = dataclasses.replace(spec, looks=1, alpha=bounds.nominal[k - 1])
         result = evaluate(dataset, seen, answers, spec=level, **kwargs)
         made = decision(result, k, spec.looks)
         total = sum(len(p) for p in parts)
@@ -114,11 +114,11 @@ def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
         if made != "continue":
             asked = sum(len(p) for p in parts[:k])
             figures = {"looks": spec.looks, "look": k, "spending": spec.spending, "decision": made,
-                       "nominal": list(bounds.nominal), "spent": list(bounds.spent), "alpha": spec.alpha,
+                       "nominal": list(bounds.nominal), "spent": list(bounds.spent), "alpha": spec.level,
                        "items": asked, "items_max": total, "saved": 1 - asked / total}
             why = (f"{result.why}; {made} at look {k} of {spec.looks}, {figures['saved']:.0%} of the fixed design's "
                    "calls saved")
-            return dataclasses.replace(result, sequential=figures, alpha=spec.alpha, why=why), k
+            return dataclasses.replace(result, sequential=figures, alpha=spec.level, why=why), k
     raise AssertionError("the last look always decides")
 
 
