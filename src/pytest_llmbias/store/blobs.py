@@ -80,10 +80,8 @@ class BlobCache:
         self.set_many({key: value})
 
     def release_thread(self) -> None:
-        """Close the calling thread's connection. diskcache opens one per thread and ``close``
-        closes the caller's only; another thread's stays open (and its database locked against
-        a reset) until the garbage collector finds it, which a process that runs pytest twice may
-        not do in time. A thread that used the cache calls this before it ends."""
+        """Close the calling thread's connection (see ``DiskCache.release_thread``): the embedding
+        prefetcher's thread calls it before it ends."""
         if self._cache is not None:
             self._cache.close()
 
