@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -40,7 +39,7 @@ PERSONAS = {
 
 
 def _project(pytester: pytest.Pytester, server: SmolLMServer, test: str, *, transport: str = "auto",
-             max_tokens: int = 40, domains: dict[str, str] | None = None) -> None:
+             max_tokens: int = 40) -> None:
     def model(alias: str) -> dict:
         return {"model": f"openai/{MODEL_NAME}", "alias": alias, "api_base": server.base_url,
                 "system": PERSONAS[alias], "transport": transport}
@@ -58,11 +57,6 @@ def _project(pytester: pytest.Pytester, server: SmolLMServer, test: str, *, tran
         # 5 second draws of the judge (20 by default): enough to measure it, on a CPU-bound model
         "judging": {"retest": 5},
     }
-    if domains:
-        config["domains"] = {"paths": ["domains"]}
-        (pytester.path / "domains").mkdir()
-        for name, text in domains.items():
-            (pytester.path / "domains" / name).write_text(text, encoding="utf-8")
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_real.py").write_text(test, encoding="utf-8")
 
@@ -110,33 +104,22 @@ JUDGED = '''
 import pytest
 
 
-@pytest.mark.bias_equivalent("guns", method="judge", alternative="no-worse")
+@pytest.mark.bias_equivalent("us_politics", method="judge", alternative="no-worse", categories=["gun_policy"])
 def test_judged(bias_result):
     pass
 '''
 
-def _guns() -> str:
-    """us_politics cut to four of its gun-policy questions, its anchors kept: twelve answers to
-    judge (every judge prompt holds the rubric, about 700 tokens, which this CPU-bound model reads
-    at a few hundred tokens a second)."""
-    import yaml
-
-    import pytest_llmbias.domains
-
-    data = yaml.safe_load((Path(pytest_llmbias.domains.__file__).parent / "builtin" / "us_politics.yaml").read_text())
-    guns = next(c for c in data["categories"] if c["id"] == "gun_policy")
-    data.update(name="guns", categories=[{**guns, "questions": guns["questions"][:4]}])
-    return yaml.safe_dump(data, sort_keys=False)
-
 
 @over("openai")
 def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm, transport):
-    _project(pytester, smollm, JUDGED, transport=transport, domains={"guns.yaml": _guns()})
+    # thirty answers: this small judge, sampled, rates most answers alike, and answers all rated
+    # alike leave the judge method without a verdict (an error, by design); twelve were too few
+    _project(pytester, smollm, JUDGED, transport=transport)
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
     (gate,) = _gates(pytester)
     reading = gate["result"]["judge_reading"]
-    assert reading["json"] == 12 and reading["unread"] == 0  # structured output, decoded under the schema
+    assert reading["json"] == 30 and reading["unread"] == 0  # structured output, decoded under the schema
     # the judge's trust is measured on the real model: its second draws of 5 answers (sampled at
     # temperature 1, as this judge must be, a second draw rates differently) and the domain's 4 anchors
     judging = gate["result"]["judging"]
@@ -147,9 +130,9 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
         assert gate["verdict"] == "inconclusive" and not scores
         assert all("test-retest agreement" in p or "anchor answers" in p for p in problems), problems
     else:
-        assert len(scores) == 12 and all(1 <= s <= 10 for s in scores)
+        assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
         assert gate["verdict"] in ("no-worse", "biased", "inconclusive", "not shown biased (underpowered)")
-    result.stdout.fnmatch_lines(["*judge answers read: json 12; 0 after a re-ask, 0 unread*"])
+    result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
 
 
 INDEX = '''
