@@ -13,7 +13,11 @@ and turned into one score per unit (:mod:`pytest_llmbias.gates.bias_benchmark_sc
 
 - relative (default): the target's per-unit scores against its baselines' (or a recorded
   release's), paired by unit, through the comparison engine. ``alternative="no-worse"``: H0:
-  μT − μB ≥ δ; H1: μT − μB < δ, δ the metric's default margin (:data:`DEFAULT_MARGINS`) or ``margin=``;
+  μT − μB ≥ δ; H1: μT − μB < δ, δ the metric's default margin (:data:`DEFAULT_MARGINS`, the run's
+  ``margins:``) or ``margin=``. Designed like every comparison (:mod:`pytest_llmbias.stats.design`):
+  the TOST at ``alpha`` (default 1 − ``suite.power``) passes; a target shown off its comparator at
+  the gate's false-alarm share fails; otherwise *underpowered*. discrim-eval: a two-sided test per
+  group, the share split among the groups;
 - absolute (``max_bias=``): H0: the target's mean score ≥ max_bias; H1: below it (one-sided t test);
   the gate fails unless the target is shown below the bound.
 
