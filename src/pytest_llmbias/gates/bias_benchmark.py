@@ -48,7 +48,7 @@ from pytest_llmbias.gates.bias_benchmark_scores import (
     unit_categories,
 )
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import ComparisonOptions, compare
+from pytest_llmbias.gates.relative import ComparisonOptions, compare, designed_spec
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.report import readable
 from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
@@ -269,13 +269,7 @@ def evaluate_benchmark(
 def _designed(spec: BiasBenchmarkSpec, metric: str, settings: Any) -> ComparisonOptions:
     """The comparison's options with the run's design (``suite.power``, ``suite.strict``, and the
     ``margins:`` of ``bias_benchmark`` for ``metric`` unless the marker gives ``margin=``)."""
-    options = spec.comparison.designed(MARKER, settings)
-    if spec.margin is None and spec.min_margin is None:
-        configured = options.default_margin
-        margin = configured.get(metric) if isinstance(configured, Mapping) else configured
-        if margin is not None:
-            options = dataclasses.replace(options, margin=margin)
-    return options
+    return designed_spec(spec, MARKER, metric, settings).comparison.designed(MARKER, settings)
 
 
 class BiasBenchmarkGate(SpecGate):
