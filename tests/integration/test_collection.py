@@ -114,11 +114,12 @@ def test_happy_path_then_store_refresh_and_off(pytester, server, write_config, r
 
 def test_an_rpm_cap_spaces_even_the_first_calls(pytester, server, write_config, run_project):
     """The first call imports litellm (seconds, blocking the event loop): it is imported before the
-    first call takes its turn, so the calls behind it do not arrive together. Before the fix the
-    second, third and fourth calls arrived within a millisecond of each other. The first gap is
-    left out of the check: the first call still does some one-time setup after its turn (0.1-0.3 s,
-    more on a loaded machine), which shortens the gap to the second; every later gap is the
-    limiter's 0.5 s, which a slow machine can only widen."""
+    first call takes its turn, so the calls behind it do not arrive together. Before that fix the
+    second, third and fourth calls arrived within a millisecond of each other; and until the limiter
+    granted each start when due, after the one before it, the first response's one-time work (0.2 s,
+    over a second on a loaded machine) could still let two queued starts go together. The first gap
+    is left out of the check: one-time work between the first call's turn and its request can bring
+    it close to the second; every later gap is the limiter's 0.5 s, which a slow machine can only widen."""
     write_config(server, rpm=120)  # one start every 0.5 s
     write_marked_test(pytester, name="capped", which="target")
     run_project().assert_outcomes(passed=1)

@@ -244,6 +244,30 @@ def test_rate_limiter_spaces_concurrent_starts() -> None:
     assert starts[4] - starts[0] >= 0.35
 
 
+def test_a_blocked_event_loop_widens_the_spacing_and_never_bunches_starts() -> None:
+    """The first start blocks the loop for three and a half turns (as a first response's one-time
+    work can): the starts queued behind it come one turn apart after it, not together."""
+
+    async def run() -> list[float]:
+        limiter = RateLimiter(600)  # one start every 0.1 s
+        starts: list[float] = []
+
+        async def one(first: bool) -> None:
+            await limiter.acquire()
+            starts.append(time.monotonic())
+            if first:
+                await asyncio.sleep(0.01)  # the others queue for their turns
+                time.sleep(0.35)  # then the event loop is blocked
+
+        await asyncio.gather(one(True), *(one(False) for _ in range(4)))
+        return starts
+
+    starts = asyncio.run(run())
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 0.35, gaps
+    assert min(gaps) >= 0.09, gaps  # asyncio may wake a sleeper up to a clock tick early
+
+
 def test_rate_limiter_zero_never_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
 

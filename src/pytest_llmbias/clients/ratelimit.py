@@ -130,11 +130,16 @@ class AdaptiveLimit:
 
 
 class RateLimiter:
-    """Spaces the start of calls to one endpoint; ``rpm=0`` means no cap. Use from one event loop."""
+    """Spaces the start of calls to one endpoint; ``rpm=0`` means no cap. Use from one event loop.
+
+    A start is granted when it is due, ``60/rpm`` seconds after the start granted before it, and
+    the next caller's wait begins only then: an event loop blocked past several turns (a first
+    response's one-time work, a slow machine) widens the spacing, never bunches the starts behind it.
+    """
 
     def __init__(self, rpm: int) -> None:
         self.interval = 60.0 / rpm if rpm > 0 else 0.0
-        self._next = 0.0
+        self._last = float("-inf")
         self._lock: asyncio.Lock | None = None
 
     async def acquire(self) -> None:
@@ -143,11 +148,10 @@ class RateLimiter:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            now = time.monotonic()
-            wait = self._next - now
-            self._next = max(now, self._next) + self.interval
-        if wait > 0:
-            await asyncio.sleep(wait)
+            wait = self._last + self.interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last = time.monotonic()
 
     def throttled(self, retry_after: float | None) -> None:
         """A throttle of this endpoint's calls: nothing to share in one process (see
