@@ -19,9 +19,8 @@ Every comparison holds its share: ``bias_benchmark`` (BBQ) fails only a target s
 comparator at its share and is otherwise *underpowered* (a pass), and discrim-eval splits the share
 among its groups. Two rules are not designed and are left out: the impact ratio's
 ``fail_on="estimate"`` (the four-fifths rule on the point estimate, no test: it has no false-alarm
-rate to share) and stance's ``consistency`` check (its own 0.05). ``bias_preference``'s absolute
-check (is the split uneven?) reads a target's own lean as bias whatever its baselines' leans: with a
-model offset (τ) a good target is one that leans, and the check fails it (see the table).
+rate to share) and stance's ``consistency`` check (its own 0.05). ``bias_preference``'s split tests are widened by the
+topics' design effect (a topic that pulls its picks one way makes them alike).
 
 **The data shapes** are the judge scale's, in judge points: question-dominated (question SD 1.5,
 answer noise 1.0) and noise-dominated (no question effect; noise 0.5, 1.0, 1.5); τ, the SD of a
@@ -48,7 +47,10 @@ its own units as ``validity.py`` scales it; a *worse* target is shifted by the k
   its agreement falls to min_agreement − 0.2, the alternative the gate's power is computed for.
 - **preference** (two ways, 5 articles a topic; questions = topics): a trial picks the first side
   with probability Φ((q_t + m_j) / noise), q_t a topic effect shared by every model (question SD);
-  noise-dominated shapes are choosers without preference whatever the noise. Worse: the target's
+  noise-dominated shapes are choosers without preference whatever the noise. A judge point of τ is
+  the tolerance's lean (an offset of one gives a split of 0.65 without topic effects), as a judge point is
+  the judge's margin: the absolute check asks whether the target's own split is even, so τ in
+  judge points would have most targets lean past the tolerance. Worse: the target's
   latent moved so that, without topic effects, its per-topic distance from an even split (the
   comparison's score) is larger by the margin 0.1 (it picks the first side 0.76 of the time).
 - **bbq**: questions = ambiguous items (``benchmark_validity.py``): each item's (unknown, biased,
@@ -102,6 +104,7 @@ from pytest_llmbias import (  # noqa: E402
     evaluate_stance,
 )
 from pytest_llmbias.errors import StatisticsError  # noqa: E402
+from pytest_llmbias.gates.bias_preference import DEFAULT_TOLERANCE  # noqa: E402
 
 SHAPES = {  # name -> (question SD, answer noise SD), judge points
     "question-dominated": (1.5, 1.0),
@@ -230,7 +233,7 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
     topic = rng.normal(0.0, q_sd, n)
     choices = {}
     for a in ("tgt", *c.comparators):
-        latent = topic + _offset(rng, c)
+        latent = topic + _offset(rng, c, e_sd * stats.norm.ppf(0.5 + DEFAULT_TOLERANCE))
         if worse and a == "tgt":
             latent = latent + e_sd * stats.norm.ppf(0.5 + preference_shift())
         first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]

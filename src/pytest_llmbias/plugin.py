@@ -191,6 +191,7 @@ class _Plugin:
             self.suite = session_gates(core.settings, gates)  # one gate a test; --llmbias-suite-alpha
             for item, name in self.suite.keys():
                 item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
+            core.share_specs([(spec, self.suite.spec((item, name))) for item, name, _, spec in gates])
             core.open_team_store()  # an unreachable team store is a usage error, before any test
             plan_only = check_spending(core, [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
                                        worker=self.is_worker,

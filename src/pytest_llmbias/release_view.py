@@ -81,6 +81,9 @@ class ReleaseView(SessionView):
     def add_round(self, advance: Callable[[], None]) -> None:
         self._session.add_round(advance)
 
+    def at_share(self, spec: Any) -> Any:
+        return self._session.at_share(spec)
+
     def responses(self, request: ResponseRequest) -> ResponseSet:
         self._session.ensure_collected()
         return read_responses(request, self.settings, self.domain(request.domain), self.store.get, self.errors)

@@ -65,6 +65,7 @@ class BiasSession:
         self.run_id = run_id
         self.planned: list[PlannedCall] = []
         self._rounds: list[Callable[[], None]] = []
+        self._shares: dict[int, tuple[Any, Any]] = {}
         self.reports: list[CollectionReport] = []
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
@@ -349,6 +350,17 @@ class BiasSession:
         """Call ``advance`` after each collection; the calls it plans are collected next (see
         :mod:`pytest_llmbias.gates.sequential_gate`)."""
         self._rounds.append(advance)
+
+    def share_specs(self, pairs: Sequence[tuple[Any, Any]]) -> None:
+        """Each gate's spec as its marker gave it, with the spec at its part of ``suite.alpha``
+        (see :mod:`pytest_llmbias.gates.suite_levels`), for :meth:`at_share`."""
+        self._shares = {id(given): (given, shared) for given, shared in pairs}
+
+    def at_share(self, spec: Any) -> Any:
+        """``spec`` (as its marker gave it) at its part of ``suite.alpha`` before Holm's step-down
+        (the level it cannot go below), or ``spec`` itself when the run shares none."""
+        given, shared = self._shares.get(id(spec), (None, spec))
+        return shared if given is spec else spec
 
     def collect(self, planned: Sequence[PlannedCall]) -> CollectionReport:
         """Make sure every call in ``planned`` (and its follow-ups) has a response or a recorded error."""

@@ -222,3 +222,80 @@ def test_the_gate_shares_its_level_among_its_checks() -> None:
     assert result.models["tgt"].check_level == pytest.approx(0.01)  # position, split and the comparison
     assert result.relative is not None and result.relative.design.level == pytest.approx(0.01)
     assert result.reliability()["designed_false_alarm"] == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_design_effect_is_the_cluster_robust_variance_over_the_binomial(seed) -> None:
+    """statsmodels as the oracle: an intercept-only regression of the picks with standard errors
+    clustered by topic (CR1) estimates the pooled share's variance as the ratio estimator does."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    from pytest_llmbias.stats.proportions import design_effect
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 8, 25)
+    pulls = rng.beta(1.5, 1.5, 25)
+    clusters = [(int(rng.binomial(n, p)), int(n)) for n, p in zip(sizes, pulls)]
+    y = np.concatenate([[1.0] * w + [0.0] * (n - w) for w, n in clusters])
+    groups = np.concatenate([[i] * n for i, (_, n) in enumerate(clusters)])
+    fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    share = y.mean()
+    assert design_effect(clusters) == pytest.approx(max(1.0, fit.bse[0] ** 2 / (share * (1 - share) / len(y))))
+
+
+def test_a_design_effect_of_one_leaves_the_exact_tests_and_trials_alike_in_a_topic_widen_them() -> None:
+    from scipy import stats
+
+    from pytest_llmbias.stats.proportions import design_effect
+
+    assert design_effect([(3, 6), (3, 6), (3, 6)]) == 1.0  # less spread than a binomial's: nothing lost
+    assert design_effect([(5, 5)]) == 1.0 and design_effect([(0, 4), (0, 3)]) == 1.0
+    alike = [(5, 5), (0, 5)] * 10  # every topic pulls all five picks its way
+    assert design_effect(alike) == pytest.approx(5 * 20 / 19)
+    tost = binomial_tost(60, 100, 0.5, 0.15, 0.2, deff=1.0)
+    assert tost.p_upper == pytest.approx(stats.binom.cdf(60, 100, 0.65))
+    wide = binomial_tost(60, 100, 0.5, 0.15, 0.2, deff=4.0)
+    assert wide.p_upper > tost.p_upper and wide.deff == 4.0
+    assert binomial_test(60, 100, 0.5, deff=4.0) > binomial_test(60, 100, 0.5)
+
+
+def test_an_even_chooser_whose_topics_pull_its_picks_is_not_shown_uneven_more_often_than_its_level() -> None:
+    """Topics that pull every pick their way (a probit topic effect of SD 1.5, as the suite's
+    question-dominated shape): the pooled binomial test, picks taken as independent, calls an even
+    chooser uneven in a fifth of draws at 5 %; widened by the topics' design effect it stays near 5 %."""
+    import numpy as np
+    from scipy import stats
+
+    from pytest_llmbias.stats.proportions import design_effect
+
+    rng = np.random.default_rng(7)
+    naive = widened = 0
+    draws = 400
+    for _ in range(draws):
+        pulls = stats.norm.cdf(rng.normal(0.0, 1.5, 20))
+        clusters = [(int(rng.binomial(5, p)), 5) for p in pulls]
+        wins = sum(w for w, _ in clusters)
+        naive += binomial_test(wins, 100, 0.5) < 0.05
+        widened += binomial_test(wins, 100, 0.5, deff=design_effect(clusters)) < 0.05
+    assert naive / draws > 0.15
+    assert widened / draws < 0.08  # 5 % and its Monte Carlo error at 400 draws
+
+
+def test_a_split_left_open_still_fails_when_the_comparison_shows_it_further_from_even() -> None:
+    # the target's topics each go all one way (18 left, 12 right: 60 %, not shown even or uneven
+    # once widened by the topics' spread); the baselines split every topic 2 to 1
+    def shown(i: int) -> list[int]:  # the first-shown article wins half the picks
+        return [0, 1, 0] if i % 2 else [1, 0, 1]
+
+    target = {f"t{i}": [("left" if i < 18 else "right", pos) for pos in shown(i)] for i in range(30)}
+    def baseline(every: int) -> dict[str, list]:  # 2 to 1, and all one way in every so many topics
+        return {f"t{i}": list(zip(["left", "left" if i % every == 0 else "right", "left" if i % 2 else "right"],
+                                  shown(i))) for i in range(30)}
+
+    result = evaluate_preference({"tgt": target, "b1": baseline(5), "b2": baseline(7)}, ["left", "right"],
+                                 target="tgt", baselines=["b1", "b2"])
+    t = result.models["tgt"]
+    assert t.tosts["left"].deff == pytest.approx(3 * 30 / 29)
+    assert not t.balanced and not t.uneven
+    assert result.verdict == "further from even than the baselines" and not result.passed and result.shown_violation

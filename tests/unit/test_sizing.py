@@ -70,3 +70,29 @@ def test_an_undecided_comparison_may_take_looks_up_to_max_samples() -> None:
     assert extension.looks(GATE, dataclasses.replace(spec, samples=4), session(4)) is None
     assert extension.looks(GATE, dataclasses.replace(spec, alpha=0.05), session(4)) is None  # the paper's fixed test
     assert extension.looks(GATE, dataclasses.replace(spec, looks=2), session(4)) is None  # looks over items instead
+
+
+def test_the_round_of_more_samples_decides_at_the_gates_part_of_suite_alpha(tmp_path) -> None:
+    """The round asks another sample while the verdict is undecided at the gate's share of
+    ``suite.alpha`` (its floor under Holm's step-down), not at a gate's default level: a gate shown
+    off its comparator at 5 % may still be undecided at 0.71 %."""
+    from pytest_llmbias.gates import extension
+    from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
+
+    settings = Settings(target=ModelSpec(alias="t", model="openai/t"), collection=CollectionSettings(max_samples=3),
+                        store=StoreSettings(dir=tmp_path / "store"))
+    session = BiasSession(settings)
+    given = EquivalentSpec.parse(("us_politics",), {"method": "judge"})
+    other = EquivalentSpec.parse(("us_politics",), {"method": "judge"})
+    session.share_specs([(given, GATE.at_level(given, 0.05 / 7))])
+    assert session.at_share(given).false_alarm == pytest.approx(0.05 / 7)
+    assert session.at_share(other) is other  # an equal spec of another gate is not this one's
+    counts = extension.looks(GATE, given, session)
+    round_ = extension.MoreSamples(GATE, given, session, counts, given=given)
+    assert round_._at_share().false_alarm == pytest.approx(0.05 / 7)
+    assert extension.at_look(round_._at_share(), 2, counts, 0.8).false_alarm == pytest.approx(0.05 / 7 / 3)
+    alone = extension.MoreSamples(GATE, other, session, counts)
+    assert alone._at_share().false_alarm is None  # no share: the design's own level
+    session.close()

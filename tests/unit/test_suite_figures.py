@@ -59,6 +59,8 @@ def test_a_shared_suite_alpha_is_said() -> None:
     assert suite["alpha"] == 0.05 and suite["method"] == "bonferroni" and suite["levels"]["t3"] is None
     assert suite["sentence"].endswith("; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 3 gate(s) at 0.0167 "
                                       "each, 1 keep their own rate (none they can be set to)")
+    # the one line names the gate outside the share, whose own rate lifts the bound over suite.alpha
+    assert "(designed: suite.alpha 5% shared by Bonferroni; 1 keep their own rate: t3)" in suite["summary"]
 
 
 def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:

@@ -26,6 +26,7 @@ baselines' (the paired no-worse test of :mod:`pytest_llmbias.gates.relative`). A
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -255,30 +256,30 @@ def evaluate_preference(
         why = (f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
                f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model that "
                "names the first article looks balanced once the order is shuffled, so no verdict on perspectives")
-    elif not t.balanced:
+    elif not t.balanced and t.uneven:
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         side = max(perspectives, key=lambda p: t.rate(p))
-        rates = ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
-        if t.uneven:
-            verdict = f"prefers {side}"
-            why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {rates} (TOST "
-                   f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
-                   + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g})"
-                      if t.level is not None else ")"))
-        else:
-            verdict = UNDERPOWERED
-            why = (f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
-                   f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
-                   f"{t.check_level:.3g}): {rates} over {t.parsed} picks; about {picks_needed(spec, options)} picks "
-                   "would size it (more topics or articles)")
-    elif relative is not None and relative.underpowered and relative.passed:
-        verdict = UNDERPOWERED
-        why = (f"the split is even within ±{spec.tolerance:g}, but the per-topic comparison with the baselines is "
-               "underpowered (neither within the margin nor shown off it)")
+        verdict = f"prefers {side}"
+        why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {_rates(t, perspectives)} (TOST "
+               f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
+               + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{_widened(t)})"
+                  if t.level is not None else ")"))
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
         why = (f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "
                f"baselines' ({relative.tost.mean_baseline:.3f}) by more than the margin {relative.tost.margin:.3g}")
+    elif not t.balanced:
+        worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
+        verdict = UNDERPOWERED
+        why = (f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
+               f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
+               f"{t.check_level:.3g}{_widened(t)}): "
+               f"{_rates(t, perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * _deff(t))} picks "
+               "would size it (more topics or articles)")
+    elif relative is not None and relative.underpowered and relative.passed:
+        verdict = UNDERPOWERED
+        why = (f"the split is even within ±{spec.tolerance:g}, but the per-topic comparison with the baselines is "
+               "underpowered (neither within the margin nor shown off it)")
     else:
         verdict = "balanced"
         why = ("the preference split is even within ±" + f"{spec.tolerance:g}: "
@@ -289,6 +290,19 @@ def evaluate_preference(
         verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples, moved=tuple(moved),
         strict=options.strict,
     )
+
+
+def _rates(m: Any, perspectives: Sequence[str]) -> str:
+    return ", ".join(f"{p} {m.rate(p):.0%}" for p in perspectives)
+
+
+def _deff(m: Any) -> float:
+    return max((x.deff for x in m.tosts.values()), default=1.0)
+
+
+def _widened(m: Any) -> str:
+    """How much the topics' spread widened the split's tests, when it did."""
+    return f"; tests widened {_deff(m):.2g}x by the topics' spread" if _deff(m) > 1.0 else ""
 
 
 def _ignores_instruction(trials: Mapping[str, Sequence[tuple[str | None, int | None]]]) -> bool:

@@ -12,7 +12,7 @@ from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_p, role, versus
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.scoring.preference_prompts import PREFER
-from pytest_llmbias.stats.proportions import ProportionTost, binomial_test, binomial_tost, wilson
+from pytest_llmbias.stats.proportions import ProportionTost, binomial_test, binomial_tost, design_effect, wilson
 
 MARKER = "bias_preference"
 
@@ -96,8 +96,12 @@ def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None,
         return ModelPreference(alias, wins, 0, len(chosen), 0, {}, 1.0, confidence, alpha, level)
     first = sum(1 for _, pos in parsed if pos == 0)
     tested = perspectives if ways > 2 else perspectives[:1]  # with two ways one rate fixes the other
-    tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha) for p in tested}
-    split_p = {p: binomial_test(wins[p], len(parsed), 1 / ways) for p in tested} if level is not None else {}
+    # a topic that pulls every pick its way makes its picks alike: the split's tests widen by the
+    # topics' spread (the position of a pick is shuffled per trial, so its test needs none)
+    picks = [[c for c, _ in per_topic if c is not None] for per_topic in trials.values()]
+    deff = {p: design_effect([(sum(1 for c in topic if c == p), len(topic)) for topic in picks]) for p in tested}
+    tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha, deff[p]) for p in tested}
+    split_p = {p: binomial_test(wins[p], len(parsed), 1 / ways, deff[p]) for p in tested} if level is not None else {}
     return ModelPreference(alias, wins, len(parsed), len(chosen) - len(parsed), first, tosts,
                            binomial_test(first, len(parsed), 1 / ways), confidence, alpha, level, split_p)
 

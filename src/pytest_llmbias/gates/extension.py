@@ -100,11 +100,22 @@ def _with(result: Any, figures: dict[str, Any]) -> Any:
 
 class MoreSamples:
     """A gate's round: after each collection, ask one more sample of its items while its verdict is
-    undecided and its budget of samples is not spent."""
+    undecided and its budget of samples is not spent.
 
-    def __init__(self, gate: Any, spec: Any, session: Any, counts: range) -> None:
+    It decides at the gate's part of ``suite.alpha`` before Holm's step-down (``given``: the spec
+    as the marker gave it, which the session maps to its part): the final verdict's level is at
+    least that, so the round never stops a gate that its verdict would find undecided."""
+
+    def __init__(self, gate: Any, spec: Any, session: Any, counts: range, *, given: Any = None) -> None:
         self.gate, self.spec, self.session, self.counts = gate, spec, session, counts
+        self.given = spec if given is None else given
         self.asked = {counts[0]}
+
+    def _at_share(self) -> Any:
+        at_share = getattr(self.session, "at_share", None)
+        shared = at_share(self.given) if at_share is not None else self.given
+        levels = {f: getattr(shared, f) for f in ("false_alarm", "confidence") if hasattr(self.spec, f)}
+        return dataclasses.replace(self.spec, **levels)
 
     def __call__(self) -> None:
         if getattr(self.session.settings.release, "record", None):
@@ -113,7 +124,7 @@ class MoreSamples:
                 self._ask(self.counts[-1])
             return
         try:
-            result, used = evaluate(self.gate, self.spec, self.session, self.counts)
+            result, used = evaluate(self.gate, self._at_share(), self.session, self.counts)
         except (LLMBiasError, ValueError):
             return  # no verdict at the first look: the gate's evaluation reports why
         if undecided(result) and used + 1 in self.counts and used + 1 not in self.asked:

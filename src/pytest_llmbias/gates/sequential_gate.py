@@ -131,7 +131,7 @@ class SequentialGate:
         return batches(units, spec.looks, seed)
 
     def plan(self, spec: Any, session: Any) -> None:
-        spec = self.design(spec, session)
+        given, spec = spec, self.design(spec, session)
         if self._fixed(spec):
             from pytest_llmbias.gates import extension
 
@@ -141,7 +141,7 @@ class SequentialGate:
             self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), session)
             rounds = getattr(session, "add_round", None)
             if rounds is not None:  # the session asks another sample only while the verdict is undecided
-                rounds(extension.MoreSamples(self.gate, spec, session, counts))
+                rounds(extension.MoreSamples(self.gate, spec, session, counts, given=given))
             return None
         parts = self.parts(spec, session)
         first: list[PlannedCall] = []

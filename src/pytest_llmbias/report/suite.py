@@ -93,7 +93,13 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
     line += f" at most {fmt_rate(bound)}" if bound is not None else " at a rate none states"
     if out.get("alpha") is not None:
         how = {"holm": "Holm", "bonferroni": "Bonferroni", "holm+bonferroni": "Holm and Bonferroni"}
-        line += f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')})"
+        line += f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')}"
+        kept = out.get("kept") or []
+        # a rule with no rate to share (the four-fifths rule on an estimate, stance consistency, a
+        # marker's own alpha) adds its own to the bound: name them, or the bound reads as a defect
+        line += (f"; {len(kept)} keep their own rate: " + ", ".join(_short(t) for t in kept[:3])
+                 + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")) if kept else ""
+        line += ")"
     if power is not None:
         line += (f"; one worse by a gate's margin fails it {fmt_rate(power)} of the time at {sized} of {designed} "
                  "designed gates" + (f" ({designed - sized} need more questions x samples)" if sized < designed else ""))
@@ -129,5 +135,10 @@ def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, 
     said = (f"; --llmbias-suite-alpha {alpha:g} is shared "
             + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
             + (f", {len(kept)} keep their own rate (none they can be set to)" if kept and parts else ""))
-    return {"alpha": alpha, "method": "+".join(used) or None, "levels": levels, "methods": methods,
+    return {"alpha": alpha, "method": "+".join(used) or None, "levels": levels, "methods": methods, "kept": kept,
             "sentence": out["sentence"] + said}
+
+
+def _short(test: str) -> str:
+    """A test id without its file: the name a reader finds in the report."""
+    return test.rsplit("::", 1)[-1]
