@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.errors import ConfigError, LLMBiasError
 
 if TYPE_CHECKING:
     from pytest_llmbias.session import BiasSession
@@ -19,6 +19,9 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     from pytest_llmbias.report.terminal import budget_error, plan_table, power_table, sizing_table
 
     c, store = core.settings.collection, core.settings.store
+    if not c.plan and not store.offline and not worker and write is not None:
+        for line in short_of_sizing(core, gates):
+            write(line)
     if not c.plan and (c.max_cost is None or store.offline):
         return False
     if c.plan and worker:
@@ -45,3 +48,31 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     if error is not None:
         raise ConfigError(error)
     return False
+
+
+def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]]) -> list[str]:
+    """Before a run that calls models: a line for each comparison that cannot be sized even at
+    ``collection.max_samples`` by the stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and
+    only when the run has calls to make (a warm run spends nothing to warn about). Its verdict
+    will likely be *underpowered*; ``--llmbias-plan`` sizes it on the stored answers instead."""
+    from pytest_llmbias.gates.extension import EXTENDS
+    from pytest_llmbias.gates.sizing import sizing
+
+    top = core.settings.collection.max_samples
+    short = []
+    for nodeid, gate, spec in gates:
+        try:
+            rows = sizing(gate, spec, core)
+        except (LLMBiasError, ValueError, KeyError):  # the gate's own planning reports a bad spec
+            continue
+        for z in rows:
+            samples = getattr(spec, "samples", None) or core.settings.generation.samples
+            most = z.units * top // samples if gate.marker in EXTENDS and top > samples else z.units
+            if most < z.needed:
+                short.append((nodeid, z, most))
+    if not short or not any(e["to_fetch"] for e in core.estimate().values()):
+        return []
+    lines = [f"llmbias: {len(short)} comparison(s) cannot be sized within their questions x samples by the stated "
+             "prior SD, and will likely be underpowered (--llmbias-plan sizes them on stored answers):"]
+    lines += [f"  {nodeid}: {z.gate} ({z.check}) needs about {z.needed}, has at most {most}" for nodeid, z, most in short]
+    return lines

@@ -175,3 +175,17 @@ def _topics(pytester: pytest.Pytester) -> list[str]:
     import yaml
 
     return [t["id"] for t in yaml.safe_load((pytester.path / "domains" / "topics.yaml").read_text())["topics"]]
+
+
+def test_the_plan_counts_the_samples_an_undecided_gate_may_ask_as_optional(project, judged_snapshot,
+                                                                            run_pytest_once):
+    """``collection.max_samples`` 3: the rounds may ask two more samples of every question of every
+    model, each rated by the judge; the plan counts them in its maximum, as later looks, and a
+    budget below that maximum stops the run before any call."""
+    judged_snapshot(like_baselines)
+    project.makepyfile(GATE.format(extra=""))
+    plan = run_pytest_once(*OFFLINE, NO_RETEST, "--llmbias-plan", "--llmbias-max-samples=3")
+    # per model 50 answers at the first look (stored) and 100 more at most; the judge rates each
+    plan.stdout.fnmatch_lines(["*later looks: calls asked only while a gate's verdict is open*",
+                               "*model*calls*follow-ups*later looks*stored*to fetch*",
+                               "*tgt (openai/tgt) *150 *0 *100 *50 *100 *"])

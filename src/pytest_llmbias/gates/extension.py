@@ -134,18 +134,33 @@ class MoreSamples:
         """Plan every look's calls up to ``samples`` per item (a judge's retest sample is drawn per
         look) that the store does not hold; a recorded release is never asked (its record holds what
         it holds)."""
-        power = self.session.settings.suite.power
-        view = _Capture(self.session)
-        for k in range(self.counts[0] + 1, samples + 1):
-            if k not in self.asked:
-                self.gate.plan(at_look(self.spec, k, self.counts, power), view)
+        wanted = [k for k in range(self.counts[0] + 1, samples + 1) if k not in self.asked]
         self.asked.update(range(self.counts[0], samples + 1))
-        settings, has = self.session.settings, self.session.store.has
-        recorded = {m.alias for m in settings.roster if m.recorded is not None}
-        self.session.plan_calls([c for c in view.captured if not has(c.call.key) and c.alias not in recorded])
+        has = self.session.store.has
+        self.session.plan_calls([c for c in _planned_at(self.gate, self.spec, self.session, self.counts, wanted)
+                                 if not has(c.call.key)])
 
 
-class _Capture:
+def later_samples(gate: Any, spec: Any, session: Any, counts: range, planned: set[str]) -> list[Any]:
+    """The calls of every sample beyond the first look's, up to ``max_samples`` (those not in
+    ``planned``): what the rounds may ask at most, which ``--llmbias-plan`` and the cost estimate
+    count as optional."""
+    calls = _planned_at(gate, spec, session, counts, counts[1:])
+    return list({c.call.key: c for c in calls if c.call.key not in planned}.values())
+
+
+def _planned_at(gate: Any, spec: Any, session: Any, counts: range, samples: Any) -> list[Any]:
+    """The calls ``gate`` plans for the looks at ``samples`` per item, a recorded release's left
+    out (its record holds what it holds; it is never asked)."""
+    power = session.settings.suite.power
+    view = Capture(session)
+    for k in samples:
+        gate.plan(at_look(spec, k, counts, power), view)
+    recorded = {m.alias for m in session.settings.roster if m.recorded is not None}
+    return [c for c in view.captured if c.alias not in recorded]
+
+
+class Capture:
     """The session as a gate plans on it, its planned calls kept in ``captured`` instead."""
 
     def __init__(self, session: Any) -> None:

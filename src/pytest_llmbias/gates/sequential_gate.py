@@ -138,7 +138,13 @@ class SequentialGate:
             counts = extension.looks(self.gate, spec, session)
             if counts is None:
                 return self.gate.plan(spec, session)
-            self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), session)
+            first = extension.Capture(session)
+            self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), first)
+            calls = first.captured
+            later = extension.later_samples(self.gate, spec, session, counts, planned={c.call.key for c in calls})
+            if calls and later:  # --llmbias-plan counts the later samples as optional, as later looks
+                calls[0] = dataclasses.replace(calls[0], then=(*calls[0].then, LaterLooks(later)))
+            session.plan_calls(calls)
             rounds = getattr(session, "add_round", None)
             if rounds is not None:  # the session asks another sample only while the verdict is undecided
                 rounds(extension.MoreSamples(self.gate, spec, session, counts, given=given))
