@@ -48,6 +48,8 @@ table { border-collapse: collapse; margin: .6rem 0; font-size: 13px; max-width: 
 th, td { border-bottom: 1px solid #d5d8dc; padding: .25rem .6rem; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
 th { background: #f4f6f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.summary th, td.num, .badge { white-space: nowrap; overflow-wrap: normal; }
+table.summary td:first-child { min-width: 12rem; }
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: .8rem; font-size: 12px; font-weight: 600;
          color: #fff; background: #7f8c8d; }
 .badge.passed { background: #1e8449; } .badge.failed, .badge.error { background: #c0392b; }
@@ -212,7 +214,8 @@ def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None
             f"{sum(1 for g in gates if g.get('passed') is None)} without a verdict.</p>"
             + (f'<p class="suite">{_e(suite["sentence"])}.</p>' if suite else "") +
             '<p><label><input type="checkbox" id="failing-only"> show only gates that did not pass</label></p>'
-            "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+            '<table class="summary"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
+            + "</table>")
 
 
 def _figures_of(entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:
