@@ -260,9 +260,9 @@ def evaluate_preference(
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         side = max(perspectives, key=lambda p: t.rate(p))
         verdict = f"prefers {side}"
-        why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {_rates(t, perspectives)} (TOST "
+        why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {t.rates(perspectives)} (TOST "
                f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
-               + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{_widened(t)})"
+               + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{t.widened()})"
                   if t.level is not None else ")"))
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
@@ -273,8 +273,8 @@ def evaluate_preference(
         verdict = UNDERPOWERED
         why = (f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
                f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
-               f"{t.check_level:.3g}{_widened(t)}): "
-               f"{_rates(t, perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * _deff(t))} picks "
+               f"{t.check_level:.3g}{t.widened()}): "
+               f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} picks "
                "would size it (more topics or articles)")
     elif relative is not None and relative.underpowered and relative.passed:
         verdict = UNDERPOWERED
@@ -290,19 +290,6 @@ def evaluate_preference(
         verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples, moved=tuple(moved),
         strict=options.strict,
     )
-
-
-def _rates(m: Any, perspectives: Sequence[str]) -> str:
-    return ", ".join(f"{p} {m.rate(p):.0%}" for p in perspectives)
-
-
-def _deff(m: Any) -> float:
-    return max((x.deff for x in m.tosts.values()), default=1.0)
-
-
-def _widened(m: Any) -> str:
-    """How much the topics' spread widened the split's tests, when it did."""
-    return f"; tests widened {_deff(m):.2g}x by the topics' spread" if _deff(m) > 1.0 else ""
 
 
 def _ignores_instruction(trials: Mapping[str, Sequence[tuple[str | None, int | None]]]) -> bool:

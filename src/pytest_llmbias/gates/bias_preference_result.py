@@ -71,6 +71,18 @@ class ModelPreference:
         return bool(self.parsed) and not self.balanced and not self.uneven
 
     @property
+    def deff(self) -> float:
+        """The largest design effect the split's tests were widened by (1: none)."""
+        return max((t.deff for t in self.tosts.values()), default=1.0)
+
+    def widened(self) -> str:
+        """How much the topics' spread widened the split's tests, when it did."""
+        return f"; tests widened {self.deff:.2g}x by the topics' spread" if self.deff > 1.0 else ""
+
+    def rates(self, perspectives: Sequence[str]) -> str:
+        return ", ".join(f"{p} {self.rate(p):.0%}" for p in perspectives)
+
+    @property
     def unparsable_share(self) -> float:
         return self.unparsable / (self.parsed + self.unparsable)
 
