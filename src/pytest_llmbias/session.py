@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
+    from pytest_llmbias.clients.python_target import ModelRegistry
 
 
 class BiasSession:
@@ -57,9 +58,11 @@ class BiasSession:
         worker_id: str | None = None,
         run_id: str | None = None,
         add_features: Callable[[FeatureRegistry], None] | None = None,
+        add_models: Callable[[ModelRegistry], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.add_features = add_features
+        self.add_features, self.add_models = add_features, add_models
+        self._model_registry: ModelRegistry | None = None
         self.on_progress = on_progress
         self.worker_id = worker_id
         self.run_id = run_id
@@ -240,6 +243,16 @@ class BiasSession:
                 self._log_mask = LogMask(self._redactor).install()
         return self._redactor
 
+    def check_applications(self) -> ModelRegistry:
+        """The callables ``{python: NAME}`` entries name (``add_models``, the plugin's
+        ``pytest_llmbias_add_models`` hook, asked once), each Python target checked against them
+        before any call (see :func:`~pytest_llmbias.clients.python_target.check_callables`)."""
+        if self._model_registry is None:
+            from pytest_llmbias.clients.python_target import check_callables
+
+            self._model_registry = check_callables((*self.settings.roster, *self.settings.panel), self.add_models)
+        return self._model_registry
+
     def client(self, spec: ModelSpec) -> ModelClient:
         if spec.recorded is not None:
             from pytest_llmbias.clients.recorded import RecordedClient
@@ -268,6 +281,7 @@ class BiasSession:
             self._clients[spec.alias] = ModelClient(
                 spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact,
                 budget=self.budget, direct=self._direct, adaptive=adaptive, tokens=tokens,
+                registry=self.check_applications() if spec.python is not None else None,
             )
         return self._clients[spec.alias]
 
