@@ -345,3 +345,17 @@ def test_header_credentials_are_masked() -> None:
     assert app.resolved_headers({"UNIT_APP_TOKEN": "tok-1234-secret"})["X-App-Token"] == "tok-1234-secret"
     with pytest.raises(TemplateError, match=r"the header 'X-App-Token' reads \$UNIT_APP_TOKEN, which is not set"):
         app.resolved_headers({})
+
+
+def test_the_readme_s_application_example_is_a_valid_file(tmp_path: Path) -> None:
+    from markdown_it import MarkdownIt
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = next(t.content for t in MarkdownIt("commonmark").parse(readme)
+                 if t.type == "fence" and "python: support_bot.chain:answer" in t.content)
+    settings = resolve(tmp_path, block)
+    assert settings.target.python == "support_bot.chain:answer" and settings.target.version == "2024-06-2"
+    api = settings.baselines[1]
+    assert api.http.identity()["headers"] == {"X-Client": "bias-tests"} and api.version == "41"
+    body = render_body(api.http.body, (("user", 'Is "X" fair?'),), {"temperature": 0.7})
+    assert body["input"] == 'Is "X" fair?' and body["options"] == {"temperature": 0.7}
