@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmbias.errors import PathMissing, TemplateError
 from pytest_llmbias.redaction import MASK, is_credential_name
 
 #: the model string of a Python target is ``python:<what the entry names>``; of an HTTP
@@ -40,10 +41,6 @@ def is_app_model(model: str) -> bool:
     """Whether ``model`` is the model string of a Python target or an HTTP application (which
     cost nothing unless priced, and never go through litellm)."""
     return model.startswith((PYTHON_PREFIX, HTTP_PREFIX))
-
-
-class TemplateError(ValueError):
-    """A body template, header or dotted path that cannot be used; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -215,15 +212,6 @@ def check_path(path: Any) -> str:
     if not isinstance(path, str) or not path.strip() or any(not part for part in path.strip().split(".")):
         raise TemplateError(f"must be a dotted path such as data.reply or choices.0.message.content, got {path!r}")
     return path.strip()
-
-
-class PathMissing(LookupError):
-    """A dotted path that leads nowhere in an answer; ``where`` is the part that was found."""
-
-    def __init__(self, path: str, where: str, found: str) -> None:
-        self.path, self.where, self.found = path, where, found
-        at = f" (at {where!r}: {found})" if where else f" ({found})"
-        super().__init__(f"the JSON answer has no {path!r}{at}")
 
 
 def dig(data: Any, path: str) -> Any:

@@ -21,12 +21,11 @@ from pytest_llmbias.app_targets import (
     MESSAGE_PLACEHOLDERS,
     PYTHON_PREFIX,
     HttpApp,
-    TemplateError,
     check_path,
     parse_body,
 )
 from pytest_llmbias.choices import Transport
-from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.errors import ConfigError, TemplateError
 from pytest_llmbias.settings import ModelSpec
 
 MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured", "system", "messages",

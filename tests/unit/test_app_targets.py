@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.app_targets import HttpApp, PathMissing, TemplateError, dig, parse_body, render_body
+from pytest_llmbias.app_targets import HttpApp, dig, parse_body, render_body
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.pricing import Budget, price
 from pytest_llmbias.clients.python_target import ModelRegistry, check_callables
 from pytest_llmbias.clients.retry import RetryPolicy
-from pytest_llmbias.errors import ConfigError, ProviderError
+from pytest_llmbias.errors import ConfigError, PathMissing, ProviderError, TemplateError
 from pytest_llmbias.redaction import Redactor
 from pytest_llmbias.releases import Release, manifest
 from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings
