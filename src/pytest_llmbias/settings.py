@@ -26,7 +26,8 @@ DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model as litellm addresses it, plus how this project names it in reports.
+    """A model as litellm addresses it (or an application: ``python``, ``http``), plus how this
+    project names it in reports.
 
     ``api_key_env`` names the environment variable that holds the key; the key itself is read at
     call time and never kept. ``params`` are extra completion parameters for this model only.

@@ -146,6 +146,7 @@ def test_an_http_application_with_its_own_schema_retries_and_keeps_its_token_sec
         _write(pytester, server, target, HTTP_ANSWER)
         result = run_project()
         _judged(result)
+        result.stdout.fnmatch_lines(["llmbias: target shop (version 2024-06, system *), baselines base_a, base_b, *"])
         sent = [r for r in server.requests if r["model"] == "app:shop"]
         assert len(sent) == 12  # ten questions, one of them turned away twice
         assert all(r["headers"]["X-App-Token"] == TOKEN for r in sent)
@@ -161,6 +162,13 @@ def test_an_http_application_with_its_own_schema_retries_and_keeps_its_token_sec
         exported = [json.loads(line) for line in (pytester.path / "out/answers.jsonl").read_text("utf-8").splitlines()]
         shop = [r for r in exported if r["model"].startswith("http:")]
         assert len(shop) == 10 and all(r["version"] == "2024-06" and r["request"]["headers"] == {} for r in shop)
+        import jsonschema
+
+        from pytest_llmbias.report.json_report import schema
+
+        document = json.loads((pytester.path / "out/run.json").read_text("utf-8"))
+        jsonschema.validate(document, schema())
+        assert '"X-App-Token": "***"' in json.dumps(document)  # the application's entry, its token masked
 
         # an answer without the configured path: an error naming the path and the entry, retried as a malformed body
         target["http"]["response"] = "data.answer"
