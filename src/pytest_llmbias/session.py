@@ -21,7 +21,7 @@ from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
-from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
+from pytest_llmbias.clients.shared_limits import EndpointLimits
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import (
     CollectionReport,
@@ -77,10 +77,8 @@ class BiasSession:
         self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
-        self._limiters: dict[str, Any] = {}  # per endpoint: a RateLimiter, or a SharedRateLimiter
-        self._token_limiters: dict[str, Any] = {}
-        #: one adaptive limit per endpoint (model, api_base), shared by the aliases that call it
-        self.adaptive: dict[tuple[str, str | None], AdaptiveLimit] = {}
+        #: per endpoint (model, api_base): its adaptive limit and caps, shared by the aliases that call it
+        self.limits = EndpointLimits(settings.collection.concurrency, settings.collection.rpm, settings.collection.tpm)
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
         self._loop = LoopThread()
         self._collected = False
@@ -260,22 +258,7 @@ class BiasSession:
             return RecordedClient(spec)  # type: ignore[return-value]
         if spec.alias not in self._clients:
             c = self.settings.collection
-            endpoint = (spec.model, spec.api_base)  # the aliases of one endpoint share its limits
-            name = f"{spec.model}\0{spec.api_base}"
-            team = self.store.team
-            if team is not None and endpoint not in self.adaptive:  # one quota for every process on the team store
-                from pytest_llmbias.clients.shared_limits import SharedAdaptiveLimit, SharedRateLimiter, SharedTokenLimiter
-
-                shared = self.adaptive[endpoint] = SharedAdaptiveLimit(team, *endpoint, c.concurrency)
-                self._limiters[name] = SharedRateLimiter(team, *endpoint, c.rpm, adaptive=shared)
-                if c.tpm:
-                    self._token_limiters[name] = SharedTokenLimiter(team, *endpoint, c.tpm)
-            elif endpoint not in self.adaptive:
-                self.adaptive[endpoint] = AdaptiveLimit(c.concurrency)
-                self._limiters[name] = RateLimiter(c.rpm)
-                if c.tpm:
-                    self._token_limiters[name] = TokenLimiter(c.tpm)
-            adaptive, limiter, tokens = self.adaptive[endpoint], self._limiters[name], self._token_limiters.get(name)
+            adaptive, limiter, tokens = self.limits.of(spec.model, spec.api_base, self.store.team)
             if self._direct is None:
                 self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(
@@ -288,7 +271,7 @@ class BiasSession:
     def backoff_note(self) -> str | None:
         """What the adaptive limits have backed off to, for the progress line ("openai/m at
         6 of 32 in flight"); None while every endpoint runs at the configured concurrency."""
-        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.adaptive.items()
+        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.limits.adaptive.items()
                  if a.backed_off]
         return "rate limited: " + ", ".join(notes) if notes else None
 
