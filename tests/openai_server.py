@@ -163,6 +163,7 @@ class OpenAIServer:
         rate_limit: int | None = None,
         rate_retry_after: float = 1.0,
         responders: dict[str, Any] | None = None,
+        app_token: str | None = None,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
@@ -173,6 +174,8 @@ class OpenAIServer:
         self.judges: frozenset[str] = frozenset(judges)
         # model -> responder(prompt, payload) -> the answer's text: a scripted model's behaviour
         self.responders: dict[str, Any] = dict(responders or {})
+        # the token an application (POST /app/NAME) wants in X-App-Token (None: any or none)
+        self.app_token: str | None = app_token
         # Random faults, for unscripted requests only: the share of requests that fail, each as a
         # 429, a 500 or a timeout (no answer for fault_timeout seconds), uniformly.
         self.fault_rate: float = fault_rate
@@ -317,6 +320,7 @@ class OpenAIServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/chat/completions", self._handle_chat)
+        app.router.add_post("/app/{name}", self._handle_app)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/models", self._handle_models)
         app.router.add_get("/_admin/stats", self._handle_stats)
@@ -548,6 +552,33 @@ class OpenAIServer:
         }
         self._answered(request, payload, messages)
         return web.json_response(body, headers=dict(step.get("headers") or {}))
+
+    def app_url(self, name: str) -> str:
+        """The URL of the application ``name``: an API of its own, not OpenAI's (see ``_handle_app``)."""
+        return f"http://{HOST}:{self.port}/app/{name}"
+
+    async def _handle_app(self, request: web.Request) -> web.Response:
+        """An application's own API: ``{"input": QUESTION, "history": [{role, content}...], ...}``
+        in, ``{"data": {"reply": TEXT}, "meta": {"usage": {"input_tokens", "output_tokens"}}}``
+        out; 401 without the right ``X-App-Token``. Recorded, and scripted, as model ``app:NAME``."""
+        name = request.match_info["name"]
+        try:
+            payload = await request.json()
+        except ValueError:
+            return web.json_response({"error": "the body is not JSON"}, status=400)
+        model = f"app:{name}"
+        with self._lock:
+            self._requests.append({"model": model, "messages": payload.get("history"), "params": payload,
+                                   "time": time.time(), "headers": dict(request.headers)})
+        if self.app_token is not None and request.headers.get("X-App-Token") != self.app_token:
+            return web.json_response({"error": "bad or missing X-App-Token"}, status=401)
+        step = self._next_step(model) or {}
+        if "status" in step:
+            return web.json_response(step.get("body") or {"error": f"scripted {step['status']}"},
+                                     status=int(step["status"]), headers=dict(step.get("headers") or {}))
+        text = f"{name} app answers: {payload.get('input')}"
+        usage = {"input_tokens": _word_count(str(payload.get("input"))), "output_tokens": _word_count(text)}
+        return web.json_response({"data": {"reply": text}, "meta": {"usage": usage}})
 
     async def _handle_models(self, request: web.Request) -> web.Response:
         with self._lock:

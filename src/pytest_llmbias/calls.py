@@ -38,7 +38,9 @@ class ModelCall:
     """One chat completion: model, endpoint, messages, parameters and sample index.
 
     The key hashes all of them (not the alias, and never a credential), so two samples of the same
-    prompt are two entries, and a store can be moved or shared between machines. ``credentials``
+    prompt are two entries, and a store can be moved or shared between machines; with them the
+    entry's ``version`` and an HTTP application's ``request`` shape, when the entry has them (a
+    call without either has the key it always had). ``credentials``
     (credential-named params and headers, and an ``api_base`` with its ``user:password@``) are sent
     with the call but are no part of its identity: not in the key, the record, a snapshot or the repr.
     """
@@ -49,6 +51,9 @@ class ModelCall:
     params: Mapping[str, Any] = field(hash=False)
     sample: int = 0
     credentials: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+    version: str | None = None
+    #: an HTTP application's method, body template, response path and public headers
+    request: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @classmethod
     def build(
@@ -84,6 +89,8 @@ class ModelCall:
             params=public,
             sample=sample,
             credentials=credentials,
+            version=spec.version,
+            request=spec.http.identity() if spec.http is not None else None,
         )
 
     def canonical(self) -> dict[str, Any]:
@@ -94,6 +101,9 @@ class ModelCall:
             "messages": [{"role": r, "content": c} for r, c in self.messages],
             "params": dict(sorted(self.params.items())),
             "sample": self.sample,
+            # only when set, so that the key of a call without them is the one it always had
+            **({"version": self.version} if self.version is not None else {}),
+            **({"request": self.request} if self.request is not None else {}),
         }
 
     @cached_property
@@ -148,6 +158,8 @@ class Response:
             messages=messages,
             params=dict(data["params"]),
             sample=int(data["sample"]),
+            version=data.get("version"),
+            request=data.get("request"),
         )
         text = data["text"]
         if not isinstance(text, str):

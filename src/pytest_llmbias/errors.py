@@ -17,11 +17,13 @@ __all__ = [
     "LLMBiasError",
     "LLMBiasWarning",
     "MissingResponsesError",
+    "PathMissing",
     "ProviderError",
     "ScorerError",
     "StatisticsError",
     "StoreError",
     "StoreLost",
+    "TemplateError",
 ]
 
 
@@ -65,6 +67,21 @@ class ProviderError(LLMBiasError):
         self.retryable = retryable
         #: seconds the server asked to wait (its Retry-After), when it said
         self.retry_after = retry_after
+
+
+class TemplateError(ConfigError):
+    """An application's body template, header or dotted path that cannot be used; the message
+    says why (the caller names the entry)."""
+
+
+class PathMissing(LLMBiasError, LookupError):
+    """A dotted path that leads nowhere in an application's JSON answer: ``path``, ``where`` (the
+    part of it that was found) and ``found`` (what is there instead)."""
+
+    def __init__(self, path: str, where: str, found: str) -> None:
+        self.path, self.where, self.found = path, where, found
+        at = f" (at {where!r}: {found})" if where else f" ({found})"
+        super().__init__(f"the JSON answer has no {path!r}{at}")
 
 
 class MissingResponsesError(LLMBiasError):

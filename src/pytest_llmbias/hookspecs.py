@@ -25,6 +25,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_llmbias.catalog import MarkerRegistry
+    from pytest_llmbias.clients.python_target import ModelRegistry
     from pytest_llmbias.scoring.features import FeatureRegistry
 
 
@@ -37,6 +38,18 @@ def pytest_llmbias_add_features(registry: FeatureRegistry, config: pytest.Config
     test uses the feature. The built-ins (``sentiment``, ``embedding_distance``) and the features
     of ``llmbias.yaml`` are registered before this hook runs; pass ``replace=True`` to override one.
     Called once per run, after collection, from every ``conftest.py`` and plugin.
+    """
+
+
+@pytest.hookspec
+def pytest_llmbias_add_models(registry: ModelRegistry, config: pytest.Config) -> None:
+    """Register Python callables as models, for entries ``{python: NAME}`` of ``llmbias.yaml``
+    (target, baselines or judge): ``registry.register(NAME, fn)`` (or ``registry[NAME] = fn``)
+    with a callable ``fn(messages, **params)``, sync or async, that returns the answer's text (or
+    a mapping with ``text`` and optionally ``usage``). For an application built in test code (a
+    chain assembled from the project's objects) rather than importable as ``module:function``.
+    Called once per run, when the first Python target is checked or called, from every
+    ``conftest.py`` and plugin; a name registered twice is an error unless ``replace=True``.
     """
 
 

@@ -1,20 +1,39 @@
 """A model entry of the settings (``target``, ``baselines``, ``judge``): a litellm model string, or a
 mapping with the model, its alias, endpoint, key variable, parameters, transport, structured
-output, and — for a deployment — its system prompt and primer turns; and :class:`Where`, which
-names the place a value came from in every settings error.
+output, version, and — for a deployment — its system prompt and primer turns; or an application
+(see :mod:`pytest_llmbias.app_targets`): a Python callable (``python:``) or an HTTP endpoint
+(``http:``); and :class:`Where`, which names the place a value came from in every settings error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from pytest_llmbias.app_targets import (
+    GENERATION_PLACEHOLDERS,
+    HTTP_KEYS,
+    HTTP_METHODS,
+    HTTP_PREFIX,
+    MESSAGE_PLACEHOLDERS,
+    PYTHON_PREFIX,
+    HttpApp,
+    check_path,
+    parse_body,
+)
 from pytest_llmbias.choices import Transport
-from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.errors import ConfigError, TemplateError
 from pytest_llmbias.settings import ModelSpec
 
-MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured", "system", "messages")
+MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured", "system", "messages",
+              "version")
+#: an application entry takes its own key (``python`` or ``http``) and these
+APP_KEYS = ("alias", "version", "params", "system", "messages")
+#: the keys that say what an entry is: exactly one per entry
+KIND_KEYS = ("model", "python", "http")
 
 
 class Where:
@@ -49,17 +68,16 @@ def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
     if isinstance(raw, str):
         if not raw.strip():
             raise ConfigError(f"{where(key)}: {key!r} is an empty model name")
+        _check_litellm_string(raw.strip(), key, where)
         return ModelSpec(model=raw.strip(), alias=default_alias(raw.strip()))
     if not isinstance(raw, Mapping):
         raise ConfigError(
             f"{where(key)}: {key!r} must be a litellm model string or a mapping with keys "
             f"{', '.join(MODEL_KEYS)}; got {type(raw).__name__}"
         )
-    unknown = [k for k in raw if k not in MODEL_KEYS]
-    if unknown:
-        raise ConfigError(
-            f"{where(key)}: unknown key {unknown[0]!r} in {key!r}; accepted keys: {', '.join(MODEL_KEYS)}"
-        )
+    kind = _entry_kind(raw, key, where)
+    if kind != "model":
+        return parse_app(raw, kind, key, where, base_dir)
     model = raw.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{where(key)}: {key!r} needs a 'model' (a litellm model string)")
@@ -87,9 +105,11 @@ def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
         structured = None
     if structured is not None and not isinstance(structured, bool):
         raise ConfigError(f"{where(key)}: '{key}.structured' must be true, false or auto, got {structured!r}")
+    _check_litellm_string(model.strip(), key, where)
     return ModelSpec(
         model=model.strip(),
         alias=raw.get("alias") or default_alias(model.strip()),
+        version=_parse_version(raw.get("version"), key, where),
         api_base=api_base.rstrip("/") if api_base else None,
         api_key_env=raw.get("api_key_env"),
         params=dict(params),
@@ -98,6 +118,126 @@ def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
         system=system,
         messages=primer,
     )
+
+
+def _check_litellm_string(model: str, key: str, where: Where) -> None:
+    """ConfigError for a model string that names an application: those are entries of their own."""
+    if model.startswith((PYTHON_PREFIX, HTTP_PREFIX, "https:")):
+        raise ConfigError(f"{where(key)}: {key!r}: {model!r} is no litellm model string; an application is an entry "
+                          "{python: package.module:function} or {http: {url, body, response}}")
+
+
+def _entry_kind(raw: Mapping[str, Any], key: str, where: Where) -> str:
+    """Which of ``model``, ``python`` and ``http`` the entry is; ConfigError for none, for more
+    than one, or for keys the entry's kind does not take (every one listed)."""
+    kinds = [k for k in KIND_KEYS if k in raw]
+    if len(kinds) > 1:
+        raise ConfigError(f"{where(key)}: {key!r} gives {' and '.join(repr(k) for k in kinds)}: 'model', 'python' "
+                          "and 'http' exclude each other, give one")
+    kind = kinds[0] if kinds else "model"
+    accepted = MODEL_KEYS if kind == "model" else (kind, *APP_KEYS)
+    unknown = [k for k in raw if k not in accepted]
+    if unknown:
+        listed = ", ".join(repr(k) for k in unknown)
+        what = f" (a {kind} entry)" if kind != "model" else ""
+        raise ConfigError(
+            f"{where(key)}: unknown key{'s' if len(unknown) > 1 else ''} {listed} in {key!r}{what}; accepted keys: "
+            + ", ".join(accepted)
+            + ("; a model entry takes model, or python (package.module:function), or http ({url, body, response})"
+               if kind == "model" else "")
+        )
+    return kind
+
+
+def parse_app(raw: Mapping[str, Any], kind: str, key: str, where: Where, base_dir: Path) -> ModelSpec:
+    """An application entry: ``{python: "package.module:function" | NAME, ...}`` or
+    ``{http: {url, method, headers, body, response, usage}, ...}``, each with ``alias``,
+    ``version``, ``params``, ``system`` and ``messages``; ConfigError naming the key."""
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{where(key)}: '{key}.params' must be a mapping, got {type(params).__name__}")
+    for reserved in ("messages", "prompt"):
+        if reserved in params:
+            raise ConfigError(f"{where(key)}: '{key}.params.{reserved}' is not allowed")
+    alias = raw.get("alias")
+    if alias is not None and (not isinstance(alias, str) or not alias.strip()):
+        raise ConfigError(f"{where(key)}: '{key}.alias' must be a non-empty string, got {alias!r}")
+    common = dict(params=dict(params), version=_parse_version(raw.get("version"), key, where),
+                  system=_parse_system(raw.get("system"), key, where, base_dir),
+                  messages=_parse_primer(raw.get("messages"), key, where), structured=False)
+    if kind == "python":
+        target = raw["python"]
+        if not isinstance(target, str) or not _PYTHON_TARGET.fullmatch(target.strip()):
+            raise ConfigError(f"{where(key)}: '{key}.python' must be 'package.module:function' or the name of a "
+                              f"callable registered by pytest_llmbias_add_models, got {target!r}")
+        target = target.strip()
+        return ModelSpec(model=PYTHON_PREFIX + target, alias=(alias or target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]).strip(),
+                         python=target, **common)
+    app = _parse_http(raw["http"], f"{key}.http", where, known=(*MESSAGE_PLACEHOLDERS, *GENERATION_PLACEHOLDERS,
+                                                                  *params))
+    return ModelSpec(model=f"{HTTP_PREFIX}{app.method} {app.url}", alias=(alias or _http_alias(app.url)).strip(),
+                     http=app, **common)
+
+
+#: ``package.module:function`` (a dotted attribute after the colon), or a registered name
+_PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?")
+
+
+def _parse_http(raw: Any, key: str, where: Where, known: Sequence[str]) -> HttpApp:
+    at = where(key) if key in where.lines else where(key.rsplit(".", 1)[0])
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{at}: {key!r} must be a mapping with keys {', '.join(HTTP_KEYS)}, got {type(raw).__name__}")
+    unknown = [k for k in raw if k not in HTTP_KEYS]
+    if unknown:
+        raise ConfigError(f"{at}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
+                          f"in {key!r}; accepted keys: {', '.join(HTTP_KEYS)}")
+    missing = [k for k in ("url", "body", "response") if raw.get(k) is None]
+    if missing:
+        raise ConfigError(f"{at}: {key!r} needs {', '.join(repr(k) for k in missing)} (url, the body template, "
+                          "and the dotted path of the answer's text in the JSON reply)")
+    url = raw["url"]
+    if not isinstance(url, str) or urlsplit(url.strip()).scheme not in ("http", "https") or not urlsplit(url.strip()).netloc:
+        raise ConfigError(f"{at}: '{key}.url' must be an http:// or https:// URL, got {url!r}")
+    if "@" in urlsplit(url.strip()).netloc:
+        raise ConfigError(f"{at}: '{key}.url' carries a user:password@: send credentials in a header that reads "
+                          "an environment variable (headers: {Authorization: 'Bearer ${APP_TOKEN}'})")
+    method = raw.get("method") or "POST"
+    if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
+        raise ConfigError(f"{at}: '{key}.method' must be one of {' | '.join(HTTP_METHODS)}, got {method!r}")
+    headers = raw.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise ConfigError(f"{at}: '{key}.headers' must map header names to strings (a value may read ${{VAR}})")
+    try:
+        body = parse_body(raw["body"], known)
+    except TemplateError as exc:
+        raise ConfigError(f"{at}: '{key}.body' {exc}") from None
+    paths = {}
+    for name in ("response", "usage"):
+        if raw.get(name) is not None:
+            try:
+                paths[name] = check_path(raw[name])
+            except TemplateError as exc:
+                raise ConfigError(f"{at}: '{key}.{name}' {exc}") from None
+    return HttpApp(url=url.strip(), body=body, response=paths["response"], method=method.upper(),
+                   headers=tuple(headers.items()), usage=paths.get("usage"))
+
+
+def _http_alias(url: str) -> str:
+    """An HTTP application's default alias: the last segment of its URL's path, else its host."""
+    parts = urlsplit(url)
+    segments = [p for p in parts.path.split("/") if p]
+    return segments[-1] if segments else (parts.hostname or "app")
+
+
+def _parse_version(raw: Any, key: str, where: Where) -> str | None:
+    """An entry's ``version``: a string, or an integer read as one (a float is refused: YAML reads
+    ``1.10`` as 1.1)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)) or (isinstance(raw, str) and not raw.strip()):
+        raise ConfigError(f"{where(key)}: '{key}.version' must be a string (quote a number such as \"1.10\"), "
+                          f"got {raw!r}")
+    return str(raw).strip()
 
 
 def _parse_system(raw: Any, key: str, where: Where, base_dir: Path) -> str | None:

@@ -105,11 +105,10 @@ class _Plugin:
             from pytest_llmbias.session import BiasSession
 
             self._session = BiasSession(
-                self._settings(check_release=True),
-                on_progress=self.terminal.progress,
-                worker_id=self.worker_input.get("workerid"),
-                run_id=self.worker_input.get("testrunuid"),
+                self._settings(check_release=True), on_progress=self.terminal.progress,
+                worker_id=self.worker_input.get("workerid"), run_id=self.worker_input.get("testrunuid"),
                 add_features=lambda r: self.config.hook.pytest_llmbias_add_features(registry=r, config=self.config),
+                add_models=lambda r: self.config.hook.pytest_llmbias_add_models(registry=r, config=self.config),
             )
         return self._session
 
@@ -193,6 +192,7 @@ class _Plugin:
                 item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
             core.share_specs([(spec, self.suite.spec((item, name))) for item, name, _, spec in gates])
             core.open_team_store()  # an unreachable team store is a usage error, before any test
+            core.check_applications()  # and a Python target that names nothing
             plan_only = check_spending(core, [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
                                        worker=self.is_worker,
                                        write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))

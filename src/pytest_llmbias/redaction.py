@@ -134,6 +134,9 @@ def spec_secrets(spec: ModelCredentials, environ: Mapping[str, str] | None = Non
     found.extend(_userinfo_values(spec.api_base))
     _, secret = split_credentials(spec.params)
     found.extend(_values(secret))
+    app_secrets = getattr(spec, "app_secrets", None)  # an HTTP application's credential headers
+    if app_secrets is not None:
+        found.extend(app_secrets(env))
     return found
 
 

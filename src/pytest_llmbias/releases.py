@@ -3,8 +3,8 @@
 A release is a folder (``bias_releases/NAME/`` by default): ``responses.jsonl``, a snapshot of the
 target's answers of the run that recorded it and of the judge's ratings of them (reviewable, one
 response per line, no credential), and ``manifest.json``: the format version, the name, the date,
-the plugin version, the git commit, the target's model entry (its system prompt in full, since
-the answers' identity includes it, and by hash), the generation settings the answers were drawn
+the plugin version, the git commit, the target's model entry (its ``version`` and its system
+prompt in full, since the answers' identity includes them, and the prompt by hash), the generation settings the answers were drawn
 with, the judge's and the embedding model's identities, each domain's per-question content hash,
 and the count and SHA-256 of the responses file.
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.app_targets import HttpApp
 from pytest_llmbias.redaction import split_credentials
 from pytest_llmbias.domains import Domain
 from pytest_llmbias.errors import ConfigError
@@ -103,7 +104,8 @@ class Release:
         t = self.manifest["target"]
         return ModelSpec(model=recorded_model(self.name, t["model"]), alias=self.alias, api_base=t.get("api_base"), params=dict(t.get("params") or {}),
                          system=t.get("system"), messages=tuple((r, c) for r, c in t.get("messages") or ()),
-                         recorded=str(self.responses), recorded_as=t.get("alias"))
+                         recorded=str(self.responses), recorded_as=t.get("alias"), version=t.get("version"),
+                         http=HttpApp.from_dict(t["http"]) if t.get("http") else None)
 
     @classmethod
     def load(cls, ref: str, release_dir: Path) -> Release:
@@ -146,6 +148,7 @@ class Release:
             f"  recorded   {m.get('created', '?')} with pytest-llmbias {m.get('plugin_version', '?')}"
             + (f", commit {m['git_commit'][:12]}" if m.get("git_commit") else ""),
             f"  target     {t.get('alias')} = {t.get('model')}" + (f" at {t['api_base']}" if t.get("api_base") else "")
+            + (f", version {t['version']}" if t.get("version") is not None else "")
             + (f", system prompt {t['system_hash']}" if t.get("system_hash") else ""),
             "  generation " + ", ".join(f"{k} {v}" for k, v in m["generation"].items()),
             f"  judge      {judge.get('model', 'none')}",
@@ -293,7 +296,9 @@ def manifest(settings: Settings, *, name: str, responses: Path, count: int, doma
         "target": entry,
         "generation": dataclasses.asdict(settings.generation),
         "judge": None if settings.judge is None else {"model": settings.judge.model, "alias": settings.judge.alias,
-                                                       "api_base": settings.judge.to_dict()["api_base"]},
+                                                       "api_base": settings.judge.to_dict()["api_base"],
+                                                       **({"version": settings.judge.version}
+                                                          if settings.judge.version is not None else {})},
         "embedding_model": settings.embedding.model,
         "domains": {d: dict(q) for d, q in sorted(domains.items())},
         "responses": {"file": RESPONSES, "count": count, "sha256": file_digest(responses)},

@@ -21,7 +21,7 @@ from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
-from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
+from pytest_llmbias.clients.shared_limits import EndpointLimits
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.planning.collector import (
     CollectionReport,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
+    from pytest_llmbias.clients.python_target import ModelRegistry
 
 
 class BiasSession:
@@ -57,9 +58,11 @@ class BiasSession:
         worker_id: str | None = None,
         run_id: str | None = None,
         add_features: Callable[[FeatureRegistry], None] | None = None,
+        add_models: Callable[[ModelRegistry], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.add_features = add_features
+        self.add_features, self.add_models = add_features, add_models
+        self._model_registry: ModelRegistry | None = None
         self.on_progress = on_progress
         self.worker_id = worker_id
         self.run_id = run_id
@@ -75,10 +78,8 @@ class BiasSession:
         self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
-        self._limiters: dict[str, Any] = {}  # per endpoint: a RateLimiter, or a SharedRateLimiter
-        self._token_limiters: dict[str, Any] = {}
-        #: one adaptive limit per endpoint (model, api_base), shared by the aliases that call it
-        self.adaptive: dict[tuple[str, str | None], AdaptiveLimit] = {}
+        #: per endpoint (model, api_base): its adaptive limit and caps, shared by the aliases that call it
+        self.limits = EndpointLimits(settings.collection.concurrency, settings.collection.rpm, settings.collection.tpm)
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
         self._loop = LoopThread()
         self._collected = False
@@ -241,6 +242,16 @@ class BiasSession:
                 self._log_mask = LogMask(self._redactor).install()
         return self._redactor
 
+    def check_applications(self) -> ModelRegistry:
+        """The callables ``{python: NAME}`` entries name (``add_models``, the plugin's
+        ``pytest_llmbias_add_models`` hook, asked once), each Python target checked against them
+        before any call (see :func:`~pytest_llmbias.clients.python_target.check_callables`)."""
+        if self._model_registry is None:
+            from pytest_llmbias.clients.python_target import check_callables
+
+            self._model_registry = check_callables((*self.settings.roster, *self.settings.panel), self.add_models)
+        return self._model_registry
+
     def client(self, spec: ModelSpec) -> ModelClient:
         if spec.recorded is not None:
             from pytest_llmbias.clients.recorded import RecordedClient
@@ -248,34 +259,20 @@ class BiasSession:
             return RecordedClient(spec)  # type: ignore[return-value]
         if spec.alias not in self._clients:
             c = self.settings.collection
-            endpoint = (spec.model, spec.api_base)  # the aliases of one endpoint share its limits
-            name = f"{spec.model}\0{spec.api_base}"
-            team = self.store.team
-            if team is not None and endpoint not in self.adaptive:  # one quota for every process on the team store
-                from pytest_llmbias.clients.shared_limits import SharedAdaptiveLimit, SharedRateLimiter, SharedTokenLimiter
-
-                shared = self.adaptive[endpoint] = SharedAdaptiveLimit(team, *endpoint, c.concurrency)
-                self._limiters[name] = SharedRateLimiter(team, *endpoint, c.rpm, adaptive=shared)
-                if c.tpm:
-                    self._token_limiters[name] = SharedTokenLimiter(team, *endpoint, c.tpm)
-            elif endpoint not in self.adaptive:
-                self.adaptive[endpoint] = AdaptiveLimit(c.concurrency)
-                self._limiters[name] = RateLimiter(c.rpm)
-                if c.tpm:
-                    self._token_limiters[name] = TokenLimiter(c.tpm)
-            adaptive, limiter, tokens = self.adaptive[endpoint], self._limiters[name], self._token_limiters.get(name)
+            adaptive, limiter, tokens = self.limits.of(spec.model, spec.api_base, self.store.team)
             if self._direct is None:
                 self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(
                 spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact,
                 budget=self.budget, direct=self._direct, adaptive=adaptive, tokens=tokens,
+                registry=self.check_applications() if spec.python is not None else None,
             )
         return self._clients[spec.alias]
 
     def backoff_note(self) -> str | None:
         """What the adaptive limits have backed off to, for the progress line ("openai/m at
         6 of 32 in flight"); None while every endpoint runs at the configured concurrency."""
-        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.adaptive.items()
+        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.limits.adaptive.items()
                  if a.backed_off]
         return "rate limited: " + ", ".join(notes) if notes else None
 

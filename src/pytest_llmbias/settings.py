@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.app_targets import HttpApp
 from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS, BenchmarkSource
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.errors import ConfigError
@@ -25,7 +26,8 @@ DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model as litellm addresses it, plus how this project names it in reports.
+    """A model as litellm addresses it (or an application: ``python``, ``http``), plus how this
+    project names it in reports.
 
     ``api_key_env`` names the environment variable that holds the key; the key itself is read at
     call time and never kept. ``params`` are extra completion parameters for this model only.
@@ -53,6 +55,24 @@ class ModelSpec:
     #: the alias the recorded target had: what seeded its calls then (say, the order of a
     #: preference trial), so that the same calls are built again
     recorded_as: str | None = None
+    #: the entry's ``version``: part of every call's identity, so a new version is asked again
+    #: and never served a predecessor's answers (None: the identity of an entry without one)
+    version: str | None = None
+    #: a Python target: ``package.module:function``, or the name of a callable registered
+    #: through ``pytest_llmbias_add_models`` (``model`` is then ``python:`` and this)
+    python: str | None = None
+    #: an HTTP application (``model`` is then ``http:METHOD URL``)
+    http: HttpApp | None = field(default=None, hash=False)
+
+    @property
+    def is_app(self) -> bool:
+        """Whether this entry is an application (a Python target or an HTTP app), not a model
+        that litellm or the OpenAI-compatible transport calls."""
+        return self.python is not None or self.http is not None
+
+    def app_secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """The credential values of an HTTP application's headers (none for other entries)."""
+        return self.http.secrets(environ) if self.http is not None else []
 
     @property
     def system_hash(self) -> str | None:
@@ -92,6 +112,10 @@ class ModelSpec:
             "system": self.system,
             "system_hash": self.system_hash,
             "messages": [{"role": r, "content": c} for r, c in self.messages],
+            # only when set: the view of an entry without them stays as it was
+            **({"version": self.version} if self.version is not None else {}),
+            **({"python": self.python} if self.python is not None else {}),
+            **({"http": self.http.to_dict()} if self.http is not None else {}),
         }
 
 

@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     # numpy and scipy; tables, plots and figures for a reader that know no gate
     "stats": 1, "report.frames": 1, "report.plots": 1, "report.readable": 1,
     # configuration and the data it names
-    "options": 2, "benchmark_sources": 2, "redaction": 2, "settings": 2, "margins": 2, "settings_sources": 2, "model_entries": 2, "rubric_file": 2, "releases": 2, "calls": 2, "markers": 2, "domains": 2,
+    "options": 2, "benchmark_sources": 2, "redaction": 2, "settings": 2, "margins": 2, "settings_sources": 2, "model_entries": 2, "app_targets": 2, "rubric_file": 2, "releases": 2, "calls": 2, "markers": 2, "domains": 2,
     # where answers are kept and fetched
     "store": 3, "clients": 3,
     # what is asked, and how answers are scored

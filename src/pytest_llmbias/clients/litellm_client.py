@@ -1,9 +1,11 @@
-"""Model calls: async, timed, retried by us, over one of two transports.
+"""Model calls: async, timed, retried by us, over one of four wires.
 
 :class:`ModelClient` owns everything but the wire: the rate and concurrency limits, retries and
 Retry-After, the budget, usage and latency, and error messages with credentials masked. The wire is
 litellm (every provider; litellm's own retries are off) or, for OpenAI-compatible endpoints, the
-direct transport of :mod:`pytest_llmbias.clients.openai_transport` (see ``resolve_transport``).
+direct transport of :mod:`pytest_llmbias.clients.openai_transport` (see ``resolve_transport``);
+for an application, its Python callable (:mod:`pytest_llmbias.clients.python_target`) or its own
+HTTP API (:mod:`pytest_llmbias.clients.http_target`).
 
 litellm is imported on first use only, and only by a model that takes it (it takes seconds to
 import, and without ``LITELLM_LOCAL_MODEL_COST_MAP`` it fetches a price list from the internet at
@@ -21,7 +23,9 @@ from typing import Any
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Transport
+from pytest_llmbias.clients.http_target import check_headers, complete_http
 from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
+from pytest_llmbias.clients.python_target import PythonTarget
 from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.litellm_import import import_litellm
@@ -38,11 +42,12 @@ _MISSING_CREDENTIALS = "Missing credentials"
 
 
 
-def classify(exc: BaseException) -> tuple[bool, int | None, float | None]:
+def classify(exc: BaseException, *, unknown_retryable: bool = True) -> tuple[bool, int | None, float | None]:
     """(retryable, HTTP status, Retry-After seconds) for an exception from a completion call.
 
     Rate limits, timeouts, server errors, dropped connections and malformed bodies are retryable;
-    bad requests, authentication and unknown models are not.
+    bad requests, authentication and unknown models are not. An exception with no HTTP status
+    is retryable as ``unknown_retryable`` says (from a Python target's own code, a bug: not).
     """
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
@@ -57,7 +62,7 @@ def classify(exc: BaseException) -> tuple[bool, int | None, float | None]:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True, status, retry_after
     if status is None:
-        return True, None, retry_after
+        return unknown_retryable, None, retry_after
     return retryable_status(status), status, retry_after
 
 
@@ -108,13 +113,17 @@ class ModelClient:
         direct: OpenAITransport | None = None,
         adaptive: AdaptiveLimit | None = None,
         tokens: TokenLimiter | None = None,
+        registry: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.adaptive = adaptive
         self.tokens = tokens
         self.spec = spec
-        #: the wire this model's calls take (``completion=`` replaces litellm's for tests)
-        self.transport = (Transport.LITELLM if completion is not None
-                          else resolve_transport(spec.model, spec.api_base, spec.transport))
+        #: the wire this model's calls take (``completion=`` replaces litellm's for tests); None
+        #: for an application, whose entry says its wire
+        self.transport: Transport | None = (
+            None if spec.is_app else Transport.LITELLM if completion is not None
+            else resolve_transport(spec.model, spec.api_base, spec.transport))
+        self._python = PythonTarget(spec, registry) if spec.python is not None else None
         self._owns_direct = direct is None
         self._direct = direct if direct is not None else OpenAITransport()
         self.budget = budget
@@ -130,7 +139,11 @@ class ModelClient:
 
     async def complete(self, call: ModelCall) -> Response:
         if not self._credentials_checked:  # a missing key is a configuration error: fail now, not after retries
-            if self._completion is None:
+            if self.spec.http is not None:
+                check_headers(self.spec.http, self.spec.alias)
+            elif self._python is not None:
+                self._python.fn  # noqa: B018 - an entry that names no callable fails now, not after retries
+            elif self._completion is None:
                 check_credentials(self.spec, direct=self.transport is Transport.OPENAI)
             else:
                 self.spec.api_key()
@@ -158,7 +171,8 @@ class ModelClient:
                 raise
             except Exception as exc:
                 retryable, status, retry_after = (
-                    (exc.retryable, exc.status, exc.retry_after) if isinstance(exc, ProviderError) else classify(exc)
+                    (exc.retryable, exc.status, exc.retry_after) if isinstance(exc, ProviderError)
+                    else classify(exc, unknown_retryable=self._python is None)
                 )
                 throttled = status in THROTTLE_STATUSES
                 if self.adaptive is not None and throttled:
@@ -199,6 +213,12 @@ class ModelClient:
             await self._direct.aclose()
 
     async def _call(self, call: ModelCall) -> Any:
+        if self._python is not None:
+            return await self._python.complete(call, merge_credentials(call.params, call.credentials),
+                                               timeout=self.timeout)
+        if self.spec.http is not None:
+            return await complete_http(self._direct, self.spec.http, call,
+                                       merge_credentials(call.params, call.credentials), timeout=self.timeout)
         if self.transport is Transport.OPENAI:
             return await self._direct.complete(
                 call, merge_credentials(call.params, call.credentials),
@@ -272,8 +292,7 @@ class ModelClient:
         detail = text.splitlines()[0] if text else type(exc).__name__
         if len(detail) > 300:
             detail = detail[:297] + "..."
-        where = (f"model {self.spec.alias!r} ({self.spec.model} at "
-                 f"{strip_userinfo(self.spec.api_base) if self.spec.api_base else 'its provider’s public endpoint'})")
+        where = f"model {self.spec.alias!r} ({describe_endpoint(self.spec)})"
         what = f"HTTP {status}" if status else type(exc).__name__
         if retryable and retry_after is not None and retry_after > self.policy.max_retry_after:
             why = f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
@@ -286,6 +305,16 @@ class ModelClient:
                              status=status, retryable=retryable)
 
 
+def describe_endpoint(spec: ModelSpec) -> str:
+    """What an error names a model by: its model string and endpoint, its Python callable, or
+    its HTTP application's method and URL."""
+    if spec.python is not None:
+        return f"python: {spec.python}"
+    if spec.http is not None:
+        return f"{spec.http.method} {spec.http.url}"
+    return f"{spec.model} at " + (strip_userinfo(spec.api_base) if spec.api_base else "its provider’s public endpoint")
+
+
 def likely_cause(status: int | None, detail: str, spec: ModelSpec) -> str | None:
     """What a newcomer most likely got wrong, for the errors a first run meets: nothing listening at
     the endpoint, a key refused, a model the server does not serve."""
@@ -294,12 +323,19 @@ def likely_cause(status: int | None, detail: str, spec: ModelSpec) -> str | None
     unreachable = "connection error" in lowered or (status is None and any(s in lowered for s in (
         "cannot connect", "connection refused", "connect call failed", "name or service not known",
         "nodename nor servname")))
+    if spec.python is not None:
+        return None  # the callable's own error says it
+    base = spec.http.url if spec.http is not None else strip_userinfo(spec.api_base)
     if unreachable:
-        return (f"nothing answers at {strip_userinfo(spec.api_base)}: is the server running, and is the address right?"
-                if spec.api_base else "the provider's endpoint cannot be reached: check the network or a proxy")
+        return (f"nothing answers at {base}: is the server running, and is the address right?"
+                if base else "the provider's endpoint cannot be reached: check the network or a proxy")
+    if status in (401, 403) and spec.http is not None:
+        return "the credentials were refused: check the variables the entry's http.headers read"
     if status in (401, 403):
         key = f"${spec.api_key_env}" if spec.api_key_env else "the provider's key variable (or api_key_env)"
         return f"the key was refused: check {key}"
+    if status == 404 and spec.http is not None:
+        return f"the application has no route {spec.http.method} {spec.http.url}: check http.url"
     if status == 404:
         return f"the endpoint does not serve the model {spec.model!r}: check its name (and api_base's /v1)"
     return None

@@ -1,4 +1,5 @@
-"""The direct transport: OpenAI-compatible chat completions over one pooled aiohttp session.
+"""The direct transport: OpenAI-compatible chat completions over one pooled aiohttp session (which
+also carries the requests of HTTP applications, see :mod:`pytest_llmbias.clients.http_target`).
 
 vLLM, Ollama's ``/v1``, LM Studio, llama.cpp's server, TGI and OpenAI itself speak the same
 ``POST {api_base}/chat/completions``. For them this transport skips litellm: one JSON body out,
@@ -100,8 +101,6 @@ class OpenAITransport:
         """One attempt of ``call``. ``params`` are the call's parameters with its credentials put
         back (``extra_headers`` become headers, ``extra_body`` joins the body, ``extra_query`` the
         URL). Raises ProviderError (status, retryable, retry_after) on any failure."""
-        import aiohttp
-
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -123,9 +122,19 @@ class OpenAITransport:
                 headers["Authorization"] = "Basic " + token.decode("ascii")
             base = strip_userinfo(base) or base
         url = base.rstrip("/") + "/chat/completions"
+        return parse_completion(await self.send("POST", url, json.dumps(body), headers, query=query, timeout=timeout))
+
+    async def send(self, method: str, url: str, body: str, headers: Mapping[str, str], *,
+                   query: Mapping[str, Any] | None = None, timeout: float) -> bytes:
+        """One HTTP exchange on the pooled session: the answer's body when its status is below
+        400. Raises ProviderError on a timeout, a dropped connection (both retryable) or an error
+        status (retryable as :func:`~pytest_llmbias.clients.retry.retryable_status` says, with the
+        server's Retry-After and the error body's message)."""
+        import aiohttp
+
         try:
-            async with self._client().post(url, data=json.dumps(body), headers=headers, params=query,
-                                           timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            async with self._client().request(method, url, data=body, headers=dict(headers), params=query,
+                                              timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
@@ -138,7 +147,7 @@ class OpenAITransport:
             raise ProviderError(f"{_error_message(raw) or resp.reason or 'error'}", status=status,
                                 retryable=retryable_status(status),
                                 retry_after=parse_retry_after(retry_after))
-        return parse_completion(raw)
+        return raw
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -159,10 +168,11 @@ def parse_completion(raw: bytes) -> Completion:
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
     return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-                      prompt_tokens=_int(usage.get("prompt_tokens")), completion_tokens=_int(usage.get("completion_tokens")))
+                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")))
 
 
-def _int(value: Any) -> int | None:
+def token_count(value: Any) -> int | None:
+    """A token count read from an answer: an int, else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from pytest_llmbias.app_targets import is_app_model
 from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.errors import ProviderError
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """The cost in USD of that usage; None for a model litellm's price map does not know."""
+    """The cost in USD of that usage; None for a model litellm's price map does not know; 0 for
+    an application (a Python target or an HTTP app: what it spends is its own)."""
+    if is_app_model(model):
+        return 0.0
     from pytest_llmbias.clients.litellm_import import import_litellm
 
     try:

@@ -19,6 +19,8 @@ name one endpoint share its quota. The Redis keys name the model and a digest of
 - :class:`SharedTokenLimiter`: the ``tpm`` cap over one rolling minute of every process's tokens.
 
 All are used from a session's one event loop; each Redis round trip is one short script.
+:class:`EndpointLimits` gives each endpoint its limits: these with a team store, else the
+process's own.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pytest_llmbias.clients.ratelimit import AdaptiveLimit
+from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.redis_store import NAMESPACE, RedisCache
 
@@ -290,3 +292,30 @@ class SharedTokenLimiter:
                 self.store.guard("share the token limit", lambda: self.store.client.eval(_TOKENS_SPEND, 1, self._key, member))
             except StoreError:
                 pass
+
+
+class EndpointLimits:
+    """Per endpoint (a model at an ``api_base``, an application): its adaptive limit, its ``rpm``
+    cap and its ``tpm`` cap (none when 0), made on first use and shared by every alias that names
+    it; with a team store, the shared ones above, so one quota holds for every process."""
+
+    def __init__(self, concurrency: int, rpm: int, tpm: int) -> None:
+        self.concurrency, self.rpm, self.tpm = concurrency, rpm, tpm
+        #: endpoint (model, api_base) -> its adaptive limit
+        self.adaptive: dict[tuple[str, str | None], Any] = {}
+        self._caps: dict[tuple[str, str | None], tuple[Any, Any]] = {}
+
+    def of(self, model: str, api_base: str | None, team: RedisCache | None = None) -> tuple[Any, Any, Any]:
+        """(adaptive limit, rpm limiter, tpm limiter or None) of the endpoint; ``team``: the team
+        store, when the run has one."""
+        endpoint = (model, api_base)
+        if endpoint not in self.adaptive:
+            if team is not None:
+                adaptive: Any = SharedAdaptiveLimit(team, model, api_base, self.concurrency)
+                self._caps[endpoint] = (SharedRateLimiter(team, model, api_base, self.rpm, adaptive=adaptive),
+                                        SharedTokenLimiter(team, model, api_base, self.tpm) if self.tpm else None)
+            else:
+                adaptive = AdaptiveLimit(self.concurrency)
+                self._caps[endpoint] = (RateLimiter(self.rpm), TokenLimiter(self.tpm) if self.tpm else None)
+            self.adaptive[endpoint] = adaptive
+        return (self.adaptive[endpoint], *self._caps[endpoint])

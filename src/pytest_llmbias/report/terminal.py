@@ -198,8 +198,10 @@ def header_line(settings: Any) -> str:
 
     s = settings
 
-    def name(m: Any) -> str:  # a deployment shows its system prompt by hash
-        return m.alias + (f" (system {m.system_hash})" if m.system_hash else "")
+    def name(m: Any) -> str:  # a deployment shows its version, and its system prompt by hash
+        about = [*([f"version {m.version}"] if getattr(m, "version", None) else []),
+                 *([f"system {m.system_hash}"] if m.system_hash else [])]
+        return m.alias + (f" ({', '.join(about)})" if about else "")
 
     roster = ", ".join(
         [*(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
