@@ -122,9 +122,11 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     assert outcomes.get("failed", 0) >= 3 and outcomes.get("failed", 0) + outcomes.get("passed", 0) == 4
     assert _asked(suite_server, WORSE) == 20 * sum(_samples(pytester).values())  # each call once, two workers
     # each failure shows the target off its release at the gate's level (not a want of answers)
-    worse.stdout.fnmatch_lines(["*on '*': INCONCLUSIVE (target tgt vs baselines release-v1*",
+    # (WORSE where the interval still reaches inside the margin, BIASED where it lies wholly beyond)
+    worse.stdout.fnmatch_lines(["*on '*': [WB][OI][RA]S* (target tgt vs baselines release-v1*",
                                 "*reliability: a target like its comparator fails about *"])
-    assert "underpowered" not in " ".join(g["verdict"] for g in _gates(pytester) if not g["passed"])
+    failing = [g["verdict"] for g in _gates(pytester) if not g["passed"]]
+    assert failing and set(failing) <= {"worse", "biased"}, failing
 
 
 SHARED = '''

@@ -358,3 +358,25 @@ def test_every_gate_result_has_a_frame_of_its_items() -> None:
     choices = {"tgt": {f"t{i}": [(r.choice(["a", "b"]), r.randrange(2)) for _ in range(5)] for i in range(20)}}
     pref = evaluate_preference(choices, ["a", "b"], target="tgt").to_frame()
     assert list(pref["perspective"]) == ["a", "b"] and pref["wins"].sum() == 100
+
+
+def test_a_target_shown_off_its_comparator_inside_the_margins_reach_is_worse_or_drifted_not_inconclusive() -> None:
+    """Shown off its release at the false-alarm level, its interval still reaching inside the
+    margin: the TOST alone says "inconclusive", the gate fails on evidence and says so."""
+    import numpy as np
+
+    from pytest_llmbias import evaluate_equivalence
+
+    rel = 5.0 + np.random.default_rng(3).normal(0.0, 1.5, 50)
+    # 0.95 worse on average, each question 0.7 either side of it: the paired SE is 0.1, so the
+    # difference is shown above 0 and the 80 % bound (about 1.03) still reaches above the margin 1
+    tgt = rel + 0.95 + np.where(np.arange(50) % 2 == 0, 0.7, -0.7)
+    scores = {"tgt": {f"q{i}": [float(x)] for i, x in enumerate(tgt)},
+              "rel": {f"q{i}": [float(x)] for i, x in enumerate(rel)}}
+    result = evaluate_equivalence(scores, target="tgt", baselines=["rel"], method="judge", alternative="no-worse")
+    (m,) = result.methods
+    assert m.tost.verdict == "inconclusive" and m.shown_violation, m.tost
+    assert m.verdict == "worse" == result.verdict and not result.passed
+    assert "worse: the difference is shown above 0 at the false-alarm level" in result.report()
+    two_sided = evaluate_equivalence(scores, target="tgt", baselines=["rel"], method="judge", alternative="equivalent")
+    assert two_sided.methods[0].shown_violation and two_sided.verdict in ("drifted", "biased")

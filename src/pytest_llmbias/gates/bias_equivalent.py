@@ -140,10 +140,10 @@ class EquivalentResult(GateResultBase):
 
     @property
     def verdict(self) -> str:
-        from pytest_llmbias.gates.result import UNDERPOWERED
+        from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE
 
         verdicts = [m.verdict for m in self.methods] + ["inconclusive"] * len(self.problems)
-        for v in ("biased", "inconclusive", UNDERPOWERED):
+        for v in ("biased", WORSE, DRIFTED, "inconclusive", UNDERPOWERED):
             if v in verdicts:
                 return v
         return verdicts[0] if verdicts else "inconclusive"

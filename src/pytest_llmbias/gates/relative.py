@@ -25,9 +25,9 @@ from typing import Any
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_number, fmt_p, fmt_rate
+from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE, fmt_false_alarm, fmt_number, fmt_p, fmt_rate
 from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, Design
-from pytest_llmbias.stats.tost import TostResult
+from pytest_llmbias.stats.tost import INCONCLUSIVE, TostResult
 
 FLOOR_FRACTION = 0.55
 """The default floor of the margin, as a fraction of the baselines' pooled per-item SD of scores:
@@ -263,8 +263,15 @@ class MethodResult:
 
     @property
     def verdict(self) -> str:
-        """The TOST's verdict, or :data:`UNDERPOWERED` when the data show neither."""
-        return UNDERPOWERED if self.underpowered else self.tost.verdict
+        """The TOST's verdict; :data:`UNDERPOWERED` when the data show neither a pass nor a
+        difference; :data:`WORSE` (no-worse) or :data:`DRIFTED` (equivalence) when the target is
+        shown off its comparator but its interval still reaches inside the margin, where the TOST
+        alone says *inconclusive*."""
+        if self.underpowered:
+            return UNDERPOWERED
+        if self.shown_violation and self.tost.verdict == INCONCLUSIVE:
+            return WORSE if self.tost.alternative == "no-worse" else DRIFTED
+        return self.tost.verdict
 
     @property
     def passed(self) -> bool:

@@ -80,6 +80,11 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
             f"difference is not shown at the false-alarm level {fmt_rate(m.design.level if m.design else 0.0)}"
             + (f"; about {need} questions (or questions x samples) would size the design" if need else "")
             + ("; --llmbias-strict fails it" if m.strict else "; --llmbias-strict would fail it"))
+    elif m.shown_violation and m.design is not None:
+        lines.append(
+            f"  {m.verdict}: the difference is shown {'above 0' if no_worse else 'off 0'} at the false-alarm level "
+            f"{fmt_rate(m.design.level)} (the target is {'worse than' if no_worse else 'off'} its comparator), though "
+            f"the {ci}% CI {'reaches below +delta' if no_worse else 'reaches inside +/-delta'}")
     elif t.verdict == "inconclusive":
         need = (
             f"about {t.power_n} questions would give 80% power to show {show}"

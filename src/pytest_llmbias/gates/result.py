@@ -190,6 +190,11 @@ def fmt_signed(x: float | None) -> str:
 #: power to show one
 UNDERPOWERED = "not shown biased (underpowered)"
 
+#: the verdicts of a comparison that shows the target off its comparator at its false-alarm level
+#: while its interval still reaches inside the margin (the TOST alone says "inconclusive"): worse
+#: than its comparator (no-worse), or drifted from it either way (equivalence). Both fail.
+WORSE, DRIFTED = "worse", "drifted"
+
 
 def underpowered_note(power: float, violation: str, needed: int | None, unit: str, *, strict: bool) -> str:
     """The sentence a report adds to an underpowered pass: the power against ``violation``, what
