@@ -1,5 +1,5 @@
 """The real small LLM of the test suite: how long SmolLM2-135M-Instruct takes to load behind
-``tests/smollm_server.py``, and how many tokens per second it decodes alone and with requests
+``pytest_llmbias/local/server.py``, and how many tokens per second it decodes alone and with requests
 batched together, on this machine's CPU.
 
     HF_HUB_OFFLINE=1 python benchmarks/smollm.py
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_llmbias.scoring.judge_calls import RESPONSE_FORMAT  # noqa: E402
-from tests.smollm_server import SmolLMServer  # noqa: E402
+from pytest_llmbias.local.server import SmolLMServer  # noqa: E402
 
 
 def ask(base_url: str, i: int, *, max_tokens: int = 48, schema: bool = False) -> dict:

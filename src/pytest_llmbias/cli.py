@@ -93,7 +93,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", type=Path, metavar="OUT", help="render the run's HTML report to OUT (no model is called)")
     p.set_defaults(run=_report)
     _generate_domain_parser(commands)
+    p = commands.add_parser("serve", help="serve a small local model behind an OpenAI-compatible endpoint (extra: local)",
+                            **_help("serve"))
+    from pytest_llmbias.local.server import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(run=_serve)
     return parser
+
+
+def _serve(args: argparse.Namespace, out: TextIO) -> int:
+    """``llmbias serve``: load the model and serve it until stopped (a missing extra or a bad
+    model name is a usage error)."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers", "gguf", "aiohttp") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"llmbias serve needs {', '.join(missing)}: pip install 'pytest-llmbias[local]'", file=sys.stderr)
+        return USAGE
+    from pytest_llmbias.local.server import model_file, serve
+
+    try:
+        model_file(args.model)
+    except (ValueError, RuntimeError) as exc:
+        print(f"llmbias serve: {exc}", file=sys.stderr)
+        return USAGE
+    try:
+        serve(args.model, port=args.port, batch=args.batch, threads=args.threads, host=args.host)
+    except KeyboardInterrupt:
+        pass
+    return OK
 
 
 def _version() -> str:

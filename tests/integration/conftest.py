@@ -76,10 +76,10 @@ _SMOLLM: list = []
 
 @pytest.fixture(scope="session")
 def smollm(request: pytest.FixtureRequest):
-    """The real SmolLM2-135M server (``tests/smollm_server.py``), started once a session and
+    """The real SmolLM2-135M server (``pytest_llmbias/local/server.py``, ``llmbias serve``), started once a session and
     stopped when the session ends: the model takes half a minute to load, and a pytest-xdist
     worker tears its session fixtures down whenever its queue runs dry, which would load it again."""
-    from tests.smollm_server import SmolLMServer
+    from pytest_llmbias.local.server import SmolLMServer
 
     if not _SMOLLM:
         server = SmolLMServer().__enter__()

@@ -1,5 +1,5 @@
 """The gates end to end against a real small LLM: SmolLM2-135M-Instruct behind an OpenAI-compatible
-server on 127.0.0.1 (``tests/smollm_server.py``), as target, baselines (personas by system
+server on 127.0.0.1 (``pytest_llmbias/local/server.py``, ``llmbias serve``), as target, baselines (personas by system
 prompt) and judge (asked for JSON through ``response_format``, decoded under the schema).
 
 Nothing here asserts what the model believes. The tests assert that collection, parsing, scoring,
@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.integration._data import QUIET
-from tests.smollm_server import MODEL_NAME, SmolLMServer
+from pytest_llmbias.local.server import MODEL_NAME, SmolLMServer
 
 pytestmark = pytest.mark.xdist_group("smollm")
 #: both transports: litellm, and the direct OpenAI-compatible client

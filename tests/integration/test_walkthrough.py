@@ -110,10 +110,10 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
             first = content.splitlines()[0] if content.strip() else ""
             if info == "bash" and "pip install" in content:
                 continue  # the test command installed it (checked above)
-            if info == "bash" and "tests.smollm_server" in content:
+            if info == "bash" and "llmbias serve" in content:
                 command = shlex.split(content.strip().rstrip("&").strip())
-                assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/python", "-m"], command
-                args = [sys.executable, *command[2:]]
+                assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/llmbias", "serve"], command
+                args = [sys.executable, "-m", "pytest_llmbias", *command[2:]]  # the llmbias script's own main
                 args[args.index("--port") + 1] = "0"
                 server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, text=True)

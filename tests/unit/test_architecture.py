@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 LAYERS: dict[str, int] = {
     # standard library only
     "errors": 0, "choices": 0, "catalog": 0, "yamlutil": 0, "aio": 0,
+    # a local model server, standalone (llmbias serve)
+    "local": 0,
     # numpy and scipy; tables, plots and figures for a reader that know no gate
     "stats": 1, "report.frames": 1, "report.plots": 1, "report.readable": 1,
     # configuration and the data it names

