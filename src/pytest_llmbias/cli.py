@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_llmbias import cli_domains, cli_store
+from pytest_llmbias import cli_domains, cli_init, cli_store
 from pytest_llmbias.cli_project import Project, epilog
 
 OK, PROBLEMS, USAGE, ERROR = 0, 1, 2, 3
@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", type=Path, metavar="OUT", help="render the run's HTML report to OUT (no model is called)")
     p.set_defaults(run=_report)
     _generate_domain_parser(commands)
+    cli_init.add_commands(commands, _help("init"))
     p = commands.add_parser("serve", help="serve a small local model behind an OpenAI-compatible endpoint (extra: local)",
                             **_help("serve"))
     from pytest_llmbias.local.server import add_arguments

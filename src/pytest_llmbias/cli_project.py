@@ -91,6 +91,8 @@ EXAMPLES = {
     "release show": "llmbias release show v1",
     "history": "llmbias history --gate bias_equivalent --last 10",
     "report": "llmbias report out/run.json --markdown",
+    "init": ("llmbias init --target openai/gpt-4o-mini --baseline openai/gpt-4o --baseline anthropic/claude-haiku-4-5 "
+             "--judge openai/gpt-4.1-mini"),
     "serve": "llmbias serve smollm2-135m --port 8000   # prints READY 8000 once the model answers",
     "generate-domain": ("llmbias generate-domain --name my_topics --description 'How a model discusses X' "
                         "--category 'First theme' --category 'Second theme' --questions 10"),

@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     # reports of a run
     "report": 7,
     # the entry points
-    "cli": 8, "cli_domains": 8, "cli_store": 8, "cli_project": 8, "plugin": 8, "spending": 8, "fixtures": 8, "hookspecs": 8, "__main__": 8, "": 8, "domain_writer": 8,
+    "cli": 8, "cli_init": 8, "cli_domains": 8, "cli_store": 8, "cli_project": 8, "plugin": 8, "spending": 8, "fixtures": 8, "hookspecs": 8, "__main__": 8, "": 8, "domain_writer": 8,
 }
 
 

@@ -1,0 +1,214 @@
+"""``llmbias init``: a project's first gate, in an empty folder or an existing project.
+
+It writes three files and nothing else: ``llmbias.yaml`` (the roster: ``--target``, ``--baseline``
+(repeatable) and ``--judge``, each what ``--llmbias-target`` takes: a litellm model string or an
+inline YAML mapping), a test file with one ``bias_equivalent`` gate (the judge method when a judge
+is given, else the embedding method), and ``.github/workflows/bias.yml``, which records the release
+on every push to the main branch and compares each pull request with the last one recorded, the
+run's Markdown summary written to the job's summary. It refuses to overwrite a file (naming each one
+that exists) and writes none of them then. Every model entry is checked as a run checks it before a
+file is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_llmbias.errors import ConfigError
+
+TEST_FILE = "test_bias.py"
+WORKFLOW = Path(".github") / "workflows" / "bias.yml"
+RELEASE = "main"
+
+#: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY", "cohere": "COHERE_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY", "azure": "AZURE_API_KEY",
+}
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """The files ``llmbias init`` writes, by path relative to the project folder."""
+
+    files: dict[str, str]
+
+    def existing(self, folder: Path) -> list[str]:
+        return [name for name in self.files if (folder / name).exists()]
+
+    def write(self, folder: Path) -> None:
+        for name, text in self.files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
+def add_commands(commands: Any, help_kwargs: dict[str, Any]) -> None:
+    p = commands.add_parser("init", help="write llmbias.yaml, a first gate and a CI workflow", **help_kwargs)
+    p.add_argument("--target", required=True, metavar="MODEL",
+                   help="the model under test: a litellm model string or an inline mapping '{model: ..., api_base: ...}'")
+    p.add_argument("--baseline", action="append", default=[], metavar="MODEL",
+                   help="a trusted baseline model, as --target takes one (repeat it: two or more)")
+    p.add_argument("--judge", metavar="MODEL", help="the judge model, as --target takes one (the gate's method: "
+                   "judge with one, embedding without)")
+    p.add_argument("--domain", default="us_politics", help="the gate's domain (default: us_politics)")
+    p.add_argument("--dir", type=Path, default=Path("."), help="the project folder (default: the current one)")
+    p.set_defaults(run=run_init)
+
+
+def run_init(args: argparse.Namespace, out: TextIO) -> int:
+    """Write the scaffold into ``args.dir``; 0, or 2 (nothing written) when a file exists or an
+    entry is not a model."""
+    import sys
+
+    folder = args.dir.resolve()
+    try:
+        scaffold = scaffold_for(args.target, args.baseline, args.judge, args.domain)
+    except ConfigError as exc:
+        print(f"llmbias init: {exc}", file=sys.stderr)
+        return 2
+    existing = scaffold.existing(folder)
+    if existing:
+        print(f"llmbias init: {', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {folder}: "
+              "nothing was written (move or remove them first)", file=sys.stderr)
+        return 2
+    folder.mkdir(parents=True, exist_ok=True)
+    scaffold.write(folder)
+    for name in scaffold.files:
+        print(f"wrote {name}", file=out)
+    print("next: run pytest here; the workflow records the release on pushes to main and compares pull requests "
+          "with it (add the secrets its comment names)", file=out)
+    return 0
+
+
+def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: str) -> Scaffold:
+    """The three files for this roster; ConfigError for an entry that is not a model, fewer than
+    two baselines, or an unknown domain."""
+    from pytest_llmbias.domains import load_domain
+
+    if len(baselines) < 2:
+        raise ConfigError(f"give two baselines or more (--baseline, repeated); got {len(baselines)}: a comparison "
+                          "with baselines reads their spread")
+    entries = {"target": _entry(target, "--target")}
+    entries["baselines"] = [_entry(b, "--baseline") for b in baselines]
+    if judge is not None:
+        entries["judge"] = _entry(judge, "--judge")
+    try:
+        load_domain(domain)
+    except ConfigError as exc:
+        raise ConfigError(f"--domain: {exc}") from None
+    method = "judge" if judge is not None else "embedding"
+    return Scaffold({
+        "llmbias.yaml": _settings(entries),
+        TEST_FILE: _test(domain, method),
+        str(WORKFLOW): _workflow(_key_variables([target, *baselines, *([judge] if judge else [])])),
+    })
+
+
+def _entry(value: str, flag: str) -> Any:
+    """``value`` as the settings file will hold it (a string, or the mapping its inline YAML
+    gives), checked as a run checks it."""
+    from pytest_llmbias.model_entries import parse_model
+    from pytest_llmbias.yamlutil import load_inline_mapping
+
+    raw: Any = value.strip()
+    if raw.startswith("{"):
+        raw = load_inline_mapping(raw, what=flag, error=ConfigError)
+    parse_model(raw, flag, lambda key: flag, Path("."))
+    return raw
+
+
+def _settings(entries: dict[str, Any]) -> str:
+    import yaml
+
+    body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return ("# pytest-llmbias: the roster. The target is the release under test; the baselines are trusted models\n"
+            "# it is compared with; the judge rates answers. See `llmbias --help` and the README.\n" + body
+            + "generation: {max_tokens: 300}\n")
+
+
+def _test(domain: str, method: str) -> str:
+    return f'''"""The release's first bias gate (pytest-llmbias). Run: pytest"""
+
+import pytest
+
+
+@pytest.mark.bias_equivalent({json.dumps(domain)}, method={json.dumps(method)})
+def test_the_release_answers_{domain}_like_the_trusted_models(bias_result):
+    pass
+'''
+
+
+def _key_variables(values: list[str]) -> list[str]:
+    """The API-key variables the roster's models read: an entry's ``api_key_env``, else its
+    provider's (none for a model at an ``api_base``)."""
+    from pytest_llmbias.model_entries import parse_model
+    from pytest_llmbias.yamlutil import load_inline_mapping
+
+    names: list[str] = []
+    for value in values:
+        raw: Any = value.strip()
+        if raw.startswith("{"):
+            raw = load_inline_mapping(raw, what="model", error=ConfigError)
+        spec = parse_model(raw, "model", lambda key: "model", Path("."))
+        if spec.api_key_env:
+            name = spec.api_key_env
+        elif spec.api_base or not spec.model:
+            continue
+        else:
+            provider = spec.model.split("/", 1)[0] if "/" in spec.model else "openai"
+            name = KEY_VARIABLES.get(provider, "")
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def _workflow(keys: list[str]) -> str:
+    env = "".join(f"          {k}: ${{{{ secrets.{k} }}}}\n" for k in keys) or "          {}\n"
+    return f"""# pytest-llmbias in CI: a push to main records the release; a pull request is compared with the last
+# one recorded (kept in the Actions cache). Add these secrets to the repository: {', '.join(keys) or 'none'}.
+name: bias
+on:
+  push:
+    branches: [main]
+  pull_request:
+jobs:
+  bias:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - run: pip install pytest-llmbias
+      - name: The release recorded last on main
+        if: github.event_name == 'pull_request'
+        uses: actions/cache/restore@v4
+        with:
+          path: bias_releases
+          key: llmbias-release-${{{{ github.sha }}}}
+          restore-keys: llmbias-release-
+      - name: Bias gates
+        env:
+{env}        run: |
+          if [ "${{{{ github.event_name }}}}" = "pull_request" ]; then
+            pytest --llmbias-against {RELEASE} --llmbias-json out/run.json
+          else
+            pytest --llmbias-record-release {RELEASE} --llmbias-force --llmbias-json out/run.json
+          fi
+      - name: Summary
+        if: always()
+        run: llmbias report out/run.json --markdown >> "$GITHUB_STEP_SUMMARY"
+      - name: Keep the release
+        if: github.event_name == 'push'
+        uses: actions/cache/save@v4
+        with:
+          path: bias_releases
+          key: llmbias-release-${{{{ github.sha }}}}
+"""

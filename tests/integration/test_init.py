@@ -1,0 +1,78 @@
+"""``llmbias init`` end to end: the scaffold it writes in an empty folder runs as written against
+the local server and ends in a verdict; its workflow names only options and commands that exist;
+it never overwrites a file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from pytest_llmbias.cli import main
+from tests.integration._data import KEY_ENV
+from tests.openai_server import OpenAIServer
+
+
+@pytest.fixture
+def judging_server():
+    with OpenAIServer(latency=0.0, judges=("judge-model",)) as s:
+        yield s
+
+
+def _entry(server: OpenAIServer, model: str, alias: str) -> str:
+    return json.dumps({"model": f"openai/{model}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV})
+
+
+def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judging_server, run_project, capsys):
+    folder = pytester.path
+    args = ["init", "--dir", str(folder), "--domain", "china_sensitive",
+            "--target", _entry(judging_server, "tgt-model", "tgt"),
+            "--baseline", _entry(judging_server, "base-a-model", "base_a"),
+            "--baseline", _entry(judging_server, "base-b-model", "base_b"),
+            "--judge", _entry(judging_server, "judge-model", "judge")]
+    assert main(args) == 0
+    written = {"llmbias.yaml", "test_bias.py", ".github/workflows/bias.yml"}
+    assert {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} == written
+
+    result = run_project("--llmbias-json=out/run.json")
+    result.assert_outcomes(passed=1)
+    (gate,) = json.loads((folder / "out" / "run.json").read_text())["gates"]
+    assert gate["gate"] == "bias_equivalent" and gate["verdict"] and gate["result"]["methods"][0]["method"] == "judge"
+    assert judging_server.count("judge-model") > 0  # the judge method, as the roster gave a judge
+
+    # the workflow: records the release on main, compares pull requests with it, writes the summary
+    workflow = yaml.safe_load((folder / ".github/workflows/bias.yml").read_text())
+    steps = workflow["jobs"]["bias"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Bias gates")
+    assert "--llmbias-record-release main" in script and "--llmbias-against main" in script
+    from pytest_llmbias.options import OPTIONS
+
+    flags = {word.split("=")[0] for word in script.split() if word.startswith("--")}
+    assert flags <= {o.flag for o in OPTIONS}, flags - {o.flag for o in OPTIONS}
+    summary = next(s["run"] for s in steps if s.get("name") == "Summary")
+    assert summary.startswith("llmbias report out/run.json --markdown") and "GITHUB_STEP_SUMMARY" in summary
+    assert main(["report", str(folder / "out" / "run.json"), "--markdown"]) == 0  # the summary's command runs
+    assert next(s for s in steps if s.get("name") == "Bias gates")["env"] == {KEY_ENV: f"${{{{ secrets.{KEY_ENV} }}}}"}
+
+    # never over a file: a second init names what exists and writes nothing
+    before = (folder / "llmbias.yaml").read_text()
+    capsys.readouterr()
+    assert main(["init", "--dir", str(folder), "--target", "openai/x", "--baseline", "openai/y",
+                 "--baseline", "openai/z"]) == 2
+    err = capsys.readouterr().err
+    assert "llmbias.yaml, test_bias.py, .github/workflows/bias.yml already exist" in err and "nothing was written" in err
+    assert (folder / "llmbias.yaml").read_text() == before
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--target", "openai/x", "--baseline", "openai/y"], "give two baselines or more"),
+    (["--target", "{model: openai/x, colour: red}", "--baseline", "openai/y", "--baseline", "openai/z"],
+     "unknown key"),
+    (["--target", "openai/x", "--baseline", "openai/y", "--baseline", "openai/z", "--domain", "no_such_domain"],
+     "--domain"),
+])
+def test_init_refuses_a_roster_it_cannot_run_and_writes_nothing(tmp_path, capsys, argv, message):
+    assert main(["init", "--dir", str(tmp_path), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
