@@ -50,6 +50,26 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
                                " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
                                " }).map(e => e.textContent).slice(0, 5)")
         assert page.locator("table.summary td.num").count() > 0 and broken == [], broken
+        # a test id wraps only at its word boundaries (after '_', '::', '/'), never inside a word
+        ids = page.evaluate("() => [...document.querySelectorAll('table.summary td:first-child a')].map(a => {"
+                            " const r = document.createRange(); const t = a.firstChild; const out = [];"
+                            " for (const n of a.childNodes) { if (n.nodeType !== 3) continue;"
+                            "   r.selectNodeContents(n);"
+                            "   if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1)"
+                            "     out.push(n.textContent); }"
+                            " return out; }).flat().slice(0, 5)")
+        assert ids == [], ids
+        # on a 390-pixel phone the summary scrolls sideways inside its box: no digit wraps, the page does not widen
+        page.set_viewport_size({"width": 390, "height": 800})
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = page.locator("table.summary").first
+        assert box.evaluate("e => e.scrollWidth > e.clientWidth")
+        narrow = page.evaluate("() => [...document.querySelectorAll('table.summary td.num')].filter(e => {"
+                               " const r = document.createRange(); r.selectNodeContents(e);"
+                               " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
+                               " }).map(e => e.textContent).slice(0, 5)")
+        assert narrow == [], narrow
+        page.set_viewport_size({"width": 1280, "height": 800})
         sections = page.locator("section.gate")
         assert sections.count() == len(gates) == 13
         for i, gate in enumerate(gates):

@@ -42,14 +42,15 @@ _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1180px;
        padding: 1.5rem; color: #1c2833; }
 h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2.2rem; }
-h3 { font-size: 1rem; margin-bottom: .3rem; }
+h3 { font-size: 1rem; margin-bottom: .3rem; } h2, h3, p, li { overflow-wrap: anywhere; }
 .meta { color: #566573; margin-top: 0; }
-table { border-collapse: collapse; margin: .6rem 0; font-size: 13px; max-width: 100%; }
+table { border-collapse: collapse; margin: .6rem 0; font-size: 13px; max-width: 100%; display: block;
+        overflow-x: auto; }
 th, td { border-bottom: 1px solid #d5d8dc; padding: .25rem .6rem; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
 th { background: #f4f6f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.summary th, td.num, .badge { white-space: nowrap; overflow-wrap: normal; }
-table.summary td:first-child { min-width: 12rem; }
+table.summary td:first-child { min-width: 12rem; overflow-wrap: normal; }
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: .8rem; font-size: 12px; font-weight: 600;
          color: #fff; background: #7f8c8d; }
 .badge.passed { background: #1e8449; } .badge.failed, .badge.error { background: #c0392b; }
@@ -198,7 +199,7 @@ def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None
     head = ("test", "gate", "method", "outcome", "verdict", "target", "baselines", "bound", "p", "reliability")
     rows = []
     for i, g in enumerate(gates):
-        link = f'<a href="#gate-{i}">{_e(g.get("test"))}</a>'
+        link = f'<a href="#gate-{i}">{_breakable(str(g.get("test") or ""))}</a>'
         outcome = str(g.get("outcome", ""))
         badge = f'<span class="badge {_e(outcome)}">{_e(outcome)}</span>'
         methods = (g.get("row") or {}).get("methods") or [{}]
@@ -214,8 +215,17 @@ def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None
             f"{sum(1 for g in gates if g.get('passed') is None)} without a verdict.</p>"
             + (f'<p class="suite">{_e(suite["sentence"])}.</p>' if suite else "") +
             '<p><label><input type="checkbox" id="failing-only"> show only gates that did not pass</label></p>'
-            '<table class="summary"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows)
-            + "</table>")
+            '<table class="summary"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+            + "".join(rows) + "</table>")
+
+
+def _breakable(test_id: str) -> str:
+    """A test id, escaped, that may wrap only after a ``/``, ``::``, ``_`` or ``[`` (``<wbr>``):
+    at word boundaries, never inside a word."""
+    import re
+
+    return "".join(_e(part) + ("<wbr>" if re.fullmatch(r"/|::|_|\[", part) else "")
+                   for part in re.split(r"(/|::|_|\[)", test_id))
 
 
 def _figures_of(entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None) -> str:
@@ -276,7 +286,7 @@ def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[st
     parts = [
         f'<section class="gate" id="gate-{i}" data-gate="{_e(entry.get("gate"))}" '
         f'data-passed="{"true" if passed is True else "false"}">',
-        f"<h2>{_e(entry.get('test'))}</h2>",
+        f"<h2>{_breakable(str(entry.get('test') or ''))}</h2>",
         f'<p><span class="badge {_e(outcome)}">{_e(outcome)}</span> <code>{_e(entry.get("gate"))}</code> on '
         f"<code>{_e(entry.get('domain'))}</code>: verdict <strong>{_e(entry.get('verdict'))}</strong></p>",
     ]
