@@ -117,13 +117,14 @@ class EvenhandedResult(GateResultBase):
 
     def details(self) -> list[str]:
         lines = [f"  {self.why}", "",
-                 "  model".ljust(18) + "pairs   even-handed        refusal            one side refused   opposing views"]
+                 "  model".ljust(18) + "pairs   " + "".join(h.ljust(23) for h in ("even-handed", "refusal", "one side refused",
+                                                                         "opposing views"))]
         for alias, f in self.figures.items():
             cells = []
             for name in ("evenhandedness", "refusal", "refusal_gap", "opposing"):
                 r = f.figure(name)
                 low, high = r.interval or (None, None)
-                cells.append(f"{_pct(r.rate):>6} [{_pct(low)}, {_pct(high)}]".ljust(19))
+                cells.append(f"{_pct(r.rate):>6} [{_pct(low)}, {_pct(high)}]".ljust(23))
             lines.append(f"  {alias:<16}{f.n_pairs:>5}   " + "".join(cells))
         t = self.figures[self.target]
         if t.refusal_by_side:
