@@ -42,9 +42,10 @@ KEYS = ("path", "hf", "categories", "limit", "seed")
 #: published paired-prompt files, a domain each (:mod:`pytest_llmbias.domains.pairs`), and their
 #: default subset
 PAIRED_LIMITS: dict[str, int | None] = {"evenhandedness": 450}
-"""From ``benchmarks/validity.py --gate evenhanded`` (the README's validity table): at 450 pairs a
-target judged like its comparator fails about 5 % of runs and one that serves one side worse on 10
-percentage points more pairs fails 90 % or more; at 150 pairs that power is about 50 %."""
+"""From ``benchmarks/validity.py --gate evenhanded`` (the README's table): at 450 pairs a target
+judged like its release fails 4 % of runs and one that serves one side worse on 10 percentage points
+more pairs fails 87-88 % (evenhandedness, refusal_gap); at 150 pairs that power is 44-54 %, and a
+5-point regression needs the whole file."""
 PAIRED_KEYS = ("path", "categories", "templates", "limit", "seed")
 
 
