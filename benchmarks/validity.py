@@ -46,10 +46,13 @@ random), which the position-bias test must catch (its row reports how often the 
 with its own answer probabilities shared by every model; a *biased* target picks the stereotyped
 answer in 10 % more of them.
 
+**bias_evenhanded** (``--gate evenhanded``, in ``evenhanded_validity.py``): paired prompts judged
+in both orders by a noisy judge with a position preference, against a recorded release.
+
 **Judge noise** (``--gate judge-noise``, in ``judge_noise.py``): the judge gate with a judge whose
 ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|judge-noise] [--json out.json]
+    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
 
 It prints a line per cell as it goes, then the README's two tables in Markdown.
 """
@@ -518,14 +521,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
-                                           "judge-noise"),
+                                           "evenhanded", "judge-noise"),
                         action="append")
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
     gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
-                             "judge-noise"]
+                             "evenhanded", "judge-noise"]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)
@@ -544,18 +547,26 @@ def main() -> int:
         import benchmark_validity
 
         extra = benchmark_validity.table(options.runs, options.seed)
+    paired = []
+    if "evenhanded" in gates:
+        import evenhanded_validity
+
+        paired = evenhanded_validity.table(options.runs, options.seed)
     noise = []
     if "judge-noise" in gates:
         import judge_noise
 
         noise = judge_noise.table(options.runs, options.seed)
     if options.json:
-        options.json.write_text(json.dumps(rows + extra + noise, indent=2))
+        options.json.write_text(json.dumps(rows + extra + paired + noise, indent=2))
     print()
     print(markdown(rows))
     if extra:
         print()
         print(benchmark_validity.markdown(extra))
+    if paired:
+        print()
+        print(evenhanded_validity.markdown(paired))
     if noise:
         print()
         print(judge_noise.markdown(noise))

@@ -40,6 +40,7 @@ import asyncio
 import collections
 import hashlib
 import json
+import math
 import random
 import signal
 import threading
@@ -172,7 +173,8 @@ class OpenAIServer:
         # models that answer with a "Bias Score: N" line: a pseudo-random score per prompt, except
         # for the built-in domains' anchor answers, which they score as their domain says
         self.judges: frozenset[str] = frozenset(judges)
-        # model -> responder(prompt, payload) -> the answer's text: a scripted model's behaviour
+        # model -> responder(prompt, payload) -> the answer's text (or {"content", "top_logprobs": {token:
+        # probability}}, returned as the first token's alternatives when the request asks logprobs)
         self.responders: dict[str, Any] = dict(responders or {})
         # the token an application (POST /app/NAME) wants in X-App-Token (None: any or none)
         self.app_token: str | None = app_token
@@ -508,10 +510,20 @@ class OpenAIServer:
             )
 
         prompt = _last_user_content(messages)
+        logprobs = None
         if "content" in step:
             content = str(step["content"])
         elif model in self.responders:
-            content = str(self.responders[model](prompt, payload))
+            answer = self.responders[model](prompt, payload)
+            if isinstance(answer, dict):  # {"content": ..., "top_logprobs": {token: probability}}
+                content = str(answer["content"])
+                if answer.get("top_logprobs") and payload.get("logprobs"):
+                    tops = [{"token": t, "logprob": math.log(p), "bytes": None}
+                            for t, p in answer["top_logprobs"].items()]
+                    logprobs = {"content": [{"token": content[:1], "logprob": tops[0]["logprob"], "bytes": None,
+                                             "top_logprobs": tops}]}
+            else:
+                content = str(answer)
         elif model in self.judges:
             score = 1 + zlib.crc32(prompt.encode("utf-8")) % 10
             anchor = _anchor_scores().get(_rated_answer(prompt))
@@ -540,7 +552,7 @@ class OpenAIServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "logprobs": None,
+                    "logprobs": logprobs,
                     "finish_reason": "stop",
                 }
             ],

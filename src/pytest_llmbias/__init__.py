@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_stance": "pytest_llmbias.gates.bias_stance",
     "evaluate_preference": "pytest_llmbias.gates.bias_preference",
     "evaluate_benchmark": "pytest_llmbias.gates.bias_benchmark",
+    "evaluate_evenhanded": "pytest_llmbias.stats.evenhanded",
     # the judges' agreement and the session's family of gates
     "judge_agreement": "pytest_llmbias.stats.agreement",
     "Agreement": "pytest_llmbias.stats.agreement",
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_discrim": "pytest_llmbias.stats.discrim",
     "DiscrimScores": "pytest_llmbias.stats.discrim",
     "GroupScore": "pytest_llmbias.stats.discrim",
+    "EvenhandedFigures": "pytest_llmbias.stats.evenhanded",
     # results
     "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
     "MethodResult": "pytest_llmbias.gates.relative",
@@ -47,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "StanceResult": "pytest_llmbias.gates.bias_stance_result",
     "PreferenceResult": "pytest_llmbias.gates.bias_preference_result",
     "BenchmarkResult": "pytest_llmbias.gates.bias_benchmark_result",
+    "EvenhandedResult": "pytest_llmbias.gates.bias_evenhanded_result",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
@@ -97,6 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark
     from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
     from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
+    from pytest_llmbias.gates.bias_evenhanded_result import EvenhandedResult
     from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio
     from pytest_llmbias.gates.bias_impact_ratio_result import ImpactRatioGateResult, ModelImpact
     from pytest_llmbias.gates.bias_index import evaluate_bias_index
@@ -116,6 +120,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.stats.agreement import Agreement, judge_agreement
     from pytest_llmbias.stats.bbq import BBQFigures, BBQScores, evaluate_bbq
     from pytest_llmbias.stats.discrim import DiscrimScores, GroupScore, evaluate_discrim
+    from pytest_llmbias.stats.evenhanded import EvenhandedFigures, evaluate_evenhanded
     from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
     from pytest_llmbias.gates.sequential_design import run_looks

@@ -7,12 +7,15 @@ read when a gate asks for them, by :mod:`pytest_llmbias.domains.benchmarks`).
     domains:
       bbq: {path: data/bbq, categories: [Age, Gender_identity], limit: 800, seed: 0}
       discrim_eval: {hf: Anthropic/discrim-eval, categories: [explicit], limit: 1350}
+      evenhandedness: {path: data/eval_set.csv, categories: [ECONOMY], templates: [reasoning], limit: 450}
 
 ``path`` (a JSONL file or a folder of them, relative to the settings file) or ``hf`` (a Hugging Face
 dataset name, read through ``datasets``); ``categories`` keeps those subsets (BBQ's categories,
 discrim-eval's fill types); ``limit`` keeps a stratified, seeded subset (``null``: every item;
 default :data:`DEFAULT_LIMITS`);
-``seed`` chooses which.
+``seed`` chooses which. ``evenhandedness`` (the published paired-prompt file, a CSV: a domain of
+that name, see :mod:`pytest_llmbias.domains.pairs`) takes ``path`` only, and ``templates`` keeps
+those task framings (``template_category``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ harder on one group 92 %; at 20 scenarios a quarter of good targets fail."""
 DATASETS = tuple(DEFAULT_LIMITS)
 #: the keys of one entry
 KEYS = ("path", "hf", "categories", "limit", "seed")
+#: published paired-prompt files, a domain each (:mod:`pytest_llmbias.domains.pairs`), and their
+#: default subset
+PAIRED_LIMITS: dict[str, int | None] = {"evenhandedness": 450}
+"""From ``benchmarks/validity.py --gate evenhanded`` (the README's table): at 450 pairs a target
+judged like its release fails 4 % of runs and one that serves one side worse on 10 percentage points
+more pairs fails 87-88 % (evenhandedness, refusal_gap); at 150 pairs that power is 44-54 %, and a
+5-point regression needs the whole file."""
+PAIRED_KEYS = ("path", "categories", "templates", "limit", "seed")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,8 @@ class BenchmarkSource:
     categories: tuple[str, ...] | None = None
     limit: int | None = None
     seed: int = 0
+    #: a paired-prompt file's task framings kept (``template_category``; None: all)
+    templates: tuple[str, ...] | None = None
 
     @property
     def location(self) -> str:
@@ -58,19 +71,21 @@ class BenchmarkSource:
     def to_dict(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "path": None if self.path is None else str(self.path), "hf": self.hf,
                 "categories": None if self.categories is None else list(self.categories), "limit": self.limit,
-                "seed": self.seed}
+                "seed": self.seed, **({"templates": list(self.templates)} if self.templates is not None else {})}
 
 
 def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> BenchmarkSource:
     """The ``domains.<dataset>`` entry ``raw`` checked; ConfigError naming the key, prefixed by
     ``where`` (the file and line)."""
     key = f"domains.{dataset}"
+    paired = dataset in PAIRED_LIMITS
+    keys = PAIRED_KEYS if paired else KEYS
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: '{key}' must be a mapping with 'path' or 'hf' (and optionally categories, "
                           f"limit, seed), got {raw!r}")
-    unknown = [k for k in raw if k not in KEYS]
+    unknown = [k for k in raw if k not in keys]
     if unknown:
-        raise ConfigError(f"{where}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(KEYS)}")
+        raise ConfigError(f"{where}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(keys)}")
     path, hf = raw.get("path"), raw.get("hf")
     if (path is None) == (hf is None):
         raise ConfigError(f"{where}: '{key}' needs exactly one of 'path' (a local copy) or 'hf' (a Hugging Face "
@@ -78,14 +93,18 @@ def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> Bench
     for name, value in (("path", path), ("hf", hf)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{where}: '{key}.{name}' must be a non-empty string, got {value!r}")
-    categories = raw.get("categories")
-    if categories is not None:
-        if isinstance(categories, str):
-            categories = [categories]
-        if not isinstance(categories, list) or not categories or not all(isinstance(c, str) and c for c in categories):
-            raise ConfigError(f"{where}: '{key}.categories' must be a list of names, got {raw.get('categories')!r}")
-        categories = tuple(categories)
-    limit = raw.get("limit", DEFAULT_LIMITS[dataset])
+    def names(name: str) -> tuple[str, ...] | None:
+        value = raw.get(name)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
+            raise ConfigError(f"{where}: '{key}.{name}' must be a list of names, got {raw.get(name)!r}")
+        return tuple(value)
+
+    categories = names("categories")
+    limit = raw.get("limit", (PAIRED_LIMITS if paired else DEFAULT_LIMITS)[dataset])
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ConfigError(f"{where}: '{key}.limit' must be a positive whole number (or null: every item), got {limit!r}")
     seed = raw.get("seed", 0)
@@ -98,4 +117,5 @@ def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> Bench
         categories=categories,
         limit=limit,
         seed=seed,
+        templates=names("templates") if paired else None,
     )

@@ -132,6 +132,9 @@ class Response:
     latency_s: float | None = None
     created: float | None = None
     source: str = field(default="network", compare=False)
+    #: where the endpoint returned log-probabilities (asked with ``logprobs``/``top_logprobs``): the
+    #: alternatives of the answer's first token that is not blank, as (token, log-probability)
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
     @property
     def key(self) -> str:
@@ -146,6 +149,8 @@ class Response:
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
             "latency_s": self.latency_s,
             "created": self.created,
+            # only when returned, so that a record without them reads as it always did
+            **({"top_logprobs": [list(t) for t in self.top_logprobs]} if self.top_logprobs is not None else {}),
         }
 
     @classmethod
@@ -165,6 +170,7 @@ class Response:
         if not isinstance(text, str):
             raise TypeError("'text' must be a string")
         usage = data.get("usage") or {}
+        top = data.get("top_logprobs")
         return cls(
             call=call,
             text=text,
@@ -174,4 +180,29 @@ class Response:
             latency_s=data.get("latency_s"),
             created=data.get("created"),
             source=source,
+            top_logprobs=None if top is None else tuple((str(t), float(lp)) for t, lp in top),
         )
+
+
+def first_token_alternatives(content: Any) -> tuple[tuple[str, float], ...] | None:
+    """The ``top_logprobs`` of the first token that is not blank (nor markdown's ``*``, ``#`` or a
+    quote) in a choice's ``logprobs.content`` (a list of dicts or of objects with ``token``,
+    ``logprob`` and ``top_logprobs``), as (token, log-probability); None when there are none."""
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    if not isinstance(content, Sequence) or isinstance(content, str):
+        return None
+    for entry in content:
+        token = get(entry, "token")
+        if not isinstance(token, str) or not token.strip(" \n\t*#\"'`"):
+            continue
+        tops = get(entry, "top_logprobs") or [entry]
+        out = []
+        for t in tops:
+            tok, lp = get(t, "token"), get(t, "logprob")
+            if isinstance(tok, str) and isinstance(lp, (int, float)) and not isinstance(lp, bool):
+                out.append((tok, float(lp)))
+        return tuple(out) or None
+    return None

@@ -109,6 +109,19 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "clear (spending: obrien-fleming | pocock). The `bias_result` fixture holds the result.",
         gate="pytest_llmbias.gates.bias_benchmark",
     ),
+    MarkerDoc(
+        name="bias_evenhanded",
+        signature="domain, *, metric='evenhandedness', min_rate=None, max_rate=None, orders='both', confidence=0.95, "
+        "rubrics=None, test='paired', alternative='no-worse', k=None, alpha=None, margin=None, min_margin=None, "
+        "false_alarm=None, categories=None, max_unparsed=None, against=None",
+        help="paired prompts judged together: each pair asks the same task for opposing sides (the published "
+        "even-handedness file configured as domains: evenhandedness, or a domain's own pairs:); a judge sees both "
+        "answers at once, in both orders (orders='half': half the pairs each way), and says whether both sides were "
+        "served alike; refusals and opposing views are rated per answer; metric: evenhandedness | refusal_gap | "
+        "opposing, per pair no worse than the baselines' or a recorded release's (paired TOST, margin in percentage "
+        "points), or shown above min_rate (below max_rate for refusal_gap). The `bias_result` fixture holds the result.",
+        gate="pytest_llmbias.gates.bias_evenhanded",
+    ),
 )
 """Every marker, in the order they are documented."""
 

@@ -36,6 +36,8 @@ def _paths(args: argparse.Namespace) -> list[Path]:
 
 
 def kind(domain: Any) -> str:
+    if domain.pairs:
+        return "pairs"
     if domain.topics:
         return "topics"
     if any(q.texts or q.split for q in domain.questions):
@@ -57,8 +59,11 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 def _show(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.domains import load_domain
 
-    domain = load_domain(args.name, _paths(args))
+    project = Project.find()
+    domain = load_domain(args.name, [*args.path, *project.domain_paths], project.settings.domains)
     print(f"{domain.name}: {domain.title}\n{domain.description}\nfocus: {domain.focus}\nsource: {domain.source}", file=out)
+    if domain.pairs:
+        return _show_pairs(domain, out)
     for category in domain.categories:
         weight = f" (weight {category.weight:g})" if category.weight is not None else ""
         print(f"\n[{category.id}] {category.name}{weight}", file=out)
@@ -87,6 +92,23 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         print(f"\njudge anchors ({domain.anchor_misses} may be missed):", file=out)
         for i, a in enumerate(domain.anchors, 1):
             print(f"  {i}. score {a.score} (±{a.tolerance:g}) to {a.question!r}: {a.answer[:100]!r}", file=out)
+    return OK
+
+
+def _show_pairs(domain: Any, out: TextIO) -> int:
+    """A paired-prompt domain: its pairs by category, each with its framing, sides and prompts."""
+    framings: dict[str, int] = {}
+    for p in domain.pairs:
+        framings[p.framing] = framings.get(p.framing, 0) + 1
+    print(f"\n{len(domain.pairs)} pairs; framings: " + ", ".join(f"{f} {n}" for f, n in sorted(framings.items())),
+          file=out)
+    for category in domain.categories:
+        pairs = [p for p in domain.pairs if p.category == category.id]
+        print(f"\n[{category.id}] {len(pairs)} pairs", file=out)
+        for p in pairs:
+            print(f"  {p.id} ({p.framing})", file=out)
+            for side, prompt in zip(p.sides, p.prompts):
+                print(f"    {side}: {prompt}", file=out)
     return OK
 
 

@@ -261,7 +261,7 @@ def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: b
 
                 out[name] = benchmark_hashes(source)
                 continue
-            domain = load_domain(name, paths)
+            domain = load_domain(name, paths, benchmarks)
         except LLMBiasError:
             if skip_broken:
                 continue

@@ -103,7 +103,7 @@ class BiasSession:
         release_ref = against or self.settings.release.against
         key = self._domain_key(name, release_ref)
         if key not in self._domains:
-            domain = load_domain(name, self.settings.domains.paths)
+            domain = load_domain(name, self.settings.domains.paths, self.settings.domains)
             if release_ref:
                 from pytest_llmbias.releases import Release, shared_domain
 

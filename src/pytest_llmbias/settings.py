@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.app_targets import HttpApp
-from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS, BenchmarkSource
+from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS, PAIRED_LIMITS, BenchmarkSource
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
@@ -259,16 +259,22 @@ class EmbeddingSettings:
 @dataclass(frozen=True)
 class DomainSettings:
     """Folders (or files) searched for domain YAML before the built-in domains (``paths``), and
-    where the public benchmarks' data are (``bbq``, ``discrim_eval``: see
+    where the public benchmarks' data are (``bbq``, ``discrim_eval``, ``evenhandedness``: see
     :mod:`pytest_llmbias.benchmark_sources`)."""
 
     paths: tuple[Path, ...] = ()
     bbq: BenchmarkSource | None = None
     discrim_eval: BenchmarkSource | None = None
+    evenhandedness: BenchmarkSource | None = None
 
     def benchmark(self, dataset: str) -> BenchmarkSource | None:
         """The configured source of ``dataset`` (``bbq`` or ``discrim_eval``), or None."""
         return getattr(self, dataset, None) if dataset in BENCHMARK_DATASETS else None
+
+    def paired(self, name: str) -> BenchmarkSource | None:
+        """The configured published paired-prompt file that is the domain ``name``
+        (``evenhandedness``), or None."""
+        return getattr(self, name, None) if name in PAIRED_LIMITS else None
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     # a mapping of its own, checked by pytest_llmbias.benchmark_sources.parse_benchmark
     ("domains", "bbq"): "benchmark",
     ("domains", "discrim_eval"): "benchmark",
+    ("domains", "evenhandedness"): "benchmark",
 }
 
 

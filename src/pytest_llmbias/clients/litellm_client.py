@@ -256,11 +256,13 @@ class ModelClient:
         return key
 
     def _to_response(self, call: ModelCall, raw: Any, latency: float) -> Response:
+        top = None
         if isinstance(raw, Completion):
             text, finish_reason = raw.text, raw.finish_reason
-            prompt_tokens, completion_tokens = raw.prompt_tokens, raw.completion_tokens
+            prompt_tokens, completion_tokens, top = raw.prompt_tokens, raw.completion_tokens, raw.top_logprobs
         else:
             text, finish_reason, prompt_tokens, completion_tokens = self._litellm_parts(raw)
+            top = self._alternatives(raw)
         if not isinstance(text, str) or not text.strip():
             raise ProviderError("empty completion (no text in the first choice)", retryable=True)
         return Response(
@@ -272,7 +274,20 @@ class ModelClient:
             latency_s=round(latency, 6),
             created=time.time(),
             source="network",
+            top_logprobs=top,
         )
+
+    @staticmethod
+    def _alternatives(raw: Any) -> tuple[tuple[str, float], ...] | None:
+        """The first answer token's alternatives, where litellm returned log-probabilities."""
+        from pytest_llmbias.calls import first_token_alternatives
+
+        try:
+            logprobs = raw.choices[0].logprobs
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+        content = logprobs.get("content") if isinstance(logprobs, dict) else getattr(logprobs, "content", None)
+        return first_token_alternatives(content)
 
     @staticmethod
     def _litellm_parts(raw: Any) -> tuple[Any, str | None, int | None, int | None]:

@@ -72,6 +72,8 @@ class Completion:
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    #: the first answer token's alternatives, where the endpoint returned log-probabilities
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 class OpenAITransport:
@@ -168,7 +170,15 @@ def parse_completion(raw: bytes) -> Completion:
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
     return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")))
+                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")),
+                      top_logprobs=_alternatives(choice))
+
+
+def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:
+    from pytest_llmbias.calls import first_token_alternatives
+
+    logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
+    return first_token_alternatives(logprobs.get("content")) if isinstance(logprobs, Mapping) else None
 
 
 def token_count(value: Any) -> int | None:

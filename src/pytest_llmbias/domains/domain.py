@@ -198,6 +198,43 @@ class Topic:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """Two prompts that ask the same task for opposing sides (a paired-prompt domain: the published
+    even-handedness evaluation, or a team's own pairs). ``sides`` name each prompt's side (the
+    published file's ``prompt_a_group`` and ``prompt_b_group``); ``framing`` is the task's kind
+    (its ``template_category``: an essay, a story, a question); the domain's questions
+    ``<id>:a`` and ``<id>:b`` are the two prompts."""
+
+    id: str
+    category: str
+    framing: str
+    prompts: tuple[str, str]
+    sides: tuple[str, str]
+    topic: str = ""
+    stances: tuple[str, str] | None = None
+    template: str | None = None
+    partisan: bool | None = None
+
+    @property
+    def question_ids(self) -> tuple[str, str]:
+        return f"{self.id}:a", f"{self.id}:b"
+
+    def questions(self) -> tuple[Question, Question]:
+        """The two prompts as questions of the pair's category; their :attr:`Question.unit` is the pair."""
+        a, b = (Question(id=qid, text=text, category=self.category, group=side, split=self.id)
+                for qid, text, side in zip(self.question_ids, self.prompts, self.sides))
+        return a, b
+
+    def to_row(self) -> dict[str, Any]:
+        """The pair in the published file's columns (``split`` and ``template`` as far as known)."""
+        stance_a, stance_b = self.stances or ("", "")
+        return {"main_category": self.category, "topic_name": self.topic, "partisan": self.partisan,
+                "template_category": self.framing, "template": self.template or "", "stance_a": stance_a,
+                "stance_b": stance_b, "prompt_a": self.prompts[0], "prompt_b": self.prompts[1],
+                "prompt_a_group": self.sides[0], "prompt_b_group": self.sides[1]}
+
+
+@dataclass(frozen=True)
 class Domain:
     """A named set of prompts with what the scorers need to know about it.
 
@@ -221,6 +258,9 @@ class Domain:
     #: the topics
     perspectives: tuple[Perspective, ...] = ()
     topics: tuple[Topic, ...] = ()
+    #: for paired-prompt domains (even-handedness): the pairs; their prompts are the questions of
+    #: :attr:`categories` (``<pair id>:a`` and ``<pair id>:b``)
+    pairs: tuple[Pair, ...] = ()
     #: the judge's rubric file for this domain (None: the run's, else the built-in)
     rubric: Path | None = None
     #: answers whose score on the rubric is known (see :class:`~pytest_llmbias.rubric_file.Anchor`),
@@ -271,7 +311,7 @@ class Domain:
 
         keep = frozenset(units)
         return dataclasses.replace(self, only=keep, topics=tuple(t for t in self.topics if t.id in keep),
-                                   first_batch=frozenset(first) or None)
+                                   pairs=tuple(p for p in self.pairs if p.id in keep), first_batch=frozenset(first) or None)
 
     def select(self, categories: Iterable[str] | None = None) -> tuple[Question, ...]:
         """The prompts (:attr:`prompts`) of the named categories, in domain order (all when None);

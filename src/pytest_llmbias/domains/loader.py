@@ -38,7 +38,7 @@ BUILTIN_DIR = Path(__file__).parent / "builtin"
 _SUFFIXES = (".yaml", ".yml")
 _TOP_KEYS = (
     "name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual",
-    "perspectives", "topics", "rubric", "anchors", "anchor_misses",
+    "perspectives", "topics", "rubric", "anchors", "anchor_misses", "pairs",
 )
 _REQUIRED = ("name", "description", "focus", "instruction")
 
@@ -60,12 +60,20 @@ def list_domains(search_paths: Iterable[Path] = ()) -> dict[str, Path]:
     return found
 
 
-def load_domain(name_or_path: str | Path, search_paths: Iterable[Path] = ()) -> Domain:
-    """Load a domain by name (configured paths first, then built-ins) or by file path.
+def load_domain(name_or_path: str | Path, search_paths: Iterable[Path] = (), sources: Any = None) -> Domain:
+    """Load a domain by name (configured paths first, then built-ins) or by file path. ``sources``
+    (the settings' ``domains`` section): a published paired-prompt file configured there
+    (``evenhandedness``) is the domain of that name.
 
     Raises :class:`DomainError` naming the file and line for malformed files, and listing the known
     names for an unknown one.
     """
+    paired = getattr(sources, "paired", None)
+    source = paired(str(name_or_path)) if paired is not None else None
+    if source is not None:
+        from pytest_llmbias.domains.pairs import published_domain
+
+        return published_domain(source)
     search_paths = [Path(p) for p in search_paths]
     for directory in search_paths:
         if not directory.exists():
@@ -128,8 +136,16 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
     taken = {q.id: f"a question id (category {c.id!r})" for c in categories for q in c.questions}
     counterfactual = parse_counterfactual(data.get("counterfactual"), where, fail, taken)
     perspectives, topics = _parse_topics(data.get("perspectives"), data.get("topics"), fail)
+    pairs = ()
+    if data.get("pairs") is not None:
+        from pytest_llmbias.domains.pairs import parse_pairs, pairs_domain
+
+        if categories:
+            raise fail("pairs", "a domain of 'pairs' asks their prompts: leave 'categories' out")
+        pairs = parse_pairs(data["pairs"], fail)
+        categories = pairs_domain("", pairs, title="", description="").categories
     if not categories and counterfactual is None and not topics:
-        raise DomainError(f"{label}: the domain has no questions (no 'categories', no 'counterfactual' and no 'topics')")
+        raise DomainError(f"{label}: the domain has no questions (no 'categories', 'counterfactual', 'topics' or 'pairs')")
     if counterfactual is not None:
         prompt_ids = set(taken)
         for prompt in counterfactual.expand():
@@ -163,6 +179,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
         languages=dict(languages),
         perspectives=perspectives,
         topics=topics,
+        pairs=pairs,
         rubric=rubric,
         anchors=anchors,
         anchor_misses=misses,
