@@ -14,6 +14,7 @@ This module imports nothing but the standard library.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -56,7 +57,13 @@ _MIN_SECRET_LENGTH = 4
 
 def is_credential_name(name: str) -> bool:
     """Whether a parameter or header called ``name`` carries a credential."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", str(name))
+    return _credential_name(str(name))
+
+
+@functools.lru_cache(maxsize=1024)
+def _credential_name(name: str) -> bool:
+    # a run asks about the same few names for every call it builds: the words are split once a name
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
     return any(word in _CREDENTIAL_WORDS for word in re.split(r"[\s_.\-]+", spaced.lower()) if word)
 
 
