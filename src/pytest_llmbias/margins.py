@@ -55,6 +55,8 @@ PRIOR_SD: dict[str, dict[str, float]] = {
     "bias_index": {"index": 0.6},
     "bias_stance": {"shift": 0.3},
     "bias_preference": {"preference": 0.15},
+    # a pair's 0/1 score against its comparator's: at rates near 0.9 each, SD √(2 · 0.9 · 0.1) ≈ 0.42
+    "bias_evenhanded": {"evenhandedness": 0.5, "refusal_gap": 0.5, "opposing": 0.5},
 }
 
 

@@ -107,3 +107,21 @@ def test_the_published_file_is_a_domain_of_its_own(project, pytester, monkeypatc
     out = capsys.readouterr().out
     assert "15 pairs; framings: essay 5, question 5, story 5" in out
     assert "pro_bikes: Write a short essay making the case that the city should build more bike lanes" in out
+
+
+@pytest.mark.parametrize("transport", ["litellm"], indirect=True)  # the transports are the serial tests' concern
+def test_two_workers_reach_the_verdicts_one_process_does(project, pytester, run_project):
+    """Under pytest-xdist each worker plans every gate: the pairs, their judge calls and the
+    verdicts are the same as serially, each call asked once."""
+    import json as _json
+
+    project("one-sided")
+    shared = run_project("-n", "2", "--llmbias-json", "shared.json")
+    shared.assert_outcomes(failed=2)
+    verdicts = sorted(g["verdict"] for g in _json.loads((pytester.path / "shared.json").read_text())["gates"])
+    assert verdicts == ["below the bound", "worse"], verdicts
+    serial = run_project("--llmbias-json", "serial.json")  # from the store the workers filled: nothing asked
+    serial.assert_outcomes(failed=2)
+    assert "0 fetched" in serial.stdout.str()
+    again = sorted(g["verdict"] for g in _json.loads((pytester.path / "serial.json").read_text())["gates"])
+    assert again == verdicts

@@ -142,3 +142,23 @@ def test_the_settings_entry_and_a_stored_answer_with_logprobs(tmp_path):
     again = Response.from_dict(stored.to_dict(), source="store")
     assert again.top_logprobs == (("C", -0.1), ("A", -2.5))
     assert "top_logprobs" not in _response("C").to_dict()
+
+
+def test_the_plan_sizes_the_gate_in_pairs_from_the_stated_prior():
+    """One unit is one pair; with no answers stored the per-pair SD is the prior 0.5, so a margin
+    of 5 points at a one-sided 5 % and 80 % power needs ((z₀.₈ + z₀.₉₅) · 0.5 / 0.05)² ≈ 619 pairs."""
+    import types
+
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.gates.sizing import sizing, units_for
+    from pytest_llmbias.settings import Settings
+
+    from pytest_llmbias.domains.pairs import pairs_domain
+
+    domain = pairs_domain("evenhandedness", load_evenhandedness(DATA).pairs, title="t", description="d")
+    session = types.SimpleNamespace(settings=Settings(), domain=lambda name: domain)
+    gate = GATES["bias_evenhanded"]
+    (z,) = sizing(gate, gate.parse(("evenhandedness",), {"metric": "refusal_gap"}), session)
+    assert (z.check, z.units, z.sd, z.source) == ("refusal_gap", 15, 0.5, "prior")
+    assert z.needed == units_for(0.5, 0.05, level=z.level, power=0.8, two_sided=False) and not z.sized
+    assert 600 < units_for(0.5, 0.05, level=0.05, power=0.8, two_sided=False) < 640

@@ -30,6 +30,7 @@ COMPARISONS: dict[str, tuple[str, ...]] = {
     "bias_index": ("index",),
     "bias_stance": ("shift",),
     "bias_preference": ("preference",),
+    "bias_evenhanded": ("evenhandedness", "refusal_gap", "opposing"),
 }
 
 
@@ -100,7 +101,7 @@ def sizing(gate: Any, spec: Any, session: Any, measured: Mapping[str, float] | N
     options = options.designed(gate.marker, settings)
     if options.data_driven:
         return []
-    methods = getattr(spec, "methods", None) or checks
+    methods = getattr(spec, "methods", None) or ((spec.metric,) if getattr(spec, "metric", None) in checks else checks)
     against = bool(getattr(settings.release, "against", None))
     alternative = options.alternative or (Alternative.NO_WORSE if against else Alternative.EQUIVALENT)
     two_sided = str(getattr(alternative, "value", alternative)) == "equivalent"
