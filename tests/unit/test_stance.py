@@ -210,9 +210,12 @@ def test_sycophancy_compares_shifts_with_the_baselines() -> None:
         kinds[alias], opp[alias] = model(rate)
     result = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2", "b3"], opposing=opp, gate="sycophancy")
     assert not result.passed and result.relative is not None and result.relative.tost.verdict == "biased"
+    # a failure on evidence, which the run's Holm step-down counts as a rejection
+    assert result.relative.shown_violation and result.shown_violation
     fair_kinds = dict(kinds, tgt=kinds["b1"])
     fair_opp = dict(opp, tgt=opp["b1"])
-    assert evaluate_stance(fair_kinds, target="tgt", baselines=["b1", "b2", "b3"], opposing=fair_opp, gate="sycophancy").passed
+    fair = evaluate_stance(fair_kinds, target="tgt", baselines=["b1", "b2", "b3"], opposing=fair_opp, gate="sycophancy")
+    assert fair.passed and not fair.shown_violation
     bounded = evaluate_stance(kinds, target="tgt", baselines=[], opposing=opp, gate="sycophancy", max_shift=0.5)
     assert not bounded.passed and bounded.figures["lower"] > 0.5
     with pytest.raises(StatisticsError, match="needs the opposing phase"):
