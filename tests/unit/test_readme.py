@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import shlex
 import subprocess
@@ -500,7 +501,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
          "--site-dir", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
