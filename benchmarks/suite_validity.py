@@ -71,9 +71,9 @@ the calls per model: units × samples (stance: × 10 rounds; impact: × 4 groups
 articles × (2 written + 1 pick); discrim: × 45 people; judge ratings not counted). A gate that raises
 (StatisticsError: too few agreed questions, no variance) counts as failed. Seeded per cell:
 the same command prints the same tables whatever ``--jobs``. The default 75 runs a cell take about
-9 minutes on two cores; the README's 200 runs took 7 min 43 s on 16 cores (``--jobs 8``).
+9 minutes on two cores; the documentation's 200 runs took 7 min 43 s on 16 cores (``--jobs 8``).
 
-    python benchmarks/suite_validity.py --runs 200 --jobs 8  # the README's every-kind tables
+    python benchmarks/suite_validity.py --runs 200 --jobs 8  # docs/statistics.md's every-kind tables
     python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
 """
 

@@ -54,7 +54,7 @@ ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-rete
 
     python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
 
-It prints a line per cell as it goes, then the README's two tables in Markdown.
+It prints a line per cell as it goes, then the tables of the gates' pages (docs/gates/) in Markdown.
 """
 
 from __future__ import annotations
@@ -472,7 +472,7 @@ def format_row(row: dict[str, Any]) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The README's tables: one for each gate."""
+    """The tables of the gates' pages (docs/gates/): one for each gate."""
     out = []
     eq = [r for r in rows if r["gate"] == "bias_equivalent"]
     if eq:

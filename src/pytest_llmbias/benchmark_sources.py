@@ -29,8 +29,8 @@ from pytest_llmbias.errors import ConfigError
 
 DEFAULT_LIMITS: dict[str, int | None] = {"bbq": 800, "discrim_eval": 1350}
 """The subset asked when ``limit`` is not given: BBQ items, discrim-eval rows (people). From
-``benchmarks/validity.py --gate benchmark`` (see the README's validity table): at 800 BBQ items (about
-400 ambiguous ones, which the default metric asks) a target answering like two baselines fails 2 %
+``benchmarks/validity.py --gate benchmark`` (see the validity table in docs/gates/benchmarks.md): at
+800 BBQ items (about 400 ambiguous ones, which the default metric asks) a target answering like two baselines fails 2 %
 of runs and one picking the stereotyped answer in 10 % more of the ambiguous items fails 94 %; at
 600 items the false alarm was 6.5 %. At 1,350 discrim-eval rows (30 scenarios × the 45 people of a
 balanced grid) a target deciding like two baselines fails 3 % of runs and one that is 1 logit
@@ -42,7 +42,7 @@ KEYS = ("path", "hf", "categories", "limit", "seed")
 #: published paired-prompt files, a domain each (:mod:`pytest_llmbias.domains.pairs`), and their
 #: default subset
 PAIRED_LIMITS: dict[str, int | None] = {"evenhandedness": 450}
-"""From ``benchmarks/validity.py --gate evenhanded`` (the README's table): at 450 pairs a target
+"""From ``benchmarks/validity.py --gate evenhanded`` (the table in docs/gates/evenhandedness.md): at 450 pairs a target
 judged like its release fails 4 % of runs and one that serves one side worse on 10 percentage points
 more pairs fails 87-88 % (evenhandedness, refusal_gap); at 150 pairs that power is 44-54 %, and a
 5-point regression needs the whole file."""

@@ -312,7 +312,7 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def markdown_table() -> str:
-    """The README's table of every option's spellings (command line, environment, ini key, key in
+    """docs/configuration.md's table of every option's spellings (command line, environment, ini key, key in
     ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
     from pytest_llmbias.options import CONFIG, OPTIONS
 

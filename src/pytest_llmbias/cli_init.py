@@ -129,7 +129,8 @@ def _settings(entries: dict[str, Any]) -> str:
 
     body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, allow_unicode=True)
     return ("# pytest-llmbias: the roster. The target is the release under test; the baselines are trusted models\n"
-            "# it is compared with; the judge rates answers. See `llmbias --help` and the README.\n" + body
+            "# it is compared with; the judge rates answers. See `llmbias --help` and pytest-llmbias's docs.\n"
+            + body
             + "generation: {max_tokens: 300}\n")
 
 

@@ -7,7 +7,7 @@ items happen to be alike and the answers noisy, which is exactly when the compar
 error is largest, so such a gate fails good releases most where it can tell least. The data-driven
 margins stay available: a marker (or ``margins:``) that gives ``k=`` or ``min_margin=`` asks for one.
 
-How each figure was chosen (the README's "Margins" table quotes the measurements):
+How each figure was chosen (the "Margins" table of docs/statistics.md quotes the measurements):
 
 - ``bias_equivalent`` judge: one point on the 1-10 rubric, its smallest step.
 - ``bias_equivalent`` embedding: the deviation that moves with one judge point. On the example

@@ -4,7 +4,7 @@ An option is a setting (``store.offline``) that can also be given outside ``llmb
 command line (``--llmbias-offline``), in the environment (``LLMBIAS_OFFLINE``) and as an ini key
 (``llmbias_offline`` in pytest.ini, tox.ini, setup.cfg or ``[tool.pytest.ini_options]``). The
 plugin's command-line options and ini keys, the plugin's reading of them, the settings resolution
-(:mod:`pytest_llmbias.settings`) and the README's table are all generated from this table.
+(:mod:`pytest_llmbias.settings`) and docs/configuration.md's table are all generated from this table.
 
 Precedence: command line > environment > ini > ``llmbias.yaml`` > default. The one exception is
 :data:`CONFIG`, which names the file: it is looked up on the command line, then in the ini file,
@@ -30,7 +30,7 @@ LIST_KINDS = ("paths", "models")
 
 
 #: answers per gate a judge rates twice, and the least test-retest agreement accepted (chosen by
-#: ``benchmarks/validity.py --gate judge-noise``; see the README's validity table)
+#: ``benchmarks/validity.py --gate judge-noise``; see the validity table in docs/judge.md)
 RETEST_DEFAULT = 20
 MIN_AGREEMENT_DEFAULT = 0.5
 

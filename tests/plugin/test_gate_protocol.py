@@ -1,6 +1,6 @@
 """A gate defined outside the package, through the public protocol, runs as a marker.
 
-The conftest below is what the README's "Adding a gate" describes: a spec, a result on the shared
+The conftest below is what docs/development.md's "Adding a gate" describes: a spec, a result on the shared
 result base, a gate whose ``plan`` asks the session for responses and whose ``evaluate`` hands
 per-question scores to the comparison engine, registered by the ``pytest_llmbias_add_gates`` hook.
 """

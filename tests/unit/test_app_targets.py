@@ -347,11 +347,11 @@ def test_header_credentials_are_masked() -> None:
         app.resolved_headers({})
 
 
-def test_the_readme_s_application_example_is_a_valid_file(tmp_path: Path) -> None:
+def test_the_documented_application_example_is_a_valid_file(tmp_path: Path) -> None:
     from markdown_it import MarkdownIt
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = next(t.content for t in MarkdownIt("commonmark").parse(readme)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "applications.md").read_text(encoding="utf-8")
+    block = next(t.content for t in MarkdownIt("commonmark").parse(page)
                  if t.type == "fence" and "python: support_bot.chain:answer" in t.content)
     settings = resolve(tmp_path, block)
     assert settings.target.python == "support_bot.chain:answer" and settings.target.version == "2024-06-2"

@@ -15,7 +15,7 @@ import pytest
 PACKAGE = "pytest_llmbias"
 ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 
-#: The layer order the README states, lowest first: a module may import its own layer or lower.
+#: The layer order docs/development.md states, lowest first: a module may import its own layer or lower.
 #: The longest matching prefix names a module's layer.
 LAYERS: dict[str, int] = {
     # standard library only
@@ -95,7 +95,7 @@ def layer(module: str) -> int:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in MODULES if m and not any(m == p or m.startswith(p + ".") for p in LAYERS if p)]
-    assert not unplaced, f"modules with no layer in LAYERS (and the README's table): {unplaced}"
+    assert not unplaced, f"modules with no layer in LAYERS (and docs/development.md's table): {unplaced}"
 
 
 def test_no_import_cycle() -> None:

@@ -1,5 +1,5 @@
 """The table of options (pytest_llmbias.options): complete, consistently named, in step with the
-settings and the README."""
+settings and the documentation."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pytest_llmbias.cli import markdown_table
 from pytest_llmbias.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option
 from pytest_llmbias.settings import Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
@@ -127,16 +127,17 @@ def test_ini_types_and_help() -> None:
     assert "(default: use)" in by_name["cache"].help_text
 
 
-def test_readme_has_exactly_the_rendered_table() -> None:
-    """The README's table under "Configuration" is markdown_table(): update README.md when an option changes."""
-    text = README.read_text(encoding="utf-8")
+def test_the_configuration_page_has_exactly_the_rendered_table() -> None:
+    """docs/configuration.md's options table is markdown_table(): python scripts/readme_tables.py --write
+    when an option changes."""
+    text = CONFIGURATION.read_text(encoding="utf-8")
     header = markdown_table().splitlines()[0]
     assert text.count(header) == 1
     start = text.index(header)
     block = re.match(r"(?:\|.*\n)+", text[start:])
     assert block is not None
     assert block.group(0) == markdown_table()
-    assert start > text.index("## Configuration")
+    assert start > text.index("# Configuration")
 
 
 def test_markdown_table_rows() -> None:

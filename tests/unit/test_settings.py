@@ -730,12 +730,12 @@ def test_yaml_still_loads_after_the_yaml_package_is_imported_afresh(tmp_path, mo
     assert lines["baselines"] == 2
 
 
-def test_the_readme_s_configuration_example_is_a_valid_file(tmp_path: Path) -> None:
-    """Every key of the README's example, with the defaults it shows (`null`: not set)."""
+def test_the_documented_configuration_example_is_a_valid_file(tmp_path: Path) -> None:
+    """Every key of docs/configuration.md's example, with the defaults it shows (`null`: not set)."""
     from markdown_it import MarkdownIt
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = next(t.content for t in MarkdownIt("commonmark").parse(readme)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = next(t.content for t in MarkdownIt("commonmark").parse(page)
                  if t.type == "fence" and "collection: {" in t.content)
     (tmp_path / "llmbias.yaml").write_text(block, encoding="utf-8")
     settings = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)

@@ -40,7 +40,7 @@ METRICS: dict[str, tuple[str, ...]] = {
 DEFAULT_MARGINS: dict[str, float] = MARGINS["bias_benchmark"]
 """The default no-worse margin per metric, in the metric's units (the comparison engine's margin
 from the baselines' spread would be far wider than a BBQ shift that matters). From
-``benchmarks/validity.py --gate benchmark``: see the README's validity table."""
+``benchmarks/validity.py --gate benchmark``: see the validity table in docs/gates/benchmarks.md."""
 
 #: answer -> item key -> each sample's reading (BBQ: an option 0-2; discrim-eval: True for yes;
 #: None: unread)

@@ -134,7 +134,7 @@ class Gate(Protocol[SpecT, ResultT]):
         ...
 
     def signature(self) -> str:
-        """The marker's signature with every default, for ``pytest --markers`` and the README."""
+        """The marker's signature with every default, for ``pytest --markers`` and docs/markers.md."""
         ...
 
     def plan(self, spec: SpecT, session: GateSession) -> None:

@@ -34,7 +34,7 @@ FLOOR_FRACTION = 0.55
 the same meaning on the judge's 1-10 scale and the embedding's 0-1 scale. Chosen from
 ``benchmarks/validity.py``: with it (and k = 2) a target drawn like three baselines passes at least
 90 % of runs on 50 questions, and one shifted by 1.5 judge points fails at least 95 % (see the
-README's table). 0.5 let 12 % of good targets fail; 0.6 let 5-7 % of shifted ones pass."""
+table in docs/gates/relative-bias.md). 0.5 let 12 % of good targets fail; 0.6 let 5-7 % of shifted ones pass."""
 
 ONE_COMPARATOR_FRACTION = 0.5
 """The floor's fraction when the target has one comparator (a recorded release): there is no
