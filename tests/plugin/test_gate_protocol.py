@@ -194,4 +194,4 @@ def test_an_added_gate_that_does_not_compare_with_releases_says_so(pytester: pyt
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*@pytest.mark.bias_length does not compare the target with a recorded release "
                                  "(--llmbias-against; a gate that does sets compares_releases = True); bias_equivalent, "
-                                 "bias_impact_ratio, bias_index, bias_stance, bias_preference, bias_benchmark do*"])
+                                 "bias_impact_ratio, bias_index, bias_stance, bias_preference, bias_benchmark, bias_evenhanded do*"])
