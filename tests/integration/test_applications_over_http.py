@@ -187,3 +187,23 @@ def test_a_python_target_that_names_nothing_is_a_usage_error_before_any_call(pyt
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "model 'shop' (python: no_such_shop_app:answer): cannot import 'no_such_shop_app'" in "\n".join(result.errlines)
     assert server.count() == 0
+
+
+def test_a_python_application_recorded_as_a_release_and_gated_against_it_under_two_workers(pytester, server,
+                                                                                          run_project, monkeypatch):
+    """The application's answers recorded as release v1 (two workers), then its next version
+    compared with that record (two workers): only the new version is asked, the record's answers
+    are read, and the judge's verdict is no-worse; the manifest keeps the entry's version."""
+    monkeypatch.setenv("SHOP_MODEL_URL", server.base_url)
+    _write(pytester, server, {"python": "shop_app:answer_sync", "version": "1"}, PYTHON_ANSWER)
+    recorded = run_project("-n", "2", "--llmbias-record-release", "v1")
+    recorded.assert_outcomes(passed=2)
+    manifest = json.loads((pytester.path / "bias_releases" / "v1" / "manifest.json").read_text("utf-8"))
+    assert manifest["target"]["version"] == "1"
+    _write(pytester, server, {"python": "shop_app:answer_sync", "version": "2"}, PYTHON_ANSWER)
+    against = run_project("-n", "2", "--llmbias-against", "v1", "-k", "test_judged")
+    against.assert_outcomes(passed=1)  # (xdist reports no deselection)
+    assert len(requests_of(server, "tgt")) == 20  # v1 once, v2 once; the record is never asked
+    assert len(requests_of(server, "base_a")) == 10
+    verdicts = [g["verdict"] for g in json.loads((pytester.path / "out/run.json").read_text("utf-8"))["gates"]]
+    assert verdicts == ["no-worse"] or verdicts == ["not shown biased (underpowered)"], verdicts
