@@ -117,7 +117,6 @@ class _Plugin:
         record can be written (at the end of the run it has been)."""
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.settings_sources import settings_from_pytest
-
         from pytest_llmbias.releases import apply_release
         from pytest_llmbias.store.release_record import check_recordable
 
@@ -442,7 +441,7 @@ class _Terminal:
         """Collect what the plan needs (once), showing progress and then one line on it."""
         if not self.plugin.session.pending:
             return
-        from pytest_llmbias.report.run_record import describe_collection
+        from pytest_llmbias.report.run_record import collection_lines
 
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
@@ -454,7 +453,8 @@ class _Terminal:
             report = self.plugin.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
-                reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
+                lines = collection_lines(report, self.plugin.session, first=not self._collection_shown)  # fingerprints first
+                reporter.write(prefix + lines[0].ljust(len(self._last_line)) + "".join(f"\n{x}" for x in lines[1:]) + "\n", flush=True)
                 self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
         import warnings
 

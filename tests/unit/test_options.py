@@ -47,7 +47,7 @@ def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
         "config", "target", "baselines", "judge", "judge_panel", "judge_combine", "judge_rubric", "judge_retest",
         "min_judge_agreement", "store", "store_url", "concurrency", "cache", "offline", "snapshots", "export",
-        "max_cost", "max_unparsed", "looks", "max_samples", "spending", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "suite_power", "strict", "history", "json", "html",
+        "max_cost", "max_unparsed", "looks", "max_samples", "spending", "plan", "no_fingerprint", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "suite_power", "strict", "history", "json", "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1

@@ -259,8 +259,10 @@ class ModelClient:
         if isinstance(raw, Completion):
             text, finish_reason = raw.text, raw.finish_reason
             prompt_tokens, completion_tokens = raw.prompt_tokens, raw.completion_tokens
+            system = raw.system_fingerprint
         else:
             text, finish_reason, prompt_tokens, completion_tokens = self._litellm_parts(raw)
+            system = getattr(raw, "system_fingerprint", None)
         if not isinstance(text, str) or not text.strip():
             raise ProviderError("empty completion (no text in the first choice)", retryable=True)
         return Response(
@@ -272,6 +274,7 @@ class ModelClient:
             latency_s=round(latency, 6),
             created=time.time(),
             source="network",
+            system_fingerprint=system if isinstance(system, str) and system else None,
         )
 
     @staticmethod

@@ -72,6 +72,8 @@ class Completion:
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    #: the provider's ``system_fingerprint`` (its backend's configuration), where it gives one
+    system_fingerprint: str | None = None
 
 
 class OpenAITransport:
@@ -168,7 +170,12 @@ def parse_completion(raw: bytes) -> Completion:
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
     return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")))
+                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")),
+                      system_fingerprint=_text_or_none(data.get("system_fingerprint")))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def token_count(value: Any) -> int | None:
