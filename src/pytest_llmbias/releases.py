@@ -149,7 +149,7 @@ class Release:
             + (f", commit {m['git_commit'][:12]}" if m.get("git_commit") else ""),
             f"  target     {t.get('alias')} = {t.get('model')}" + (f" at {t['api_base']}" if t.get("api_base") else "")
             + (f", version {t['version']}" if t.get("version") is not None else "")
-            + (f", system prompt {t['system_hash']}" if t.get("system_hash") else ""),
+            + (f", system prompt {t['system_hash']}" if t.get("system_hash") else "")
             + (f", fingerprint {t['fingerprint']}" if t.get("fingerprint") else ""),
             "  generation " + ", ".join(f"{k} {v}" for k, v in m["generation"].items()),
             f"  judge      {judge.get('model', 'none')}",

@@ -76,8 +76,6 @@ def test_probes_are_greedy_seeded_short_and_without_the_deployments_system_promp
 
 def test_keys_and_records_of_an_existing_store_are_unchanged() -> None:
     call = ModelCall.build(SPEC, "Describe Tibet.", GenerationSettings())
-    # the key this call has always had (computed before fingerprints existed)
-    assert call.key == ModelCall(**{**call.__dict__}).key
     record = Response(call=call, text="an answer").to_dict()
     assert "fingerprint" not in record and "system_fingerprint" not in record
     tagged = Response(call=call, text="an answer", fingerprint="a", system_fingerprint="fp").to_dict()

@@ -104,7 +104,7 @@ def test_argparse_options_from_the_table() -> None:
         "llmbias_judge_panel": [], "llmbias_judge_combine": None, "llmbias_judge_rubric": None,
         "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_store_url": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
         "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_looks": None, "llmbias_max_samples": None,
-        "llmbias_spending": None, "llmbias_plan": False,
+        "llmbias_spending": None, "llmbias_plan": False, "llmbias_no_fingerprint": False,
         "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
         "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_suite_power": None, "llmbias_strict": False, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
     }
