@@ -231,8 +231,8 @@ class _Plugin:
 
             try:
                 self.terminal.ensure_collected()
-            except LLMBiasError as exc:  # a broken store, say: its message, not the frames under it
-                pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+            except LLMBiasError as exc:  # a broken store, a failed probe: its message once, not the frames under it
+                raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
             if self.gate_marker(item) is not None:
                 self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 

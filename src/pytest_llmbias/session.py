@@ -70,8 +70,10 @@ class BiasSession:
         self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
-        #: what the fingerprint probes found of each model, once the first collection began
-        self.fingerprints: list[Any] | None = None  # store.fingerprints.ModelFingerprint
+        #: what the fingerprint probes found of each model (store.fingerprints.ModelFingerprint), once the first
+        #: collection began; the error of a probe that failed (each later collection raises it, asking nothing)
+        self.fingerprints: list[Any] | None = None
+        self.probe_error: Exception | None = None
         #: per endpoint (model, api_base): its adaptive limit and caps, shared by the aliases that call it
         self.limits = EndpointLimits(settings.collection.concurrency, settings.collection.rpm, settings.collection.tpm)
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
@@ -299,8 +301,7 @@ class BiasSession:
         from pytest_llmbias.planning.estimate import estimate_plan
         from pytest_llmbias.planning.probes import with_probes
 
-        return with_probes(estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens),
-                           self)
+        return with_probes(estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens), self)
 
     @property
     def settings_origin(self) -> Path:
@@ -361,7 +362,6 @@ class BiasSession:
         with self._collection_lock() as lock:
             if self.fingerprints is None:  # the probes first, before any answer is served
                 from pytest_llmbias.planning.probes import check_fingerprints
-
                 self.fingerprints = check_fingerprints(self, lambda c: self._loop.run(lock.beating(c) if lock else c))
             work = collect(
                 planned,

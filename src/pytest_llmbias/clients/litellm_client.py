@@ -305,7 +305,7 @@ class ModelClient:
             why = "not retryable"
         hint = likely_cause(status, detail, self.spec)
         return ProviderError(f"{where}: {what}: {detail} ({why})" + (f"; likely cause: {hint}" if hint else ""),
-                             status=status, retryable=retryable)
+                             status=status, retryable=retryable, likely_cause=hint)
 
 
 def describe_endpoint(spec: ModelSpec) -> str:

@@ -15,8 +15,9 @@ Promises:
 - An offline run (``--llmbias-offline``) asks nothing: it serves what it holds and says under
   which fingerprint it was collected. ``collection.fingerprint: false`` (or
   ``--llmbias-no-fingerprint``), and ``cache: off`` (nothing stored to protect), ask nothing either.
-- A probe that fails is a :class:`~pytest_llmbias.errors.ProviderError` naming the model, as any
-  call's failure is; nothing is skipped silently.
+- A probe that fails is a :class:`~pytest_llmbias.errors.ProviderError` in the words of any
+  call's failure (the model, its endpoint, the likely cause), saying it was a probe; nothing is
+  skipped silently, and the later tests of the run fail with it without asking again.
 - Under pytest-xdist the workers take turns (the store's collection lock): the first probes and
   records what it found with the run's id; the others read it and ask nothing.
 """
@@ -78,11 +79,15 @@ def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable
 def with_probes(estimate: dict[str, dict[str, Any]], session: Any) -> dict[str, dict[str, Any]]:
     """The plan's estimate (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`) with
     the probes ``session`` (the run's :class:`~pytest_llmbias.session.BiasSession`) will ask
-    counted as calls to fetch (``probes``: how many; a model whose answers differ from its
-    fingerprint is asked them once more, not counted here). None offline."""
+    counted as calls to fetch (``probes``: how many): twice over for a model with no fingerprint
+    yet, or whose answers were last seen to vary (the first ask is always checked by a second);
+    once for one with a fingerprint (a model that has changed since is asked them once more, not
+    counted here). None offline."""
     offline = session.settings.store.offline
     for spec in [] if offline else probed_models(session.settings, session.planned, session.model):
         calls = probe_calls(spec)
+        history = History.from_dict(session.store.read_meta(HISTORY_PREFIX + calls[0].endpoint))
+        calls *= 2 if history.current is None or history.state == VARIES else 1
         entry = estimate.setdefault(spec.alias, {"model": spec.model, "calls": 0, "follow_ups": 0, "optional": 0,
                                                  "stored": 0, "to_fetch": 0, "prompt_tokens": 0,
                                                  "completion_tokens": 0, "cost_usd": 0.0})
@@ -101,8 +106,23 @@ async def _ask(client: Any, spec: ModelSpec, calls: Sequence[ModelCall]) -> list
     try:
         return list(await asyncio.gather(*(client.complete(call) for call in calls)))
     except (ProviderError, ConfigError) as exc:
-        raise ProviderError(f"the fingerprint probe of {spec.alias!r} ({spec.model}) failed: {exc}; "
-                            "turn fingerprints off with --llmbias-no-fingerprint to run without it") from None
+        raise probe_failed(spec, exc) from None
+
+
+def probe_failed(spec: ModelSpec, exc: Exception) -> ProviderError:
+    """A probe's failure in the words of any call's (the model, its endpoint, what failed and the
+    likely cause: a newcomer's unreachable server or refused key reads as it always did), then
+    that it was a probe; turning fingerprints off is suggested only where no likely cause is
+    known (a failure that other calls may not share)."""
+    from pytest_llmbias.clients.litellm_client import describe_endpoint
+
+    message = str(exc)
+    if not message.startswith(f"model {spec.alias!r}"):
+        message = f"model {spec.alias!r} ({describe_endpoint(spec)}): {message}"
+    known = getattr(exc, "likely_cause", None) is not None
+    return ProviderError(message + " (asked first: the fingerprint probes, before any other call"
+                         + ("" if known else "; if only the probes fail, --llmbias-no-fingerprint turns them off")
+                         + ")", status=getattr(exc, "status", None), likely_cause=getattr(exc, "likely_cause", None))
 
 
 async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> tuple[ModelFingerprint, Serving | None]:
@@ -150,7 +170,13 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     async def probe_all() -> list[tuple[ModelFingerprint, Serving | None]]:
         return list(await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs)))
 
-    found = run(probe_all()) if specs else []
+    if session.probe_error is not None:  # a failed probe fails every later collection alike, asking nothing
+        raise ProviderError(str(session.probe_error), status=session.probe_error.status) from None
+    try:
+        found = run(probe_all()) if specs else []
+    except ProviderError as exc:
+        session.probe_error = exc
+        raise
     store.serve_fingerprints({probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found)
                               if serving is not None})
     return [fingerprint for fingerprint, _ in found]
