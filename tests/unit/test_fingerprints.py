@@ -137,3 +137,42 @@ def test_the_json_document_carries_the_fingerprints_and_validates() -> None:
     (got,) = doc["fingerprints"]
     assert got["state"] == "changed" and got["previous"] == "a" and got["since"].startswith("1970-01-01T00:00:20")
     assert "the model behind this name changed" in got["text"]
+
+
+def test_a_failed_probe_reads_as_any_calls_failure_and_offers_no_false_fix() -> None:
+    from pytest_llmbias.errors import ConfigError, ProviderError
+    from pytest_llmbias.planning.probes import probe_failed
+
+    refused = ProviderError("model 'm' (openai/m at http://127.0.0.1:9/v1): HTTP 401: no (not retryable); "
+                            "likely cause: the key was refused: check $K", status=401,
+                            likely_cause="the key was refused: check $K")
+    error = probe_failed(SPEC, refused)
+    assert str(error).startswith(str(refused)) and "fingerprint probes" in str(error)
+    assert "--llmbias-no-fingerprint" not in str(error) and error.status == 401
+    # a failure with no known cause may be the probes' own: turning them off is offered; the model
+    # is named where the error did not name it; a configuration error (a missing key) is every call's
+    odd = probe_failed(SPEC, ProviderError("malformed reply: not JSON"))
+    assert str(odd).startswith("model 'm' (openai/m at http://127.0.0.1:9/v1): malformed reply: not JSON")
+    assert "--llmbias-no-fingerprint turns them off" in str(odd)
+    assert "--llmbias-no-fingerprint" not in str(probe_failed(SPEC, ConfigError("model 'm' needs an API key")))
+
+
+
+def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once(tmp_path, monkeypatch) -> None:
+    """A model with no fingerprint yet has its first ask checked by a second: the plan counts both."""
+    from types import SimpleNamespace
+
+    import pytest_llmbias.planning.probes as probes
+    from pytest_llmbias.settings import Settings, StoreSettings
+    from pytest_llmbias.store.fingerprints import HISTORY_PREFIX
+
+    monkeypatch.setattr(probes, "expected_follow_ups", lambda planned, get: [])
+    store = ResponseStore(tmp_path)
+    session = SimpleNamespace(settings=Settings(target=SPEC, store=StoreSettings(dir=tmp_path)),
+                              planned=[SimpleNamespace(alias="m")], model=lambda alias: SPEC, store=store)
+    new = probes.with_probes({}, session)["m"]
+    assert new["probes"] == new["calls"] == new["to_fetch"] == 2 * len(PROBES)
+    _, history = judge(History(), "a" * 16, "a" * 16, now=1.0)
+    store.write_meta(HISTORY_PREFIX + probe_calls(SPEC)[0].endpoint, history.to_dict())
+    known = probes.with_probes({}, session)["m"]
+    assert known["probes"] == known["to_fetch"] == len(PROBES)

@@ -111,15 +111,15 @@ async def _ask(client: Any, spec: ModelSpec, calls: Sequence[ModelCall]) -> list
 
 def probe_failed(spec: ModelSpec, exc: Exception) -> ProviderError:
     """A probe's failure in the words of any call's (the model, its endpoint, what failed and the
-    likely cause: a newcomer's unreachable server or refused key reads as it always did), then
-    that it was a probe; turning fingerprints off is suggested only where no likely cause is
-    known (a failure that other calls may not share)."""
+    likely cause: a newcomer's unreachable server, missing or refused key reads as it always did),
+    then that it was a probe; turning fingerprints off is suggested only where the failure may be
+    the probes' own (no likely cause known, not a configuration error every call would share)."""
     from pytest_llmbias.clients.litellm_client import describe_endpoint
 
     message = str(exc)
     if not message.startswith(f"model {spec.alias!r}"):
         message = f"model {spec.alias!r} ({describe_endpoint(spec)}): {message}"
-    known = getattr(exc, "likely_cause", None) is not None
+    known = isinstance(exc, ConfigError) or getattr(exc, "likely_cause", None) is not None
     return ProviderError(message + " (asked first: the fingerprint probes, before any other call"
                          + ("" if known else "; if only the probes fail, --llmbias-no-fingerprint turns them off")
                          + ")", status=getattr(exc, "status", None), likely_cause=getattr(exc, "likely_cause", None))
@@ -167,16 +167,19 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
             out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
         return out
 
-    async def probe_all() -> list[tuple[ModelFingerprint, Serving | None]]:
-        return list(await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs)))
+    async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model
+        return list(await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs),
+                                         return_exceptions=True))
 
     if session.probe_error is not None:  # a failed probe fails every later collection alike, asking nothing
-        raise ProviderError(str(session.probe_error), status=session.probe_error.status) from None
-    try:
-        found = run(probe_all()) if specs else []
-    except ProviderError as exc:
-        session.probe_error = exc
-        raise
+        raise ProviderError(str(session.probe_error)) from None
+    found = run(probe_all()) if specs else []
+    failed = [f for f in found if isinstance(f, BaseException)]
+    if any(not isinstance(f, ProviderError) for f in failed):
+        raise next(f for f in failed if not isinstance(f, ProviderError))
+    if failed:  # every model whose probes failed, each on its line, as a collection's errors are
+        session.probe_error = ProviderError("\n".join(map(str, failed)), status=failed[0].status)
+        raise session.probe_error
     store.serve_fingerprints({probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found)
                               if serving is not None})
     return [fingerprint for fingerprint, _ in found]
