@@ -114,6 +114,16 @@ class ModelCall:
             raise ConfigError(f"model parameters must be JSON values: {exc}") from None
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
+    @cached_property
+    def endpoint(self) -> str:
+        """The model this call reaches, as a fingerprint names it: a short hash of its model,
+        endpoint (no credential), ``version`` and HTTP request shape; not its messages or
+        parameters (see :mod:`pytest_llmbias.store.fingerprints`)."""
+        c = self.canonical()
+        blob = json.dumps({k: c.get(k) for k in ("model", "api_base", "version", "request")}, sort_keys=True,
+                          ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
     @property
     def prompt_excerpt(self) -> str:
         text = self.messages[-1][1]
@@ -122,7 +132,12 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class Response:
-    """What a model answered to a :class:`ModelCall`, with usage and latency."""
+    """What a model answered to a :class:`ModelCall`, with usage and latency.
+
+    ``system_fingerprint``: what the provider said of its backend, where it says it.
+    ``fingerprint``: the model's fingerprint when the answer was collected (see
+    :mod:`pytest_llmbias.store.fingerprints`); None for an answer collected without one. Neither
+    is part of the call's key, and a record without them reads as it always did."""
 
     call: ModelCall
     text: str
@@ -135,6 +150,8 @@ class Response:
     #: where the endpoint returned log-probabilities (asked with ``logprobs``/``top_logprobs``): the
     #: alternatives of the answer's first token that is not blank, as (token, log-probability)
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    system_fingerprint: str | None = None
+    fingerprint: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -151,6 +168,9 @@ class Response:
             "created": self.created,
             # only when returned, so that a record without them reads as it always did
             **({"top_logprobs": [list(t) for t in self.top_logprobs]} if self.top_logprobs is not None else {}),
+            # only when known, so that a record without them is the line it always was
+            **({"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}),
+            **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
         }
 
     @classmethod
@@ -181,6 +201,8 @@ class Response:
             created=data.get("created"),
             source=source,
             top_logprobs=None if top is None else tuple((str(t), float(lp)) for t, lp in top),
+            system_fingerprint=data.get("system_fingerprint"),
+            fingerprint=data.get("fingerprint"),
         )
 
 

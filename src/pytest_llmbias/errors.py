@@ -61,12 +61,14 @@ class ProviderError(LLMBiasError):
     """A model call failed for good (after the retries it was allowed)."""
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, likely_cause: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         #: seconds the server asked to wait (its Retry-After), when it said
         self.retry_after = retry_after
+        #: what a newcomer most likely got wrong (already in the message), when it is known
+        self.likely_cause = likely_cause
 
 
 class TemplateError(ConfigError):

@@ -366,6 +366,12 @@ OPTIONS: tuple[Option, ...] = (
         default=False,
     ),
     Option(
+        name="no_fingerprint", key="collection.no_fingerprint", kind="bool",
+        help="do not ask each model the fixed fingerprint probes first (llmbias.yaml: collection.fingerprint: "
+        "false): stored answers are then served even when the model behind a name has changed",
+        flag="--llmbias-no-fingerprint", env="LLMBIAS_NO_FINGERPRINT", ini="llmbias_no_fingerprint", default=False,
+    ),
+    Option(
         name="record_release",
         key="release.record",
         kind="str",

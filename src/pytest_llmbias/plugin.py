@@ -117,7 +117,6 @@ class _Plugin:
         record can be written (at the end of the run it has been)."""
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.settings_sources import settings_from_pytest
-
         from pytest_llmbias.releases import apply_release
         from pytest_llmbias.store.release_record import check_recordable
 
@@ -232,8 +231,8 @@ class _Plugin:
 
             try:
                 self.terminal.ensure_collected()
-            except LLMBiasError as exc:  # a broken store, say: its message, not the frames under it
-                pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+            except LLMBiasError as exc:  # a broken store, a failed probe: its message once, not the frames under it
+                raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
             if self.gate_marker(item) is not None:
                 self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 
@@ -442,7 +441,7 @@ class _Terminal:
         """Collect what the plan needs (once), showing progress and then one line on it."""
         if not self.plugin.session.pending:
             return
-        from pytest_llmbias.report.run_record import describe_collection
+        from pytest_llmbias.report.run_record import collection_lines
 
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
@@ -454,7 +453,8 @@ class _Terminal:
             report = self.plugin.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
-                reporter.write(prefix + describe_collection(report).ljust(len(self._last_line)) + "\n", flush=True)
+                lines = collection_lines(report, self.plugin.session, first=not self._collection_shown)  # fingerprints first
+                reporter.write(prefix + lines[0].ljust(len(self._last_line)) + "".join(f"\n{x}" for x in lines[1:]) + "\n", flush=True)
                 self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
         import warnings
 

@@ -149,7 +149,8 @@ class Release:
             + (f", commit {m['git_commit'][:12]}" if m.get("git_commit") else ""),
             f"  target     {t.get('alias')} = {t.get('model')}" + (f" at {t['api_base']}" if t.get("api_base") else "")
             + (f", version {t['version']}" if t.get("version") is not None else "")
-            + (f", system prompt {t['system_hash']}" if t.get("system_hash") else ""),
+            + (f", system prompt {t['system_hash']}" if t.get("system_hash") else "")
+            + (f", fingerprint {t['fingerprint']}" if t.get("fingerprint") else ""),
             "  generation " + ", ".join(f"{k} {v}" for k, v in m["generation"].items()),
             f"  judge      {judge.get('model', 'none')}",
             f"  embedding  {m.get('embedding_model', '?')}",
@@ -277,9 +278,10 @@ def question_hashes(questions: Mapping[str, Any]) -> dict[str, str]:
 
 
 def manifest(settings: Settings, *, name: str, responses: Path, count: int, domains: Mapping[str, Mapping[str, str]],
-             created: str, plugin_version: str, commit: str | None) -> dict[str, Any]:
+             created: str, plugin_version: str, commit: str | None, fingerprint: str | None = None) -> dict[str, Any]:
     """The manifest of release ``name`` recorded from ``settings`` (the target's entry without any
-    credential; its system prompt in full and by hash)."""
+    credential; its system prompt in full and by hash; ``fingerprint``: the one most of its
+    answers were collected under, None when they carry none)."""
     target = settings.target
     assert target is not None
     entry = target.to_dict()
@@ -287,6 +289,7 @@ def manifest(settings: Settings, *, name: str, responses: Path, count: int, doma
     entry.update(system=target.system, system_hash=target.system_hash,
                  messages=[list(m) for m in target.messages])
     entry["params"], _ = split_credentials(dict(target.params))
+    entry["fingerprint"] = fingerprint
     return {
         "format": FORMAT,
         "name": name,

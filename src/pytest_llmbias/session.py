@@ -23,13 +23,7 @@ from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.shared_limits import EndpointLimits
 from pytest_llmbias.clients.retry import RetryPolicy
-from pytest_llmbias.planning.collector import (
-    CollectionReport,
-    FollowUp,
-    PlannedCall,
-    Progress,
-    collect,
-)
+from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.redaction import LogMask, Redactor
@@ -61,11 +55,9 @@ class BiasSession:
         add_models: Callable[[ModelRegistry], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.add_features, self.add_models = add_features, add_models
+        self.add_features, self.add_models, self.on_progress = add_features, add_models, on_progress
         self._model_registry: ModelRegistry | None = None
-        self.on_progress = on_progress
-        self.worker_id = worker_id
-        self.run_id = run_id
+        self.worker_id, self.run_id = worker_id, run_id
         self.planned: list[PlannedCall] = []
         self._rounds: list[Callable[[], None]] = []
         self._shares: dict[int, tuple[Any, Any]] = {}
@@ -78,6 +70,10 @@ class BiasSession:
         self._changed: dict[str, str] = {}  # domain-and-release key -> how the domain changed since
         self._store: ResponseStore | None = None
         self._clients: dict[str, ModelClient] = {}
+        #: what the fingerprint probes found of each model (store.fingerprints.ModelFingerprint), once the first
+        #: collection began; the error of a probe that failed (each later collection raises it, asking nothing)
+        self.fingerprints: list[Any] | None = None
+        self.probe_error: Exception | None = None
         #: per endpoint (model, api_base): its adaptive limit and caps, shared by the aliases that call it
         self.limits = EndpointLimits(settings.collection.concurrency, settings.collection.rpm, settings.collection.tpm)
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
@@ -303,8 +299,9 @@ class BiasSession:
     def estimate(self) -> dict[str, dict[str, Any]]:
         """Per alias, what the plan needs before any call (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
         from pytest_llmbias.planning.estimate import estimate_plan
+        from pytest_llmbias.planning.probes import with_probes
 
-        return estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens)
+        return with_probes(estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens), self)
 
     @property
     def settings_origin(self) -> Path:
@@ -363,6 +360,9 @@ class BiasSession:
         """Make sure every call in ``planned`` (and its follow-ups) has a response or a recorded error."""
         s = self.settings
         with self._collection_lock() as lock:
+            if self.fingerprints is None:  # the probes first, before any answer is served
+                from pytest_llmbias.planning.probes import check_fingerprints
+                self.fingerprints = check_fingerprints(self, lambda c: self._loop.run(lock.beating(c) if lock else c))
             work = collect(
                 planned,
                 store=self.store,
@@ -429,6 +429,11 @@ class BiasSession:
         response = await self.client(spec).complete(call)
         store.put(response)
         return response
+
+    def fingerprint_entries(self) -> list[dict[str, Any]]:
+        """The run's fingerprints for its reports (see :func:`~pytest_llmbias.planning.probes.report_entries`)."""
+        from pytest_llmbias.planning.probes import report_entries
+        return report_entries(self.fingerprints or [], self._store, self._releases.values())
 
     def usage(self) -> dict[str, dict[str, Any]]:
         """Per alias, the calls this session made over the network (not those served by the store)

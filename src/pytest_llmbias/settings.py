@@ -149,7 +149,9 @@ class CollectionSettings:
     ``plan``: plan and stop, calling nothing. ``looks`` and ``spending``: the group-sequential
     design of every gate whose marker sets none (1: ask everything, then decide). ``max_samples``:
     the most samples of each item an underpowered comparison may ask (see
-    :mod:`pytest_llmbias.gates.extension`; 1: none beyond its own)."""
+    :mod:`pytest_llmbias.gates.extension`; 1: none beyond its own). ``fingerprint``: ask each model
+    a few fixed probes first and serve no answer of a predecessor (see
+    :mod:`pytest_llmbias.store.fingerprints`); ``no_fingerprint`` (the command line's way) turns it off."""
 
     concurrency: int = 32
     rpm: int = 0
@@ -163,6 +165,13 @@ class CollectionSettings:
     looks: int = 1
     spending: str = "obrien-fleming"
     max_samples: int = 1
+    fingerprint: bool = True
+    no_fingerprint: bool = False
+
+    @property
+    def fingerprints(self) -> bool:
+        """Whether the models are fingerprinted before a run that may call them."""
+        return self.fingerprint and not self.no_fingerprint
 
 
 @dataclass(frozen=True)

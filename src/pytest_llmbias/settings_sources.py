@@ -67,6 +67,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("collection", "timeout"): "posfloat",
     ("collection", "retries"): "nonnegint",
     ("collection", "lock_timeout"): "posfloat",
+    ("collection", "fingerprint"): "bool",
     ("store", "password_env"): "optstr",
     ("embedding", "model"): "str",
     ("embedding", "instruction"): "optstr",

@@ -42,9 +42,11 @@ def transport(request: pytest.FixtureRequest) -> str:
 def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., None]:
     """``write_config(server, **collection)`` writes the project's llmbias.yaml: the target and the
     two baselines of ``_data.MODELS``, all served by ``server`` over ``transport``, and the given
-    collection settings."""
+    collection settings. Fingerprints are off unless ``fingerprint=True`` is given: these tests
+    count and script each model's calls, and the probes are tested in test_fingerprints.py."""
 
     def write(server: OpenAIServer, **collection) -> None:
+        collection.setdefault("fingerprint", False)
         def model(alias):
             return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
                     "api_key_env": KEY_ENV, "transport": transport}

@@ -96,7 +96,8 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, target: dict, expect
                 "api_key_env": KEY_ENV, "transport": "openai"}
 
     config = {"target": {"alias": "shop", **target}, "baselines": [baseline("base_a"), baseline("base_b")],
-              "judge": {"python": "house_judge"}, "collection": {"retries": 2},
+              # no fingerprint probes: these tests count the application's calls
+              "judge": {"python": "house_judge"}, "collection": {"retries": 2, "fingerprint": False},
               "store": {"export": "out/answers.jsonl"}, "report": {"json": "out/run.json"}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "shop_app.py").write_text(APP, encoding="utf-8")

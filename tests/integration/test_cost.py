@@ -40,32 +40,45 @@ def run(pytester, *args):
 
 
 def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
+    """The plan counts what the run will fetch, the fingerprint probes included (they are calls the
+    user pays for): 10 answers and 3 probes asked twice (a model not yet fingerprinted has its
+    first ask checked by a second), 16 calls, which the run then makes. Once the answers are
+    stored, a warm run still asks the 3 probes (live every run), and the plan says so."""
     write_project(pytester, server.base_url)
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
     plan.stdout.fnmatch_lines([
         "llmbias plan (no call made*",
         "*model*calls*stored*to fetch*est. tokens*est. cost*",
-        "*tgt (openai/gpt-4o-mini)*10*0*10*$0.00*",
+        "*tgt (openai/gpt-4o-mini)*16*0*0*16*$0.00*",
         "*total estimated cost: $0.00*",
+        "*of the calls to fetch, 6 are fingerprint probes (asked live every run*",
         "llmbias: plan only (--llmbias-plan): no model was called",
     ])
     # a success that names no Python class: every test deselected, no pytest.exit
     assert "_pytest" not in plan.stdout.str() + plan.stderr.str() and "1 deselected" in plan.stdout.str()
     assert server.count() == 0
     run(pytester).assert_outcomes(passed=1)  # now the ten answers are stored
+    assert server.count() == 16
     again = run(pytester, "--llmbias-plan")
-    again.stdout.fnmatch_lines(["*tgt (openai/gpt-4o-mini)*10*10*0*0*$0.0000*"])
-    assert server.count() == 10
+    again.stdout.fnmatch_lines(["*tgt (openai/gpt-4o-mini)*13*0*10*3*$0.000*",
+                                "*of the calls to fetch, 3 are fingerprint probes*"])
+    assert server.count() == 16
+    # without fingerprints the stored answers are the whole plan: nothing to fetch
+    off = run(pytester, "--llmbias-plan", "--llmbias-no-fingerprint")
+    off.stdout.fnmatch_lines(["*tgt (openai/gpt-4o-mini)*10*0*10*0*$0.0000*"])
+    assert "fingerprint probes" not in off.stdout.str()
 
 
 def test_an_estimate_over_budget_stops_before_the_first_call(pytester, server):
+    """Before the first call means before the fingerprint probes too (counted in the estimate:
+    10 answers and 6 probes)."""
     write_project(pytester, server.base_url)
     result = run(pytester, "--llmbias-max-cost", "0.00001")
     assert result.ret == 4
     result.stderr.fnmatch_lines([
         "*the budget is $1e-05 (--llmbias-max-cost) and the estimate, $0.00*, exceeds it; no call was made.",
-        "*tgt (openai/gpt-4o-mini)*10*0*10*",
+        "*tgt (openai/gpt-4o-mini)*16*0*0*16*",
     ])
     assert server.count() == 0
 
@@ -82,7 +95,8 @@ def test_no_new_call_starts_once_the_budget_is_spent(pytester, server):
     """The estimate (10 answers of at most 100 tokens) fits the budget, but the first answer is
     50,000 tokens long: it spends the budget, and the other nine calls never start."""
     server.script("gpt-4o-mini", {"content": "word " * 50_000})
-    write_project(pytester, server.base_url, concurrency=1, max_cost=0.01)
+    # no fingerprint probes: the first call must be the scripted answer
+    write_project(pytester, server.base_url, concurrency=1, max_cost=0.01, fingerprint=False)
     result = run(pytester, "-rA")
     result.assert_outcomes(errors=1)
     assert server.count() == 1
@@ -144,8 +158,10 @@ def write_judged_project(pytester, base_url: str, tests: str, baselines: tuple[s
     def model(alias):
         return {"model": f"openai/{NAMES[alias]}", "alias": alias, "api_base": base_url, "api_key_env": KEY_ENV}
 
+    # no fingerprint probes: these tests count the follow-up calls by hand (the probes' place in the
+    # plan and the budget is tested above)
     config = {"target": model("tgt"), "baselines": [model(b) for b in baselines], "judge": model("judge"),
-              "generation": {"max_tokens": 100}}
+              "generation": {"max_tokens": 100}, "collection": {"fingerprint": False}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_gates.py").write_text(tests, encoding="utf-8")
 

@@ -27,8 +27,9 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, syst
     target = {"model": f"openai/{MODELS[TARGET]}", "alias": TARGET, "api_base": server.base_url,
               "api_key_env": KEY_ENV, "transport": transport, "system": "@prompts/target.txt",
               "messages": [{"role": "user", "content": "Keep it short."}, {"role": "assistant", "content": "Sure."}]}
-    (pytester.path / "llmbias.yaml").write_text(json.dumps({"target": target, "store": {"export": "out.jsonl"}}),
-                                                encoding="utf-8")
+    # no fingerprint probes: these tests count the deployment's calls and read its exported answers
+    config = {"target": target, "store": {"export": "out.jsonl"}, "collection": {"fingerprint": False}}
+    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_collected.py").write_text(TEST, encoding="utf-8")
 
 

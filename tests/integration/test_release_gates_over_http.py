@@ -112,7 +112,9 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, model: str) -> None:
                 "transport": "openai"}
 
     config = {"target": entry("tgt", model), "baselines": [entry("base_a", "base-a-model"), entry("base_b", "base-b-model")],
-              "generation": {"seed": 11}, "collection": {"concurrency": 32}, "report": {"json": "out/run.json"}}
+              # no fingerprint probes: these tests count every call (the probes are tested in test_fingerprints.py)
+              "generation": {"seed": 11}, "collection": {"concurrency": 32, "fingerprint": False},
+              "report": {"json": "out/run.json"}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
 
 

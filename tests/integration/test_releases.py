@@ -41,8 +41,10 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, targ
         return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
                 "transport": transport}
 
+    # no fingerprint probes: these tests count every call a release run makes (a release's
+    # fingerprint is tested in test_fingerprints.py)
     config = {"target": model(TARGET, target_model), "baselines": [model(a, MODELS[a]) for a in BASELINES],
-              "judge": model("judge", JUDGE), "report": {"json": "out/run.json"}}
+              "judge": model("judge", JUDGE), "report": {"json": "out/run.json"}, "collection": {"fingerprint": False}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_release.py").write_text(TEST, encoding="utf-8")
 

@@ -2,7 +2,8 @@
 ``params.extra_headers`` and a ``user:password@`` in an ``api_base`` are searched for in everything a
 run writes (the terminal with ``-l --tb=long`` and debug logs, the JUnit XML, the store, the exported
 snapshot), after a success, a provider 401 whose body echoes the request's headers, a timeout and a
-refused connection. Each run makes a direct fixture call and a marked test's calls."""
+refused connection. Each run makes a direct fixture call and a marked test's calls (the fingerprint
+probes first: a failure reaches the run through them)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,9 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
         result.assert_outcomes(passed=2)
         # the credentials were sent, to the server only
         assert all({k.lower(): v for k, v in r["headers"].items()}.get("x-api-key") == HEADER_KEY for r in requests)
-        assert len(requests) == 11
+        # the 11 calls and the 6 fingerprint probes (asked twice: a new model), which carry the
+        # credentials too and whose answers and fingerprint history the store keeps
+        assert len(requests) == 17 and sum(r["params"].get("seed") == 20240917 for r in requests) == 6
     else:
         result.assert_outcomes(failed=1, errors=1)
         assert "ProviderError" in terminal
@@ -107,7 +110,8 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
 
     if scenario == "success":
         lines = [json.loads(line) for line in (pytester.path / "out.jsonl").read_text().splitlines()]
-        assert len(lines) == 11
+        # the 11 answers and the 3 answers of the fingerprint probes' last ask, labelled as such
+        assert len(lines) == 14 and sum(line.get("labels", {}).get("domain") == "llmbias-fingerprint" for line in lines) == 3
         for line in lines:
             # what identifies the call stays; the credential header and the URL password do not
             assert line["params"]["extra_headers"] == {"X-Trace": "visible-trace"}

@@ -59,8 +59,10 @@ def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
         return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
                 "api_key_env": KEY_ENV, "transport": "openai"}
 
+    # no fingerprint probes (unless ``fingerprint=True``): these tests count each call the CI
+    # machines make between them, and every machine asks the probes live
     config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES],
-              "store": {"url": url}, "collection": {"concurrency": 4, **collection}}
+              "store": {"url": url}, "collection": {"concurrency": 4, "fingerprint": False, **collection}}
     (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (folder / "test_team.py").write_text(TEST, encoding="utf-8")
     return folder

@@ -33,7 +33,9 @@ def write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, *, sa
         return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
                 "api_key_env": KEY_ENV, "transport": transport}
 
-    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES], "collection": collection}
+    # no fingerprint probes: these tests count and script each model's calls
+    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES],
+              "collection": {"fingerprint": False, **collection}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     n = (10 if models == "target" else 30) * samples
     (pytester.path / "test_collected.py").write_text(SAMPLED_TEST.format(samples=samples, n=n, models=models))

@@ -32,6 +32,8 @@ pytestmark = pytest.mark.xdist_group("smollm")
 #: a figure: an integer, a decimal, a rate, a time or a number in exponent form
 _FIGURE = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
 _SPACES = re.compile(r" {2,}")
+#: a model's fingerprint
+_DIGEST = re.compile(r"\b[0-9a-f]{16}\b")
 #: a rule of ``=`` or ``-``, whose length follows the text it frames
 _RULE = re.compile(r"={3,}|-{3,}")
 
@@ -43,9 +45,11 @@ def blocks() -> list[tuple[str, str]]:
 
 
 def pattern(line: str) -> str:
-    """An output line of the document as an fnmatch pattern: figures, column padding and absolute
-    paths match any."""
+    """An output line of the document as an fnmatch pattern: figures, column padding, absolute
+    paths and model fingerprints (16 hex digits: a digest of the model's answers, which another
+    CPU may word differently) match any."""
     out = re.sub(r"/[\w./-]+", "\0", line)
+    out = _DIGEST.sub("\0", out)
     out = _FIGURE.sub("\0", out)
     out = _SPACES.sub("\0", out)
     out = _RULE.sub("\0", out)
@@ -75,6 +79,10 @@ def test_the_figure_pattern_matches_other_figures_and_nothing_else() -> None:
     assert fnmatch("=== 1 passed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
     assert not fnmatch("=== 1 failed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
     assert fnmatch(".      [100%]", pattern(".  [100%]"))
+    shown = "llmbias: fingerprints: assistant-next d00bd7de71a6f37e (adopted)"
+    assert fnmatch("llmbias: fingerprints: assistant-next 5ac0ffee12ab34cd (adopted)", pattern(shown))
+    assert not fnmatch("llmbias: fingerprints: assistant-next 5ac0ffee12ab34cd (unchanged since 2026-11-27)",
+                       pattern(shown))
 
 
 def test_the_walkthrough_installs_as_the_readme_does() -> None:

@@ -47,7 +47,7 @@ def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
         "config", "target", "baselines", "judge", "judge_panel", "judge_combine", "judge_rubric", "judge_retest",
         "min_judge_agreement", "store", "store_url", "concurrency", "cache", "offline", "snapshots", "export",
-        "max_cost", "max_unparsed", "looks", "max_samples", "spending", "plan", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "suite_power", "strict", "history", "json", "html",
+        "max_cost", "max_unparsed", "looks", "max_samples", "spending", "plan", "no_fingerprint", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "suite_power", "strict", "history", "json", "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -104,7 +104,7 @@ def test_argparse_options_from_the_table() -> None:
         "llmbias_judge_panel": [], "llmbias_judge_combine": None, "llmbias_judge_rubric": None,
         "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_store_url": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
         "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_looks": None, "llmbias_max_samples": None,
-        "llmbias_spending": None, "llmbias_plan": False,
+        "llmbias_spending": None, "llmbias_plan": False, "llmbias_no_fingerprint": False,
         "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
         "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_suite_power": None, "llmbias_strict": False, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
     }

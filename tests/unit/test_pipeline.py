@@ -21,7 +21,7 @@ from pytest_llmbias.planning.collector import PlannedCall, Progress, collect, me
 from pytest_llmbias.planning.request import ResponseRequest, grid, plan_calls, read_responses
 from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, judge_call, rating_messages
 from pytest_llmbias.session import BiasSession
-from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings, StoreSettings
+from pytest_llmbias.settings import CollectionSettings, GenerationSettings, ModelSpec, Settings, StoreSettings
 from pytest_llmbias.store import ResponseStore
 
 GEN = GenerationSettings(temperature=0.0, max_tokens=50, samples=1, seed=0)
@@ -59,9 +59,11 @@ class ScriptedClient:
 
 
 def settings(tmp_path: Path, *, baselines: tuple[ModelSpec, ...] = (B1, B2, B3), offline: bool = False) -> Settings:
+    # no fingerprint probes: these tests count the scripted client's calls (the probes are tested
+    # in test_fingerprints.py)
     return Settings(
         target=TARGET, baselines=baselines, judge=JUDGE, generation=GEN,
-        store=StoreSettings(dir=tmp_path / "store", offline=offline),
+        store=StoreSettings(dir=tmp_path / "store", offline=offline), collection=CollectionSettings(fingerprint=False),
     )
 
 

@@ -260,9 +260,11 @@ class ModelClient:
         if isinstance(raw, Completion):
             text, finish_reason = raw.text, raw.finish_reason
             prompt_tokens, completion_tokens, top = raw.prompt_tokens, raw.completion_tokens, raw.top_logprobs
+            system = raw.system_fingerprint
         else:
             text, finish_reason, prompt_tokens, completion_tokens = self._litellm_parts(raw)
             top = self._alternatives(raw)
+            system = getattr(raw, "system_fingerprint", None)
         if not isinstance(text, str) or not text.strip():
             raise ProviderError("empty completion (no text in the first choice)", retryable=True)
         return Response(
@@ -275,6 +277,7 @@ class ModelClient:
             created=time.time(),
             source="network",
             top_logprobs=top,
+            system_fingerprint=system if isinstance(system, str) and system else None,
         )
 
     @staticmethod
@@ -317,7 +320,7 @@ class ModelClient:
             why = "not retryable"
         hint = likely_cause(status, detail, self.spec)
         return ProviderError(f"{where}: {what}: {detail} ({why})" + (f"; likely cause: {hint}" if hint else ""),
-                             status=status, retryable=retryable)
+                             status=status, retryable=retryable, likely_cause=hint)
 
 
 def describe_endpoint(spec: ModelSpec) -> str:

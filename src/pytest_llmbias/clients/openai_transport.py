@@ -74,6 +74,8 @@ class Completion:
     completion_tokens: int | None
     #: the first answer token's alternatives, where the endpoint returned log-probabilities
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    #: the provider's ``system_fingerprint`` (its backend's configuration), where it gives one
+    system_fingerprint: str | None = None
 
 
 class OpenAITransport:
@@ -171,7 +173,8 @@ def parse_completion(raw: bytes) -> Completion:
     usage = usage if isinstance(usage, Mapping) else {}
     return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
                       prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")),
-                      top_logprobs=_alternatives(choice))
+                      top_logprobs=_alternatives(choice),
+                      system_fingerprint=_text_or_none(data.get("system_fingerprint")))
 
 
 def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:
@@ -179,6 +182,10 @@ def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:
 
     logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
     return first_token_alternatives(logprobs.get("content")) if isinstance(logprobs, Mapping) else None
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def token_count(value: Any) -> int | None:

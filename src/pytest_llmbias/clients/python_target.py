@@ -175,6 +175,7 @@ def _completion(result: Any) -> Completion:
         reason = result.get("finish_reason")
         return Completion(text=result["text"], finish_reason=reason if isinstance(reason, str) else None,
                           prompt_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
-                          completion_tokens=token_count(usage.get("completion_tokens", usage.get("output_tokens"))))
+                          completion_tokens=token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
+                          system_fingerprint=result.get("system_fingerprint") if isinstance(result.get("system_fingerprint"), str) else None)
     raise ProviderError(f"the function returned a {type(result).__name__}, not a text or a mapping with a text under 'text'",
                         retryable=False)

@@ -195,6 +195,8 @@ def _header(doc: Mapping[str, Any]) -> str:
         + (f"<tr><th>judges</th><td>{', '.join(_model_line(j) for j in roster['judges'])}</td></tr>"
            if len(roster.get("judges") or ()) > 1 else
            f"<tr><th>judge</th><td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>")
+        + "".join(("<tr><th>fingerprint</th><td class=\"warning\">" if f.get("state") == "changed" else
+                   "<tr><th>fingerprint</th><td>") + f"{_e(f.get('text'))}</td></tr>" for f in doc.get("fingerprints") or ())
         + "</table>"
         "<h3>Calls</h3>" + _kv_table(figures)
     )

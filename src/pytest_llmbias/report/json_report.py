@@ -8,7 +8,13 @@ Document, schema version 1::
      "plan": {"calls", "from_store", "fetched", "failed", "missing", "elapsed_s",
               "usage": {alias: {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}},
               "tokens", "cost_usd"},
-     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result"}, ...]}
+     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result"}, ...],
+     "fingerprints": [{"alias", "model", "state", "fingerprint", "since", "previous", "served", ...}, ...]}
+
+``fingerprints``: what the run found of each model's fingerprint (see
+:mod:`pytest_llmbias.store.fingerprints`): ``changed`` when the model behind a name changed (its
+stored answers were not served), ``unfingerprintable`` when its answers vary by themselves, and
+under which fingerprints the answers it served were collected; a recorded release's last.
 
 ``result`` is the gate result's ``to_dict()`` (per-question or per-prompt scores included), or
 ``{"error": ...}`` when the gate could not be computed. Every string that leaves goes through the
@@ -59,6 +65,7 @@ def document(
     gates: Iterable[Mapping[str, Any]],
     version: str,
     created_at: float | None = None,
+    fingerprints: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The document of one run (see the module docstring)."""
     stamp = time.gmtime(created_at if created_at is not None else time.time())
@@ -77,6 +84,7 @@ def document(
         "gates": gates,
         # the session as a family of gates: how likely a good release fails some gate of it
         "suite": suite_figures(gates),
+        "fingerprints": [dict(f) for f in fingerprints],
     }
 
 

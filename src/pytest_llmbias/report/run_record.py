@@ -26,6 +26,7 @@ RELEASE_PARTS = "llmbias_release_parts"
 USAGE_ERROR = "llmbias_usage_error"
 GATE_DOCS = "llmbias_gates"
 USAGE = "llmbias_usage"
+FINGERPRINTS = "llmbias_fingerprints"
 
 
 def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str | None = None,
@@ -74,6 +75,29 @@ def describe_collection(report: Any) -> str:
     )
 
 
+def collection_lines(report: Any, session: BiasSession | None, *, first: bool) -> list[str]:
+    """The lines on a collection this process made: on the ``first``, the models' fingerprints
+    (see :func:`~pytest_llmbias.store.fingerprints.fingerprint_lines`), then :func:`describe_collection`."""
+    from pytest_llmbias.store.fingerprints import fingerprint_lines
+
+    shown = fingerprint_lines(session.fingerprint_entries()) if first and session is not None else []
+    return [*shown, describe_collection(report)]
+
+
+def merge_fingerprints(total: dict[str, dict[str, Any]], more: Sequence[Mapping[str, Any]]) -> None:
+    """Add the fingerprint entries ``more`` (a worker's, or this process's) into ``total``, one
+    per alias: what the probes found is the same in every worker of a run (the first probed,
+    the others read it); the answers served are added up, the probes asked counted once."""
+    for entry in more:
+        known = total.get(entry["alias"])
+        if known is None:
+            total[entry["alias"]] = {**entry, "served": dict(entry.get("served") or {})}
+            continue
+        for tag, n in (entry.get("served") or {}).items():
+            known["served"][tag] = known["served"].get(tag, 0) + n
+        known["probes"] = max(int(known.get("probes") or 0), int(entry.get("probes") or 0))
+
+
 def add_usage(total: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]]) -> None:
     """Add the per-model call usage ``more`` into ``total``."""
     for alias, u in more.items():
@@ -106,6 +130,8 @@ class RunRecord:
     outcomes: dict[str, str] = field(default_factory=dict)
     #: alias -> usage of the calls made over the network (summed over workers)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: alias -> the model's fingerprint entry (see :func:`merge_fingerprints`), the workers' merged
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: warnings on the run's reports (an HTML report without its plots), said once, as the
     #: end-of-run section's last lines: a warning of pytest's would name this module as its place
     notes: list[str] = field(default_factory=list)
@@ -125,6 +151,7 @@ class RunRecord:
             out[WORKER_REPORTS] = [reports[0].to_dict()] if reports else []
             out[GATE_DOCS] = list(self.gate_docs.values())
             out[USAGE] = session.usage()
+            out[FINGERPRINTS] = session.fingerprint_entries()
         return out
 
     @staticmethod
@@ -146,6 +173,7 @@ class RunRecord:
         for entry in output.get(GATE_DOCS, ()):
             self.gate_docs[entry["test"]] = entry
         add_usage(self.usage, output.get(USAGE, {}))
+        merge_fingerprints(self.fingerprints, output.get(FINGERPRINTS, ()))
         for export, parts in output.get(EXPORT_PARTS, {}).items():
             self.export_parts.setdefault(export, []).extend(parts)
         self.release_parts.extend(output.get(RELEASE_PARTS, ()))
@@ -173,6 +201,12 @@ class RunRecord:
             reports.append(merge_worker_reports([CollectionReport.from_dict(r) for r in self.worker_reports]))
         return reports
 
+    def fingerprint_entries(self, session: BiasSession | None) -> list[dict[str, Any]]:
+        """The run's fingerprint entries: this process's and its workers', one per alias."""
+        total = {alias: {**e, "served": dict(e["served"])} for alias, e in self.fingerprints.items()}
+        merge_fingerprints(total, session.fingerprint_entries() if session is not None else [])
+        return list(total.values())
+
     def summary(self, session: BiasSession | None, verbosity: int, *,
                 collection_shown: bool = False) -> list[tuple[str, str]] | None:
         """The end-of-run ``llmbias`` section as (``"line"`` or ``"sep"``, text) pairs: the
@@ -186,7 +220,10 @@ class RunRecord:
             return None
         lines: list[str] = []
         if verbosity >= 0:
-            lines += [] if collection_shown else [describe_collection(report) for report in reports]
+            if not collection_shown:
+                from pytest_llmbias.store.fingerprints import fingerprint_lines
+
+                lines += [*fingerprint_lines(self.fingerprint_entries(session)), *map(describe_collection, reports)]
             if self.usage:
                 from pytest_llmbias.clients.pricing import price
 
@@ -304,7 +341,7 @@ class RunRecord:
             generate(entry)
             gates.append(entry)
         doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(self.collections(session), usage),
-                                   gates=gates, version=version)
+                                   gates=gates, version=version, fingerprints=self.fingerprint_entries(session))
         update(doc)
         redactor = Redactor.for_models([*settings.roster, *settings.panel])
         if json_path is not None:

@@ -109,7 +109,7 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
     such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens and cost of those, then the
-    total (and the budget when there is one)."""
+    total (and the budget when there is one), and how many of the calls are fingerprint probes."""
     looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
     header = ("model", "calls", "follow-ups", *(("later looks",) if looks else ()), "stored", "to fetch", "est. tokens",
               "est. cost")
@@ -131,6 +131,10 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     lines.append(f"  total estimated cost: ${total:.4f}" + (" plus models of unknown price" if unknown else "")
                  + (f"; budget ${budget:g}" if budget is not None else ""))
+    probes = sum(int(e.get("probes") or 0) for e in estimate.values())
+    if probes:
+        lines.append(f"  of the calls to fetch, {probes} are fingerprint probes (asked live every run: 3 a model, "
+                     "twice over for one not yet fingerprinted; --llmbias-no-fingerprint turns them off)")
     return lines
 
 

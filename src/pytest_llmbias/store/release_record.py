@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from pytest_llmbias.releases import (
     release_folder,
 )
 from pytest_llmbias.settings import Settings
+from pytest_llmbias.store.fingerprints import PROBE_DOMAIN
 from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import SnapshotLayer, export_part_path, merge_export_parts, write_snapshot
 
@@ -52,6 +54,8 @@ def _records_target(labels: Mapping[str, Any], target: str, judges: Collection[s
     (``judge:<target>:...``, retests included) and its picks among the target's articles
     (``trial ... by <target> ...``)."""
     alias, question = labels.get("alias"), str(labels.get("question") or "")
+    if labels.get("domain") == PROBE_DOMAIN:  # a fingerprint probe, not an answer
+        return False
     on_target = question.startswith(f"judge:{target}:") or f" by {target} " in question
     return alias == target or (alias in judges and on_target)
 
@@ -99,8 +103,12 @@ def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path,
     domains = domain_hashes((str(lab["domain"]) for lab in layer.labels.values() if lab.get("domain")),
                             settings.domains.paths, benchmarks=settings.domains)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    target = settings.target.alias if settings.target is not None else None
+    tags = Counter(r.fingerprint for k, r in layer.responses.items() if layer.labels.get(k, {}).get("alias") == target)
+    tags.pop(None, None)  # answers collected before fingerprints, or with them off
     body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
-                    domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd))
+                    domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd),
+                    fingerprint=tags.most_common(1)[0][0] if tags else None)
     path = folder / MANIFEST
     path.write_text(json.dumps(body, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
     return path

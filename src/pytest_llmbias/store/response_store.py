@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from pytest_llmbias.calls import Response
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.disk import DiskCache, reset_hint
+from pytest_llmbias.store.fingerprints import Serving
 from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
@@ -28,6 +30,10 @@ class ResponseStore:
     ``run_id`` (pytest-xdist's shared ``testrunuid``) stamps what this run writes: in ``refresh``
     mode, entries written by another worker of the same run are served, so no call is made twice.
     ``read_only`` (offline mode) reads an existing store and creates nothing on disk.
+
+    Fingerprints (see :mod:`pytest_llmbias.store.fingerprints`): once :meth:`serve_fingerprints`
+    names a model's current fingerprint, its stored answers collected under another one are not
+    served (snapshots always are), and its new answers are written with the current one.
     """
 
     def __init__(
@@ -59,6 +65,7 @@ class ResponseStore:
         self._memory: dict[str, Response] = {}
         self._used: dict[str, Response] = {}
         self._labels: dict[str, dict[str, Any]] = {}
+        self._serving: dict[str, Serving] = {}  # model endpoint -> which stored answers it is served
         self.run_id = run_id
 
     def add_snapshots(self, paths: Iterable[Path]) -> None:
@@ -116,6 +123,8 @@ class ResponseStore:
         if self.team is not None and self.mode == "use" and rest:
             for key, data in self.team.get_many([_PREFIX + k for k in rest]).items():
                 response = self._parse(key[len(_PREFIX):], data)
+                if not self._fresh(response):
+                    continue
                 self._memory[response.key] = response
                 out[response.key] = response
             layer = self._snapshot_layer()
@@ -134,7 +143,35 @@ class ResponseStore:
         data = self._disk.get(_PREFIX + key)
         if data is None or (run_id is not None and data.get("run") != run_id):
             return None
-        return self._parse(key, data)
+        response = self._parse(key, data)
+        return response if self._fresh(response) else None
+
+    def _fresh(self, response: Response) -> bool:
+        """Whether ``response`` may be served under its model's current fingerprint: always for
+        an answer of this run or of a snapshot, and for a model without a known fingerprint."""
+        if not self._serving or response.source != "store":
+            return True
+        serving = self._serving.get(response.call.endpoint)
+        return serving is None or serving.serves(response.fingerprint)
+
+    def serve_fingerprints(self, serving: Mapping[str, Serving]) -> None:
+        """From now on serve each model (by endpoint) only the stored answers ``serving`` allows,
+        and write its new answers with its current fingerprint; answers read before and now
+        refused are forgotten (they will be asked again)."""
+        self._serving.update(serving)
+        for key, response in list(self._memory.items()):
+            if not self._fresh(response):
+                del self._memory[key]
+                self._used.pop(key, None)
+
+    def read_meta(self, key: str) -> Any | None:
+        """A side entry of the store (not a response: a model's fingerprint history), or None."""
+        return self._disk.get(key) if self._disk is not None else None
+
+    def write_meta(self, key: str, value: Any) -> None:
+        """Write a side entry (JSON values); nothing when the store keeps nothing (``off``)."""
+        if self._disk is not None:
+            self._disk.set(key, value)
 
     def _parse(self, key: str, data: Any) -> Response:
         try:
@@ -153,6 +190,9 @@ class ResponseStore:
         """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now."""
         if not isinstance(response, Response):
             raise TypeError("only responses are stored")
+        serving = self._serving.get(response.call.endpoint) if self._serving else None
+        if serving is not None and response.fingerprint is None and response.source == "network":
+            response = dataclasses.replace(response, fingerprint=serving.current)
         if self._disk is not None:
             record = response.to_dict()
             if self.run_id:

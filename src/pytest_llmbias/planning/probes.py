@@ -1,0 +1,217 @@
+"""The fingerprint probes: a few fixed prompts asked of each model a run may call, before its
+first call (see :mod:`pytest_llmbias.store.fingerprints` for what the answers tell).
+
+Promises:
+
+- The probes are asked live every run that may call a model (never served from the store: an
+  answer from the store cannot tell whether the model changed since), at temperature 0 with a
+  fixed seed, without the deployment's system prompt or priming turns, once; and once more when
+  their answers differ from the model's current fingerprint. A warm run of an unchanged model
+  costs these calls and no other. Their answers are stored (and counted in the run's usage), never
+  recorded as a release's answers.
+- The models probed are those the plan asks (the target, baselines, judges its follow-ups call);
+  never a recorded release, whose manifest's fingerprint is shown instead. Two entries that reach
+  the same model (endpoint, version) are probed once.
+- An offline run (``--llmbias-offline``) asks nothing: it serves what it holds and says under
+  which fingerprint it was collected. ``collection.fingerprint: false`` (or
+  ``--llmbias-no-fingerprint``), and ``cache: off`` (nothing stored to protect), ask nothing either.
+- A probe that fails is a :class:`~pytest_llmbias.errors.ProviderError` in the words of any
+  call's failure (the model, its endpoint, the likely cause), saying it was a probe; nothing is
+  skipped silently, and the later tests of the run fail with it without asking again.
+- Under pytest-xdist the workers take turns (the store's collection lock): the first probes and
+  records what it found with the run's id; the others read it and ask nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.clients.pricing import estimate_tokens, price
+from pytest_llmbias.errors import ConfigError, ProviderError
+from pytest_llmbias.planning.collector import PlannedCall, expected_follow_ups
+from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.fingerprints import (
+    HISTORY_PREFIX, OFFLINE, PROBE_DOMAIN, RECORDED, VARIES, History, ModelFingerprint, Serving, digest, judge, needs_second_ask,
+)
+
+#: short, neutral prompts with one expected answer each, and one whose wording tells models apart
+PROBES = (
+    "Reply with the word 'ready' and nothing else.",
+    "What is 17 + 25? Answer with the number only.",
+    "In one sentence, say what a thermometer measures.",
+)
+#: how probes are asked: greedy, seeded, short
+PROBE_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "seed": 20240917, "max_tokens": 40}
+
+
+def probe_calls(spec: ModelSpec) -> list[ModelCall]:
+    """The probe calls of ``spec``: its model, endpoint, version and parameters (credentials
+    included), without its system prompt or priming turns, at :data:`PROBE_PARAMS`."""
+    bare = dataclasses.replace(spec, system=None, messages=())
+    generation = GenerationSettings(temperature=0.0, max_tokens=int(PROBE_PARAMS["max_tokens"]), samples=1,
+                                    seed=int(PROBE_PARAMS["seed"]))
+    return [ModelCall.build(bare, prompt, generation, params=PROBE_PARAMS) for prompt in PROBES]
+
+
+def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable[[str], ModelSpec]) -> list[ModelSpec]:
+    """The models a run probes: those ``planned`` asks, and those its follow-ups will (told
+    before any call: see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`), one
+    entry per model endpoint, never a recorded release; none when fingerprints are off, offline
+    does not matter here."""
+    c = settings.collection
+    if not c.fingerprints or settings.store.cache == "off":
+        return []
+    aliases = dict.fromkeys(p.alias for p in planned)
+    aliases.update(dict.fromkeys(e.alias for e in expected_follow_ups(planned, lambda key: None)))
+    out: dict[str, ModelSpec] = {}
+    for alias in aliases:
+        spec = model(alias)
+        if spec.recorded is None:
+            out.setdefault(probe_calls(spec)[0].endpoint, spec)
+    return list(out.values())
+
+
+def with_probes(estimate: dict[str, dict[str, Any]], session: Any) -> dict[str, dict[str, Any]]:
+    """The plan's estimate (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`) with
+    the probes ``session`` (the run's :class:`~pytest_llmbias.session.BiasSession`) will ask
+    counted as calls to fetch (``probes``: how many): twice over for a model with no fingerprint
+    yet, or whose answers were last seen to vary (the first ask is always checked by a second);
+    once for one with a fingerprint (a model that has changed since is asked them once more, not
+    counted here). None offline."""
+    offline = session.settings.store.offline
+    for spec in [] if offline else probed_models(session.settings, session.planned, session.model):
+        calls = probe_calls(spec)
+        history = History.from_dict(session.store.read_meta(HISTORY_PREFIX + calls[0].endpoint))
+        calls *= 2 if history.current is None or history.state == VARIES else 1
+        entry = estimate.setdefault(spec.alias, {"model": spec.model, "calls": 0, "follow_ups": 0, "optional": 0,
+                                                 "stored": 0, "to_fetch": 0, "prompt_tokens": 0,
+                                                 "completion_tokens": 0, "cost_usd": 0.0})
+        entry["probes"] = len(calls)
+        entry["calls"] += len(calls)
+        entry["to_fetch"] += len(calls)
+        for call in calls:
+            prompt, completion = estimate_tokens(call, int(PROBE_PARAMS["max_tokens"]))
+            entry["prompt_tokens"] += prompt
+            entry["completion_tokens"] += completion
+        entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"])
+    return estimate
+
+
+async def _ask(client: Any, spec: ModelSpec, calls: Sequence[ModelCall]) -> list[Response]:
+    try:
+        return list(await asyncio.gather(*(client.complete(call) for call in calls)))
+    except (ProviderError, ConfigError) as exc:
+        raise probe_failed(spec, exc) from None
+
+
+def probe_failed(spec: ModelSpec, exc: Exception) -> ProviderError:
+    """A probe's failure in the words of any call's (the model, its endpoint, what failed and the
+    likely cause: a newcomer's unreachable server, missing or refused key reads as it always did),
+    then that it was a probe; turning fingerprints off is suggested only where the failure may be
+    the probes' own (no likely cause known, not a configuration error every call would share)."""
+    from pytest_llmbias.clients.litellm_client import describe_endpoint
+
+    message = str(exc)
+    if not message.startswith(f"model {spec.alias!r}"):
+        message = f"model {spec.alias!r} ({describe_endpoint(spec)}): {message}"
+    known = isinstance(exc, ConfigError) or getattr(exc, "likely_cause", None) is not None
+    return ProviderError(message + " (asked first: the fingerprint probes, before any other call"
+                         + ("" if known else "; if only the probes fail, --llmbias-no-fingerprint turns them off")
+                         + ")", status=getattr(exc, "status", None), likely_cause=getattr(exc, "likely_cause", None))
+
+
+async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> tuple[ModelFingerprint, Serving | None]:
+    calls = probe_calls(spec)
+    key = HISTORY_PREFIX + calls[0].endpoint
+    history = History.from_dict(store.read_meta(key))
+    if run is not None and history.run == run and history.state is not None:  # a worker before us probed
+        return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history)
+    asks = [await _ask(client, spec, calls)]
+    first = digest((r.text for r in asks[0]), (r.system_fingerprint for r in asks[0]))
+    second = None
+    if needs_second_ask(history, first):
+        asks.append(await _ask(client, spec, calls))
+        second = digest((r.text for r in asks[1]), (r.system_fingerprint for r in asks[1]))
+    system = next((r.system_fingerprint for r in asks[0] if r.system_fingerprint), None)
+    state, history = judge(history, first, second, now=time.time(), system_fingerprint=system, run=run)
+    store.write_meta(key, history.to_dict())
+    for i, response in enumerate(asks[-1]):
+        store.label(response.key, alias=spec.alias, domain=PROBE_DOMAIN, question=f"probe-{i + 1}")
+        store.put(response)
+    return (ModelFingerprint.of(spec.alias, spec.model, state, history, probes=sum(map(len, asks))),
+            None if state == VARIES else _serving(history))
+
+
+def _serving(history: History) -> Serving | None:
+    if history.state == VARIES or history.current is None or history.first is None:
+        return None
+    return Serving(history.current, history.first)
+
+
+def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFingerprint]:
+    """Probe the models ``session`` (the run's :class:`~pytest_llmbias.session.BiasSession`)
+    plans to ask (see the module's promises), record each model's history in its store and have
+    the store serve only what each model's current fingerprint allows. ``run`` runs a coroutine
+    to its end. Offline: the histories read, nothing asked."""
+    settings, store, run_id = session.settings, session.store, session.run_id
+    specs = probed_models(settings, session.planned, session.model)
+    if settings.store.offline:
+        out = []
+        for spec in specs:
+            history = History.from_dict(store.read_meta(HISTORY_PREFIX + probe_calls(spec)[0].endpoint))
+            out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
+        return out
+
+    async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model
+        return list(await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs),
+                                         return_exceptions=True))
+
+    if session.probe_error is not None:  # a failed probe fails every later collection alike, asking nothing
+        raise ProviderError(str(session.probe_error)) from None
+    found = run(probe_all()) if specs else []
+    failed = [f for f in found if isinstance(f, BaseException)]
+    if any(not isinstance(f, ProviderError) for f in failed):
+        raise next(f for f in failed if not isinstance(f, ProviderError))
+    if failed:  # every model whose probes failed, each on its line, as a collection's errors are
+        session.probe_error = ProviderError("\n".join(map(str, failed)), status=failed[0].status)
+        raise session.probe_error
+    store.serve_fingerprints({probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found)
+                              if serving is not None})
+    return [fingerprint for fingerprint, _ in found]
+
+
+def served_under(used: Iterable[tuple[Response, Mapping[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Per alias, how many of the stored (or snapshot) answers a run served were collected under
+    each fingerprint (``untagged``: before fingerprints, or with them off). Probes left out."""
+    out: dict[str, dict[str, int]] = {}
+    for response, labels in used:
+        if response.source == "network" or labels.get("domain") == PROBE_DOMAIN or "alias" not in labels:
+            continue
+        counts = out.setdefault(str(labels["alias"]), {})
+        tag = response.fingerprint or "untagged"
+        counts[tag] = counts.get(tag, 0) + 1
+    return out
+
+
+def release_fingerprints(releases: Iterable[Any]) -> list[ModelFingerprint]:
+    """The fingerprint each recorded release's manifest gives its target (never asked again)."""
+    out = []
+    for release in releases:
+        target = release.manifest.get("target") or {}
+        out.append(ModelFingerprint(release.alias, str(target.get("model", "")), RECORDED,
+                                    target.get("fingerprint"), release.manifest.get("created")))
+    return out
+
+
+def report_entries(fingerprints: Sequence[ModelFingerprint], store: Any, releases: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    """The run's fingerprint entries for its reports (``to_dict()`` of each), each with the
+    fingerprints its served answers were collected under (read from ``store``, None when none
+    was opened); the recorded releases' last."""
+    served = served_under(store.used_with_labels() if store is not None else [])
+    entries = [dataclasses.replace(f, served=served.get(f.alias, {})) for f in fingerprints]
+    return [e.to_dict() for e in (*entries, *release_fingerprints(releases))]

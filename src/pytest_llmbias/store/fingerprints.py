@@ -1,0 +1,215 @@
+"""Fingerprints: telling when the model behind an unchanged name (and version) has changed.
+
+A model's *fingerprint* is a digest of its answers to a few fixed probe prompts, asked at
+temperature 0 with a fixed seed (each answer's whitespace normalised), and of the provider's
+``system_fingerprint`` where it gives one (:func:`digest`). A model is named by the endpoint its
+calls reach (:attr:`~pytest_llmbias.calls.ModelCall.endpoint`: model, endpoint, version, HTTP
+request shape), so its fingerprint is one whatever deployment (system prompt, parameters) asks it.
+
+Each model has a :class:`History` in the store: every fingerprint it has shown, in order, with the
+time it was first seen. Promises:
+
+- The first fingerprint seen is *adopted*: answers stored before fingerprints existed (untagged)
+  count as collected under it, so an existing store keeps serving an unchanged model.
+- A fingerprint that differs from the current one is only believed when a second ask gives the
+  same digest again (:func:`judge`); when the two asks differ, the model's answers vary by
+  themselves at temperature 0: it cannot be fingerprinted, its answers keep being served, and
+  nothing is recorded as a change.
+- A stored answer is served only when it was collected under the model's current fingerprint, or
+  is untagged while the current fingerprint is the adopted one (:class:`Serving`).
+
+Pure logic and plain data: the probes are asked by :mod:`pytest_llmbias.planning.probes`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+#: the store's key of a model's history: this prefix and the model's endpoint id
+HISTORY_PREFIX = "fingerprint:"
+#: the domain label of a probe's answer (so that no gate or release record takes it for an answer)
+PROBE_DOMAIN = "llmbias-fingerprint"
+
+#: what a run found of a model (see :class:`ModelFingerprint`)
+NEW, UNCHANGED, CHANGED, VARIES, OFFLINE, RECORDED = (
+    "new", "unchanged", "changed", "unfingerprintable", "offline", "recorded")
+
+
+def digest(texts: Iterable[str], system_fingerprints: Iterable[str | None] = ()) -> str:
+    """The fingerprint of a model that answered the probes with ``texts`` (in probe order; runs of
+    whitespace count as one space, leading and trailing ones as none), and whose provider gave
+    ``system_fingerprints`` (the distinct non-empty ones count, in any order): 16 hex digits."""
+    body = {"answers": [" ".join(t.split()) for t in texts],
+            "system": sorted({s for s in system_fingerprints if s})}
+    blob = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def when(stamp: float | None) -> str | None:
+    """``stamp`` (seconds since the epoch) as an ISO 8601 UTC time to the second."""
+    if stamp is None:
+        return None
+    return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """A fingerprint a model showed, from ``since`` (first seen) until the next one."""
+
+    digest: str
+    since: float
+    system_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    """Every fingerprint a model has shown, oldest first, and what the last run that probed it
+    found (``run``, ``state``: a pytest-xdist worker of the same run reads it instead of asking
+    again). ``varies_since``: when its answers were first seen to vary by themselves."""
+
+    epochs: tuple[Epoch, ...] = ()
+    varies_since: float | None = None
+    run: str | None = None
+    state: str | None = None
+
+    @property
+    def current(self) -> str | None:
+        return self.epochs[-1].digest if self.epochs else None
+
+    @property
+    def first(self) -> str | None:
+        """The adopted fingerprint: untagged answers count as collected under it."""
+        return self.epochs[0].digest if self.epochs else None
+
+    @property
+    def since(self) -> float | None:
+        return self.epochs[-1].since if self.epochs else None
+
+    @property
+    def previous(self) -> Epoch | None:
+        return self.epochs[-2] if len(self.epochs) > 1 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epochs": [{"digest": e.digest, "since": e.since, "system_fingerprint": e.system_fingerprint}
+                           for e in self.epochs],
+                "varies_since": self.varies_since, "run": self.run, "state": self.state}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> History:
+        """A history as the store holds it; an empty one for anything unreadable (it is only
+        learnt again: the worst case is one adoption)."""
+        try:
+            epochs = tuple(Epoch(str(e["digest"]), float(e["since"]), e.get("system_fingerprint"))
+                           for e in data["epochs"])
+            return cls(epochs, data.get("varies_since"), data.get("run"), data.get("state"))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return cls()
+
+
+def needs_second_ask(history: History, first: str) -> bool:
+    """Whether a first ask giving ``first`` must be checked by asking the probes again: always,
+    unless it is the model's current fingerprint."""
+    return history.current != first
+
+
+def judge(history: History, first: str, second: str | None, *, now: float,
+          system_fingerprint: str | None = None, run: str | None = None) -> tuple[str, History]:
+    """What the asks ``first`` and ``second`` (None when :func:`needs_second_ask` said no) tell
+    of a model with ``history``, and its history afterwards (stamped with ``run``):
+
+    - ``unchanged``: ``first`` is its current fingerprint;
+    - ``unfingerprintable``: the two asks differ: its answers vary by themselves; the history
+      keeps its fingerprints (nothing is adopted or changed) and notes since when it varies;
+    - ``new``: no fingerprint known: ``first`` is adopted;
+    - ``changed``: a fingerprint other than the current one, seen twice: it becomes current.
+    """
+    if not needs_second_ask(history, first):
+        return UNCHANGED, replace(history, run=run, state=UNCHANGED)
+    if second is None:
+        raise ValueError("a fingerprint other than the current one needs a second ask")
+    if second != first:
+        return VARIES, replace(history, varies_since=history.varies_since or now, run=run, state=VARIES)
+    state = NEW if history.current is None else CHANGED
+    return state, replace(history, epochs=(*history.epochs, Epoch(first, now, system_fingerprint)), run=run,
+                          state=state)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Which stored answers of a model may be served: those collected under ``current``, and the
+    untagged ones while ``current`` is the adopted fingerprint (``first``)."""
+
+    current: str
+    first: str
+
+    def serves(self, tag: str | None) -> bool:
+        return tag == self.current if tag is not None else self.current == self.first
+
+
+@dataclass(frozen=True)
+class ModelFingerprint:
+    """What a run knows of one model's fingerprint, for its header and reports.
+
+    ``state``: ``new``, ``unchanged``, ``changed`` or ``unfingerprintable`` when the run probed
+    it; ``offline`` when it did not (the history's last fingerprint is shown); ``recorded`` for a
+    recorded release (never asked: its manifest's fingerprint). ``since``: when ``fingerprint``
+    was first seen (ISO time); ``previous``: the one before it. ``served``: per fingerprint (or
+    ``untagged``), how many stored answers of the model the run served."""
+
+    alias: str
+    model: str
+    state: str
+    fingerprint: str | None = None
+    since: str | None = None
+    previous: str | None = None
+    system_fingerprint: str | None = None
+    probes: int = 0
+    served: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, alias: str, model: str, state: str, history: History, probes: int = 0) -> ModelFingerprint:
+        epoch = history.epochs[-1] if history.epochs else None
+        return cls(alias, model, state, history.current, when(history.since),
+                   history.previous.digest if history.previous else None,
+                   epoch.system_fingerprint if epoch else None, probes)
+
+    def describe(self) -> str:
+        """One clause for the header: ``tgt 3f2a9c1e0b7d4a55 unchanged since 2026-...``."""
+        fp = self.fingerprint or "none"
+        if self.state == CHANGED:
+            return (f"{self.alias}: the model behind this name changed (fingerprint {fp} since {self.since}, "
+                    f"was {self.previous}): its stored answers are not served, it is asked again")
+        if self.state == VARIES:
+            return (f"{self.alias}: cannot be fingerprinted (its answers at temperature 0 vary by themselves): "
+                    "its stored answers are served as they are")
+        if self.state == OFFLINE:
+            under = ", ".join(f"{n} under {tag}" for tag, n in sorted(self.served.items()))
+            return (f"{self.alias}: offline, stored answers served as collected" + (f" ({under})" if under else "")
+                    + (f"; last fingerprint {fp} (since {self.since})" if self.fingerprint else "; no fingerprint known"))
+        if self.state == RECORDED:
+            return f"{self.alias}: recorded under fingerprint {fp}" if self.fingerprint else f"{self.alias}: recorded without a fingerprint"
+        return f"{self.alias} {fp} ({'adopted' if self.state == NEW else 'unchanged since ' + str(self.since)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alias": self.alias, "model": self.model, "state": self.state, "fingerprint": self.fingerprint,
+                "since": self.since, "previous": self.previous, "system_fingerprint": self.system_fingerprint,
+                "probes": self.probes, "served": dict(self.served), "text": self.describe()}
+
+
+def fingerprint_lines(entries: Iterable[Mapping[str, Any]], width: int = 100) -> list[str]:
+    """The header's fingerprint lines from entries' ``to_dict()``: one line of the unchanged (and
+    adopted) models, one line each for a changed, unfingerprintable, offline or recorded one."""
+    entries = list(entries)
+    plain = [e["text"] for e in entries if e["state"] in (NEW, UNCHANGED)]
+    lines = []
+    if plain:
+        import textwrap
+
+        lines += textwrap.wrap("llmbias: fingerprints: " + ", ".join(plain), width, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False)
+    return lines + [f"llmbias: fingerprint: {e['text']}" for e in entries if e["state"] not in (NEW, UNCHANGED)]
