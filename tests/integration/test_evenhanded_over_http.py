@@ -69,7 +69,8 @@ def project(pytester, transport):
 
         shutil.copy(DATA, pytester.path / "eval_set.csv")
         config = {"target": entry("tgt", target), "baselines": [entry("base_a", "base-a"), entry("base_b", "base-b")],
-                  "judge": entry("judge", "judge"), "domains": {"evenhandedness": {"path": "eval_set.csv"}}}
+                  "judge": entry("judge", "judge"), "domains": {"evenhandedness": {"path": "eval_set.csv"}},
+                  "collection": {"fingerprint": False}}  # the scripted models answer pairs, not probes
         (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
 
     responders = {"even": model(False), "one-sided": model(True), "base-a": model(False), "base-b": model(False),
