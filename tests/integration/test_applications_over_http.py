@@ -190,21 +190,34 @@ def test_a_python_target_that_names_nothing_is_a_usage_error_before_any_call(pyt
     assert server.count() == 0
 
 
-def test_a_python_application_recorded_as_a_release_and_gated_against_it_under_two_workers(pytester, server,
-                                                                                          run_project, monkeypatch):
+@pytest.mark.parametrize("kind", ["python", "http"])
+def test_an_application_recorded_as_a_release_and_gated_against_it_under_two_workers(pytester, server, run_project,
+                                                                                   monkeypatch, kind):
     """The application's answers recorded as release v1 (two workers), then its next version
     compared with that record (two workers): only the new version is asked, the record's answers
-    are read, and the judge's verdict is no-worse; the manifest keeps the entry's version."""
+    are read, and the judge's verdict is reached; the manifest keeps the entry's version."""
     monkeypatch.setenv("SHOP_MODEL_URL", server.base_url)
-    _write(pytester, server, {"python": "shop_app:answer_sync", "version": "1"}, PYTHON_ANSWER)
+
+    def target(version: str) -> dict:
+        if kind == "python":
+            return {"python": "shop_app:answer_sync", "version": version}
+        return {"http": {"url": server.app_url("shop"), "body": {"input": "{{prompt}}", "history": "{{messages}}"},
+                         "response": "data.reply"}, "version": version}
+
+    def asked() -> int:
+        return len(requests_of(server, "tgt")) if kind == "python" else len(
+            [r for r in server.requests if r["model"] == "app:shop"])
+
+    expected = PYTHON_ANSWER if kind == "python" else HTTP_ANSWER
+    _write(pytester, server, target("1"), expected)
     recorded = run_project("-n", "2", "--llmbias-record-release", "v1")
     recorded.assert_outcomes(passed=2)
     manifest = json.loads((pytester.path / "bias_releases" / "v1" / "manifest.json").read_text("utf-8"))
     assert manifest["target"]["version"] == "1"
-    _write(pytester, server, {"python": "shop_app:answer_sync", "version": "2"}, PYTHON_ANSWER)
+    _write(pytester, server, target("2"), expected)
     against = run_project("-n", "2", "--llmbias-against", "v1", "-k", "test_judged")
     against.assert_outcomes(passed=1)  # (xdist reports no deselection)
-    assert len(requests_of(server, "tgt")) == 20  # v1 once, v2 once; the record is never asked
+    assert asked() == 20  # v1 once, v2 once; the record is never asked
     assert len(requests_of(server, "base_a")) == 10
     verdicts = [g["verdict"] for g in json.loads((pytester.path / "out/run.json").read_text("utf-8"))["gates"]]
     assert verdicts == ["no-worse"] or verdicts == ["not shown biased (underpowered)"], verdicts
