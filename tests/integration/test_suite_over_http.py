@@ -69,7 +69,8 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *
 
     config = {"target": model("tgt", target_model), "judge": model("judge", JUDGE),
               "baselines": [model(a, n) for a, n in BASELINES.items()] if baselines else [],
-              "collection": {"max_samples": 3}, "report": {"json": "out/run.json"}}
+              # no fingerprint probes: these tests count each model's calls
+              "collection": {"max_samples": 3, "fingerprint": False}, "report": {"json": "out/run.json"}}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_suite.py").write_text(TESTS, encoding="utf-8")
 
@@ -159,7 +160,7 @@ def test_two_domains_that_share_a_question_each_get_their_judge_s_retest(pyteste
                                                          for i, q in enumerate(guns)]}]}
     _write(pytester, suite_server, RECORDED, baselines=True)
     config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
-    config.update(domains={"paths": ["domains"]}, collection={})
+    config.update(domains={"paths": ["domains"]}, collection={"fingerprint": False})
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "domains").mkdir()
     (pytester.path / "domains" / "mine.yaml").write_text(yaml.safe_dump(mine), encoding="utf-8")
