@@ -168,8 +168,13 @@ def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once
 
     monkeypatch.setattr(probes, "expected_follow_ups", lambda planned, get: [])
     store = ResponseStore(tmp_path)
+    from pytest_llmbias.calls import ModelCall
+    from pytest_llmbias.planning.collector import PlannedCall
+    from pytest_llmbias.settings import GenerationSettings
+
+    planned = [PlannedCall("m", ModelCall.build(SPEC, "a question", GenerationSettings()), "d", "q1")]
     session = SimpleNamespace(settings=Settings(target=SPEC, store=StoreSettings(dir=tmp_path)),
-                              planned=[SimpleNamespace(alias="m")], model=lambda alias: SPEC, store=store)
+                              planned=planned, model=lambda alias: SPEC, store=store)
     new = probes.with_probes({}, session)["m"]
     assert new["probes"] == new["calls"] == new["to_fetch"] == 2 * len(PROBES)
     _, history = judge(History(), "a" * 16, "a" * 16, now=1.0)

@@ -58,18 +58,27 @@ def probe_calls(spec: ModelSpec) -> list[ModelCall]:
     return [ModelCall.build(bare, prompt, generation, params=PROBE_PARAMS) for prompt in PROBES]
 
 
-def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable[[str], ModelSpec]) -> list[ModelSpec]:
+def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable[[str], ModelSpec],
+                  store: Any = None) -> list[ModelSpec]:
     """The models a run probes: those ``planned`` asks, and those its follow-ups will (told
     before any call: see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`), one
     entry per model endpoint, never a recorded release; none when fingerprints are off, offline
-    does not matter here."""
+    does not matter here. With the run's ``store``, a model whose every call (its follow-ups'
+    too) a snapshot answers is left out: a snapshot is served whatever the model's fingerprint."""
     c = settings.collection
     if not c.fingerprints or settings.store.cache == "off":
         return []
-    aliases = dict.fromkeys(p.alias for p in planned)
-    aliases.update(dict.fromkeys(e.alias for e in expected_follow_ups(planned, lambda key: None)))
+    keys: dict[str, list[str | None]] = {}
+    for p in planned:
+        keys.setdefault(p.alias, []).append(p.call.key)
+    get = store.get if store is not None else (lambda key: None)
+    for e in expected_follow_ups(planned, get):
+        keys.setdefault(e.alias, []).append(e.key if e.exact else None)
+    in_snapshot = getattr(store, "in_snapshot", None)
     out: dict[str, ModelSpec] = {}
-    for alias in aliases:
+    for alias, calls in keys.items():
+        if in_snapshot is not None and all(k is not None and in_snapshot(k) for k in calls):
+            continue
         spec = model(alias)
         if spec.recorded is None:
             out.setdefault(probe_calls(spec)[0].endpoint, spec)
@@ -84,7 +93,7 @@ def with_probes(estimate: dict[str, dict[str, Any]], session: Any) -> dict[str, 
     once for one with a fingerprint (a model that has changed since is asked them once more, not
     counted here). None offline."""
     offline = session.settings.store.offline
-    for spec in [] if offline else probed_models(session.settings, session.planned, session.model):
+    for spec in [] if offline else probed_models(session.settings, session.planned, session.model, session.store):
         calls = probe_calls(spec)
         history = History.from_dict(session.store.read_meta(HISTORY_PREFIX + calls[0].endpoint))
         calls *= 2 if history.current is None or history.state == VARIES else 1
@@ -159,12 +168,13 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     the store serve only what each model's current fingerprint allows. ``run`` runs a coroutine
     to its end. Offline: the histories read, nothing asked."""
     settings, store, run_id = session.settings, session.store, session.run_id
-    specs = probed_models(settings, session.planned, session.model)
+    specs = probed_models(settings, session.planned, session.model, store)
     if settings.store.offline:
         out = []
         for spec in specs:
             history = History.from_dict(store.read_meta(HISTORY_PREFIX + probe_calls(spec)[0].endpoint))
-            out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
+            if history.current is not None:  # with no fingerprint known there is nothing to say
+                out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
         return out
 
     async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model

@@ -110,6 +110,10 @@ class ResponseStore:
             return self._read_disk(key, run_id=self.run_id) is not None
         return False
 
+    def in_snapshot(self, key: str) -> bool:
+        """Whether a snapshot holds ``key`` (served whatever the model's fingerprint)."""
+        return key in self._snapshot_layer()
+
     @property
     def where(self) -> str:
         """The store as messages name it: its folder, or the team store's URL (masked)."""
