@@ -33,13 +33,9 @@ def start_server(*options: str, latency: float) -> tuple[subprocess.Popen[str], 
 
 
 def stop_server(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    from pytest_llmbias.local.server import stop
+
+    stop(proc)
 
 
 def admin(base: str, path: str, *, post: bool = False) -> Any:

