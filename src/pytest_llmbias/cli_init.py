@@ -95,10 +95,12 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
     if len(baselines) < 2:
         raise ConfigError(f"give two baselines or more (--baseline, repeated); got {len(baselines)}: a comparison "
                           "with baselines reads their spread")
-    entries = {"target": _entry(target, "--target")}
-    entries["baselines"] = [_entry(b, "--baseline") for b in baselines]
+    given = [(target, "--target"), *((b, "--baseline") for b in baselines), *([(judge, "--judge")] if judge else [])]
+    parsed = [_entry(value, flag) for value, flag in given]
+    raws = [raw for raw, _ in parsed]
+    entries: dict[str, Any] = {"target": raws[0], "baselines": raws[1:1 + len(baselines)]}
     if judge is not None:
-        entries["judge"] = _entry(judge, "--judge")
+        entries["judge"] = raws[-1]
     try:
         load_domain(domain)
     except ConfigError as exc:
@@ -107,21 +109,20 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
     return Scaffold({
         "llmbias.yaml": _settings(entries),
         TEST_FILE: _test(domain, method),
-        str(WORKFLOW): _workflow(_key_variables([target, *baselines, *([judge] if judge else [])])),
+        str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed])),
     })
 
 
-def _entry(value: str, flag: str) -> Any:
+def _entry(value: str, flag: str) -> tuple[Any, Any]:
     """``value`` as the settings file will hold it (a string, or the mapping its inline YAML
-    gives), checked as a run checks it."""
+    gives), and the model entry a run reads from it (checked as a run checks it)."""
     from pytest_llmbias.model_entries import parse_model
     from pytest_llmbias.yamlutil import load_inline_mapping
 
     raw: Any = value.strip()
     if raw.startswith("{"):
         raw = load_inline_mapping(raw, what=flag, error=ConfigError)
-    parse_model(raw, flag, lambda key: flag, Path("."))
-    return raw
+    return raw, parse_model(raw, flag, lambda key: flag, Path("."))
 
 
 def _settings(entries: dict[str, Any]) -> str:
@@ -146,18 +147,11 @@ def test_the_release_answers_{domain}_like_the_trusted_models(bias_result):
 '''
 
 
-def _key_variables(values: list[str]) -> list[str]:
+def _key_variables(specs: list[Any]) -> list[str]:
     """The API-key variables the roster's models read: an entry's ``api_key_env``, else its
     provider's (none for a model at an ``api_base``)."""
-    from pytest_llmbias.model_entries import parse_model
-    from pytest_llmbias.yamlutil import load_inline_mapping
-
     names: list[str] = []
-    for value in values:
-        raw: Any = value.strip()
-        if raw.startswith("{"):
-            raw = load_inline_mapping(raw, what="model", error=ConfigError)
-        spec = parse_model(raw, "model", lambda key: "model", Path("."))
+    for spec in specs:
         if spec.api_key_env:
             name = spec.api_key_env
         elif spec.api_base or not spec.model:

@@ -18,15 +18,18 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     estimate exceeds the budget. False: go on."""
     from pytest_llmbias.report.terminal import budget_error, plan_table, power_table, sizing_table
 
+    import functools
+
     c, store = core.settings.collection, core.settings.store
+    estimated = functools.cache(core.estimate)  # a pass over every planned call: once at most
     if not c.plan and not store.offline and not worker and write is not None:
-        for line in short_of_sizing(core, gates):
+        for line in short_of_sizing(core, gates, estimated):
             write(line)
     if not c.plan and (c.max_cost is None or store.offline):
         return False
     if c.plan and worker:
         raise ConfigError("--llmbias-plan runs in one process: drop -n")
-    estimate = core.estimate()
+    estimate = estimated()
     if c.plan:
         if write is not None:
             from pytest_llmbias.gates.expected_power import expected_power
@@ -50,7 +53,8 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     return False
 
 
-def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]]) -> list[str]:
+def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]],
+                    estimate: Callable[[], dict[str, dict[str, Any]]] | None = None) -> list[str]:
     """Before a run that calls models: a line for each comparison that cannot be sized even at
     ``collection.max_samples`` by the stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and
     only when the run has calls to make (a warm run spends nothing to warn about). Its verdict
@@ -70,7 +74,7 @@ def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]]) -> lis
             most = z.units * top // samples if gate.marker in EXTENDS and top > samples else z.units
             if most < z.needed:
                 short.append((nodeid, z, most))
-    if not short or not any(e["to_fetch"] for e in core.estimate().values()):
+    if not short or not any(e["to_fetch"] for e in (estimate or core.estimate)().values()):
         return []
     lines = [f"llmbias: {len(short)} comparison(s) cannot be sized within their questions x samples by the stated "
              "prior SD, and will likely be underpowered (--llmbias-plan sizes them on stored answers):"]

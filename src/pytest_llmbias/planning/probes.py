@@ -68,13 +68,13 @@ def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable
     c = settings.collection
     if not c.fingerprints or settings.store.cache == "off":
         return []
+    # the snapshot check reads stored answers to tell the follow-ups exactly: only with snapshots
+    in_snapshot = store.in_snapshot if getattr(store, "has_snapshots", False) else None
     keys: dict[str, list[str | None]] = {}
     for p in planned:
         keys.setdefault(p.alias, []).append(p.call.key)
-    get = store.get if store is not None else (lambda key: None)
-    for e in expected_follow_ups(planned, get):
+    for e in expected_follow_ups(planned, store.get if in_snapshot is not None else lambda key: None):
         keys.setdefault(e.alias, []).append(e.key if e.exact else None)
-    in_snapshot = getattr(store, "in_snapshot", None)
     out: dict[str, ModelSpec] = {}
     for alias, calls in keys.items():
         if in_snapshot is not None and all(k is not None and in_snapshot(k) for k in calls):

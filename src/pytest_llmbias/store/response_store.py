@@ -110,6 +110,11 @@ class ResponseStore:
             return self._read_disk(key, run_id=self.run_id) is not None
         return False
 
+    @property
+    def has_snapshots(self) -> bool:
+        """Whether any snapshot is read beneath the store."""
+        return bool(self._snapshot_paths)
+
     def in_snapshot(self, key: str) -> bool:
         """Whether a snapshot holds ``key`` (served whatever the model's fingerprint)."""
         return key in self._snapshot_layer()
