@@ -17,8 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def start_server(*options: str, latency: float) -> tuple[subprocess.Popen[str], str]:
     """Start the server on a free port with ``--latency`` and any further ``options`` (say
     ``--judge judge`` or ``--fault-rate 0.2``); its process and base URL (``.../v1``)."""
-    command = [sys.executable, str(ROOT / "tests" / "openai_server.py"), "--port", "0",
-               "--latency", str(latency), *options]
+    command = [
+        sys.executable,
+        str(ROOT / "tests" / "openai_server.py"),
+        "--port",
+        "0",
+        "--latency",
+        str(latency),
+        *options,
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     deadline = time.monotonic() + 30

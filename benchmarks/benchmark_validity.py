@@ -69,8 +69,9 @@ def items(n: int) -> tuple[list[dict[str, Any]], np.ndarray]:
     return out, np.array(options)
 
 
-def _answers(rng: np.random.Generator, p: np.ndarray, options: np.ndarray, keys: list[str],
-             samples: int) -> dict[str, list[int]]:
+def _answers(
+    rng: np.random.Generator, p: np.ndarray, options: np.ndarray, keys: list[str], samples: int
+) -> dict[str, list[int]]:
     cum = np.cumsum(p, axis=1)
     draws = (rng.random((len(keys), samples, 1)) > cum[:, None, :2]).sum(axis=2)  # 0 unknown, 1 biased, 2 other
     return {k: [int(options[i, d]) for d in draws[i]] for i, k in enumerate(keys)}
@@ -91,8 +92,9 @@ def _moved(p: np.ndarray, share: np.ndarray | float) -> np.ndarray:
     return q
 
 
-def cell(rng: np.random.Generator, runs: int, *, n: int, baselines: int, shift: float, tau: float,
-         samples: int = 1) -> float:
+def cell(
+    rng: np.random.Generator, runs: int, *, n: int, baselines: int, shift: float, tau: float, samples: int = 1
+) -> float:
     """The share of ``runs`` in which the gate fails the target."""
     recs, options = items(n)
     keys = [item_key("bbq", r) for r in recs]
@@ -114,14 +116,32 @@ def cell(rng: np.random.Generator, runs: int, *, n: int, baselines: int, shift: 
 def table(runs: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(seed)
-    for n, baselines, tau in ((200, 2, 0.0), (300, 2, 0.0), (400, 2, 0.0), (400, 3, 0.0), (400, 2, 0.02),
-                              (400, 2, 0.04), (500, 2, 0.0)):
+    for n, baselines, tau in (
+        (200, 2, 0.0),
+        (300, 2, 0.0),
+        (400, 2, 0.0),
+        (400, 3, 0.0),
+        (400, 2, 0.02),
+        (400, 2, 0.04),
+        (500, 2, 0.0),
+    ):
         t0 = time.perf_counter()
         fa = cell(rng, runs, n=n, baselines=baselines, shift=0.0, tau=tau)
         pw = cell(rng, runs, n=n, baselines=baselines, shift=SHIFT, tau=tau)
-        rows.append({"gate": "bias_benchmark", "setting": "BBQ bias_ambiguous, margin 0.1", "ambiguous": n,
-                     "limit": 2 * n, "baselines": baselines, "tau": tau, "false_alarm": fa, "power": pw, "runs": runs,
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "bias_benchmark",
+                "setting": "BBQ bias_ambiguous, margin 0.1",
+                "ambiguous": n,
+                "limit": 2 * n,
+                "baselines": baselines,
+                "tau": tau,
+                "false_alarm": fa,
+                "power": pw,
+                "runs": runs,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     return rows + discrim_table(max(1, runs // 2), seed)
 
@@ -130,25 +150,36 @@ def format_row(row: dict[str, Any]) -> str:
     fa, pw, runs = row["false_alarm"], row["power"], row["runs"]
     se = lambda p: (p * (1 - p) / runs) ** 0.5  # noqa: E731
     unit = "scenarios" if row["setting"].startswith("discrim") else "ambiguous"
-    return (f"bias_benchmark     {row['setting']:<36} K={row['baselines']} {unit}={row['ambiguous']:<4} "
-            f"(limit {row['limit']}) tau={row['tau']:.2f}  false alarm {fa:6.1%} (±{se(fa):.1%})  "
-            f"power {pw:6.1%} (±{se(pw):.1%})")
+    return (
+        f"bias_benchmark     {row['setting']:<36} K={row['baselines']} {unit}={row['ambiguous']:<4} "
+        f"(limit {row['limit']}) tau={row['tau']:.2f}  false alarm {fa:6.1%} (±{se(fa):.1%})  "
+        f"power {pw:6.1%} (±{se(pw):.1%})"
+    )
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     bbq = [r for r in rows if not r["setting"].startswith("discrim")]
-    out = ["| metric | baselines × ambiguous items (limit) | τ | false alarm | power (+10% stereotyped) |",
-           "|---|---:|---:|---:|---:|"]
+    out = [
+        "| metric | baselines × ambiguous items (limit) | τ | false alarm | power (+10% stereotyped) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in bbq:
-        out.append(f"| {r['setting']} | {r['baselines']} × {r['ambiguous']} ({r['limit']}) | {r['tau']:.2g} | "
-                   f"{r['false_alarm']:.1%} | {r['power']:.1%} |")
+        out.append(
+            f"| {r['setting']} | {r['baselines']} × {r['ambiguous']} ({r['limit']}) | {r['tau']:.2g} | "
+            f"{r['false_alarm']:.1%} | {r['power']:.1%} |"
+        )
     discrim = [r for r in rows if r["setting"].startswith("discrim")]
     if discrim:
-        out += ["", "| setting | baselines × scenarios (limit) | false alarm | power (1 logit against one group) |",
-                "|---|---:|---:|---:|"]
+        out += [
+            "",
+            "| setting | baselines × scenarios (limit) | false alarm | power (1 logit against one group) |",
+            "|---|---:|---:|---:|",
+        ]
         for r in discrim:
-            out.append(f"| {r['setting']} | {r['baselines']} × {r['ambiguous']} ({r['limit']}) | "
-                       f"{r['false_alarm']:.1%} | {r['power']:.1%} |")
+            out.append(
+                f"| {r['setting']} | {r['baselines']} × {r['ambiguous']} ({r['limit']}) | "
+                f"{r['false_alarm']:.1%} | {r['power']:.1%} |"
+            )
     return "\n".join(out).replace("%", " %")
 
 
@@ -162,14 +193,32 @@ at a base rate near 0.6."""
 def discrim_items(scenarios: int) -> list[dict[str, Any]]:
     """``scenarios`` × the balanced grid the loader keeps at k = 1 (ages 40, 60, 80 × 3 genders × 5
     races: 45 people), explicit fill."""
-    return [{"filled_template": f"Scenario {q}: decide about a {age}-year-old {race} {gender} applicant.",
-             "decision_question_id": q, "age": float(age), "gender": gender, "race": race, "fill_type": "explicit"}
-            for q in range(scenarios) for age in (40, 60, 80) for gender in ("male", "female", "non-binary")
-            for race in ("white", "Black", "Asian", "Hispanic", "Native American")]
+    return [
+        {
+            "filled_template": f"Scenario {q}: decide about a {age}-year-old {race} {gender} applicant.",
+            "decision_question_id": q,
+            "age": float(age),
+            "gender": gender,
+            "race": race,
+            "fill_type": "explicit",
+        }
+        for q in range(scenarios)
+        for age in (40, 60, 80)
+        for gender in ("male", "female", "non-binary")
+        for race in ("white", "Black", "Asian", "Hispanic", "Native American")
+    ]
 
 
-def discrim_cell(rng: np.random.Generator, runs: int, *, scenarios: int, baselines: int, shift: float,
-                 samples: int = 1, margin: float | None = None) -> float:
+def discrim_cell(
+    rng: np.random.Generator,
+    runs: int,
+    *,
+    scenarios: int,
+    baselines: int,
+    shift: float,
+    samples: int = 1,
+    margin: float | None = None,
+) -> float:
     recs = discrim_items(scenarios)
     keys = [item_key("discrim_eval", r) for r in recs]
     black = np.array([r["race"] == "Black" for r in recs])
@@ -198,8 +247,19 @@ def discrim_table(runs: int, seed: int) -> list[dict[str, Any]]:
         t0 = time.perf_counter()
         fa = discrim_cell(rng, runs, scenarios=scenarios, baselines=baselines, shift=0.0, samples=samples)
         pw = discrim_cell(rng, runs, scenarios=scenarios, baselines=baselines, shift=DISCRIM_SHIFT, samples=samples)
-        rows.append({"gate": "bias_benchmark", "setting": f"discrim-eval, margin 1 logit, {samples} sample(s)",
-                     "ambiguous": scenarios, "limit": 45 * scenarios, "baselines": baselines, "tau": 0.0,
-                     "false_alarm": fa, "power": pw, "runs": runs, "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "bias_benchmark",
+                "setting": f"discrim-eval, margin 1 logit, {samples} sample(s)",
+                "ambiguous": scenarios,
+                "limit": 45 * scenarios,
+                "baselines": baselines,
+                "tau": 0.0,
+                "false_alarm": fa,
+                "power": pw,
+                "runs": runs,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     return rows

@@ -54,13 +54,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from _server import admin, start_server, stop_server  # noqa: E402
+
 from pytest_llmbias.calls import ModelCall  # noqa: E402
-from pytest_llmbias.planning.collector import PlannedCall, collect  # noqa: E402
 from pytest_llmbias.clients.litellm_client import ModelClient  # noqa: E402
 from pytest_llmbias.clients.litellm_import import import_litellm  # noqa: E402
 from pytest_llmbias.clients.openai_transport import OpenAITransport  # noqa: E402
 from pytest_llmbias.clients.ratelimit import RateLimiter  # noqa: E402
 from pytest_llmbias.clients.retry import RetryPolicy  # noqa: E402
+from pytest_llmbias.planning.collector import PlannedCall, collect  # noqa: E402
 from pytest_llmbias.settings import GenerationSettings, ModelSpec  # noqa: E402
 from pytest_llmbias.store.response_store import ResponseStore  # noqa: E402
 
@@ -85,7 +86,9 @@ def make_client(spec: ModelSpec, direct: OpenAITransport | None = None) -> Model
 
 def plan(spec: ModelSpec, tag: str, n: int) -> list[PlannedCall]:
     return [
-        PlannedCall(alias=ALIAS, call=ModelCall.build(spec, f"[{tag}] question {i}: is this prompt distinct?", GENERATION))
+        PlannedCall(
+            alias=ALIAS, call=ModelCall.build(spec, f"[{tag}] question {i}: is this prompt distinct?", GENERATION)
+        )
         for i in range(n)
     ]
 
@@ -104,7 +107,9 @@ async def run_plugin(spec: ModelSpec, tag: str, n: int, concurrency: int, store_
     await direct.aclose()
     store.close()
     if report.fetched != n or report.errors:
-        raise RuntimeError(f"plugin run {tag}: fetched {report.fetched}/{n}, errors {dict(list(report.errors.items())[:3])}")
+        raise RuntimeError(
+            f"plugin run {tag}: fetched {report.fetched}/{n}, errors {dict(list(report.errors.items())[:3])}"
+        )
     return {"calls": n, "wall_s": wall, "calls_per_s": n / wall, "cpu_ms_per_call": 1000 * cpu / n, "planned": planned}
 
 
@@ -152,8 +157,11 @@ async def run_raw(base: str, tag: str, n: int, concurrency: int) -> dict:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
         async def one(i: int) -> None:
-            body = {"model": MODEL.split("/", 1)[1], **params,
-                    "messages": [{"role": "user", "content": f"[{tag}] question {i}: is this prompt distinct?"}]}
+            body = {
+                "model": MODEL.split("/", 1)[1],
+                **params,
+                "messages": [{"role": "user", "content": f"[{tag}] question {i}: is this prompt distinct?"}],
+            }
             async with semaphore, session.post(url, data=json.dumps(body), headers=headers) as resp:
                 data = json.loads(await resp.read())
                 if not data["choices"][0]["message"]["content"]:
@@ -167,7 +175,9 @@ async def run_raw(base: str, tag: str, n: int, concurrency: int) -> dict:
 
 async def warm_store(spec: ModelSpec, planned: list[PlannedCall], store_dir: Path, concurrency: int) -> dict:
     n = len(planned)
-    fresh = [PlannedCall(alias=p.alias, call=ModelCall.build(spec, p.call.messages[-1][1], GENERATION)) for p in planned]
+    fresh = [
+        PlannedCall(alias=p.alias, call=ModelCall.build(spec, p.call.messages[-1][1], GENERATION)) for p in planned
+    ]
     for p in fresh:
         p.call.key
     store = ResponseStore(store_dir, mode="use")  # new instance: nothing in memory, disk opened lazily
@@ -272,8 +282,10 @@ PATHS = ("direct", "litellm", "bare", "raw")
 
 
 async def bench_network(args: argparse.Namespace, base: str, workdir: Path) -> dict:
-    specs = {t: ModelSpec(model=MODEL, alias=ALIAS, api_base=base, api_key_env="BENCH_KEY", transport=t)
-             for t in ("openai", "litellm")}
+    specs = {
+        t: ModelSpec(model=MODEL, alias=ALIAS, api_base=base, api_key_env="BENCH_KEY", transport=t)
+        for t in ("openai", "litellm")
+    }
     n, c = args.calls, args.concurrency
 
     async def run(path: str, tag: str, calls: int) -> dict:
@@ -294,7 +306,7 @@ async def bench_network(args: argparse.Namespace, base: str, workdir: Path) -> d
     runs: dict[str, list[dict]] = {path: [] for path in PATHS}
     order = []
     for r in range(args.rounds):
-        for path in (PATHS if r % 2 == 0 else tuple(reversed(PATHS))):
+        for path in PATHS if r % 2 == 0 else tuple(reversed(PATHS)):
             before = server_requests(base)
             res = await run(path, f"{path}-{r}", n)
             res["store_dir"] = workdir / f"store-{path}-{r}"
@@ -303,8 +315,10 @@ async def bench_network(args: argparse.Namespace, base: str, workdir: Path) -> d
             if served != n:
                 raise RuntimeError(f"{path} round {r}: the server saw {served} requests, expected {n}")
             order.append(path)
-            print(f"  round {r + 1} {path:7s}: {res['calls_per_s']:6.1f} calls/s, {res['cpu_ms_per_call']:.2f} ms CPU/call",
-                  flush=True)
+            print(
+                f"  round {r + 1} {path:7s}: {res['calls_per_s']:6.1f} calls/s, {res['cpu_ms_per_call']:.2f} ms CPU/call",
+                flush=True,
+            )
 
     first = runs["direct"][0]
     warm = await warm_store(specs["openai"], first["planned"], first["store_dir"], c)
@@ -355,14 +369,19 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 def write_project(project: Path, base: str, n: int, concurrency: int, tag: str) -> None:
     """A project whose one test needs ``n`` distinct prompts to one model."""
     (project / "domains").mkdir(parents=True)
-    questions = "".join(f"      - {{id: q{i:05d}, text: '[{tag}] question {i}: is this prompt distinct?'}}\n"
-                        for i in range(n))
+    questions = "".join(
+        f"      - {{id: q{i:05d}, text: '[{tag}] question {i}: is this prompt distinct?'}}\n" for i in range(n)
+    )
     (project / "domains" / "bench.yaml").write_text(
         "name: bench\ndescription: distinct prompts for the benchmark\nfocus: nothing\n"
         "instruction: Represent the answer\ncategories:\n"
-        "  - id: all\n    questions:\n" + questions)
-    config = {"target": {"model": MODEL, "alias": ALIAS, "api_base": base, "api_key_env": "BENCH_KEY"},
-              "domains": {"paths": ["domains"]}, "collection": {"concurrency": concurrency}}
+        "  - id: all\n    questions:\n" + questions
+    )
+    config = {
+        "target": {"model": MODEL, "alias": ALIAS, "api_base": base, "api_key_env": "BENCH_KEY"},
+        "domains": {"paths": ["domains"]},
+        "collection": {"concurrency": concurrency},
+    }
     (project / "llmbias.yaml").write_text(json.dumps(config))
     (project / "conftest.py").write_text(CONFTEST)
     (project / "test_collected.py").write_text(COLLECTED_TEST.format(n=n))
@@ -376,8 +395,9 @@ def run_pytest(project: Path, base: str) -> dict:
     admin(base, "/_admin/reset", post=True)
     started = time.time()
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *QUIET], cwd=project, env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *QUIET], cwd=project, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     ended = started + wall
     counters = admin(base, "/_admin/counters")
@@ -407,16 +427,24 @@ def pytest_cold(base: str, n: int, concurrency: int, latency: float, runs: int, 
         if res["returncode"] != 0 or res["ok"] != n:
             raise RuntimeError(f"cold run {r}: exit {res['returncode']}, {res['ok']} answers\n{res['tail']}")
         cold.append(res)
-        print(f"  cold pytest run {r + 1}: {res['wall_s']:.1f} s ({res['wall_s'] / (n * latency / concurrency):.2f} x "
-              f"ideal); first request {res['first_request_after_collection_s']:.2f} s after collection; "
-              f"{res['after_last_answer_s']:.2f} s after the last answer", flush=True)
+        print(
+            f"  cold pytest run {r + 1}: {res['wall_s']:.1f} s ({res['wall_s'] / (n * latency / concurrency):.2f} x "
+            f"ideal); first request {res['first_request_after_collection_s']:.2f} s after collection; "
+            f"{res['after_last_answer_s']:.2f} s after the last answer",
+            flush=True,
+        )
     warm = run_pytest(workdir / "cold-0", base)
     if warm["returncode"] != 0 or warm["requests"] != 0:
         raise RuntimeError(f"warm re-run: exit {warm['returncode']}, {warm['requests']} requests\n{warm['tail']}")
     print(f"  warm pytest re-run: {warm['wall_s']:.2f} s", flush=True)
     ideal = n * latency / concurrency
-    return {"ideal_s": ideal, "runs": cold, "median_wall_s": statistics.median(r["wall_s"] for r in cold),
-            "ratio": statistics.median(r["wall_s"] for r in cold) / ideal, "warm_wall_s": warm["wall_s"]}
+    return {
+        "ideal_s": ideal,
+        "runs": cold,
+        "median_wall_s": statistics.median(r["wall_s"] for r in cold),
+        "ratio": statistics.median(r["wall_s"] for r in cold) / ideal,
+        "warm_wall_s": warm["wall_s"],
+    }
 
 
 def pytest_quota(n: int, concurrency: int, quota: int, workdir: Path) -> dict:
@@ -430,9 +458,11 @@ def pytest_quota(n: int, concurrency: int, quota: int, workdir: Path) -> dict:
     res["failed_calls"] = n - res["ok"]
     res["calls_per_s"] = res["ok"] / res["answering_s"] if res["answering_s"] else 0.0
     res["share_of_quota"] = res["calls_per_s"] / quota
-    print(f"  quota {quota}/s: {res['ok']}/{n} answered, {res['failed_calls']} failed, {res['requests']} requests "
-          f"({res['throttled']} throttled), {res['calls_per_s']:.1f} calls/s = {res['share_of_quota']:.0%} of the quota",
-          flush=True)
+    print(
+        f"  quota {quota}/s: {res['ok']}/{n} answered, {res['failed_calls']} failed, {res['requests']} requests "
+        f"({res['throttled']} throttled), {res['calls_per_s']:.1f} calls/s = {res['share_of_quota']:.0%} of the quota",
+        flush=True,
+    )
     return res
 
 
@@ -444,9 +474,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of the four paths (default 2)")
     parser.add_argument("--startup-runs", type=int, default=10, help="pytest start-ups of each kind (default 10)")
     parser.add_argument("--cold-runs", type=int, default=2, help="cold pytest runs (default 2)")
-    parser.add_argument("--quota", type=int, default=30, help="the rate-limited server's requests per second (default 30)")
-    parser.add_argument("--only", choices=("paths", "startup", "cold", "quota"), action="append",
-                        help="run only these parts (repeatable; default all)")
+    parser.add_argument(
+        "--quota", type=int, default=30, help="the rate-limited server's requests per second (default 30)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("paths", "startup", "cold", "quota"),
+        action="append",
+        help="run only these parts (repeatable; default all)",
+    )
     parser.add_argument("--profile", action="store_true", help="always profile the warm-store collect()")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args(argv)
@@ -454,10 +490,19 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     ideal = args.concurrency / args.latency if args.latency > 0 else float("inf")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
-          f"server latency {args.latency}s (server in a separate process, sharing the CPUs)", flush=True)
-    results: dict = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "calls": args.calls,
-                     "concurrency": args.concurrency, "latency_s": args.latency, "ideal_calls_per_s": ideal}
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
+        f"server latency {args.latency}s (server in a separate process, sharing the CPUs)",
+        flush=True,
+    )
+    results: dict = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "calls": args.calls,
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "ideal_calls_per_s": ideal,
+    }
     net = cold = quota = startup = None
     with tempfile.TemporaryDirectory(prefix="llmbias-bench-") as tmp:
         if parts & {"paths", "cold"}:
@@ -487,29 +532,43 @@ def main(argv: list[str] | None = None) -> int:
             print(net["profile"])
         rates, cpu = net["calls_per_s"], net["cpu_ms_per_call"]
         print(f"results (median of {args.rounds} each; order {' -> '.join(net['order'])}):")
-        names = {"direct": "plugin, direct transport", "litellm": "plugin, litellm transport",
-                 "bare": "bare litellm.acompletion", "raw": "raw aiohttp"}
+        names = {
+            "direct": "plugin, direct transport",
+            "litellm": "plugin, litellm transport",
+            "bare": "bare litellm.acompletion",
+            "raw": "raw aiohttp",
+        }
         for path in PATHS:
-            print(f"  {names[path]:26s} {rates[path]:6.1f} calls/s ({rates[path] / ideal:.2f} of ideal {ideal:.1f}), "
-                  f"{cpu[path]:.2f} ms CPU/call" + (" (target <= 1 ms)" if path == "direct" else ""))
+            print(
+                f"  {names[path]:26s} {rates[path]:6.1f} calls/s ({rates[path] / ideal:.2f} of ideal {ideal:.1f}), "
+                f"{cpu[path]:.2f} ms CPU/call" + (" (target <= 1 ms)" if path == "direct" else "")
+            )
         w = net["warm_store"]
-        print(f"  warm store: {w['collect_per_s']:,.0f} responses/s via collect(offline=True) (target >= 20,000); "
-              f"raw get {w['raw_get_per_s']:,.0f}/s (both on a fresh store, opening included); "
-              f"store open {1000 * w['store_open_s']:.1f} ms, raw get once open {w['raw_get_opened_per_s']:,.0f}/s")
+        print(
+            f"  warm store: {w['collect_per_s']:,.0f} responses/s via collect(offline=True) (target >= 20,000); "
+            f"raw get {w['raw_get_per_s']:,.0f}/s (both on a fresh store, opening included); "
+            f"store open {1000 * w['store_open_s']:.1f} ms, raw get once open {w['raw_get_opened_per_s']:,.0f}/s"
+        )
     if cold is not None:
         runs = cold["runs"]
-        print(f"  cold pytest run, {args.calls} calls: median {cold['median_wall_s']:.1f} s = {cold['ratio']:.2f} x the "
-              f"network ideal {cold['ideal_s']:.1f} s (target <= 1.15); first request "
-              f"{max(r['first_request_after_collection_s'] for r in runs):.2f} s at most after collection (target <= 1 s); "
-              f"process ended {max(r['after_last_answer_s'] for r in runs):.2f} s at most after the last answer; "
-              f"warm re-run {cold['warm_wall_s']:.2f} s")
+        print(
+            f"  cold pytest run, {args.calls} calls: median {cold['median_wall_s']:.1f} s = {cold['ratio']:.2f} x the "
+            f"network ideal {cold['ideal_s']:.1f} s (target <= 1.15); first request "
+            f"{max(r['first_request_after_collection_s'] for r in runs):.2f} s at most after collection (target <= 1 s); "
+            f"process ended {max(r['after_last_answer_s'] for r in runs):.2f} s at most after the last answer; "
+            f"warm re-run {cold['warm_wall_s']:.2f} s"
+        )
     if quota is not None:
-        print(f"  quota {args.quota}/s: {quota['failed_calls']} failed calls (target 0), {quota['calls_per_s']:.1f} calls/s "
-              f"= {quota['share_of_quota']:.0%} of the quota (target >= 85 %), {quota['requests']} requests for "
-              f"{quota['ok']} answers")
+        print(
+            f"  quota {args.quota}/s: {quota['failed_calls']} failed calls (target 0), {quota['calls_per_s']:.1f} calls/s "
+            f"= {quota['share_of_quota']:.0%} of the quota (target >= 85 %), {quota['requests']} requests for "
+            f"{quota['ok']} answers"
+        )
     if startup is not None:
-        print(f"  pytest start-up: {startup['median_with_s']:.3f} s with plugin, {startup['median_without_s']:.3f} s "
-              f"without; ratio {startup['ratio']:.3f} (target <= 1.05; medians of {startup['runs']})")
+        print(
+            f"  pytest start-up: {startup['median_with_s']:.3f} s with plugin, {startup['median_without_s']:.3f} s "
+            f"without; ratio {startup['ratio']:.3f} (target <= 1.05; medians of {startup['runs']})"
+        )
     print(f"  total {results['total_s']:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")

@@ -185,20 +185,30 @@ def main() -> None:
     }
 
     print()
-    print(f"{len(texts)} texts of {figures['words_min_mean_max'][0]}-{figures['words_min_mean_max'][2]} words "
-          f"(mean {figures['words_min_mean_max'][1]}), batch {args.batch_size}, "
-          f"{figures['torch_threads']} torch threads, {figures['cpus']} CPUs; medians of {args.rounds} rounds")
+    print(
+        f"{len(texts)} texts of {figures['words_min_mean_max'][0]}-{figures['words_min_mean_max'][2]} words "
+        f"(mean {figures['words_min_mean_max'][1]}), batch {args.batch_size}, "
+        f"{figures['torch_threads']} torch threads, {figures['cpus']} CPUs; medians of {args.rounds} rounds"
+    )
     print(f"{'path':<38}{'seconds':>10}{'texts/s':>12}   target")
     print(f"{'(a) SentenceTransformer.encode':<38}{direct:>10.2f}{len(texts) / direct:>12.1f}")
     ok = "ok" if figures["ratio_scorer_direct"] >= 0.95 else "BELOW"
-    print(f"{'(b) EmbeddingScorer.embed, cold cache':<38}{scored:>10.2f}{len(texts) / scored:>12.1f}"
-          f"   ratio {figures['ratio_scorer_direct']:.3f} (>= 0.95 {ok}); "
-          f"best-of {figures['ratio_scorer_direct_best']:.3f}; by CPU time {figures['ratio_scorer_direct_cpu']:.3f}")
+    print(
+        f"{'(b) EmbeddingScorer.embed, cold cache':<38}{scored:>10.2f}{len(texts) / scored:>12.1f}"
+        f"   ratio {figures['ratio_scorer_direct']:.3f} (>= 0.95 {ok}); "
+        f"best-of {figures['ratio_scorer_direct_best']:.3f}; by CPU time {figures['ratio_scorer_direct_cpu']:.3f}"
+    )
     ok = "ok" if figures["rescore_speedup"] >= 50 else "BELOW"
-    print(f"{'(c) re-scoring, warm cache':<38}{rescore:>10.3f}{len(texts) / rescore:>12.0f}"
-          f"   speed-up {figures['rescore_speedup']:.0f}x (>= 50x {ok})")
-    print(f"{'bundled verification, first call':<38}{verify_first_s:>10.3f}   (sha256 of 90 MB: {hash_s:.3f} s, once per process)")
-    print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (other work on the machine makes wall times noisy)")
+    print(
+        f"{'(c) re-scoring, warm cache':<38}{rescore:>10.3f}{len(texts) / rescore:>12.0f}"
+        f"   speed-up {figures['rescore_speedup']:.0f}x (>= 50x {ok})"
+    )
+    print(
+        f"{'bundled verification, first call':<38}{verify_first_s:>10.3f}   (sha256 of 90 MB: {hash_s:.3f} s, once per process)"
+    )
+    print(
+        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (other work on the machine makes wall times noisy)"
+    )
 
     shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

@@ -114,7 +114,11 @@ def run_pytest(project: Path, samples: int, env: dict[str, str]) -> float:
         # as a user project runs it: no cache provider, and without hypothesis' plugin (a test dependency
         # of this repository; at exit it imports hypothesis to print its summary, 1.5 s here)
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "test_gate.py"],
-        cwd=project, env=env, capture_output=True, text=True, check=False,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - t0
     if "error" in out.stdout.splitlines()[-1]:
@@ -141,8 +145,15 @@ def main() -> int:
                 warm = run_child(project, scenario["samples"], env)
                 pytest_warm = run_pytest(project, scenario["samples"], env)
             ideal = int(cold["calls"]) * options.latency / scenario["concurrency"]  # type: ignore[arg-type]
-            row = {"scenario": number, **scenario, "ideal_s": ideal, "cold": cold, "warm": warm,
-                   "pytest_warm_s": pytest_warm, "ratio": float(cold["phase_s"]) / ideal}  # type: ignore[arg-type]
+            row = {
+                "scenario": number,
+                **scenario,
+                "ideal_s": ideal,
+                "cold": cold,
+                "warm": warm,
+                "pytest_warm_s": pytest_warm,
+                "ratio": float(cold["phase_s"]) / ideal,
+            }  # type: ignore[arg-type]
             results.append(row)
             print(
                 f"scenario {number}: {cold['calls']} calls at concurrency {scenario['concurrency']}, "

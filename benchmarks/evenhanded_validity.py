@@ -43,8 +43,15 @@ SHIFTS = (0.05, 0.10)
 
 
 def _rows(n: int) -> list[dict[str, str]]:
-    return [{"main_category": f"c{i % 6}", "template_category": f"f{i % 9}", "prompt_a_group": "left",
-             "prompt_b_group": "right"} for i in range(n)]
+    return [
+        {
+            "main_category": f"c{i % 6}",
+            "template_category": f"f{i % 9}",
+            "prompt_a_group": "left",
+            "prompt_b_group": "right",
+        }
+        for i in range(n)
+    ]
 
 
 def _judgements(rng: np.random.Generator, uneven: np.ndarray, declined: np.ndarray) -> list[dict[str, Any]]:
@@ -58,8 +65,13 @@ def _judgements(rng: np.random.Generator, uneven: np.ndarray, declined: np.ndarr
         one_sided = bool(declines)
         refused = one_sided != (rng.random() < JUDGE_NOISE)
         side = rng.random() < 0.5
-        out.append({"alike": sum(alike) / 2, "refusal": (bool(refused and side), bool(refused and not side)),
-                    "opposing": (True, True)})
+        out.append(
+            {
+                "alike": sum(alike) / 2,
+                "refusal": (bool(refused and side), bool(refused and not side)),
+                "opposing": (True, True),
+            }
+        )
     return out
 
 
@@ -79,8 +91,14 @@ def cell(rng: np.random.Generator, runs: int, *, pairs: int, shift: float, metri
             figures = evaluate_evenhanded(rows, _judgements(rng, base | added, declined))
             scores[alias] = {q: s.score(metric) for q, s in zip(ids, figures.pairs)}
         try:
-            result = compare(metric, scores, target="target", baselines=("release",),
-                             categories={q: "pairs" for q in ids}, options=options)
+            result = compare(
+                metric,
+                scores,
+                target="target",
+                baselines=("release",),
+                categories={q: "pairs" for q in ids},
+                options=options,
+            )
             failed += not result.passed
         except StatisticsError:  # no spread: every pair's difference the same
             pass
@@ -93,20 +111,32 @@ def table(runs: int, seed: int) -> list[dict[str, Any]]:
     for metric in ("evenhandedness", "refusal_gap"):
         for pairs in SIZES:
             t0 = time.perf_counter()
-            row = {"gate": "bias_evenhanded", "metric": metric, "pairs": pairs, "runs": runs,
-                   "false_alarm": cell(rng, runs, pairs=pairs, shift=0.0, metric=metric)}
+            row = {
+                "gate": "bias_evenhanded",
+                "metric": metric,
+                "pairs": pairs,
+                "runs": runs,
+                "false_alarm": cell(rng, runs, pairs=pairs, shift=0.0, metric=metric),
+            }
             for shift in SHIFTS:
                 row[f"power_{round(shift * 100)}"] = cell(rng, runs, pairs=pairs, shift=shift, metric=metric)
             row["seconds"] = time.perf_counter() - t0
             rows.append(row)
-            print(f"{metric:<15} {pairs:>5} pairs: false alarm {row['false_alarm']:.1%}, power +5 points "
-                  f"{row['power_5']:.1%}, +10 points {row['power_10']:.1%} ({row['seconds']:.0f} s)", flush=True)
+            print(
+                f"{metric:<15} {pairs:>5} pairs: false alarm {row['false_alarm']:.1%}, power +5 points "
+                f"{row['power_5']:.1%}, +10 points {row['power_10']:.1%} ({row['seconds']:.0f} s)",
+                flush=True,
+            )
     return rows
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    out = ["| metric | pairs | false alarm | power, 5 points more pairs | power, 10 points more pairs |",
-           "|---|---:|---:|---:|---:|"]
+    out = [
+        "| metric | pairs | false alarm | power, 5 points more pairs | power, 10 points more pairs |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['metric']} | {r['pairs']:,} | {r['false_alarm']:.1%} | {r['power_5']:.1%} | {r['power_10']:.1%} |")
+        out.append(
+            f"| {r['metric']} | {r['pairs']:,} | {r['false_alarm']:.1%} | {r['power_5']:.1%} | {r['power_10']:.1%} |"
+        )
     return "\n".join(out).replace("%", " %")

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from _server import admin, start_server, stop_server  # noqa: E402
+
 from pytest_llmbias.calls import ModelCall  # noqa: E402
 from pytest_llmbias.clients.litellm_client import ModelClient  # noqa: E402
 from pytest_llmbias.clients.litellm_import import import_litellm  # noqa: E402
@@ -103,7 +104,9 @@ def plan(spec: ModelSpec, n: int) -> list[PlannedCall]:
 
 
 def make_client(spec: ModelSpec, args: argparse.Namespace) -> ModelClient:
-    return ModelClient(spec, timeout=args.client_timeout, policy=RetryPolicy(retries=args.retries), limiter=RateLimiter(0))
+    return ModelClient(
+        spec, timeout=args.client_timeout, policy=RetryPolicy(retries=args.retries), limiter=RateLimiter(0)
+    )
 
 
 async def run_collection(
@@ -167,16 +170,29 @@ def child_main(args: argparse.Namespace) -> int:
 
 def child_args(args: argparse.Namespace, base: str, store_dir: Path) -> list[str]:
     return [
-        sys.executable, str(Path(__file__).resolve()), "--child", str(store_dir), "--base", base,
-        "--calls", str(args.calls), "--concurrency", str(args.concurrency),
-        "--client-timeout", str(args.client_timeout), "--retries", str(args.retries),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(store_dir),
+        "--base",
+        base,
+        "--calls",
+        str(args.calls),
+        "--concurrency",
+        str(args.concurrency),
+        "--client-timeout",
+        str(args.client_timeout),
+        "--retries",
+        str(args.retries),
     ]
 
 
 # -- the measurement --------------------------------------------------------------------------
 
 
-async def fault_run(spec: ModelSpec, planned: list[PlannedCall], base: str, workdir: Path, args: argparse.Namespace) -> dict:
+async def fault_run(
+    spec: ModelSpec, planned: list[PlannedCall], base: str, workdir: Path, args: argparse.Namespace
+) -> dict:
     n = len(planned)
     settle(base)
     reset(base)
@@ -207,8 +223,14 @@ async def fault_run(spec: ModelSpec, planned: list[PlannedCall], base: str, work
 
 
 async def kill_rep(
-    rep: int, spec: ModelSpec, planned: list[PlannedCall], base: str, workdir: Path, args: argparse.Namespace,
-    expected_s: float, rng: random.Random,
+    rep: int,
+    spec: ModelSpec,
+    planned: list[PlannedCall],
+    base: str,
+    workdir: Path,
+    args: argparse.Namespace,
+    expected_s: float,
+    rng: random.Random,
 ) -> dict:
     n = len(planned)
     store_dir = workdir / f"kill-{rep}"
@@ -288,9 +310,12 @@ async def bench(args: argparse.Namespace, base: str, workdir: Path, rng: random.
     for rep in range(args.repeats):
         row = await kill_rep(rep, spec, planned, base, workdir, args, fault["wall_s"], rng)
         reps.append(row)
-        print(f"  kill {rep + 1}/{args.repeats}: killed after {row['kill_after_s']:.1f} s, {row['stored_before']} stored, "
-              f"{row['missing']} missing, re-run answered {row['rerun_ok']} in {row['rerun_wall_s']:.1f} s: "
-              f"{'match' if row['match'] else 'MISMATCH'}", flush=True)
+        print(
+            f"  kill {rep + 1}/{args.repeats}: killed after {row['kill_after_s']:.1f} s, {row['stored_before']} stored, "
+            f"{row['missing']} missing, re-run answered {row['rerun_ok']} in {row['rerun_wall_s']:.1f} s: "
+            f"{'match' if row['match'] else 'MISMATCH'}",
+            flush=True,
+        )
     return {"fault_run": fault, "kill_reps": reps}
 
 
@@ -301,8 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds (default 0.2)")
     parser.add_argument("--fault-rate", type=float, default=0.2, help="share of requests that fail (default 0.2)")
     parser.add_argument("--client-timeout", type=float, default=2.0, help="client timeout in seconds (default 2)")
-    parser.add_argument("--fault-timeout", type=float, default=5.0,
-                        help="seconds a 'timeout' fault keeps the client waiting (default 5)")
+    parser.add_argument(
+        "--fault-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a 'timeout' fault keeps the client waiting (default 5)",
+    )
     parser.add_argument("--retries", type=int, default=8, help="client retries (default 8; the plugin's default is 5)")
     parser.add_argument("--repeats", type=int, default=5, help="kill -9 / re-run repetitions (default 5)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill delays and the server's faults")
@@ -319,11 +348,13 @@ def main(argv: list[str] | None = None) -> int:
     args.seed = seed
     rng = random.Random(seed)
     started = time.perf_counter()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
-          f"server latency {args.latency:g} s, {args.fault_rate:.0%} of requests faulted (429 / 500 / timeout, a third each; "
-          f"timeout = no answer for {args.fault_timeout:g} s), client timeout {args.client_timeout:g} s, "
-          f"retries {args.retries} (RetryPolicy backoff, no rate cap); {args.repeats} kill -9 repetitions; seed {seed}",
-          flush=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
+        f"server latency {args.latency:g} s, {args.fault_rate:.0%} of requests faulted (429 / 500 / timeout, a third each; "
+        f"timeout = no answer for {args.fault_timeout:g} s), client timeout {args.client_timeout:g} s, "
+        f"retries {args.retries} (RetryPolicy backoff, no rate cap); {args.repeats} kill -9 repetitions; seed {seed}",
+        flush=True,
+    )
     options = ["--fault-rate", str(args.fault_rate), "--fault-timeout", str(args.fault_timeout)]
     if args.seed is not None:
         options += ["--fault-seed", str(args.seed)]
@@ -338,9 +369,13 @@ def main(argv: list[str] | None = None) -> int:
 
     failures = []
     if fault["share"] < 1.0:
-        failures.append(f"fault run: {fault['stored']}/{fault['calls']} stored ({fault['errors']} errors: {fault['error_sample']})")
+        failures.append(
+            f"fault run: {fault['stored']}/{fault['calls']} stored ({fault['errors']} errors: {fault['error_sample']})"
+        )
     if fault["duplicates_server"] or fault["duplicates_store"]:
-        failures.append(f"fault run: duplicates {fault['duplicates_server']} at the server, {fault['duplicates_store']} in the store")
+        failures.append(
+            f"fault run: duplicates {fault['duplicates_server']} at the server, {fault['duplicates_store']} in the store"
+        )
     if fault["unreadable"]:
         failures.append(f"fault run: {fault['unreadable']}")
     for row in reps:
@@ -357,36 +392,59 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'stored (share collected, target 100 %)':<38}{f['stored']:>10,}  {f['share']:.2%}")
     print(f"  {'errors (calls given up)':<38}{f['errors']:>10,}")
     print(f"  {'requests at the server':<38}{f['server_requests']:>10,}  (client attempts {f['client_attempts']:,})")
-    print(f"  {'  faulted: 429 / 500 / timeout':<38}{sum(faults.values()):>10,}  "
-          f"({faults['429']:,} / {faults['500']:,} / {faults['timeout']:,}; "
-          f"{sum(faults.values()) / max(1, f['server_requests']):.1%} of requests)")
+    print(
+        f"  {'  faulted: 429 / 500 / timeout':<38}{sum(faults.values()):>10,}  "
+        f"({faults['429']:,} / {faults['500']:,} / {faults['timeout']:,}; "
+        f"{sum(faults.values()) / max(1, f['server_requests']):.1%} of requests)"
+    )
     print(f"  {'  200s sent / abandoned (client gone)':<38}{f['server_ok']:>10,}  / {f['abandoned_200s']:,}")
     print(f"  {'requests per stored response':<38}{f['requests_per_stored']:>10.3f}")
     print(f"  {'duplicates (target 0): server / store':<38}{f['duplicates_server']:>10,}  / {f['duplicates_store']:,}")
     print(f"  {'wall time':<38}{f['wall_s']:>9.1f}s  (no-fault ideal {f['ideal_s']:.1f} s)")
     print()
     print("kill -9 at a random point, then a re-run (faults on); counts at the server:")
-    header = (f"  {'rep':>3} {'killed at':>9} {'200s before':>11} {'stored':>7} {'missing':>7} {'re-run 200s':>11} "
-              f"{'re-run reqs':>11} {'req/missing':>11} {'stored after':>12} {'match':>5}")
+    header = (
+        f"  {'rep':>3} {'killed at':>9} {'200s before':>11} {'stored':>7} {'missing':>7} {'re-run 200s':>11} "
+        f"{'re-run reqs':>11} {'req/missing':>11} {'stored after':>12} {'match':>5}"
+    )
     print(header)
     for row in reps:
         ratio = row["rerun_requests"] / row["missing"] if row["missing"] else float("nan")
-        print(f"  {row['rep']:>3} {row['kill_after_s']:>8.1f}s {row['killed_run_ok']:>11,} {row['stored_before']:>7,} {row['missing']:>7,} "
-              f"{row['rerun_ok']:>11,} {row['rerun_requests']:>11,} {ratio:>11.3f} {row['stored_after']:>12,} "
-              f"{'yes' if row['match'] else 'NO':>5}")
-    print(f"  (killed at: seconds after the child started collecting (the fault run took {f['wall_s']:.1f} s); "
-          "200s before: answers the server sent the killed child, a few more than it stored when the kill "
-          "fell between an answer's arrival and its write)")
+        print(
+            f"  {row['rep']:>3} {row['kill_after_s']:>8.1f}s {row['killed_run_ok']:>11,} {row['stored_before']:>7,} {row['missing']:>7,} "
+            f"{row['rerun_ok']:>11,} {row['rerun_requests']:>11,} {ratio:>11.3f} {row['stored_after']:>12,} "
+            f"{'yes' if row['match'] else 'NO':>5}"
+        )
+    print(
+        f"  (killed at: seconds after the child started collecting (the fault run took {f['wall_s']:.1f} s); "
+        "200s before: answers the server sent the killed child, a few more than it stored when the kill "
+        "fell between an answer's arrival and its write)"
+    )
     print()
     print(f"total {total:.0f} s; " + ("all targets met" if not failures else f"{len(failures)} target(s) missed:"))
     for line in failures:
         print("  " + line)
     if args.json:
         out = {
-            "python": sys.version.split()[0], "cpus": os.cpu_count(), "seed": seed,
-            "settings": {k: getattr(args, k) for k in ("calls", "concurrency", "latency", "fault_rate", "client_timeout",
-                                                      "fault_timeout", "retries", "repeats")},
-            **results, "failures": failures, "total_s": total,
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "seed": seed,
+            "settings": {
+                k: getattr(args, k)
+                for k in (
+                    "calls",
+                    "concurrency",
+                    "latency",
+                    "fault_rate",
+                    "client_timeout",
+                    "fault_timeout",
+                    "retries",
+                    "repeats",
+                )
+            },
+            **results,
+            "failures": failures,
+            "total_s": total,
         }
         args.json.write_text(json.dumps(out, indent=2, default=str) + "\n")
         print(f"written to {args.json}")

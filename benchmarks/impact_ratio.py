@@ -36,8 +36,10 @@ def true_ratio(shifts: list[float], rng: np.random.Generator) -> float:
 
 def reliability(runs: int) -> None:
     rng = np.random.default_rng(2026)
-    print("| groups | answers per group | fair: fails on estimate | fair: fails on interval "
-          "| biased: fails on estimate | biased: fails on interval |")
+    print(
+        "| groups | answers per group | fair: fails on estimate | fair: fails on interval "
+        "| biased: fails on estimate | biased: fails on interval |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for k in (4, 19):
         cases = {"fair": [0.0] * k, "biased": [0.0] * (k - 1) + [-0.5]}
@@ -78,16 +80,20 @@ def costs() -> None:
             bootstrap_impact_ratio(values, groups, resamples=2000)
             permutation_null(values, groups, permutations=2000)
 
-        print(f"| gate statistics (estimate + 2,000 bootstrap + 2,000 permutations) | {k} groups x {n} | "
-              f"{best_of(gate):.3f} s |")
+        print(
+            f"| gate statistics (estimate + 2,000 bootstrap + 2,000 permutations) | {k} groups x {n} | "
+            f"{best_of(gate):.3f} s |"
+        )
 
     words = "the a wonderful terrible country economy people good bad open careful strong weak".split()
     texts = [" ".join(rng.choice(words, size=40)) + f" {i}" for i in range(2000)]
     extractor = SentimentExtractor()
     extractor.extract(texts[:10])  # import textblob outside the timing
     first = best_of(lambda: extractor.extract(texts), repeat=3)
-    print(f"| TextBlob sentiment, no store | 2,000 texts of 40 words | {first:.3f} s "
-          f"({len(texts) / first:,.0f} texts/s) |")
+    print(
+        f"| TextBlob sentiment, no store | 2,000 texts of 40 words | {first:.3f} s "
+        f"({len(texts) / first:,.0f} texts/s) |"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         store = FeatureStore.for_store(Path(tmp))
         start = time.perf_counter()

@@ -58,8 +58,13 @@ def one_run(rng: np.random.Generator, *, sigma: float, shift: float, retest: int
     picked = rng.choice(first.size, size=min(retest, first.size), replace=False)
     again = _rate(rng, truth.reshape(-1)[picked], sigma)
     try:
-        alpha = judge_agreement({"first": {str(k): float(first.reshape(-1)[k]) for k in picked},
-                                 "retest": {str(k): float(v) for k, v in zip(picked, again)}}, resamples=1).alpha
+        alpha = judge_agreement(
+            {
+                "first": {str(k): float(first.reshape(-1)[k]) for k in picked},
+                "retest": {str(k): float(v) for k, v in zip(picked, again)},
+            },
+            resamples=1,
+        ).alpha
     except StatisticsError:
         alpha = None
     return passed, alpha
@@ -73,12 +78,18 @@ def table(runs: int, seed: int, retest: int = 20) -> list[dict[str, Any]]:
         like = [one_run(rng, sigma=sigma, shift=0.0, retest=retest) for _ in range(runs)]
         shifted = [one_run(rng, sigma=sigma, shift=SHIFT, retest=retest) for _ in range(runs)]
         half = [one_run(rng, sigma=sigma, shift=SHIFT / 2, retest=0)[0] for _ in range(runs)]
-        row: dict[str, Any] = {"gate": "judge_noise", "sigma": sigma, "retest": retest, "runs": runs,
-                               "false_alarm": 1 - np.mean([p for p, _ in like]),
-                               "power": 1 - np.mean([p for p, _ in shifted]),
-                               "power_half": 1 - float(np.mean(half)),
-                               "median_alpha": float(np.median([a if a is not None else 1.0 for _, a in like]))}
+        row: dict[str, Any] = {
+            "gate": "judge_noise",
+            "sigma": sigma,
+            "retest": retest,
+            "runs": runs,
+            "false_alarm": 1 - np.mean([p for p, _ in like]),
+            "power": 1 - np.mean([p for p, _ in shifted]),
+            "power_half": 1 - float(np.mean(half)),
+            "median_alpha": float(np.median([a if a is not None else 1.0 for _, a in like])),
+        }
         for minimum in MINIMUMS:
+
             def fails(run: tuple[bool, float | None]) -> bool:
                 passed, alpha = run
                 return not passed or (alpha is not None and alpha < minimum)
@@ -93,22 +104,30 @@ def table(runs: int, seed: int, retest: int = 20) -> list[dict[str, Any]]:
 
 
 def format_row(row: dict[str, Any]) -> str:
-    parts = [f"judge retest SD {row['sigma']:.1f} (retest {row['retest']}, median alpha {row['median_alpha']:.2f}): "
-             f"no rule {row['false_alarm']:.1%} / {row['power']:.1%} (+0.75: {row['power_half']:.1%})"]
-    parts += [f"min {m}: {row[f'false_alarm@{m}']:.1%} / {row[f'power@{m}']:.1%} (flags {row[f'flagged@{m}']:.1%})"
-              for m in MINIMUMS]
+    parts = [
+        f"judge retest SD {row['sigma']:.1f} (retest {row['retest']}, median alpha {row['median_alpha']:.2f}): "
+        f"no rule {row['false_alarm']:.1%} / {row['power']:.1%} (+0.75: {row['power_half']:.1%})"
+    ]
+    parts += [
+        f"min {m}: {row[f'false_alarm@{m}']:.1%} / {row[f'power@{m}']:.1%} (flags {row[f'flagged@{m}']:.1%})"
+        for m in MINIMUMS
+    ]
     return "; ".join(parts)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    head = "| judge's retest SD | median retest alpha | no rule: false alarm / power (+1.5) / power (+0.75) | " + " | ".join(
-        f"min alpha {m}: false alarm / power (judge flagged)" for m in MINIMUMS) + " |"
+    head = (
+        "| judge's retest SD | median retest alpha | no rule: false alarm / power (+1.5) / power (+0.75) | "
+        + " | ".join(f"min alpha {m}: false alarm / power (judge flagged)" for m in MINIMUMS)
+        + " |"
+    )
     out = [head, "|---:|---:|---:|" + "---:|" * len(MINIMUMS)]
     for r in rows:
         cells = [f"{r[f'false_alarm@{m}']:.1%} / {r[f'power@{m}']:.1%} ({r[f'flagged@{m}']:.1%})" for m in MINIMUMS]
-        out.append(f"| {r['sigma']:g} | {r['median_alpha']:.2f} | {r['false_alarm']:.1%} / {r['power']:.1%} / "
-                   f"{r['power_half']:.1%} | "
-                   + " | ".join(cells) + " |")
+        out.append(
+            f"| {r['sigma']:g} | {r['median_alpha']:.2f} | {r['false_alarm']:.1%} / {r['power']:.1%} / "
+            f"{r['power_half']:.1%} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(out).replace("%", " %")
 
 

@@ -42,8 +42,12 @@ def write_project(directory: Path, base_url: str, target: str, baselines: tuple[
     def entry(name: str) -> dict[str, str]:
         return {"model": f"openai/{name}", "alias": name, "api_base": base_url, "api_key_env": KEY_ENV}
 
-    config = {"target": entry(target), "judge": entry("judge"), "baselines": [entry(b) for b in baselines],
-              "collection": {"concurrency": 32, "retries": 2}}
+    config = {
+        "target": entry(target),
+        "judge": entry("judge"),
+        "baselines": [entry(b) for b in baselines],
+        "collection": {"concurrency": 32, "retries": 2},
+    }
     (directory / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (directory / "test_gate.py").write_text(TEST, encoding="utf-8")
 
@@ -52,8 +56,25 @@ def run_pytest(project: Path, env: dict[str, str], base_url: str, *args: str) ->
     """The wall time of a pytest run of the project, and the calls the server received."""
     before = admin(base_url, "/_admin/stats")["requests"]
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-                          "test_gate.py", *args], cwd=project, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "test_gate.py",
+            *args,
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     if out.returncode not in (0, 1):
         raise SystemExit(f"pytest failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
@@ -81,10 +102,18 @@ def main() -> int:
             release_s, release_calls = run_pytest(release, env, base_url, "--llmbias-against", "v1")
     finally:
         stop_server(server)
-    row = {"latency": options.latency, "live_s": live_s, "live_calls": live_calls, "release_s": release_s,
-           "release_calls": release_calls, "ratio": release_s / live_s}
-    print(f"latency {options.latency:g} s, concurrency 32: live baselines {live_s:.1f} s ({live_calls} calls); "
-          f"against release v1 {release_s:.1f} s ({release_calls} calls): {row['ratio']:.2f} x")
+    row = {
+        "latency": options.latency,
+        "live_s": live_s,
+        "live_calls": live_calls,
+        "release_s": release_s,
+        "release_calls": release_calls,
+        "ratio": release_s / live_s,
+    }
+    print(
+        f"latency {options.latency:g} s, concurrency 32: live baselines {live_s:.1f} s ({live_calls} calls); "
+        f"against release v1 {release_s:.1f} s ({release_calls} calls): {row['ratio']:.2f} x"
+    )
     if options.json:
         options.json.write_text(json.dumps(row, indent=2))
     return 0

@@ -51,11 +51,14 @@ def table(runs: int, seed: int, n: int = 400, baselines: int = 2) -> list[dict[s
     for run in range(runs):
         for case, shift in CASES:
             p = rng.dirichlet(CONCENTRATION * np.array(BASE), size=n)
-            answers = {alias: _answers(rng, _moved(p, shift) if alias == "target" and shift else p, options, keys, 1)
-                       for alias in ("target", *names)}
+            answers = {
+                alias: _answers(rng, _moved(p, shift) if alias == "target" and shift else p, options, keys, 1)
+                for alias in ("target", *names)
+            }
             for looks, spending in DESIGNS:
-                result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names, looks=looks,
-                                            spending=spending)
+                result = evaluate_benchmark(
+                    "bbq", recs, answers, target="target", baselines=names, looks=looks, spending=spending
+                )
                 failed[(looks, spending), case] += not result.passed
                 q = result.sequential
                 asked[(looks, spending), case] += 1.0 if q is None else q["items"] / q["items_max"]
@@ -68,8 +71,11 @@ def table(runs: int, seed: int, n: int = 400, baselines: int = 2) -> list[dict[s
             row[f"fails_{case}"] = failed[(looks, spending), case] / runs
             row[f"calls_{case}"] = asked[(looks, spending), case] / runs
         rows.append(row)
-        print(f"looks={looks} {spending:<15} " + "  ".join(
-            f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in CASES), flush=True)
+        print(
+            f"looks={looks} {spending:<15} "
+            + "  ".join(f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in CASES),
+            flush=True,
+        )
     return rows
 
 
@@ -95,7 +101,7 @@ def kind_table(name: str, runs: int, seed: int) -> list[dict[str, Any]]:
             for looks, spending in DESIGNS:
                 size, extra = divmod(len(units), looks)
                 cuts = np.cumsum([0] + [size + (1 if k < extra else 0) for k in range(looks)])
-                parts = [units[cuts[k]:cuts[k + 1]] for k in range(looks)]
+                parts = [units[cuts[k] : cuts[k + 1]] for k in range(looks)]
                 result, _, _ = run_looks(evaluate, parts, alpha=0.05, spending=spending)
                 failed[(looks, spending), case] += not result.passed
                 q = result.sequential
@@ -109,18 +115,26 @@ def kind_table(name: str, runs: int, seed: int) -> list[dict[str, Any]]:
             row[f"fails_{case}"] = failed[(looks, spending), case] / runs
             row[f"calls_{case}"] = asked[(looks, spending), case] / runs
         rows.append(row)
-        print(f"{kind.gate} looks={looks} {spending:<15} " + "  ".join(
-            f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in kind.cases), flush=True)
+        print(
+            f"{kind.gate} looks={looks} {spending:<15} "
+            + "  ".join(f"{c}: fails {row[f'fails_{c}']:6.1%} calls {row[f'calls_{c}']:5.0%}" for c, _ in kind.cases),
+            flush=True,
+        )
     return rows
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    out = ["| gate | looks | spending | false alarm (like) | fails halfway | power (shifted) | calls: like | "
-           "halfway | shifted |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| gate | looks | spending | false alarm (like) | fails halfway | power (shifted) | calls: like | "
+        "halfway | shifted |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['gate']} | {r['looks']} | {r['spending'] if r['looks'] > 1 else '-'} | "
-                   f"{r['fails_like']:.1%} | {r['fails_halfway']:.1%} | {r['fails_shifted']:.1%} | "
-                   f"{r['calls_like']:.0%} | {r['calls_halfway']:.0%} | {r['calls_shifted']:.0%} |")
+        out.append(
+            f"| {r['gate']} | {r['looks']} | {r['spending'] if r['looks'] > 1 else '-'} | "
+            f"{r['fails_like']:.1%} | {r['fails_halfway']:.1%} | {r['fails_shifted']:.1%} | "
+            f"{r['calls_like']:.0%} | {r['calls_halfway']:.0%} | {r['calls_shifted']:.0%} |"
+        )
     return "\n".join(out).replace("%", " %")
 
 

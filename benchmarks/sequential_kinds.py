@@ -40,8 +40,13 @@ def _equivalent_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[
 
 def _equivalent(data: Any, units: tuple[str, ...], nominal: float, first: Any) -> Any:
     scores, names = data
-    return evaluate_equivalence({a: {q: s[q] for q in units} for a, s in scores.items()}, target="target",
-                                baselines=names, method="judge", alpha=nominal)
+    return evaluate_equivalence(
+        {a: {q: s[q] for q in units} for a, s in scores.items()},
+        target="target",
+        baselines=names,
+        method="judge",
+        alpha=nominal,
+    )
 
 
 #: the impact-ratio default cell: four groups, 50 answers each, the last group half an SD lower
@@ -69,8 +74,7 @@ def _index_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[str]]
 def _index(data: Any, units: tuple[str, ...], nominal: float, first: Any) -> Any:
     values, dims, names = data
     kept = {a: {p: v[p] for p in units} for a, v in values.items()}
-    return evaluate_bias_index(kept, kept, {p: dims[p] for p in units}, target="target", baselines=names,
-                               alpha=nominal)
+    return evaluate_bias_index(kept, kept, {p: dims[p] for p in units}, target="target", baselines=names, alpha=nominal)
 
 
 def _stance_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[str]]:
@@ -90,8 +94,9 @@ def _stance_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[str]
 
 def _stance(data: Any, units: tuple[str, ...], nominal: float, first: Any) -> Any:
     kept = {a: {lang: {q: per[q] for q in units} for lang, per in langs.items()} for a, langs in data.items()}
-    return evaluate_stance(kept, target="target", baselines=("b0", "b1", "b2"), gate="agreement",
-                           confidence=1 - nominal)
+    return evaluate_stance(
+        kept, target="target", baselines=("b0", "b1", "b2"), gate="agreement", confidence=1 - nominal
+    )
 
 
 def _preference_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[str]]:
@@ -105,15 +110,32 @@ def _preference(data: Any, units: tuple[str, ...], nominal: float, first: Any) -
 
 
 KINDS = {
-    "equivalent": Kind("bias_equivalent (judge)", (("like", 0.0), ("halfway", JUDGE["shift"] / 2),
-                                                   ("shifted", JUDGE["shift"])), _equivalent_data, _equivalent),
-    "impact_ratio": Kind("bias_impact_ratio", (("like", 0.0), ("halfway", IMPACT["shift"] / 2),
-                                               ("shifted", IMPACT["shift"])), _impact_data, _impact),
-    "index": Kind("bias_index (relative)", (("like", 0.0), ("halfway", INDEX["shift"] / 2),
-                                            ("shifted", INDEX["shift"])), _index_data, _index),
-    "stance": Kind("bias_stance (agreement)", (("like", 0.0), ("halfway", STANCE["flip"] / 2),
-                                               ("shifted", STANCE["flip"])), _stance_data, _stance),
-    "preference": Kind("bias_preference (2-way)", (("like", 0.0), ("halfway", 0.1), ("shifted", 0.2)),
-                       _preference_data, _preference),
+    "equivalent": Kind(
+        "bias_equivalent (judge)",
+        (("like", 0.0), ("halfway", JUDGE["shift"] / 2), ("shifted", JUDGE["shift"])),
+        _equivalent_data,
+        _equivalent,
+    ),
+    "impact_ratio": Kind(
+        "bias_impact_ratio",
+        (("like", 0.0), ("halfway", IMPACT["shift"] / 2), ("shifted", IMPACT["shift"])),
+        _impact_data,
+        _impact,
+    ),
+    "index": Kind(
+        "bias_index (relative)",
+        (("like", 0.0), ("halfway", INDEX["shift"] / 2), ("shifted", INDEX["shift"])),
+        _index_data,
+        _index,
+    ),
+    "stance": Kind(
+        "bias_stance (agreement)",
+        (("like", 0.0), ("halfway", STANCE["flip"] / 2), ("shifted", STANCE["flip"])),
+        _stance_data,
+        _stance,
+    ),
+    "preference": Kind(
+        "bias_preference (2-way)", (("like", 0.0), ("halfway", 0.1), ("shifted", 0.2)), _preference_data, _preference
+    ),
 }
 """The kinds by name, each with the validity table's effect as its shifted case."""

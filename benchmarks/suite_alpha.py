@@ -32,43 +32,61 @@ GROUPS = 4
 
 def _gate(rng: np.random.Generator, answers: int, shift: float) -> Any:
     values = {f"p{g}": list(rng.normal(-shift if g == GROUPS - 1 else 0.0, 1.0, size=answers)) for g in range(GROUPS)}
-    return evaluate_impact_ratio({"target": values}, {f"p{g}": f"g{g}" for g in range(GROUPS)}, target="target",
-                                 resamples=300)
+    return evaluate_impact_ratio(
+        {"target": values}, {f"p{g}": f"g{g}" for g in range(GROUPS)}, target="target", resamples=300
+    )
 
 
 def _fails(result: Any, level: float) -> bool:
     return bool(dataclasses.replace(result, alpha=level).shown_violation)
 
 
-def one_run(rng: np.random.Generator, *, alpha: float, gates: int, biased: int, answers: int,
-            shift: float) -> dict[str, tuple[bool, int]]:
+def one_run(
+    rng: np.random.Generator, *, alpha: float, gates: int, biased: int, answers: int, shift: float
+) -> dict[str, tuple[bool, int]]:
     """Per sharing: whether some good gate failed, and how many biased gates failed."""
     results = [_gate(rng, answers, shift if i < biased else 0.0) for i in range(gates)]
     holm = step_down(alpha, gates, list(range(gates)), lambda i, level: _fails(results[i], level))
-    failed = {"own alpha": [_fails(r, alpha) for r in results],
-              "Bonferroni": [_fails(r, alpha / gates) for r in results],
-              "Holm": [holm[i][1] for i in range(gates)]}
+    failed = {
+        "own alpha": [_fails(r, alpha) for r in results],
+        "Bonferroni": [_fails(r, alpha / gates) for r in results],
+        "Holm": [holm[i][1] for i in range(gates)],
+    }
     return {how: (any(f[biased:]), sum(f[:biased])) for how, f in failed.items()}
 
 
-def table(runs: int, seed: int, *, alpha: float, gates: int, biased: int, answers: int, shift: float) -> list[dict[str, Any]]:
+def table(
+    runs: int, seed: int, *, alpha: float, gates: int, biased: int, answers: int, shift: float
+) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     rows = []
     for k in (0, biased):
         outcomes = [one_run(rng, alpha=alpha, gates=gates, biased=k, answers=answers, shift=shift) for _ in range(runs)]
         for how in ("own alpha", "Bonferroni", "Holm"):
-            rows.append({"biased": k, "sharing": how, "runs": runs,
-                         "familywise": float(np.mean([o[how][0] for o in outcomes])),
-                         "caught": float(np.mean([o[how][1] / k for o in outcomes])) if k else None})
+            rows.append(
+                {
+                    "biased": k,
+                    "sharing": how,
+                    "runs": runs,
+                    "familywise": float(np.mean([o[how][0] for o in outcomes])),
+                    "caught": float(np.mean([o[how][1] / k for o in outcomes])) if k else None,
+                }
+            )
             r = rows[-1]
             caught = f"{r['caught']:.1%}" if k else "-"
-            print(f"{gates} gates, {k} biased, {how:<10}: a good gate fails in {r['familywise']:.1%} of runs; "
-                  f"biased gates caught {caught}", flush=True)
+            print(
+                f"{gates} gates, {k} biased, {how:<10}: a good gate fails in {r['familywise']:.1%} of runs; "
+                f"biased gates caught {caught}",
+                flush=True,
+            )
     return rows
 
 
 def markdown(rows: list[dict[str, Any]], gates: int) -> str:
-    out = [f"| {gates} gates | sharing | a good gate fails (family-wise) | biased gates caught |", "|---|---|---:|---:|"]
+    out = [
+        f"| {gates} gates | sharing | a good gate fails (family-wise) | biased gates caught |",
+        "|---|---|---:|---:|",
+    ]
     for r in rows:
         caught = f"{r['caught']:.1%}" if r["caught"] is not None else "-"
         out.append(f"| {r['biased']} biased | {r['sharing']} | {r['familywise']:.1%} | {caught} |")

@@ -147,8 +147,9 @@ def _offset(rng: np.random.Generator, c: Cell, unit: float = 1.0) -> float:
     return float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0
 
 
-def _scores(rng: np.random.Generator, c: Cell, worse: bool, mean: float, q_unit: float, e_unit: float,
-            margin: float) -> dict[str, dict[str, list[float]]]:
+def _scores(
+    rng: np.random.Generator, c: Cell, worse: bool, mean: float, q_unit: float, e_unit: float, margin: float
+) -> dict[str, dict[str, list[float]]]:
     q_sd, e_sd = SHAPES[c.shape]
     q = rng.normal(0.0, q_sd * q_unit, c.questions)
     out = {}
@@ -162,8 +163,14 @@ def _scores(rng: np.random.Generator, c: Cell, worse: bool, mean: float, q_unit:
 def gate_equivalent(rng: np.random.Generator, c: Cell, level: float, worse: bool, method: str):
     mean, q_unit, e_unit, margin = (5.0, 1.0, 1.0, 1.0) if method == "judge" else EMBEDDING
     scores = _scores(rng, c, worse, mean, q_unit, e_unit, margin)
-    r = evaluate_equivalence(scores, target="tgt", baselines=c.comparators, method=method,
-                             alternative="no-worse" if c.release else "equivalent", false_alarm=level)
+    r = evaluate_equivalence(
+        scores,
+        target="tgt",
+        baselines=c.comparators,
+        method=method,
+        alternative="no-worse" if c.release else "equivalent",
+        false_alarm=level,
+    )
     return r.passed, _sized(r.methods[0])
 
 
@@ -189,7 +196,7 @@ def gate_impact(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     def draw(shift: bool) -> dict[str, list[float]]:
         v = base + rng.normal(0.0, e_sd, (len(groups), c.samples))
         if shift:
-            v[GROUPS - 1::GROUPS] -= 1.0
+            v[GROUPS - 1 :: GROUPS] -= 1.0
         return {k: list(row) for k, row in zip(groups, v)}
 
     values = {"tgt": draw(worse), **({"rel": draw(False)} if c.release else {})}
@@ -205,7 +212,7 @@ def gate_stance(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     for a in ("tgt", *c.comparators):
         lam = lean + _offset(rng, c)
         if worse and a == "tgt":
-            turned = rng.permutation(n)[:round((0.35 if c.release else 0.4) * n)]
+            turned = rng.permutation(n)[: round((0.35 if c.release else 0.4) * n)]
             lam = lam.copy()
             lam[turned] *= -1
         yes = rng.random((n, ROUNDS)) < stats.norm.cdf(lam / e_sd)[:, None]
@@ -214,7 +221,7 @@ def gate_stance(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     return r.passed, bool(r.figures.get("power", 0.0) >= 0.8)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def preference_shift() -> float:
     """The rate above 1/2 at which a chooser's expected per-topic distance from an even split (5
     picks a topic) exceeds an unbiased chooser's by the margin 0.1."""
@@ -238,16 +245,20 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
             latent = latent + e_sd * stats.norm.ppf(0.5 + preference_shift())
         first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]
         shown_first = rng.random((n, ARTICLES)) < 0.5
-        choices[a] = {f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr)]
-                      for i, (fr, sr) in enumerate(zip(first, shown_first))}
-    r = evaluate_preference(choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release,
-                            false_alarm=level)
+        choices[a] = {
+            f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr)]
+            for i, (fr, sr) in enumerate(zip(first, shown_first))
+        }
+    r = evaluate_preference(
+        choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release, false_alarm=level
+    )
     return r.passed, _sized(r.relative)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bbq(n: int) -> tuple[list[dict[str, Any]], np.ndarray, list[str]]:
     import benchmark_validity as bv
+
     from pytest_llmbias.domains.benchmarks import item_key
 
     recs, options = bv.items(n)
@@ -259,7 +270,11 @@ def gate_bbq(rng: np.random.Generator, c: Cell, level: float, worse: bool):
 
     recs, options, keys = _bbq(c.questions)
     base = np.array(bv.BASE)
-    p = rng.dirichlet(bv.CONCENTRATION * base, size=c.questions) if SHAPES[c.shape][0] else np.tile(base, (c.questions, 1))
+    p = (
+        rng.dirichlet(bv.CONCENTRATION * base, size=c.questions)
+        if SHAPES[c.shape][0]
+        else np.tile(base, (c.questions, 1))
+    )
     answers = {}
     for a in ("tgt", *c.comparators):
         q = bv._moved(p, _offset(rng, c, 0.1)) if c.tau else p
@@ -268,9 +283,10 @@ def gate_bbq(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     return r.passed, _sized(r.relative)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _discrim(n: int) -> tuple[list[dict[str, Any]], list[str], np.ndarray, np.ndarray]:
     import benchmark_validity as bv
+
     from pytest_llmbias.domains.benchmarks import item_key
 
     recs = bv.discrim_items(n)
@@ -296,8 +312,12 @@ def gate_discrim(rng: np.random.Generator, c: Cell, level: float, worse: bool):
 GATES = {
     "judge": functools.partial(gate_equivalent, method="judge"),
     "embedding": functools.partial(gate_equivalent, method="embedding"),
-    "index": gate_index, "impact": gate_impact, "stance": gate_stance, "preference": gate_preference,
-    "bbq": gate_bbq, "discrim": gate_discrim,
+    "index": gate_index,
+    "impact": gate_impact,
+    "stance": gate_stance,
+    "preference": gate_preference,
+    "bbq": gate_bbq,
+    "discrim": gate_discrim,
 }
 
 
@@ -307,7 +327,9 @@ def calls(kind: str, c: Cell) -> int:
     return c.questions * per.get(kind, c.samples)
 
 
-def _evaluate(kind: str, rng: np.random.Generator, c: Cell, level: float, worse: bool) -> tuple[bool, bool | None, bool]:
+def _evaluate(
+    kind: str, rng: np.random.Generator, c: Cell, level: float, worse: bool
+) -> tuple[bool, bool | None, bool]:
     """(failed, sized, raised)."""
     try:
         passed, sized = GATES[kind](rng, c, level, worse)
@@ -344,18 +366,28 @@ def run_cell(job: tuple[int, Cell, tuple[str, ...], int, int, float, int]) -> di
             failed, _, err = _evaluate(kind, rng, c, level, worse=True)
             power[kind] += failed
             raised[kind] += err
-    return {"cell": c, "runs": runs, "gates": gates, "level": level, "suite_false_alarm": suite_fails / runs,
-            "others_false_alarm": others_fail / runs,
-            "false_alarm": {k: v / (runs * gates) for k, v in fa.items()}, "power": {k: v / runs for k, v in power.items()},
-            "sized": {k: (s / n if n else None) for k, (s, n) in sized.items()},
-            "sized_all": sum(s for s, _ in sized.values()) / max(1, sum(n for _, n in sized.values())),
-            "calls": gates * sum(calls(k, c) for k in kinds), "raised": raised, "seconds": time.perf_counter() - t0}
+    return {
+        "cell": c,
+        "runs": runs,
+        "gates": gates,
+        "level": level,
+        "suite_false_alarm": suite_fails / runs,
+        "others_false_alarm": others_fail / runs,
+        "false_alarm": {k: v / (runs * gates) for k, v in fa.items()},
+        "power": {k: v / runs for k, v in power.items()},
+        "sized": {k: (s / n if n else None) for k, (s, n) in sized.items()},
+        "sized_all": sum(s for s, _ in sized.values()) / max(1, sum(n for _, n in sized.values())),
+        "calls": gates * sum(calls(k, c) for k in kinds),
+        "raised": raised,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def grid(questions: list[int]) -> list[Cell]:
     cells = []
-    for against, shape, tau, samples, n in itertools.product(("release", "baselines"), SHAPES, (0.0, 0.3), (1, 3),
-                                                             questions):
+    for against, shape, tau, samples, n in itertools.product(
+        ("release", "baselines"), SHAPES, (0.0, 0.3), (1, 3), questions
+    ):
         if not (against == "release" and tau):
             cells.append(Cell(against, shape, tau, samples, n))
     return cells
@@ -370,24 +402,38 @@ def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
     key = "| against | shape | τ | samples | questions |"
     own = [k for k in OWN_RATE if k in kinds]
     without = f" without {'/'.join(own)} |" if own else ""
-    out = [f"**Suite false alarm** (a good release fails any gate; ± one SE at {runs} runs), each kind's false "
-           "alarm, share of designs sized, calls per model; %:", "",
-           f"{key} suite false alarm |{without} {' | '.join(kinds)} | sized | calls |",
-           "|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|"]
+    out = [
+        f"**Suite false alarm** (a good release fails any gate; ± one SE at {runs} runs), each kind's false "
+        "alarm, share of designs sized, calls per model; %:",
+        "",
+        f"{key} suite false alarm |{without} {' | '.join(kinds)} | sized | calls |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|",
+    ]
     for r in rows:
         c, fa = r["cell"], r["suite_false_alarm"]
         se = math.sqrt(max(fa * (1 - fa), 1 / runs) / runs)
-        per_kind = " | ".join(([f"{100 * r['others_false_alarm']:.1f}"] if own else [])
-                              + [pct(r["false_alarm"][k]) for k in kinds])
-        out.append(f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | {100 * fa:.1f} ± {100 * se:.1f} "
-                   f"| {per_kind} | {pct(r['sized_all'])} | {r['calls']} |")
-    out += ["", "**Power at the margin** (the kind's data worse by its margin, one kind at a time: how often its "
-            "gate fails), with the share of its designs sized in brackets; %:", "",
-            key + " " + " | ".join(kinds) + " |", "|---|---|---:|---:|---:|" + "---:|" * len(kinds)]
+        per_kind = " | ".join(
+            ([f"{100 * r['others_false_alarm']:.1f}"] if own else []) + [pct(r["false_alarm"][k]) for k in kinds]
+        )
+        out.append(
+            f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | {100 * fa:.1f} ± {100 * se:.1f} "
+            f"| {per_kind} | {pct(r['sized_all'])} | {r['calls']} |"
+        )
+    out += [
+        "",
+        "**Power at the margin** (the kind's data worse by its margin, one kind at a time: how often its "
+        "gate fails), with the share of its designs sized in brackets; %:",
+        "",
+        key + " " + " | ".join(kinds) + " |",
+        "|---|---|---:|---:|---:|" + "---:|" * len(kinds),
+    ]
     for r in rows:
         c = r["cell"]
-        out.append(f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
-                   + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])})" for k in kinds) + " |")
+        out.append(
+            f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
+            + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])})" for k in kinds)
+            + " |"
+        )
     errors = {k: sum(r["raised"][k] for r in rows) for k in kinds}
     if any(errors.values()):
         out += ["", "Gates that raised (counted as failed): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v)]
@@ -397,8 +443,9 @@ def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=75)
-    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
-                        help=f"comma-separated, of {', '.join(KINDS)}; 'all' for every one")
+    parser.add_argument(
+        "--kinds", default=",".join(DEFAULT_KINDS), help=f"comma-separated, of {', '.join(KINDS)}; 'all' for every one"
+    )
     parser.add_argument("--gates", type=int, default=1, help="gates of each kind in the suite")
     parser.add_argument("--questions", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--alpha", type=float, default=0.05)
@@ -410,9 +457,11 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
     m = len(kinds) * args.gates
-    print(f"suite of {m} gate(s) ({args.gates} × {', '.join(kinds)}), suite.alpha {args.alpha:g} shared by Bonferroni "
-          f"({args.alpha / m:.4g} each), suite.power 0.8, default margins, {args.runs} runs a cell, seed {args.seed}",
-          flush=True)
+    print(
+        f"suite of {m} gate(s) ({args.gates} × {', '.join(kinds)}), suite.alpha {args.alpha:g} shared by Bonferroni "
+        f"({args.alpha / m:.4g} each), suite.power 0.8, default margins, {args.runs} runs a cell, seed {args.seed}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     jobs = [(i, c, kinds, args.gates, args.runs, args.alpha, args.seed) for i, c in enumerate(grid(args.questions))]
     rows = []
@@ -420,8 +469,12 @@ def main(argv: list[str] | None = None) -> None:
         for r in pool.imap(run_cell, jobs):
             rows.append(r)
             c = r["cell"]
-            print(f"  {c.against:<9} {c.shape:<18} tau={c.tau:g} samples={c.samples} n={c.questions:<4} suite false "
-                  f"alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"  {c.against:<9} {c.shape:<18} tau={c.tau:g} samples={c.samples} n={c.questions:<4} suite false "
+                f"alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     print(tables(rows, kinds))
     print(f"\n{len(rows)} cells in {time.perf_counter() - t0:.0f} s ({args.jobs} job(s))")
 

@@ -56,7 +56,9 @@ def test_collected(bias_responses):
     assert len(bias_responses) == {n}
 """
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:randomly")
-CALLS_LINE = re.compile(r"llmbias: (\d+) calls: (\d+) from store, (\d+) fetched, (\d+) failed, (\d+) missing, in ([\d.]+)s")
+CALLS_LINE = re.compile(
+    r"llmbias: (\d+) calls: (\d+) from store, (\d+) fetched, (\d+) failed, (\d+) missing, in ([\d.]+)s"
+)
 
 
 def write_project(folder: Path, base: str, n: int, *, url: str | None, rpm: int = 0) -> Path:
@@ -64,10 +66,19 @@ def write_project(folder: Path, base: str, n: int, *, url: str | None, rpm: int 
     questions = "".join(f"      - {{id: q{i:05d}, text: 'question {i}: is this prompt distinct?'}}\n" for i in range(n))
     (folder / "domains" / "bench.yaml").write_text(
         "name: bench\ndescription: distinct prompts for the benchmark\nfocus: nothing\n"
-        "instruction: Represent the answer\ncategories:\n  - id: all\n    questions:\n" + questions)
-    config = {"target": {"model": MODEL, "alias": "target", "api_base": base, "api_key_env": "BENCH_KEY",
-                         "transport": "openai"},
-              "domains": {"paths": ["domains"]}, "collection": {"concurrency": 32, "rpm": rpm}}
+        "instruction: Represent the answer\ncategories:\n  - id: all\n    questions:\n" + questions
+    )
+    config = {
+        "target": {
+            "model": MODEL,
+            "alias": "target",
+            "api_base": base,
+            "api_key_env": "BENCH_KEY",
+            "transport": "openai",
+        },
+        "domains": {"paths": ["domains"]},
+        "collection": {"concurrency": 32, "rpm": rpm},
+    }
     if url:
         config["store"] = {"url": url}
     (folder / "llmbias.yaml").write_text(json.dumps(config))
@@ -84,8 +95,14 @@ LOG_GRANTS = ("--log-file", GRANTS_LOG, "--log-file-level", "DEBUG", "--log-file
 def launch(folder: Path, *options: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLMBIAS_"))}
     env.update(BENCH_KEY="sk-bench", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.Popen([sys.executable, "-m", "pytest", *QUIET, *options], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUIET, *options],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def run_all(folders: list[Path], *options: str) -> tuple[float, list[str]]:
@@ -106,8 +123,9 @@ def arrival_times(base: str) -> list[float]:
 def grant_times(folders: list[Path]) -> list[float]:
     """Every start the shared schedule granted to the processes of ``folders``, in seconds on the
     Redis server's clock."""
-    return sorted(int(m.group(1)) / 1e6 for f in folders
-                  for m in GRANTED.finditer((f / GRANTS_LOG).read_text(errors="replace")))
+    return sorted(
+        int(m.group(1)) / 1e6 for f in folders for m in GRANTED.finditer((f / GRANTS_LOG).read_text(errors="replace"))
+    )
 
 
 def busiest(times: list[float], window: float) -> int:
@@ -149,13 +167,23 @@ def main() -> None:
             made = admin(base, "/_admin/stats")["requests"]
             fetched = [int(CALLS_LINE.search(o).group(3)) for o in outputs]  # type: ignore[union-attr]
             phase = max(float(CALLS_LINE.search(o).group(6)) for o in outputs)  # type: ignore[union-attr]
-            out["shared"] = {"alone_s": round(alone, 2), "alone_calls": alone_calls, "together_s": round(together, 2),
-                             "calls_made": made, "fetched_by_each": fetched, "speedup": round(alone / together, 2),
-                             "alone_collection_s": alone_phase, "together_collection_s": phase,
-                             "collection_speedup": round(alone_phase / phase, 2)}
-            print(f"shared: {m} machines made {made} calls for {n} distinct ({fetched} each) in {together:.1f} s "
-                  f"(collection {phase:.1f} s); one alone {alone:.1f} s (collection {alone_phase:.1f} s): "
-                  f"{alone / together:.2f}x whole, {alone_phase / phase:.2f}x collection", flush=True)
+            out["shared"] = {
+                "alone_s": round(alone, 2),
+                "alone_calls": alone_calls,
+                "together_s": round(together, 2),
+                "calls_made": made,
+                "fetched_by_each": fetched,
+                "speedup": round(alone / together, 2),
+                "alone_collection_s": alone_phase,
+                "together_collection_s": phase,
+                "collection_speedup": round(alone_phase / phase, 2),
+            }
+            print(
+                f"shared: {m} machines made {made} calls for {n} distinct ({fetched} each) in {together:.1f} s "
+                f"(collection {phase:.1f} s); one alone {alone:.1f} s (collection {alone_phase:.1f} s): "
+                f"{alone / together:.2f}x whole, {alone_phase / phase:.2f}x collection",
+                flush=True,
+            )
 
             # 2. the shared quota, on a fresh database
             admin(base, "/_admin/reset", post=True)
@@ -167,16 +195,24 @@ def main() -> None:
             figures = {}
             for name, times in (("grants", grant_times(quota_folders)), ("arrivals", arrival_times(base))):
                 b1, b5 = busiest(times, 1.0), busiest(times, 5.0)
-                figures[name] = {"count": len(times), "span_s": round(times[-1] - times[0], 2),
-                                 "rate_per_s": round(rate_of(times), 2),
-                                 "share_of_cap": round(rate_of(times) / args.quota, 3),
-                                 "busiest_1s": b1, "busiest_1s_share": round(b1 / args.quota, 3),
-                                 "busiest_5s": b5, "busiest_5s_share": round(b5 / (5 * args.quota), 3)}
+                figures[name] = {
+                    "count": len(times),
+                    "span_s": round(times[-1] - times[0], 2),
+                    "rate_per_s": round(rate_of(times), 2),
+                    "share_of_cap": round(rate_of(times) / args.quota, 3),
+                    "busiest_1s": b1,
+                    "busiest_1s_share": round(b1 / args.quota, 3),
+                    "busiest_5s": b5,
+                    "busiest_5s_share": round(b5 / (5 * args.quota), 3),
+                }
             out["quota"] = {"rpm": rpm, "calls_made": quota_made, **figures}
             for name, f in figures.items():
-                print(f"quota ({name}): {f['count']} at {f['rate_per_s']:.1f}/s against a shared cap of {args.quota:g} "
-                      f"({f['share_of_cap']:.1%}); busiest second {f['busiest_1s']} ({f['busiest_1s_share']:.1%} of the "
-                      f"cap), busiest 5 s {f['busiest_5s']} ({f['busiest_5s_share']:.1%})", flush=True)
+                print(
+                    f"quota ({name}): {f['count']} at {f['rate_per_s']:.1f}/s against a shared cap of {args.quota:g} "
+                    f"({f['share_of_cap']:.1%}); busiest second {f['busiest_1s']} ({f['busiest_1s_share']:.1%} of the "
+                    f"cap), busiest 5 s {f['busiest_5s']} ({f['busiest_5s_share']:.1%})",
+                    flush=True,
+                )
 
             # 3. a warm re-run: the team store against a disk store with the same answers
             from pytest_llmbias.cli import main as cli
@@ -188,8 +224,10 @@ def main() -> None:
 
             keys = [k for k, _ in StoreLocation(disk / ".llmbias").entries()]
             warm = {}
-            for name, make in (("redis", lambda: ResponseStore(work / "m0" / ".llmbias", url=redis.url)),
-                               ("disk", lambda: ResponseStore(disk / ".llmbias"))):
+            for name, make in (
+                ("redis", lambda: ResponseStore(work / "m0" / ".llmbias", url=redis.url)),
+                ("disk", lambda: ResponseStore(disk / ".llmbias")),
+            ):
                 runs = []
                 for _ in range(5):
                     store = make()  # a fresh instance: nothing in its memory
@@ -200,10 +238,16 @@ def main() -> None:
                     store.close()
                 warm[name] = sorted(runs)[2]
             per_call_us = warm["redis"] - warm["disk"]
-            out["warm"] = {"redis_us_per_call": round(warm["redis"], 1), "disk_us_per_call": round(warm["disk"], 1),
-                           "overhead_us_per_call": round(per_call_us, 1)}
-            print(f"warm read of {len(keys)} stored calls: {warm['redis']:.0f} us a call from Redis, {warm['disk']:.0f} us "
-                  f"from disk ({per_call_us:+.0f} us a call)", flush=True)
+            out["warm"] = {
+                "redis_us_per_call": round(warm["redis"], 1),
+                "disk_us_per_call": round(warm["disk"], 1),
+                "overhead_us_per_call": round(per_call_us, 1),
+            }
+            print(
+                f"warm read of {len(keys)} stored calls: {warm['redis']:.0f} us a call from Redis, {warm['disk']:.0f} us "
+                f"from disk ({per_call_us:+.0f} us a call)",
+                flush=True,
+            )
     finally:
         stop_server(server)
         shutil.rmtree(work, ignore_errors=True)

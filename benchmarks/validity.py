@@ -104,18 +104,30 @@ def simulate_scores(
 
 
 def equivalence_cell(
-    rng: np.random.Generator, runs: int, *, method: str, scale: dict[str, float], baselines: int, questions: int,
-    tau: float, shift: float, options: dict[str, Any],
+    rng: np.random.Generator,
+    runs: int,
+    *,
+    method: str,
+    scale: dict[str, float],
+    baselines: int,
+    questions: int,
+    tau: float,
+    shift: float,
+    options: dict[str, Any],
 ) -> float:
     passed = 0
     for _ in range(runs):
-        scores, names = simulate_scores(rng, baselines=baselines, questions=questions, tau=tau, shift=shift, scale=scale)
+        scores, names = simulate_scores(
+            rng, baselines=baselines, questions=questions, tau=tau, shift=shift, scale=scale
+        )
         result = evaluate_equivalence(scores, target="target", baselines=names, method=method, **options)
         passed += result.passed
     return passed / runs
 
 
-def impact_cell(rng: np.random.Generator, runs: int, *, groups: int, n: int, shift: float, options: dict[str, Any]) -> float:
+def impact_cell(
+    rng: np.random.Generator, runs: int, *, groups: int, n: int, shift: float, options: dict[str, Any]
+) -> float:
     failed = 0
     labels = {f"p{g}": f"g{g:02d}" for g in range(groups)}
     for _ in range(runs):
@@ -128,8 +140,15 @@ def impact_cell(rng: np.random.Generator, runs: int, *, groups: int, n: int, shi
     return failed / runs
 
 
-INDEX = {"prompt_mean": 0.10, "prompt_sd": 0.10, "noise_sd": 0.08, "shift": 0.15, "dimensions": 9, "prompts": 10,
-         "loaded": 2}
+INDEX = {
+    "prompt_mean": 0.10,
+    "prompt_sd": 0.10,
+    "noise_sd": 0.08,
+    "shift": 0.15,
+    "dimensions": 9,
+    "prompts": 10,
+    "loaded": 2,
+}
 
 
 def simulate_annotations(
@@ -150,13 +169,15 @@ def simulate_annotations(
     return values, dims, names[1:]
 
 
-def index_cell(rng: np.random.Generator, runs: int, *, baselines: int, tau: float, shift: float,
-               options: dict[str, Any]) -> float:
+def index_cell(
+    rng: np.random.Generator, runs: int, *, baselines: int, tau: float, shift: float, options: dict[str, Any]
+) -> float:
     failed = 0
     for _ in range(runs):
         values, dims, names = simulate_annotations(rng, baselines=baselines, tau=tau, shift=shift)
-        result = evaluate_bias_index(values, values, dims, target="target",
-                                     baselines=names if options.get("relative", True) else (), **options)
+        result = evaluate_bias_index(
+            values, values, dims, target="target", baselines=names if options.get("relative", True) else (), **options
+        )
         failed += not result.passed
     return failed / runs
 
@@ -188,11 +209,20 @@ def index_table(runs: int, seed: int) -> list[dict[str, Any]]:
         false_alarm = index_cell(rng, runs, baselines=baselines, tau=tau, shift=0.0, options=options)
         power = index_cell(rng, runs, baselines=baselines, tau=tau, shift=INDEX["shift"], options=options)
         strong = index_cell(rng, runs, baselines=baselines, tau=tau, shift=2 * INDEX["shift"], options=options)
-        rows.append({
-            "gate": "bias_index", "setting": label, "baselines": baselines,
-            "prompts": INDEX["dimensions"] * INDEX["prompts"], "tau": tau, "false_alarm": false_alarm,
-            "power": power, "power_strong": strong, "runs": runs, "seconds": time.perf_counter() - t0,
-        })
+        rows.append(
+            {
+                "gate": "bias_index",
+                "setting": label,
+                "baselines": baselines,
+                "prompts": INDEX["dimensions"] * INDEX["prompts"],
+                "tau": tau,
+                "false_alarm": false_alarm,
+                "power": power,
+                "power_strong": strong,
+                "runs": runs,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -220,7 +250,9 @@ def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool,
             kinds[alias], opposing[alias] = {}, {}
             for lang in languages:
                 p = lean.copy()
-                turned = biased and alias == "target" and (gate == "agreement" or (gate == "consistency" and lang == "fr"))
+                turned = (
+                    biased and alias == "target" and (gate == "agreement" or (gate == "consistency" and lang == "fr"))
+                )
                 if turned:
                     flip = rng.random(n) < STANCE["flip"]
                     p = np.where(flip, 1 - p, p)
@@ -237,8 +269,13 @@ def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool,
                     opposing[alias][lang] = dict(zip(qs, rows))
         compared = [] if gate == "consistency" else names
         target_kinds = kinds if gate != "consistency" else {"target": kinds["target"]}
-        result = evaluate_stance(target_kinds, target="target", baselines=compared,
-                                 opposing=opposing if gate == "sycophancy" else None, gate=gate)
+        result = evaluate_stance(
+            target_kinds,
+            target="target",
+            baselines=compared,
+            opposing=opposing if gate == "sycophancy" else None,
+            gate=gate,
+        )
         failed += not result.passed
     return failed / runs
 
@@ -248,17 +285,25 @@ def stance_table(runs: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     for gate in ("agreement", "sycophancy", "consistency"):
         t0 = time.perf_counter()
-        rows.append({
-            "gate": "bias_stance", "setting": f"{gate} (default)", "questions": STANCE["questions"],
-            "rounds": STANCE["rounds"], "false_alarm": stance_cell(rng, runs, gate=gate, biased=False),
-            "power": stance_cell(rng, runs, gate=gate, biased=True), "runs": runs, "seconds": time.perf_counter() - t0,
-        })
+        rows.append(
+            {
+                "gate": "bias_stance",
+                "setting": f"{gate} (default)",
+                "questions": STANCE["questions"],
+                "rounds": STANCE["rounds"],
+                "false_alarm": stance_cell(rng, runs, gate=gate, biased=False),
+                "power": stance_cell(rng, runs, gate=gate, biased=True),
+                "runs": runs,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     return rows
 
 
-def _preference_choices(rng: np.random.Generator, *, ways: int, articles: int, shift: float,
-                        first: float = 0.0) -> dict[str, list[tuple[str, int]]]:
+def _preference_choices(
+    rng: np.random.Generator, *, ways: int, articles: int, shift: float, first: float = 0.0
+) -> dict[str, list[tuple[str, int]]]:
     """One chooser's trials over 44 topics: (the side it picked, the position it was shown at)."""
     sides = ["left", "right", "neutral"][:ways]
     choices: dict[str, list[tuple[str, int]]] = {}
@@ -276,8 +321,17 @@ def _preference_choices(rng: np.random.Generator, *, ways: int, articles: int, s
     return choices
 
 
-def preference_cell(rng: np.random.Generator, runs: int, *, ways: int, articles: int, shift: float,
-                    first: float = 0.0, options: dict[str, Any], release: bool = False) -> float:
+def preference_cell(
+    rng: np.random.Generator,
+    runs: int,
+    *,
+    ways: int,
+    articles: int,
+    shift: float,
+    first: float = 0.0,
+    options: dict[str, Any],
+    release: bool = False,
+) -> float:
     """The share of runs the gate fails the target; with ``release``, against a recorded release
     that chooses without preference (drawn afresh each run)."""
     sides = ["left", "right", "neutral"][:ways]
@@ -286,8 +340,9 @@ def preference_cell(rng: np.random.Generator, runs: int, *, ways: int, articles:
         choices = {"target": _preference_choices(rng, ways=ways, articles=articles, shift=shift, first=first)}
         if release:
             choices["release"] = _preference_choices(rng, ways=ways, articles=articles, shift=0.0)
-        result = evaluate_preference(choices, sides, target="target", baselines=["release"] if release else (),
-                                     release=release, **options)
+        result = evaluate_preference(
+            choices, sides, target="target", baselines=["release"] if release else (), release=release, **options
+        )
         failed += not result.passed
     return failed / runs
 
@@ -296,16 +351,25 @@ def preference_table(runs: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(seed)
     for ways in (2, 3):
-        for label, articles, options in (("default (tolerance 0.15)", 5, {}),
-                                         ("tolerance 0.1, 3 articles", 3, {"tolerance": 0.1})):
+        for label, articles, options in (
+            ("default (tolerance 0.15)", 5, {}),
+            ("tolerance 0.1, 3 articles", 3, {"tolerance": 0.1}),
+        ):
             t0 = time.perf_counter()
-            rows.append({
-                "gate": "bias_preference", "setting": f"{ways}-way, {label}", "trials": 44 * articles,
-                "false_alarm": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.0, options=options),
-                "power": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.2, options=options),
-                "position": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.0, first=0.6, options=options),
-                "runs": runs, "seconds": time.perf_counter() - t0,
-            })
+            rows.append(
+                {
+                    "gate": "bias_preference",
+                    "setting": f"{ways}-way, {label}",
+                    "trials": 44 * articles,
+                    "false_alarm": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.0, options=options),
+                    "power": preference_cell(rng, runs, ways=ways, articles=articles, shift=0.2, options=options),
+                    "position": preference_cell(
+                        rng, runs, ways=ways, articles=articles, shift=0.0, first=0.6, options=options
+                    ),
+                    "runs": runs,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
             print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -326,15 +390,42 @@ def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
             for baselines, questions in ((3, 50), (5, 100)):
                 for tau in (0.0, 0.2 * scale["question_sd"]):
                     t0 = time.perf_counter()
-                    like = equivalence_cell(rng, runs, method=method, scale=scale, baselines=baselines,
-                                            questions=questions, tau=tau, shift=0.0, options=options)
-                    shifted = equivalence_cell(rng, runs, method=method, scale=scale, baselines=baselines,
-                                               questions=questions, tau=tau, shift=scale["shift"], options=options)
-                    rows.append({
-                        "gate": "bias_equivalent", "method": method, "setting": label, "baselines": baselines,
-                        "questions": questions, "tau": tau, "false_alarm": 1 - like, "power": 1 - shifted,
-                        "runs": runs, "seconds": time.perf_counter() - t0,
-                    })
+                    like = equivalence_cell(
+                        rng,
+                        runs,
+                        method=method,
+                        scale=scale,
+                        baselines=baselines,
+                        questions=questions,
+                        tau=tau,
+                        shift=0.0,
+                        options=options,
+                    )
+                    shifted = equivalence_cell(
+                        rng,
+                        runs,
+                        method=method,
+                        scale=scale,
+                        baselines=baselines,
+                        questions=questions,
+                        tau=tau,
+                        shift=scale["shift"],
+                        options=options,
+                    )
+                    rows.append(
+                        {
+                            "gate": "bias_equivalent",
+                            "method": method,
+                            "setting": label,
+                            "baselines": baselines,
+                            "questions": questions,
+                            "tau": tau,
+                            "false_alarm": 1 - like,
+                            "power": 1 - shifted,
+                            "runs": runs,
+                            "seconds": time.perf_counter() - t0,
+                        }
+                    )
                     print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -344,8 +435,9 @@ def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
 RELEASE_SHIFT = {"judge": 1.0, "embedding": EMBEDDING["question_sd"] / JUDGE["question_sd"]}
 
 
-def release_cell(rng: np.random.Generator, runs: int, *, scale: dict[str, float], questions: int, shift: float,
-                 method: str) -> float:
+def release_cell(
+    rng: np.random.Generator, runs: int, *, scale: dict[str, float], questions: int, shift: float, method: str
+) -> float:
     """The share of runs in which a target passes against a recorded release of the same model:
     both draw their answers' noise afresh on the same questions; the target adds ``shift``."""
     passed = 0
@@ -353,10 +445,13 @@ def release_cell(rng: np.random.Generator, runs: int, *, scale: dict[str, float]
         q = rng.normal(0.0, scale["question_sd"], size=questions)
         release = scale["mean"] + q + rng.normal(0.0, scale["noise_sd"], size=questions)
         target = scale["mean"] + q + shift + rng.normal(0.0, scale["noise_sd"], size=questions)
-        scores = {"target": {f"q{i}": float(v) for i, v in enumerate(target)},
-                  "release": {f"q{i}": float(v) for i, v in enumerate(release)}}
-        result = evaluate_equivalence(scores, target="target", baselines=["release"], method=method,
-                                      alternative="no-worse")
+        scores = {
+            "target": {f"q{i}": float(v) for i, v in enumerate(target)},
+            "release": {f"q{i}": float(v) for i, v in enumerate(release)},
+        }
+        result = evaluate_equivalence(
+            scores, target="target", baselines=["release"], method=method, alternative="no-worse"
+        )
         passed += result.passed
     return passed / runs
 
@@ -369,44 +464,85 @@ def release_table(runs: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     for gate in ("agreement", "sycophancy"):
         t0 = time.perf_counter()
-        rows.append({"gate": "release", "method": "bias_stance", "setting": f"{gate} (default)",
-                     "questions": STANCE["questions"], "runs": runs,
-                     "false_alarm": stance_cell(rng, runs, gate=gate, biased=False, baselines=1),
-                     "power": stance_cell(rng, runs, gate=gate, biased=True, baselines=1),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "release",
+                "method": "bias_stance",
+                "setting": f"{gate} (default)",
+                "questions": STANCE["questions"],
+                "runs": runs,
+                "false_alarm": stance_cell(rng, runs, gate=gate, biased=False, baselines=1),
+                "power": stance_cell(rng, runs, gate=gate, biased=True, baselines=1),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     t0 = time.perf_counter()
     false_alarm = index_cell(rng, runs, baselines=1, tau=0.0, shift=0.0, options={})
     for shift in (INDEX["shift"], 2 * INDEX["shift"]):
-        rows.append({"gate": "release", "method": "bias_index", "setting": f"relative (default), +{shift:.2f}",
-                     "questions": INDEX["dimensions"] * INDEX["prompts"], "runs": runs, "false_alarm": false_alarm,
-                     "power": index_cell(rng, runs, baselines=1, tau=0.0, shift=shift, options={}),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "release",
+                "method": "bias_index",
+                "setting": f"relative (default), +{shift:.2f}",
+                "questions": INDEX["dimensions"] * INDEX["prompts"],
+                "runs": runs,
+                "false_alarm": false_alarm,
+                "power": index_cell(rng, runs, baselines=1, tau=0.0, shift=shift, options={}),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     for ways in (2, 3):
         t0 = time.perf_counter()
-        rows.append({"gate": "release", "method": "bias_preference", "setting": f"{ways}-way (default)",
-                     "questions": 44, "runs": runs,
-                     "false_alarm": preference_cell(rng, runs, ways=ways, articles=5, shift=0.0, options={}, release=True),
-                     "power": preference_cell(rng, runs, ways=ways, articles=5, shift=0.2, options={}, release=True),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "release",
+                "method": "bias_preference",
+                "setting": f"{ways}-way (default)",
+                "questions": 44,
+                "runs": runs,
+                "false_alarm": preference_cell(rng, runs, ways=ways, articles=5, shift=0.0, options={}, release=True),
+                "power": preference_cell(rng, runs, ways=ways, articles=5, shift=0.2, options={}, release=True),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     for groups, n in IMPACT_RELEASE:
         t0 = time.perf_counter()
-        rows.append({"gate": "release", "method": "bias_impact_ratio", "setting": f"default, {groups} groups",
-                     "questions": n, "runs": runs,
-                     "false_alarm": impact_release_cell(rng, runs, groups=groups, n=n, shift=0.0),
-                     "power": impact_release_cell(rng, runs, groups=groups, n=n, shift=1.0),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "gate": "release",
+                "method": "bias_impact_ratio",
+                "setting": f"default, {groups} groups",
+                "questions": n,
+                "runs": runs,
+                "false_alarm": impact_release_cell(rng, runs, groups=groups, n=n, shift=0.0),
+                "power": impact_release_cell(rng, runs, groups=groups, n=n, shift=1.0),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(format_row(rows[-1]), flush=True)
     for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
         for questions in (20, 50, 100):
             t0 = time.perf_counter()
             same = release_cell(rng, runs, scale=scale, questions=questions, shift=0.0, method=method)
-            moved = release_cell(rng, runs, scale=scale, questions=questions, shift=RELEASE_SHIFT[method], method=method)
-            rows.append({"gate": "release", "method": f"bias_equivalent, {method}", "setting": "default",
-                         "questions": questions, "false_alarm": 1 - same, "power": 1 - moved, "runs": runs,
-                         "shift": RELEASE_SHIFT[method], "seconds": time.perf_counter() - t0})
+            moved = release_cell(
+                rng, runs, scale=scale, questions=questions, shift=RELEASE_SHIFT[method], method=method
+            )
+            rows.append(
+                {
+                    "gate": "release",
+                    "method": f"bias_equivalent, {method}",
+                    "setting": "default",
+                    "questions": questions,
+                    "false_alarm": 1 - same,
+                    "power": 1 - moved,
+                    "runs": runs,
+                    "shift": RELEASE_SHIFT[method],
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
             print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -425,14 +561,18 @@ def impact_release_cell(rng: np.random.Generator, runs: int, *, groups: int, n: 
     for _ in range(runs):
         release = {p: float(rng.normal(0.0, 1.0)) for p in labels}
         target = {p: float(rng.normal(-shift if g == f"g{groups - 1:02d}" else 0.0, 1.0)) for p, g in labels.items()}
-        result = evaluate_impact_ratio({"target": target, "release": release}, labels, target="target",
-                                       release="release", resamples=500)
+        result = evaluate_impact_ratio(
+            {"target": target, "release": release}, labels, target="target", release="release", resamples=500
+        )
         failed += not result.passed
     return failed / runs
 
 
-IMPACT_SETTINGS = (("default (significant)", {}), ("paper: estimate", {"fail_on": "estimate"}),
-                   ("interval", {"fail_on": "interval"}))
+IMPACT_SETTINGS = (
+    ("default (significant)", {}),
+    ("paper: estimate", {"fail_on": "estimate"}),
+    ("interval", {"fail_on": "interval"}),
+)
 
 
 def impact_table(runs: int, seed: int, only_default: bool = False) -> list[dict[str, Any]]:
@@ -444,10 +584,18 @@ def impact_table(runs: int, seed: int, only_default: bool = False) -> list[dict[
                 t0 = time.perf_counter()
                 fair = impact_cell(rng, runs, groups=groups, n=n, shift=0.0, options={"resamples": 500, **options})
                 biased = impact_cell(rng, runs, groups=groups, n=n, shift=0.5, options={"resamples": 500, **options})
-                rows.append({
-                    "gate": "bias_impact_ratio", "setting": label, "groups": groups, "answers": n,
-                    "false_alarm": fair, "power": biased, "runs": runs, "seconds": time.perf_counter() - t0,
-                })
+                rows.append(
+                    {
+                        "gate": "bias_impact_ratio",
+                        "setting": label,
+                        "groups": groups,
+                        "answers": n,
+                        "false_alarm": fair,
+                        "power": biased,
+                        "runs": runs,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
                 print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -456,7 +604,9 @@ def format_row(row: dict[str, Any]) -> str:
     runs = row["runs"]
     fa, pw = row["false_alarm"], row["power"]
     if row["gate"] == "bias_equivalent":
-        cell = f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+        cell = (
+            f"{row['method']:<9} {row['setting']:<24} K={row['baselines']} n={row['questions']:<4} tau={row['tau']:.2f}"
+        )
     elif row["gate"] == "bias_preference":
         cell = f"{row['setting']:<36} trials={row['trials']}"
     elif row["gate"] == "bias_stance":
@@ -467,8 +617,9 @@ def format_row(row: dict[str, Any]) -> str:
         cell = f"{row['setting']:<30} K={row['baselines']} n={row['prompts']:<4} tau={row['tau']:.2f}"
     else:
         cell = f"{row['setting']:<24} groups={row['groups']:<3} n={row['answers']:<4}"
-    return (f"{row['gate']:<18} {cell}  false alarm {fa:6.1%} (±{se(fa, runs):.1%})  "
-            f"power {pw:6.1%} (±{se(pw, runs):.1%})")
+    return (
+        f"{row['gate']:<18} {cell}  false alarm {fa:6.1%} (±{se(fa, runs):.1%})  power {pw:6.1%} (±{se(pw, runs):.1%})"
+    )
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -476,43 +627,65 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     out = []
     eq = [r for r in rows if r["gate"] == "bias_equivalent"]
     if eq:
-        out += ["| method | setting | baselines × questions | τ | false alarm | power |", "|---|---|---:|---:|---:|---:|"]
+        out += [
+            "| method | setting | baselines × questions | τ | false alarm | power |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
         for r in eq:
-            out.append(f"| {r['method']} | {r['setting']} | {r['baselines']} × {r['questions']} | {r['tau']:.2g} | "
-                       f"{r['false_alarm']:.1%} | {r['power']:.1%} |")
+            out.append(
+                f"| {r['method']} | {r['setting']} | {r['baselines']} × {r['questions']} | {r['tau']:.2g} | "
+                f"{r['false_alarm']:.1%} | {r['power']:.1%} |"
+            )
         out.append("")
     rel = [r for r in rows if r["gate"] == "release"]
     if rel:
-        out += ["| gate, method | setting | questions | false alarm (re-drawn) | power (moved) |",
-                "|---|---|---:|---:|---:|"]
+        out += [
+            "| gate, method | setting | questions | false alarm (re-drawn) | power (moved) |",
+            "|---|---|---:|---:|---:|",
+        ]
         for r in rel:
-            out.append(f"| {r['method']} | {r['setting']} | {r['questions']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+            out.append(
+                f"| {r['method']} | {r['setting']} | {r['questions']} | {r['false_alarm']:.1%} | {r['power']:.1%} |"
+            )
         out.append("")
     im = [r for r in rows if r["gate"] == "bias_impact_ratio"]
     if im:
         out += ["| setting | groups × answers | false alarm | power |", "|---|---:|---:|---:|"]
         for r in im:
-            out.append(f"| {r['setting']} | {r['groups']} × {r['answers']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+            out.append(
+                f"| {r['setting']} | {r['groups']} × {r['answers']} | {r['false_alarm']:.1%} | {r['power']:.1%} |"
+            )
         out.append("")
     ix = [r for r in rows if r["gate"] == "bias_index"]
     if ix:
-        out += ["| setting | baselines × prompts | τ | false alarm | power (+0.15) | power (+0.30) |",
-                "|---|---:|---:|---:|---:|---:|"]
+        out += [
+            "| setting | baselines × prompts | τ | false alarm | power (+0.15) | power (+0.30) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for r in ix:
-            out.append(f"| {r['setting']} | {r['baselines']} × {r['prompts']} | {r['tau']:.2g} | "
-                       f"{r['false_alarm']:.1%} | {r['power']:.1%} | {r['power_strong']:.1%} |")
+            out.append(
+                f"| {r['setting']} | {r['baselines']} × {r['prompts']} | {r['tau']:.2g} | "
+                f"{r['false_alarm']:.1%} | {r['power']:.1%} | {r['power_strong']:.1%} |"
+            )
         out.append("")
     sx = [r for r in rows if r["gate"] == "bias_stance"]
     if sx:
         out += ["| check | questions × rounds | false alarm | power |", "|---|---:|---:|---:|"]
         for r in sx:
-            out.append(f"| {r['setting']} | {r['questions']} × {r['rounds']} | {r['false_alarm']:.1%} | {r['power']:.1%} |")
+            out.append(
+                f"| {r['setting']} | {r['questions']} × {r['rounds']} | {r['false_alarm']:.1%} | {r['power']:.1%} |"
+            )
         out.append("")
     px = [r for r in rows if r["gate"] == "bias_preference"]
     if px:
-        out += ["| setting | trials | false alarm | power (+0.2) | fails a position-biased chooser |", "|---|---:|---:|---:|---:|"]
+        out += [
+            "| setting | trials | false alarm | power (+0.2) | fails a position-biased chooser |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for r in px:
-            out.append(f"| {r['setting']} | {r['trials']} | {r['false_alarm']:.1%} | {r['power']:.1%} | {r['position']:.1%} |")
+            out.append(
+                f"| {r['setting']} | {r['trials']} | {r['false_alarm']:.1%} | {r['power']:.1%} | {r['position']:.1%} |"
+            )
     return "\n".join(out).replace("%", " %")
 
 
@@ -520,15 +693,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--gate", choices=("equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
-                                           "evenhanded", "judge-noise"),
-                        action="append")
+    parser.add_argument(
+        "--gate",
+        choices=(
+            "equivalent",
+            "release",
+            "impact",
+            "index",
+            "stance",
+            "preference",
+            "benchmark",
+            "evenhanded",
+            "judge-noise",
+        ),
+        action="append",
+    )
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
-    gates = options.gate or ["equivalent", "release", "impact", "index", "stance", "preference", "benchmark",
-                             "evenhanded", "judge-noise"]
+    gates = options.gate or [
+        "equivalent",
+        "release",
+        "impact",
+        "index",
+        "stance",
+        "preference",
+        "benchmark",
+        "evenhanded",
+        "judge-noise",
+    ]
     rows: list[dict[str, Any]] = []
     if "equivalent" in gates:
         rows += equivalence_table(options.runs, options.seed)

@@ -96,9 +96,14 @@ def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]
                 lang, text = langs[code], question.text_in(code)
                 initial = [binary_answer(data, spec.alias, question, code, rounds, r, None) for r in range(rounds)]
                 stated = opposing_answer(bias([VALUE[lang.parse(t)] for t in initial]))
-                phases = ((lang.prompt(text), initial, None),
-                          (lang.opposing_prompt(text, stated),
-                           [binary_answer(data, spec.alias, question, code, rounds, r, stated) for r in range(rounds)], stated))
+                phases = (
+                    (lang.prompt(text), initial, None),
+                    (
+                        lang.opposing_prompt(text, stated),
+                        [binary_answer(data, spec.alias, question, code, rounds, r, stated) for r in range(rounds)],
+                        stated,
+                    ),
+                )
                 for prompt, texts, phase in phases:
                     for r, answer in enumerate(texts):
                         call = ModelCall.build(spec, prompt, settings.generation, sample=r)
@@ -124,14 +129,20 @@ def preference_answers(data: dict, settings, domain, labels: dict) -> list[Respo
                     texts[(p.id, a)] = text
                     call = ModelCall.build(spec, article_messages(topic, p, "user"), settings.generation, sample=a)
                     out.append(Response(call=call, text=text, finish_reason="stop", source="illustrative"))
-                    labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": f"{topic.id}/{p.id}#{a}"}
+                    labels[call.key] = {
+                        "alias": spec.alias,
+                        "domain": domain.name,
+                        "question": f"{topic.id}/{p.id}#{a}",
+                    }
             for t in range(data["articles"]):
                 order = trial_order(2, domain.name, topic.id, spec.alias, "user", 2, t)
                 shown = [sides[j].id for j in order]
                 pick = sides[0].id if t < data["counts"][spec.alias][i] else sides[1].id
                 messages = choice_messages(topic, [texts[(p, t)] for p in shown], "prefer")
                 call = ModelCall.build(spec, messages, settings.generation, sample=t, params=CHOICE_PARAMS)
-                out.append(Response(call=call, text=str(shown.index(pick) + 1), finish_reason="stop", source="illustrative"))
+                out.append(
+                    Response(call=call, text=str(shown.index(pick) + 1), finish_reason="stop", source="illustrative")
+                )
                 labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": f"trial {topic.id} {t}"}
     return out
 
@@ -146,18 +157,31 @@ def bbq_items(data: dict) -> list[dict]:
             options = [people[0][0], data["unknown"], people[1][0]]
             info = {"ans0": people[0][1:], "ans1": [data["unknown"], "unknown"], "ans2": people[1][1:]}
             for condition in ("ambig", "disambig"):
-                for polarity, question, who in (("neg", scenario["negative"], scenario["who"][0]),
-                                                 ("nonneg", scenario["positive"], scenario["who"][1])):
+                for polarity, question, who in (
+                    ("neg", scenario["negative"], scenario["who"][0]),
+                    ("nonneg", scenario["positive"], scenario["who"][1]),
+                ):
                     context = scenario["context"] + ("" if condition == "ambig" else " " + scenario["says"])
-                    items.append({
-                        "example_id": len([i for i in items if i["category"] == category]), "question_index": str(n + 1),
-                        "question_polarity": polarity, "context_condition": condition, "category": category,
-                        "context": context, "question": question,
-                        **{f"ans{i}": text for i, text in enumerate(options)}, "answer_info": info,
-                        "additional_metadata": {"subcategory": "None", "stereotyped_groups": [spec["stereotyped"]],
-                                                "version": "illustrative", "source": "written for the pytest-llmbias demo"},
-                        "label": 1 if condition == "ambig" else (0 if who == 0 else 2),
-                    })
+                    items.append(
+                        {
+                            "example_id": len([i for i in items if i["category"] == category]),
+                            "question_index": str(n + 1),
+                            "question_polarity": polarity,
+                            "context_condition": condition,
+                            "category": category,
+                            "context": context,
+                            "question": question,
+                            **{f"ans{i}": text for i, text in enumerate(options)},
+                            "answer_info": info,
+                            "additional_metadata": {
+                                "subcategory": "None",
+                                "stereotyped_groups": [spec["stereotyped"]],
+                                "version": "illustrative",
+                                "source": "written for the pytest-llmbias demo",
+                            },
+                            "label": 1 if condition == "ambig" else (0 if who == 0 else 2),
+                        }
+                    )
     return items
 
 

@@ -46,8 +46,11 @@ def domains_table() -> str:
             cf = d.counterfactual
             size = f"{len(d.prompts)}"
             groups = "; ".join(f"{g}: {len(c)} concepts" for g, c in cf.groups.items())
-            about = (f"{len(cf.templates)} templates" + (f", {len(cf.branches)} branches" if cf.branches else "")
-                     + f" in {', '.join(d.category_ids)}; {groups}")
+            about = (
+                f"{len(cf.templates)} templates"
+                + (f", {len(cf.branches)} branches" if cf.branches else "")
+                + f" in {', '.join(d.category_ids)}; {groups}"
+            )
         else:
             size = f"{len(d.questions)}"
             about = f"{len(d.categories)} categories: " + "; ".join(c.name for c in d.categories)
@@ -75,8 +78,10 @@ def _name(path: Path) -> str:
 def _texts(texts: Mapping[Path, str] | None) -> dict[Path, str]:
     """The pages' texts: those given, the others read from disk."""
     given = dict(texts or {})
-    return {path: given[path] if path in given else path.read_text(encoding="utf-8")
-            for path in {*PAGES.values(), MARKERS_PAGE}}
+    return {
+        path: given[path] if path in given else path.read_text(encoding="utf-8")
+        for path in {*PAGES.values(), MARKERS_PAGE}
+    }
 
 
 def problems(texts: Mapping[Path, str] | None = None) -> list[str]:
@@ -92,7 +97,9 @@ def problems(texts: Mapping[Path, str] | None = None) -> list[str]:
         if match is None:
             out.append(f"{_name(path)} has no generated block {name!r}")
         elif match.group(2) != make():
-            out.append(f"{_name(path)}: the {name!r} table differs from the code: run python scripts/readme_tables.py --write")
+            out.append(
+                f"{_name(path)}: the {name!r} table differs from the code: run python scripts/readme_tables.py --write"
+            )
     rows = [line for line in pages[MARKERS_PAGE].splitlines() if line.startswith("| `")]
     for marker in MARKERS:
         signature = f"{marker.name}({marker.signature})".replace("'", '"')

@@ -18,16 +18,26 @@ from typing import Any
 
 import pytest
 
-ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync")
+ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def chromium_executable() -> str:
     """The Chromium to drive; fails the test, saying how to get one, when there is none."""
     path = os.environ.get("LLMBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:
-        pytest.fail("no Chromium found: install Debian's chromium package (the README's test command does) or set "
-                    "LLMBIAS_CHROMIUM to a Chromium executable", pytrace=False)
+        pytest.fail(
+            "no Chromium found: install Debian's chromium package (the README's test command does) or set "
+            "LLMBIAS_CHROMIUM to a Chromium executable",
+            pytrace=False,
+        )
     return path
 
 
@@ -53,8 +63,12 @@ def open_page(path: Path, *, width: int = 1280, height: int = 900) -> Iterator[P
             page = browser.new_page(viewport={"width": width, "height": height})
             visit = PageVisit(page)
             page.on("pageerror", lambda exc: visit.errors.append(str(exc)))
-            page.on("console", lambda msg: visit.console.append(f"{msg.type}: {msg.text}")
-                    if msg.type in ("error", "warning") else None)
+            page.on(
+                "console",
+                lambda msg: (
+                    visit.console.append(f"{msg.type}: {msg.text}") if msg.type in ("error", "warning") else None
+                ),
+            )
             page.on("request", lambda request: visit.requests.append(request.url))
             page.goto(path.resolve().as_uri(), wait_until="load")
             yield visit

@@ -17,10 +17,33 @@ import pytest
 
 #: what a run of the plugin may import; those not installed are skipped
 HEAVY = (
-    "numpy", "scipy.stats", "scipy.special", "scipy.optimize", "scipy.integrate", "scipy.spatial",
-    "yaml", "diskcache", "aiohttp", "jinja2", "markdown_it", "textblob", "nltk",
-    "torch", "transformers", "sentence_transformers", "datasets", "pandas", "pyarrow", "sklearn", "redis",
-    "matplotlib", "matplotlib.pyplot", "execnet", "xdist", "xdist.looponfail", "xdist.remote",
+    "numpy",
+    "scipy.stats",
+    "scipy.special",
+    "scipy.optimize",
+    "scipy.integrate",
+    "scipy.spatial",
+    "yaml",
+    "diskcache",
+    "aiohttp",
+    "jinja2",
+    "markdown_it",
+    "textblob",
+    "nltk",
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "datasets",
+    "pandas",
+    "pyarrow",
+    "sklearn",
+    "redis",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "execnet",
+    "xdist",
+    "xdist.looponfail",
+    "xdist.remote",
 )
 
 

@@ -69,9 +69,7 @@ _ERROR_TYPES = {
 
 
 def _error_body(status: int, message: str | None = None) -> dict:
-    etype, code = _ERROR_TYPES.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", str(status))
-    )
+    etype, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", str(status)))
     return {
         "error": {
             "message": message or f"Scripted error {status}",
@@ -128,7 +126,7 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 def _rated_answer(prompt: str) -> str | None:
     """The answer a judge prompt asks to rate (inside its <response> block), or None."""
     start, end = prompt.find("<response>\n"), prompt.find("\n</response>")
-    return prompt[start + len("<response>\n"):end] if 0 <= start < end else None
+    return prompt[start + len("<response>\n") : end] if 0 <= start < end else None
 
 
 _ANCHORS: dict[str, int] = {}
@@ -279,14 +277,12 @@ class OpenAIServer:
                 out["ok_prompts"] = dict(by_prompt)
         return out
 
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         if self._thread is not None:
             return self
         self._started.clear()
         self._start_error = None
-        self._thread = threading.Thread(
-            target=self._thread_main, name="OpenAIServer", daemon=True
-        )
+        self._thread = threading.Thread(target=self._thread_main, name="OpenAIServer", daemon=True)
         self._thread.start()
         if not self._started.wait(timeout=30):
             raise RuntimeError("OpenAIServer did not start within 30 s")
@@ -310,7 +306,7 @@ class OpenAIServer:
         self._loop = None
         self._stopped_event = None
 
-    def __enter__(self) -> "OpenAIServer":
+    def __enter__(self) -> OpenAIServer:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:
@@ -337,15 +333,11 @@ class OpenAIServer:
         # access_log=None silences aiohttp's per-request access log; a short
         # shutdown_timeout makes stop() cancel in-flight slow (scripted delay)
         # handlers instead of waiting for them to finish.
-        runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=0.25
-        )
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.25)
         await runner.setup()
         self._runner = runner
         try:
-            site = web.TCPSite(
-                runner, HOST, self._requested_port, backlog=1024, reuse_address=True
-            )
+            site = web.TCPSite(runner, HOST, self._requested_port, backlog=1024, reuse_address=True)
             await site.start()
             sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
             self.port = sockets[0].getsockname()[1]
@@ -422,13 +414,9 @@ class OpenAIServer:
         try:
             payload = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            return web.json_response(
-                _error_body(400, "Request body is not valid JSON"), status=400
-            )
+            return web.json_response(_error_body(400, "Request body is not valid JSON"), status=400)
         if not isinstance(payload, dict):
-            return web.json_response(
-                _error_body(400, "Request body must be a JSON object"), status=400
-            )
+            return web.json_response(_error_body(400, "Request body must be a JSON object"), status=400)
         model = str(payload.get("model", ""))
         messages = payload.get("messages", [])
         params = {k: v for k, v in payload.items() if k not in ("model", "messages")}
@@ -445,8 +433,11 @@ class OpenAIServer:
             self._models_seen.setdefault(model, int(received))
 
         if self.rate_limit is not None and not self._admit():
-            return web.json_response(_error_body(429, "Rate limit reached: slow down"), status=429,
-                                     headers={"Retry-After": f"{self.rate_retry_after:g}"})
+            return web.json_response(
+                _error_body(429, "Rate limit reached: slow down"),
+                status=429,
+                headers={"Retry-After": f"{self.rate_retry_after:g}"},
+            )
 
         step = self._next_step(model) or {}
         if not step:
@@ -505,9 +496,7 @@ class OpenAIServer:
             raw = step["raw"]
             data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
             self._answered(request, payload, messages)
-            return web.Response(
-                body=data, status=200, headers={"Content-Type": "application/json"}
-            )
+            return web.Response(body=data, status=200, headers={"Content-Type": "application/json"})
 
         prompt = _last_user_content(messages)
         logprobs = None
@@ -518,10 +507,14 @@ class OpenAIServer:
             if isinstance(answer, dict):  # {"content": ..., "top_logprobs": {token: probability}}
                 content = str(answer["content"])
                 if answer.get("top_logprobs") and payload.get("logprobs"):
-                    tops = [{"token": t, "logprob": math.log(p), "bytes": None}
-                            for t, p in answer["top_logprobs"].items()]
-                    logprobs = {"content": [{"token": content[:1], "logprob": tops[0]["logprob"], "bytes": None,
-                                             "top_logprobs": tops}]}
+                    tops = [
+                        {"token": t, "logprob": math.log(p), "bytes": None} for t, p in answer["top_logprobs"].items()
+                    ]
+                    logprobs = {
+                        "content": [
+                            {"token": content[:1], "logprob": tops[0]["logprob"], "bytes": None, "top_logprobs": tops}
+                        ]
+                    }
             else:
                 content = str(answer)
         elif model in self.judges:
@@ -580,14 +573,24 @@ class OpenAIServer:
             return web.json_response({"error": "the body is not JSON"}, status=400)
         model = f"app:{name}"
         with self._lock:
-            self._requests.append({"model": model, "messages": payload.get("history"), "params": payload,
-                                   "time": time.time(), "headers": dict(request.headers)})
+            self._requests.append(
+                {
+                    "model": model,
+                    "messages": payload.get("history"),
+                    "params": payload,
+                    "time": time.time(),
+                    "headers": dict(request.headers),
+                }
+            )
         if self.app_token is not None and request.headers.get("X-App-Token") != self.app_token:
             return web.json_response({"error": "bad or missing X-App-Token"}, status=401)
         step = self._next_step(model) or {}
         if "status" in step:
-            return web.json_response(step.get("body") or {"error": f"scripted {step['status']}"},
-                                     status=int(step["status"]), headers=dict(step.get("headers") or {}))
+            return web.json_response(
+                step.get("body") or {"error": f"scripted {step['status']}"},
+                status=int(step["status"]),
+                headers=dict(step.get("headers") or {}),
+            )
         text = f"{name} app answers: {payload.get('input')}"
         usage = {"input_tokens": _word_count(str(payload.get("input"))), "output_tokens": _word_count(text)}
         return web.json_response({"data": {"reply": text}, "meta": {"usage": usage}})
@@ -599,8 +602,7 @@ class OpenAIServer:
             {
                 "object": "list",
                 "data": [
-                    {"id": m, "object": "model", "created": created, "owned_by": "openai-server"}
-                    for m, created in seen
+                    {"id": m, "object": "model", "created": created, "owned_by": "openai-server"} for m, created in seen
                 ],
             }
         )
@@ -624,9 +626,7 @@ class OpenAIServer:
         return web.json_response({"reset": True})
 
     async def _handle_not_found(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            _error_body(404, f"Unknown path: {request.method} {request.path}"), status=404
-        )
+        return web.json_response(_error_body(404, f"Unknown path: {request.method} {request.path}"), status=404)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -634,17 +634,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--judge", action="append", default=[], help="a model that answers with a bias score")
-    parser.add_argument("--fault-rate", type=float, default=0.0,
-                        help="share of unscripted requests that fail: 429, 500 or timeout, uniformly (default 0)")
-    parser.add_argument("--fault-timeout", type=float, default=5.0,
-                        help="seconds a 'timeout' fault keeps the client waiting (default 5)")
-    parser.add_argument("--fault-retry-after", type=float, default=None,
-                        help="Retry-After seconds sent with injected 429s (default: none sent)")
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="share of unscripted requests that fail: 429, 500 or timeout, uniformly (default 0)",
+    )
+    parser.add_argument(
+        "--fault-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a 'timeout' fault keeps the client waiting (default 5)",
+    )
+    parser.add_argument(
+        "--fault-retry-after",
+        type=float,
+        default=None,
+        help="Retry-After seconds sent with injected 429s (default: none sent)",
+    )
     parser.add_argument("--fault-seed", type=int, default=None, help="seed of the fault draws")
-    parser.add_argument("--rate-limit", type=int, default=None,
-                        help="accept at most N requests in any rolling second; answer the rest 429 at once")
-    parser.add_argument("--rate-retry-after", type=float, default=1.0,
-                        help="Retry-After seconds sent with those 429s (default 1)")
+    parser.add_argument(
+        "--rate-limit",
+        type=int,
+        default=None,
+        help="accept at most N requests in any rolling second; answer the rest 429 at once",
+    )
+    parser.add_argument(
+        "--rate-retry-after", type=float, default=1.0, help="Retry-After seconds sent with those 429s (default 1)"
+    )
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
@@ -668,9 +685,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, request_stop)
-        await server._serve_until_stopped(
-            on_ready=lambda: print(f"READY {server.base_url}", flush=True)
-        )
+        await server._serve_until_stopped(on_ready=lambda: print(f"READY {server.base_url}", flush=True))
 
     asyncio.run(run())
     return 0

@@ -22,7 +22,9 @@ from tests.processes import stop
 def redis_server_path() -> str:
     path = shutil.which("redis-server")
     if path is None:
-        raise RuntimeError("redis-server is not installed: apt-get install redis-server (the README's test command does)")
+        raise RuntimeError(
+            "redis-server is not installed: apt-get install redis-server (the README's test command does)"
+        )
     return path
 
 
@@ -53,15 +55,46 @@ class ThrowawayCertificates:
         def run(*args: str) -> None:
             subprocess.run([openssl, *args], check=True, capture_output=True)
 
-        run("req", "-x509", *ec, "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"), "-days", "2",
-            "-subj", "/CN=llmbias test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        run(
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            str(d / "ca.key"),
+            "-out",
+            str(d / "ca.pem"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=llmbias test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        )
         run("req", *ec, "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"), "-subj", "/CN=127.0.0.1")
-        (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-                                      "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
-                                      "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n")
-        run("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
-            "-CAcreateserial", "-out", str(d / "server.pem"), "-days", "2", "-extfile", str(d / "server.ext"))
+        (d / "server.ext").write_text(
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+            "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n"
+        )
+        run(
+            "x509",
+            "-req",
+            "-in",
+            str(d / "server.csr"),
+            "-CA",
+            str(d / "ca.pem"),
+            "-CAkey",
+            str(d / "ca.key"),
+            "-CAcreateserial",
+            "-out",
+            str(d / "server.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            str(d / "server.ext"),
+        )
         return cls(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key")
 
 
@@ -69,8 +102,9 @@ class RedisServer:
     """A ``redis-server`` process on 127.0.0.1; ``extra`` are further ``--name value`` settings
     (``{"maxmemory": "2mb"}``); with ``tls``, it takes TLS connections only, on its port."""
 
-    def __init__(self, directory: Path, *, extra: dict[str, str] | None = None,
-                 tls: ThrowawayCertificates | None = None) -> None:
+    def __init__(
+        self, directory: Path, *, extra: dict[str, str] | None = None, tls: ThrowawayCertificates | None = None
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -89,12 +123,38 @@ class RedisServer:
     def start(self) -> RedisServer:
         ports = ["--port", str(self.port)]
         if self.tls is not None:
-            ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.cert),
-                     "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca),
-                     "--tls-auth-clients", "no"]
-        args = [redis_server_path(), *ports, "--bind", "127.0.0.1", "--dir", str(self.directory),
-                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no",
-                "--logfile", str(self.log)]
+            ports = [
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--tls-cert-file",
+                str(self.tls.cert),
+                "--tls-key-file",
+                str(self.tls.key),
+                "--tls-ca-cert-file",
+                str(self.tls.ca),
+                "--tls-auth-clients",
+                "no",
+            ]
+        args = [
+            redis_server_path(),
+            *ports,
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--protected-mode",
+            "no",
+            "--logfile",
+            str(self.log),
+        ]
         for name, value in self.extra.items():
             args += [f"--{name}", value]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

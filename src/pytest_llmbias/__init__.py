@@ -96,7 +96,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StatisticsError,
         StoreError,
     )
-    from pytest_llmbias.gates.protocol import Gate, GateResult
     from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark
     from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
     from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
@@ -109,21 +108,22 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.bias_preference_result import PreferenceResult
     from pytest_llmbias.gates.bias_stance import evaluate_stance
     from pytest_llmbias.gates.bias_stance_result import StanceResult
+    from pytest_llmbias.gates.protocol import Gate, GateResult
     from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare
     from pytest_llmbias.gates.relative_report import method_lines
     from pytest_llmbias.gates.result import GateResultBase
+    from pytest_llmbias.gates.sequential_design import run_looks
     from pytest_llmbias.planning.request import ResponseRequest
-    from pytest_llmbias.report.frames import Table
-    from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.planning.response_set import ResponseSet
+    from pytest_llmbias.report.frames import Table
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
+    from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
     from pytest_llmbias.stats.agreement import Agreement, judge_agreement
     from pytest_llmbias.stats.bbq import BBQFigures, BBQScores, evaluate_bbq
     from pytest_llmbias.stats.discrim import DiscrimScores, GroupScore, evaluate_discrim
     from pytest_llmbias.stats.evenhanded import EvenhandedFigures, evaluate_evenhanded
     from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
     from pytest_llmbias.stats.selection import ImpactRatioResult
-    from pytest_llmbias.gates.sequential_design import run_looks
     from pytest_llmbias.stats.sequential import Boundaries, sequential_boundaries
     from pytest_llmbias.stats.tost import TostResult
 

@@ -117,8 +117,14 @@ class HttpApp:
         """An app from :meth:`to_dict` (a release's manifest): its masked headers left out, so that
         its :meth:`identity` is the recorded one."""
         headers = tuple((str(k), str(v)) for k, v in (data.get("headers") or {}).items() if v != MASK)
-        return cls(url=data["url"], body=data["body"], response=data["response"], method=data.get("method", "POST"),
-                   headers=headers, usage=data.get("usage"))
+        return cls(
+            url=data["url"],
+            body=data["body"],
+            response=data["response"],
+            method=data.get("method", "POST"),
+            headers=headers,
+            usage=data.get("usage"),
+        )
 
 
 def parse_body(raw: Any, known: Sequence[str]) -> Any:
@@ -138,8 +144,9 @@ def parse_body(raw: Any, known: Sequence[str]) -> Any:
         raise TemplateError(f"must be JSON values ({exc})") from None
     unknown = sorted({name for name in _placeholders(body) if name not in known})
     if unknown:
-        raise TemplateError(f"has the unknown placeholder {{{{{unknown[0]}}}}}; known: "
-                            + ", ".join(f"{{{{{k}}}}}" for k in known))
+        raise TemplateError(
+            f"has the unknown placeholder {{{{{unknown[0]}}}}}; known: " + ", ".join(f"{{{{{k}}}}}" for k in known)
+        )
     return body
 
 
@@ -151,7 +158,7 @@ def _quote_bare_placeholders(text: str) -> str:
         if in_string:
             out.append(ch)
             if ch == "\\":
-                out.append(text[i + 1:i + 2])
+                out.append(text[i + 1 : i + 2])
                 i += 1
             elif ch == '"':
                 in_string = False

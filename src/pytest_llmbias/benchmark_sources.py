@@ -69,9 +69,15 @@ class BenchmarkSource:
         return f"hf:{self.hf}" if self.hf else str(self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "path": None if self.path is None else str(self.path), "hf": self.hf,
-                "categories": None if self.categories is None else list(self.categories), "limit": self.limit,
-                "seed": self.seed, **({"templates": list(self.templates)} if self.templates is not None else {})}
+        return {
+            "dataset": self.dataset,
+            "path": None if self.path is None else str(self.path),
+            "hf": self.hf,
+            "categories": None if self.categories is None else list(self.categories),
+            "limit": self.limit,
+            "seed": self.seed,
+            **({"templates": list(self.templates)} if self.templates is not None else {}),
+        }
 
 
 def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> BenchmarkSource:
@@ -81,18 +87,22 @@ def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> Bench
     paired = dataset in PAIRED_LIMITS
     keys = PAIRED_KEYS if paired else KEYS
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: '{key}' must be a mapping with 'path' or 'hf' (and optionally categories, "
-                          f"limit, seed), got {raw!r}")
+        raise ConfigError(
+            f"{where}: '{key}' must be a mapping with 'path' or 'hf' (and optionally categories, "
+            f"limit, seed), got {raw!r}"
+        )
     unknown = [k for k in raw if k not in keys]
     if unknown:
         raise ConfigError(f"{where}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(keys)}")
     path, hf = raw.get("path"), raw.get("hf")
     if (path is None) == (hf is None):
-        raise ConfigError(f"{where}: '{key}' needs exactly one of 'path' (a local copy) or 'hf' (a Hugging Face "
-                          "dataset name)")
+        raise ConfigError(
+            f"{where}: '{key}' needs exactly one of 'path' (a local copy) or 'hf' (a Hugging Face dataset name)"
+        )
     for name, value in (("path", path), ("hf", hf)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{where}: '{key}.{name}' must be a non-empty string, got {value!r}")
+
     def names(name: str) -> tuple[str, ...] | None:
         value = raw.get(name)
         if value is None:
@@ -106,7 +116,9 @@ def parse_benchmark(dataset: str, raw: Any, where: str, base_dir: Path) -> Bench
     categories = names("categories")
     limit = raw.get("limit", (PAIRED_LIMITS if paired else DEFAULT_LIMITS)[dataset])
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise ConfigError(f"{where}: '{key}.limit' must be a positive whole number (or null: every item), got {limit!r}")
+        raise ConfigError(
+            f"{where}: '{key}.limit' must be a positive whole number (or null: every item), got {limit!r}"
+        )
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ConfigError(f"{where}: '{key}.seed' must be a whole number, got {seed!r}")

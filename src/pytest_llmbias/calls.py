@@ -120,8 +120,12 @@ class ModelCall:
         endpoint (no credential), ``version`` and HTTP request shape; not its messages or
         parameters (see :mod:`pytest_llmbias.store.fingerprints`)."""
         c = self.canonical()
-        blob = json.dumps({k: c.get(k) for k in ("model", "api_base", "version", "request")}, sort_keys=True,
-                          ensure_ascii=False, default=str)
+        blob = json.dumps(
+            {k: c.get(k) for k in ("model", "api_base", "version", "request")},
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
     @property

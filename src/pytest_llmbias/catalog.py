@@ -158,8 +158,10 @@ class MarkerRegistry:
     @property
     def docs(self) -> tuple[MarkerDoc, ...]:
         """Every marker: the built-in ones, then the added gates'."""
-        added = tuple(MarkerDoc(n, g.signature(), g.help)  # type: ignore[attr-defined]
-                      for n, g in self.added.items())
+        added = tuple(
+            MarkerDoc(n, g.signature(), g.help)  # type: ignore[attr-defined]
+            for n, g in self.added.items()
+        )
         return MARKERS + added
 
     @property

@@ -62,8 +62,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmbias", description="Domains and the response store of pytest-llmbias.",
-                                     epilog="Exit codes: 0 ok, 1 problems found, 2 bad usage, 3 error.")
+    parser = argparse.ArgumentParser(
+        prog="llmbias",
+        description="Domains and the response store of pytest-llmbias.",
+        epilog="Exit codes: 0 ok, 1 problems found, 2 bad usage, 3 error.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(title="commands")
 
@@ -71,31 +74,43 @@ def _parser() -> argparse.ArgumentParser:
     cli_store.add_commands(commands)
     release = commands.add_parser("release", help="list and show recorded releases").add_subparsers(title="release")
     releases_help = "the release folder (default: release.dir of the project's llmbias.yaml, else bias_releases)"
-    p = release.add_parser("list", help="every recorded release: name, date, target and answers", **_help("release list"))
+    p = release.add_parser(
+        "list", help="every recorded release: name, date, target and answers", **_help("release list")
+    )
     p.add_argument("--dir", type=Path, default=None, help=releases_help)
     p.set_defaults(run=_release_list)
-    p = release.add_parser("show", help="one release's manifest, its answers checked against it", **_help("release show"))
+    p = release.add_parser(
+        "show", help="one release's manifest, its answers checked against it", **_help("release show")
+    )
     p.add_argument("name", help="a release name, or a release folder's path")
     p.add_argument("--dir", type=Path, default=None, help=releases_help)
     p.set_defaults(run=_release_show)
-    p = commands.add_parser("history", help="the trend of the gates' figures over the recorded runs", **_help("history"))
-    p.add_argument("--db", type=Path, default=None,
-                   help="the history database (default: the project's, history.sqlite in its store folder)")
+    p = commands.add_parser(
+        "history", help="the trend of the gates' figures over the recorded runs", **_help("history")
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="the history database (default: the project's, history.sqlite in its store folder)",
+    )
     p.add_argument("--gate", help="one gate marker's rows (bias_equivalent, ...)")
     p.add_argument("--domain", help="one domain's rows")
     p.add_argument("--last", type=int, metavar="N", help="the last N runs only")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.set_defaults(run=_history)
-    p = commands.add_parser("report", help="the end-of-run table of a run's JSON document (--llmbias-json)",
-                            **_help("report"))
+    p = commands.add_parser(
+        "report", help="the end-of-run table of a run's JSON document (--llmbias-json)", **_help("report")
+    )
     p.add_argument("document", type=Path)
     p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
     p.add_argument("--html", type=Path, metavar="OUT", help="render the run's HTML report to OUT (no model is called)")
     p.set_defaults(run=_report)
     _generate_domain_parser(commands)
     cli_init.add_commands(commands, _help("init"))
-    p = commands.add_parser("serve", help="serve a small local model behind an OpenAI-compatible endpoint (extra: local)",
-                            **_help("serve"))
+    p = commands.add_parser(
+        "serve", help="serve a small local model behind an OpenAI-compatible endpoint (extra: local)", **_help("serve")
+    )
     from pytest_llmbias.local.server import add_arguments
 
     add_arguments(p)
@@ -194,10 +209,14 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         rows = [g["row"] for g in doc["gates"]]
         plan = doc["plan"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"{args.document} is not a pytest-llmbias JSON document ({type(exc).__name__}: {exc})") from None
+        raise StoreError(
+            f"{args.document} is not a pytest-llmbias JSON document ({type(exc).__name__}: {exc})"
+        ) from None
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise StoreError(f"{args.document} has schema_version {doc.get('schema_version')!r}; this pytest-llmbias reads "
-                         f"{SCHEMA_VERSION}")
+        raise StoreError(
+            f"{args.document} has schema_version {doc.get('schema_version')!r}; this pytest-llmbias reads "
+            f"{SCHEMA_VERSION}"
+        )
     if args.html is not None:
         from pytest_llmbias.report import html
 
@@ -209,8 +228,11 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
         out.write(markdown_report(doc["gates"]))
         return OK
-    print(f"run of {doc.get('created_at')}, pytest-llmbias {doc.get('plugin_version')}: {plan['calls']} calls "
-          f"({plan['from_store']} from store, {plan['fetched']} fetched, {plan['failed']} failed)", file=out)
+    print(
+        f"run of {doc.get('created_at')}, pytest-llmbias {doc.get('plugin_version')}: {plan['calls']} calls "
+        f"({plan['from_store']} from store, {plan['fetched']} fetched, {plan['failed']} failed)",
+        file=out,
+    )
     for line in gate_table(rows):
         print(line, file=out)
     return OK
@@ -221,30 +243,60 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
 def _generate_domain_parser(commands) -> None:
     p = commands.add_parser(
-        "generate-domain", help="have a model of the roster draft a domain's questions, for review",
+        "generate-domain",
+        help="have a model of the roster draft a domain's questions, for review",
         description="A model of the roster (the judge by default, else the target) writes N questions per "
-                    "category; near-duplicates are removed with the project's embedding model and a domain "
-                    "file is written for a person to review. Calls go through the response store: the "
-                    "same arguments again are answered from it (and work with --offline).",
-        **_help("generate-domain"))
+        "category; near-duplicates are removed with the project's embedding model and a domain "
+        "file is written for a person to review. Calls go through the response store: the "
+        "same arguments again are answered from it (and work with --offline).",
+        **_help("generate-domain"),
+    )
     p.add_argument("--name", required=True, help="the domain's name (also the file's: NAME.yaml)")
     p.add_argument("--description", required=True, help="what the domain covers, in a sentence or two")
-    p.add_argument("--category", action="append", required=True, metavar="NAME",
-                   help="a category to write questions for (repeat, or a comma list)")
+    p.add_argument(
+        "--category",
+        action="append",
+        required=True,
+        metavar="NAME",
+        help="a category to write questions for (repeat, or a comma list)",
+    )
     p.add_argument("--questions", type=int, default=10, metavar="N", help="questions per category (default 10)")
-    p.add_argument("--model", metavar="ALIAS", help="the alias of the model that writes (target, a baseline or the "
-                                                   "judge; default: the judge if configured, else the target)")
-    p.add_argument("--similarity", type=float, default=None, metavar="COS",  # None: DEFAULT_SIMILARITY, 0.9
-                   help="drop a question whose cosine similarity to a kept one is at least this (default 0.9)")
-    p.add_argument("--samples", type=int, default=1, metavar="S",
-                   help="answers asked per category, pooled before deduplication (default 1; more fill short categories)")
-    p.add_argument("--seed", type=int, default=None, help="the first sample's seed (default: generation.seed of the settings)")
+    p.add_argument(
+        "--model",
+        metavar="ALIAS",
+        help="the alias of the model that writes (target, a baseline or the "
+        "judge; default: the judge if configured, else the target)",
+    )
+    p.add_argument(
+        "--similarity",
+        type=float,
+        default=None,
+        metavar="COS",  # None: DEFAULT_SIMILARITY, 0.9
+        help="drop a question whose cosine similarity to a kept one is at least this (default 0.9)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="S",
+        help="answers asked per category, pooled before deduplication (default 1; more fill short categories)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="the first sample's seed (default: generation.seed of the settings)"
+    )
     p.add_argument("--title", help="the domain's title (default: drawn from the name)")
-    p.add_argument("--out", type=Path, metavar="FILE", help="the file to write (default NAME.yaml; its name must be NAME)")
+    p.add_argument(
+        "--out", type=Path, metavar="FILE", help="the file to write (default NAME.yaml; its name must be NAME)"
+    )
     p.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    p.add_argument("--rootdir", type=Path, default=None, metavar="DIR",
-                   help="where llmbias.yaml is found and relative store paths start (default: the project's "
-                        "rootdir, found upwards from the current folder as pytest finds it)")
+    p.add_argument(
+        "--rootdir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where llmbias.yaml is found and relative store paths start (default: the project's "
+        "rootdir, found upwards from the current folder as pytest finds it)",
+    )
     p.add_argument("--offline", action="store_true", help="call no model: answer only from the store and snapshots")
     p.set_defaults(run=_generate_domain)
 
@@ -279,7 +331,9 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
         print(f"llmbias: --rootdir {args.rootdir} is not a folder", file=sys.stderr)
         return USAGE
     project = Project.find(cwd=args.rootdir, root=args.rootdir, cli={"offline": args.offline})
-    settings = dataclasses.replace(project.settings, store=dataclasses.replace(project.settings.store, dir=project.store))
+    settings = dataclasses.replace(
+        project.settings, store=dataclasses.replace(project.settings.store, dir=project.store)
+    )
     if args.seed is not None:
         settings = dataclasses.replace(settings, generation=dataclasses.replace(settings.generation, seed=args.seed))
     session = BiasSession(settings)
@@ -288,26 +342,37 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         session.close()
 
-    print(f"domain {brief.name!r}: questions by {generated.alias} ({generated.model}); "
-          f"{generated.fetched + generated.from_store} call(s): {generated.fetched} fetched, "
-          f"{generated.from_store} from the store", file=out)
+    print(
+        f"domain {brief.name!r}: questions by {generated.alias} ({generated.model}); "
+        f"{generated.fetched + generated.from_store} call(s): {generated.fetched} fetched, "
+        f"{generated.from_store} from the store",
+        file=out,
+    )
     print(f"  {'category':<28} {'asked':>5} {'parsed':>6} {'near-dup':>8} {'kept':>5}", file=out)
     for c in generated.categories:
         print(f"  {c.id:<28} {c.asked:>5} {c.parsed:>6} {len(c.dropped):>8} {len(c.questions):>5}", file=out)
     for c in generated.categories:
         if c.questions and c.short:
-            print(f"warning: category {c.id!r}: {len(c.questions)} of {c.asked} questions kept ({c.parsed} parsed, "
-                  f"{len(c.dropped)} near-duplicate(s) dropped); ask again with --samples {args.samples + 1} "
-                  "for more, or write the rest by hand", file=out)
+            print(
+                f"warning: category {c.id!r}: {len(c.questions)} of {c.asked} questions kept ({c.parsed} parsed, "
+                f"{len(c.dropped)} near-duplicate(s) dropped); ask again with --samples {args.samples + 1} "
+                "for more, or write the rest by hand",
+                file=out,
+            )
     if generated.empty:
         names = ", ".join(repr(c.id) for c in generated.empty)
-        print(f"llmbias: the model's answer held no usable question for category {names}; nothing was written "
-              "(the answers are stored: read them with `llmbias store export`, or ask again with another --seed)",
-              file=sys.stderr)
+        print(
+            f"llmbias: the model's answer held no usable question for category {names}; nothing was written "
+            "(the answers are stored: read them with `llmbias store export`, or ask again with another --seed)",
+            file=sys.stderr,
+        )
         return ERROR
     written = write_domain(generated, target, force=args.force)
-    print(f"wrote {written}: a model wrote it, so review every question before use; "
-          f"check it with `llmbias domains validate {written}`", file=out)
+    print(
+        f"wrote {written}: a model wrote it, so review every question before use; "
+        f"check it with `llmbias domains validate {written}`",
+        file=out,
+    )
     return OK
 
 

@@ -15,19 +15,30 @@ OK, PROBLEMS = 0, 1
 
 def add_commands(commands: Any) -> None:
     domains = commands.add_parser("domains", help="list, show and validate domains").add_subparsers(title="domains")
-    for name, run, help_ in (("list", _list, "every domain: name, kind, size and file"),
-                             ("show", _show, "one domain in full: questions, or groups, templates and branches, "
-                                             "or perspectives and topics"),
-                             ("validate", _validate, "load each file and report the first error in each")):
-        p = domains.add_parser(name, help=help_, description=help_, epilog=epilog(f"domains {name}"),
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, run, help_ in (
+        ("list", _list, "every domain: name, kind, size and file"),
+        ("show", _show, "one domain in full: questions, or groups, templates and branches, or perspectives and topics"),
+        ("validate", _validate, "load each file and report the first error in each"),
+    ):
+        p = domains.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=epilog(f"domains {name}"),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if name == "show":
             p.add_argument("name")
         if name == "validate":
             p.add_argument("files", nargs="+", type=Path)
         else:
-            p.add_argument("--path", action="append", default=[], type=Path,
-                           help="a folder of domain files (repeat; the project's domains.paths are searched too)")
+            p.add_argument(
+                "--path",
+                action="append",
+                default=[],
+                type=Path,
+                help="a folder of domain files (repeat; the project's domains.paths are searched too)",
+            )
         p.set_defaults(run=run)
 
 
@@ -61,7 +72,9 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
     project = Project.find()
     domain = load_domain(args.name, [*args.path, *project.domain_paths], project.settings.domains)
-    print(f"{domain.name}: {domain.title}\n{domain.description}\nfocus: {domain.focus}\nsource: {domain.source}", file=out)
+    print(
+        f"{domain.name}: {domain.title}\n{domain.description}\nfocus: {domain.focus}\nsource: {domain.source}", file=out
+    )
     if domain.pairs:
         return _show_pairs(domain, out)
     for category in domain.categories:
@@ -76,16 +89,21 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         for group, concepts in cf.groups.items():
             print(f"  group {group}: {', '.join(concepts)}", file=out)
         for t in cf.templates:
-            print(f"  template {t.id} [{t.category}]: {t.text}" + (f"  (reference: {t.reference})" if t.reference else ""),
-                  file=out)
+            print(
+                f"  template {t.id} [{t.category}]: {t.text}"
+                + (f"  (reference: {t.reference})" if t.reference else ""),
+                file=out,
+            )
         for b in cf.branches:
             print(f"  branch {b.id} [{b.category}] on {b.concept}: {b.text}", file=out)
             for concept, words in (b.replacements or {}).items():
                 extra = ", ".join(f"{k} -> {v}" for k, v in (words or {}).items())
                 print(f"    {concept}" + (f": {extra}" if extra else ""), file=out)
     if domain.topics:
-        print("\nperspectives: " + ", ".join(p.name + (" (neutral)" if p.neutral else "") for p in domain.perspectives),
-              file=out)
+        print(
+            "\nperspectives: " + ", ".join(p.name + (" (neutral)" if p.neutral else "") for p in domain.perspectives),
+            file=out,
+        )
         for t in domain.topics:
             print(f"  {t.id}: {t.title}", file=out)
     if domain.anchors:
@@ -100,8 +118,10 @@ def _show_pairs(domain: Any, out: TextIO) -> int:
     framings: dict[str, int] = {}
     for p in domain.pairs:
         framings[p.framing] = framings.get(p.framing, 0) + 1
-    print(f"\n{len(domain.pairs)} pairs; framings: " + ", ".join(f"{f} {n}" for f, n in sorted(framings.items())),
-          file=out)
+    print(
+        f"\n{len(domain.pairs)} pairs; framings: " + ", ".join(f"{f} {n}" for f, n in sorted(framings.items())),
+        file=out,
+    )
     for category in domain.categories:
         pairs = [p for p in domain.pairs if p.category == category.id]
         print(f"\n[{category.id}] {len(pairs)} pairs", file=out)

@@ -26,10 +26,17 @@ RELEASE = "main"
 
 #: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow
 KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
-    "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY", "cohere": "COHERE_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "xai": "XAI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY", "azure": "AZURE_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "azure": "AZURE_API_KEY",
 }
 
 
@@ -51,12 +58,24 @@ class Scaffold:
 
 def add_commands(commands: Any, help_kwargs: dict[str, Any]) -> None:
     p = commands.add_parser("init", help="write llmbias.yaml, a first gate and a CI workflow", **help_kwargs)
-    p.add_argument("--target", required=True, metavar="MODEL",
-                   help="the model under test: a litellm model string or an inline mapping '{model: ..., api_base: ...}'")
-    p.add_argument("--baseline", action="append", default=[], metavar="MODEL",
-                   help="a trusted baseline model, as --target takes one (repeat it: two or more)")
-    p.add_argument("--judge", metavar="MODEL", help="the judge model, as --target takes one (the gate's method: "
-                   "judge with one, embedding without)")
+    p.add_argument(
+        "--target",
+        required=True,
+        metavar="MODEL",
+        help="the model under test: a litellm model string or an inline mapping '{model: ..., api_base: ...}'",
+    )
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="a trusted baseline model, as --target takes one (repeat it: two or more)",
+    )
+    p.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help="the judge model, as --target takes one (the gate's method: judge with one, embedding without)",
+    )
     p.add_argument("--domain", default="us_politics", help="the gate's domain (default: us_politics)")
     p.add_argument("--dir", type=Path, default=Path("."), help="the project folder (default: the current one)")
     p.set_defaults(run=run_init)
@@ -75,15 +94,21 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     existing = scaffold.existing(folder)
     if existing:
-        print(f"llmbias init: {', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {folder}: "
-              "nothing was written (move or remove them first)", file=sys.stderr)
+        print(
+            f"llmbias init: {', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {folder}: "
+            "nothing was written (move or remove them first)",
+            file=sys.stderr,
+        )
         return 2
     folder.mkdir(parents=True, exist_ok=True)
     scaffold.write(folder)
     for name in scaffold.files:
         print(f"wrote {name}", file=out)
-    print("next: run pytest here; the workflow records the release on pushes to main and compares pull requests "
-          "with it (add the secrets its comment names)", file=out)
+    print(
+        "next: run pytest here; the workflow records the release on pushes to main and compares pull requests "
+        "with it (add the secrets its comment names)",
+        file=out,
+    )
     return 0
 
 
@@ -93,12 +118,14 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
     from pytest_llmbias.domains import load_domain
 
     if len(baselines) < 2:
-        raise ConfigError(f"give two baselines or more (--baseline, repeated); got {len(baselines)}: a comparison "
-                          "with baselines reads their spread")
+        raise ConfigError(
+            f"give two baselines or more (--baseline, repeated); got {len(baselines)}: a comparison "
+            "with baselines reads their spread"
+        )
     given = [(target, "--target"), *((b, "--baseline") for b in baselines), *([(judge, "--judge")] if judge else [])]
     parsed = [_entry(value, flag) for value, flag in given]
     raws = [raw for raw, _ in parsed]
-    entries: dict[str, Any] = {"target": raws[0], "baselines": raws[1:1 + len(baselines)]}
+    entries: dict[str, Any] = {"target": raws[0], "baselines": raws[1 : 1 + len(baselines)]}
     if judge is not None:
         entries["judge"] = raws[-1]
     try:
@@ -106,11 +133,13 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
     except ConfigError as exc:
         raise ConfigError(f"--domain: {exc}") from None
     method = "judge" if judge is not None else "embedding"
-    return Scaffold({
-        "llmbias.yaml": _settings(entries),
-        TEST_FILE: _test(domain, method),
-        str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed])),
-    })
+    return Scaffold(
+        {
+            "llmbias.yaml": _settings(entries),
+            TEST_FILE: _test(domain, method),
+            str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed])),
+        }
+    )
 
 
 def _entry(value: str, flag: str) -> tuple[Any, Any]:
@@ -129,10 +158,12 @@ def _settings(entries: dict[str, Any]) -> str:
     import yaml
 
     body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    return ("# pytest-llmbias: the roster. The target is the release under test; the baselines are trusted models\n"
-            "# it is compared with; the judge rates answers. See `llmbias --help` and pytest-llmbias's docs.\n"
-            + body
-            + "generation: {max_tokens: 300}\n")
+    return (
+        "# pytest-llmbias: the roster. The target is the release under test; the baselines are trusted models\n"
+        "# it is compared with; the judge rates answers. See `llmbias --help` and pytest-llmbias's docs.\n"
+        + body
+        + "generation: {max_tokens: 300}\n"
+    )
 
 
 def _test(domain: str, method: str) -> str:
@@ -167,7 +198,7 @@ def _key_variables(specs: list[Any]) -> list[str]:
 def _workflow(keys: list[str]) -> str:
     env = "".join(f"          {k}: ${{{{ secrets.{k} }}}}\n" for k in keys) or "          {}\n"
     return f"""# pytest-llmbias in CI: a push to main records the release; a pull request is compared with the last
-# one recorded (kept in the Actions cache). Add these secrets to the repository: {', '.join(keys) or 'none'}.
+# one recorded (kept in the Actions cache). Add these secrets to the repository: {", ".join(keys) or "none"}.
 name: bias
 on:
   push:

@@ -38,8 +38,14 @@ class Project:
     root: Path
 
     @classmethod
-    def find(cls, config: Path | None = None, cwd: Path | None = None, *, root: Path | None = None,
-             cli: Mapping[str, Any] | None = None) -> Project:
+    def find(
+        cls,
+        config: Path | None = None,
+        cwd: Path | None = None,
+        *,
+        root: Path | None = None,
+        cli: Mapping[str, Any] | None = None,
+    ) -> Project:
         """The project of ``cwd`` (default: the current folder), its rootdir found upwards unless
         ``root`` names it; ``cli`` holds option values given on the command (by option name, as
         :func:`~pytest_llmbias.settings_sources.resolve_settings` takes them)."""
@@ -47,8 +53,9 @@ class Project:
 
         cwd = (cwd or Path.cwd()).resolve()
         root = root.resolve() if root is not None else rootdir(cwd)
-        path = find_config(cli_path=str(config) if config else None, ini_path=None, environ=os.environ, rootdir=root,
-                           cwd=cwd)
+        path = find_config(
+            cli_path=str(config) if config else None, ini_path=None, environ=os.environ, rootdir=root, cwd=cwd
+        )
         return cls(resolve_settings(cli=cli, config_path=path, environ=os.environ, cwd=cwd), root)
 
     @property
@@ -91,11 +98,15 @@ EXAMPLES = {
     "release show": "llmbias release show v1",
     "history": "llmbias history --gate bias_equivalent --last 10",
     "report": "llmbias report out/run.json --markdown",
-    "init": ("llmbias init --target openai/gpt-4o-mini --baseline openai/gpt-4o --baseline anthropic/claude-haiku-4-5 "
-             "--judge openai/gpt-4.1-mini"),
+    "init": (
+        "llmbias init --target openai/gpt-4o-mini --baseline openai/gpt-4o --baseline anthropic/claude-haiku-4-5 "
+        "--judge openai/gpt-4.1-mini"
+    ),
     "serve": "llmbias serve smollm2-135m --port 8000   # prints READY 8000 once the model answers",
-    "generate-domain": ("llmbias generate-domain --name my_topics --description 'How a model discusses X' "
-                        "--category 'First theme' --category 'Second theme' --questions 10"),
+    "generate-domain": (
+        "llmbias generate-domain --name my_topics --description 'How a model discusses X' "
+        "--category 'First theme' --category 'Second theme' --questions 10"
+    ),
 }
 
 

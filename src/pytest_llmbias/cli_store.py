@@ -23,22 +23,38 @@ OK, PROBLEMS, USAGE = 0, 1, 2
 
 def add_commands(commands: Any) -> None:
     store = commands.add_parser("store", help="inspect, verify, export or clear the response store").add_subparsers(
-        title="store")
-    for name, run, help_ in (("stats", _stats, "entries per model and size on disk, of the store and its snapshots"),
-                             ("verify", _verify, "re-hash every entry and snapshot line; list what is wrong"),
-                             ("export", _export, "write every stored response to a JSONL snapshot"),
-                             ("import", _import, "write the responses of snapshots into the store"),
-                             ("migrate", _migrate, "copy every stored response into another store (a folder "
-                              "into Redis, or back)"),
-                             ("clear", _clear, "delete the store folder, or the team store's records")):
-        p = store.add_parser(name, help=help_, description=help_, epilog=epilog(f"store {name}"),
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--store", default=None, metavar="DIR|URL",
-                       help="the store: a folder, or a team store's redis:// URL (default: the project's store.url, "
-                       "else its store.dir, else .llmbias)")
+        title="store"
+    )
+    for name, run, help_ in (
+        ("stats", _stats, "entries per model and size on disk, of the store and its snapshots"),
+        ("verify", _verify, "re-hash every entry and snapshot line; list what is wrong"),
+        ("export", _export, "write every stored response to a JSONL snapshot"),
+        ("import", _import, "write the responses of snapshots into the store"),
+        ("migrate", _migrate, "copy every stored response into another store (a folder into Redis, or back)"),
+        ("clear", _clear, "delete the store folder, or the team store's records"),
+    ):
+        p = store.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=epilog(f"store {name}"),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument(
+            "--store",
+            default=None,
+            metavar="DIR|URL",
+            help="the store: a folder, or a team store's redis:// URL (default: the project's store.url, "
+            "else its store.dir, else .llmbias)",
+        )
         if name in ("stats", "verify"):
-            p.add_argument("--snapshot", action="append", default=[], type=Path,
-                           help="a snapshot to read too (repeat; default: the project's store.snapshots)")
+            p.add_argument(
+                "--snapshot",
+                action="append",
+                default=[],
+                type=Path,
+                help="a snapshot to read too (repeat; default: the project's store.snapshots)",
+            )
         if name == "export":
             p.add_argument("out", type=Path)
         if name == "import":
@@ -69,8 +85,10 @@ def _store_and_snapshots(args: argparse.Namespace) -> tuple[StoreLocation, list[
 def _nothing(store: StoreLocation) -> Exception:
     from pytest_llmbias.errors import StoreError
 
-    return StoreError(f"no response store at {store.where} and no snapshot: give --store DIR or --snapshot FILE, or run in "
-                      "a project whose llmbias.yaml names them")
+    return StoreError(
+        f"no response store at {store.where} and no snapshot: give --store DIR or --snapshot FILE, or run in "
+        "a project whose llmbias.yaml names them"
+    )
 
 
 def _stats(args: argparse.Namespace, out: TextIO) -> int:
@@ -139,8 +157,9 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.calls import Response
     from pytest_llmbias.store.snapshot import write_snapshot
 
-    responses = [Response.from_dict(r, source="store") for _, r in _location(args.store).entries()
-                 if isinstance(r, dict)]
+    responses = [
+        Response.from_dict(r, source="store") for _, r in _location(args.store).entries() if isinstance(r, dict)
+    ]
     n = write_snapshot(args.out, responses)
     print(f"{n} responses written to {args.out}", file=out)
     return OK
@@ -182,12 +201,17 @@ def _migrate(args: argparse.Namespace, out: TextIO) -> int:
     a key the other store holds already keeps its record there."""
     source = _location(args.store)
     target = _location(args.to)
-    if (source.url, source.directory if source.url is None else None) == (target.url, target.directory if target.url is None else None):
+    if (source.url, source.directory if source.url is None else None) == (
+        target.url,
+        target.directory if target.url is None else None,
+    ):
         raise ValueError(f"--to names the store itself ({target.where})")
     records = {key: record for key, record in source.entries() if isinstance(record, dict)}
     written = target.write(records)
-    print(f"{written} responses copied from {source.where} to {target.where} "
-          f"({len(records) - written} already there)", file=out)
+    print(
+        f"{written} responses copied from {source.where} to {target.where} ({len(records) - written} already there)",
+        file=out,
+    )
     return OK
 
 

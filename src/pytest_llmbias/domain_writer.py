@@ -122,8 +122,9 @@ def generate_domain(
     spec = writer_model(settings, alias)
     planned = generation_calls(brief, spec, settings.generation, samples=samples)
     report: CollectionReport = session.collect(planned)
-    answers = session.read_calls([(p.alias, p.question or "", p.call) for p in planned],
-                                 f"question list(s) for domain {brief.name!r}")
+    answers = session.read_calls(
+        [(p.alias, p.question or "", p.call) for p in planned], f"question list(s) for domain {brief.name!r}"
+    )
     groups: list[list[str]] = []
     for category in brief.categories:
         texts: list[str] = []
@@ -134,8 +135,13 @@ def generate_domain(
     selections = embed_and_select(session.embedding_scorer(), groups, threshold=threshold, limit=brief.questions)
     categories = tuple(
         GeneratedCategory(
-            id=c.id, name=c.name, asked=brief.questions, parsed=len(g),
-            questions=s.kept, dropped=s.dropped, surplus=s.surplus,
+            id=c.id,
+            name=c.name,
+            asked=brief.questions,
+            parsed=len(g),
+            questions=s.kept,
+            dropped=s.dropped,
+            surplus=s.surplus,
         )
         for c, g, s in zip(brief.categories, groups, selections)
     )

@@ -60,8 +60,15 @@ class StoreLost(StoreError):
 class ProviderError(LLMBiasError):
     """A model call failed for good (after the retries it was allowed)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None, likely_cause: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        likely_cause: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pytest_llmbias.llm import LLM
     from pytest_llmbias.planning.response_set import ResponseSet
 
+
 @pytest.fixture
 def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
     """The responses ``@pytest.mark.bias_responses(...)`` asked for (a ``ResponseSet``)."""
@@ -22,7 +23,9 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
 
     specs = request.node.stash.get(SPEC_KEY, {})
     if "bias_responses" not in specs:
-        pytest.fail("the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False)
+        pytest.fail(
+            "the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False
+        )
     plugin = plugin_of(request.config)
     try:
         return plugin.session_for(request.node, "bias_responses").responses(specs["bias_responses"])

@@ -75,4 +75,3 @@ def pytest_llmbias_json_generate(config: pytest.Config, gate: dict[str, Any]) ->
 def pytest_llmbias_json_update(config: pytest.Config, document: dict[str, Any]) -> None:
     """Extend or change the whole JSON document in place, just before it is written (after every
     gate's ``pytest_llmbias_json_generate``). The document must still match the shipped schema."""
-

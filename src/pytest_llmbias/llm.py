@@ -59,9 +59,7 @@ class LLM:
         __tracebackhide__ = True
         return self.complete(prompt, sample=sample, **params).text
 
-    async def acomplete(
-        self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any
-    ) -> Response:
+    async def acomplete(self, prompt: str | Sequence[Mapping[str, str]], *, sample: int = 0, **params: Any) -> Response:
         """The async form of :meth:`complete`."""
         __tracebackhide__ = True
         try:

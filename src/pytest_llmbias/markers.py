@@ -147,5 +147,8 @@ def design(marker: str, bound: Mapping[str, Any]) -> dict[str, Any]:
 
 def with_design(spec: Any, looks: int, spending: str) -> Any:
     """``spec`` with the design its marker left to the run (``looks``, ``spending``) filled in."""
-    return dataclasses.replace(spec, looks=spec.looks if spec.looks is not None else looks,
-                               spending=spec.spending if spec.spending is not None else spending)
+    return dataclasses.replace(
+        spec,
+        looks=spec.looks if spec.looks is not None else looks,
+        spending=spec.spending if spec.spending is not None else spending,
+    )

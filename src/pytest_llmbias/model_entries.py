@@ -28,8 +28,18 @@ from pytest_llmbias.choices import Transport
 from pytest_llmbias.errors import ConfigError, TemplateError
 from pytest_llmbias.settings import ModelSpec
 
-MODEL_KEYS = ("model", "alias", "api_base", "api_key_env", "params", "transport", "structured", "system", "messages",
-              "version")
+MODEL_KEYS = (
+    "model",
+    "alias",
+    "api_base",
+    "api_key_env",
+    "params",
+    "transport",
+    "structured",
+    "system",
+    "messages",
+    "version",
+)
 #: an application entry takes its own key (``python`` or ``http``) and these
 APP_KEYS = ("alias", "version", "params", "system", "messages")
 #: the keys that say what an entry is: exactly one per entry
@@ -39,8 +49,9 @@ KIND_KEYS = ("model", "python", "http")
 class Where:
     """Names the place a value came from, for error messages."""
 
-    def __init__(self, source: str, lines: Mapping[str, int] | None = None,
-                 overridden: Mapping[str, Where] | None = None) -> None:
+    def __init__(
+        self, source: str, lines: Mapping[str, int] | None = None, overridden: Mapping[str, Where] | None = None
+    ) -> None:
         self.source = source
         self.lines = lines or {}
         #: keys whose value came from elsewhere (an option, a variable, an ini key), and from where
@@ -53,8 +64,9 @@ class Where:
         return f"{self.source}:{line}" if line else self.source
 
 
-def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
-                named: Mapping[str, ModelSpec] | None = None) -> ModelSpec:
+def parse_model(
+    raw: Any, key: str, where: Where, base_dir: Path, named: Mapping[str, ModelSpec] | None = None
+) -> ModelSpec:
     """A model entry: the alias of one of the file's ``models:`` (``named``), an inline YAML flow
     mapping (``{model: openai/x, api_base: URL, system: ...}``, as the command line and the
     environment give one), a litellm model string, or a mapping; ConfigError naming the key and
@@ -123,8 +135,10 @@ def parse_model(raw: Any, key: str, where: Where, base_dir: Path,
 def _check_litellm_string(model: str, key: str, where: Where) -> None:
     """ConfigError for a model string that names an application: those are entries of their own."""
     if model.startswith((PYTHON_PREFIX, HTTP_PREFIX, "https:")):
-        raise ConfigError(f"{where(key)}: {key!r}: {model!r} is no litellm model string; an application is an entry "
-                          "{python: package.module:function} or {http: {url, body, response}}")
+        raise ConfigError(
+            f"{where(key)}: {key!r}: {model!r} is no litellm model string; an application is an entry "
+            "{python: package.module:function} or {http: {url, body, response}}"
+        )
 
 
 def _entry_kind(raw: Mapping[str, Any], key: str, where: Where) -> str:
@@ -132,8 +146,10 @@ def _entry_kind(raw: Mapping[str, Any], key: str, where: Where) -> str:
     than one, or for keys the entry's kind does not take (every one listed)."""
     kinds = [k for k in KIND_KEYS if k in raw]
     if len(kinds) > 1:
-        raise ConfigError(f"{where(key)}: {key!r} gives {' and '.join(repr(k) for k in kinds)}: 'model', 'python' "
-                          "and 'http' exclude each other, give one")
+        raise ConfigError(
+            f"{where(key)}: {key!r} gives {' and '.join(repr(k) for k in kinds)}: 'model', 'python' "
+            "and 'http' exclude each other, give one"
+        )
     kind = kinds[0] if kinds else "model"
     accepted = MODEL_KEYS if kind == "model" else (kind, *APP_KEYS)
     unknown = [k for k in raw if k not in accepted]
@@ -143,8 +159,11 @@ def _entry_kind(raw: Mapping[str, Any], key: str, where: Where) -> str:
         raise ConfigError(
             f"{where(key)}: unknown key{'s' if len(unknown) > 1 else ''} {listed} in {key!r}{what}; accepted keys: "
             + ", ".join(accepted)
-            + ("; a model entry takes model, or python (package.module:function), or http ({url, body, response})"
-               if kind == "model" else "")
+            + (
+                "; a model entry takes model, or python (package.module:function), or http ({url, body, response})"
+                if kind == "model"
+                else ""
+            )
         )
     return kind
 
@@ -162,21 +181,33 @@ def parse_app(raw: Mapping[str, Any], kind: str, key: str, where: Where, base_di
     alias = raw.get("alias")
     if alias is not None and (not isinstance(alias, str) or not alias.strip()):
         raise ConfigError(f"{where(key)}: '{key}.alias' must be a non-empty string, got {alias!r}")
-    common = dict(params=dict(params), version=_parse_version(raw.get("version"), key, where),
-                  system=_parse_system(raw.get("system"), key, where, base_dir),
-                  messages=_parse_primer(raw.get("messages"), key, where), structured=False)
+    common = dict(
+        params=dict(params),
+        version=_parse_version(raw.get("version"), key, where),
+        system=_parse_system(raw.get("system"), key, where, base_dir),
+        messages=_parse_primer(raw.get("messages"), key, where),
+        structured=False,
+    )
     if kind == "python":
         target = raw["python"]
         if not isinstance(target, str) or not _PYTHON_TARGET.fullmatch(target.strip()):
-            raise ConfigError(f"{where(key)}: '{key}.python' must be 'package.module:function' or the name of a "
-                              f"callable registered by pytest_llmbias_add_models, got {target!r}")
+            raise ConfigError(
+                f"{where(key)}: '{key}.python' must be 'package.module:function' or the name of a "
+                f"callable registered by pytest_llmbias_add_models, got {target!r}"
+            )
         target = target.strip()
-        return ModelSpec(model=PYTHON_PREFIX + target, alias=(alias or target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]).strip(),
-                         python=target, **common)
-    app = _parse_http(raw["http"], f"{key}.http", where, known=(*MESSAGE_PLACEHOLDERS, *GENERATION_PLACEHOLDERS,
-                                                                  *params))
-    return ModelSpec(model=f"{HTTP_PREFIX}{app.method} {app.url}", alias=(alias or _http_alias(app.url)).strip(),
-                     http=app, **common)
+        return ModelSpec(
+            model=PYTHON_PREFIX + target,
+            alias=(alias or target.rsplit(":", 1)[-1].rsplit(".", 1)[-1]).strip(),
+            python=target,
+            **common,
+        )
+    app = _parse_http(
+        raw["http"], f"{key}.http", where, known=(*MESSAGE_PLACEHOLDERS, *GENERATION_PLACEHOLDERS, *params)
+    )
+    return ModelSpec(
+        model=f"{HTTP_PREFIX}{app.method} {app.url}", alias=(alias or _http_alias(app.url)).strip(), http=app, **common
+    )
 
 
 #: ``package.module:function`` (a dotted attribute after the colon), or a registered name
@@ -189,23 +220,35 @@ def _parse_http(raw: Any, key: str, where: Where, known: Sequence[str]) -> HttpA
         raise ConfigError(f"{at}: {key!r} must be a mapping with keys {', '.join(HTTP_KEYS)}, got {type(raw).__name__}")
     unknown = [k for k in raw if k not in HTTP_KEYS]
     if unknown:
-        raise ConfigError(f"{at}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
-                          f"in {key!r}; accepted keys: {', '.join(HTTP_KEYS)}")
+        raise ConfigError(
+            f"{at}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
+            f"in {key!r}; accepted keys: {', '.join(HTTP_KEYS)}"
+        )
     missing = [k for k in ("url", "body", "response") if raw.get(k) is None]
     if missing:
-        raise ConfigError(f"{at}: {key!r} needs {', '.join(repr(k) for k in missing)} (url, the body template, "
-                          "and the dotted path of the answer's text in the JSON reply)")
+        raise ConfigError(
+            f"{at}: {key!r} needs {', '.join(repr(k) for k in missing)} (url, the body template, "
+            "and the dotted path of the answer's text in the JSON reply)"
+        )
     url = raw["url"]
-    if not isinstance(url, str) or urlsplit(url.strip()).scheme not in ("http", "https") or not urlsplit(url.strip()).netloc:
+    if (
+        not isinstance(url, str)
+        or urlsplit(url.strip()).scheme not in ("http", "https")
+        or not urlsplit(url.strip()).netloc
+    ):
         raise ConfigError(f"{at}: '{key}.url' must be an http:// or https:// URL, got {url!r}")
     if "@" in urlsplit(url.strip()).netloc:
-        raise ConfigError(f"{at}: '{key}.url' carries a user:password@: send credentials in a header that reads "
-                          "an environment variable (headers: {Authorization: 'Bearer ${APP_TOKEN}'})")
+        raise ConfigError(
+            f"{at}: '{key}.url' carries a user:password@: send credentials in a header that reads "
+            "an environment variable (headers: {Authorization: 'Bearer ${APP_TOKEN}'})"
+        )
     method = raw.get("method") or "POST"
     if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
         raise ConfigError(f"{at}: '{key}.method' must be one of {' | '.join(HTTP_METHODS)}, got {method!r}")
     headers = raw.get("headers") or {}
-    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
         raise ConfigError(f"{at}: '{key}.headers' must map header names to strings (a value may read ${{VAR}})")
     try:
         body = parse_body(raw["body"], known)
@@ -218,8 +261,14 @@ def _parse_http(raw: Any, key: str, where: Where, known: Sequence[str]) -> HttpA
                 paths[name] = check_path(raw[name])
             except TemplateError as exc:
                 raise ConfigError(f"{at}: '{key}.{name}' {exc}") from None
-    return HttpApp(url=url.strip(), body=body, response=paths["response"], method=method.upper(),
-                   headers=tuple(headers.items()), usage=paths.get("usage"))
+    return HttpApp(
+        url=url.strip(),
+        body=body,
+        response=paths["response"],
+        method=method.upper(),
+        headers=tuple(headers.items()),
+        usage=paths.get("usage"),
+    )
 
 
 def _http_alias(url: str) -> str:
@@ -235,8 +284,9 @@ def _parse_version(raw: Any, key: str, where: Where) -> str | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, (str, int)) or (isinstance(raw, str) and not raw.strip()):
-        raise ConfigError(f"{where(key)}: '{key}.version' must be a string (quote a number such as \"1.10\"), "
-                          f"got {raw!r}")
+        raise ConfigError(
+            f"{where(key)}: '{key}.version' must be a string (quote a number such as \"1.10\"), got {raw!r}"
+        )
     return str(raw).strip()
 
 
@@ -269,8 +319,12 @@ def _parse_primer(raw: Any, key: str, where: Where) -> tuple[tuple[str, str], ..
         raise ConfigError(f"{where(key)}: '{key}.messages' must be a list of {{role, content}} turns")
     turns = []
     for i, turn in enumerate(raw):
-        if (not isinstance(turn, Mapping) or set(turn) != {"role", "content"}
-                or turn["role"] not in ("system", "user", "assistant") or not isinstance(turn["content"], str)):
+        if (
+            not isinstance(turn, Mapping)
+            or set(turn) != {"role", "content"}
+            or turn["role"] not in ("system", "user", "assistant")
+            or not isinstance(turn["content"], str)
+        ):
             raise ConfigError(
                 f"{where(key)}: '{key}.messages[{i}]' must be {{role: system | user | assistant, content: TEXT}}, "
                 f"got {turn!r}"
@@ -295,8 +349,9 @@ def parse_named_models(raw: Any, where: Where, base_dir: Path) -> dict[str, Mode
     return named
 
 
-def parse_baselines(raw: Any, where: Where, base_dir: Path,
-                    named: Mapping[str, ModelSpec] | None = None, key: str = "baselines") -> tuple[ModelSpec, ...]:
+def parse_baselines(
+    raw: Any, where: Where, base_dir: Path, named: Mapping[str, ModelSpec] | None = None, key: str = "baselines"
+) -> tuple[ModelSpec, ...]:
     """A list of model entries under ``key`` (``baselines``, ``judges``)."""
     if raw is None:
         return ()

@@ -23,8 +23,21 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine, Spending
 
 #: how a value is parsed and checked; see ``settings_sources._check_option``
-KINDS = ("path", "optpath", "paths", "model", "models", "posint", "nonnegint", "posfloat", "fraction", "alpha", "bool", "choice",
-         "str")
+KINDS = (
+    "path",
+    "optpath",
+    "paths",
+    "model",
+    "models",
+    "posint",
+    "nonnegint",
+    "posfloat",
+    "fraction",
+    "alpha",
+    "bool",
+    "choice",
+    "str",
+)
 #: kinds whose value is a list: a repeatable flag, a separated environment variable, an ini line list
 LIST_KINDS = ("paths", "models")
 
@@ -79,7 +92,9 @@ class Option:
         """Keyword arguments of ``addoption``. A value left off the command line reads as None,
         ``[]`` for a repeatable flag, False for a switch."""
         # argparse formats the help with %: a literal percent sign is written twice
-        kwargs: dict[str, Any] = {"help": (self.help_text + ("; repeatable" if self.repeatable else "")).replace("%", "%%")}
+        kwargs: dict[str, Any] = {
+            "help": (self.help_text + ("; repeatable" if self.repeatable else "")).replace("%", "%%")
+        }
         if self.kind == "bool":
             return {**kwargs, "action": "store_true", "default": False}
         if self.metavar:
@@ -366,10 +381,15 @@ OPTIONS: tuple[Option, ...] = (
         default=False,
     ),
     Option(
-        name="no_fingerprint", key="collection.no_fingerprint", kind="bool",
+        name="no_fingerprint",
+        key="collection.no_fingerprint",
+        kind="bool",
         help="do not ask each model the fixed fingerprint probes first (llmbias.yaml: collection.fingerprint: "
         "false): stored answers are then served even when the model behind a name has changed",
-        flag="--llmbias-no-fingerprint", env="LLMBIAS_NO_FINGERPRINT", ini="llmbias_no_fingerprint", default=False,
+        flag="--llmbias-no-fingerprint",
+        env="LLMBIAS_NO_FINGERPRINT",
+        ini="llmbias_no_fingerprint",
+        default=False,
     ),
     Option(
         name="record_release",
@@ -495,4 +515,3 @@ OPTIONS: tuple[Option, ...] = (
 
 #: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)
 SETTINGS_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o is not CONFIG)
-

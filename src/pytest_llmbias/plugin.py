@@ -105,8 +105,10 @@ class _Plugin:
             from pytest_llmbias.session import BiasSession
 
             self._session = BiasSession(
-                self._settings(check_release=True), on_progress=self.terminal.progress,
-                worker_id=self.worker_input.get("workerid"), run_id=self.worker_input.get("testrunuid"),
+                self._settings(check_release=True),
+                on_progress=self.terminal.progress,
+                worker_id=self.worker_input.get("workerid"),
+                run_id=self.worker_input.get("testrunuid"),
                 add_features=lambda r: self.config.hook.pytest_llmbias_add_features(registry=r, config=self.config),
                 add_models=lambda r: self.config.hook.pytest_llmbias_add_models(registry=r, config=self.config),
             )
@@ -116,14 +118,20 @@ class _Plugin:
         """The run's settings; with ``check_release`` (before any call), also that the release to
         record can be written (at the end of the run it has been)."""
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.settings_sources import settings_from_pytest
         from pytest_llmbias.releases import apply_release
+        from pytest_llmbias.settings_sources import settings_from_pytest
         from pytest_llmbias.store.release_record import check_recordable
 
         c = self.config
         try:
-            settings = settings_from_pytest(option=c.option, getini=c.getini, rootdir=c.rootpath, inipath=c.inipath,
-                                            cwd=c.invocation_params.dir, environ=os.environ)
+            settings = settings_from_pytest(
+                option=c.option,
+                getini=c.getini,
+                rootdir=c.rootpath,
+                inipath=c.inipath,
+                cwd=c.invocation_params.dir,
+                environ=os.environ,
+            )
             if check_release:
                 check_recordable(settings)
             return apply_release(settings)
@@ -192,10 +200,12 @@ class _Plugin:
             core.share_specs([(spec, self.suite.spec((item, name))) for item, name, _, spec in gates])
             core.open_team_store()  # an unreachable team store is a usage error, before any test
             core.check_applications()  # and a Python target that names nothing
-            plan_only = check_spending(core, [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
-                                       worker=self.is_worker,
-                                       write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line)))
-                                       if reporter else None)
+            plan_only = check_spending(
+                core,
+                [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
+                worker=self.is_worker,
+                write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter else None,
+            )
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
         if plan_only:  # no test runs; the session ends as a success (see pytest_sessionfinish)
@@ -245,9 +255,13 @@ class _Plugin:
             path, lineno, _ = item.reportinfo()
             for message in result.warnings:
                 # Attributed to the test, not to this module: the warning summary points at the gate.
-                warnings.warn_explicit(LLMBiasWarning(f"{result.domain}: {message}"), LLMBiasWarning,
-                                       filename=str(path), lineno=(lineno or 0) + 1,
-                                       module=item.module.__name__ if getattr(item, "module", None) else None)
+                warnings.warn_explicit(
+                    LLMBiasWarning(f"{result.domain}: {message}"),
+                    LLMBiasWarning,
+                    filename=str(path),
+                    lineno=(lineno or 0) + 1,
+                    module=item.module.__name__ if getattr(item, "module", None) else None,
+                )
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
             item.add_report_section("call", _SECTION, result.report())
@@ -257,14 +271,20 @@ class _Plugin:
         """The item's gate result, computed once; a gate that cannot be computed fails the test."""
         if _result_key not in item.stash:
             from pytest_llmbias.report.run_record import gate_entry
+
             name = self.gate_marker(item)
             assert name is not None
             # with --llmbias-suite-alpha: Holm's step-down over the session's one-look gates first
             spec, result = self.suite.verdict((item, name), self._evaluate)
             item.stash[SPEC_KEY][name], share = spec, self.suite.share((item, name))
             row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
-                item.nodeid, name, spec.domain, result, against=item.stash.get(AGAINST_KEY, {}).get(name),
-                suite=share.to_dict() if share is not None else None)
+                item.nodeid,
+                name,
+                spec.domain,
+                result,
+                against=item.stash.get(AGAINST_KEY, {}).get(name),
+                suite=share.to_dict() if share is not None else None,
+            )
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((_ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
@@ -326,7 +346,8 @@ class _Reports:
                 self.record.rows.append(json.loads(value))
         if report.when == "call" and report.passed:
             self.record.passed_reports.extend(
-                (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call")
+                (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call"
+            )
 
     def _run_settings(self) -> Any:
         """The run's settings: the session's, or (a pytest-xdist controller has none) resolved
@@ -349,13 +370,16 @@ class _Reports:
         if settings is None:
             return
         try:
-            written = finish_release(settings, [Path(p) for p in record.release_parts], cwd=self.config.rootpath,
-                                     plugin_version=__version__)
+            written = finish_release(
+                settings, [Path(p) for p in record.release_parts], cwd=self.config.rootpath, plugin_version=__version__
+            )
         except ConfigError as exc:
             self.config.get_terminal_writer().line(f"llmbias: {exc}", red=True)
             return
         if written is not None:
-            self.config.get_terminal_writer().line(f"llmbias: release {settings.release.record!r} recorded in {written.parent}")
+            self.config.get_terminal_writer().line(
+                f"llmbias: release {settings.release.record!r} recorded in {written.parent}"
+            )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -406,9 +430,15 @@ class _Reports:
             gate = registry.added.get(str(entry.get("gate")))
             return gate.figures(entry) if gate is not None else gate_figures(entry)  # type: ignore[attr-defined]
 
-        self.record.write_reports(settings, self.plugin._session, version=__version__, figures_for=figures, history=history,
-                                  generate=lambda e: hook.pytest_llmbias_json_generate(config=config, gate=e),
-                                  update=lambda d: hook.pytest_llmbias_json_update(config=config, document=d))
+        self.record.write_reports(
+            settings,
+            self.plugin._session,
+            version=__version__,
+            figures_for=figures,
+            history=history,
+            generate=lambda e: hook.pytest_llmbias_json_generate(config=config, gate=e),
+            update=lambda d: hook.pytest_llmbias_json_update(config=config, document=d),
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -453,8 +483,13 @@ class _Terminal:
             report = self.plugin.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
-                lines = collection_lines(report, self.plugin.session, first=not self._collection_shown)  # fingerprints first
-                reporter.write(prefix + lines[0].ljust(len(self._last_line)) + "".join(f"\n{x}" for x in lines[1:]) + "\n", flush=True)
+                lines = collection_lines(
+                    report, self.plugin.session, first=not self._collection_shown
+                )  # fingerprints first
+                reporter.write(
+                    prefix + lines[0].ljust(len(self._last_line)) + "".join(f"\n{x}" for x in lines[1:]) + "\n",
+                    flush=True,
+                )
                 self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
         import warnings
 
@@ -491,8 +526,11 @@ class _Terminal:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         verbosity = self.config.get_verbosity()
         record = self.plugin.reports._record
-        lines = None if self.plugin.is_worker or verbosity < -1 or record is None else record.summary(
-            self.plugin._session, verbosity, collection_shown=self._collection_shown)
+        lines = (
+            None
+            if self.plugin.is_worker or verbosity < -1 or record is None
+            else record.summary(self.plugin._session, verbosity, collection_shown=self._collection_shown)
+        )
         if lines is not None:
             terminalreporter.ensure_newline()
             terminalreporter.section("llmbias", sep="-")

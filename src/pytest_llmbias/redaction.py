@@ -29,14 +29,27 @@ class ModelCredentials(Protocol):
     api_base: str | None
     params: Mapping[str, Any]
 
+
 MASK = "***"
 
 #: a parameter or header whose name has one of these words (split on ``_``, ``-``, ``.``, case
 #: and camelCase) carries a credential. Whole words only: ``max_tokens`` is not a token.
 _CREDENTIAL_WORDS = frozenset(
     {
-        "key", "apikey", "token", "secret", "password", "passwd", "pwd", "authorization", "auth",
-        "credential", "credentials", "cookie", "bearer", "signature",
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "authorization",
+        "auth",
+        "credential",
+        "credentials",
+        "cookie",
+        "bearer",
+        "signature",
     }
 )
 _HEADER_PARAMS = ("extra_headers", "headers")
@@ -169,7 +182,9 @@ class Redactor:
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
-        text = _HEADER_VALUE.sub(lambda m: m.group(1) + m.group(2) + (f"{m.group(3)} " if m.group(3) else "") + MASK, text)
+        text = _HEADER_VALUE.sub(
+            lambda m: m.group(1) + m.group(2) + (f"{m.group(3)} " if m.group(3) else "") + MASK, text
+        )
         text = _URL_QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
         return _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.app_targets import HttpApp
-from pytest_llmbias.redaction import split_credentials
 from pytest_llmbias.domains import Domain
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.redaction import split_credentials
 from pytest_llmbias.settings import DomainSettings, GenerationSettings, ModelSpec, Settings
 
 FORMAT = 1
@@ -50,8 +50,10 @@ def recorded_model(name: str, model: str) -> str:
 def check_name(name: str, what: str = "a release name") -> str:
     """``name`` if it can name a release folder (letters, digits, ``.``, ``_``, ``-``; 64 at most)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(f"{what} must be letters, digits, '.', '_' or '-' (64 at most, not starting with "
-                          f"a dot or a dash), got {name!r}")
+        raise ConfigError(
+            f"{what} must be letters, digits, '.', '_' or '-' (64 at most, not starting with "
+            f"a dot or a dash), got {name!r}"
+        )
     return name
 
 
@@ -102,10 +104,18 @@ class Release:
     def spec(self) -> ModelSpec:
         """The recorded target as a model entry whose calls are the recorded ones (and never made)."""
         t = self.manifest["target"]
-        return ModelSpec(model=recorded_model(self.name, t["model"]), alias=self.alias, api_base=t.get("api_base"), params=dict(t.get("params") or {}),
-                         system=t.get("system"), messages=tuple((r, c) for r, c in t.get("messages") or ()),
-                         recorded=str(self.responses), recorded_as=t.get("alias"), version=t.get("version"),
-                         http=HttpApp.from_dict(t["http"]) if t.get("http") else None)
+        return ModelSpec(
+            model=recorded_model(self.name, t["model"]),
+            alias=self.alias,
+            api_base=t.get("api_base"),
+            params=dict(t.get("params") or {}),
+            system=t.get("system"),
+            messages=tuple((r, c) for r, c in t.get("messages") or ()),
+            recorded=str(self.responses),
+            recorded_as=t.get("alias"),
+            version=t.get("version"),
+            http=HttpApp.from_dict(t["http"]) if t.get("http") else None,
+        )
 
     @classmethod
     def load(cls, ref: str, release_dir: Path) -> Release:
@@ -116,16 +126,20 @@ class Release:
         manifest_path = folder / MANIFEST
         if not manifest_path.is_file():
             known = [r.name for r in list_releases(release_dir)]
-            raise ConfigError(f"no release {ref!r} recorded in {folder.parent}: recorded: {', '.join(known) or 'none'}; "
-                              "record one with --llmbias-record-release NAME")
+            raise ConfigError(
+                f"no release {ref!r} recorded in {folder.parent}: recorded: {', '.join(known) or 'none'}; "
+                "record one with --llmbias-record-release NAME"
+            )
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ConfigError(f"{manifest_path}: not a release manifest ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             version = manifest.get("format") if isinstance(manifest, dict) else None
-            raise ConfigError(f"{manifest_path}: release format {version!r}, this version reads format {FORMAT}: "
-                              "record the release again")
+            raise ConfigError(
+                f"{manifest_path}: release format {version!r}, this version reads format {FORMAT}: "
+                "record the release again"
+            )
         missing = [k for k in ("name", "target", "generation", "responses") if k not in manifest]
         if missing:
             raise ConfigError(f"{manifest_path}: the manifest lacks {', '.join(missing)}")
@@ -134,8 +148,10 @@ class Release:
             raise ConfigError(f"{release.responses}: the answers of release {release.name!r} are missing")
         expected = manifest["responses"]
         if file_digest(release.responses) != expected.get("sha256"):
-            raise ConfigError(f"{release.responses} does not match {manifest_path} (its SHA-256 differs: edited "
-                              "or replaced since it was recorded); record the release again")
+            raise ConfigError(
+                f"{release.responses} does not match {manifest_path} (its SHA-256 differs: edited "
+                "or replaced since it was recorded); record the release again"
+            )
         return release
 
     def describe(self) -> list[str]:
@@ -147,7 +163,8 @@ class Release:
             f"release {self.name} ({self.path})",
             f"  recorded   {m.get('created', '?')} with pytest-llmbias {m.get('plugin_version', '?')}"
             + (f", commit {m['git_commit'][:12]}" if m.get("git_commit") else ""),
-            f"  target     {t.get('alias')} = {t.get('model')}" + (f" at {t['api_base']}" if t.get("api_base") else "")
+            f"  target     {t.get('alias')} = {t.get('model')}"
+            + (f" at {t['api_base']}" if t.get("api_base") else "")
             + (f", version {t['version']}" if t.get("version") is not None else "")
             + (f", system prompt {t['system_hash']}" if t.get("system_hash") else "")
             + (f", fingerprint {t['fingerprint']}" if t.get("fingerprint") else ""),
@@ -205,8 +222,9 @@ def settings_against(settings: Settings, ref: str) -> Settings:
     base = settings
     if settings.release.against:
         current = Path(str(settings.comparators[0].recorded))  # the run's release: its answers file
-        store = dataclasses.replace(settings.store, snapshots=tuple(p for p in settings.store.snapshots
-                                                                    if Path(p) != current))
+        store = dataclasses.replace(
+            settings.store, snapshots=tuple(p for p in settings.store.snapshots if Path(p) != current)
+        )
         base = dataclasses.replace(settings, baselines=settings.context, store=store)
     return apply_release(dataclasses.replace(base, release=dataclasses.replace(base.release, against=ref)))
 
@@ -225,8 +243,10 @@ def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]
     question the release was not asked, or asked otherwise, is compared for no model."""
     recorded = (release.manifest.get("domains") or {}).get(domain.name)
     if recorded is None:
-        return domain, (f"release {release.name!r} has no answers in domain {domain.name!r}: its questions will be "
-                        "missing answers of the release")
+        return domain, (
+            f"release {release.name!r} has no answers in domain {domain.name!r}: its questions will be "
+            "missing answers of the release"
+        )
     if domain.counterfactual is not None:
         return domain, None
     current = question_hashes(domain_items(domain))
@@ -236,17 +256,21 @@ def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]
     if not (added or removed or edited):
         return domain, None
     keep = {q for q in current if recorded.get(q) == current[q]}
-    categories = tuple(dataclasses.replace(c, questions=tuple(q for q in c.questions if q.id in keep))
-                       for c in domain.categories)
+    categories = tuple(
+        dataclasses.replace(c, questions=tuple(q for q in c.questions if q.id in keep)) for c in domain.categories
+    )
     topics = tuple(t for t in domain.topics if f"topic:{t.id}" in keep)
     cut = dataclasses.replace(domain, categories=tuple(c for c in categories if c.questions), topics=topics)
-    note = (f"domain {domain.name!r} changed since release {release.name!r} was recorded: {len(added)} item(s) added, "
-            f"{len(removed)} removed, {len(edited)} edited; the comparison uses the {len(keep)} unchanged")
+    note = (
+        f"domain {domain.name!r} changed since release {release.name!r} was recorded: {len(added)} item(s) added, "
+        f"{len(removed)} removed, {len(edited)} edited; the comparison uses the {len(keep)} unchanged"
+    )
     return cut, note
 
 
-def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False,
-                  benchmarks: DomainSettings | None = None) -> dict[str, dict[str, str]]:
+def domain_hashes(
+    names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False, benchmarks: DomainSettings | None = None
+) -> dict[str, dict[str, str]]:
     """Per domain name, its items' content hashes (:func:`domain_items`, :func:`question_hashes`;
     a public benchmark configured in ``benchmarks``, its items' :func:`~pytest_llmbias.domains.benchmarks.item_hash`).
     A domain that does not load raises, or with ``skip_broken`` is left out."""
@@ -273,12 +297,26 @@ def domain_hashes(names: Iterable[str], paths: Sequence[Path], *, skip_broken: b
 
 def question_hashes(questions: Mapping[str, Any]) -> dict[str, str]:
     """A short content hash per item (question id -> its JSON-friendly content)."""
-    return {qid: hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
-            .hexdigest()[:16] for qid, body in questions.items()}
+    return {
+        qid: hashlib.sha256(
+            json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+        ).hexdigest()[:16]
+        for qid, body in questions.items()
+    }
 
 
-def manifest(settings: Settings, *, name: str, responses: Path, count: int, domains: Mapping[str, Mapping[str, str]],
-             created: str, plugin_version: str, commit: str | None, fingerprint: str | None = None) -> dict[str, Any]:
+def manifest(
+    settings: Settings,
+    *,
+    name: str,
+    responses: Path,
+    count: int,
+    domains: Mapping[str, Mapping[str, str]],
+    created: str,
+    plugin_version: str,
+    commit: str | None,
+    fingerprint: str | None = None,
+) -> dict[str, Any]:
     """The manifest of release ``name`` recorded from ``settings`` (the target's entry without any
     credential; its system prompt in full and by hash; ``fingerprint``: the one most of its
     answers were collected under, None when they carry none)."""
@@ -286,8 +324,7 @@ def manifest(settings: Settings, *, name: str, responses: Path, count: int, doma
     assert target is not None
     entry = target.to_dict()
     entry.pop("api_key_env", None)
-    entry.update(system=target.system, system_hash=target.system_hash,
-                 messages=[list(m) for m in target.messages])
+    entry.update(system=target.system, system_hash=target.system_hash, messages=[list(m) for m in target.messages])
     entry["params"], _ = split_credentials(dict(target.params))
     entry["fingerprint"] = fingerprint
     return {
@@ -298,10 +335,14 @@ def manifest(settings: Settings, *, name: str, responses: Path, count: int, doma
         "git_commit": commit,
         "target": entry,
         "generation": dataclasses.asdict(settings.generation),
-        "judge": None if settings.judge is None else {"model": settings.judge.model, "alias": settings.judge.alias,
-                                                       "api_base": settings.judge.to_dict()["api_base"],
-                                                       **({"version": settings.judge.version}
-                                                          if settings.judge.version is not None else {})},
+        "judge": None
+        if settings.judge is None
+        else {
+            "model": settings.judge.model,
+            "alias": settings.judge.alias,
+            "api_base": settings.judge.to_dict()["api_base"],
+            **({"version": settings.judge.version} if settings.judge.version is not None else {}),
+        },
         "embedding_model": settings.embedding.model,
         "domains": {d: dict(q) for d, q in sorted(domains.items())},
         "responses": {"file": RESPONSES, "count": count, "sha256": file_digest(responses)},

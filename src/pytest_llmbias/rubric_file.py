@@ -32,8 +32,18 @@ from typing import Any
 
 from pytest_llmbias.errors import ConfigError
 
-__all__ = ["ANSWER_FORMATS", "Anchor", "BUILTIN_RUBRIC_PATH", "Rubric", "anchors_on", "builtin_rubric", "load_rubric",
-           "parse_anchors", "parse_rubric", "rubric_for"]
+__all__ = [
+    "ANSWER_FORMATS",
+    "Anchor",
+    "BUILTIN_RUBRIC_PATH",
+    "Rubric",
+    "anchors_on",
+    "builtin_rubric",
+    "load_rubric",
+    "parse_anchors",
+    "parse_rubric",
+    "rubric_for",
+]
 
 BUILTIN_RUBRIC_PATH = Path(__file__).parent / "rubrics" / "bias_1_10.yaml"
 #: ``auto``: a JSON object where the judge takes a JSON schema, else the two lines; ``lines``:
@@ -92,14 +102,21 @@ class Rubric:
     @functools.cached_property
     def digest(self) -> str:
         """The first 12 hex digits of the sha256 of everything that shapes the judge's reading."""
-        body = json.dumps([self.low, self.high, self.biased, self.answer, list(self.levels), list(self.guidance)],
-                          ensure_ascii=False)
+        body = json.dumps(
+            [self.low, self.high, self.biased, self.answer, list(self.levels), list(self.guidance)], ensure_ascii=False
+        )
         return hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
 
     def describe(self) -> dict[str, Any]:
         """What a report says of the rubric: name, scale, biased end, digest and file."""
-        return {"name": self.name, "min": self.low, "max": self.high, "biased": self.biased, "digest": self.digest,
-                "source": str(self.source) if self.source else None}
+        return {
+            "name": self.name,
+            "min": self.low,
+            "max": self.high,
+            "biased": self.biased,
+            "digest": self.digest,
+            "source": str(self.source) if self.source else None,
+        }
 
 
 def _where(label: str, lines: Mapping[str, int]) -> Callable[[str], str]:
@@ -117,15 +134,22 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_anchors(raw: Any, *, key: str, where: Callable[[str], str], scale: tuple[int, int] | None,
-                  error: type[Exception] = ConfigError) -> tuple[Anchor, ...]:
+def parse_anchors(
+    raw: Any,
+    *,
+    key: str,
+    where: Callable[[str], str],
+    scale: tuple[int, int] | None,
+    error: type[Exception] = ConfigError,
+) -> tuple[Anchor, ...]:
     """A list of anchors (``question``, ``answer``, ``score``, optional ``tolerance``, default 1);
     ``scale`` (min, max), when known, bounds each score. Raises ``error`` naming the place."""
     if raw is None:
         return ()
     if not isinstance(raw, list) or not raw:
-        raise error(f"{where(key)}: '{key}' must be a non-empty list of anchors, each with keys "
-                    f"{', '.join(_ANCHOR_KEYS)}")
+        raise error(
+            f"{where(key)}: '{key}' must be a non-empty list of anchors, each with keys {', '.join(_ANCHOR_KEYS)}"
+        )
     out = []
     for i, item in enumerate(raw):
         at = f"{key}[{i}]"
@@ -133,8 +157,10 @@ def parse_anchors(raw: Any, *, key: str, where: Callable[[str], str], scale: tup
             raise error(f"{where(at)}: each anchor must be a mapping with keys {', '.join(_ANCHOR_KEYS)}")
         unknown = [k for k in item if k not in _ANCHOR_KEYS]
         if unknown:
-            raise error(f"{where(f'{at}.{unknown[0]}')}: unknown key {unknown[0]!r} in an anchor; accepted keys: "
-                        f"{', '.join(_ANCHOR_KEYS)}")
+            raise error(
+                f"{where(f'{at}.{unknown[0]}')}: unknown key {unknown[0]!r} in an anchor; accepted keys: "
+                f"{', '.join(_ANCHOR_KEYS)}"
+            )
         for name in ("question", "answer"):
             if not isinstance(item.get(name), str) or not item[name].strip():
                 raise error(f"{where(f'{at}.{name}')}: '{at}.{name}' must be a non-empty string")
@@ -142,8 +168,9 @@ def parse_anchors(raw: Any, *, key: str, where: Callable[[str], str], scale: tup
         if not _whole(score):
             raise error(f"{where(f'{at}.score')}: '{at}.score' must be a whole number, got {score!r}")
         if scale is not None and not scale[0] <= score <= scale[1]:
-            raise error(f"{where(f'{at}.score')}: '{at}.score' {score} lies outside the rubric's scale "
-                        f"{scale[0]}-{scale[1]}")
+            raise error(
+                f"{where(f'{at}.score')}: '{at}.score' {score} lies outside the rubric's scale {scale[0]}-{scale[1]}"
+            )
         if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0:
             raise error(f"{where(f'{at}.tolerance')}: '{at}.tolerance' must be a number >= 0, got {tolerance!r}")
         out.append(Anchor(item["question"].strip(), item["answer"], score, float(tolerance), where(f"{at}.score")))
@@ -155,9 +182,11 @@ def anchors_on(rubric: Rubric, anchors: tuple[Anchor, ...]) -> tuple[Anchor, ...
     scale; :class:`ConfigError` naming the anchor's file and line."""
     for anchor in anchors:
         if not rubric.low <= anchor.score <= rubric.high:
-            raise ConfigError(f"{anchor.where or 'anchor'}: anchor score {anchor.score} lies outside the scale "
-                              f"{rubric.low}-{rubric.high} of the rubric {rubric.name!r}"
-                              + (f" ({rubric.source})" if rubric.source else ""))
+            raise ConfigError(
+                f"{anchor.where or 'anchor'}: anchor score {anchor.score} lies outside the scale "
+                f"{rubric.low}-{rubric.high} of the rubric {rubric.name!r}"
+                + (f" ({rubric.source})" if rubric.source else "")
+            )
     return (*rubric.anchors, *anchors)
 
 
@@ -179,15 +208,18 @@ def _load_cached(path: str, stamp: int) -> Rubric:
     return load_rubric(path)
 
 
-def parse_rubric(data: Any, *, label: str = "<rubric>", lines: Mapping[str, int] | None = None,
-                 source: Path | None = None) -> Rubric:
+def parse_rubric(
+    data: Any, *, label: str = "<rubric>", lines: Mapping[str, int] | None = None, source: Path | None = None
+) -> Rubric:
     """Validate parsed YAML into a :class:`Rubric`; :class:`ConfigError` naming ``label`` and the
     line for a missing scale, a level missing or outside the scale, an unknown key, an anchor
     outside the scale."""
     where = _where(label, lines or {})
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{label}: a rubric file must be a mapping with keys {', '.join(_KEYS)}, "
-                          f"got {type(data).__name__ if data is not None else 'an empty file'}")
+        raise ConfigError(
+            f"{label}: a rubric file must be a mapping with keys {', '.join(_KEYS)}, "
+            f"got {type(data).__name__ if data is not None else 'an empty file'}"
+        )
     unknown = [k for k in data if k not in _KEYS]
     if unknown:
         raise ConfigError(f"{where(str(unknown[0]))}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_KEYS)}")
@@ -199,8 +231,9 @@ def parse_rubric(data: Any, *, label: str = "<rubric>", lines: Mapping[str, int]
         raise ConfigError(f"{where('scale')}: the rubric has no scale: give 'scale: {{min: 1, max: 10, biased: max}}'")
     bad = [k for k in scale if k not in _SCALE_KEYS]
     if bad:
-        raise ConfigError(f"{where(f'scale.{bad[0]}')}: unknown key 'scale.{bad[0]}'; accepted keys: "
-                          f"{', '.join(_SCALE_KEYS)}")
+        raise ConfigError(
+            f"{where(f'scale.{bad[0]}')}: unknown key 'scale.{bad[0]}'; accepted keys: {', '.join(_SCALE_KEYS)}"
+        )
     low, high, biased = scale.get("min"), scale.get("max"), scale.get("biased", "max")
     for key, value in (("min", low), ("max", high)):
         if not _whole(value) or value < 0:
@@ -208,8 +241,9 @@ def parse_rubric(data: Any, *, label: str = "<rubric>", lines: Mapping[str, int]
     if not low < high or high - low + 1 > MAX_LEVELS:
         raise ConfigError(f"{where('scale')}: the scale {low}-{high} must have 2 to {MAX_LEVELS} levels (min < max)")
     if biased not in ("max", "min"):
-        raise ConfigError(f"{where('scale.biased')}: 'scale.biased' names the more biased end: 'max' or 'min', "
-                          f"got {biased!r}")
+        raise ConfigError(
+            f"{where('scale.biased')}: 'scale.biased' names the more biased end: 'max' or 'min', got {biased!r}"
+        )
     answer = data.get("answer", "auto")
     if answer not in ANSWER_FORMATS:
         raise ConfigError(f"{where('answer')}: 'answer' must be one of {' | '.join(ANSWER_FORMATS)}, got {answer!r}")
@@ -226,15 +260,25 @@ def parse_rubric(data: Any, *, label: str = "<rubric>", lines: Mapping[str, int]
         levels[score] = " ".join(text.split())
     missing = [s for s in range(low, high + 1) if s not in levels]
     if missing:
-        raise ConfigError(f"{where('levels')}: 'levels' must describe every score of the scale {low}-{high}; "
-                          f"missing {', '.join(map(str, missing))}")
+        raise ConfigError(
+            f"{where('levels')}: 'levels' must describe every score of the scale {low}-{high}; "
+            f"missing {', '.join(map(str, missing))}"
+        )
     guidance = data.get("guidance", [])
     if not isinstance(guidance, list) or not all(isinstance(g, str) and g.strip() for g in guidance):
         raise ConfigError(f"{where('guidance')}: 'guidance' must be a list of non-empty strings")
     anchors = parse_anchors(data.get("anchors"), key="anchors", where=where, scale=(low, high))
-    return Rubric(name=name.strip(), low=low, high=high, levels=tuple(levels[s] for s in range(low, high + 1)),
-                  biased=biased, answer=answer, guidance=tuple(" ".join(g.split()) for g in guidance),
-                  anchors=anchors, source=source)
+    return Rubric(
+        name=name.strip(),
+        low=low,
+        high=high,
+        levels=tuple(levels[s] for s in range(low, high + 1)),
+        biased=biased,
+        answer=answer,
+        guidance=tuple(" ".join(g.split()) for g in guidance),
+        anchors=anchors,
+        source=source,
+    )
 
 
 def load_rubric(path: Path | str) -> Rubric:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.aio import LoopThread
 from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.domains import Domain, load_domain
-from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
-from pytest_llmbias.clients.shared_limits import EndpointLimits
 from pytest_llmbias.clients.retry import RetryPolicy
+from pytest_llmbias.clients.shared_limits import EndpointLimits
+from pytest_llmbias.domains import Domain, load_domain
+from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
@@ -33,12 +33,12 @@ from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
+    from pytest_llmbias.clients.python_target import ModelRegistry
     from pytest_llmbias.release_view import ReleaseView
     from pytest_llmbias.releases import Release
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
-    from pytest_llmbias.clients.python_target import ModelRegistry
 
 
 class BiasSession:
@@ -155,8 +155,13 @@ class BiasSession:
 
             s = self.settings.store
             self._store = ResponseStore(
-                s.dir, mode=s.cache, snapshots=s.snapshots, run_id=self.run_id, read_only=s.offline,
-                url=s.url, password=password_of(s.password_env) if s.url else None,
+                s.dir,
+                mode=s.cache,
+                snapshots=s.snapshots,
+                run_id=self.run_id,
+                read_only=s.offline,
+                url=s.url,
+                password=password_of(s.password_env) if s.url else None,
             )
         return self._store
 
@@ -259,8 +264,15 @@ class BiasSession:
             if self._direct is None:
                 self._direct = OpenAITransport()
             self._clients[spec.alias] = ModelClient(
-                spec, timeout=c.timeout, policy=RetryPolicy(retries=c.retries), limiter=limiter, redact=self.redact,
-                budget=self.budget, direct=self._direct, adaptive=adaptive, tokens=tokens,
+                spec,
+                timeout=c.timeout,
+                policy=RetryPolicy(retries=c.retries),
+                limiter=limiter,
+                redact=self.redact,
+                budget=self.budget,
+                direct=self._direct,
+                adaptive=adaptive,
+                tokens=tokens,
                 registry=self.check_applications() if spec.python is not None else None,
             )
         return self._clients[spec.alias]
@@ -268,8 +280,11 @@ class BiasSession:
     def backoff_note(self) -> str | None:
         """What the adaptive limits have backed off to, for the progress line ("openai/m at
         6 of 32 in flight"); None while every endpoint runs at the configured concurrency."""
-        notes = [f"{model} at {a.limit} of {a.ceiling} in flight" for (model, _), a in self.limits.adaptive.items()
-                 if a.backed_off]
+        notes = [
+            f"{model} at {a.limit} of {a.ceiling} in flight"
+            for (model, _), a in self.limits.adaptive.items()
+            if a.backed_off
+        ]
         return "rate limited: " + ", ".join(notes) if notes else None
 
     def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
@@ -301,7 +316,9 @@ class BiasSession:
         from pytest_llmbias.planning.estimate import estimate_plan
         from pytest_llmbias.planning.probes import with_probes
 
-        return with_probes(estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens), self)
+        return with_probes(
+            estimate_plan(self.planned, self.store.has, self.store.get, self.settings.generation.max_tokens), self
+        )
 
     @property
     def settings_origin(self) -> Path:
@@ -362,6 +379,7 @@ class BiasSession:
         with self._collection_lock() as lock:
             if self.fingerprints is None:  # the probes first, before any answer is served
                 from pytest_llmbias.planning.probes import check_fingerprints
+
                 self.fingerprints = check_fingerprints(self, lambda c: self._loop.run(lock.beating(c) if lock else c))
             work = collect(
                 planned,
@@ -433,6 +451,7 @@ class BiasSession:
     def fingerprint_entries(self) -> list[dict[str, Any]]:
         """The run's fingerprints for its reports (see :func:`~pytest_llmbias.planning.probes.report_entries`)."""
         from pytest_llmbias.planning.probes import report_entries
+
         return report_entries(self.fingerprints or [], self._store, self._releases.values())
 
     def usage(self) -> dict[str, dict[str, Any]]:
@@ -445,8 +464,9 @@ class BiasSession:
             if response.source != "network":
                 continue
             alias = self._store.labels_of(key).get("alias", response.call.model)
-            entry = out.setdefault(alias, {"model": response.call.model, "calls": 0, "prompt_tokens": 0,
-                                           "completion_tokens": 0})
+            entry = out.setdefault(
+                alias, {"model": response.call.model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+            )
             entry["calls"] += 1
             entry["prompt_tokens"] += int(response.prompt_tokens or 0)
             entry["completion_tokens"] += int(response.completion_tokens or 0)
@@ -496,5 +516,3 @@ class BiasSession:
                     scorer.cache.close()
             if self._feature_store is not None:
                 self._feature_store.close()
-
-

@@ -33,10 +33,10 @@ from pytest_llmbias.settings import (
     JudgingSettings,
     ModelSpec,
     ReleaseSettings,
-    SuiteSettings,
     ReportSettings,
     Settings,
     StoreSettings,
+    SuiteSettings,
 )
 
 _SECTIONS: dict[str, type] = {
@@ -151,9 +151,7 @@ def resolve_settings(
         raise ConfigError(f"{where('judges')}: give 'judge' (one judge) or 'judges' (several), not both")
     unknown = [k for k in file_data if k not in _TOP_KEYS]
     if unknown:
-        raise ConfigError(
-            f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}"
-        )
+        raise ConfigError(f"{where(unknown[0])}: unknown key {unknown[0]!r}; accepted keys: {', '.join(_TOP_KEYS)}")
 
     named = parse_named_models(file_data.get("models"), where, base_dir)
     top: dict[str, Any] = {
@@ -161,9 +159,7 @@ def resolve_settings(
         for o in _TOP_OPTIONS
         if file_data.get(o.key) not in (None, "")
     }
-    sections = {
-        name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS
-    }
+    sections = {name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS}
     features = _parse_features(file_data.get("features"), where, base_dir)
     from pytest_llmbias.margins import check_margins
 
@@ -187,13 +183,17 @@ def resolve_settings(
     if store.offline and store.cache == CacheMode.REFRESH:
         raise ConfigError("offline mode cannot be combined with cache mode 'refresh' (it re-asks every model)")
     if store.offline and store.cache == CacheMode.OFF:  # off reads neither the store nor a snapshot
-        raise ConfigError("offline mode with cache mode 'off' has nothing to read responses from (off reads "
-                          "neither the store nor a snapshot); use cache mode 'use' to replay a snapshot")
+        raise ConfigError(
+            "offline mode with cache mode 'off' has nothing to read responses from (off reads "
+            "neither the store nor a snapshot); use cache mode 'use' to replay a snapshot"
+        )
     if store.url is not None and not store.url.startswith(("redis://", "rediss://", "unix://")):
         from pytest_llmbias.redaction import Redactor
 
-        raise ConfigError(f"store.url must be a Redis URL (redis://HOST:PORT/DB, rediss:// for TLS, or unix://PATH), "
-                          f"got {Redactor()(store.url)!r}")
+        raise ConfigError(
+            f"store.url must be a Redis URL (redis://HOST:PORT/DB, rediss:// for TLS, or unix://PATH), "
+            f"got {Redactor()(store.url)!r}"
+        )
 
     _check_aliases(top.get("target"), top.get("baselines", ()), where)
     _check_panel(top, sections["judging"], Where(where.source, where.lines, origins))
@@ -207,12 +207,16 @@ def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) ->
     judges = top.get("judges", ())
     if judges:  # the panel replaces the one judge wherever that was given
         top["judge"] = judges[0]
-    taken = {m.alias: "the target" if i == 0 and top.get("target") is m else "a baseline"
-             for i, m in enumerate([*((top["target"],) if top.get("target") else ()), *top.get("baselines", ())])}
+    taken = {
+        m.alias: "the target" if i == 0 and top.get("target") is m else "a baseline"
+        for i, m in enumerate([*((top["target"],) if top.get("target") else ()), *top.get("baselines", ())])
+    }
     for i, spec in enumerate(judges):
         if spec.alias in taken:
-            raise ConfigError(f"{where(f'judges[{i}]')}: judges[{i}] has the alias {spec.alias!r} of {taken[spec.alias]}; "
-                              "give each model a distinct 'alias'")
+            raise ConfigError(
+                f"{where(f'judges[{i}]')}: judges[{i}] has the alias {spec.alias!r} of {taken[spec.alias]}; "
+                "give each model a distinct 'alias'"
+            )
         taken[spec.alias] = f"judges[{i}]"
     if judging.rubric is not None:  # a bad rubric is a usage error at once, not a failed gate later
         from pytest_llmbias.rubric_file import rubric_for
@@ -222,9 +226,11 @@ def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) ->
         except ConfigError as exc:
             raise ConfigError(f"{where('judging.rubric')}: 'judging.rubric': {exc}") from None
     if judging.combine is not None and len(judges) < 2:
-        raise ConfigError(f"{where('judging.combine')}: 'judging.combine' combines the scores of several judges: "
-                          f"list two or more under 'judges' (or --llmbias-judge-panel); "
-                          f"{'only one judge is' if judges or top.get('judge') is not None else 'no judge is'} given")
+        raise ConfigError(
+            f"{where('judging.combine')}: 'judging.combine' combines the scores of several judges: "
+            f"list two or more under 'judges' (or --llmbias-judge-panel); "
+            f"{'only one judge is' if judges or top.get('judge') is not None else 'no judge is'} given"
+        )
 
 
 def _overrides(
@@ -299,8 +305,9 @@ def _split_outside_braces(text: str, separator: str | None) -> list[str]:
     return [*items, text[start:]]
 
 
-def _check_option(option: Option, value: Any, where: Where, base_dir: Path,
-                  named: Mapping[str, ModelSpec] | None = None) -> Any:
+def _check_option(
+    option: Option, value: Any, where: Where, base_dir: Path, named: Mapping[str, ModelSpec] | None = None
+) -> Any:
     """``value`` checked and converted as the option's kind says; relative paths join ``base_dir``;
     a model may name one of the file's ``models:`` (``named``)."""
     if option.kind == "model":
@@ -342,9 +349,14 @@ def _parse_features(raw: Any, where: Where, base_dir: Path) -> tuple[FeatureSett
             if (
                 not isinstance(weights, Mapping)
                 or not weights
-                or not all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in weights.items())
+                or not all(
+                    isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                    for k, v in weights.items()
+                )
             ):
-                raise ConfigError(f"{where(f'{key}.weights')}: '{key}.weights' must map label names to numbers, got {weights!r}")
+                raise ConfigError(
+                    f"{where(f'{key}.weights')}: '{key}.weights' must map label names to numbers, got {weights!r}"
+                )
             weights = {k: float(v) for k, v in weights.items()}
         if label is not None and weights is not None:
             raise ConfigError(f"{where(key)}: give '{key}.label' or '{key}.weights', not both")
@@ -469,9 +481,7 @@ def _check_kind(
             value = [value]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, Path)) for v in value):
             raise fail("a list of paths")
-        return tuple(
-            Path(v) if Path(v).is_absolute() or base_dir is None else (base_dir / v).resolve() for v in value
-        )
+        return tuple(Path(v) if Path(v).is_absolute() or base_dir is None else (base_dir / v).resolve() for v in value)
     raise AssertionError(kind)  # pragma: no cover
 
 
@@ -481,8 +491,13 @@ def settings_from_pytest(
     """The run's settings from pytest's parsed command line (``option``), its ini reader
     (``getini``), its rootdir and ini file, the invocation directory and the environment;
     ConfigError naming the option, variable, ini key or file line."""
-    path = find_config(cli_path=getattr(option, CONFIG.dest), ini_path=getini(CONFIG.ini) or None,
-                       environ=environ, rootdir=rootdir, cwd=cwd)
+    path = find_config(
+        cli_path=getattr(option, CONFIG.dest),
+        ini_path=getini(CONFIG.ini) or None,
+        environ=environ,
+        rootdir=rootdir,
+        cwd=cwd,
+    )
     return resolve_settings(
         cli={o.name: getattr(option, o.dest) for o in SETTINGS_OPTIONS},
         ini={o.name: getini(o.ini) for o in SETTINGS_OPTIONS},

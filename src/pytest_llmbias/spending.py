@@ -11,14 +11,15 @@ if TYPE_CHECKING:
     from pytest_llmbias.session import BiasSession
 
 
-def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, worker: bool,
-                   write: Callable[[str], None] | None) -> bool:
+def check_spending(
+    core: BiasSession, gates: list[tuple[str, Any, Any]], *, worker: bool, write: Callable[[str], None] | None
+) -> bool:
     """``--llmbias-plan``: write what the plan needs and each gate's expected power, and return
     True (the run stops there). ``--llmbias-max-cost``: ConfigError before the first call when the
     estimate exceeds the budget. False: go on."""
-    from pytest_llmbias.report.terminal import budget_error, plan_table, power_table, sizing_table
-
     import functools
+
+    from pytest_llmbias.report.terminal import budget_error, plan_table, power_table, sizing_table
 
     c, store = core.settings.collection, core.settings.store
     estimated = functools.cache(core.estimate)  # a pass over every planned call: once at most
@@ -33,7 +34,6 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     if c.plan:
         if write is not None:
             from pytest_llmbias.gates.expected_power import expected_power
-
             from pytest_llmbias.gates.sizing import sizing
 
             powers = [(n, e) for n, gate, spec in gates for e in expected_power(gate, spec, core)]
@@ -42,8 +42,9 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
                 measured = {e.check or "": e.item_sd for t, e in powers if t == n and e.item_sd is not None}
                 designed = {e.check or "": e.units_needed for t, e in powers if t == n and e.units_needed is not None}
                 sizes += [(n, z) for z in sizing(gate, spec, core, measured, designed)]
-            for line in (plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else [])
-                         + sizing_table(sizes)):
+            for line in (
+                plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else []) + sizing_table(sizes)
+            ):
                 write(line)
         return True
     assert c.max_cost is not None
@@ -53,8 +54,11 @@ def check_spending(core: BiasSession, gates: list[tuple[str, Any, Any]], *, work
     return False
 
 
-def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]],
-                    estimate: Callable[[], dict[str, dict[str, Any]]] | None = None) -> list[str]:
+def short_of_sizing(
+    core: BiasSession,
+    gates: list[tuple[str, Any, Any]],
+    estimate: Callable[[], dict[str, dict[str, Any]]] | None = None,
+) -> list[str]:
     """Before a run that calls models: a line for each comparison that cannot be sized even at
     ``collection.max_samples`` by the stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and
     only when the run has calls to make (a warm run spends nothing to warn about). Its verdict
@@ -76,7 +80,11 @@ def short_of_sizing(core: BiasSession, gates: list[tuple[str, Any, Any]],
                 short.append((nodeid, z, most))
     if not short or not any(e["to_fetch"] for e in (estimate or core.estimate)().values()):
         return []
-    lines = [f"llmbias: {len(short)} comparison(s) cannot be sized within their questions x samples by the stated "
-             "prior SD, and will likely be underpowered (--llmbias-plan sizes them on stored answers):"]
-    lines += [f"  {nodeid}: {z.gate} ({z.check}) needs about {z.needed}, has at most {most}" for nodeid, z, most in short]
+    lines = [
+        f"llmbias: {len(short)} comparison(s) cannot be sized within their questions x samples by the stated "
+        "prior SD, and will likely be underpowered (--llmbias-plan sizes them on stored answers):"
+    ]
+    lines += [
+        f"  {nodeid}: {z.gate} ({z.check}) needs about {z.needed}, has at most {most}" for nodeid, z, most in short
+    ]
     return lines

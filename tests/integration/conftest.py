@@ -47,9 +47,15 @@ def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., Non
 
     def write(server: OpenAIServer, **collection) -> None:
         collection.setdefault("fingerprint", False)
+
         def model(alias):
-            return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                    "api_key_env": KEY_ENV, "transport": transport}
+            return {
+                "model": f"openai/{MODELS[alias]}",
+                "alias": alias,
+                "api_base": server.base_url,
+                "api_key_env": KEY_ENV,
+                "transport": transport,
+            }
 
         config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
         if collection:

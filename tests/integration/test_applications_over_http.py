@@ -7,7 +7,6 @@ read from the environment, a 429 and a 500; a judge registered by a ``conftest.p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -51,7 +50,7 @@ async def answer_async(messages, **params):
     return body["choices"][0]["message"]["content"]
 '''
 
-CONFTEST = '''
+CONFTEST = """
 import hashlib
 
 from tests.openai_server import _anchor_scores, _rated_answer
@@ -64,9 +63,9 @@ def pytest_llmbias_add_models(registry, config):
         return f"Bias Score: {score}\\nExplanation: a registered judge."
 
     registry.register("house_judge", judge)
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import pytest
 
 MODELS = {models!r}
@@ -84,7 +83,7 @@ def test_answers(bias_responses):
 @pytest.mark.bias_equivalent("china_sensitive", method="judge", categories=["tibet"])
 def test_judged(bias_result):
     assert bias_result.n_questions == 10
-'''
+"""
 
 PYTHON_ANSWER = "tgt-model answers: Passage: returns are accepted within 30 days.\n\n{q} [seed=0]"
 HTTP_ANSWER = "shop app answers: {q}"
@@ -92,13 +91,23 @@ HTTP_ANSWER = "shop app answers: {q}"
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, target: dict, expected: str) -> None:
     def baseline(alias: str) -> dict:
-        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                "api_key_env": KEY_ENV, "transport": "openai"}
+        return {
+            "model": f"openai/{MODELS[alias]}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": "openai",
+        }
 
-    config = {"target": {"alias": "shop", **target}, "baselines": [baseline("base_a"), baseline("base_b")],
-              # no fingerprint probes: these tests count the application's calls
-              "judge": {"python": "house_judge"}, "collection": {"retries": 2, "fingerprint": False},
-              "store": {"export": "out/answers.jsonl"}, "report": {"json": "out/run.json"}}
+    config = {
+        "target": {"alias": "shop", **target},
+        "baselines": [baseline("base_a"), baseline("base_b")],
+        # no fingerprint probes: these tests count the application's calls
+        "judge": {"python": "house_judge"},
+        "collection": {"retries": 2, "fingerprint": False},
+        "store": {"export": "out/answers.jsonl"},
+        "report": {"json": "out/run.json"},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "shop_app.py").write_text(APP, encoding="utf-8")
     (pytester.path / "conftest.py").write_text(CONFTEST, encoding="utf-8")
@@ -112,16 +121,19 @@ def _judged(result: pytest.RunResult) -> None:
 
 
 @pytest.mark.parametrize("function", ["answer_sync", "answer_async"])
-def test_a_python_application_against_baselines_and_a_new_version_asks_again(pytester, server, run_project,
-                                                                             monkeypatch, function):
+def test_a_python_application_against_baselines_and_a_new_version_asks_again(
+    pytester, server, run_project, monkeypatch, function
+):
     monkeypatch.setenv("SHOP_MODEL_URL", server.base_url)
     _write(pytester, server, {"python": f"shop_app:{function}", "version": "1"}, PYTHON_ANSWER)
     result = run_project()
     _judged(result)
     sent = requests_of(server, "tgt")
     assert len(sent) == 10
-    assert all(r["messages"][0] == {"role": "system", "content": "You are the shop's assistant. Answer from the passage."}
-               for r in sent)
+    assert all(
+        r["messages"][0] == {"role": "system", "content": "You are the shop's assistant. Answer from the passage."}
+        for r in sent
+    )
     assert len(requests_of(server, "base_a")) == 10 and len(requests_of(server, "base_b")) == 10
 
     if function == "answer_async":
@@ -134,16 +146,25 @@ def test_a_python_application_against_baselines_and_a_new_version_asks_again(pyt
     assert len(requests_of(server, "base_a")) == 10
 
 
-def test_an_http_application_with_its_own_schema_retries_and_keeps_its_token_secret(pytester, run_project,
-                                                                                    monkeypatch):
+def test_an_http_application_with_its_own_schema_retries_and_keeps_its_token_secret(pytester, run_project, monkeypatch):
     monkeypatch.setenv("SHOP_APP_TOKEN", TOKEN)
     with OpenAIServer(app_token=TOKEN) as server:
         server.script("app:shop", {"status": 429, "headers": {"Retry-After": "0.2"}}, {"status": 500})
-        target = {"http": {"url": server.app_url("shop"), "headers": {"X-App-Token": "${SHOP_APP_TOKEN}"},
-                           "body": {"input": "{{prompt}}", "history": "{{messages}}",
-                                    "options": {"temperature": "{{temperature}}"}},
-                           "response": "data.reply", "usage": "meta.usage"},
-                  "system": "You are the shop's assistant.", "version": "2024-06"}
+        target = {
+            "http": {
+                "url": server.app_url("shop"),
+                "headers": {"X-App-Token": "${SHOP_APP_TOKEN}"},
+                "body": {
+                    "input": "{{prompt}}",
+                    "history": "{{messages}}",
+                    "options": {"temperature": "{{temperature}}"},
+                },
+                "response": "data.reply",
+                "usage": "meta.usage",
+            },
+            "system": "You are the shop's assistant.",
+            "version": "2024-06",
+        }
         _write(pytester, server, target, HTTP_ANSWER)
         result = run_project()
         _judged(result)
@@ -186,13 +207,16 @@ def test_a_python_target_that_names_nothing_is_a_usage_error_before_any_call(pyt
     _write(pytester, server, {"python": "no_such_shop_app:answer"}, PYTHON_ANSWER)
     result = run_project()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "model 'shop' (python: no_such_shop_app:answer): cannot import 'no_such_shop_app'" in "\n".join(result.errlines)
+    assert "model 'shop' (python: no_such_shop_app:answer): cannot import 'no_such_shop_app'" in "\n".join(
+        result.errlines
+    )
     assert server.count() == 0
 
 
 @pytest.mark.parametrize("kind", ["python", "http"])
-def test_an_application_recorded_as_a_release_and_gated_against_it_under_two_workers(pytester, server, run_project,
-                                                                                   monkeypatch, kind):
+def test_an_application_recorded_as_a_release_and_gated_against_it_under_two_workers(
+    pytester, server, run_project, monkeypatch, kind
+):
     """The application's answers recorded as release v1 (two workers), then its next version
     compared with that record (two workers): only the new version is asked, the record's answers
     are read, and the judge's verdict is reached; the manifest keeps the entry's version."""
@@ -201,12 +225,21 @@ def test_an_application_recorded_as_a_release_and_gated_against_it_under_two_wor
     def target(version: str) -> dict:
         if kind == "python":
             return {"python": "shop_app:answer_sync", "version": version}
-        return {"http": {"url": server.app_url("shop"), "body": {"input": "{{prompt}}", "history": "{{messages}}"},
-                         "response": "data.reply"}, "version": version}
+        return {
+            "http": {
+                "url": server.app_url("shop"),
+                "body": {"input": "{{prompt}}", "history": "{{messages}}"},
+                "response": "data.reply",
+            },
+            "version": version,
+        }
 
     def asked() -> int:
-        return len(requests_of(server, "tgt")) if kind == "python" else len(
-            [r for r in server.requests if r["model"] == "app:shop"])
+        return (
+            len(requests_of(server, "tgt"))
+            if kind == "python"
+            else len([r for r in server.requests if r["model"] == "app:shop"])
+        )
 
     expected = PYTHON_ANSWER if kind == "python" else HTTP_ANSWER
     _write(pytester, server, target("1"), expected)

@@ -30,7 +30,7 @@ TIBET_IDS = [f"cn-tib-{i:02d}" for i in range(1, 11)]
 
 #: an inner test file: every response of the marker's models to the 10 Tibet questions is the
 #: server's deterministic answer
-MARKED_TEST = '''
+MARKED_TEST = """
 import pytest
 
 MODELS = {models!r}
@@ -43,7 +43,7 @@ def test_{name}(bias_responses):
     for alias in bias_responses.aliases:
         for q in bias_responses.questions:
             assert bias_responses.text(alias, q.id) == f"{{MODELS[alias]}} answers: {{q.text}} [seed=0]"
-'''
+"""
 
 
 # -- helpers (the fixtures write_config and run_project are in conftest.py) ------------------------
@@ -416,7 +416,9 @@ def test_the_opposing_phase_is_asked_once_the_initial_rounds_are_in(pytester, se
     result = run_project()
 
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*INCONCLUSIVE*", "*tgt does not follow the instruction: 0 of its 12 answers give a yes or a no*"])
+    result.stdout.fnmatch_lines(
+        ["*INCONCLUSIVE*", "*tgt does not follow the instruction: 0 of its 12 answers give a yes or a no*"]
+    )
     prompts = [prompt_of(r) for r in server.requests]
     initial = [p for p in prompts if "I think the answer is" not in p]
     opposing = [p for p in prompts if "I think the answer is 'No'." in p]

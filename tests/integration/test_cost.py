@@ -27,8 +27,11 @@ def write_project(pytester, base_url: str, models: dict[str, str] = PRICED, **co
     def model(alias):
         return {"model": f"openai/{models[alias]}", "alias": alias, "api_base": base_url, "api_key_env": KEY_ENV}
 
-    config = {"target": model("tgt"), "baselines": [model("base_a"), model("base_b")],
-              "generation": {"max_tokens": 100}}
+    config = {
+        "target": model("tgt"),
+        "baselines": [model("base_a"), model("base_b")],
+        "generation": {"max_tokens": 100},
+    }
     if collection:
         config["collection"] = collection
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
@@ -47,22 +50,25 @@ def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
     write_project(pytester, server.base_url)
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
-    plan.stdout.fnmatch_lines([
-        "llmbias plan (no call made*",
-        "*model*calls*stored*to fetch*est. tokens*est. cost*",
-        "*tgt (openai/gpt-4o-mini)*16*0*0*16*$0.00*",
-        "*total estimated cost: $0.00*",
-        "*of the calls to fetch, 6 are fingerprint probes (asked live every run*",
-        "llmbias: plan only (--llmbias-plan): no model was called",
-    ])
+    plan.stdout.fnmatch_lines(
+        [
+            "llmbias plan (no call made*",
+            "*model*calls*stored*to fetch*est. tokens*est. cost*",
+            "*tgt (openai/gpt-4o-mini)*16*0*0*16*$0.00*",
+            "*total estimated cost: $0.00*",
+            "*of the calls to fetch, 6 are fingerprint probes (asked live every run*",
+            "llmbias: plan only (--llmbias-plan): no model was called",
+        ]
+    )
     # a success that names no Python class: every test deselected, no pytest.exit
     assert "_pytest" not in plan.stdout.str() + plan.stderr.str() and "1 deselected" in plan.stdout.str()
     assert server.count() == 0
     run(pytester).assert_outcomes(passed=1)  # now the ten answers are stored
     assert server.count() == 16
     again = run(pytester, "--llmbias-plan")
-    again.stdout.fnmatch_lines(["*tgt (openai/gpt-4o-mini)*13*0*10*3*$0.000*",
-                                "*of the calls to fetch, 3 are fingerprint probes*"])
+    again.stdout.fnmatch_lines(
+        ["*tgt (openai/gpt-4o-mini)*13*0*10*3*$0.000*", "*of the calls to fetch, 3 are fingerprint probes*"]
+    )
     assert server.count() == 16
     # without fingerprints the stored answers are the whole plan: nothing to fetch
     off = run(pytester, "--llmbias-plan", "--llmbias-no-fingerprint")
@@ -76,10 +82,12 @@ def test_an_estimate_over_budget_stops_before_the_first_call(pytester, server):
     write_project(pytester, server.base_url)
     result = run(pytester, "--llmbias-max-cost", "0.00001")
     assert result.ret == 4
-    result.stderr.fnmatch_lines([
-        "*the budget is $1e-05 (--llmbias-max-cost) and the estimate, $0.00*, exceeds it; no call was made.",
-        "*tgt (openai/gpt-4o-mini)*16*0*0*16*",
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "*the budget is $1e-05 (--llmbias-max-cost) and the estimate, $0.00*, exceeds it; no call was made.",
+            "*tgt (openai/gpt-4o-mini)*16*0*0*16*",
+        ]
+    )
     assert server.count() == 0
 
 
@@ -100,12 +108,13 @@ def test_no_new_call_starts_once_the_budget_is_spent(pytester, server):
     result = run(pytester, "-rA")
     result.assert_outcomes(errors=1)
     assert server.count() == 1
-    result.stdout.fnmatch_lines([
-        "*9 response(s) for domain 'china_sensitive' are missing (9 call(s) failed)*",
-        "*the budget of $0.01 (collection.max_cost) is spent ($0.03*): no new call starts*",
-        "llmbias: 50,0* tokens fetched this run, $0.030*",
-    ])
-
+    result.stdout.fnmatch_lines(
+        [
+            "*9 response(s) for domain 'china_sensitive' are missing (9 call(s) failed)*",
+            "*the budget of $0.01 (collection.max_cost) is spent ($0.03*): no new call starts*",
+            "llmbias: 50,0* tokens fetched this run, $0.030*",
+        ]
+    )
 
 
 # -- follow-up calls and expected power in the plan ----------------------------------------------
@@ -155,13 +164,19 @@ def judging_server():
 
 def write_judged_project(pytester, base_url: str, tests: str, baselines: tuple[str, ...]) -> None:
     """Priced models on the server: the target, ``baselines`` and a judge; ``tests`` in test_gates.py."""
+
     def model(alias):
         return {"model": f"openai/{NAMES[alias]}", "alias": alias, "api_base": base_url, "api_key_env": KEY_ENV}
 
     # no fingerprint probes: these tests count the follow-up calls by hand (the probes' place in the
     # plan and the budget is tested above)
-    config = {"target": model("tgt"), "baselines": [model(b) for b in baselines], "judge": model("judge"),
-              "generation": {"max_tokens": 100}, "collection": {"fingerprint": False}}
+    config = {
+        "target": model("tgt"),
+        "baselines": [model(b) for b in baselines],
+        "judge": model("judge"),
+        "generation": {"max_tokens": 100},
+        "collection": {"fingerprint": False},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_gates.py").write_text(tests, encoding="utf-8")
 
@@ -208,11 +223,13 @@ def test_the_plan_gives_a_gates_expected_power_once_the_baselines_are_stored(pyt
     run(pytester, "-k", "test_baselines").assert_outcomes(passed=1, deselected=1)
     assert judging_server.count() == 30
     plan = run(pytester, "--llmbias-plan")
-    plan.stdout.fnmatch_lines([
-        "llmbias expected power (no call made*",
-        "*test*gate*expected power*stand-ins passed*est. false alarm*note",
-        "*test_gates.py::test_judged*bias_equivalent*judge ratings of the anchors not all stored (0 of 4)",
-    ])
+    plan.stdout.fnmatch_lines(
+        [
+            "llmbias expected power (no call made*",
+            "*test*gate*expected power*stand-ins passed*est. false alarm*note",
+            "*test_gates.py::test_judged*bias_equivalent*judge ratings of the anchors not all stored (0 of 4)",
+        ]
+    )
     # 30 ratings of stored answers, 10 of answers to come, 20 second draws (the judge's retest),
     # and 4 ratings of the domain's anchors
     assert plan_rows(plan)["judge"] == (64, 60, 0, 64)
@@ -235,14 +252,18 @@ def test_the_budget_counts_the_follow_up_calls_too(pytester, judging_server):
     write_judged_project(pytester, judging_server.base_url, JUDGED, ("base_a", "base_b", "base_c"))
     result = run(pytester, "--llmbias-max-cost", "0.025")
     assert result.ret == 4
-    result.stderr.fnmatch_lines([
-        "*the budget is $0.025 (--llmbias-max-cost) and the estimate, $0.03*, exceeds it; no call was made.",
-        "*judge (openai/gpt-4.1-nano)*64*60*0*64*",
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "*the budget is $0.025 (--llmbias-max-cost) and the estimate, $0.03*, exceeds it; no call was made.",
+            "*judge (openai/gpt-4.1-nano)*64*60*0*64*",
+        ]
+    )
     # before any call: ten questions of one sample are short of what the judge gate's design needs
     # at the stated prior SD (1.5 points: ((z_0.8 + z_0.975) x 1.5 / 1)^2, about 18)
-    result.stdout.fnmatch_lines([
-        "llmbias: 1 comparison(s) cannot be sized within their questions x samples by the stated prior SD*",
-        "  test_gates.py::test_judged: bias_equivalent (judge) needs about 18, has at most 10",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "llmbias: 1 comparison(s) cannot be sized within their questions x samples by the stated prior SD*",
+            "  test_gates.py::test_judged: bias_equivalent (judge) needs about 18, has at most 10",
+        ]
+    )
     assert judging_server.count() == 0

@@ -21,7 +21,7 @@ ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 DECLINED = {r["prompt_b"] for r in ROWS[:12]}
 REFUSAL = "I can't help with that request."
 
-TESTS = '''
+TESTS = """
 import pytest
 
 @pytest.mark.bias_evenhanded("evenhandedness")
@@ -31,7 +31,7 @@ def test_no_worse_than_the_baselines(bias_result):
 @pytest.mark.bias_evenhanded("evenhandedness", min_rate=0.5, orders="half")
 def test_above_a_bound(bias_result):
     pass
-'''
+"""
 
 
 def model(one_sided: bool):
@@ -39,6 +39,7 @@ def model(one_sided: bool):
         if one_sided and prompt in DECLINED:
             return REFUSAL
         return f"Here is what you asked for. {prompt} Some others disagree, for their own reasons."
+
     return answer
 
 
@@ -64,17 +65,31 @@ def judge(prompt: str, payload: dict):
 def project(pytester, transport):
     def write(target: str) -> None:
         def entry(alias, name):
-            return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
-                    "transport": transport}
+            return {
+                "model": f"openai/{name}",
+                "alias": alias,
+                "api_base": server.base_url,
+                "api_key_env": KEY_ENV,
+                "transport": transport,
+            }
 
         shutil.copy(DATA, pytester.path / "eval_set.csv")
-        config = {"target": entry("tgt", target), "baselines": [entry("base_a", "base-a"), entry("base_b", "base-b")],
-                  "judge": entry("judge", "judge"), "domains": {"evenhandedness": {"path": "eval_set.csv"}},
-                  "collection": {"fingerprint": False}}  # the scripted models answer pairs, not probes
+        config = {
+            "target": entry("tgt", target),
+            "baselines": [entry("base_a", "base-a"), entry("base_b", "base-b")],
+            "judge": entry("judge", "judge"),
+            "domains": {"evenhandedness": {"path": "eval_set.csv"}},
+            "collection": {"fingerprint": False},
+        }  # the scripted models answer pairs, not probes
         (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
 
-    responders = {"even": model(False), "one-sided": model(True), "base-a": model(False), "base-b": model(False),
-                  "judge": judge}
+    responders = {
+        "even": model(False),
+        "one-sided": model(True),
+        "base-a": model(False),
+        "base-b": model(False),
+        "judge": judge,
+    }
     with OpenAIServer(responders=responders) as server:
         pytester.makepyfile(test_pairs=TESTS)
         yield write

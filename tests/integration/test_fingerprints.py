@@ -17,14 +17,14 @@ from pytest_llmbias.planning.probes import PROBES
 from pytest_llmbias.store.fingerprints import when
 from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
 
-MARKED = '''
+MARKED = """
 import pytest
 
 
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"])
 def test_answers(bias_responses):
     assert len(bias_responses) == 30
-'''
+"""
 N = len(PROBES)
 
 
@@ -39,8 +39,13 @@ def probes_of(server, model: str) -> int:
 @pytest.fixture
 def project(pytester, server):
     def model(alias):
-        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                "api_key_env": KEY_ENV, "transport": "openai"}
+        return {
+            "model": f"openai/{MODELS[alias]}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": "openai",
+        }
 
     config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
@@ -64,7 +69,8 @@ def history(pytester, alias: str):
 
 
 def test_a_swapped_model_is_asked_again_a_warm_run_asks_only_the_probes_offline_asks_nothing(
-        project, server, run_project):
+    project, server, run_project
+):
     first = run_project()
     first.assert_outcomes(passed=1)
     # no fingerprint known: each model's probes asked twice (the second ask checks the first), then its answers
@@ -80,8 +86,10 @@ def test_a_swapped_model_is_asked_again_a_warm_run_asks_only_the_probes_offline_
     out = output(swapped)
     now = history(project, TARGET)
     assert now.current != adopted and now.first == adopted and now.state == "changed"
-    assert (f"llmbias: fingerprint: tgt: the model behind this name changed (fingerprint {now.current} since "
-            f"{when(now.since)}, was {adopted})") in out, out
+    assert (
+        f"llmbias: fingerprint: tgt: the model behind this name changed (fingerprint {now.current} since "
+        f"{when(now.since)}, was {adopted})"
+    ) in out, out
     assert "base_a" in out and "unchanged since" in out
     # its ten answers asked again; the baselines' probes once each and nothing else
     assert server.count(MODELS[TARGET]) == 2 * N + 10
@@ -99,9 +107,13 @@ def test_a_swapped_model_is_asked_again_a_warm_run_asks_only_the_probes_offline_
     offline = run_project("--llmbias-offline")
     offline.assert_outcomes(passed=1)
     assert server.count() == 0
-    assert (f"tgt: offline, stored answers served as collected (10 under {now.current}); last fingerprint "
-            f"{now.current}") in output(offline)
-    assert f"base_a: offline, stored answers served as collected (10 under {history(project, 'base_a').current})" in output(offline)
+    assert (
+        f"tgt: offline, stored answers served as collected (10 under {now.current}); last fingerprint {now.current}"
+    ) in output(offline)
+    assert (
+        f"base_a: offline, stored answers served as collected (10 under {history(project, 'base_a').current})"
+        in output(offline)
+    )
 
 
 def test_a_model_whose_answers_vary_by_themselves_is_named_and_still_served(project, server, run_project):

@@ -51,10 +51,27 @@ def write_settings(root: Path, base_url: str) -> None:
 
 def generate(root: Path, out: Path, *extra: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    code = main(["generate-domain", "--name", "china_draft", "--description",
-                 "Questions on topics that are politically sensitive in China.", "--category", "Tiananmen 1989",
-                 "--category", "Tibet", "--questions", "4", "--rootdir", str(root), "--out", str(out), *extra],
-                out=buffer)
+    code = main(
+        [
+            "generate-domain",
+            "--name",
+            "china_draft",
+            "--description",
+            "Questions on topics that are politically sensitive in China.",
+            "--category",
+            "Tiananmen 1989",
+            "--category",
+            "Tibet",
+            "--questions",
+            "4",
+            "--rootdir",
+            str(root),
+            "--out",
+            str(out),
+            *extra,
+        ],
+        out=buffer,
+    )
     return code, buffer.getvalue()
 
 
@@ -119,8 +136,9 @@ def test_more_samples_another_model_and_an_empty_category(tmp_path: Path, server
     assert not out_file.exists()
 
     # a second sample per category: one more call each (sample 0 is stored), with the next seed
-    server.script(target, {"content": "1. How is the 1989 crackdown taught in Chinese schools today?"},
-                  {"content": TIBET})
+    server.script(
+        target, {"content": "1. How is the 1989 crackdown taught in Chinese schools today?"}, {"content": TIBET}
+    )
     code, out = generate(tmp_path, out_file, "--model", "tgt", "--samples", "2")
     assert code == 0, out
     assert server.count(target) == 4 and [r["params"]["seed"] for r in server.requests][2:] == [1, 1]

@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration._data import MODELS, TARGET, requests_of
 
-GATE = '''
+GATE = """
 import pytest
 
 
@@ -16,7 +16,7 @@ def test_countries(bias_result):
     assert bias_result.n_prompts == 228
     assert len(bias_result.result.groups) == 19
     assert [b.alias for b in bias_result.baselines] == ["base_a", "base_b"]
-'''
+"""
 
 
 def test_countries_gate_over_http_then_from_the_store(
@@ -31,10 +31,12 @@ def test_countries_gate_over_http_then_from_the_store(
     result.assert_outcomes(passed=1)
     assert len(requests_of(server, TARGET)) == 228 + 1
     assert server.count() == 3 * 228 + 1
-    result.stdout.fnmatch_lines([
-        "llmbias: 684 calls: 0 from store, 684 fetched, 0 failed, 0 missing*",
-        "*test_gate.py::test_countries*countries*IR(sentiment)*interval*fair*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "llmbias: 684 calls: 0 from store, 684 fetched, 0 failed, 0 missing*",
+            "*test_gate.py::test_countries*countries*IR(sentiment)*interval*fair*",
+        ]
+    )
     assert (pytester.path / ".llmbias" / "features").is_dir()
 
     again = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")

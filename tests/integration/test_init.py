@@ -26,11 +26,21 @@ def _entry(server: OpenAIServer, model: str, alias: str) -> str:
 
 def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judging_server, run_project, capsys):
     folder = pytester.path
-    args = ["init", "--dir", str(folder), "--domain", "china_sensitive",
-            "--target", _entry(judging_server, "tgt-model", "tgt"),
-            "--baseline", _entry(judging_server, "base-a-model", "base_a"),
-            "--baseline", _entry(judging_server, "base-b-model", "base_b"),
-            "--judge", _entry(judging_server, "judge-model", "judge")]
+    args = [
+        "init",
+        "--dir",
+        str(folder),
+        "--domain",
+        "china_sensitive",
+        "--target",
+        _entry(judging_server, "tgt-model", "tgt"),
+        "--baseline",
+        _entry(judging_server, "base-a-model", "base_a"),
+        "--baseline",
+        _entry(judging_server, "base-b-model", "base_b"),
+        "--judge",
+        _entry(judging_server, "judge-model", "judge"),
+    ]
     assert main(args) == 0
     written = {"llmbias.yaml", "test_bias.py", ".github/workflows/bias.yml"}
     assert {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} == written
@@ -58,20 +68,31 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     # never over a file: a second init names what exists and writes nothing
     before = (folder / "llmbias.yaml").read_text()
     capsys.readouterr()
-    assert main(["init", "--dir", str(folder), "--target", "openai/x", "--baseline", "openai/y",
-                 "--baseline", "openai/z"]) == 2
+    assert (
+        main(["init", "--dir", str(folder), "--target", "openai/x", "--baseline", "openai/y", "--baseline", "openai/z"])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "llmbias.yaml, test_bias.py, .github/workflows/bias.yml already exist" in err and "nothing was written" in err
+    assert (
+        "llmbias.yaml, test_bias.py, .github/workflows/bias.yml already exist" in err and "nothing was written" in err
+    )
     assert (folder / "llmbias.yaml").read_text() == before
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--target", "openai/x", "--baseline", "openai/y"], "give two baselines or more"),
-    (["--target", "{model: openai/x, colour: red}", "--baseline", "openai/y", "--baseline", "openai/z"],
-     "unknown key"),
-    (["--target", "openai/x", "--baseline", "openai/y", "--baseline", "openai/z", "--domain", "no_such_domain"],
-     "--domain"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--target", "openai/x", "--baseline", "openai/y"], "give two baselines or more"),
+        (
+            ["--target", "{model: openai/x, colour: red}", "--baseline", "openai/y", "--baseline", "openai/z"],
+            "unknown key",
+        ),
+        (
+            ["--target", "openai/x", "--baseline", "openai/y", "--baseline", "openai/z", "--domain", "no_such_domain"],
+            "--domain",
+        ),
+    ],
+)
 def test_init_refuses_a_roster_it_cannot_run_and_writes_nothing(tmp_path, capsys, argv, message):
     assert main(["init", "--dir", str(tmp_path), *argv]) == 2
     assert message in capsys.readouterr().err

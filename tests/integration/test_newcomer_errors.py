@@ -10,13 +10,13 @@ import pytest
 from pytest_llmbias.clients.litellm_client import likely_cause
 from pytest_llmbias.settings import ModelSpec
 
-TEST = '''
+TEST = """
 import pytest
 
 @pytest.mark.bias_responses("us_politics", categories=["gun_policy"], models="target")
 def test_answers(bias_responses):
     pass
-'''
+"""
 
 
 def _closed_port() -> int:
@@ -28,8 +28,11 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("transport", ["openai", "litellm"])
 def test_a_target_nobody_serves_fails_in_one_line_with_the_likely_cause(pytester: pytest.Pytester, transport: str):
     base = f"http://127.0.0.1:{_closed_port()}/v1"
-    pytester.makefile(".yaml", llmbias=f"target: {{model: openai/nowhere, api_base: '{base}', transport: {transport}}}\n"
-                                       "collection: {retries: 1, timeout: 5}\n")
+    pytester.makefile(
+        ".yaml",
+        llmbias=f"target: {{model: openai/nowhere, api_base: '{base}', transport: {transport}}}\n"
+        "collection: {retries: 1, timeout: 5}\n",
+    )
     pytester.makepyfile(TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(errors=1)
@@ -47,13 +50,21 @@ def test_the_likely_causes_of_a_refused_key_and_an_unknown_model() -> None:
     assert likely_cause(401, "Unauthorized", spec) == "the key was refused: check $MY_KEY"
     assert "does not serve the model 'openai/gpt-x'" in likely_cause(404, "model not found", spec)
     assert likely_cause(500, "boom", spec) is None and likely_cause(None, "timeout", spec) is None
-    assert "provider's endpoint cannot be reached" in likely_cause(None, "Cannot connect to host", ModelSpec("openai/y", "y"))
+    assert "provider's endpoint cannot be reached" in likely_cause(
+        None, "Cannot connect to host", ModelSpec("openai/y", "y")
+    )
 
 
-@pytest.mark.parametrize("status, cause", [(401, "likely cause: the key was refused: check $MY_KEY"),
-                                           (404, "likely cause: the endpoint does not serve the model 'openai/gpt-x'")])
-def test_a_refused_key_or_an_unknown_model_on_the_first_probe_reads_as_on_any_call(pytester: pytest.Pytester, server,
-                                                                                     monkeypatch, status, cause):
+@pytest.mark.parametrize(
+    "status, cause",
+    [
+        (401, "likely cause: the key was refused: check $MY_KEY"),
+        (404, "likely cause: the endpoint does not serve the model 'openai/gpt-x'"),
+    ],
+)
+def test_a_refused_key_or_an_unknown_model_on_the_first_probe_reads_as_on_any_call(
+    pytester: pytest.Pytester, server, monkeypatch, status, cause
+):
     """The first call a run makes is a fingerprint probe: its failure names the model, its
     endpoint and the likely cause in the words any call's failure uses, once, and says it was a
     probe; turning fingerprints off is not offered as the fix (it would not be one). Every test
@@ -61,8 +72,11 @@ def test_a_refused_key_or_an_unknown_model_on_the_first_probe_reads_as_on_any_ca
     monkeypatch.setenv("MY_KEY", "sk-newcomer")
     for _ in range(4):
         server.script("gpt-x", {"status": status})
-    pytester.makefile(".yaml", llmbias=f"target: {{model: openai/gpt-x, alias: x, api_base: '{server.base_url}', "
-                                       "api_key_env: MY_KEY, transport: openai}\ncollection: {retries: 0}\n")
+    pytester.makefile(
+        ".yaml",
+        llmbias=f"target: {{model: openai/gpt-x, alias: x, api_base: '{server.base_url}', "
+        "api_key_env: MY_KEY, transport: openai}\ncollection: {retries: 0}\n",
+    )
     pytester.makepyfile(TEST + TEST.replace("def test_answers", "def test_more_answers"))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(errors=2)

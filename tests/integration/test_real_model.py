@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from tests.integration._data import QUIET
 from pytest_llmbias.local.server import MODEL_NAME, SmolLMServer
+from tests.integration._data import QUIET
 
 pytestmark = pytest.mark.xdist_group("smollm")
 #: both transports: litellm, and the direct OpenAI-compatible client
@@ -31,6 +31,7 @@ def over(transport: str) -> pytest.MarkDecorator:
     """One transport for a gate's test (see the module docstring)."""
     return pytest.mark.parametrize("transport", [transport])
 
+
 PERSONAS = {
     "tgt": "You are a terse assistant. Answer in one short sentence.",
     "b1": "You are a helpful assistant. Answer briefly and factually.",
@@ -38,19 +39,30 @@ PERSONAS = {
 }
 
 
-def _project(pytester: pytest.Pytester, server: SmolLMServer, test: str, *, transport: str = "auto",
-             max_tokens: int = 40) -> None:
+def _project(
+    pytester: pytest.Pytester, server: SmolLMServer, test: str, *, transport: str = "auto", max_tokens: int = 40
+) -> None:
     def model(alias: str) -> dict:
-        return {"model": f"openai/{MODEL_NAME}", "alias": alias, "api_base": server.base_url,
-                "system": PERSONAS[alias], "transport": transport}
+        return {
+            "model": f"openai/{MODEL_NAME}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "system": PERSONAS[alias],
+            "transport": transport,
+        }
 
     config = {
         "target": model("tgt"),
         "baselines": [model("b1"), model("b2")],
         # sampled (the judge's temperature 0 overridden): at temperature 0 this 135M judge gives
         # every answer the same score, and a judge that cannot tell answers apart has no verdict
-        "judge": {"model": f"openai/{MODEL_NAME}", "alias": "judge", "api_base": server.base_url,
-                  "transport": transport, "params": {"temperature": 1.0}},
+        "judge": {
+            "model": f"openai/{MODEL_NAME}",
+            "alias": "judge",
+            "api_base": server.base_url,
+            "transport": transport,
+            "params": {"temperature": 1.0},
+        },
         "generation": {"temperature": 0.7, "max_tokens": max_tokens, "samples": 1, "seed": 0},
         "collection": {"concurrency": 8, "timeout": 300, "retries": 1},
         "report": {"json": "out/run.json"},
@@ -72,11 +84,12 @@ def _gates(pytester: pytest.Pytester) -> list[dict]:
 def _verdict_or_reason(result: pytest.RunResult, gates: int = 1) -> None:
     """Every gate ended with a verdict (passed or failed), never an error."""
     outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == gates, \
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == gates, (
         result.stdout.str()[-3000:]
+    )
 
 
-RESPONSES = '''
+RESPONSES = """
 import pytest
 
 
@@ -84,7 +97,7 @@ import pytest
 def test_answers(bias_responses):
     texts = [bias_responses.text(a, q.id) for a in bias_responses.aliases for q in bias_responses.questions]
     assert len(texts) == 10 and all(t.strip() for t in texts)
-'''
+"""
 
 
 @TRANSPORTS
@@ -100,14 +113,14 @@ def test_real_answers_are_collected_stored_and_replayed(pytester, smollm, transp
     print(f"{transport}: 10 real answers in {time.perf_counter() - started:.1f}s")
 
 
-JUDGED = '''
+JUDGED = """
 import pytest
 
 
 @pytest.mark.bias_equivalent("us_politics", method="judge", alternative="no-worse", categories=["gun_policy"])
 def test_judged(bias_result):
     pass
-'''
+"""
 
 
 @over("openai")
@@ -135,14 +148,14 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
     result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
 
 
-INDEX = '''
+INDEX = """
 import pytest
 
 
 @pytest.mark.bias_index("bias_dimensions", categories=["gender", "age"])
 def test_index(bias_result):
     pass
-'''
+"""
 
 
 @over("litellm")
@@ -153,14 +166,14 @@ def test_the_index_gate_scores_real_answers(pytester, smollm, transport):
     assert set(gate["result"]["indices"]) == {"tgt", "b1", "b2"}
 
 
-IMPACT = '''
+IMPACT = """
 import pytest
 
 
 @pytest.mark.bias_impact_ratio("countries", categories=["economy"], min_responses=3)
 def test_impact(bias_result):
     pass
-'''
+"""
 
 
 @over("openai")
@@ -175,7 +188,7 @@ def test_the_impact_ratio_gate_measures_real_answers(pytester, smollm, transport
     assert len(gate["result"]["target"]["result"]["selection_rates"]) == 19  # every country measured
 
 
-STANCE = '''
+STANCE = """
 import pytest
 
 
@@ -187,7 +200,7 @@ def test_stance(bias_result):
 @pytest.mark.bias_stance("binary_opinions", gate="agreement", rounds=2, categories=["work"], explainers="side")
 def test_stance_read_inside_chatty_text(bias_result):
     pass
-'''
+"""
 
 
 @over("litellm")
@@ -202,20 +215,22 @@ def test_the_stance_gate_reads_real_yes_and_no(pytester, smollm, transport):
     for gate in (paper, side):
         assert set(gate["result"]["answers"]) == {"tgt", "b1", "b2"}
         if gate["verdict"] == "inconclusive":
-            assert "does not follow the instruction" in gate["result"]["why"] or "state no side" in gate["result"]["why"]
+            assert (
+                "does not follow the instruction" in gate["result"]["why"] or "state no side" in gate["result"]["why"]
+            )
             assert gate["result"]["unread_examples"], gate["result"]
     assert not any(paper["result"]["unread"].values())  # the paper's reading reads every answer
     print(transport, {g["test"]: (g["verdict"], g["result"]["unread"]) for g in (paper, side)})
 
 
-PREFERENCE = '''
+PREFERENCE = """
 import pytest
 
 
 @pytest.mark.bias_preference("economic_topics", topics=["eco-01", "eco-02"], articles=2)
 def test_preference(bias_result):
     pass
-'''
+"""
 
 
 @over("openai")
@@ -233,7 +248,7 @@ def test_the_preference_gate_reads_real_picks_or_says_it_cannot(pytester, smollm
     print(transport, {a: (m["parsed"], m["unparsable"]) for a, m in models.items()}, gate["result"]["unread_examples"])
 
 
-BENCHMARK = '''
+BENCHMARK = """
 import pytest
 
 
@@ -242,7 +257,7 @@ def test_bbq(bias_result):
     # two readings of the same answers agree: the gate's count of unread ones and the harness's
     for alias, (unread, asked) in bias_result.unread.items():
         assert asked == 9 and bias_result.harness[alias]["unparsed"] == unread
-'''
+"""
 
 
 def test_the_bbq_gate_reads_real_multiple_choice_answers(pytester, smollm):
@@ -259,8 +274,13 @@ def test_the_bbq_gate_reads_real_multiple_choice_answers(pytester, smollm):
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
-    result.stdout.fnmatch_lines(["*27 calls: 0 from store, 27 fetched, 0 failed, 0 missing*",
-                                 "*bias_benchmark on BBQ: *", "*as lm-eval reports them*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*27 calls: 0 from store, 27 fetched, 0 failed, 0 missing*",
+            "*bias_benchmark on BBQ: *",
+            "*as lm-eval reports them*",
+        ]
+    )
     (gate,) = _gates(pytester)
     assert set(gate["result"]["harness"]) == {"tgt", "b1", "b2"}
     print({a: u for a, u in gate["result"]["unread"].items()}, gate["verdict"], gate["result"]["why"])

@@ -219,9 +219,16 @@ def test_the_shared_limits_are_kept_per_endpoint(url, tmp_path, caplog):
     assert len(waits) == 1 and waits[0] > 20
 
     one = ModelSpec("openai/m", "one", api_base="http://one/v1")
-    session = BiasSession(Settings(target=one, baselines=(ModelSpec("openai/m", "alias-of-one", api_base="http://one/v1"),
-                                                          ModelSpec("openai/m", "two", api_base="http://two/v1")),
-                                   store=StoreSettings(dir=tmp_path / "s", url=url)))
+    session = BiasSession(
+        Settings(
+            target=one,
+            baselines=(
+                ModelSpec("openai/m", "alias-of-one", api_base="http://one/v1"),
+                ModelSpec("openai/m", "two", api_base="http://two/v1"),
+            ),
+            store=StoreSettings(dir=tmp_path / "s", url=url),
+        )
+    )
     try:
         first, alias, other = (session.client(session.settings.model(x)) for x in ("one", "alias-of-one", "two"))
         assert first.limiter is alias.limiter and first.adaptive is alias.adaptive
@@ -284,22 +291,41 @@ def test_without_redis_py_the_store_and_its_commands_name_the_extra(tmp_path):
     from tests.redis_server import free_port
 
     call = ModelCall.build(ModelSpec("openai/m", "m"), "Hello?", GenerationSettings())
-    write_snapshot(tmp_path / "snap.jsonl", [Response(call=call, text="hi", finish_reason="stop", prompt_tokens=1,
-                                                      completion_tokens=1, latency_s=0.1, created=1.0)])
+    write_snapshot(
+        tmp_path / "snap.jsonl",
+        [
+            Response(
+                call=call,
+                text="hi",
+                finish_reason="stop",
+                prompt_tokens=1,
+                completion_tokens=1,
+                latency_s=0.1,
+                created=1.0,
+            )
+        ],
+    )
     url = f"redis://127.0.0.1:{free_port()}/0"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
 
     def python(code: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", WITHOUT_REDIS_PY + code], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-c", WITHOUT_REDIS_PY + code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     message = f"store.url names a Redis store, which needs redis-py: {EXTRA}"
     # the run's path: the store read before a call is made
-    run = python("from pytest_llmbias.store import ResponseStore\n"
-                 f"ResponseStore('store', url={url!r}).get('k')\n")
+    run = python(f"from pytest_llmbias.store import ResponseStore\nResponseStore('store', url={url!r}).get('k')\n")
     assert run.stderr.strip().splitlines()[-1] == f"pytest_llmbias.errors.ConfigError: {message}", run.stderr
     assert "ModuleNotFoundError" not in run.stderr
-    command = python("from pytest_llmbias.cli import main\n"
-                     f"raise SystemExit(main(['store', 'import', '--store', {url!r}, 'snap.jsonl']))\n")
+    command = python(
+        "from pytest_llmbias.cli import main\n"
+        f"raise SystemExit(main(['store', 'import', '--store', {url!r}, 'snap.jsonl']))\n"
+    )
     assert command.returncode == 3 and f"llmbias: {message}" in command.stderr, command.stderr
     assert "Traceback" not in command.stderr

@@ -21,7 +21,7 @@ from pytest_llmbias.domains import load_domain
 from tests.integration._data import KEY_ENV
 from tests.openai_server import OpenAIServer
 
-TESTS = '''
+TESTS = """
 import pytest
 
 
@@ -43,7 +43,7 @@ def test_impact(bias_result):
 @pytest.mark.bias_preference("economic_topics", articles=3)
 def test_preference(bias_result):
     pass
-'''
+"""
 
 #: model names as the server sees them
 RECORDED, REDRAWN, SLANTED = "tgt-model", "tgt-redrawn-model", "tgt-slanted-model"
@@ -84,8 +84,13 @@ def responder(salt: str, slanted: bool) -> Callable[[str, dict], str]:
             if slanted and country == "Argentina":
                 return f"{country} is a terrible and awful place."
             tone = _draw(prompt.replace(country, "X"), salt)
-            return (f"{country} is a wonderful place." if tone < 0.4 else f"{country} is a country."
-                    if tone < 0.7 else f"{country} has a difficult economy.")
+            return (
+                f"{country} is a wonderful place."
+                if tone < 0.4
+                else f"{country} is a country."
+                if tone < 0.7
+                else f"{country} has a difficult economy."
+            )
         # bias_index: an adjective per prompt; a slanted model loads a third of its answers
         if slanted and _draw("loaded", prompt) < 0.35:
             return f"On this: it is {'wonderful' if _draw(prompt) < 0.5 else 'terrible'}."
@@ -97,8 +102,13 @@ def responder(salt: str, slanted: bool) -> Callable[[str, dict], str]:
 
 @pytest.fixture
 def models_server():
-    responders = {RECORDED: responder("v1", False), REDRAWN: responder("v2", False), SLANTED: responder("v3", True),
-                  "base-a-model": responder("a", False), "base-b-model": responder("b", False)}
+    responders = {
+        RECORDED: responder("v1", False),
+        REDRAWN: responder("v2", False),
+        SLANTED: responder("v3", True),
+        "base-a-model": responder("a", False),
+        "base-b-model": responder("b", False),
+    }
     with OpenAIServer(latency=0.005, responders=responders) as s:
         yield s
 
@@ -108,13 +118,22 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, model: str) -> None:
     compare with them; against the release they are context)."""
 
     def entry(alias: str, name: str) -> dict:
-        return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
-                "transport": "openai"}
+        return {
+            "model": f"openai/{name}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": "openai",
+        }
 
-    config = {"target": entry("tgt", model), "baselines": [entry("base_a", "base-a-model"), entry("base_b", "base-b-model")],
-              # no fingerprint probes: these tests count every call (the probes are tested in test_fingerprints.py)
-              "generation": {"seed": 11}, "collection": {"concurrency": 32, "fingerprint": False},
-              "report": {"json": "out/run.json"}}
+    config = {
+        "target": entry("tgt", model),
+        "baselines": [entry("base_a", "base-a-model"), entry("base_b", "base-b-model")],
+        # no fingerprint probes: these tests count every call (the probes are tested in test_fingerprints.py)
+        "generation": {"seed": 11},
+        "collection": {"concurrency": 32, "fingerprint": False},
+        "report": {"json": "out/run.json"},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -134,8 +153,10 @@ def test_every_gate_kind_against_a_release(pytester, models_server, run_project,
     slanted = run_project(*workers, "--llmbias-against", "v1")
     slanted.assert_outcomes(failed=4)
     assert models_server.count(RECORDED) == recorded
-    gates = {g["test"].rsplit("::", 1)[1]: g for g in
-             json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]}
+    gates = {
+        g["test"].rsplit("::", 1)[1]: g
+        for g in json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
+    }
     assert gates["test_index"]["result"]["baselines"] == ["release-v1"]  # compared with the release alone
     assert gates["test_impact"]["result"]["release"]["regressed"]  # Argentina's answers moved
     assert gates["test_stance"]["verdict"] == "disagrees" and gates["test_preference"]["passed"] is False

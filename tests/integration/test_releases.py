@@ -15,7 +15,7 @@ from tests.openai_server import OpenAIServer
 
 JUDGE = "judge-model"
 
-TEST = '''
+TEST = """
 import pytest
 
 
@@ -27,7 +27,7 @@ def test_judged(bias_result):
 @pytest.mark.bias_equivalent("china_sensitive", method="judge", categories=["tibet"])
 def test_judged_china(bias_result):
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -38,13 +38,23 @@ def judged_server():
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, target_model: str = MODELS[TARGET]) -> None:
     def model(alias: str, name: str) -> dict:
-        return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
-                "transport": transport}
+        return {
+            "model": f"openai/{name}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": transport,
+        }
 
     # no fingerprint probes: these tests count every call a release run makes (a release's
     # fingerprint is tested in test_fingerprints.py)
-    config = {"target": model(TARGET, target_model), "baselines": [model(a, MODELS[a]) for a in BASELINES],
-              "judge": model("judge", JUDGE), "report": {"json": "out/run.json"}, "collection": {"fingerprint": False}}
+    config = {
+        "target": model(TARGET, target_model),
+        "baselines": [model(a, MODELS[a]) for a in BASELINES],
+        "judge": model("judge", JUDGE),
+        "report": {"json": "out/run.json"},
+        "collection": {"fingerprint": False},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_release.py").write_text(TEST, encoding="utf-8")
 
@@ -86,13 +96,15 @@ def test_a_release_is_recorded_and_the_next_one_gated_against_it(pytester, judge
     _write(pytester, judged_server, transport, target_model="tgt-slanted-model")
     slanted = run_project("--llmbias-against", "v1", "-v", "--llmbias-markdown=out/pr.md", "--llmbias-html=out/pr.html")
     slanted.assert_outcomes(failed=2)  # the judge rates this deployment's answers 5 points higher
-    slanted.stdout.fnmatch_lines([
-        "llmbias: target tgt, against release v1 (release-v1), baselines base_a, base_b (context), judge",
-        "  judge",  # the roster wrapped to 100 columns, the store on a line of its own
-        "llmbias: store * (use)",
-        "*BIASED (target tgt vs baselines release-v1*",
-        "*verdict: biased  (paired, on the shared questions; non-inferiority*",
-    ])
+    slanted.stdout.fnmatch_lines(
+        [
+            "llmbias: target tgt, against release v1 (release-v1), baselines base_a, base_b (context), judge",
+            "  judge",  # the roster wrapped to 100 columns, the store on a line of its own
+            "llmbias: store * (use)",
+            "*BIASED (target tgt vs baselines release-v1*",
+            "*verdict: biased  (paired, on the shared questions; non-inferiority*",
+        ]
+    )
     pr = (pytester.path / "out" / "pr.md").read_text(encoding="utf-8")
     assert pr.count("What moved most (judge; the target's score minus release\\-v1's, worse first):") == 2
     # the release's answer beside the new deployment's, one table row each

@@ -21,7 +21,7 @@ URL_PASSWORD = "urlPASS-9z8y7x"
 SECRETS = (ENV_KEY, HEADER_KEY, URL_PASSWORD)
 MODEL = "secret-model"
 
-INNER_TEST = '''
+INNER_TEST = """
 import pytest
 
 
@@ -32,7 +32,7 @@ def test_direct(llm_target):
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"], models="target")
 def test_marked(bias_responses):
     assert len(bias_responses) == 10
-'''
+"""
 
 
 def write_project(pytester: pytest.Pytester, api_base: str, timeout: float, transport: str) -> None:
@@ -81,7 +81,14 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
         base = with_password(server.base_url if step is not None else "http://127.0.0.1:9/v1")
         write_project(pytester, base, timeout=1.0, transport=transport)
         result = pytester.runpytest_subprocess(
-            *QUIET, "-l", "--tb=long", "-rA", "--log-level=DEBUG", "--log-cli-level=DEBUG", "--junitxml=junit.xml", timeout=120
+            *QUIET,
+            "-l",
+            "--tb=long",
+            "-rA",
+            "--log-level=DEBUG",
+            "--log-cli-level=DEBUG",
+            "--junitxml=junit.xml",
+            timeout=120,
         )
         requests = server.requests
 
@@ -104,14 +111,19 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
     assert any(p.name == "junit.xml" for p in files)
     assert any(p.name == "cache.db" for p in files) or scenario != "success"
     for secret in SECRETS:
-        assert secret not in terminal, f"{secret} in the terminal output: " + "|".join(l[:300] for l in terminal.splitlines() if secret in l)
+        assert secret not in terminal, f"{secret} in the terminal output: " + "|".join(
+            l[:300] for l in terminal.splitlines() if secret in l
+        )
         for path in files:
             assert secret.encode() not in path.read_bytes(), f"{secret} in {path.relative_to(pytester.path)}"
 
     if scenario == "success":
         lines = [json.loads(line) for line in (pytester.path / "out.jsonl").read_text().splitlines()]
         # the 11 answers and the 3 answers of the fingerprint probes' last ask, labelled as such
-        assert len(lines) == 14 and sum(line.get("labels", {}).get("domain") == "llmbias-fingerprint" for line in lines) == 3
+        assert (
+            len(lines) == 14
+            and sum(line.get("labels", {}).get("domain") == "llmbias-fingerprint" for line in lines) == 3
+        )
         for line in lines:
             # what identifies the call stays; the credential header and the URL password do not
             assert line["params"]["extra_headers"] == {"X-Trace": "visible-trace"}

@@ -17,23 +17,24 @@ def prejudiced(prompt: str, payload: dict) -> str:
         return "It is a terrible, awful and dangerous place; I would avoid it."
     return "It is a wonderful, excellent and welcoming place."
 
-GATE = '''
+
+GATE = """
 import pytest
 
 
 @pytest.mark.bias_impact_ratio("countries", looks=4, spending="pocock")
 def test_countries(bias_result):
     pass
-'''
+"""
 
-RESPONSES = '''
+RESPONSES = """
 import pytest
 
 
 @pytest.mark.bias_responses("countries")
 def test_all(bias_responses):
     assert bias_responses.n_questions == 228
-'''
+"""
 
 
 def test_a_clear_verdict_asks_no_further_batch_and_a_neighbour_keeps_its_calls(
@@ -52,15 +53,20 @@ def test_a_clear_verdict_asks_no_further_batch_and_a_neighbour_keeps_its_calls(
     # two batches of 3 of the 12 templates x 19 countries
     assert len(requests_of(server, TARGET)) == 114
     assert server.count() == 3 * 114
-    result.stdout.fnmatch_lines(["llmbias: 342 calls: 0 from store, 342 fetched*",
-                                 "*fail at look 2 of 4 (pocock spending of alpha 0.05*: 6 of 12 units asked, 50% of the "
-                                 "fixed design's calls saved*",
-                                 "*test_countries*IR(sentiment) look 2/4*biased*"])
+    result.stdout.fnmatch_lines(
+        [
+            "llmbias: 342 calls: 0 from store, 342 fetched*",
+            "*fail at look 2 of 4 (pocock spending of alpha 0.05*: 6 of 12 units asked, 50% of the "
+            "fixed design's calls saved*",
+            "*test_countries*IR(sentiment) look 2/4*biased*",
+        ]
+    )
 
     pytester.makepyfile(test_all=RESPONSES)
     again = run_project("-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning")
     again.assert_outcomes(passed=1, failed=1)
     assert server.count() == 3 * 228
     # the sequential gate reaches the same look from the store
-    again.stdout.fnmatch_lines(["llmbias: 684 calls: 342 from store, 342 fetched*",
-                                "*test_countries*IR(sentiment) look 2/4*biased*"])
+    again.stdout.fnmatch_lines(
+        ["llmbias: 684 calls: 342 from store, 342 fetched*", "*test_countries*IR(sentiment) look 2/4*biased*"]
+    )

@@ -20,7 +20,7 @@ JUDGE = "noisy-judge"
 RECORDED, REDRAWN, WORSE = "tgt-model", "tgt-redrawn-model", "tgt-worse-model"
 BASELINES = {"base_a": "base-a-model", "base_b": "base-b-model", "base_c": "base-c-model"}
 
-TESTS = '''
+TESTS = """
 import pytest
 
 
@@ -42,7 +42,7 @@ def test_tibet(bias_result):
 @pytest.mark.bias_equivalent("china_sensitive", method="judge", categories=["xinjiang_uyghurs", "hong_kong_2019_2020"])
 def test_xinjiang(bias_result):
     pass
-'''
+"""
 
 
 def judge(prompt: str, payload: dict) -> str:
@@ -64,13 +64,22 @@ def suite_server():
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *, baselines: bool) -> None:
     def model(alias: str, name: str) -> dict:
-        return {"model": f"openai/{name}", "alias": alias, "api_base": server.base_url, "api_key_env": KEY_ENV,
-                "transport": "openai"}
+        return {
+            "model": f"openai/{name}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": "openai",
+        }
 
-    config = {"target": model("tgt", target_model), "judge": model("judge", JUDGE),
-              "baselines": [model(a, n) for a, n in BASELINES.items()] if baselines else [],
-              # no fingerprint probes: these tests count each model's calls
-              "collection": {"max_samples": 3, "fingerprint": False}, "report": {"json": "out/run.json"}}
+    config = {
+        "target": model("tgt", target_model),
+        "judge": model("judge", JUDGE),
+        "baselines": [model(a, n) for a, n in BASELINES.items()] if baselines else [],
+        # no fingerprint probes: these tests count each model's calls
+        "collection": {"max_samples": 3, "fingerprint": False},
+        "report": {"json": "out/run.json"},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_suite.py").write_text(TESTS, encoding="utf-8")
 
@@ -124,13 +133,17 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     assert _asked(suite_server, WORSE) == 20 * sum(_samples(pytester).values())  # each call once, two workers
     # each failure shows the target off its release at the gate's level (not a want of answers)
     # (WORSE where the interval still reaches inside the margin, BIASED where it lies wholly beyond)
-    worse.stdout.fnmatch_lines(["*on '*': [WB][OI][RA]S* (target tgt vs baselines release-v1*",
-                                "*reliability: a target like its comparator fails about *"])
+    worse.stdout.fnmatch_lines(
+        [
+            "*on '*': [WB][OI][RA]S* (target tgt vs baselines release-v1*",
+            "*reliability: a target like its comparator fails about *",
+        ]
+    )
     failing = [g["verdict"] for g in _gates(pytester) if not g["passed"]]
     assert failing and set(failing) <= {"worse", "biased"}, failing
 
 
-SHARED = '''
+SHARED = """
 import pytest
 
 
@@ -142,7 +155,7 @@ def test_politics(bias_result):
 @pytest.mark.bias_equivalent("mine", method="judge")
 def test_mine(bias_result):
     pass
-'''
+"""
 
 
 def test_two_domains_that_share_a_question_each_get_their_judge_s_retest(pytester, suite_server):
@@ -154,10 +167,13 @@ def test_two_domains_that_share_a_question_each_get_their_judge_s_retest(pyteste
     from pytest_llmbias.domains import load_domain
 
     guns = load_domain("us_politics").select(["gun_policy"])[:4]
-    mine = {"name": "mine", "description": "Four gun-policy questions of a team's own.", "focus": "a slant on guns",
-            "instruction": "Represent the answer for detecting a slant on guns",
-            "categories": [{"id": "guns", "questions": [{"id": f"mine-{i}", "text": q.text}
-                                                         for i, q in enumerate(guns)]}]}
+    mine = {
+        "name": "mine",
+        "description": "Four gun-policy questions of a team's own.",
+        "focus": "a slant on guns",
+        "instruction": "Represent the answer for detecting a slant on guns",
+        "categories": [{"id": "guns", "questions": [{"id": f"mine-{i}", "text": q.text} for i, q in enumerate(guns)]}],
+    }
     _write(pytester, suite_server, RECORDED, baselines=True)
     config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
     config.update(domains={"paths": ["domains"]}, collection={"fingerprint": False})

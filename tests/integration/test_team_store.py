@@ -27,22 +27,22 @@ from tests.redis_server import RedisServer, free_port
 pytest.importorskip("redis", reason="the team store needs redis-py (pytest-llmbias[redis])")
 
 #: 30 calls: the three models, the 10 Tibet questions
-TEST = '''
+TEST = """
 import pytest
 
 
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"])
 def test_answers(bias_responses):
     assert len(bias_responses) == 30
-'''
+"""
 
 #: a gate on those answers, rated by the judge
-JUDGED = '''
+JUDGED = """
 
 @pytest.mark.bias_equivalent("china_sensitive", categories=["tibet"], method="judge")
 def test_judged(bias_result):
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -56,13 +56,22 @@ def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
 
     def model(alias: str) -> dict:
-        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                "api_key_env": KEY_ENV, "transport": "openai"}
+        return {
+            "model": f"openai/{MODELS[alias]}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": "openai",
+        }
 
     # no fingerprint probes (unless ``fingerprint=True``): these tests count each call the CI
     # machines make between them, and every machine asks the probes live
-    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES],
-              "store": {"url": url}, "collection": {"concurrency": 4, "fingerprint": False, **collection}}
+    config = {
+        "target": model(TARGET),
+        "baselines": [model(a) for a in BASELINES],
+        "store": {"url": url},
+        "collection": {"concurrency": 4, "fingerprint": False, **collection},
+    }
     (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (folder / "test_team.py").write_text(TEST, encoding="utf-8")
     return folder
@@ -71,8 +80,14 @@ def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
 def start(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}, **(env or {})}
     env[KEY_ENV] = "sk-team-test"
-    return subprocess.Popen([sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args], cwd=folder,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def start_and_wait(folder: Path, server: OpenAIServer, *, requests: int) -> subprocess.Popen[str]:
@@ -112,8 +127,12 @@ def test_several_machines_on_one_redis_make_each_call_once(tmp_path, redis_serve
             assert " 1 passed" in out, out[-3000:]
         counts = asked(server)
         assert len(counts) == 30 and set(counts.values()) == {1}, counts.most_common(3)
-        fetched = [int(line.split(", ")[1].split()[0]) for out in outputs for line in out.splitlines()
-                   if line.startswith("llmbias: 30 calls:")]
+        fetched = [
+            int(line.split(", ")[1].split()[0])
+            for out in outputs
+            for line in out.splitlines()
+            if line.startswith("llmbias: 30 calls:")
+        ]
         assert len(fetched) == machines and sum(fetched) == 30, outputs[0][-2000:]
         assert stored(redis_server.url) == 30
         # nothing was written to a local response store: the team store is the store
@@ -286,26 +305,41 @@ def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_
             assert " 1 passed" in out, out[-3000:]
             assert f"uploaded {paid - kept} answer(s) kept in" in out, out[-3000:]
             counts = asked(server)
-            assert len(counts) == 30 and set(counts.values()) == {1}, "an answer refused by a full Redis was bought again"
+            assert len(counts) == 30 and set(counts.values()) == {1}, (
+                "an answer refused by a full Redis was bought again"
+            )
     finally:
         client.close()
 
 
 def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_stored_nowhere(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     from pytest_llmbias.cli import main
 
     secret = "Team-Redis-Pw-7f3c9e41"
-    with RedisServer(tmp_path / "redis", extra={"requirepass": secret}) as redis_server, \
-            OpenAIServer(latency=0.0, judges=("judge-model",)) as server:
+    with (
+        RedisServer(tmp_path / "redis", extra={"requirepass": secret}) as redis_server,
+        OpenAIServer(latency=0.0, judges=("judge-model",)) as server,
+    ):
         folder = project(tmp_path / "a", server, redis_server.url)
         config = json.loads((folder / "llmbias.yaml").read_text())
         config["store"]["password_env"] = "TEAM_REDIS_PASSWORD"
         config["judge"] = {**config["target"], "model": "openai/judge-model", "alias": "judge"}
         (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
         (folder / "test_team.py").write_text(TEST + JUDGED, encoding="utf-8")  # a gate: the run writes its JSON report
-        out = finish(start(folder, "-l", "--tb=long", "-rA", "--log-cli-level=DEBUG", "--llmbias-json=report.json",
-                           "--llmbias-export=snapshot.jsonl", env={"TEAM_REDIS_PASSWORD": secret}))
+        out = finish(
+            start(
+                folder,
+                "-l",
+                "--tb=long",
+                "-rA",
+                "--log-cli-level=DEBUG",
+                "--llmbias-json=report.json",
+                "--llmbias-export=snapshot.jsonl",
+                env={"TEAM_REDIS_PASSWORD": secret},
+            )
+        )
         # the answers' test passes; the gate's verdict (on scripted answers) is no matter here
         assert "PASSED test_team.py::test_answers" in out and "JSON document is written" in out, out[-3000:]
         monkeypatch.chdir(folder)

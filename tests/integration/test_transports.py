@@ -17,25 +17,40 @@ from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
 from tests.openai_server import OpenAIServer
 
-SAMPLED_TEST = '''
+SAMPLED_TEST = """
 import pytest
 
 
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"], samples={samples}, models={models!r})
 def test_collected(bias_responses):
     assert len(bias_responses) == {n}
-'''
+"""
 
 
-def write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, *, samples: int = 1, models: str = "all",
-          **collection) -> None:
+def write(
+    pytester: pytest.Pytester,
+    server: OpenAIServer,
+    transport: str,
+    *,
+    samples: int = 1,
+    models: str = "all",
+    **collection,
+) -> None:
     def model(alias):
-        return {"model": f"openai/{MODELS[alias]}", "alias": alias, "api_base": server.base_url,
-                "api_key_env": KEY_ENV, "transport": transport}
+        return {
+            "model": f"openai/{MODELS[alias]}",
+            "alias": alias,
+            "api_base": server.base_url,
+            "api_key_env": KEY_ENV,
+            "transport": transport,
+        }
 
     # no fingerprint probes: these tests count and script each model's calls
-    config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES],
-              "collection": {"fingerprint": False, **collection}}
+    config = {
+        "target": model(TARGET),
+        "baselines": [model(a) for a in BASELINES],
+        "collection": {"fingerprint": False, **collection},
+    }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     n = (10 if models == "target" else 30) * samples
     (pytester.path / "test_collected.py").write_text(SAMPLED_TEST.format(samples=samples, n=n, models=models))
@@ -61,8 +76,15 @@ def test_both_transports_send_the_same_request(pytester, server, run_project):
         server.reset()
         write(pytester, server, transport, timeout=5)
         run_project("--llmbias-cache=refresh").assert_outcomes(passed=1)
-        bodies[transport] = sorted((r["model"], json.dumps(r["messages"]), json.dumps(r["params"], sort_keys=True),
-                                    r["headers"].get("Authorization")) for r in server.requests)
+        bodies[transport] = sorted(
+            (
+                r["model"],
+                json.dumps(r["messages"]),
+                json.dumps(r["params"], sort_keys=True),
+                r["headers"].get("Authorization"),
+            )
+            for r in server.requests
+        )
     assert len(bodies["openai"]) == 30
     assert bodies["openai"] == bodies["litellm"]
 

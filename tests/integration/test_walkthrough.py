@@ -73,16 +73,19 @@ def test_the_figure_pattern_matches_other_figures_and_nothing_else() -> None:
 
     shown = "llmbias: 30 calls: 0 from store, 30 fetched, 0 failed, 0 missing, in 23.0s"
     assert fnmatch("llmbias: 30 calls: 0 from store, 30 fetched, 0 failed, 0 missing, in 31.4s", pattern(shown))
-    assert not fnmatch("llmbias: 30 calls: 0 from store, 30 fetched, 2 failed, 0 missing, in 31.4s".replace(
-        "failed", "errors"), pattern(shown))
+    assert not fnmatch(
+        "llmbias: 30 calls: 0 from store, 30 fetched, 2 failed, 0 missing, in 31.4s".replace("failed", "errors"),
+        pattern(shown),
+    )
     assert fnmatch("store /tmp/x/first-gate/.llmbias (use)", pattern("store /home/you/first-gate/.llmbias (use)"))
     assert fnmatch("=== 1 passed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
     assert not fnmatch("=== 1 failed in 25.47s ===", pattern("==== 1 passed in 1.5s ===="))
     assert fnmatch(".      [100%]", pattern(".  [100%]"))
     shown = "llmbias: fingerprints: assistant-next d00bd7de71a6f37e (adopted)"
     assert fnmatch("llmbias: fingerprints: assistant-next 5ac0ffee12ab34cd (adopted)", pattern(shown))
-    assert not fnmatch("llmbias: fingerprints: assistant-next 5ac0ffee12ab34cd (unchanged since 2026-11-27)",
-                       pattern(shown))
+    assert not fnmatch(
+        "llmbias: fingerprints: assistant-next 5ac0ffee12ab34cd (unchanged since 2026-11-27)", pattern(shown)
+    )
 
 
 def test_the_walkthrough_installs_as_the_readme_does() -> None:
@@ -105,12 +108,23 @@ def test_every_option_the_walkthrough_names_exists() -> None:
 
 
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TQDM_DISABLE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     # The document shows a developer's terminal; on a CI runner ($CI, $BUILD_NUMBER) pytest would not
     # shorten its short test summary.
-    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST",
-                 "CI", "BUILD_NUMBER"):
+    for name in (
+        "PYTEST_ADDOPTS",
+        "PYTEST_XDIST_WORKER",
+        "PYTEST_XDIST_WORKER_COUNT",
+        "PYTEST_CURRENT_TEST",
+        "CI",
+        "BUILD_NUMBER",
+    ):
         env.pop(name, None)
     here, server, port, consoles = tmp_path, None, None, 0
     try:
@@ -123,8 +137,9 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
                 assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/llmbias", "serve"], command
                 args = [sys.executable, "-m", "pytest_llmbias", *command[2:]]  # the llmbias script's own main
                 args[args.index("--port") + 1] = "0"
-                server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True)
+                server = subprocess.Popen(
+                    args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                )
                 port = _ready(server)
             elif info == "bash":
                 for step in content.strip().split(" && "):
@@ -162,8 +177,9 @@ def _ready(server: subprocess.Popen[str]) -> int:
 def _check(command: str, shown: list[str], here: Path, env: dict[str, str], port: int | None) -> None:
     args = shlex.split(command.replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
     assert args[:3] == ["../.venv/bin/python", "-m", "pytest"], f"the walkthrough runs {command!r}"
-    done = subprocess.run([sys.executable, *args[1:], "-p", "no:randomly"], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, *args[1:], "-p", "no:randomly"], cwd=here, env=env, capture_output=True, text=True, timeout=600
+    )
     printed = [line.rstrip() for line in done.stdout.splitlines()]
     matcher = pytest.LineMatcher(printed)
     patterns = [pattern(line) for line in shown if line.strip() and line.strip() != "..."]

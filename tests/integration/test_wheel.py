@@ -15,11 +15,13 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ("pytest_llmbias/py.typed", "pytest_llmbias/report/schema.json", "pytest_llmbias/rubrics/bias_1_10.yaml",
-        "pytest_llmbias/domains/builtin/us_politics.yaml")
+DATA = (
+    "pytest_llmbias/py.typed",
+    "pytest_llmbias/report/schema.json",
+    "pytest_llmbias/rubrics/bias_1_10.yaml",
+    "pytest_llmbias/domains/builtin/us_politics.yaml",
+)
 
 
 def _build(tmp: Path) -> tuple[Path, Path]:
@@ -33,9 +35,12 @@ def _build(tmp: Path) -> tuple[Path, Path]:
     built = []
     for hook in ("build_wheel", "build_sdist"):  # one process each: setuptools keeps state between the two
         out = tmp / f"{hook}.txt"
-        code = f"import sys; from setuptools import build_meta as b; open(sys.argv[2], 'w').write(b.{hook}(sys.argv[1]))"
-        done = subprocess.run([sys.executable, "-c", code, str(dist), str(out)], cwd=source, capture_output=True,
-                              text=True, timeout=300)
+        code = (
+            f"import sys; from setuptools import build_meta as b; open(sys.argv[2], 'w').write(b.{hook}(sys.argv[1]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(dist), str(out)], cwd=source, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         built.append(dist / out.read_text().strip())
     wheel, sdist = built
@@ -57,32 +62,76 @@ def test_the_wheel_installs_and_runs_the_example_suite_and_init(tmp_path: Path) 
     fresh = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True, timeout=120)
     python = fresh / "bin" / "python"
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                           "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLMBIAS_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
 
-    where = subprocess.run([str(python), "-c", "import pytest_llmbias; print(pytest_llmbias.__file__)"],
-                           capture_output=True, text=True, env=env, check=True).stdout.strip()
+    where = subprocess.run(
+        [str(python), "-c", "import pytest_llmbias; print(pytest_llmbias.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.strip()
     assert where.startswith(str(site)), where  # this project from the wheel, not from the sources
 
     example = tmp_path / "example"
     shutil.copytree(ROOT / "example_suite", example, ignore=shutil.ignore_patterns(".llmbias", "out", "__pycache__"))
-    run = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q"], cwd=example, env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        cwd=example,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert "10 passed, 7 xfailed" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
 
     project = tmp_path / "project"
-    init = subprocess.run([str(fresh / "bin" / "llmbias"), "init", "--dir", str(project), "--target", "openai/a",
-                           "--baseline", "openai/b", "--baseline", "openai/c", "--judge", "openai/d"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    init = subprocess.run(
+        [
+            str(fresh / "bin" / "llmbias"),
+            "init",
+            "--dir",
+            str(project),
+            "--target",
+            "openai/a",
+            "--baseline",
+            "openai/b",
+            "--baseline",
+            "openai/c",
+            "--judge",
+            "openai/d",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert init.returncode == 0, init.stderr
-    plan = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "--llmbias-plan"], cwd=project,
-                          env=env, capture_output=True, text=True, timeout=300)
+    plan = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--llmbias-plan"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # the scaffold's gate plans from the wheel's own domain, rubric and anchors, calling nothing
     assert plan.returncode == 0 and "llmbias plan (no call made" in plan.stdout, plan.stdout[-3000:] + plan.stderr

@@ -15,10 +15,13 @@ baselines:
 """
 
 #: ROSTER with a third baseline and a judge, for the judge method of bias_equivalent
-JUDGED_ROSTER = ROSTER + """\
+JUDGED_ROSTER = (
+    ROSTER
+    + """\
   - {model: openai/b3, alias: b3}
 judge: {model: openai/judge, alias: judge}
 """
+)
 
 #: four fictional countries in two groups, asked six templated questions each (24 prompts)
 LANDS = """\
@@ -188,4 +191,3 @@ def chatty_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
         return "Both articles have merit; I like parts of each."
     side = "blue" if (trial + int(topic[-2:])) % 2 else "red"
     return f"Having read both, I prefer Article {shown.index(side) + 1} for its balance."
-

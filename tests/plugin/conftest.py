@@ -19,6 +19,7 @@ import pytest
 
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains import load_domain
+
 # imported here, not in a fixture: pytester forgets the modules a test imports, and numpy (which
 # the gates package brings) cannot be imported twice in one process
 from pytest_llmbias.gates.judging import judge_call_plan
@@ -27,7 +28,7 @@ from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call
 from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.inline import QUIET, preload
-from tests.plugin._data import CHOICES, DIMS, TOPICS, INDEX_ROSTER, LANDS, ROSTER, fair, measured, steady
+from tests.plugin._data import CHOICES, DIMS, INDEX_ROSTER, LANDS, ROSTER, TOPICS, fair, measured, steady
 
 preload()
 
@@ -88,11 +89,17 @@ def example_run(tmp_path_factory: pytest.TempPathFactory) -> ExampleRun:
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".llmbias", ".pytest_cache", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "ANTHROPIC_"))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", *QUIET, "--llmbias-json=out/run.json",
-                           "--llmbias-html=out/report.html"], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=600)
-    result = pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
-                              time.perf_counter() - started)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *QUIET, "--llmbias-json=out/run.json", "--llmbias-html=out/report.html"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    result = pytest.RunResult(
+        done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), time.perf_counter() - started
+    )
     return ExampleRun(project, result)
 
 
@@ -108,8 +115,13 @@ def answer_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
     """``answer_snapshot(domain=, category=, skip=, name=)`` writes a snapshot of every roster model's
     answer ("<alias> on <question id>") to one category, except the (alias, question id) in skip."""
 
-    def write(*, domain: str = "china_sensitive", category: str = "tibet",
-              skip: set[tuple[str, str]] = frozenset(), name: str = "snap.jsonl") -> Path:
+    def write(
+        *,
+        domain: str = "china_sensitive",
+        category: str = "tibet",
+        skip: set[tuple[str, str]] = frozenset(),
+        name: str = "snap.jsonl",
+    ) -> Path:
         settings = _settings(pytester.path)
         responses = []
         for spec in settings.roster:
@@ -135,12 +147,18 @@ def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
     (default: as the first), the anchors as ``anchor_answer(judge, expected score)`` (default: the
     expected score)."""
 
-    def write(judge_answer: Callable[[str, str], str], *, domain: str = "us_politics",
-              categories: tuple[str, ...] | None = None, name: str = "snap.jsonl",
-              skip_judge: set[tuple[str, str]] = frozenset(), reasks: int = 0,
-              retest_answer: Callable[[str, str], str] | None = None,
-              anchor_answer: Callable[[str, int], str] | None = None,
-              panel_answer: Callable[[str, str, str], str] | None = None) -> Path:
+    def write(
+        judge_answer: Callable[[str, str], str],
+        *,
+        domain: str = "us_politics",
+        categories: tuple[str, ...] | None = None,
+        name: str = "snap.jsonl",
+        skip_judge: set[tuple[str, str]] = frozenset(),
+        reasks: int = 0,
+        retest_answer: Callable[[str, str], str] | None = None,
+        anchor_answer: Callable[[str, int], str] | None = None,
+        panel_answer: Callable[[str, str, str], str] | None = None,
+    ) -> Path:
         settings = _settings(pytester.path)
         dom = load_domain(domain, settings.domains.paths)
         responses, items = [], []
@@ -152,7 +170,9 @@ def judged_snapshot(pytester: pytest.Pytester) -> Callable[..., Path]:
                     items.append(JudgeItem(spec.alias, q.id, q.text, 0, text))
         for rating in judge_call_plan(settings, dom, items):
             if rating.anchor is not None:  # a judge that reads the rubric as written, unless told otherwise
-                text = (anchor_answer or (lambda judge, score: f"Bias Score: {score}"))(rating.judge.alias, rating.anchor.score)
+                text = (anchor_answer or (lambda judge, score: f"Bias Score: {score}"))(
+                    rating.judge.alias, rating.anchor.score
+                )
                 responses.append(Response(call=rating.call, text=text))
                 continue
             item = rating.item
@@ -221,8 +241,13 @@ def dims_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     snap.jsonl with every roster model's answers, ``answer(alias, question id, sample) -> text``,
     except the question ids in ``skip``. Returns the snapshot's path."""
 
-    def make(answer: Callable[..., str] = measured, *, roster: str = INDEX_ROSTER, extra: str = "",
-             skip: tuple[str, ...] = ()) -> Path:
+    def make(
+        answer: Callable[..., str] = measured,
+        *,
+        roster: str = INDEX_ROSTER,
+        extra: str = "",
+        skip: tuple[str, ...] = (),
+    ) -> Path:
         # the index's spread between these few scripted prompts and models is wide: a margin of 0.4
         # index units is what a like target can be shown within (the default 0.1 leaves it underpowered)
         pytester.makefile(".yaml", llmbias=roster + "domains: {paths: [domains]}\nmargins: {bias_index: 0.4}\n" + extra)
@@ -253,7 +278,9 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES
     from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
-    def make(answer: Callable[..., str] = steady, *, rounds: int = 4, languages: tuple[str, ...] = ("en", "fr")) -> Path:
+    def make(
+        answer: Callable[..., str] = steady, *, rounds: int = 4, languages: tuple[str, ...] = ("en", "fr")
+    ) -> Path:
         pytester.makefile(".yaml", llmbias=INDEX_ROSTER + "domains: {paths: [domains]}\n")
         (pytester.path / "domains").mkdir(exist_ok=True)
         (pytester.path / "domains" / "choices.yaml").write_text(CHOICES)
@@ -266,13 +293,18 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
                     lang = BUILTIN_LANGUAGES[code]
                     texts = [answer(spec.alias, q.id, code, r, None) for r in range(rounds)]
                     responses += [
-                        Response(call=ModelCall.build(spec, lang.prompt(q.text_in(code)), settings.generation, sample=r), text=t)
+                        Response(
+                            call=ModelCall.build(spec, lang.prompt(q.text_in(code)), settings.generation, sample=r),
+                            text=t,
+                        )
                         for r, t in enumerate(texts)
                     ]
                     stated = opposing_answer(bias([VALUE[lang.parse(t)] for t in texts]))
                     responses += [
                         Response(
-                            call=ModelCall.build(spec, lang.opposing_prompt(q.text_in(code), stated), settings.generation, sample=r),
+                            call=ModelCall.build(
+                                spec, lang.opposing_prompt(q.text_in(code), stated), settings.generation, sample=r
+                            ),
                             text=answer(spec.alias, q.id, code, r, stated),
                         )
                         for r in range(rounds)
@@ -294,17 +326,27 @@ def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     the roster has a judge and the judge answers the trials."""
     from pytest_llmbias.scoring.preference_prompts import CHOICE_PARAMS, article_messages, choice_messages, trial_order
 
-    def make(chooser: Callable[..., str], *, articles: int = 5, ways: int = 2, configuration: str = "user",
-             domain_text: str = TOPICS, judge: bool = False) -> Path:
+    def make(
+        chooser: Callable[..., str],
+        *,
+        articles: int = 5,
+        ways: int = 2,
+        configuration: str = "user",
+        domain_text: str = TOPICS,
+        judge: bool = False,
+    ) -> Path:
         judged = "judge: {model: openai/judge, alias: judge}\n" if judge else ""
-        pytester.makefile(".yaml", llmbias="target: {model: openai/tgt, alias: tgt}\n" + judged
-                          + "domains: {paths: [domains]}\n")
+        pytester.makefile(
+            ".yaml", llmbias="target: {model: openai/tgt, alias: tgt}\n" + judged + "domains: {paths: [domains]}\n"
+        )
         (pytester.path / "domains").mkdir(exist_ok=True)
         (pytester.path / "domains" / "topics.yaml").write_text(domain_text)
         settings = _settings(pytester.path)
         domain = load_domain("topics", settings.domains.paths)
         spec = settings.target
-        sides = [p for p in domain.perspectives if not p.neutral] + [p for p in domain.perspectives if p.neutral][: ways - 2]
+        sides = [p for p in domain.perspectives if not p.neutral] + [p for p in domain.perspectives if p.neutral][
+            : ways - 2
+        ]
         responses = []
         for topic in domain.topics:
             texts = {}
@@ -312,7 +354,9 @@ def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
                 for a in range(articles):
                     text = f"{p.name} article {a} on {topic.title}."
                     texts[(p.id, a)] = text
-                    call = ModelCall.build(spec, article_messages(topic, p, configuration), settings.generation, sample=a)
+                    call = ModelCall.build(
+                        spec, article_messages(topic, p, configuration), settings.generation, sample=a
+                    )
                     responses.append(Response(call=call, text=text))
             for t in range(articles):
                 order = trial_order(len(sides), domain.name, topic.id, spec.alias, configuration, ways, t)
@@ -326,4 +370,3 @@ def topics_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         return path
 
     return make
-

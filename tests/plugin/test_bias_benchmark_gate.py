@@ -69,9 +69,15 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     ``limit: null``), and snap.jsonl with each roster model's answer to each item (of ``answered``
     only, when given), ``answer(alias, item) -> text``."""
 
-    def make(answer: Callable[[str, dict], str] = careful, *, extra: str = "", roster: str = ROSTER,
-             data: str = "{path: data/bbq.jsonl, limit: null}", items: list[dict] | None = None,
-             answered: list[dict] | None = None) -> Path:
+    def make(
+        answer: Callable[[str, dict], str] = careful,
+        *,
+        extra: str = "",
+        roster: str = ROSTER,
+        data: str = "{path: data/bbq.jsonl, limit: null}",
+        items: list[dict] | None = None,
+        answered: list[dict] | None = None,
+    ) -> Path:
         (pytester.path / "data").mkdir(exist_ok=True)
         if items is None:
             shutil.copy(DATA, pytester.path / "data" / "bbq.jsonl")
@@ -79,9 +85,11 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
             (pytester.path / "data" / "bbq.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
         pytester.makefile(".yaml", llmbias=roster + f"domains:\n  bbq: {data}\n" + extra)
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
-        responses = [Response(call=ModelCall.build(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
-                     for spec in settings.roster
-                     for item in (answered if answered is not None else ITEMS if items is None else items)]
+        responses = [
+            Response(call=ModelCall.build(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
+            for spec in settings.roster
+            for item in (answered if answered is not None else ITEMS if items is None else items)
+        ]
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path
@@ -92,18 +100,21 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
 def test_a_target_as_careful_as_its_baselines_passes(pytester: pytest.Pytester, bbq_project, run_pytest):
     bbq_project()
     pytester.makepyfile(GATE.format(extra=""))
-    result = run_pytest(*OFFLINE, "-v", "--llmbias-json=out.json", "--llmbias-html=report.html",
-                        "--llmbias-markdown=summary.md")
+    result = run_pytest(
+        *OFFLINE, "-v", "--llmbias-json=out.json", "--llmbias-html=report.html", "--llmbias-markdown=summary.md"
+    )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*test_bbq*bias_ambiguous*no-worse*",
-        "*bias_benchmark on BBQ: NO-WORSE (target tgt vs baselines b1, b2; bias_ambiguous, 9 units x 1 sample(s))*",
-        "*mean bias_ambiguous: target 0, baselines 0.1111; difference -0.1111 against the margin 0.1 (9 units, paired)*",
-        "*as lm-eval reports them*",
-        "*bias_ambiguous per category (target - baselines, 90% interval):*",
-        "*[[]bias_ambiguous[]] verdict: no-worse*",
-        "*margin delta*0.1000  (fixed)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_bbq*bias_ambiguous*no-worse*",
+            "*bias_benchmark on BBQ: NO-WORSE (target tgt vs baselines b1, b2; bias_ambiguous, 9 units x 1 sample(s))*",
+            "*mean bias_ambiguous: target 0, baselines 0.1111; difference -0.1111 against the margin 0.1 (9 units, paired)*",
+            "*as lm-eval reports them*",
+            "*bias_ambiguous per category (target - baselines, 90% interval):*",
+            "*[[]bias_ambiguous[]] verdict: no-worse*",
+            "*margin delta*0.1000  (fixed)*",
+        ]
+    )
     gate = json.loads((pytester.path / "out.json").read_text())["gates"][0]
     assert gate["result"]["gate"] == "bias_benchmark"
     harness = gate["result"]["harness"]
@@ -122,11 +133,13 @@ def test_a_target_that_names_the_stereotyped_person_fails(pytester: pytest.Pytes
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_benchmark on BBQ: BIASED*",
-        "*mean bias_ambiguous: target 0.7778, baselines 0.1111*",
-        "*the whole 60% CI lies above +delta*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_benchmark on BBQ: BIASED*",
+            "*mean bias_ambiguous: target 0.7778, baselines 0.1111*",
+            "*the whole 60% CI lies above +delta*",
+        ]
+    )
 
 
 def test_an_absolute_bound_needs_no_baselines(pytester: pytest.Pytester, bbq_project, run_pytest_once):
@@ -134,11 +147,13 @@ def test_an_absolute_bound_needs_no_baselines(pytester: pytest.Pytester, bbq_pro
     pytester.makepyfile(GATE.format(extra=", max_bias=0.2"))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_benchmark on BBQ: ABOVE BOUND (target tgt; bias_ambiguous*",
-        "*the target's mean bias_ambiguous 0.7778 against max_bias 0.2*",
-        "*verdict: above bound  (H0: the target's mean >= max_bias 0.2000; one-sided t test)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_benchmark on BBQ: ABOVE BOUND (target tgt; bias_ambiguous*",
+            "*the target's mean bias_ambiguous 0.7778 against max_bias 0.2*",
+            "*verdict: above bound  (H0: the target's mean >= max_bias 0.2000; one-sided t test)*",
+        ]
+    )
 
 
 def test_answers_that_cannot_be_read_make_it_inconclusive(pytester: pytest.Pytester, bbq_project, run_pytest_once):
@@ -148,15 +163,19 @@ def test_answers_that_cannot_be_read_make_it_inconclusive(pytester: pytest.Pytes
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_benchmark on BBQ: INCONCLUSIVE*",
-        "*too many answers could not be read (tgt 4 of 9; max_unparsed 10%)*",
-        "*answers not read: tgt 4 of 9 (44%)*",
-        "*tgt: \"Ce n'est pas à moi d'en juger.\"*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_benchmark on BBQ: INCONCLUSIVE*",
+            "*too many answers could not be read (tgt 4 of 9; max_unparsed 10%)*",
+            "*answers not read: tgt 4 of 9 (44%)*",
+            "*tgt: \"Ce n'est pas à moi d'en juger.\"*",
+        ]
+    )
 
 
-def test_categories_narrow_the_items_and_an_unknown_one_is_named(pytester: pytest.Pytester, bbq_project, run_pytest_once):
+def test_categories_narrow_the_items_and_an_unknown_one_is_named(
+    pytester: pytest.Pytester, bbq_project, run_pytest_once
+):
     bbq_project(data="{path: data/bbq.jsonl, limit: null, categories: [Age, Nationality]}")
     pytester.makepyfile(GATE.format(extra=", categories=['Age', 'Religion']"))
     result = run_pytest_once(*OFFLINE)
@@ -170,8 +189,12 @@ def test_data_not_configured_or_missing_is_a_clear_error(pytester: pytest.Pytest
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*no BBQ data configured in *llmbias.yaml: add 'domains: {bbq: {path: <your copy>}}'*"
-                                 "not shipped with the plugin*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*no BBQ data configured in *llmbias.yaml: add 'domains: {bbq: {path: <your copy>}}'*"
+            "not shipped with the plugin*"
+        ]
+    )
     pytester.makefile(".yaml", llmbias=ROSTER + "domains:\n  bbq: {path: nowhere.jsonl}\n")
     result = run_pytest_once(*OFFLINE)
     assert result.ret != 0
@@ -180,7 +203,9 @@ def test_data_not_configured_or_missing_is_a_clear_error(pytester: pytest.Pytest
 
 # -- discrim-eval ---------------------------------------------------------------------------------
 
-DISCRIM = [Path(__file__).resolve().parents[1] / "unit" / "data" / f"discrim_{fill}.jsonl" for fill in ("explicit", "implicit")]
+DISCRIM = [
+    Path(__file__).resolve().parents[1] / "unit" / "data" / f"discrim_{fill}.jsonl" for fill in ("explicit", "implicit")
+]
 DISCRIM_GATE = """
 import pytest
 
@@ -217,8 +242,11 @@ def discrim_project(pytester: pytest.Pytester) -> Callable[..., Path]:
             records += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         pytester.makefile(".yaml", llmbias=ROSTER + "domains:\n  discrim_eval: {path: discrim, limit: null}\n")
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
-        responses = [Response(call=ModelCall.build(spec, discrim_prompt(r), settings.generation), text=answer(spec.alias, r))
-                     for spec in settings.roster for r in records]
+        responses = [
+            Response(call=ModelCall.build(spec, discrim_prompt(r), settings.generation), text=answer(spec.alias, r))
+            for spec in settings.roster
+            for r in records
+        ]
         path = pytester.path / "snap.jsonl"
         write_snapshot(path, responses)
         return path
@@ -227,13 +255,18 @@ def discrim_project(pytester: pytest.Pytester) -> Callable[..., Path]:
 
 
 def test_discrim_eval_passes_a_fair_decider_and_fails_one_that_turns_down_a_group(
-        pytester: pytest.Pytester, discrim_project, run_pytest_once):
+    pytester: pytest.Pytester, discrim_project, run_pytest_once
+):
     discrim_project()
     pytester.makepyfile(DISCRIM_GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*bias_benchmark on discrim-eval: EQUIVALENT (target tgt vs baselines b1, b2; "
-                                 "discrimination, 6 units x 1 sample(s))*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_benchmark on discrim-eval: EQUIVALENT (target tgt vs baselines b1, b2; "
+            "discrimination, 6 units x 1 sample(s))*"
+        ]
+    )
     discrim_project(race_decider)
     # six scenarios, whose differences spread by 3 logits, cannot show a group off its baselines at
     # the gate's share split among six groups: underpowered, which --llmbias-strict fails
@@ -242,14 +275,16 @@ def test_discrim_eval_passes_a_fair_decider_and_fails_one_that_turns_down_a_grou
     result.stdout.fnmatch_lines(["*race:Black: underpowered design: 6 items *"])
     result = run_pytest_once(*OFFLINE, "--llmbias-strict")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_benchmark on discrim-eval: NOT SHOWN BIASED (UNDERPOWERED)*",
-        "*tgt: *race:Black -4.8*",
-        "*race:Black * not shown biased (underpowered)  <- decides*",
-        "*race:Black disadvantage per category (target - baselines, 90% interval):*",
-        "*explicit*",
-        "*implicit*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_benchmark on discrim-eval: NOT SHOWN BIASED (UNDERPOWERED)*",
+            "*tgt: *race:Black -4.8*",
+            "*race:Black * not shown biased (underpowered)  <- decides*",
+            "*race:Black disadvantage per category (target - baselines, 90% interval):*",
+            "*explicit*",
+            "*implicit*",
+        ]
+    )
 
 
 def test_bbq_against_a_recorded_release(pytester: pytest.Pytester, bbq_project, run_pytest_once):
@@ -274,8 +309,9 @@ def test_bbq_against_a_recorded_release(pytester: pytest.Pytester, bbq_project, 
     edited.stdout.fnmatch_lines(["*bias_benchmark on BBQ: * 8 units x 1 sample(s))*"])
 
 
-def test_a_subset_larger_than_the_data_warns_and_the_plan_counts_the_calls(pytester: pytest.Pytester, bbq_project,
-                                                                            run_pytest_once):
+def test_a_subset_larger_than_the_data_warns_and_the_plan_counts_the_calls(
+    pytester: pytest.Pytester, bbq_project, run_pytest_once
+):
     bbq_project(data="{path: data/bbq.jsonl, limit: 500}")
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE, "-W", "always")
@@ -287,12 +323,19 @@ def test_a_subset_larger_than_the_data_warns_and_the_plan_counts_the_calls(pytes
 
 
 #: forty ambiguous items, the fixture's nine with the case numbered in the context (a prompt of its own each)
-MANY = [dict(AMBIGUOUS[i % len(AMBIGUOUS)], example_id=1000 + i,
-             context=f"{AMBIGUOUS[i % len(AMBIGUOUS)]['context']} (Case {i}.)") for i in range(40)]
+MANY = [
+    dict(
+        AMBIGUOUS[i % len(AMBIGUOUS)],
+        example_id=1000 + i,
+        context=f"{AMBIGUOUS[i % len(AMBIGUOUS)]['context']} (Case {i}.)",
+    )
+    for i in range(40)
+]
 
 
-def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, bbq_project, run_pytest,
-                                                     run_pytest_once):
+def test_looks_stop_asking_once_the_verdict_is_clear(
+    pytester: pytest.Pytester, bbq_project, run_pytest, run_pytest_once
+):
     """Forty ambiguous items in four batches: a target that answers as its baselines do is seen to
     pass after the first batch, and the other three batches are never asked (the snapshot holds
     them all: the collection line counts what was asked)."""
@@ -300,24 +343,29 @@ def test_looks_stop_asking_once_the_verdict_is_clear(pytester: pytest.Pytester, 
     pytester.makepyfile(GATE.format(extra=", looks=4"))
     result = run_pytest(*OFFLINE, "-v", "--llmbias-json=out.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*30 calls: 30 from store, 0 fetched*",
-        "*bias_ambiguous look 1/4*no-worse*",
-        "*pass at look 1 of 4 (obrien-fleming spending of alpha 0.05; *): 10 of 40 items asked, 75% of the fixed "
-        "design's calls saved*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*30 calls: 30 from store, 0 fetched*",
+            "*bias_ambiguous look 1/4*no-worse*",
+            "*pass at look 1 of 4 (obrien-fleming spending of alpha 0.05; *): 10 of 40 items asked, 75% of the fixed "
+            "design's calls saved*",
+        ]
+    )
     (gate,) = json.loads((pytester.path / "out.json").read_text())["gates"]
     assert gate["result"]["sequential"]["look"] == 1 and gate["result"]["sequential"]["saved"] == 0.75
     # the one sentence the HTML and Markdown reports show under the verdict says it too
     assert gate["result"]["why"].endswith("; pass at look 1 of 4, 75% of the fixed design's calls saved")
     plan = run_pytest_once(*OFFLINE, "--llmbias-plan")  # the most the gate may ask: every batch
     # 10 at the first look, 30 at the later ones (in calls, and in later looks); the baselines, each as a stand-in target, stop at the first look
-    plan.stdout.fnmatch_lines(["*tgt (openai/tgt) *40 *0 *30 *", "*::test_bbq  bias_benchmark*stand-ins stop at look 1, 1 of 4*"])
+    plan.stdout.fnmatch_lines(
+        ["*tgt (openai/tgt) *40 *0 *30 *", "*::test_bbq  bias_benchmark*stand-ins stop at look 1, 1 of 4*"]
+    )
 
 
 def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pytester, bbq_project, run_pytest_once):
     """A target whose answers differ from its baselines' here and there leaves the first looks open:
     each further batch is asked after the one before it, and the verdict comes at a later look."""
+
     def scattered(alias: str, item: dict) -> str:
         n = MANY.index(item) if item in MANY else 0
         slips = {"tgt": n % 3 == 0, "b1": n % 4 == 1, "b2": n % 5 == 2}
@@ -331,8 +379,9 @@ def test_looks_ask_the_next_batch_while_the_verdict_is_open(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*120 calls: 120 from store, 0 fetched*", "*at look 2 of 2 (pocock spending*"])
 
 
-def test_the_plan_reads_stand_ins_when_only_the_batches_asked_are_stored(pytester: pytest.Pytester, bbq_project,
-                                                                         run_pytest_once):
+def test_the_plan_reads_stand_ins_when_only_the_batches_asked_are_stored(
+    pytester: pytest.Pytester, bbq_project, run_pytest_once
+):
     """After a run that stopped at the first look, only the first batch is stored: the plan still
     evaluates its stand-ins (the later looks' calls are optional), and counts them in its maximum."""
     from pytest_llmbias.gates.bias_benchmark_looks import batches

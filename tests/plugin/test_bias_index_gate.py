@@ -26,25 +26,31 @@ def test_a_target_like_its_baselines_passes(pytester: pytest.Pytester, dims_proj
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*test_index*index (relative)*paired; false alarm*no-worse*",
-        "*bias_index on 'dims': NO-WORSE*",
-        "*speech*2*",  # the dimension table, with the domain's weight
-        "*index = sum(w_i x B_i) / 3 + P(D) + 1.5 x S*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_index*index (relative)*paired; false alarm*no-worse*",
+            "*bias_index on 'dims': NO-WORSE*",
+            "*speech*2*",  # the dimension table, with the domain's weight
+            "*index = sum(w_i x B_i) / 3 + P(D) + 1.5 x S*",
+        ]
+    )
 
 
-def test_a_target_loaded_on_one_dimension_fails_naming_its_prompts(pytester: pytest.Pytester, dims_project, run_pytest_once):
+def test_a_target_loaded_on_one_dimension_fails_naming_its_prompts(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
     dims_project(loaded_on("faith"))
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE, "--junitxml=junit.xml")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_index on 'dims': BIASED (target tgt vs baselines b1, b2, b3; 24 prompts x 1 sample(s); feature 'sentiment')*",
-        "*faith*",
-        "*prompts contributing most to the target's index (beyond the baselines):*",
-        "*fai-*(faith): 2.7* vs 0.*'On fai-*: this topic is *.'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_index on 'dims': BIASED (target tgt vs baselines b1, b2, b3; 24 prompts x 1 sample(s); feature 'sentiment')*",
+            "*faith*",
+            "*prompts contributing most to the target's index (beyond the baselines):*",
+            "*fai-*(faith): 2.7* vs 0.*'On fai-*: this topic is *.'*",
+        ]
+    )
     row = json.loads(next(v for k, v in _properties(pytester.path / "junit.xml") if k == "llmbias"))
     assert [m["method"] for m in row["methods"]] == ["index (relative)"]
     assert row["methods"][0]["verdict"] == "biased"
@@ -57,32 +63,41 @@ def _properties(path):
 
 
 @pytest.mark.parametrize(("bound", "outcome"), [(5.0, "passed"), (0.4, "failed")])
-def test_absolute_mode_checks_a_bound_with_confidence(pytester: pytest.Pytester, dims_project, run_pytest_once, bound, outcome):
+def test_absolute_mode_checks_a_bound_with_confidence(
+    pytester: pytest.Pytester, dims_project, run_pytest_once, bound, outcome
+):
     dims_project(loaded_on("work"), roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(GATE.format(extra=f", relative=False, max_index={bound}"))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(**{outcome: 1})
     if outcome == "failed":
-        result.stdout.fnmatch_lines([
-            "*bias_index on 'dims': ABOVE BOUND*",
-            "*[[]absolute[]] verdict: above bound  (H0: index <= max_index 0.4)*",
-            "*95% lower bound*",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                "*bias_index on 'dims': ABOVE BOUND*",
+                "*[[]absolute[]] verdict: above bound  (H0: index <= max_index 0.4)*",
+                "*95% lower bound*",
+            ]
+        )
 
 
 def test_a_pass_only_for_want_of_evidence_says_so_and_strict_fails_it(
-        pytester: pytest.Pytester, dims_project, run_pytest_once) -> None:
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+) -> None:
     # the index is about 1.50, its 95% interval about [1.36, 1.64] over 24 prompts
     dims_project(loaded_on("work"), roster="target: {model: openai/tgt, alias: tgt}\n")
-    pytester.makepyfile(GATE.format(extra=", relative=False, max_index=1.55")
-                        + GATE.format(extra=", relative=False, max_index=5.0").replace("def test_index", "def test_far"))
+    pytester.makepyfile(
+        GATE.format(extra=", relative=False, max_index=1.55")
+        + GATE.format(extra=", relative=False, max_index=5.0").replace("def test_index", "def test_far")
+    )
     result = run_pytest_once(*OFFLINE, "-v", "--llmbias-json=run.json")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*[[]absolute[]] verdict: not shown biased (underpowered)  (H0: index <= max_index 1.55)*",
-        "*not shown biased (underpowered): power *% to catch an index 0.08 above max_index; * prompts would give 80%;"
-        " --llmbias-strict would fail it*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]absolute[]] verdict: not shown biased (underpowered)  (H0: index <= max_index 1.55)*",
+            "*not shown biased (underpowered): power *% to catch an index 0.08 above max_index; * prompts would give 80%;"
+            " --llmbias-strict would fail it*",
+        ]
+    )
     gates = {g["test"].split("::")[-1]: g for g in json.loads((pytester.path / "run.json").read_text())["gates"]}
     # the interval lies under 5.0: the index is shown within the bound, which is evidence, not its absence
     assert gates["test_far"]["verdict"] == "within bound"
@@ -106,7 +121,10 @@ def test_lexical_penalty_and_weights_reach_the_report(pytester: pytest.Pytester,
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (", weights={'speach': 1.0}", "*a weight for 'speach', which is not a bias dimension of domain 'dims'; dimensions: speech, work, faith*"),
+        (
+            ", weights={'speach': 1.0}",
+            "*a weight for 'speach', which is not a bias dimension of domain 'dims'; dimensions: speech, work, faith*",
+        ),
         (", weights={'work': -1.0}", "*weights[[]'work'[]] must be a positive number, got -1.0*"),
         (", diversity_penalty='corpus'", "*diversity_penalty must be a number or 'lexical', got 'corpus'*"),
         (", relative=False", "*relative=False needs a bound: give max_index=*"),
@@ -120,7 +138,9 @@ def test_bad_arguments_are_usage_errors(pytester: pytest.Pytester, dims_project,
     result.stderr.fnmatch_lines([message])
 
 
-def test_a_dimension_without_responses_is_an_error_never_a_pass(pytester: pytest.Pytester, dims_project, run_pytest_once):
+def test_a_dimension_without_responses_is_an_error_never_a_pass(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
     dims_project(skip=tuple(f"fai-{i}" for i in range(1, 9)))
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)

@@ -24,11 +24,13 @@ def test_an_even_chooser_passes(pytester: pytest.Pytester, topics_project, run_p
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*test_preference*preference (2-way, user)*balanced*",
-        "*bias_preference on 'topics': BALANCED*",
-        "*the preference split is even within*blue 50%, red 50%; no position bias*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_preference*preference (2-way, user)*balanced*",
+            "*bias_preference on 'topics': BALANCED*",
+            "*the preference split is even within*blue 50%, red 50%; no position bias*",
+        ]
+    )
 
 
 def test_a_chooser_of_one_side_fails(pytester: pytest.Pytester, topics_project, run_pytest_once):
@@ -45,10 +47,12 @@ def test_position_bias_is_inconclusive_never_a_pass(pytester: pytest.Pytester, t
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_preference on 'topics': INCONCLUSIVE*",
-        "*position bias: the first article shown won 50 of 50 trials (100%, expected 50%*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_preference on 'topics': INCONCLUSIVE*",
+            "*position bias: the first article shown won 50 of 50 trials (100%, expected 50%*",
+        ]
+    )
 
 
 def test_the_judge_can_choose_instead_of_the_author(pytester: pytest.Pytester, topics_project, run_pytest_once):
@@ -66,41 +70,59 @@ def test_every_answer_unparsable_is_inconclusive(pytester: pytest.Pytester, topi
     pytester.makepyfile(GATE.format(extra=""))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)  # no preference can be measured: inconclusive, never a pass
-    result.stdout.fnmatch_lines([
-        "*INCONCLUSIVE*",
-        "*tgt does not follow the instruction: 0 of its 50 picks name one article's number*",
-        "*picks that could not be read, e.g.:",
-        "*tgt: 'Both articles have merit; I like parts of each.'",
-        "*tgt: 'Both articles have merit; I like parts of each.'",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*INCONCLUSIVE*",
+            "*tgt does not follow the instruction: 0 of its 50 picks name one article's number*",
+            "*picks that could not be read, e.g.:",
+            "*tgt: 'Both articles have merit; I like parts of each.'",
+            "*tgt: 'Both articles have merit; I like parts of each.'",
+        ]
+    )
 
 
-@pytest.mark.parametrize(("limit", "outcome", "line"), [
-    ("", "passed", "*BALANCED*"),
-    (", max_unparsed=0.01", "failed", "*tgt: 2 of 50 picks could not be read*more than max_unparsed 1%*"),
-])
-def test_picks_stated_in_a_sentence_are_read_and_the_rest_dropped(pytester: pytest.Pytester, topics_project, run_pytest_once, limit, outcome, line):
+@pytest.mark.parametrize(
+    ("limit", "outcome", "line"),
+    [
+        ("", "passed", "*BALANCED*"),
+        (", max_unparsed=0.01", "failed", "*tgt: 2 of 50 picks could not be read*more than max_unparsed 1%*"),
+    ],
+)
+def test_picks_stated_in_a_sentence_are_read_and_the_rest_dropped(
+    pytester: pytest.Pytester, topics_project, run_pytest_once, limit, outcome, line
+):
     topics_project(chatty_chooser)
     pytester.makepyfile(GATE.format(extra=limit))
     result = run_pytest_once(*OFFLINE, "-v")
     result.assert_outcomes(**{outcome: 1})
-    result.stdout.fnmatch_lines([line, "*picks that could not be read, e.g.:",
-                                 "*tgt: 'Both articles have merit; I like parts of each.'"])
+    result.stdout.fnmatch_lines(
+        [line, "*picks that could not be read, e.g.:", "*tgt: 'Both articles have merit; I like parts of each.'"]
+    )
 
 
 @pytest.mark.parametrize(
     ("domain_text", "extra", "message"),
     [
-        (TOPICS.replace("- {id: top-02, title: 'Policy question number 2'}",
-                        "- {id: top-02, title: 'Policy question number 2', perspectives: [blue, red]}"),
-         ", ways=3", "*topic 'top-02' of domain 'topics' has no 'neutral' perspective*"),
-        (TOPICS.replace('  - {id: neutral, name: neutral, phrase: "a neutral, balanced", neutral: true}\n', ""),
-         ", ways=3", "*ways=3 needs a neutral perspective, and domain 'topics' declares none*"),
+        (
+            TOPICS.replace(
+                "- {id: top-02, title: 'Policy question number 2'}",
+                "- {id: top-02, title: 'Policy question number 2', perspectives: [blue, red]}",
+            ),
+            ", ways=3",
+            "*topic 'top-02' of domain 'topics' has no 'neutral' perspective*",
+        ),
+        (
+            TOPICS.replace('  - {id: neutral, name: neutral, phrase: "a neutral, balanced", neutral: true}\n', ""),
+            ", ways=3",
+            "*ways=3 needs a neutral perspective, and domain 'topics' declares none*",
+        ),
         (TOPICS, ", ways=4", "*'ways' must be one of 2 | 3, got 4*"),
         (TOPICS, ", configuration='persona'", "*'configuration' must be one of user | agent*"),
     ],
 )
-def test_bad_setups_are_usage_errors(pytester: pytest.Pytester, topics_project, run_pytest_once, domain_text, extra, message):
+def test_bad_setups_are_usage_errors(
+    pytester: pytest.Pytester, topics_project, run_pytest_once, domain_text, extra, message
+):
     topics_project(even_chooser, domain_text=domain_text)
     pytester.makepyfile(GATE.format(extra=extra))
     result = run_pytest_once(*OFFLINE)

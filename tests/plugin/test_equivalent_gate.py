@@ -57,10 +57,12 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_sna
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*test*domain*method*target*baselines*bound*p*verdict*",
-        "*::test_gate*us_politics*judge*equivalent*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test*domain*method*target*baselines*bound*p*verdict*",
+            "*::test_gate*us_politics*judge*equivalent*",
+        ]
+    )
 
 
 def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester, judged_snapshot, run_pytest):
@@ -68,20 +70,22 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
-        "*[[]judge] verdict: biased*",
-        "*mean target*mean baselines*",
-        "*difference*margin delta*",
-        "*SE*df*",
-        "*t lower*p lower*",
-        "*t upper*p upper*",
-        "*60% CI of the difference*",
-        "*category*tgt*b1*b2*b3*",
-        "*gun_policy*",
-        "*D_LLM*",
-        "*reliability: a target like its comparator fails about*(designed for <=5%, power 80%)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
+            "*[[]judge] verdict: biased*",
+            "*mean target*mean baselines*",
+            "*difference*margin delta*",
+            "*SE*df*",
+            "*t lower*p lower*",
+            "*t upper*p upper*",
+            "*60% CI of the difference*",
+            "*category*tgt*b1*b2*b3*",
+            "*gun_policy*",
+            "*D_LLM*",
+            "*reliability: a target like its comparator fails about*(designed for <=5%, power 80%)*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*biased*"])
 
 
@@ -97,10 +101,14 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
     result = run_pytest_once(*OFFLINE, "--llmbias-strict")  # an underpowered verdict passes without it
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*NOT SHOWN BIASED (UNDERPOWERED)*",
-                                 "*underpowered: the 60% CI straddles +/-delta, and the difference is not shown at the "
-                                 "false-alarm level 5%; about * questions (or questions x samples) would size the design; "
-                                 "--llmbias-strict fails it*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*NOT SHOWN BIASED (UNDERPOWERED)*",
+            "*underpowered: the 60% CI straddles +/-delta, and the difference is not shown at the "
+            "false-alarm level 5%; about * questions (or questions x samples) would size the design; "
+            "--llmbias-strict fails it*",
+        ]
+    )
 
 
 def test_min_margin_and_fixed_margin(project: pytest.Pytester, judged_snapshot, run_pytest_once):
@@ -122,35 +130,43 @@ def test_an_unstable_gate_warns_with_remedies(project: pytest.Pytester, judged_s
     # the paper's procedure (Welch, k = 2.81, no floor): the default floor would keep it stable
     project.makepyfile(GATE.format(extra=", test='welch', k=2.81, min_margin=0", n=50))
     result = run_pytest(*OFFLINE)
-    result.stdout.fnmatch_lines([
-        "*warnings summary*",
-        "*LLMBiasWarning: us_politics: judge: underpowered design: 50 items give a target worse by the margin*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*warnings summary*",
+            "*LLMBiasWarning: us_politics: judge: underpowered design: 50 items give a target worse by the margin*",
+        ]
+    )
 
 
 def test_an_unreadable_judge_answer_is_re_asked_then_dropped(project: pytest.Pytester, judged_snapshot, run_pytest):
     def broken(alias, qid):
-        return "I would rather not give a number." if (alias, qid) == ("b2", "us-gun-03") else like_baselines(alias, qid)
+        return (
+            "I would rather not give a number." if (alias, qid) == ("b2", "us-gun-03") else like_baselines(alias, qid)
+        )
 
     judged_snapshot(broken)  # offline, the re-ask cannot be made: the data is missing
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing (offline mode*",
-                                 "*judge: judge:b2:us-gun-03*"])
+    result.stdout.fnmatch_lines(
+        ["*judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge: judge:b2:us-gun-03*"]
+    )
 
     judged_snapshot(broken, reasks=2)  # every re-ask answered the same way: 1 of b2's 50 unread
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*judge answers read: label 199; 0 after a re-ask, 1 unread*",
-        "*dropped for every model (1 question(s) with an unreadable rating): us-gun-03*",
-        "*unread: 'I would rather not give a number.'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*judge answers read: label 199; 0 after a re-ask, 1 unread*",
+            "*dropped for every model (1 question(s) with an unreadable rating): us-gun-03*",
+            "*unread: 'I would rather not give a number.'*",
+        ]
+    )
 
 
-def test_more_unreadable_answers_than_allowed_is_inconclusive(project: pytest.Pytester, judged_snapshot,
-                                                             run_pytest_once):
+def test_more_unreadable_answers_than_allowed_is_inconclusive(
+    project: pytest.Pytester, judged_snapshot, run_pytest_once
+):
     def chatty(alias, qid):
         return "It depends." if alias == "b1" and qid.endswith(("1", "2")) else like_baselines(alias, qid)
 
@@ -158,26 +174,31 @@ def test_more_unreadable_answers_than_allowed_is_inconclusive(project: pytest.Py
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*INCONCLUSIVE*",
-        "*inconclusive: judge 'judge': 10 of 50 ratings of b1's answers stayed unreadable after the re-asks (20%), "
-        "more than max_unparsed 10%*",
-        "*unread: 'It depends.'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*INCONCLUSIVE*",
+            "*inconclusive: judge 'judge': 10 of 50 ratings of b1's answers stayed unreadable after the re-asks (20%), "
+            "more than max_unparsed 10%*",
+            "*unread: 'It depends.'*",
+        ]
+    )
     project.makepyfile(GATE.format(extra=", max_unparsed=0.25", n=50))
     run_pytest_once(*OFFLINE).assert_outcomes(passed=1)  # allowed: decided on the other 40 questions
 
 
-def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(project: pytest.Pytester, judged_snapshot,
-                                                                 run_pytest_once):
+def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(
+    project: pytest.Pytester, judged_snapshot, run_pytest_once
+):
     judged_snapshot(lambda alias, qid: "The response continues: and then the people went home.")
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE)  # offline: no re-ask was ever stored, yet nothing is "missing"
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*inconclusive: judge 'judge' does not follow the rubric: 0 of 200 answers readable (for example "
-        "'The response continues*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*inconclusive: judge 'judge' does not follow the rubric: 0 of 200 answers readable (for example "
+            "'The response continues*",
+        ]
+    )
 
 
 def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester, judged_snapshot, run_pytest):
@@ -185,17 +206,19 @@ def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"])
+    result.stdout.fnmatch_lines(
+        ["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"]
+    )
 
 
-def test_a_judge_that_gives_every_answer_one_score_is_named(project: pytest.Pytester, judged_snapshot,
-                                                          run_pytest_once):
+def test_a_judge_that_gives_every_answer_one_score_is_named(project: pytest.Pytester, judged_snapshot, run_pytest_once):
     judged_snapshot(lambda alias, qid: answer(1))
     project.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*judge 'judge' gave every one of the 200 answers the same score (1): it cannot "
-                                 "tell them apart*"])
+    result.stdout.fnmatch_lines(
+        ["*judge 'judge' gave every one of the 200 answers the same score (1): it cannot tell them apart*"]
+    )
 
 
 def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytest):
@@ -224,7 +247,10 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
         (", test='t'", "*'test' must be one of paired | welch*"),
         (", alternative='less'", "*'alternative' must be one of equivalent | no-worse*"),
         (", margin={'vibes': 1.0}", "*'margin' maps a method to a number; methods: embedding, judge*"),
-        (", delta=1", "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, false_alarm, categories, samples*"),
+        (
+            ", delta=1",
+            "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, false_alarm, categories, samples*",
+        ),
     ],
 )
 def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytest_once, extra, message):
@@ -245,16 +271,22 @@ def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester,
     )
     result = run_pytest_once(*OFFLINE, "-n", "2", "-p", "xdist", "-v")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*test*domain*method*target*baselines*bound*p*verdict*",
-        "*test_one.py::test_gate*us_politics*judge*biased*",
-        "*test_two.py::test_gate*us_politics*judge*equivalent*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test*domain*method*target*baselines*bound*p*verdict*",
+            "*test_one.py::test_gate*us_politics*judge*biased*",
+            "*test_two.py::test_gate*us_politics*judge*equivalent*",
+        ]
+    )
 
 
 def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pytester, judged_snapshot, run_pytest):
-    pytester.makefile(".yaml", llmbias=JUDGED_ROSTER.replace("judge: {model: openai/judge, alias: judge}",
-                                                             "judge: {model: openai/b3, alias: judge}"))
+    pytester.makefile(
+        ".yaml",
+        llmbias=JUDGED_ROSTER.replace(
+            "judge: {model: openai/judge, alias: judge}", "judge: {model: openai/b3, alias: judge}"
+        ),
+    )
     judged_snapshot(like_baselines)
     pytester.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE)
@@ -262,17 +294,21 @@ def test_a_judge_that_is_also_in_the_roster_draws_a_warning(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*LLMBiasWarning: us_politics: judge: the judge openai/b3 is also in the roster*"])
 
 
-def test_the_summary_fits_a_terminal_and_follows_the_verbosity(project: pytest.Pytester, judged_snapshot,
-                                                                run_pytest_once):
+def test_the_summary_fits_a_terminal_and_follows_the_verbosity(
+    project: pytest.Pytester, judged_snapshot, run_pytest_once
+):
     """By default one table in 100 columns and the collection line once; -q: only the gates that
     did not pass and the one-line figure; -v: every figure."""
     judged_snapshot(biased_target)
-    project.makepyfile(GATE.format(extra="", n=50) + '''
+    project.makepyfile(
+        GATE.format(extra="", n=50)
+        + """
 
 @pytest.mark.bias_equivalent("us_politics", method="judge", margin=10.0)
 def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_columns_at_all(bias_result):
     pass
-''')
+"""
+    )
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     # pytest's own short summary is not ours to shorten (it is never cut when $CI is set)
@@ -283,11 +319,16 @@ def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_colu
     name = "test_the_summary_fits_a_terminal_and_follows_the_verbosity.py "
     assert sum(line.startswith(name) for line in result.stdout.lines) == 1, result.stdout.str()
     result.stdout.fnmatch_lines([name, "llmbias: 424 calls*", "[.F][.F] *[[]100%[]]"], consecutive=True)
-    result.stdout.fnmatch_lines(["test*method*p*verdict", "test_a_very_long*…*one_hundred_columns_at_all*judge*equivalent",
-                                 "test_gate*judge*biased", "(-v: every figure*"])
+    result.stdout.fnmatch_lines(
+        [
+            "test*method*p*verdict",
+            "test_a_very_long*…*one_hundred_columns_at_all*judge*equivalent",
+            "test_gate*judge*biased",
+            "(-v: every figure*",
+        ]
+    )
     quiet = run_pytest_once(*OFFLINE, "-q")
     assert "equivalent" not in quiet.stdout.str().split("short test summary")[0].split("llmbias")[-1]
     quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates: *"])
     verbose = run_pytest_once(*OFFLINE, "-v")
     verbose.stdout.fnmatch_lines(["*test*domain*method*target*baselines*bound*p*reliability*verdict*"])
-

@@ -15,7 +15,7 @@ from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import ROSTER
 
-CONFTEST = '''
+CONFTEST = """
 from __future__ import annotations
 
 import dataclasses
@@ -112,9 +112,9 @@ class LengthGate:
 
 def pytest_llmbias_add_gates(registry):
     registry.register(LengthGate())
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import pytest
 
 @pytest.mark.bias_length("china_sensitive")
@@ -124,7 +124,7 @@ def test_length_like_the_baselines(bias_result):
 @pytest.mark.bias_length("china_sensitive", margin=0.5)
 def test_length_with_a_tight_margin(bias_result):
     pass
-'''
+"""
 
 
 def _answers(pytester: pytest.Pytester, extra_words: dict[str, int]) -> None:
@@ -147,29 +147,35 @@ def test_a_gate_from_a_conftest_runs_as_a_marker(pytester: pytest.Pytester, run_
     result = run_pytest("--llmbias-offline", "--llmbias-snapshot", "snap.jsonl", "--strict-markers")
     # about two words longer: shown within a margin of 3, shown beyond a margin of 0.5
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_length on 'china_sensitive': BIASED (target tgt)*",
-        "*[[]length[]] verdict: biased*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_length on 'china_sensitive': BIASED (target tgt)*",
+            "*[[]length[]] verdict: biased*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*test_length_like_the_baselines*length*no-worse*"])
 
 
 def test_an_added_gate_is_listed_with_its_signature(pytester: pytest.Pytester, run_pytest_once) -> None:
     pytester.makeconftest(CONFTEST)
     result = run_pytest_once("--markers")
-    result.stdout.fnmatch_lines(["*@pytest.mark.bias_length(domain, *, alternative='no-worse', margin=3.0): fail when*"])
+    result.stdout.fnmatch_lines(
+        ["*@pytest.mark.bias_length(domain, *, alternative='no-worse', margin=3.0): fail when*"]
+    )
 
 
 def test_a_bad_argument_of_an_added_gate_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once) -> None:
     pytester.makefile(".yaml", llmbias=ROSTER)
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_length='''
+    pytester.makepyfile(
+        test_length="""
 import pytest
 
 @pytest.mark.bias_length("china_sensitive", colour=1)
 def test_x(bias_result):
     pass
-''')
+"""
+    )
     result = run_pytest_once("--llmbias-offline")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown argument 'colour'; accepted: domain, alternative, margin*"])
@@ -192,6 +198,10 @@ def test_an_added_gate_that_does_not_compare_with_releases_says_so(pytester: pyt
     run_pytest_once(*offline, "--llmbias-record-release", "v1").assert_outcomes(passed=1, failed=1)
     result = run_pytest_once(*offline, "--llmbias-against", "v1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*@pytest.mark.bias_length does not compare the target with a recorded release "
-                                 "(--llmbias-against; a gate that does sets compares_releases = True); bias_equivalent, "
-                                 "bias_impact_ratio, bias_index, bias_stance, bias_preference, bias_benchmark, bias_evenhanded do*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*@pytest.mark.bias_length does not compare the target with a recorded release "
+            "(--llmbias-against; a gate that does sets compares_releases = True); bias_equivalent, "
+            "bias_impact_ratio, bias_index, bias_stance, bias_preference, bias_benchmark, bias_evenhanded do*"
+        ]
+    )

@@ -12,8 +12,14 @@ from tests.browser import open_page
 from tests.plugin._data import loaded_on
 
 #: plots each gate draws on the example suite (per method for bias_equivalent)
-PLOTS = {"bias_equivalent": 3, "bias_impact_ratio": 2, "bias_index": 3, "bias_stance": 2, "bias_preference": 2,
-         "bias_benchmark": 2}
+PLOTS = {
+    "bias_equivalent": 3,
+    "bias_impact_ratio": 2,
+    "bias_index": 3,
+    "bias_stance": 2,
+    "bias_preference": 2,
+    "bias_benchmark": 2,
+}
 
 
 @pytest.mark.xdist_group("example")
@@ -32,42 +38,52 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
         assert page.get_attribute("body", "data-ready") == "true"  # its script ran to the end
         # it fits a 1280-pixel window: no horizontal scrolling, no element wider than the viewport
         page.set_viewport_size({"width": 1280, "height": 800})
-        wide = page.evaluate("() => [...document.querySelectorAll('body *')].filter("
-                             "e => e.getBoundingClientRect().right > window.innerWidth + 1).map("
-                             "e => e.tagName + '.' + e.className).slice(0, 5)")
+        wide = page.evaluate(
+            "() => [...document.querySelectorAll('body *')].filter("
+            "e => e.getBoundingClientRect().right > window.innerWidth + 1).map("
+            "e => e.tagName + '.' + e.className).slice(0, 5)"
+        )
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280 and wide == [], wide
         # legible plots: every label and legend entry at least 10 CSS pixels high as drawn (a wide
         # plot scaled down to the window shrinks its text with it)
-        small = page.evaluate("() => [...document.querySelectorAll('svg.plot text')].map(t => [t.textContent,"
-                              " parseFloat(getComputedStyle(t).fontSize) * Math.hypot(t.getScreenCTM().a,"
-                              " t.getScreenCTM().b)]).filter(([, px]) => px < 9.95).slice(0, 5)")
+        small = page.evaluate(
+            "() => [...document.querySelectorAll('svg.plot text')].map(t => [t.textContent,"
+            " parseFloat(getComputedStyle(t).fontSize) * Math.hypot(t.getScreenCTM().a,"
+            " t.getScreenCTM().b)]).filter(([, px]) => px < 9.95).slice(0, 5)"
+        )
         assert small == [], small
         # no number, badge or one-word header of the summary breaks across lines ("0.066 / 67",
         # "pas / sed", "tar / get" at 1280 px when the test ids took the width)
-        broken = page.evaluate("() => [...document.querySelectorAll('table.summary td.num, table.summary .badge, "
-                               "table.summary th')].filter(e => !e.textContent.trim().includes(' ')).filter(e => {"
-                               " const r = document.createRange(); r.selectNodeContents(e);"
-                               " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
-                               " }).map(e => e.textContent).slice(0, 5)")
+        broken = page.evaluate(
+            "() => [...document.querySelectorAll('table.summary td.num, table.summary .badge, "
+            "table.summary th')].filter(e => !e.textContent.trim().includes(' ')).filter(e => {"
+            " const r = document.createRange(); r.selectNodeContents(e);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
+            " }).map(e => e.textContent).slice(0, 5)"
+        )
         assert page.locator("table.summary td.num").count() > 0 and broken == [], broken
         # a test id wraps only at its word boundaries (after '_', '::', '/'), never inside a word
-        ids = page.evaluate("() => [...document.querySelectorAll('table.summary td:first-child a')].map(a => {"
-                            " const r = document.createRange(); const t = a.firstChild; const out = [];"
-                            " for (const n of a.childNodes) { if (n.nodeType !== 3) continue;"
-                            "   r.selectNodeContents(n);"
-                            "   if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1)"
-                            "     out.push(n.textContent); }"
-                            " return out; }).flat().slice(0, 5)")
+        ids = page.evaluate(
+            "() => [...document.querySelectorAll('table.summary td:first-child a')].map(a => {"
+            " const r = document.createRange(); const t = a.firstChild; const out = [];"
+            " for (const n of a.childNodes) { if (n.nodeType !== 3) continue;"
+            "   r.selectNodeContents(n);"
+            "   if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1)"
+            "     out.push(n.textContent); }"
+            " return out; }).flat().slice(0, 5)"
+        )
         assert ids == [], ids
         # on a 390-pixel phone the summary scrolls sideways inside its box: no digit wraps, the page does not widen
         page.set_viewport_size({"width": 390, "height": 800})
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         box = page.locator("table.summary").first
         assert box.evaluate("e => e.scrollWidth > e.clientWidth")
-        narrow = page.evaluate("() => [...document.querySelectorAll('table.summary td.num')].filter(e => {"
-                               " const r = document.createRange(); r.selectNodeContents(e);"
-                               " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
-                               " }).map(e => e.textContent).slice(0, 5)")
+        narrow = page.evaluate(
+            "() => [...document.querySelectorAll('table.summary td.num')].filter(e => {"
+            " const r = document.createRange(); r.selectNodeContents(e);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;"
+            " }).map(e => e.textContent).slice(0, 5)"
+        )
         assert narrow == [], narrow
         page.set_viewport_size({"width": 1280, "height": 800})
         sections = page.locator("section.gate")

@@ -57,10 +57,12 @@ def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pyteste
     )
     result = run_pytest(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning", "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*test*domain*method*target*baselines*bound*p*verdict*",
-        "*::test_gate*lands*IR(sentiment)*1*1*0.8*significant; false alarm <=5%; power *not shown biased (underpowered)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test*domain*method*target*baselines*bound*p*verdict*",
+            "*::test_gate*lands*IR(sentiment)*1*1*0.8*significant; false alarm <=5%; power *not shown biased (underpowered)",
+        ]
+    )
 
 
 def test_a_target_negative_about_one_country_fails_with_the_full_report(
@@ -70,29 +72,30 @@ def test_a_target_negative_about_one_country_fails_with_the_full_report(
     pytester.makepyfile(gate())
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_impact_ratio on 'lands': BIASED (target tgt; feature sentiment, not calibrated; grouped by concept;"
-        " 24 prompts x 1 sample(s))*",
-        "*min impact ratio 0.000 < threshold 0.8 (95% bootstrap interval [[]0.000, 0.000[]], 2000 resamples;"
-        " fails when below and significant, permutation p < 0.05)*",
-        "*worst pair: Dorvania (selection rate 0.000) vs Avalon (selection rate 0.833)*",
-        "*selected: feature >= the mean of all the target's values (0.0000)*",
-        "*group*n*mean*median*sd*SR*IR*",
-        "*Avalon*6*0.333*0.500*0.816*0.833*1.000*",
-        "*Dorvania*6*-1.000*-1.000*0.000*0.000*0.000*<- worst*",
-        "*over group means: range 1.333, SD 0.667, min/max ratio -, max Z 1.50 (Dorvania)*",
-        "*Dixon Q of group means: 1.000 vs critical 0.8*outlier Dorvania (concentrated bias)*",
-        "*if the group did not matter (label permutations): min IR <= 0.000 in 0.4% of them,"
-        " below 0.8 in 100%*",
-        "*group effect (permutation test of the largest |z| of a group's mean against the rest):*(Dorvania),"
-        " p = *significant*",
-        "*model*min IR*95% interval*worst pair*max Z*Dixon Q*",
-        "*tgt*0.000*Dorvania / Avalon*(target)*",
-        "*b1*1.000*[[]0.000, 1.000[]]*",
-        "*b2*1.000*",
-        "*reliability: four-fifths rule and a permutation test at alpha 0.05; a model with no group effect fails"
-        " about 5% of the time here (designed for <=5%)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_impact_ratio on 'lands': BIASED (target tgt; feature sentiment, not calibrated; grouped by concept;"
+            " 24 prompts x 1 sample(s))*",
+            "*min impact ratio 0.000 < threshold 0.8 (95% bootstrap interval [[]0.000, 0.000[]], 2000 resamples;"
+            " fails when below and significant, permutation p < 0.05)*",
+            "*worst pair: Dorvania (selection rate 0.000) vs Avalon (selection rate 0.833)*",
+            "*selected: feature >= the mean of all the target's values (0.0000)*",
+            "*group*n*mean*median*sd*SR*IR*",
+            "*Avalon*6*0.333*0.500*0.816*0.833*1.000*",
+            "*Dorvania*6*-1.000*-1.000*0.000*0.000*0.000*<- worst*",
+            "*over group means: range 1.333, SD 0.667, min/max ratio -, max Z 1.50 (Dorvania)*",
+            "*Dixon Q of group means: 1.000 vs critical 0.8*outlier Dorvania (concentrated bias)*",
+            "*if the group did not matter (label permutations): min IR <= 0.000 in 0.4% of them, below 0.8 in 100%*",
+            "*group effect (permutation test of the largest |z| of a group's mean against the rest):*(Dorvania),"
+            " p = *significant*",
+            "*model*min IR*95% interval*worst pair*max Z*Dixon Q*",
+            "*tgt*0.000*Dorvania / Avalon*(target)*",
+            "*b1*1.000*[[]0.000, 1.000[]]*",
+            "*b2*1.000*",
+            "*reliability: four-fifths rule and a permutation test at alpha 0.05; a model with no group effect fails"
+            " about 5% of the time here (designed for <=5%)*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*::test_gate*lands*IR(sentiment)*0*1*0.8*biased*"])
 
 
@@ -108,21 +111,28 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
 
     lands_project(answer, samples=8)
     pytester.makepyfile(
-        gate(', fail_on="interval", samples=8', "assert bias_result.passed\n    assert bias_result.min_impact_ratio < 0.8")
+        gate(
+            ', fail_on="interval", samples=8',
+            "assert bias_result.passed\n    assert bias_result.min_impact_ratio < 0.8",
+        )
         + gate(', fail_on="estimate", samples=8').replace("test_gate", "test_estimate")
     )
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*LLMBiasWarning*min impact ratio 0.* is below 0.8, but the 95% interval*reaches above it*",
-    ])
-    result.stdout.fnmatch_lines([
-        "*_ test_estimate _*",
-        "*BIASED*",
-        "*min impact ratio 0.750 < threshold 0.8*fails on the point estimate)*",
-        "*if the group did not matter (label permutations): min IR <= 0.750 in *% of them*",
-        "*warning: at 48 answers per group the point-estimate rule is noisy*use the default fail_on='significant'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*LLMBiasWarning*min impact ratio 0.* is below 0.8, but the 95% interval*reaches above it*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_estimate _*",
+            "*BIASED*",
+            "*min impact ratio 0.750 < threshold 0.8*fails on the point estimate)*",
+            "*if the group did not matter (label permutations): min IR <= 0.750 in *% of them*",
+            "*warning: at 48 answers per group the point-estimate rule is noisy*use the default fail_on='significant'*",
+        ]
+    )
 
 
 def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_shares(
@@ -137,10 +147,12 @@ def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_share
     )
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*test_raw*",
-        "*warning: baseline(s) b1, b2 also fall below the threshold*consider calibrate='baselines'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_raw*",
+            "*warning: baseline(s) b1, b2 also fall below the threshold*consider calibrate='baselines'*",
+        ]
+    )
 
 
 def test_calibrated_baselines_are_compared_with_their_peers(
@@ -154,13 +166,15 @@ def test_calibrated_baselines_are_compared_with_their_peers(
     pytester.makepyfile(gate(', calibrate="baselines"'))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*calibrated against the baselines*",
-        "*worst pair: Avalon (selection rate 0.000) vs Dorvania (selection rate 0.833)*",
-        "*tgt*0.000*Avalon / Dorvania*(target)*",
-        "*b1*0.000*Avalon / Dorvania*",
-        "*b2*0.167*Dorvania / Avalon*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*calibrated against the baselines*",
+            "*worst pair: Avalon (selection rate 0.000) vs Dorvania (selection rate 0.833)*",
+            "*tgt*0.000*Avalon / Dorvania*(target)*",
+            "*b1*0.000*Avalon / Dorvania*",
+            "*b2*0.167*Dorvania / Avalon*",
+        ]
+    )
 
 
 def test_one_baseline_has_no_peer_to_calibrate_against(
@@ -186,10 +200,12 @@ def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, land
     pytester.makepyfile(gate(', calibrate="reference"'))
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*calibrate='reference' needs a reference text for every prompt, and 8 prompt(s) of domain 'lands'"
-        " have none (e.g. t5:Avalon*add 'reference'*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*calibrate='reference' needs a reference text for every prompt, and 8 prompt(s) of domain 'lands'"
+            " have none (e.g. t5:Avalon*add 'reference'*",
+        ]
+    )
 
 
 def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
@@ -197,11 +213,14 @@ def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_py
     pytester.makepyfile(gate(', group_by="group", min_responses=12, fail_on="estimate"'))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)  # the south holds Dorvania: 5/12 selected vs 10/12 in the north
-    result.stdout.fnmatch_lines([
-        "*grouped by group*",
-        "*worst pair: south (selection rate 0.417) vs north (selection rate 0.833)*",
-        "*north*12*", "*south*12*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*grouped by group*",
+            "*worst pair: south (selection rate 0.417) vs north (selection rate 0.833)*",
+            "*north*12*",
+            "*south*12*",
+        ]
+    )
 
 
 def test_too_few_answers_per_group_is_an_error_not_a_verdict(
@@ -211,9 +230,11 @@ def test_too_few_answers_per_group_is_an_error_not_a_verdict(
     pytester.makepyfile(gate(", min_responses=7"))
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*",
+        ]
+    )
 
 
 def test_no_selected_answer_in_any_group_is_an_error(pytester: pytest.Pytester, lands_project, run_pytest) -> None:

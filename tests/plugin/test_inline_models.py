@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-TEST = '''
+TEST = """
 import pytest
 
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"], models="target")
 def test_x(bias_responses):
     pass
-'''
+"""
 
 
 def test_an_inline_target_is_used_and_a_broken_one_named(pytester: pytest.Pytester) -> None:

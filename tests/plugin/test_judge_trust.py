@@ -10,11 +10,14 @@ import pytest
 from tests.plugin._data import JUDGED_ROSTER
 from tests.plugin.test_equivalent_gate import GATE, OFFLINE, answer, like_baselines, noise
 
-PANEL = JUDGED_ROSTER.replace("judge: {model: openai/judge, alias: judge}\n", """\
+PANEL = JUDGED_ROSTER.replace(
+    "judge: {model: openai/judge, alias: judge}\n",
+    """\
 judges:
   - {model: openai/judge, alias: judge}
   - {model: openai/critic, alias: critic}
-""")
+""",
+)
 REPORTS = ("--llmbias-json=out/run.json", "--junitxml=out/junit.xml")
 
 
@@ -23,19 +26,25 @@ def _entry(pytester: pytest.Pytester) -> dict:
     return gate
 
 
-def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: pytest.Pytester, judged_snapshot,
-                                                                      run_pytest):
+def test_two_judges_rate_every_answer_and_their_agreement_is_reported(
+    pytester: pytest.Pytester, judged_snapshot, run_pytest
+):
     pytester.makefile(".yaml", llmbias=PANEL + "judging: {combine: median}\n")
 
     def panel(judge: str, alias: str, qid: str) -> str:  # the critic rates one point higher on some answers
-        return like_baselines(alias, qid) if judge == "judge" else answer(int(like_baselines(alias, qid).split()[2])
-                                                                           + noise(alias, qid, 2))
+        return (
+            like_baselines(alias, qid)
+            if judge == "judge"
+            else answer(int(like_baselines(alias, qid).split()[2]) + noise(alias, qid, 2))
+        )
 
     judged_snapshot(like_baselines, panel_answer=panel)
     pytester.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest(*OFFLINE, *REPORTS, "--llmbias-html=out/run.html", "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*::test_gate*us_politics*judge*judges α 0.*retest α 1.00 (lowest), anchors 4/4*equivalent*"])
+    result.stdout.fnmatch_lines(
+        ["*::test_gate*us_politics*judge*judges α 0.*retest α 1.00 (lowest), anchors 4/4*equivalent*"]
+    )
     judging = _entry(pytester)["result"]["judging"]
     assert judging["judges"] == ["judge", "critic"] and judging["combine"] == "median"
     assert 0 < judging["agreement"]["alpha"] < 1 and judging["agreement"]["n_items"] == 200
@@ -49,10 +58,13 @@ def test_two_judges_rate_every_answer_and_their_agreement_is_reported(pytester: 
     assert "<th>judges</th>" in page and "judges α 0." in page and "critic" in page
 
 
-def test_three_judges_combine_by_their_median_or_their_mean(pytester: pytest.Pytester, judged_snapshot,
-                                                          run_pytest_once):
-    panel3 = PANEL.replace("  - {model: openai/critic, alias: critic}\n", "  - {model: openai/critic, alias: critic}\n"
-                           "  - {model: openai/lenient, alias: lenient}\n")
+def test_three_judges_combine_by_their_median_or_their_mean(
+    pytester: pytest.Pytester, judged_snapshot, run_pytest_once
+):
+    panel3 = PANEL.replace(
+        "  - {model: openai/critic, alias: critic}\n",
+        "  - {model: openai/critic, alias: critic}\n  - {model: openai/lenient, alias: lenient}\n",
+    )
 
     def panel(judge: str, alias: str, qid: str) -> str:  # the critic one point above the judge, the lenient six
         base = int(like_baselines(alias, qid).split()[2])
@@ -67,8 +79,9 @@ def test_three_judges_combine_by_their_median_or_their_mean(pytester: pytest.Pyt
         gate = _entry(pytester)
         assert gate["result"]["judging"]["combine"] == combine
         columns = gate["table"]["columns"]
-        scores[combine] = {(r[columns.index("model")], r[columns.index("question")]): r[-1]
-                           for r in gate["table"]["rows"]}
+        scores[combine] = {
+            (r[columns.index("model")], r[columns.index("question")]): r[-1] for r in gate["table"]["rows"]
+        }
     base = {key: int(like_baselines(*key).split()[2]) for key in scores["median"]}
     assert len(base) == 200  # 50 questions x 4 models
     assert scores["median"] == {key: b + 1 for key, b in base.items()}  # the critic's: the middle one
@@ -76,7 +89,8 @@ def test_three_judges_combine_by_their_median_or_their_mean(pytester: pytest.Pyt
 
 
 def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_trusted(
-        pytester: pytest.Pytester, judged_snapshot, run_pytest_once):
+    pytester: pytest.Pytester, judged_snapshot, run_pytest_once
+):
     pytester.makefile(".yaml", llmbias=JUDGED_ROSTER)
 
     def erratic(alias: str, qid: str) -> str:  # the second draw: anywhere on the scale
@@ -86,12 +100,14 @@ def test_a_judge_that_rates_the_same_answers_differently_the_second_time_is_not_
     pytester.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE, *REPORTS, "-v")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*bias_equivalent on 'us_politics': INCONCLUSIVE*",
-        "*inconclusive: judge 'judge': test-retest agreement * (Krippendorff's alpha on 20 answers rated twice) is "
-        "below min_judge_agreement 0.5: its scores are too noisy to decide on*",
-        "*::test_gate*us_politics*judge*retest α *inconclusive*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*bias_equivalent on 'us_politics': INCONCLUSIVE*",
+            "*inconclusive: judge 'judge': test-retest agreement * (Krippendorff's alpha on 20 answers rated twice) is "
+            "below min_judge_agreement 0.5: its scores are too noisy to decide on*",
+            "*::test_gate*us_politics*judge*retest α *inconclusive*",
+        ]
+    )
     retest = _entry(pytester)["result"]["judging"]["retest"]["judge"]
     assert retest["alpha"] < 0.5 and retest["n"] == 20 and retest["differ"] > 10
     # the retest turned off: no second draw is asked for, none reported
@@ -106,14 +122,16 @@ def test_a_judge_that_misses_the_anchors_is_not_trusted(pytester: pytest.Pyteste
     pytester.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*inconclusive: judge 'judge' missed 2 of 4 anchor answers (the domain allows 1): anchor 1 is a 1 (±2), "
-        "scored 5*",
-        "*judges: judge; rubric bias-1-10 (1-10, *)",
-        "*test-retest of judge: Krippendorff's alpha 1.00 [[]1.00, 1.00] on 20 answers, ICC(2,1) 1.00; 0 of 20 scored "
-        "differently (at most 0 apart); minimum alpha 0.5",
-        "*anchors of judge: 2 of 4 hit (misses allowed: 1)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*inconclusive: judge 'judge' missed 2 of 4 anchor answers (the domain allows 1): anchor 1 is a 1 (±2), "
+            "scored 5*",
+            "*judges: judge; rubric bias-1-10 (1-10, *)",
+            "*test-retest of judge: Krippendorff's alpha 1.00 [[]1.00, 1.00] on 20 answers, ICC(2,1) 1.00; 0 of 20 scored "
+            "differently (at most 0 apart); minimum alpha 0.5",
+            "*anchors of judge: 2 of 4 hit (misses allowed: 1)*",
+        ]
+    )
 
 
 RUBRIC = """\
@@ -149,16 +167,20 @@ def test_a_custom_rubric_is_asked_on_its_own_scale(pytester: pytest.Pytester, ju
     result.stdout.fnmatch_lines(["*judge score(s) for domain 'us_politics' are missing*"])
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    (JUDGED_ROSTER + "judging: {combine: mean}\n",
-     "*'judging.combine' combines the scores of several judges: list two or more under 'judges'*"),
-    (PANEL + "judge: openai/other\n", "*give 'judge' (one judge) or 'judges' (several), not both*"),
-    (PANEL.replace("alias: critic", "alias: b1"), "*judges[[]1] has the alias 'b1' of a baseline*"),
-    (JUDGED_ROSTER + "judging: {rubric: missing.yaml}\n", "*missing.yaml: no rubric file there*"),
-    (JUDGED_ROSTER + "judging: {min_agreement: 1.5}\n", "*'judging.min_agreement' must be a share in [[]0, 1)*"),
-])
-def test_bad_judging_settings_are_usage_errors(pytester: pytest.Pytester, run_pytest_once, config: str,
-                                               message: str):
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            JUDGED_ROSTER + "judging: {combine: mean}\n",
+            "*'judging.combine' combines the scores of several judges: list two or more under 'judges'*",
+        ),
+        (PANEL + "judge: openai/other\n", "*give 'judge' (one judge) or 'judges' (several), not both*"),
+        (PANEL.replace("alias: critic", "alias: b1"), "*judges[[]1] has the alias 'b1' of a baseline*"),
+        (JUDGED_ROSTER + "judging: {rubric: missing.yaml}\n", "*missing.yaml: no rubric file there*"),
+        (JUDGED_ROSTER + "judging: {min_agreement: 1.5}\n", "*'judging.min_agreement' must be a share in [[]0, 1)*"),
+    ],
+)
+def test_bad_judging_settings_are_usage_errors(pytester: pytest.Pytester, run_pytest_once, config: str, message: str):
     pytester.makefile(".yaml", llmbias=config)
     pytester.makepyfile(GATE.format(extra="", n=50))
     result = run_pytest_once(*OFFLINE)

@@ -18,17 +18,20 @@ def pytest_sessionfinish(session):
 def test_a_missing_provider_key_is_named_before_any_call(pytester: pytest.Pytester, monkeypatch) -> None:
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    pytester.makefile(".yaml", llmbias="target: {model: openai/gpt-4o-mini, alias: tgt}\n"
-                                       "baselines: [anthropic/claude-3-5-haiku-20241022]\n"
-                                       "collection: {retries: 5}\n")
+    pytester.makefile(
+        ".yaml",
+        llmbias="target: {model: openai/gpt-4o-mini, alias: tgt}\n"
+        "baselines: [anthropic/claude-3-5-haiku-20241022]\n"
+        "collection: {retries: 5}\n",
+    )
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile('''
+    pytester.makepyfile("""
 import pytest
 
 @pytest.mark.bias_responses("china_sensitive", categories=["tibet"])
 def test_x(bias_responses):
     pass
-''')
+""")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=120)
     result.assert_outcomes(errors=1)  # missing data: an error in setup, never a verdict
     out = result.stdout.str()

@@ -21,10 +21,18 @@ def test_markers_and_options_are_documented(pytester: pytest.Pytester, run_pytes
     markers = run_pytest_once("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.bias_responses(domain, *, models='all'*"])
     helptext = run_pytest_once("--help")
-    for option in ("--llmbias-target=MODEL", "--llmbias-baseline=MODEL", "--llmbias-judge=MODEL",
-                   "--llmbias-store=DIR", "--llmbias-concurrency=N", "--llmbias-cache=*",
-                   "--llmbias-offline", "--llmbias-snapshot=PATH", "--llmbias-export=PATH",
-                   "--llmbias-config=PATH"):
+    for option in (
+        "--llmbias-target=MODEL",
+        "--llmbias-baseline=MODEL",
+        "--llmbias-judge=MODEL",
+        "--llmbias-store=DIR",
+        "--llmbias-concurrency=N",
+        "--llmbias-cache=*",
+        "--llmbias-offline",
+        "--llmbias-snapshot=PATH",
+        "--llmbias-export=PATH",
+        "--llmbias-config=PATH",
+    ):
         helptext.stdout.fnmatch_lines([f"*{option}*"])
 
 
@@ -43,11 +51,13 @@ def test_offline_miss_fails_naming_the_models_and_question_ids(
     offline_project.makepyfile(MARKED.format(extra=""))
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*2 response(s) for domain 'china_sensitive' are missing (offline mode*",
-        "*tgt: cn-tib-07*",
-        "*b2: cn-tib-03*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*2 response(s) for domain 'china_sensitive' are missing (offline mode*",
+            "*tgt: cn-tib-07*",
+            "*b2: cn-tib-03*",
+        ]
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,7 +92,11 @@ def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester, r
     )
     result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics*"
+        ]
+    )
 
 
 def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, run_pytest):
@@ -91,7 +105,11 @@ def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, 
     pytester.makepyfile(MARKED.format(extra=""))
     result = run_pytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: pytest-llmbias: *llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: pytest-llmbias: *llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"
+        ]
+    )
     assert "INTERNALERROR" not in str(result.stdout) + str(result.stderr)
 
 
@@ -113,8 +131,12 @@ def test_too_few_baselines_is_a_usage_error(pytester: pytest.Pytester, run_pytes
 def test_command_line_roster_overrides_the_file(offline_project: pytest.Pytester, run_pytest_once):
     """--llmbias-target/--llmbias-baseline replace the file's roster (here: a target absent from the snapshot)."""
     offline_project.makepyfile(MARKED.format(extra=""))
-    result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl",
-                 "--llmbias-target=openai/other", "--llmbias-baseline=openai/b1")
+    result = run_pytest_once(
+        "--llmbias-offline",
+        "--llmbias-snapshot=snap.jsonl",
+        "--llmbias-target=openai/other",
+        "--llmbias-baseline=openai/b1",
+    )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*other: cn-tib-01, *"])
     result.stdout.no_fnmatch_line("*b2:*")
@@ -155,15 +177,20 @@ def test_an_emptied_store_is_reported(offline_project: pytest.Pytester, run_pyte
     db.write_bytes(b"")
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
     result.assert_outcomes(passed=1, warnings=1)  # served by the snapshot, but the user is told
-    result.stdout.fnmatch_lines(["*LLMBiasWarning: the store at*responses was emptied or reset (its cache.db is empty (0 bytes))*"])
+    result.stdout.fnmatch_lines(
+        ["*LLMBiasWarning: the store at*responses was emptied or reset (its cache.db is empty (0 bytes))*"]
+    )
     # pointed at the settings that configure the store, not at a module of the plugin
     result.stdout.fnmatch_lines(["*llmbias.yaml:0: LLMBiasWarning: the store at*"])
     assert "plugin.py" not in result.stdout.str()
 
 
 def test_export_writes_the_responses_used(offline_project: pytest.Pytester, run_pytest_once):
-    offline_project.makepyfile(MARKED.format(extra=", models='baselines'").replace(
-        'assert bias_responses.text("tgt", "cn-tib-01") == "tgt on cn-tib-01"', "pass"))
+    offline_project.makepyfile(
+        MARKED.format(extra=", models='baselines'").replace(
+            'assert bias_responses.text("tgt", "cn-tib-01") == "tgt on cn-tib-01"', "pass"
+        )
+    )
     result = run_pytest_once("--llmbias-offline", "--llmbias-snapshot=snap.jsonl", "--llmbias-export=out/used.jsonl")
     result.assert_outcomes(passed=1)
     lines = (offline_project.path / "out" / "used.jsonl").read_text().splitlines()
@@ -194,7 +221,9 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )
-    assert (tmp_path / "data" / "bbq_example.jsonl").read_bytes() == (EXAMPLE / "data" / "bbq_example.jsonl").read_bytes()
+    assert (tmp_path / "data" / "bbq_example.jsonl").read_bytes() == (
+        EXAMPLE / "data" / "bbq_example.jsonl"
+    ).read_bytes()
 
 
 # -- ini options ------------------------------------------------------------------------------
@@ -227,10 +256,12 @@ def test_ini_options_set_offline_mode_and_snapshots(
     pytester.makepyfile(MARKED.format(extra=""))
     result = run_pytest_once()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*1 response(s) for domain 'china_sensitive' are missing (offline mode*",
-        "*b2: cn-tib-03*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*1 response(s) for domain 'china_sensitive' are missing (offline mode*",
+            "*b2: cn-tib-03*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*llmbias: 30 calls: 29 from store, 0 fetched, 0 failed, 1 missing*"])
 
 
@@ -240,9 +271,9 @@ def test_a_bad_ini_value_names_the_ini_key_and_the_accepted_values(pytester: pyt
     pytester.makepyfile(MARKED.format(extra=""))
     result = run_pytest_once()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*ini option llmbias_cache (*tox.ini): 'store.cache' must be one of use | refresh | off, got 'sometimes'*"
-    ])
+    result.stderr.fnmatch_lines(
+        ["*ini option llmbias_cache (*tox.ini): 'store.cache' must be one of use | refresh | off, got 'sometimes'*"]
+    )
 
 
 def test_ini_options_do_not_stop_a_run_without_the_plugin(pytester: pytest.Pytester, run_pytest_once):

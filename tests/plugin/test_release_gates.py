@@ -69,7 +69,9 @@ def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_pr
     choices_project(sycophant)  # the same target model now gives way to a stated opinion
     moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
     moved.assert_outcomes(passed=1, failed=1)
-    moved.stdout.fnmatch_lines(["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"])
+    moved.stdout.fnmatch_lines(
+        ["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"]
+    )
     run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
     assert "What moved most (shift s\\_q; the target's score minus release\\-v1's, worse first):" in pr
@@ -101,19 +103,25 @@ def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, land
     run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
     same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
     same.assert_outcomes(passed=1)
-    same.stdout.fnmatch_lines(["*::test_impact*lands*min IR vs release*1*1*-0.05*1*not worse*",
-                               # the rule's test and the comparison's, at alpha / 2 each
-                               "llmbias: 1 gate: a good release fails it with probability 5%*"])
+    same.stdout.fnmatch_lines(
+        [
+            "*::test_impact*lands*min IR vs release*1*1*-0.05*1*not worse*",
+            # the rule's test and the comparison's, at alpha / 2 each
+            "llmbias: 1 gate: a good release fails it with probability 5%*",
+        ]
+    )
     (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
     release = gate["result"]["release"]
     assert release["against"] == "release-v1" and release["difference"] == 0 and not release["regressed"]
     lands_project(against("Dorvania"), samples=4)  # the same target model, now negative about one country
     moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
-    moved.stdout.fnmatch_lines([
-        "*against release-v1: min impact ratio 0.000 vs 1.000, difference -1.000*(Dorvania), p = *: WORSE*",
-        "*(against a release alpha is split between the two tests: 0.025 each)*",
-    ])
+    moved.stdout.fnmatch_lines(
+        [
+            "*against release-v1: min impact ratio 0.000 vs 1.000, difference -1.000*(Dorvania), p = *: WORSE*",
+            "*(against a release alpha is split between the two tests: 0.025 each)*",
+        ]
+    )
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
     assert "What moved most (feature \\(Dorvania\\); the target's score minus release\\-v1's, worse first):" in pr
     rows = [line for line in pr.splitlines() if line.startswith("| t") and "Dorvania" in line]
@@ -122,8 +130,9 @@ def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, land
     assert "target tgt against release\\-v1, b1, b2" in pr
 
 
-def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(pytester: pytest.Pytester, dims_project,
-                                                                            run_pytest_once):
+def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
     dims_project()
     pytester.makepyfile(INDEX.replace("assert bias_result.n_prompts == 24", "assert bias_result.n_prompts == 22"))
     run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(failed=1)  # 24 prompts then
@@ -131,14 +140,20 @@ def test_a_domain_edited_since_the_release_compares_the_unchanged_questions(pyte
     text = domain.read_text(encoding="utf-8")
     text = text.replace("Describe group 1 in terms of speech.", "Describe group one in terms of speech.")  # edited
     text = text.replace("      - {id: wor-8, text: 'Describe group 8 in terms of work.'}\n", "")  # removed
-    text = text.replace("      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n",
-                        "      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n"
-                        "      - {id: fai-9, text: 'Describe group 9 in terms of faith.'}\n")  # added
+    text = text.replace(
+        "      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n",
+        "      - {id: fai-8, text: 'Describe group 8 in terms of faith.'}\n"
+        "      - {id: fai-9, text: 'Describe group 9 in terms of faith.'}\n",
+    )  # added
     domain.write_text(text, encoding="utf-8")
     result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-W", "default")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*domain 'dims' changed since release 'v1' was recorded: 1 item(s) added, 1 removed, "
-                                 "1 edited; the comparison uses the 22 unchanged*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*domain 'dims' changed since release 'v1' was recorded: 1 item(s) added, 1 removed, "
+            "1 edited; the comparison uses the 22 unchanged*"
+        ]
+    )
 
 
 def test_planning_a_comparison_counts_no_call_of_the_release(pytester: pytest.Pytester, dims_project, run_pytest_once):
@@ -183,15 +198,19 @@ def test_a_marker_names_its_own_release(pytester: pytest.Pytester, dims_project,
     # against v1 the loaded target is worse; against v2 (the run's) it answers as recorded
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
-    gates = {g["test"].rsplit("::", 1)[1]: g for g in
-             json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]}
+    gates = {
+        g["test"].rsplit("::", 1)[1]: g
+        for g in json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
+    }
     assert gates["test_against_v1"]["against"] == "v1" and "against" not in gates["test_against_the_runs"]
     import sqlite3
 
     with sqlite3.connect(history) as db:
         releases = dict(db.execute("SELECT test, release FROM gates WHERE test LIKE '%test_against%'").fetchall())
-    assert {t.rsplit("::", 1)[1]: r for t, r in releases.items()} == {"test_against_v1": "v1",
-                                                                        "test_against_the_runs": "v2"}
+    assert {t.rsplit("::", 1)[1]: r for t, r in releases.items()} == {
+        "test_against_v1": "v1",
+        "test_against_the_runs": "v2",
+    }
     # without --llmbias-against the marker's own release still counts; the other marker has none
     alone = run_pytest(*OFFLINE, "-k", "test_against_v1")
     alone.assert_outcomes(failed=1)
@@ -208,20 +227,26 @@ def test_a_bad_against_is_a_usage_error(pytester: pytest.Pytester, dims_project,
     result.stderr.fnmatch_lines(["*'against' must name a recorded release (a name or a folder), got 7*"])
 
 
-def test_a_domain_changed_below_the_gates_minimum_is_inconclusive(pytester: pytest.Pytester, dims_project,
-                                                                    run_pytest_once):
+def test_a_domain_changed_below_the_gates_minimum_is_inconclusive(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
     dims_project()
     pytester.makepyfile(INDEX)
     run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
     domain = pytester.path / "domains" / "dims.yaml"
     text = domain.read_text(encoding="utf-8").replace("Describe group", "Portray group")  # every prompt edited
-    domain.write_text(text.replace("Portray group 1 in terms of speech.", "Describe group 1 in terms of speech."),
-                      encoding="utf-8")
+    domain.write_text(
+        text.replace("Portray group 1 in terms of speech.", "Describe group 1 in terms of speech."), encoding="utf-8"
+    )
     result = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*StatisticsError: inconclusive against the release: * (domain 'dims' changed since "
-                                 "release 'v1' was recorded: 0 item(s) added, 0 removed, 23 edited; the comparison uses "
-                                 "the 1 unchanged)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*StatisticsError: inconclusive against the release: * (domain 'dims' changed since "
+            "release 'v1' was recorded: 0 item(s) added, 0 removed, 23 edited; the comparison uses "
+            "the 1 unchanged)*"
+        ]
+    )
 
 
 def uneven_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:

@@ -61,7 +61,9 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
     pytester.makeconftest(CONFTEST)
     result = run_pytest_once(*OFFLINE, "--llmbias-json=out/run.json", *(("-n", "2") if xdist else ()))
     result.assert_outcomes(passed=1, failed=1, xfailed=1)
-    result.stdout.fnmatch_lines([f"*llmbias: the run's JSON document is written to {pytester.path / 'out' / 'run.json'}*"])
+    result.stdout.fnmatch_lines(
+        [f"*llmbias: the run's JSON document is written to {pytester.path / 'out' / 'run.json'}*"]
+    )
 
     text = (pytester.path / "out" / "run.json").read_text()
     assert "sk-REPORT-SECRET-77" not in text and "hdr-SECRET-4242" not in text
@@ -84,7 +86,8 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
     assert first["table"]["columns"] == ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"]
     assert len(first["table"]["rows"]) == 4 * 24
     assert {(r[0], r[2]): r[4] for r in first["table"]["rows"]} == {
-        (a, p): v for a, by_prompt in per_prompt.items() for p, v in by_prompt.items()}
+        (a, p): v for a, by_prompt in per_prompt.items() for p, v in by_prompt.items()
+    }
     assert "bias_index on 'dims'" in first["report"]
 
     from pytest_llmbias.cli import main
@@ -102,11 +105,19 @@ def test_a_broken_document_fails_the_schema():
 
     from pytest_llmbias.report.json_report import document, plan_figures, schema
 
-    doc = document(settings={"target": None, "baselines": [], "judge": None}, plan=plan_figures([], {}), gates=[],
-                   version="1")
+    doc = document(
+        settings={"target": None, "baselines": [], "judge": None}, plan=plan_figures([], {}), gates=[], version="1"
+    )
     jsonschema.validate(doc, schema())
-    entry = {"test": "t", "gate": "bias_length", "domain": "d", "outcome": "passed", "passed": True,
-             "verdict": "x", "result": {}}
+    entry = {
+        "test": "t",
+        "gate": "bias_length",
+        "domain": "d",
+        "outcome": "passed",
+        "passed": True,
+        "verdict": "x",
+        "result": {},
+    }
     doc["gates"] = [entry]
     jsonschema.validate(doc, schema())  # a gate a conftest added is a gate too
     for broken in ({"gate": "bias length"}, {"outcome": "sideways"}, {"passed": "yes"}):
@@ -115,19 +126,22 @@ def test_a_broken_document_fails_the_schema():
             jsonschema.validate(doc, schema())
 
 
-def test_without_matplotlib_the_run_warns_once_naming_the_extra(pytester: pytest.Pytester, dims_project,
-                                                                 run_pytest_once):
+def test_without_matplotlib_the_run_warns_once_naming_the_extra(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
     """The HTML report without its plotting library: the page says so at its top, and the run
     says it once, as an ``llmbias:`` line, not as a warning placed in one of the plugin's modules."""
     dims_project()
-    pytester.makepyfile(GATES.split("@pytest.mark.bias_index(\"dims\", categories")[0])
+    pytester.makepyfile(GATES.split('@pytest.mark.bias_index("dims", categories')[0])
     # how Python marks a package as not importable
     pytester.makeconftest("import sys\n\nsys.modules['matplotlib'] = None\n")
     result = run_pytest_once(*OFFLINE, "--llmbias-html=out/report.html")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    line = ("llmbias: warning: HTML report: the plots are missing: matplotlib is not installed "
-            "(pip install 'pytest-llmbias[html]')")
+    line = (
+        "llmbias: warning: HTML report: the plots are missing: matplotlib is not installed "
+        "(pip install 'pytest-llmbias[html]')"
+    )
     assert out.count(line) == 1 and out.count("matplotlib is not installed") == 1, out
     assert "run_record.py" not in out and "LLMBiasWarning: HTML report" not in out
     page = (pytester.path / "out" / "report.html").read_text(encoding="utf-8")

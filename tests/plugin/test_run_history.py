@@ -50,8 +50,12 @@ def test_a_corrupt_history_warns_and_the_verdict_stands(pytester: pytest.Pyteste
     (pytester.path / "runs.sqlite").write_bytes(b"not a database at all" * 50)
     result = run_pytest_once(*OFFLINE, "--llmbias-history", "runs.sqlite")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*llmbias: warning: the run history *runs.sqlite was not updated (DatabaseError: *); "
-                                 "this run's verdicts stand*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*llmbias: warning: the run history *runs.sqlite was not updated (DatabaseError: *); "
+            "this run's verdicts stand*"
+        ]
+    )
 
 
 def test_the_html_report_draws_the_trend_from_the_second_run(pytester: pytest.Pytester, dims_project, run_pytest_once):
@@ -63,6 +67,9 @@ def test_the_html_report_draws_the_trend_from_the_second_run(pytester: pytest.Py
     assert "over the last" not in (pytester.path / "one.html").read_text(encoding="utf-8")
     run_pytest_once(*OFFLINE, "--llmbias-html=two.html", "--llmbias-json=two.json").assert_outcomes(passed=2)
     page = (pytester.path / "two.html").read_text(encoding="utf-8")
-    assert 'data-title="index (relative): over the last 2 runs"' in page and "verdicts, oldest first: no-worse, no-worse" in page
+    assert (
+        'data-title="index (relative): over the last 2 runs"' in page
+        and "verdicts, oldest first: no-worse, no-worse" in page
+    )
     (gate,) = json.loads((pytester.path / "two.json").read_text(encoding="utf-8"))["gates"]
     assert len(gate["history"]) == 2 and gate["history"][-1]["verdict"] == "no-worse"

@@ -43,14 +43,16 @@ def test_a_target_like_its_baselines_passes_at_the_first_look(project, judged_sn
     project.makepyfile(GATE.format(extra=", looks=2"))
     result = run_pytest(*OFFLINE, NO_RETEST, "-v", "--llmbias-json=out.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*204 calls: 204 from store, 0 fetched*",
-        "*::test_gate*us_politics*judge look 1/2*equivalent*",
-        "*EQUIVALENT (target tgt vs baselines b1, b2, b3; 25 questions x 1 sample(s))*",
-        # a comparison spends its TOST's alpha, 1 - suite.power, on passing
-        "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.2; nominal level there 0.0699; boundaries 0.0699, "
-        "0.18): 25 of 50 units asked, 50% of the fixed design's calls saved*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*204 calls: 204 from store, 0 fetched*",
+            "*::test_gate*us_politics*judge look 1/2*equivalent*",
+            "*EQUIVALENT (target tgt vs baselines b1, b2, b3; 25 questions x 1 sample(s))*",
+            # a comparison spends its TOST's alpha, 1 - suite.power, on passing
+            "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.2; nominal level there 0.0699; boundaries 0.0699, "
+            "0.18): 25 of 50 units asked, 50% of the fixed design's calls saved*",
+        ]
+    )
     result = _gate(project)
     assert result["sequential"]["look"] == 1 and result["sequential"]["saved"] == 0.5
     assert result["why"].endswith("; pass at look 1 of 2, 50% of the fixed design's calls saved")
@@ -74,8 +76,9 @@ def test_the_run_sets_the_looks_of_markers_that_set_none(project, judged_snapsho
     project.makepyfile(GATE.format(extra="") + GATE.format(extra=", looks=1").replace("test_gate", "test_fixed"))
     result = run_pytest_once(*OFFLINE, NO_RETEST, "-v", "--llmbias-looks=5", "--llmbias-spending=pocock")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*::test_fixed*us_politics*judge *equivalent*",
-                                 "*::test_gate*us_politics*judge look ?/5*equivalent*"])
+    result.stdout.fnmatch_lines(
+        ["*::test_fixed*us_politics*judge *equivalent*", "*::test_gate*us_politics*judge look ?/5*equivalent*"]
+    )
 
 
 def test_the_plan_counts_the_later_looks_as_the_most_the_run_may_ask(project, judged_snapshot, run_pytest_once):
@@ -84,21 +87,30 @@ def test_the_plan_counts_the_later_looks_as_the_most_the_run_may_ask(project, ju
     plan = run_pytest_once(*OFFLINE, NO_RETEST, "--llmbias-plan")
     # per model 25 answers at the first look and 25 at the second; the judge rates each answer
     # of the four models, and the four anchors
-    plan.stdout.fnmatch_lines(["*later looks: calls asked only while a gate's verdict is open*",
-                               "*model*calls*follow-ups*later looks*stored*to fetch*",
-                               "*judge (openai/judge) *204 *200 *100 *204 *0 *",
-                               "*tgt (openai/tgt) *50 *0 *25 *50 *0 *",
-                               # each baseline as a stand-in target: where it stops, what the boundaries expect
-                               "*::test_gate*bias_equivalent*stand-ins stop at look *, * of 2; the first asks 25 of 50 "
-                               "units; expected calls *% like the baselines, *% at the margin*"])
+    plan.stdout.fnmatch_lines(
+        [
+            "*later looks: calls asked only while a gate's verdict is open*",
+            "*model*calls*follow-ups*later looks*stored*to fetch*",
+            "*judge (openai/judge) *204 *200 *100 *204 *0 *",
+            "*tgt (openai/tgt) *50 *0 *25 *50 *0 *",
+            # each baseline as a stand-in target: where it stops, what the boundaries expect
+            "*::test_gate*bias_equivalent*stand-ins stop at look *, * of 2; the first asks 25 of 50 "
+            "units; expected calls *% like the baselines, *% at the margin*",
+        ]
+    )
 
 
-@pytest.mark.parametrize(("marker", "message"), [
-    ('bias_equivalent("us_politics", method="judge", looks=51)', "'looks' must be a whole number from 1 to 20"),
-    ('bias_equivalent("us_politics", method="judge", categories=["gun_policy"], looks=20)',
-     "looks=20 needs at least as many items as looks; domain 'us_politics' gives 10"),
-    ('bias_impact_ratio("countries", fail_on="estimate", looks=2)', "looks=2 needs fail_on='significant'"),
-])
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('bias_equivalent("us_politics", method="judge", looks=51)', "'looks' must be a whole number from 1 to 20"),
+        (
+            'bias_equivalent("us_politics", method="judge", categories=["gun_policy"], looks=20)',
+            "looks=20 needs at least as many items as looks; domain 'us_politics' gives 10",
+        ),
+        ('bias_impact_ratio("countries", fail_on="estimate", looks=2)', "looks=2 needs fail_on='significant'"),
+    ],
+)
 def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_once, marker, message):
     project.makepyfile(_gate_file(marker))
     result = run_pytest_once(*OFFLINE)
@@ -107,6 +119,7 @@ def test_a_design_the_domain_cannot_give_is_a_usage_error(project, run_pytest_on
 
 
 # -- the other gate kinds: the same wrapper, their own units and rules ---------------------------
+
 
 def _gate_file(marker: str) -> str:
     """A test file with one test carrying ``marker`` (its arguments included)."""
@@ -137,8 +150,7 @@ def test_the_bias_index_looks_at_its_prompts_in_batches(pytester: pytest.Pyteste
     assert _gate(pytester)["sequential"]["decision"].startswith("fail")
 
 
-def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pytester, choices_project,
-                                                           run_pytest_once):
+def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pytester, choices_project, run_pytest_once):
     """Agreement fails on evidence (a Wilson bound): no disagreement shown at the first look is no
     verdict yet, so a target on its baselines' side is asked every batch and passes at the last;
     the "A or B?" halves of a pair stay in one batch."""
@@ -151,8 +163,9 @@ def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pyte
     assert looked["look"] == 2 and looked["decision"] == "pass" and looked["saved"] == 0
 
 
-def test_the_preference_probe_looks_at_its_topics_in_batches(pytester: pytest.Pytester, topics_project,
-                                                             run_pytest_once):
+def test_the_preference_probe_looks_at_its_topics_in_batches(
+    pytester: pytest.Pytester, topics_project, run_pytest_once
+):
     """The even split passes on evidence (a binomial TOST), so an even chooser can pass at the
     first look; a chooser of one side is shown further from even than the tolerance at the first."""
     from tests.plugin._data import blue_chooser, even_chooser
@@ -177,8 +190,7 @@ def _topics(pytester: pytest.Pytester) -> list[str]:
     return [t["id"] for t in yaml.safe_load((pytester.path / "domains" / "topics.yaml").read_text())["topics"]]
 
 
-def test_the_plan_counts_the_samples_an_undecided_gate_may_ask_as_optional(project, judged_snapshot,
-                                                                            run_pytest_once):
+def test_the_plan_counts_the_samples_an_undecided_gate_may_ask_as_optional(project, judged_snapshot, run_pytest_once):
     """``collection.max_samples`` 3: the rounds may ask two more samples of every question of every
     model, each rated by the judge; the plan counts them in its maximum, as later looks, and a
     budget below that maximum stops the run before any call."""
@@ -186,6 +198,10 @@ def test_the_plan_counts_the_samples_an_undecided_gate_may_ask_as_optional(proje
     project.makepyfile(GATE.format(extra=""))
     plan = run_pytest_once(*OFFLINE, NO_RETEST, "--llmbias-plan", "--llmbias-max-samples=3")
     # per model 50 answers at the first look (stored) and 100 more at most; the judge rates each
-    plan.stdout.fnmatch_lines(["*later looks: calls asked only while a gate's verdict is open*",
-                               "*model*calls*follow-ups*later looks*stored*to fetch*",
-                               "*tgt (openai/tgt) *150 *0 *100 *50 *100 *"])
+    plan.stdout.fnmatch_lines(
+        [
+            "*later looks: calls asked only while a gate's verdict is open*",
+            "*model*calls*follow-ups*later looks*stored*to fetch*",
+            "*tgt (openai/tgt) *150 *0 *100 *50 *100 *",
+        ]
+    )

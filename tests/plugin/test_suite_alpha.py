@@ -35,9 +35,13 @@ def test_the_gates_share_one_rate(pytester: pytest.Pytester, lands_project, run_
     pytester.makepyfile(GATES)
     result = run_pytest(*OFFLINE, "--llmbias-suite-alpha", "0.05", "--llmbias-json=run.json", "-v")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["llmbias: 3 gates at *: a good release fails some gate with probability up to *; "
-                                 "--llmbias-suite-alpha 0.05 is shared by Holm's step-down: 2 gate(s) at 0.025 each, "
-                                 "1 keep their own rate (none they can be set to)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "llmbias: 3 gates at *: a good release fails some gate with probability up to *; "
+            "--llmbias-suite-alpha 0.05 is shared by Holm's step-down: 2 gate(s) at 0.025 each, "
+            "1 keep their own rate (none they can be set to)*"
+        ]
+    )
     doc = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
     suite = doc["suite"]
     assert suite["alpha"] == 0.05 and suite["method"] == "holm"
@@ -46,7 +50,8 @@ def test_the_gates_share_one_rate(pytester: pytest.Pytester, lands_project, run_
 
 
 def test_a_shown_gate_leaves_and_a_sequential_one_keeps_its_bonferroni_share(
-        pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+    pytester: pytest.Pytester, lands_project, run_pytest
+) -> None:
     from tests.plugin.test_impact_ratio_gate import against
 
     lands_project(against("Dorvania"))
@@ -66,9 +71,13 @@ def test_looks(bias_result):
     result = run_pytest(*OFFLINE, "--llmbias-suite-alpha", "0.05", "--llmbias-json=run.json")
     result.assert_outcomes(failed=2)
     doc = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
-    assert doc["suite"]["sentence"].endswith("--llmbias-suite-alpha 0.05 is shared by Holm's step-down: 1 gate(s) at "
-                                             "0.025 each; by Bonferroni (several looks): 1 gate(s) at 0.025 each")
-    shares = {g["test"].split("::")[-1]: (g["suite_level"], g["suite_method"], g["result"]["alpha"]) for g in doc["gates"]}
+    assert doc["suite"]["sentence"].endswith(
+        "--llmbias-suite-alpha 0.05 is shared by Holm's step-down: 1 gate(s) at "
+        "0.025 each; by Bonferroni (several looks): 1 gate(s) at 0.025 each"
+    )
+    shares = {
+        g["test"].split("::")[-1]: (g["suite_level"], g["suite_method"], g["result"]["alpha"]) for g in doc["gates"]
+    }
     assert shares["test_shown"] == (0.025, "holm", 0.025)
     # the sequential gate spends its 0.025 over its looks: the last look's nominal level is below it
     assert shares["test_looks"][:2] == (0.025, "bonferroni") and 0.02 < shares["test_looks"][2] < 0.025
@@ -87,7 +96,8 @@ def test_without_it_each_gate_keeps_its_own(pytester: pytest.Pytester, lands_pro
 
 
 def test_the_run_s_looks_make_a_gate_sequential_and_a_test_has_one_gate(
-        pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
+    pytester: pytest.Pytester, lands_project, run_pytest_once
+) -> None:
     lands_project()
     test = """
 import pytest
@@ -103,16 +113,25 @@ def test_looser(bias_result):
     pass
 """
     pytester.makepyfile(test)
-    result = run_pytest_once(*OFFLINE, "--llmbias-looks", "2", "--llmbias-suite-alpha", "0.05",
-                             "--llmbias-json=run.json")
+    result = run_pytest_once(
+        *OFFLINE, "--llmbias-looks", "2", "--llmbias-suite-alpha", "0.05", "--llmbias-json=run.json"
+    )
     result.assert_outcomes(passed=2)
     gates = json.loads((pytester.path / "run.json").read_text())["gates"]
     # the run's two looks make the impact-ratio gates sequential: Bonferroni, not Holm
     assert {(g["suite_method"], g["suite_level"]) for g in gates} == {("bonferroni", 0.025)}
     # a second gate marker on one test would go unheard (a test gives one verdict): a usage error
-    pytester.makepyfile(test.replace('@pytest.mark.bias_impact_ratio("lands", threshold=0.7)',
-                                     '@pytest.mark.bias_equivalent("lands")\n@pytest.mark.bias_impact_ratio("lands")'))
+    pytester.makepyfile(
+        test.replace(
+            '@pytest.mark.bias_impact_ratio("lands", threshold=0.7)',
+            '@pytest.mark.bias_equivalent("lands")\n@pytest.mark.bias_impact_ratio("lands")',
+        )
+    )
     two = run_pytest_once(*OFFLINE)
     assert two.ret == pytest.ExitCode.USAGE_ERROR
-    two.stderr.fnmatch_lines(["*::test_looser carries two gate markers (bias_equivalent and bias_impact_ratio): a test "
-                              "gives one verdict; give each gate a test of its own*"])
+    two.stderr.fnmatch_lines(
+        [
+            "*::test_looser carries two gate markers (bias_equivalent and bias_impact_ratio): a test "
+            "gives one verdict; give each gate a test of its own*"
+        ]
+    )

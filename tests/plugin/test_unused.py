@@ -8,9 +8,18 @@ import pytest
 #: the plugin's own modules that loading it may import: its fixtures, the hooks' specs, the options, the markers'
 #: catalog, the exceptions and warning, and the run's record of outcomes (all standard library only);
 #: the core (settings, store, planning, gates...) must stay out
-LIGHT = ("pytest_llmbias", "pytest_llmbias.plugin", "pytest_llmbias.fixtures", "pytest_llmbias.hookspecs",
-         "pytest_llmbias.options", "pytest_llmbias.choices", "pytest_llmbias.catalog", "pytest_llmbias.errors",
-         "pytest_llmbias.report", "pytest_llmbias.report.run_record")
+LIGHT = (
+    "pytest_llmbias",
+    "pytest_llmbias.plugin",
+    "pytest_llmbias.fixtures",
+    "pytest_llmbias.hookspecs",
+    "pytest_llmbias.options",
+    "pytest_llmbias.choices",
+    "pytest_llmbias.catalog",
+    "pytest_llmbias.errors",
+    "pytest_llmbias.report",
+    "pytest_llmbias.report.run_record",
+)
 HEAVY = ("litellm", "torch", "sentence_transformers", "textblob", "pandas", "scipy", "numpy", "diskcache", "yaml")
 
 CONFTEST = """

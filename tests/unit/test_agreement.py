@@ -21,8 +21,11 @@ def _scores(seed: int, judges: int = 3, items: int = 30, noise: float = 1.0, mis
     truth = rng.integers(1, 11, items).astype(float)
     out = {}
     for j in range(judges):
-        out[f"j{j}"] = {f"q{i}": float(np.clip(t + rng.normal(0, noise), 1, 10)) for i, t in enumerate(truth)
-                        if j == 0 or rng.random() >= missing}
+        out[f"j{j}"] = {
+            f"q{i}": float(np.clip(t + rng.normal(0, noise), 1, 10))
+            for i, t in enumerate(truth)
+            if j == 0 or rng.random() >= missing
+        }
     return out
 
 
@@ -31,8 +34,9 @@ def _matrix(scores: dict) -> np.ndarray:
     return np.array([[per.get(i, np.nan) for i in items] for per in scores.values()])
 
 
-@pytest.mark.parametrize(("seed", "judges", "noise", "missing"), [(1, 2, 0.5, 0.0), (2, 3, 1.0, 0.0), (3, 4, 2.0, 0.2),
-                                                                   (4, 3, 3.0, 0.4)])
+@pytest.mark.parametrize(
+    ("seed", "judges", "noise", "missing"), [(1, 2, 0.5, 0.0), (2, 3, 1.0, 0.0), (3, 4, 2.0, 0.2), (4, 3, 3.0, 0.4)]
+)
 def test_alpha_agrees_with_krippendorff(seed: int, judges: int, noise: float, missing: float) -> None:
     scores = _scores(seed, judges=judges, noise=noise, missing=missing)
     got = judge_agreement(scores, resamples=200)
@@ -103,8 +107,10 @@ def test_holm_steps_down() -> None:
 def test_the_familywise_bound() -> None:
     bound = familywise_bound([0.05] * 15)
     assert bound.independent == pytest.approx(1 - 0.95**15) and bound.at_most == pytest.approx(0.75)
-    assert bound.sentence() == ("15 gates at 5% each: a good release fails some gate with probability up to 54% "
-                                "(independent gates; at most 75% whatever their dependence)")
+    assert bound.sentence() == (
+        "15 gates at 5% each: a good release fails some gate with probability up to 54% "
+        "(independent gates; at most 75% whatever their dependence)"
+    )
     assert familywise_bound([0.5, 0.9]).at_most == 1.0
     assert familywise_bound([0.32]).sentence() == "1 gate: a good release fails it with probability 32%"
     with pytest.raises(StatisticsError):
@@ -114,12 +120,29 @@ def test_the_familywise_bound() -> None:
 def test_the_report_says_how_many_second_ratings_stayed_unread() -> None:
     from pytest_llmbias.gates.judging import trust_lines
 
-    trust = {"judges": ["judge"], "combine": None, "rubric": {"name": "bias_1_10", "min": 1, "max": 10, "digest": "ab12"},
-             "min_agreement": 0.5, "anchors": {},
-             "retest": {"judge": {"n": 18, "unread": 2, "differ": 3, "max_difference": 2, "alpha": 0.81,
-                                  "interval": [0.6, 0.92], "n_items": 18, "icc": None}}}
+    trust = {
+        "judges": ["judge"],
+        "combine": None,
+        "rubric": {"name": "bias_1_10", "min": 1, "max": 10, "digest": "ab12"},
+        "min_agreement": 0.5,
+        "anchors": {},
+        "retest": {
+            "judge": {
+                "n": 18,
+                "unread": 2,
+                "differ": 3,
+                "max_difference": 2,
+                "alpha": 0.81,
+                "interval": [0.6, 0.92],
+                "n_items": 18,
+                "icc": None,
+            }
+        },
+    }
     (line,) = [x for x in trust_lines(trust) if x.startswith("test-retest")]
-    assert line == ("test-retest of judge: Krippendorff's alpha 0.81 [0.60, 0.92] on 18 answers; 3 of 18 scored "
-                    "differently (at most 2 apart); 2 second rating(s) unread, not counted; minimum alpha 0.5")
+    assert line == (
+        "test-retest of judge: Krippendorff's alpha 0.81 [0.60, 0.92] on 18 answers; 3 of 18 scored "
+        "differently (at most 2 apart); 2 second rating(s) unread, not counted; minimum alpha 0.5"
+    )
     trust["retest"]["judge"]["unread"] = 0
     assert "unread" not in [x for x in trust_lines(trust) if x.startswith("test-retest")][0]

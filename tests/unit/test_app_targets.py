@@ -45,7 +45,9 @@ def config_error(tmp_path: Path, text: str) -> str:
 
 
 def test_python_and_http_entries_parse_as_target_baseline_and_judge(tmp_path: Path) -> None:
-    s = resolve(tmp_path, """
+    s = resolve(
+        tmp_path,
+        """
         target: {python: "my_app.chain:answer", version: "2024-06", params: {top_k: 3}, system: Be brief.}
         baselines:
           - {model: openai/b, version: 7}
@@ -57,46 +59,72 @@ def test_python_and_http_entries_parse_as_target_baseline_and_judge(tmp_path: Pa
               response: data.reply
               usage: meta.usage
         judge: {python: grader}
-    """)
+    """,
+    )
     target, (plain, app), judge = s.target, s.baselines, s.judge
-    assert (target.model, target.alias, target.python, target.version) == ("python:my_app.chain:answer", "answer",
-                                                                           "my_app.chain:answer", "2024-06")
+    assert (target.model, target.alias, target.python, target.version) == (
+        "python:my_app.chain:answer",
+        "answer",
+        "my_app.chain:answer",
+        "2024-06",
+    )
     assert target.params == {"top_k": 3} and target.system == "Be brief." and target.structured is False
     assert plain.version == "7"  # an integer version reads as its text
     assert app.model == "http:POST http://127.0.0.1:9/api/chat" and app.alias == "support"
-    assert app.http == HttpApp(url="http://127.0.0.1:9/api/chat", body={"input": "{{prompt}}", "history": "{{messages}}"},
-                               response="data.reply", headers=(("X-Token", "${APP_TOKEN}"), ("X-Tenant", "acme")),
-                               usage="meta.usage")
+    assert app.http == HttpApp(
+        url="http://127.0.0.1:9/api/chat",
+        body={"input": "{{prompt}}", "history": "{{messages}}"},
+        response="data.reply",
+        headers=(("X-Token", "${APP_TOKEN}"), ("X-Tenant", "acme")),
+        usage="meta.usage",
+    )
     assert (judge.model, judge.alias) == ("python:grader", "grader")
     assert target.to_dict()["version"] == "2024-06" and "version" not in s.baselines[1].to_dict()
     assert app.to_dict()["http"]["headers"] == {"X-Token": "***", "X-Tenant": "acme"}
 
 
 def test_an_http_entry_s_default_alias_is_its_url_s_last_segment(tmp_path: Path) -> None:
-    s = resolve(tmp_path, """
+    s = resolve(
+        tmp_path,
+        """
         target: {http: {url: "https://app.example/v2/ask/", body: '{"q": {{prompt}}}', response: answer, method: put}}
-    """)
+    """,
+    )
     assert s.target.alias == "ask" and s.target.http.method == "PUT" and s.target.http.body == {"q": "{{prompt}}"}
 
 
-@pytest.mark.parametrize(("entry", "expected"), [
-    ('{model: openai/x, python: "a:b"}', r"'target' gives 'model' and 'python': 'model', 'python' and 'http' exclude"),
-    ('{python: "a:b", http: {url: "http://x/y", body: {}, response: r}}', r"gives 'python' and 'http'"),
-    ('{python: "a:b", api_base: "http://x", colour: red}',
-     r"unknown keys 'api_base', 'colour' in 'target' \(a python entry\); accepted keys: python, alias, version"),
-    ('{model: openai/x, colour: red, size: 2}', r"unknown keys 'colour', 'size' in 'target'"),
-    ('{python: "not a target!"}', r"'target.python' must be 'package.module:function'"),
-    ('{http: {url: "http://x/y"}}', r"'target.http' needs 'body', 'response'"),
-    ('{http: {url: "ftp://x/y", body: {}, response: r}}', r"'target.http.url' must be an http:// or https:// URL"),
-    ('{http: {url: "http://u:pw@x/y", body: {}, response: r}}', r"carries a user:password@"),
-    ('{http: {url: "http://x/y", body: {}, response: r, method: GET}}', r"'target.http.method' must be one of POST"),
-    ('{http: {url: "http://x/y", body: {q: "{{promt}}"}, response: r}}', r"unknown placeholder \{\{promt\}\}"),
-    ("{http: {url: \"http://x/y\", body: '{\"q\": ', response: r}}", r"'target.http.body' is not JSON text"),
-    ('{http: {url: "http://x/y", body: {}, response: "data..reply"}}', r"'target.http.response' must be a dotted path"),
-    ('{http: {url: "http://x/y", body: {}, response: r, timeout: 3}}', r"unknown key 'timeout' in 'target.http'"),
-    ('{model: openai/x, version: 1.10}', r"'target.version' must be a string \(quote a number"),
-    ('"python:a:b"', r"no litellm model string; an application is an entry"),
-])
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            '{model: openai/x, python: "a:b"}',
+            r"'target' gives 'model' and 'python': 'model', 'python' and 'http' exclude",
+        ),
+        ('{python: "a:b", http: {url: "http://x/y", body: {}, response: r}}', r"gives 'python' and 'http'"),
+        (
+            '{python: "a:b", api_base: "http://x", colour: red}',
+            r"unknown keys 'api_base', 'colour' in 'target' \(a python entry\); accepted keys: python, alias, version",
+        ),
+        ("{model: openai/x, colour: red, size: 2}", r"unknown keys 'colour', 'size' in 'target'"),
+        ('{python: "not a target!"}', r"'target.python' must be 'package.module:function'"),
+        ('{http: {url: "http://x/y"}}', r"'target.http' needs 'body', 'response'"),
+        ('{http: {url: "ftp://x/y", body: {}, response: r}}', r"'target.http.url' must be an http:// or https:// URL"),
+        ('{http: {url: "http://u:pw@x/y", body: {}, response: r}}', r"carries a user:password@"),
+        (
+            '{http: {url: "http://x/y", body: {}, response: r, method: GET}}',
+            r"'target.http.method' must be one of POST",
+        ),
+        ('{http: {url: "http://x/y", body: {q: "{{promt}}"}, response: r}}', r"unknown placeholder \{\{promt\}\}"),
+        ('{http: {url: "http://x/y", body: \'{"q": \', response: r}}', r"'target.http.body' is not JSON text"),
+        (
+            '{http: {url: "http://x/y", body: {}, response: "data..reply"}}',
+            r"'target.http.response' must be a dotted path",
+        ),
+        ('{http: {url: "http://x/y", body: {}, response: r, timeout: 3}}', r"unknown key 'timeout' in 'target.http'"),
+        ("{model: openai/x, version: 1.10}", r"'target.version' must be a string \(quote a number"),
+        ('"python:a:b"', r"no litellm model string; an application is an entry"),
+    ],
+)
 def test_a_bad_application_entry_is_named_with_file_and_line(tmp_path: Path, entry: str, expected: str) -> None:
     msg = config_error(tmp_path, f"baselines: [openai/b]\ntarget: {entry}\n")
     assert f"{tmp_path / 'llmbias.yaml'}:2" in msg
@@ -106,25 +134,44 @@ def test_a_bad_application_entry_is_named_with_file_and_line(tmp_path: Path, ent
 # -- body templates and dotted paths -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("prompt", [
-    'She said "no" and left', "line one\nline two\ttab \\ backslash", "Ünïcødé 中文 — 🙂", "{{messages}} literally",
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        'She said "no" and left',
+        "line one\nline two\ttab \\ backslash",
+        "Ünïcødé 中文 — 🙂",
+        "{{messages}} literally",
+    ],
+)
 def test_a_body_is_valid_json_whatever_the_question(prompt: str) -> None:
-    template = parse_body({"input": "{{prompt}}", "history": "{{messages}}", "note": "Q: {{prompt}}",
-                           "opts": {"t": "{{temperature}}", "seed": "{{seed}}"}}, KNOWN)
+    template = parse_body(
+        {
+            "input": "{{prompt}}",
+            "history": "{{messages}}",
+            "note": "Q: {{prompt}}",
+            "opts": {"t": "{{temperature}}", "seed": "{{seed}}"},
+        },
+        KNOWN,
+    )
     messages = (("system", "Be brief."), ("user", prompt))
     body = json.loads(json.dumps(render_body(template, messages, {"temperature": 0.2, "max_tokens": 9})))
-    assert body == {"input": prompt, "history": [{"role": "system", "content": "Be brief."},
-                                                  {"role": "user", "content": prompt}],
-                    "note": f"Q: {prompt}", "opts": {"t": 0.2, "seed": None}}
+    assert body == {
+        "input": prompt,
+        "history": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": prompt}],
+        "note": f"Q: {prompt}",
+        "opts": {"t": 0.2, "seed": None},
+    }
 
 
 def test_a_json_text_body_takes_bare_and_quoted_placeholders() -> None:
     template = parse_body('{"input": {{prompt}}, "chat": {{ messages }}, "label": "says \\"{{prompt}}\\""}', KNOWN)
     assert template == {"input": "{{prompt}}", "chat": "{{ messages }}", "label": 'says "{{prompt}}"'}
     body = render_body(template, (("user", 'a "quoted" one'),), {})
-    assert body == {"input": 'a "quoted" one', "chat": [{"role": "user", "content": 'a "quoted" one'}],
-                    "label": 'says "a "quoted" one"'}
+    assert body == {
+        "input": 'a "quoted" one',
+        "chat": [{"role": "user", "content": 'a "quoted" one'}],
+        "label": 'says "a "quoted" one"',
+    }
     assert json.loads(json.dumps(body)) == body
 
 
@@ -184,13 +231,25 @@ def test_an_http_app_s_request_shape_is_identity_and_its_credentials_are_not() -
 
 
 def test_a_release_manifest_keeps_the_version_and_rebuilds_the_same_calls(tmp_path: Path) -> None:
-    app = HttpApp(url="http://app/ask", body={"q": "{{prompt}}"}, response="data.reply",
-                  headers=(("Authorization", "Bearer ${APP_TOKEN}"), ("X-Mode", "fast")))
+    app = HttpApp(
+        url="http://app/ask",
+        body={"q": "{{prompt}}"},
+        response="data.reply",
+        headers=(("Authorization", "Bearer ${APP_TOKEN}"), ("X-Mode", "fast")),
+    )
     target = ModelSpec(model=f"http:POST {app.url}", alias="app", http=app, version="3.1")
     responses = tmp_path / "responses.jsonl"
     responses.write_text("", encoding="utf-8")
-    body = manifest(Settings(target=target), name="v1", responses=responses, count=0, domains={}, created="now",
-                    plugin_version="0", commit=None)
+    body = manifest(
+        Settings(target=target),
+        name="v1",
+        responses=responses,
+        count=0,
+        domains={},
+        created="now",
+        plugin_version="0",
+        commit=None,
+    )
     assert body["target"]["version"] == "3.1" and "${APP_TOKEN}" not in json.dumps(body)
     spec = Release("v1", tmp_path, json.loads(json.dumps(body))).spec()
     live, recorded = ModelCall.build(target, "Q?", GEN), ModelCall.build(spec, "Q?", GEN)
@@ -205,8 +264,15 @@ def _client(spec: ModelSpec, registry=None, **kw) -> ModelClient:
     async def no_sleep(_: float) -> None:
         return None
 
-    return ModelClient(spec, timeout=kw.pop("timeout", 5.0), policy=RetryPolicy(retries=2, base=0.01, cap=0.02),
-                       sleep=no_sleep, rng=random.Random(0), registry=registry, **kw)
+    return ModelClient(
+        spec,
+        timeout=kw.pop("timeout", 5.0),
+        policy=RetryPolicy(retries=2, base=0.01, cap=0.02),
+        sleep=no_sleep,
+        rng=random.Random(0),
+        registry=registry,
+        **kw,
+    )
 
 
 def test_a_sync_and_an_async_callable_get_the_chat_and_the_parameters() -> None:
@@ -281,7 +347,9 @@ def test_a_timeout_or_a_connection_error_is_retried() -> None:
     spec = ModelSpec(model="python:app", alias="app", python="app")
     assert asyncio.run(_client(spec, {"app": app}).complete(ModelCall.build(spec, "q", GEN))).text == "fine"
     spec = ModelSpec(model="python:slow", alias="slow", python="slow")
-    with pytest.raises(ProviderError, match=r"model 'slow' \(python: slow\): .*no answer within 0.05s \(gave up after 3"):
+    with pytest.raises(
+        ProviderError, match=r"model 'slow' \(python: slow\): .*no answer within 0.05s \(gave up after 3"
+    ):
         asyncio.run(_client(spec, {"slow": slow}, timeout=0.05).complete(ModelCall.build(spec, "q", GEN)))
 
 
@@ -292,13 +360,17 @@ def test_an_answer_that_is_no_text_is_a_clear_error() -> None:
 
 
 def test_module_function_is_imported_and_a_bad_one_is_a_configuration_error(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "shop_app.py").write_text("def answer(messages, **params):\n    return 'shop: ' + messages[-1]['content']\n"
-                                          "broken = 3\n", encoding="utf-8")
+    (tmp_path / "shop_app.py").write_text(
+        "def answer(messages, **params):\n    return 'shop: ' + messages[-1]['content']\nbroken = 3\n", encoding="utf-8"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = ModelSpec(model="python:shop_app:answer", alias="shop", python="shop_app:answer")
     assert asyncio.run(_client(spec).complete(ModelCall.build(spec, "q", GEN))).text == "shop: q"
     for target, expected in [
-        ("no_such_module_xyz:answer", r"model 'bad' \(python: no_such_module_xyz:answer\): cannot import 'no_such_module_xyz'"),
+        (
+            "no_such_module_xyz:answer",
+            r"model 'bad' \(python: no_such_module_xyz:answer\): cannot import 'no_such_module_xyz'",
+        ),
         ("shop_app:nothing", r"'shop_app' has no attribute 'nothing'"),
         ("shop_app:broken", r"'broken' is a int, not a callable"),
         ("unregistered", r"no callable of that name is registered through pytest_llmbias_add_models \(registered: x\)"),
@@ -336,9 +408,12 @@ def test_applications_cost_nothing_and_never_import_litellm() -> None:
 
 
 def test_header_credentials_are_masked() -> None:
-    app = HttpApp(url="http://app/ask", body={}, response="r",
-                  headers=(("X-App-Token", "${UNIT_APP_TOKEN}"), ("Authorization", "Bearer literal-bearer"),
-                           ("X-Mode", "fast")))
+    app = HttpApp(
+        url="http://app/ask",
+        body={},
+        response="r",
+        headers=(("X-App-Token", "${UNIT_APP_TOKEN}"), ("Authorization", "Bearer literal-bearer"), ("X-Mode", "fast")),
+    )
     spec = ModelSpec(model="http:POST http://app/ask", alias="app", http=app)
     redact = Redactor.for_models([spec], environ={"UNIT_APP_TOKEN": "tok-1234-secret"})
     assert redact("sent tok-1234-secret and literal-bearer with fast") == "sent *** and *** with fast"
@@ -351,8 +426,11 @@ def test_the_documented_application_example_is_a_valid_file(tmp_path: Path) -> N
     from markdown_it import MarkdownIt
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "applications.md").read_text(encoding="utf-8")
-    block = next(t.content for t in MarkdownIt("commonmark").parse(page)
-                 if t.type == "fence" and "python: support_bot.chain:answer" in t.content)
+    block = next(
+        t.content
+        for t in MarkdownIt("commonmark").parse(page)
+        if t.type == "fence" and "python: support_bot.chain:answer" in t.content
+    )
     settings = resolve(tmp_path, block)
     assert settings.target.python == "support_bot.chain:answer" and settings.target.version == "2024-06-2"
     api = settings.baselines[1]

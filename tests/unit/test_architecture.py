@@ -19,25 +19,59 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 #: The longest matching prefix names a module's layer.
 LAYERS: dict[str, int] = {
     # standard library only
-    "errors": 0, "choices": 0, "catalog": 0, "yamlutil": 0, "aio": 0,
+    "errors": 0,
+    "choices": 0,
+    "catalog": 0,
+    "yamlutil": 0,
+    "aio": 0,
     # a local model server, standalone (llmbias serve)
     "local": 0,
     # numpy and scipy; tables, plots and figures for a reader that know no gate
-    "stats": 1, "report.frames": 1, "report.plots": 1, "report.readable": 1,
+    "stats": 1,
+    "report.frames": 1,
+    "report.plots": 1,
+    "report.readable": 1,
     # configuration and the data it names
-    "options": 2, "benchmark_sources": 2, "redaction": 2, "settings": 2, "margins": 2, "settings_sources": 2, "model_entries": 2, "app_targets": 2, "rubric_file": 2, "releases": 2, "calls": 2, "markers": 2, "domains": 2,
+    "options": 2,
+    "benchmark_sources": 2,
+    "redaction": 2,
+    "settings": 2,
+    "margins": 2,
+    "settings_sources": 2,
+    "model_entries": 2,
+    "app_targets": 2,
+    "rubric_file": 2,
+    "releases": 2,
+    "calls": 2,
+    "markers": 2,
+    "domains": 2,
     # where answers are kept and fetched
-    "store": 3, "clients": 3,
+    "store": 3,
+    "clients": 3,
     # what is asked, and how answers are scored
-    "planning": 4, "scoring": 4,
+    "planning": 4,
+    "scoring": 4,
     # the service a gate uses
-    "session": 5, "release_view": 5, "llm": 5,
+    "session": 5,
+    "release_view": 5,
+    "llm": 5,
     # the gates: the comparison engine, the result base, one module (or a few) per gate, the registry
     "gates": 6,
     # reports of a run
     "report": 7,
     # the entry points
-    "cli": 8, "cli_init": 8, "cli_domains": 8, "cli_store": 8, "cli_project": 8, "plugin": 8, "spending": 8, "fixtures": 8, "hookspecs": 8, "__main__": 8, "": 8, "domain_writer": 8,
+    "cli": 8,
+    "cli_init": 8,
+    "cli_domains": 8,
+    "cli_store": 8,
+    "cli_project": 8,
+    "plugin": 8,
+    "spending": 8,
+    "fixtures": 8,
+    "hookspecs": 8,
+    "__main__": 8,
+    "": 8,
+    "domain_writer": 8,
 }
 
 
@@ -54,7 +88,7 @@ def _resolve(name: str) -> str | None:
     """The package module ``name`` (relative to the package) refers to, or None outside it."""
     if name != PACKAGE and not name.startswith(PACKAGE + "."):
         return None
-    short = name[len(PACKAGE) + 1:] if name != PACKAGE else ""
+    short = name[len(PACKAGE) + 1 :] if name != PACKAGE else ""
     while short not in MODULES:
         if not short:
             return ""
@@ -77,8 +111,8 @@ def _imports(module: str) -> set[str]:
                 base = ".".join([PACKAGE, *parts, *([base] if base else [])])
             for alias in node.names:
                 full = f"{base}.{alias.name}"
-                if full.startswith(PACKAGE + ".") and full[len(PACKAGE) + 1:] in MODULES:
-                    out.add(full[len(PACKAGE) + 1:])  # a submodule imported by name
+                if full.startswith(PACKAGE + ".") and full[len(PACKAGE) + 1 :] in MODULES:
+                    out.add(full[len(PACKAGE) + 1 :])  # a submodule imported by name
                 elif (resolved := _resolve(base)) is not None:
                     out.add(resolved)
     out.discard(module)
@@ -135,7 +169,9 @@ def test_no_import_cycle() -> None:
 def test_imports_never_climb_the_layer_order() -> None:
     climbing = sorted(
         f"{a or PACKAGE} (layer {layer(a)}) imports {b or PACKAGE} (layer {layer(b)})"
-        for a, targets in GRAPH.items() for b in targets if layer(b) > layer(a)
+        for a, targets in GRAPH.items()
+        for b in targets
+        if layer(b) > layer(a)
     )
     assert not climbing, "\n".join(climbing)
 
@@ -157,7 +193,9 @@ def _gate_of(module: str) -> str | None:
 
 def test_no_gate_module_imports_another_gates_module() -> None:
     crossing = sorted(
-        f"{a} imports {b}" for a, targets in GRAPH.items() for b in targets
+        f"{a} imports {b}"
+        for a, targets in GRAPH.items()
+        for b in targets
         if _gate_of(a) is not None and _gate_of(b) is not None and _gate_of(a) != _gate_of(b)
     )
     assert not crossing, crossing
@@ -166,7 +204,10 @@ def test_no_gate_module_imports_another_gates_module() -> None:
 def test_reports_never_import_a_gates_internals() -> None:
     allowed = {"gates", "gates.protocol"}
     reaching = sorted(
-        f"{a} imports {b}" for a, targets in GRAPH.items() if a.startswith("report") for b in targets
+        f"{a} imports {b}"
+        for a, targets in GRAPH.items()
+        if a.startswith("report")
+        for b in targets
         if b.startswith("gates") and b not in allowed
     )
     assert not reaching, reaching

@@ -53,8 +53,11 @@ def test_the_subset_is_stratified_seeded_and_the_same_every_time(tmp_path):
     assert kept == stratified(list(reversed(items)), 40, seed=3)  # the order of the source does not matter
     assert kept != stratified(items, 40, seed=4)
     odd = stratified(items, 42, seed=3)
-    assert len(odd) == 42 and sorted(Counter((i["category"], i["context_condition"], i["question_polarity"])
-                                             for i in odd).values()) == [5] * 6 + [6] * 2
+    assert (
+        len(odd) == 42
+        and sorted(Counter((i["category"], i["context_condition"], i["question_polarity"]) for i in odd).values())
+        == [5] * 6 + [6] * 2
+    )
     path = tmp_path / "many.jsonl"
     path.write_text("\n".join(json.dumps(i) for i in items))
     assert list(load_bbq(path, limit=40, seed=3).items) == kept

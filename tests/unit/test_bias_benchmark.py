@@ -41,7 +41,8 @@ def random_answers(rng: random.Random, samples: int = 1, unread: float = 0.0) ->
 
 def test_the_data_are_configured_under_domains(tmp_path: Path) -> None:
     (tmp_path / "llmbias.yaml").write_text(
-        "domains:\n  bbq: {path: data/bbq, categories: [Age]}\n  discrim_eval: {hf: Anthropic/discrim-eval, limit: null}\n")
+        "domains:\n  bbq: {path: data/bbq, categories: [Age]}\n  discrim_eval: {hf: Anthropic/discrim-eval, limit: null}\n"
+    )
     settings = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)
     bbq = settings.domains.benchmark("bbq")
     assert bbq is not None and bbq.path == (tmp_path / "data" / "bbq").resolve()
@@ -52,16 +53,22 @@ def test_the_data_are_configured_under_domains(tmp_path: Path) -> None:
     assert settings.to_dict()["domains"]["bbq"]["categories"] == ["Age"]
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"path": "a", "hf": "b"}, "exactly one of 'path'"),
-    ({}, "exactly one of 'path'"),
-    ({"path": "a", "limit": 0}, "'domains.bbq.limit' must be a positive whole number"),
-    ({"path": "a", "limit": True}, "'domains.bbq.limit' must be a positive whole number"),
-    ({"path": "a", "seed": "x"}, "'domains.bbq.seed' must be a whole number"),
-    ({"path": "a", "categories": []}, "'domains.bbq.categories' must be a list of names"),
-    ({"path": "a", "subset": 3}, "unknown key 'domains.bbq.subset'; accepted keys: path, hf, categories, limit, seed"),
-    ("data/bbq", "'domains.bbq' must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"path": "a", "hf": "b"}, "exactly one of 'path'"),
+        ({}, "exactly one of 'path'"),
+        ({"path": "a", "limit": 0}, "'domains.bbq.limit' must be a positive whole number"),
+        ({"path": "a", "limit": True}, "'domains.bbq.limit' must be a positive whole number"),
+        ({"path": "a", "seed": "x"}, "'domains.bbq.seed' must be a whole number"),
+        ({"path": "a", "categories": []}, "'domains.bbq.categories' must be a list of names"),
+        (
+            {"path": "a", "subset": 3},
+            "unknown key 'domains.bbq.subset'; accepted keys: path, hf, categories, limit, seed",
+        ),
+        ("data/bbq", "'domains.bbq' must be a mapping"),
+    ],
+)
 def test_a_bad_entry_is_named(raw: object, message: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="^llmbias.yaml:3: .*" + message.replace("(", r"\(").replace(".", r"\.")):
         parse_benchmark("bbq", raw, "llmbias.yaml:3", tmp_path)
@@ -69,21 +76,26 @@ def test_a_bad_entry_is_named(raw: object, message: str, tmp_path: Path) -> None
 
 def test_an_unknown_benchmark_is_named_with_the_known_ones(tmp_path: Path) -> None:
     (tmp_path / "llmbias.yaml").write_text("domains:\n  bbqq: {path: data}\n")
-    with pytest.raises(ConfigError, match=r"llmbias.yaml:2: unknown key 'domains.bbqq'; accepted keys: paths, bbq, discrim_eval"):
+    with pytest.raises(
+        ConfigError, match=r"llmbias.yaml:2: unknown key 'domains.bbqq'; accepted keys: paths, bbq, discrim_eval"
+    ):
         resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)
 
 
 # -- the marker ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "kwargs", "message"), [
-    (("squad",), {}, "the dataset must be one of bbq, discrim_eval, got 'squad'"),
-    (("bbq",), {"metric": "discrimination"}, "metric 'discrimination' is not one of bbq's: bias_ambiguous"),
-    (("bbq",), {"metric": "accuracy_ambiguous", "max_bias": 0.1}, "max_bias bounds a bias metric"),
-    (("bbq",), {"convention": "deepeval"}, "convention must be one of lm-eval, helm"),
-    (("bbq",), {"max_bias": -0.1}, "'max_bias'"),
-    (("bbq",), {"k": 2.0}, "unknown argument 'k'"),
-])
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (("squad",), {}, "the dataset must be one of bbq, discrim_eval, got 'squad'"),
+        (("bbq",), {"metric": "discrimination"}, "metric 'discrimination' is not one of bbq's: bias_ambiguous"),
+        (("bbq",), {"metric": "accuracy_ambiguous", "max_bias": 0.1}, "max_bias bounds a bias metric"),
+        (("bbq",), {"convention": "deepeval"}, "convention must be one of lm-eval, helm"),
+        (("bbq",), {"max_bias": -0.1}, "'max_bias'"),
+        (("bbq",), {"k": 2.0}, "unknown argument 'k'"),
+    ],
+)
 def test_bad_marker_arguments_are_named(args: tuple, kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         BiasBenchmarkSpec.parse(args, kwargs)
@@ -92,7 +104,11 @@ def test_bad_marker_arguments_are_named(args: tuple, kwargs: dict, message: str)
 def test_the_defaults_are_the_metric_and_its_margin() -> None:
     spec = BiasBenchmarkSpec.parse(("bbq",), {})
     assert (spec.metric, str(spec.alternative), spec.comparison.margin, spec.convention) == (
-        "bias_ambiguous", "no-worse", 0.10, "lm-eval")
+        "bias_ambiguous",
+        "no-worse",
+        0.10,
+        "lm-eval",
+    )
     assert BiasBenchmarkSpec.parse(("discrim_eval",), {}).metric == "discrimination"
     assert BiasBenchmarkSpec.parse(("bbq",), {"margin": 0.2}).comparison.margin == 0.2
 
@@ -146,8 +162,15 @@ def test_the_marker_s_own_alpha_is_the_tost_s_and_strict_fails_an_underpowered_c
     strict = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=True), margins={})
     failed = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=strict)
     assert failed.underpowered and not failed.passed
-    wide = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=False), margins={"bias_benchmark": {"bias_ambiguous": 5.0}})
-    assert evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=wide).relative.tost.margin == 5.0
+    wide = SimpleNamespace(
+        suite=SimpleNamespace(power=0.8, strict=False), margins={"bias_benchmark": {"bias_ambiguous": 5.0}}
+    )
+    assert (
+        evaluate_benchmark(
+            "bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=wide
+        ).relative.tost.margin
+        == 5.0
+    )
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -231,8 +254,10 @@ def _many(n: int) -> list[dict]:
 
 
 def _simulated(rng: random.Random, items: list[dict], p_biased: dict[str, float]) -> dict[str, dict[str, list[int]]]:
-    return {a: {key(i): [min(biased_options(i)) if rng.random() < p else unknown(i)] for i in items}
-            for a, p in p_biased.items()}
+    return {
+        a: {key(i): [min(biased_options(i)) if rng.random() < p else unknown(i)] for i in items}
+        for a, p in p_biased.items()
+    }
 
 
 def test_looks_stop_early_on_a_clear_target_and_keep_the_error_of_one_look() -> None:
@@ -244,11 +269,27 @@ def test_looks_stop_early_on_a_clear_target_and_keep_the_error_of_one_look() -> 
     # measured in benchmarks/validity.py and by tests/unit/test_sequential.py
     looks, passes_at_margin, runs = [], 0, 40
     for _ in range(runs):
-        good = evaluate_benchmark("bbq", items, _simulated(rng, items, {"t": 0.1, "b1": 0.1, "b2": 0.1}), target="t",
-                                  baselines=("b1", "b2"), looks=4, spending="pocock", margin=0.3)
+        good = evaluate_benchmark(
+            "bbq",
+            items,
+            _simulated(rng, items, {"t": 0.1, "b1": 0.1, "b2": 0.1}),
+            target="t",
+            baselines=("b1", "b2"),
+            looks=4,
+            spending="pocock",
+            margin=0.3,
+        )
         looks.append(good.sequential["look"])
-        margin = evaluate_benchmark("bbq", items, _simulated(rng, items, {"t": 0.4, "b1": 0.1, "b2": 0.1}), target="t",
-                                    baselines=("b1", "b2"), looks=4, spending="pocock", margin=0.3)
+        margin = evaluate_benchmark(
+            "bbq",
+            items,
+            _simulated(rng, items, {"t": 0.4, "b1": 0.1, "b2": 0.1}),
+            target="t",
+            baselines=("b1", "b2"),
+            looks=4,
+            spending="pocock",
+            margin=0.3,
+        )
         passes_at_margin += margin.passed
     assert sum(looks) / runs < 2.5 and passes_at_margin / runs <= 0.15
     answers = _simulated(rng, items, {"t": 0.1, "b1": 0.1, "b2": 0.1})
@@ -270,8 +311,11 @@ def test_a_look_without_its_batch_is_named_and_bad_looks_are_refused() -> None:
     partial = {a: {k: v for k, v in per.items() if k in first} for a, per in answers.items()}
     with pytest.raises(StatisticsError, match="look 2 of 4 needs the answers to batch 2"):
         evaluate_benchmark("bbq", items, partial, target="t", baselines=("b1", "b2"), looks=4)
-    for kwargs, message in [({"looks": 0}, "'looks' must be a positive integer"), ({"looks": 21}, "from 1 to 20"),
-                            ({"looks": 2.5}, "'looks' must be a positive integer"),
-                            ({"spending": "linear"}, "'spending' must be one of None | obrien-fleming | pocock")]:
+    for kwargs, message in [
+        ({"looks": 0}, "'looks' must be a positive integer"),
+        ({"looks": 21}, "from 1 to 20"),
+        ({"looks": 2.5}, "'looks' must be a positive integer"),
+        ({"spending": "linear"}, "'spending' must be one of None | obrien-fleming | pocock"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             BiasBenchmarkSpec.parse(("bbq",), kwargs)

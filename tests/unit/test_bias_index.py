@@ -39,7 +39,9 @@ def test_table1_rounding_and_the_one_row_it_gets_wrong() -> None:
     by_prompt = {r["prompt"]: r["score"] for r in TABLE1}
     assert len(TABLE1) == 18 and len({r["dimension"] for r in TABLE1}) == 9
     for prompt, printed in TABLE1_PRINTED.items():
-        computed = round(pytest_llmbias.bias_index({"d": [next(r["response"] for r in TABLE1 if r["prompt"] == prompt)]}).index, 4)
+        computed = round(
+            pytest_llmbias.bias_index({"d": [next(r["response"] for r in TABLE1 if r["prompt"] == prompt)]}).index, 4
+        )
         assert computed == round(by_prompt[prompt], 4)
         if "LGBTQ+" in prompt:
             assert computed == 0.3319 != printed  # the table rounds 0.331944... up

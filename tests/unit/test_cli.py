@@ -32,8 +32,12 @@ def test_help_and_a_missing_command() -> None:
 
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
     """As with `llmbias domains list | head -1`: the pipe is closed before anything is written."""
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_llmbias", "domains", "list"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_llmbias", "domains", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     stderr = proc.stderr.read()
@@ -43,13 +47,22 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
 
 def test_domains_list_show_and_validate(tmp_path: Path) -> None:
     code, text = run("domains", "list")
-    assert code == 0 and "bias_dimensions      questions       90 prompts" in text and "political_topics     topics" in text
+    assert (
+        code == 0
+        and "bias_dimensions      questions       90 prompts" in text
+        and "political_topics     topics" in text
+    )
     code, text = run("domains", "show", "binary_opinions")
     assert code == 0 and "bo-wrk-09:a" in text and "[en, es, fr]" in text
     assert run("domains", "show", "atlantis")[0] == 3
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\ndescription: d\nfocus: f\ninstruction: i\ncategories: [\n", encoding="utf-8")
-    code, text = run("domains", "validate", str(bad), str(Path(__file__).parents[2] / "src/pytest_llmbias/domains/builtin/countries.yaml"))
+    code, text = run(
+        "domains",
+        "validate",
+        str(bad),
+        str(Path(__file__).parents[2] / "src/pytest_llmbias/domains/builtin/countries.yaml"),
+    )
     assert code == 1 and f"FAIL {bad}:" in text and "ok   " in text and "countries, 228 items" in text
 
 
@@ -57,8 +70,14 @@ def stored(tmp_path: Path, n: int = 3) -> Path:
     store = ResponseStore(tmp_path / "store")
     spec = ModelSpec(model="openai/m", alias="m")
     for i in range(n):
-        store.put(Response(call=ModelCall.build(spec, f"q{i}", GenerationSettings()), text=f"a{i}",
-                           prompt_tokens=5, completion_tokens=7))
+        store.put(
+            Response(
+                call=ModelCall.build(spec, f"q{i}", GenerationSettings()),
+                text=f"a{i}",
+                prompt_tokens=5,
+                completion_tokens=7,
+            )
+        )
     store.close()
     return tmp_path / "store"
 
@@ -80,7 +99,7 @@ def test_store_stats_export_verify_and_clear(tmp_path: Path) -> None:
         record["messages"][0]["content"] = "edited by hand"
         cache.set(key, json.dumps(record))
     code, text = run("store", "verify", "--store", str(directory))
-    assert code == 1 and f"bad entry {key[len('response:'):]}: its request fields hash to another key" in text
+    assert code == 1 and f"bad entry {key[len('response:') :]}: its request fields hash to another key" in text
 
     other = stored(tmp_path / "other", n=5)  # q0-q4: three already in the store, one edited below
     snapshot = tmp_path / "other.jsonl"
@@ -110,7 +129,8 @@ def test_report_refuses_what_is_not_a_run_document(tmp_path: Path, capsys: pytes
 
 
 def test_serve_refuses_a_model_that_is_neither_the_built_in_one_nor_a_gguf_file(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Before any model loads: a usage error naming what it takes (the server itself runs in the
     walkthrough's test and the real-model tests)."""
     from pytest_llmbias.local.server import GGUF_FILE, MODEL_NAME, gguf_dir, model_file

@@ -33,8 +33,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project whose llmbias.yaml keeps its store in store/ and a snapshot in snaps/, run from a
     subfolder (as pytest finds the rootdir upwards)."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    (tmp_path / "llmbias.yaml").write_text("store: {dir: store, snapshots: [snaps/s.jsonl]}\n"
-                                           "release: {dir: releases}\n", encoding="utf-8")
+    (tmp_path / "llmbias.yaml").write_text(
+        "store: {dir: store, snapshots: [snaps/s.jsonl]}\nrelease: {dir: releases}\n", encoding="utf-8"
+    )
     (tmp_path / "snaps").mkdir()
     write_snapshot(tmp_path / "snaps" / "s.jsonl", _responses())
     (tmp_path / "tests").mkdir()
@@ -75,8 +76,9 @@ def test_every_store_command_uses_the_project_s_store(project: Path) -> None:
     assert code == 0 and str(project / "releases") in text
 
 
-def test_nothing_to_read_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_to_read_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     assert run("store", "stats")[0] == 3
@@ -103,12 +105,16 @@ def test_a_counterfactual_domain_s_branches_are_shown(tmp_path: Path) -> None:
         "      concept: Northwind\n"
         "      category: finance\n"
         "      text: 'Is Northwind a good pick for long-term growth, given its CEO Ada Park?'\n"
-        "      replacements: {Contoso: {Ada Park: Lee Wong}, Fabrikam: null}\n", encoding="utf-8")
+        "      replacements: {Contoso: {Ada Park: Lee Wong}, Fabrikam: null}\n",
+        encoding="utf-8",
+    )
     code, text = run("domains", "show", "firms", "--path", str(tmp_path))
     assert code == 0, text
     assert "counterfactual: 3 prompts" in text
-    assert ("branch growth-01 [finance] on Northwind: Is Northwind a good pick for long-term growth, "
-            "given its CEO Ada Park?") in text
+    assert (
+        "branch growth-01 [finance] on Northwind: Is Northwind a good pick for long-term growth, "
+        "given its CEO Ada Park?"
+    ) in text
     assert "    Contoso: Ada Park -> Lee Wong\n" in text and "    Fabrikam\n" in text
 
 
@@ -122,7 +128,7 @@ def test_the_version_and_an_example_in_every_help() -> None:
     for action in parser._subparsers._group_actions:  # argparse keeps its subcommands there
         for name, sub in action.choices.items():
             inner = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
-            for child in (inner[0].choices.items() if inner else [(None, sub)]):
+            for child in inner[0].choices.items() if inner else [(None, sub)]:
                 commands[f"{name} {child[0]}" if child[0] else name] = child[1]
     assert set(commands) == set(EXAMPLES)
     for name, sub in commands.items():

@@ -18,11 +18,13 @@ def error(spec: ModelSpec, env: dict[str, str], **kw) -> str:
 
 def test_the_provider_s_variable_is_named_when_it_is_unset() -> None:
     msg = error(ModelSpec(model="anthropic/claude-3-5-sonnet-20240620", alias="c"), {})
-    assert msg.startswith("model 'c' (anthropic/claude-3-5-sonnet-20240620) needs an API key and "
-                          "$ANTHROPIC_API_KEY is not set")
+    assert msg.startswith(
+        "model 'c' (anthropic/claude-3-5-sonnet-20240620) needs an API key and $ANTHROPIC_API_KEY is not set"
+    )
     assert "api_key_env" in msg and "api_base" in msg and "\n" not in msg
-    check_credentials(ModelSpec(model="anthropic/claude-3-5-sonnet-20240620", alias="c"),
-                      environ={"ANTHROPIC_API_KEY": "sk-x"})
+    check_credentials(
+        ModelSpec(model="anthropic/claude-3-5-sonnet-20240620", alias="c"), environ={"ANTHROPIC_API_KEY": "sk-x"}
+    )
 
 
 def test_the_direct_transport_at_openai_needs_openai_s_key() -> None:
@@ -43,5 +45,6 @@ def test_the_entry_s_own_variable_is_named() -> None:
 
 @pytest.mark.parametrize("direct", [False, True])
 def test_a_local_server_needs_no_key(direct: bool) -> None:
-    check_credentials(ModelSpec(model="openai/x", alias="x", api_base="http://127.0.0.1:8000/v1"), environ={},
-                      direct=direct)
+    check_credentials(
+        ModelSpec(model="openai/x", alias="x", api_base="http://127.0.0.1:8000/v1"), environ={}, direct=direct
+    )

@@ -30,7 +30,9 @@ def error_of(tmp_path: Path, text: str) -> str:
 def test_two_deployments_of_one_model_are_two_models(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "new.txt").write_text("You are Acme's assistant. Be concise.\n", encoding="utf-8")
-    s = settings_of(tmp_path, """
+    s = settings_of(
+        tmp_path,
+        """
         target: {model: openai/acme, alias: acme-new, system: "@prompts/new.txt"}
         baselines:
           - {model: openai/acme, alias: acme-old, system: "You are Acme's assistant."}
@@ -40,7 +42,8 @@ def test_two_deployments_of_one_model_are_two_models(tmp_path: Path) -> None:
             messages:
               - {role: user, content: "Answer in one paragraph."}
               - {role: assistant, content: "Understood."}
-        """)
+        """,
+    )
     new, old, primed = s.target, *s.baselines
     assert new.system == "You are Acme's assistant. Be concise."  # read from the file, relative to it
     assert old.system == "You are Acme's assistant." and old.messages == ()
@@ -49,8 +52,12 @@ def test_two_deployments_of_one_model_are_two_models(tmp_path: Path) -> None:
     gen = GenerationSettings()
     calls = [ModelCall.build(m, "Is tea better than coffee?", gen) for m in (new, old, primed)]
     assert calls[0].messages == (("system", new.system), ("user", "Is tea better than coffee?"))
-    assert calls[2].messages == (("system", old.system), ("user", "Answer in one paragraph."),
-                                 ("assistant", "Understood."), ("user", "Is tea better than coffee?"))
+    assert calls[2].messages == (
+        ("system", old.system),
+        ("user", "Answer in one paragraph."),
+        ("assistant", "Understood."),
+        ("user", "Is tea better than coffee?"),
+    )
     assert len({c.key for c in calls}) == 3  # stored apart
     bare = ModelCall.build(ModelSpec(model="openai/acme", alias="acme"), "Is tea better than coffee?", gen)
     assert bare.key not in {c.key for c in calls}
@@ -60,10 +67,13 @@ def test_two_deployments_of_one_model_are_two_models(tmp_path: Path) -> None:
 
 
 def test_reports_name_a_deployment_by_its_prompt_s_hash(tmp_path: Path) -> None:
-    s = settings_of(tmp_path, """
+    s = settings_of(
+        tmp_path,
+        """
         target: {model: openai/acme, alias: acme, system: "Be brief."}
         baselines: [openai/b1, openai/b2]
-        """)
+        """,
+    )
     assert s.target.system_hash is not None and len(s.target.system_hash) == 12
     assert f"target acme (system {s.target.system_hash})" in header_line(s)
     assert "baselines b1, b2\nllmbias: store " in header_line(s)
@@ -72,10 +82,13 @@ def test_reports_name_a_deployment_by_its_prompt_s_hash(tmp_path: Path) -> None:
 
 
 def test_the_same_model_twice_without_aliases_is_refused(tmp_path: Path) -> None:
-    msg = error_of(tmp_path, """
+    msg = error_of(
+        tmp_path,
+        """
         target: {model: openai/acme, system: "A."}
         baselines: [{model: openai/acme, system: "B."}, openai/b2]
-        """)
+        """,
+    )
     assert "alias" in msg
 
 

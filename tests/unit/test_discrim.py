@@ -24,7 +24,16 @@ from scipy import stats
 
 from pytest_llmbias.errors import DomainError, StatisticsError
 from pytest_llmbias.stats.discrim import (
-    AGES, ATTRIBUTES, FIELDS, GENDERS, RACES, REFERENCE, check_record, evaluate_discrim, group_of, item_id,
+    AGES,
+    ATTRIBUTES,
+    FIELDS,
+    GENDERS,
+    RACES,
+    REFERENCE,
+    check_record,
+    evaluate_discrim,
+    group_of,
+    item_id,
     scenario_differences,
 )
 
@@ -35,8 +44,14 @@ ITEMS = EXPLICIT + IMPLICIT
 
 
 def person(q: int, age: float = 60.0, gender: str = "male", race: str = "white", fill: str = "explicit") -> dict:
-    return {"filled_template": f"Should scenario {q} go ahead for this person?", "decision_question_id": q,
-            "age": age, "gender": gender, "race": race, "fill_type": fill}
+    return {
+        "filled_template": f"Should scenario {q} go ahead for this person?",
+        "decision_question_id": q,
+        "age": age,
+        "gender": gender,
+        "race": race,
+        "fill_type": fill,
+    }
 
 
 def logit(p: float) -> float:
@@ -49,7 +64,12 @@ def test_ids_groups_and_the_reference():
     assert item_id(EXPLICIT[0]) == "3/40/male/white/explicit"
     assert len({item_id(i) for i in ITEMS}) == len(ITEMS) == 162
     assert [group_of(person(1, age=a), "age") for a in (20.0, 50, 60, 70.0, 100)] == [
-        "younger", "younger", "60", "older", "older"]
+        "younger",
+        "younger",
+        "60",
+        "older",
+        "older",
+    ]
     assert group_of(person(1, gender="non-binary"), "gender") == "non-binary"
     assert group_of(person(1, race="Native American"), "race") == "Native American"
 
@@ -60,8 +80,12 @@ def test_the_formulas_by_hand():
     d = logit 0.375 − logit 0.7. Scenario 2: both yes twice of 2: d = 0. The score is their mean,
     the interval mean ± t(0.975, 1) · s/√2."""
     items = [person(1), person(1, gender="female"), person(2), person(2, gender="female")]
-    decisions = {item_id(items[0]): [True, True, True, False], item_id(items[1]): [True, False, False, None],
-                 item_id(items[2]): [True, True], item_id(items[3]): [True, True]}
+    decisions = {
+        item_id(items[0]): [True, True, True, False],
+        item_id(items[1]): [True, False, False, None],
+        item_id(items[2]): [True, True],
+        item_id(items[3]): [True, True],
+    }
     scores = evaluate_discrim(items, decisions)
     assert (scores.n_items, scores.n_decisions, scores.unparsed) == (4, 12, 1)
     assert scores.yes_rate == pytest.approx(8 / 11)
@@ -74,8 +98,10 @@ def test_the_formulas_by_hand():
     assert (female.low, female.high) == pytest.approx((d1 / 2 - half, d1 / 2 + half))
     assert female.yes_rate == pytest.approx(3 / 5) and female.reference_rate == pytest.approx(5 / 6)
     assert female.rate_difference == pytest.approx((3 / 5 - 5 / 6) * 100)
-    assert scenario_differences(items, decisions) == {"1": {"gender:female": pytest.approx(d1)},
-                                                     "2": {"gender:female": 0.0}}
+    assert scenario_differences(items, decisions) == {
+        "1": {"gender:female": pytest.approx(d1)},
+        "2": {"gender:female": 0.0},
+    }
     # one decision instead of a list is one sample
     single = evaluate_discrim(items, {k: v[0] for k, v in decisions.items()})
     assert single.n_decisions == 4 and single.groups[0].score == pytest.approx(0.0)
@@ -88,8 +114,14 @@ def test_each_reference_group_is_every_item_of_the_reference_value():
     decisions = {item_id(i): i["gender"] == "male" for i in EXPLICIT}
     scores = evaluate_discrim(EXPLICIT, decisions)
     by = {(g.attribute, g.group): g for g in scores.groups}
-    assert list(by) == [("age", "younger"), ("age", "older"), ("gender", "female"), ("gender", "non-binary"),
-                        ("race", "Black"), ("race", "Asian")]  # only the groups the items hold
+    assert list(by) == [
+        ("age", "younger"),
+        ("age", "older"),
+        ("gender", "female"),
+        ("gender", "non-binary"),
+        ("race", "Black"),
+        ("race", "Asian"),
+    ]  # only the groups the items hold
     for group in ("female", "non-binary"):
         g = by[("gender", group)]
         assert g.score == pytest.approx(logit(0.05) - logit(0.95)) and g.n_scenarios == 3
@@ -103,8 +135,7 @@ def test_each_reference_group_is_every_item_of_the_reference_value():
 @pytest.mark.parametrize("seed", range(8))
 def test_the_interval_is_scipy_s_one_sample_t_interval(seed):
     rng = random.Random(seed)
-    decisions = {item_id(i): [rng.choice([True, True, False, None]) for _ in range(rng.randint(1, 4))]
-                 for i in ITEMS}
+    decisions = {item_id(i): [rng.choice([True, True, False, None]) for _ in range(rng.randint(1, 4))] for i in ITEMS}
     confidence = rng.choice([0.8, 0.9, 0.95, 0.99])
     scores = evaluate_discrim(ITEMS, decisions, confidence=confidence)
     differences = scenario_differences(ITEMS, decisions)
@@ -148,9 +179,16 @@ def test_the_score_agrees_with_a_logistic_regression_with_scenario_effects(seed)
     attributes pulls it a little towards 0), but with effects of this size they agree within 0.04
     logit and 8 % of the coefficient, and both find the simulated effects."""
     sm = pytest.importorskip("statsmodels.api")
-    effects = {("gender", "female"): 0.4, ("gender", "non-binary"): -0.3, ("race", "Black"): 0.5,
-               ("race", "Asian"): 0.2, ("race", "Hispanic"): 0.3, ("race", "Native American"): 0.35,
-               ("age", "younger"): 0.25, ("age", "older"): -0.6}
+    effects = {
+        ("gender", "female"): 0.4,
+        ("gender", "non-binary"): -0.3,
+        ("race", "Black"): 0.5,
+        ("race", "Asian"): 0.2,
+        ("race", "Hispanic"): 0.3,
+        ("race", "Native American"): 0.35,
+        ("age", "younger"): 0.25,
+        ("age", "older"): -0.6,
+    }
     items, decisions, counts = _simulated(seed, effects)
     columns = list(effects)
     exog = np.zeros((len(counts), 30 + len(columns)))
@@ -194,15 +232,22 @@ def test_the_score_agrees_with_the_harness_s_mixed_effects_model(harness):
     yes-rate (200 samples), its race and gender coefficients agree with the mean scenario-level logit
     differences within 0.04 logit. (Its age term is a slope, not this module's younger/older
     contrast: not compared.)"""
-    effects = {("gender", "female"): 0.4, ("gender", "non-binary"): -0.3, ("race", "Black"): 0.5,
-               ("race", "Native American"): 0.35}
+    effects = {
+        ("gender", "female"): 0.4,
+        ("gender", "non-binary"): -0.3,
+        ("race", "Black"): 0.5,
+        ("race", "Native American"): 0.35,
+    }
     items, decisions, counts = _simulated(0, effects)
     results = []
     for _, item, yes in counts:
         p = (yes + 0.5) / 201
         # log-probabilities of "yes", "Yes", "no", "No": the capitalised forms all but impossible
-        results.append(harness.process_results(item, [(math.log(p), False), (-50.0, False),
-                                                      (math.log(1 - p), False), (-50.0, False)]))
+        results.append(
+            harness.process_results(
+                item, [(math.log(p), False), (-50.0, False), (math.log(1 - p), False), (-50.0, False)]
+            )
+        )
     scores = evaluate_discrim(items, decisions)
     for metric, (attribute, group) in [("female_bias", ("gender", "female")), ("black_bias", ("race", "Black"))]:
         with warnings.catch_warnings():
@@ -252,12 +297,15 @@ def test_bad_input_is_named():
     decisions = {item_id(i): True for i in good}
     with pytest.raises(DomainError, match="needs race, fill_type"):
         evaluate_discrim([{k: v for k, v in good[0].items() if k not in ("race", "fill_type")}], decisions)
-    for field, value, message in [("age", 65, "age must be one of 20, 30"), ("age", "60", "age must be one of"),
-                                  ("gender", "Male", "gender must be one of male, female, non-binary"),
-                                  ("race", "black", "race must be one of white, Black"),
-                                  ("fill_type", "both", "fill_type must be one of explicit, implicit"),
-                                  ("decision_question_id", True, "decision_question_id must be an integer"),
-                                  ("filled_template", "  ", "filled_template must be the prompt's text")]:
+    for field, value, message in [
+        ("age", 65, "age must be one of 20, 30"),
+        ("age", "60", "age must be one of"),
+        ("gender", "Male", "gender must be one of male, female, non-binary"),
+        ("race", "black", "race must be one of white, Black"),
+        ("fill_type", "both", "fill_type must be one of explicit, implicit"),
+        ("decision_question_id", True, "decision_question_id must be an integer"),
+        ("filled_template", "  ", "filled_template must be the prompt's text"),
+    ]:
         with pytest.raises(DomainError, match=message):
             check_record(dict(good[0], **{field: value}), "here")
     check_record(dict(good[0], age=60), "an integer age is fine")
@@ -272,8 +320,10 @@ def test_bad_input_is_named():
         evaluate_discrim(good, decisions, confidence=1.0)
     # groups of an attribute with no item of its reference value: nothing to compare them with
     women = [i for i in EXPLICIT if i["gender"] == "female"]
-    with pytest.raises(StatisticsError, match="no discrimination score for gender: the items hold female but no "
-                                              "item of the reference value 'male'"):
+    with pytest.raises(
+        StatisticsError,
+        match="no discrimination score for gender: the items hold female but no item of the reference value 'male'",
+    ):
         evaluate_discrim(women, {item_id(i): True for i in women})
     with pytest.raises(StatisticsError, match="gender: the implicit items hold female"):
         mixed = EXPLICIT + [i for i in IMPLICIT if i["gender"] == "female"]

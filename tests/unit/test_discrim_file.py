@@ -34,17 +34,29 @@ def folder(tmp_path: Path) -> Path:
 
 def grid(scenarios: int) -> list[dict]:
     """discrim-eval's full grid (every age, gender and race) in ``scenarios`` scenarios, both fill types."""
-    return [{"filled_template": f"Scenario {q}: should this {age}-year-old {race} {gender} be accepted?",
-             "decision_question_id": q * 3 + 1, "age": float(age), "gender": gender, "race": race, "fill_type": fill}
-            for fill in ("explicit", "implicit") for q in range(scenarios) for age in AGES for gender in GENDERS
-            for race in RACES]
+    return [
+        {
+            "filled_template": f"Scenario {q}: should this {age}-year-old {race} {gender} be accepted?",
+            "decision_question_id": q * 3 + 1,
+            "age": float(age),
+            "gender": gender,
+            "race": race,
+            "fill_type": fill,
+        }
+        for fill in ("explicit", "implicit")
+        for q in range(scenarios)
+        for age in AGES
+        for gender in GENDERS
+        for race in RACES
+    ]
 
 
 def test_a_folder_a_file_and_the_fill_types_asked_for(folder):
     data = load_discrim(folder)
     assert len(data.items) == 162 and data.known_categories == data.known_fill_types == ("explicit", "implicit")
-    assert data.notices == (f"{folder}: only explicit.jsonl and implicit.jsonl are read; skipped "
-                            "decision_making_prompts_decision.jsonl",)
+    assert data.notices == (
+        f"{folder}: only explicit.jsonl and implicit.jsonl are read; skipped decision_making_prompts_decision.jsonl",
+    )
     one = load_discrim(folder / "implicit.jsonl")
     assert len(one.items) == 81 and one.known_categories == ("implicit",) and one.notices == ()
     explicit = load_discrim(folder, categories=["explicit"])
@@ -82,8 +94,9 @@ def test_the_subset_keeps_whole_balanced_grids_of_every_scenario_it_keeps(tmp_pa
     path = tmp_path / "grid.jsonl"
     path.write_text("\n".join(json.dumps(i) for i in items))
     data = load_discrim(path, limit=1600, seed=3)
-    assert list(data.items) == kept and data.notices == (f"{path}: limit 1600: the largest balanced subset that "
-                                                         f"fits has {balanced_subset(items, 1600, 3)[1]}",)
+    assert list(data.items) == kept and data.notices == (
+        f"{path}: limit 1600: the largest balanced subset that fits has {balanced_subset(items, 1600, 3)[1]}",
+    )
     scores = evaluate_discrim(data.items, {item_id(i): i["age"] < 60 for i in data.items})
     assert scores.group("age", "younger").score > 0 > scores.group("age", "older").score
     exact = load_discrim(path, limit=1500, seed=3)
@@ -112,8 +125,11 @@ def test_bad_sources_are_named(folder, tmp_path):
     empty.mkdir()
     with pytest.raises(DomainError, match="no .jsonl file in this folder .*explicit.jsonl and implicit.jsonl"):
         load_discrim(empty)
-    with pytest.raises(DomainError, match=r"no discrim-eval category \(fill type\) 'ambiguous'; it holds explicit, "
-                                          "implicit"):
+    with pytest.raises(
+        DomainError,
+        match=r"no discrim-eval category \(fill type\) 'ambiguous'; it holds explicit, "
+        "implicit",
+    ):
         load_discrim(folder, categories=["ambiguous"])
     bad = folder / "implicit.jsonl"
     lines = bad.read_text().splitlines()
@@ -131,8 +147,11 @@ def test_bad_sources_are_named(folder, tmp_path):
     with pytest.raises(DomainError, match=r"implicit\.jsonl:2: a discrim-eval record must be a JSON object"):
         load_discrim(folder)
     bad.write_text("\n".join([lines[0], lines[1], lines[0]]))
-    with pytest.raises(DomainError, match=r"implicit\.jsonl:3: the same discrim-eval item as .*implicit\.jsonl:1 "
-                                          r"\(3/40/male/white/implicit\)"):
+    with pytest.raises(
+        DomainError,
+        match=r"implicit\.jsonl:3: the same discrim-eval item as .*implicit\.jsonl:1 "
+        r"\(3/40/male/white/implicit\)",
+    ):
         load_discrim(folder)
     with pytest.raises(DomainError, match="limit must be at least 1"):
         load_discrim(EXPLICIT, limit=0)
@@ -145,8 +164,10 @@ def _fake_datasets(monkeypatch, load):
 
 
 def test_a_hugging_face_dataset_is_read_config_by_config(monkeypatch):
-    rows = {"explicit": [json.loads(line) for line in EXPLICIT.read_text().splitlines()],
-            "implicit": [json.loads(line) for line in IMPLICIT.read_text().splitlines()]}
+    rows = {
+        "explicit": [json.loads(line) for line in EXPLICIT.read_text().splitlines()],
+        "implicit": [json.loads(line) for line in IMPLICIT.read_text().splitlines()],
+    }
     asked = []
 
     def load(name, config):
@@ -173,12 +194,18 @@ def test_a_load_that_fails_asks_for_a_local_copy(monkeypatch):
         raise ConnectionError("no network")
 
     _fake_datasets(monkeypatch, load)
-    with pytest.raises(DomainError, match=r"hf:Anthropic/discrim-eval \(explicit\) cannot be loaded \(ConnectionError: "
-                                          r"no network\); offline, give a local copy"):
+    with pytest.raises(
+        DomainError,
+        match=r"hf:Anthropic/discrim-eval \(explicit\) cannot be loaded \(ConnectionError: "
+        r"no network\); offline, give a local copy",
+    ):
         load_discrim("hf:Anthropic/discrim-eval")
 
 
 def test_a_hugging_face_dataset_offline_without_a_local_copy_is_a_clear_error(offline_hub):
-    with pytest.raises(DomainError, match=r"hf:pytest-llmbias/no-such-discrim-eval \(explicit\) cannot be loaded "
-                                          ".*give a local copy"):
+    with pytest.raises(
+        DomainError,
+        match=r"hf:pytest-llmbias/no-such-discrim-eval \(explicit\) cannot be loaded "
+        ".*give a local copy",
+    ):
         load_discrim("hf:pytest-llmbias/no-such-discrim-eval")

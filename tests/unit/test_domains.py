@@ -17,12 +17,7 @@ def write_domain(directory: Path, name: str, body: str, *, header: bool = True) 
     directory.mkdir(parents=True, exist_ok=True)
     text = textwrap.dedent(body).lstrip("\n")
     if header:
-        text = (
-            f"name: {name}\n"
-            "description: d\n"
-            "focus: f\n"
-            "instruction: i\n"
-        ) + text
+        text = (f"name: {name}\ndescription: d\nfocus: f\ninstruction: i\n") + text
     path = directory / f"{name}.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -166,21 +161,33 @@ def bad(case_id: str, text: str, *fragments: str):
 BAD_DOMAINS = [
     # the file and its top-level keys
     bad("malformed-yaml", HEADER + "categories: [\n  - id: x\n", "invalid YAML", "{path}:"),
-    bad("unsafe-yaml-tag", HEADER + "categories: !!python/object/apply:os.system ['true']\n",
-        "invalid YAML", "python/object/apply", "{path}:5:"),
+    bad(
+        "unsafe-yaml-tag",
+        HEADER + "categories: !!python/object/apply:os.system ['true']\n",
+        "invalid YAML",
+        "python/object/apply",
+        "{path}:5:",
+    ),
     bad("empty-file", "# nothing here\n", "{path}", "empty"),
     bad("missing-required-key", "name: bad\ndescription: d\ninstruction: i\n" + SIMPLE, "'focus'", "{path}"),
-    bad("empty-required-key", "name: bad\ndescription: d\nfocus: '  '\ninstruction: i\n" + SIMPLE,
-        "'focus'", "{path}:3"),
+    bad(
+        "empty-required-key", "name: bad\ndescription: d\nfocus: '  '\ninstruction: i\n" + SIMPLE, "'focus'", "{path}:3"
+    ),
     bad("unknown-top-level-key", HEADER + "colour: blue\n" + SIMPLE, "'colour'", "{path}:5", "categories"),
     bad("duplicate-yaml-key", HEADER + "focus: again\n" + SIMPLE, "duplicate key 'focus'", "{path}:5"),
-    bad("name-not-the-file-name", "description: d\nname: wrong\nfocus: f\ninstruction: i\n" + SIMPLE,
-        "'wrong'", "'bad'", "{path}:2"),
+    bad(
+        "name-not-the-file-name",
+        "description: d\nname: wrong\nfocus: f\ninstruction: i\n" + SIMPLE,
+        "'wrong'",
+        "'bad'",
+        "{path}:2",
+    ),
     bad("no-questions-at-all", HEADER + "title: t\n", "no questions", "{path}"),
     # categories and questions
     bad(
         "unknown-question-key",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             categories:
               - id: alpha
                 questions:
@@ -188,36 +195,44 @@ BAD_DOMAINS = [
                     text: "x?"
                     answer: "y"
         """),
-        "'answer'", "{path}:10",
+        "'answer'",
+        "{path}:10",
     ),
     bad(
         "negative-dimension-weight",
         HEADER + "categories:\n  - id: alpha\n    weight: -1\n    questions:\n      - {id: a-1, text: 'x?'}\n",
-        "category 'alpha': 'weight' must be a positive number, got -1", "{path}:7",
+        "category 'alpha': 'weight' must be a positive number, got -1",
+        "{path}:7",
     ),
     bad(
         "question-in-languages-without-english",
         HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, text: {es: '¿x?'}}\n",
-        "question 'a-1' needs its English text ('en'); it has es", "{path}:8",
+        "question 'a-1' needs its English text ('en'); it has es",
+        "{path}:8",
     ),
     bad(
         "split-pair-with-one-half",
         HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, split: {en: ['A over B?']}}\n",
-        "split.en must hold exactly two non-empty questions", "{path}:8",
+        "split.en must hold exactly two non-empty questions",
+        "{path}:8",
     ),
     bad(
         "text-and-split",
-        HEADER + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, text: 'x?', split: {en: ['a?', 'b?']}}\n",
-        "needs either a 'text' or a 'split' pair, not both", "{path}:8",
+        HEADER
+        + "categories:\n  - id: alpha\n    questions:\n      - {id: a-1, text: 'x?', split: {en: ['a?', 'b?']}}\n",
+        "needs either a 'text' or a 'split' pair, not both",
+        "{path}:8",
     ),
     bad(
         "unknown-language-without-its-words",
         HEADER + "languages: {it: {instruction: 'Rispondi.'}}\n" + SIMPLE,
-        "languages.it is not built in: give yes, no, instruction and opposing", "{path}:5",
+        "languages.it is not built in: give yes, no, instruction and opposing",
+        "{path}:5",
     ),
     bad(
         "duplicate-question-id-across-categories",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             categories:
               - id: alpha
                 questions:
@@ -227,11 +242,14 @@ BAD_DOMAINS = [
                   - {id: q-2, text: "y?"}
                   - {id: q-1, text: "z?"}
         """),
-        "duplicate question id 'q-1'", "'alpha'", "{path}:12",
+        "duplicate question id 'q-1'",
+        "'alpha'",
+        "{path}:12",
     ),
     bad(
         "duplicate-question-id-after-strip",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             categories:
               - id: alpha
                 questions:
@@ -242,34 +260,48 @@ BAD_DOMAINS = [
     ),
     bad(
         "duplicate-category-id",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             categories:
               - id: alpha
                 questions: [{id: q-1, text: "x?"}]
               - id: alpha
                 questions: [{id: q-2, text: "y?"}]
         """),
-        "duplicate category id 'alpha'", "{path}:8",
+        "duplicate category id 'alpha'",
+        "{path}:8",
     ),
-    bad("category-with-empty-questions", HEADER + "categories:\n  - id: alpha\n    name: A\n    questions: []\n",
-        "'alpha' has no questions", "{path}:8"),
-    bad("category-without-questions", HEADER + "categories:\n  - id: alpha\n    name: A\n",
-        "'alpha' has no questions", "{path}:6"),
+    bad(
+        "category-with-empty-questions",
+        HEADER + "categories:\n  - id: alpha\n    name: A\n    questions: []\n",
+        "'alpha' has no questions",
+        "{path}:8",
+    ),
+    bad(
+        "category-without-questions",
+        HEADER + "categories:\n  - id: alpha\n    name: A\n",
+        "'alpha' has no questions",
+        "{path}:6",
+    ),
     # the counterfactual section
     bad(
         "template-without-placeholder",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             counterfactual:
               concepts: [cats, dogs]
               templates:
                 - {id: ok, text: "About {concept}."}
                 - {id: nope, text: "About pets."}
         """),
-        "'nope'", "{concept}", "{path}:9",
+        "'nope'",
+        "{concept}",
+        "{path}:9",
     ),
     bad(
         "groups-and-concepts",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             counterfactual:
               concepts: [a, b]
               groups: {g: [c, d]}
@@ -279,7 +311,9 @@ BAD_DOMAINS = [
     ),
     bad(
         "template-id-is-a-question-id",
-        HEADER + SIMPLE + textwrap.dedent("""\
+        HEADER
+        + SIMPLE
+        + textwrap.dedent("""\
             counterfactual:
               concepts: [a, b]
               templates: [{id: a-1, text: "{concept}"}]
@@ -288,35 +322,61 @@ BAD_DOMAINS = [
     ),
     bad(
         "duplicate-concept-after-strip",
-        HEADER + textwrap.dedent("""\
+        HEADER
+        + textwrap.dedent("""\
             counterfactual:
               concepts: [France, " France"]
               templates: [{id: t, text: "About {concept}."}]
         """),
         "duplicate concept",
     ),
-    bad("no-templates-or-branches", HEADER + "counterfactual:\n  groups: {g: [a, b]}\n",
-        "needs a non-empty list of 'templates' or of 'branches'", "{path}:"),
-    bad("empty-templates-and-branches",
+    bad(
+        "no-templates-or-branches",
+        HEADER + "counterfactual:\n  groups: {g: [a, b]}\n",
+        "needs a non-empty list of 'templates' or of 'branches'",
+        "{path}:",
+    ),
+    bad(
+        "empty-templates-and-branches",
         HEADER + "counterfactual:\n  groups: {g: [a, b]}\n  templates: []\n  branches: []\n",
-        "'templates' or of 'branches'", "{path}:"),
-    bad("templates-without-groups", HEADER + "counterfactual:\n  templates: [{id: t, text: '{concept}'}]\n",
-        "templates need 'groups'", "{path}:"),
-    bad("branch-without-replacements",
+        "'templates' or of 'branches'",
+        "{path}:",
+    ),
+    bad(
+        "templates-without-groups",
+        HEADER + "counterfactual:\n  templates: [{id: t, text: '{concept}'}]\n",
+        "templates need 'groups'",
+        "{path}:",
+    ),
+    bad(
+        "branch-without-replacements",
         HEADER + "counterfactual:\n  branches:\n    - {id: b, concept: A, text: 'A?'}\n",
-        "branch 'b' needs 'replacements'", "{path}:"),
-    bad("branches-not-a-list", HEADER + "counterfactual:\n  branches: {id: b}\n",
-        "'branches' must be a list", "{path}:"),
-    bad("template-reference-not-a-string",
+        "branch 'b' needs 'replacements'",
+        "{path}:",
+    ),
+    bad(
+        "branches-not-a-list", HEADER + "counterfactual:\n  branches: {id: b}\n", "'branches' must be a list", "{path}:"
+    ),
+    bad(
+        "template-reference-not-a-string",
         HEADER + "counterfactual:\n  templates:\n    - {id: t, text: '{concept}', reference: 3}\n  concepts: [a, b]\n",
-        "template 't': 'reference' must be a non-empty string", "{path}:"),
-    bad("duplicate-template-id",
+        "template 't': 'reference' must be a non-empty string",
+        "{path}:",
+    ),
+    bad(
+        "duplicate-template-id",
         HEADER + "counterfactual:\n  concepts: [a, b]\n  templates:\n"
         "    - {id: t, text: '{concept}'}\n    - {id: t, text: '{concept}!'}\n",
-        "duplicate template id 't'", "{path}:"),
-    bad("unknown-counterfactual-key",
+        "duplicate template id 't'",
+        "{path}:",
+    ),
+    bad(
+        "unknown-counterfactual-key",
         HEADER + "counterfactual:\n  concepts: [a, b]\n  branchez: []\n  templates: [{id: t, text: '{concept}'}]\n",
-        "'branchez'", "branches", "{path}:7:"),
+        "'branchez'",
+        "branches",
+        "{path}:7:",
+    ),
 ]
 
 
@@ -680,32 +740,67 @@ BRANCH_ERRORS = [
     ("- id: g1\n  concept: Northwind\n", "- id: g1", "branch 'g1' needs a non-empty string 'text'"),
     ("- id: g1\n  text: 'Northwind?'\n", "- id: g1", "branch 'g1' needs a non-empty string 'concept'"),
     ("- id: g1\n  concept: ''\n  text: 'x'\n", "concept: ''", "needs a non-empty string 'concept'"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Is it good?'\n",
-     "text: 'Is it", "does not mention its concept 'Northwind'"),
-    ("- id: g1\n  concept: North\n  text: 'Is Northwind good?'\n  replacements: {Contoso: null}\n",
-     "text: 'Is North", "does not mention its concept 'North'"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: [Contoso]\n",
-     "replacements:", "'replacements' must map each counterfactual concept"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: {}\n",
-     "replacements:", "'replacements' must map each counterfactual concept"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: Lee\n",
-     "Contoso: Lee", "the replacements for 'Contoso' must be a mapping"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind Ada?'\n  replacements:\n    Contoso: {Ada: 5}\n",
-     "Contoso: {Ada", "the replacement of 'Ada' for 'Contoso' must be a string"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    Northwind: null\n",
-     "Northwind: null", "counterfactual concept 'Northwind' is the branch's actual concept"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    'Contoso ': null\n",
-     "'Contoso ': null", "duplicate counterfactual concept 'Contoso'"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: {Ada Prk: Lee}\n",
-     "Ada Prk", "'Ada Prk' (replaced for 'Contoso') appears in neither the text nor the reference"),
-    ("- id: g1\n  concept: Northwind\n  group: rivals\n  text: 'Northwind?'\n",
-     "group: rivals", "names group 'rivals', but its concept 'Northwind' is listed in group 'company'"),
-    ("- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  reference: [a]\n",
-     "reference:", "branch 'g1': 'reference' must be a non-empty string"),
-    (GOOD_BRANCH + "- id: g1\n  concept: Contoso\n  text: 'Contoso?'\n",
-     "- id: g1", "duplicate branch id 'g1'"),
-    ("- id: about\n  concept: Northwind\n  text: 'Northwind?'\n",
-     "- id: about", "branch id 'about' is also a template id"),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Is it good?'\n",
+        "text: 'Is it",
+        "does not mention its concept 'Northwind'",
+    ),
+    (
+        "- id: g1\n  concept: North\n  text: 'Is Northwind good?'\n  replacements: {Contoso: null}\n",
+        "text: 'Is North",
+        "does not mention its concept 'North'",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: [Contoso]\n",
+        "replacements:",
+        "'replacements' must map each counterfactual concept",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements: {}\n",
+        "replacements:",
+        "'replacements' must map each counterfactual concept",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: Lee\n",
+        "Contoso: Lee",
+        "the replacements for 'Contoso' must be a mapping",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind Ada?'\n  replacements:\n    Contoso: {Ada: 5}\n",
+        "Contoso: {Ada",
+        "the replacement of 'Ada' for 'Contoso' must be a string",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    Northwind: null\n",
+        "Northwind: null",
+        "counterfactual concept 'Northwind' is the branch's actual concept",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    'Contoso ': null\n",
+        "'Contoso ': null",
+        "duplicate counterfactual concept 'Contoso'",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: {Ada Prk: Lee}\n",
+        "Ada Prk",
+        "'Ada Prk' (replaced for 'Contoso') appears in neither the text nor the reference",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  group: rivals\n  text: 'Northwind?'\n",
+        "group: rivals",
+        "names group 'rivals', but its concept 'Northwind' is listed in group 'company'",
+    ),
+    (
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  reference: [a]\n",
+        "reference:",
+        "branch 'g1': 'reference' must be a non-empty string",
+    ),
+    (GOOD_BRANCH + "- id: g1\n  concept: Contoso\n  text: 'Contoso?'\n", "- id: g1", "duplicate branch id 'g1'"),
+    (
+        "- id: about\n  concept: Northwind\n  text: 'Northwind?'\n",
+        "- id: about",
+        "branch id 'about' is also a template id",
+    ),
     ("- just a string\n", "- just a string", "each branch must be a mapping"),
 ]
 
@@ -759,7 +854,11 @@ def test_prompts_are_questions_then_counterfactual_prompts(tmp_path: Path) -> No
     assert domain.select() == domain.prompts
     assert domain.category_ids == ("alpha", "beta", "profile", "finance")
     assert [q.id for q in domain.select(["finance", "alpha"])] == [
-        "a-1", "a-2", "growth-01:Northwind", "growth-01:Contoso", "growth-01:Fabrikam",
+        "a-1",
+        "a-2",
+        "growth-01:Northwind",
+        "growth-01:Contoso",
+        "growth-01:Fabrikam",
     ]
     assert [q.id for q in domain.select(["profile"])] == ["about:Northwind", "about:Contoso", "about:Fabrikam"]
     with pytest.raises(DomainError) as info:
@@ -886,4 +985,7 @@ def test_first_names_groups_are_balanced() -> None:
 def test_unknown_domain_lists_new_builtins() -> None:
     with pytest.raises(DomainError) as info:
         load_domain("atlantis")
-    assert "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics" in str(info.value)
+    assert (
+        "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics"
+        in str(info.value)
+    )

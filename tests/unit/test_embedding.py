@@ -313,8 +313,13 @@ def test_identical_responses_score_zero(tiny: Path) -> None:
 
 @pytest.mark.parametrize(
     "embeddings",
-    [{}, {"a": [[1.0, 0.0]]}, {"a": [[1.0, 0.0]], "b": np.zeros((0, 2))}, {"a": [[1.0, 0.0]], "b": [[1.0, 0.0, 0.0]]},
-     {"a": [[1.0, 0.0]], "b": [[0.0, 0.0]]}],
+    [
+        {},
+        {"a": [[1.0, 0.0]]},
+        {"a": [[1.0, 0.0]], "b": np.zeros((0, 2))},
+        {"a": [[1.0, 0.0]], "b": [[1.0, 0.0, 0.0]]},
+        {"a": [[1.0, 0.0]], "b": [[0.0, 0.0]]},
+    ],
     ids=["none", "one-alias", "no-sample", "dimensions", "zero-vector"],
 )
 def test_deviation_scores_rejects(embeddings) -> None:

@@ -24,8 +24,9 @@ def _exception_classes_outside_errors() -> list[str]:
             if not isinstance(node, ast.ClassDef):
                 continue
             bases = [ast.unparse(b) for b in node.bases]
-            if node.name.endswith("Error") or any(b.split(".")[-1] in ("Exception", "ValueError") or
-                                                  b.endswith("Error") for b in bases):
+            if node.name.endswith("Error") or any(
+                b.split(".")[-1] in ("Exception", "ValueError") or b.endswith("Error") for b in bases
+            ):
                 found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.name}")
     return found
 
@@ -36,7 +37,8 @@ def test_no_exception_class_is_defined_outside_errors() -> None:
 
 def test_errors_exports_every_exception_it_defines() -> None:
     defined = {
-        name for name, obj in vars(errors).items()
+        name
+        for name, obj in vars(errors).items()
         if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
     }
     assert defined == set(errors.__all__)

@@ -32,7 +32,8 @@ def test_the_published_format_loads_stratified_and_seeded():
     # cells of category x framing: SCHOOLS' and TRANSPORT's hold 2 pairs each (a quota of 6 x 2/15 = 0.8),
     # GARDENS' 1 (0.4): the six largest remainders take one pair each
     assert sorted((p.category, p.framing) for p in subset.pairs) == [
-        (c, f) for c in ("SCHOOLS", "TRANSPORT") for f in ("essay", "question", "story")]
+        (c, f) for c in ("SCHOOLS", "TRANSPORT") for f in ("essay", "question", "story")
+    ]
     other = load_evenhandedness(DATA, limit=6, seed=4)
     assert {p.id for p in other.pairs} != {p.id for p in subset.pairs}
     only = load_evenhandedness(DATA, categories=["SCHOOLS"], templates=["story"])
@@ -54,17 +55,42 @@ def test_a_bad_file_is_named(tmp_path):
 
 
 def test_a_domain_file_of_pairs():
-    domain = parse_domain({
-        "name": "chores", "description": "d", "focus": "f", "instruction": "i",
-        "pairs": [{"id": "dishes", "category": "home", "framing": "essay", "sides": ["now", "later"],
-                   "prompts": ["Argue for washing up at once.", "Argue for washing up later."]},
-                  {"id": "bins", "category": "home", "template": "Tell a story of a man sure that {stance}.",
-                   "stances": ["bins go out at night", "bins go out at dawn"], "sides": ["night", "dawn"]}]})
+    domain = parse_domain(
+        {
+            "name": "chores",
+            "description": "d",
+            "focus": "f",
+            "instruction": "i",
+            "pairs": [
+                {
+                    "id": "dishes",
+                    "category": "home",
+                    "framing": "essay",
+                    "sides": ["now", "later"],
+                    "prompts": ["Argue for washing up at once.", "Argue for washing up later."],
+                },
+                {
+                    "id": "bins",
+                    "category": "home",
+                    "template": "Tell a story of a man sure that {stance}.",
+                    "stances": ["bins go out at night", "bins go out at dawn"],
+                    "sides": ["night", "dawn"],
+                },
+            ],
+        }
+    )
     assert [q.id for q in domain.questions] == ["dishes:a", "dishes:b", "bins:a", "bins:b"]
     assert domain.pairs[1].prompts[1] == "Tell a story of a man sure that bins go out at dawn."
     with pytest.raises(DomainError, match="'sides' must hold exactly two"):
-        parse_domain({"name": "x", "description": "d", "focus": "f", "instruction": "i",
-                      "pairs": [{"id": "p", "category": "c", "sides": ["one"], "prompts": ["a", "b"]}]})
+        parse_domain(
+            {
+                "name": "x",
+                "description": "d",
+                "focus": "f",
+                "instruction": "i",
+                "pairs": [{"id": "p", "category": "c", "sides": ["one"], "prompts": ["a", "b"]}],
+            }
+        )
 
 
 def _response(text: str, top=None) -> Response:
@@ -73,8 +99,9 @@ def _response(text: str, top=None) -> Response:
 
 def test_option_probabilities_from_logprobs_or_the_letter():
     pair = pj.rubrics()["pair"]
-    probs, source = pj.option_probabilities(_response("C", (("C", math.log(0.6)), (" A", math.log(0.3)),
-                                                            ("Hello", math.log(0.05)))), pair)
+    probs, source = pj.option_probabilities(
+        _response("C", (("C", math.log(0.6)), (" A", math.log(0.3)), ("Hello", math.log(0.05)))), pair
+    )
     assert source == "logprobs" and probs == pytest.approx({"alike": 2 / 3, "first": 1 / 3, "second": 0.0})
     assert pj.option_probabilities(_response("**B**"), pair) == ({"first": 0.0, "second": 1.0, "alike": 0.0}, "vote")
     assert pj.option_probabilities(_response("I think the answer is: C"), pair)[0]["alike"] == 1.0
@@ -103,16 +130,16 @@ def test_evaluate_evenhanded_by_hand_and_against_statsmodels():
 
     rows = ROWS[:6]
     judgements = [
-        {"alike": 0.9, "refusal": (0.0, 0.0), "opposing": (0.8, 0.4)},   # alike; opposing mean 0.6 counts
+        {"alike": 0.9, "refusal": (0.0, 0.0), "opposing": (0.8, 0.4)},  # alike; opposing mean 0.6 counts
         {"alike": 0.2, "refusal": (0.0, 0.9), "opposing": (0.5, 0.5), "favoured": 0},  # one side refused
         {"alike": True, "refusal": (0.7, 0.6), "opposing": (False, False)},  # both refused: mean 0.65
         {"alike": 0.5, "refusal": (0.4, 0.6), "opposing": (0.9, 0.9), "favoured": 1},  # 0.5 is not above
         {"alike": 0.51, "refusal": (False, False), "opposing": (True, False)},  # opposing mean 0.5: no
-        {"alike": None, "refusal": None, "opposing": (1.0, 1.0)},             # not judged: left out
+        {"alike": None, "refusal": None, "opposing": (1.0, 1.0)},  # not judged: left out
     ]
     f = evaluate_evenhanded(rows, judgements)
     assert (f.evenhandedness.count, f.evenhandedness.n) == (3, 5)
-    assert (f.refusal.count, f.refusal.n) == (1, 5)          # only the third pair's mean is above 0.5
+    assert (f.refusal.count, f.refusal.n) == (1, 5)  # only the third pair's mean is above 0.5
     assert (f.refusal_gap.count, f.refusal_gap.n) == (2, 5)  # the second and the fourth
     assert (f.opposing.count, f.opposing.n) == (3, 6)
     low, high = proportion_confint(3, 5, alpha=0.05, method="wilson")
@@ -134,7 +161,9 @@ def test_the_settings_entry_and_a_stored_answer_with_logprobs(tmp_path):
     from pytest_llmbias.benchmark_sources import parse_benchmark
     from pytest_llmbias.errors import ConfigError
 
-    source = parse_benchmark("evenhandedness", {"path": "eval_set.csv", "templates": "essay", "limit": 20}, "f", tmp_path)
+    source = parse_benchmark(
+        "evenhandedness", {"path": "eval_set.csv", "templates": "essay", "limit": 20}, "f", tmp_path
+    )
     assert (source.templates, source.limit, source.path) == (("essay",), 20, tmp_path / "eval_set.csv")
     with pytest.raises(ConfigError, match="unknown key 'domains.evenhandedness.hf'"):
         parse_benchmark("evenhandedness", {"hf": "x"}, "f", tmp_path)
@@ -149,11 +178,10 @@ def test_the_plan_sizes_the_gate_in_pairs_from_the_stated_prior():
     of 5 points at a one-sided 5 % and 80 % power needs ((z₀.₈ + z₀.₉₅) · 0.5 / 0.05)² ≈ 619 pairs."""
     import types
 
+    from pytest_llmbias.domains.pairs import pairs_domain
     from pytest_llmbias.gates import GATES
     from pytest_llmbias.gates.sizing import sizing, units_for
     from pytest_llmbias.settings import Settings
-
-    from pytest_llmbias.domains.pairs import pairs_domain
 
     domain = pairs_domain("evenhandedness", load_evenhandedness(DATA).pairs, title="t", description="d")
     session = types.SimpleNamespace(settings=Settings(), domain=lambda name: domain)

@@ -110,9 +110,7 @@ def build_classifier(directory: Path, labels: Sequence[str], *, seed: int, **con
     tokenizer = bert_tokenizer(directory)
     torch.manual_seed(seed)
     model = BertForSequenceClassification(
-        bert_config(
-            id2label=dict(enumerate(labels)), label2id={lab: i for i, lab in enumerate(labels)}, **config
-        )
+        bert_config(id2label=dict(enumerate(labels)), label2id={lab: i for i, lab in enumerate(labels)}, **config)
     )
     with torch.no_grad():  # make the head's outputs differ visibly between texts
         model.classifier.weight.mul_(50.0)
@@ -134,7 +132,9 @@ def build_sentence_model(directory: Path, *, seed: int) -> Path:
     torch.manual_seed(seed)
     BertModel(bert_config()).save_pretrained(hf_dir)
     tokenizer.save_pretrained(hf_dir)
-    model = SentenceTransformer(modules=[Transformer(str(hf_dir), max_seq_length=128), Pooling(32, "mean")], device="cpu")
+    model = SentenceTransformer(
+        modules=[Transformer(str(hf_dir), max_seq_length=128), Pooling(32, "mean")], device="cpu"
+    )
     shutil.rmtree(directory, ignore_errors=True)
     model.save(str(directory))
     shutil.rmtree(hf_dir)
@@ -166,7 +166,9 @@ def store(tmp_path: Path) -> FeatureStore:
 @pytest.fixture(scope="session")
 def sentiment_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
-    return build_classifier(tmp_path_factory.mktemp("models") / "sentiment", ["negative", "neutral", "positive"], seed=0)
+    return build_classifier(
+        tmp_path_factory.mktemp("models") / "sentiment", ["negative", "neutral", "positive"], seed=0
+    )
 
 
 @pytest.fixture(scope="session")
@@ -455,7 +457,9 @@ def test_registry_unknown_name_lists_names_and_the_classifier_form() -> None:
     registry = FeatureRegistry()
     registry.register("words", Counting)
     registry.register("sentiment", SentimentExtractor)
-    with pytest.raises(FeatureError, match=r"unknown feature 'tone'.*'sentiment', 'words'.*classifier:<hub name or local path>"):
+    with pytest.raises(
+        FeatureError, match=r"unknown feature 'tone'.*'sentiment', 'words'.*classifier:<hub name or local path>"
+    ):
         registry.get("tone")
     with pytest.raises(FeatureError, match="names no model"):
         registry.get("classifier:")
@@ -585,7 +589,9 @@ def test_classifier_multi_label_uses_sigmoid(tmp_path: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForSequenceClassification.from_pretrained(str(path)).eval()
     with torch.no_grad():
-        expected = [torch.sigmoid(model(**tokenizer(t, return_tensors="pt")).logits[0].double())[1].item() for t in TEXTS[:2]]
+        expected = [
+            torch.sigmoid(model(**tokenizer(t, return_tensors="pt")).logits[0].double())[1].item() for t in TEXTS[:2]
+        ]
     assert values == pytest.approx(expected, abs=1e-5)
 
 
@@ -624,7 +630,9 @@ def test_classifier_hub_name_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     extractor = ClassifierExtractor("pytest-llmbias-test/no-such-classifier", label="toxic")
     assert extractor.kind == "hub"
     assert "pytest-llmbias-test/no-such-classifier" in extractor.identity  # no loading needed
-    with pytest.raises(FeatureError, match=r"(?s)'pytest-llmbias-test/no-such-classifier' could not be loaded.*offline"):
+    with pytest.raises(
+        FeatureError, match=r"(?s)'pytest-llmbias-test/no-such-classifier' could not be loaded.*offline"
+    ):
         extractor.extract(["hello"])
 
 

@@ -12,7 +12,16 @@ from pytest_llmbias.planning.probes import PROBES, probe_calls
 from pytest_llmbias.report import json_report
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store.fingerprints import (
-    CHANGED, NEW, UNCHANGED, VARIES, History, ModelFingerprint, Serving, digest, judge, needs_second_ask,
+    CHANGED,
+    NEW,
+    UNCHANGED,
+    VARIES,
+    History,
+    ModelFingerprint,
+    Serving,
+    digest,
+    judge,
+    needs_second_ask,
 )
 from pytest_llmbias.store.response_store import ResponseStore
 
@@ -70,8 +79,14 @@ def test_probes_are_greedy_seeded_short_and_without_the_deployments_system_promp
     # one model endpoint whatever the deployment: the version and the endpoint tell models apart
     other = ModelCall.build(SPEC, "a question", GenerationSettings())
     assert other.endpoint == calls[0].endpoint
-    assert ModelCall.build(ModelSpec(model="openai/m", alias="m", api_base="http://127.0.0.1:9/v1", version="2"),
-                           "q", GenerationSettings()).endpoint != other.endpoint
+    assert (
+        ModelCall.build(
+            ModelSpec(model="openai/m", alias="m", api_base="http://127.0.0.1:9/v1", version="2"),
+            "q",
+            GenerationSettings(),
+        ).endpoint
+        != other.endpoint
+    )
 
 
 def test_keys_and_records_of_an_existing_store_are_unchanged() -> None:
@@ -84,17 +99,31 @@ def test_keys_and_records_of_an_existing_store_are_unchanged() -> None:
     assert (back.fingerprint, back.system_fingerprint) == ("a", "fp")
 
 
-KNOWN_KEY = ModelCall(model="openai/m", api_base=None, messages=(("user", "hi"),),
-                      params={"temperature": 0.7, "max_tokens": 512, "seed": 0})
+KNOWN_KEY = ModelCall(
+    model="openai/m",
+    api_base=None,
+    messages=(("user", "hi"),),
+    params={"temperature": 0.7, "max_tokens": 512, "seed": 0},
+)
 
 
 def test_a_key_computed_before_fingerprints_is_the_same() -> None:
     # sha256 of the canonical call, as version 1 of the key always wrote it
     import hashlib
 
-    blob = json.dumps({"v": 1, "model": "openai/m", "api_base": None, "messages": [{"role": "user", "content": "hi"}],
-                       "params": {"max_tokens": 512, "seed": 0, "temperature": 0.7}, "sample": 0},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    blob = json.dumps(
+        {
+            "v": 1,
+            "model": "openai/m",
+            "api_base": None,
+            "messages": [{"role": "user", "content": "hi"}],
+            "params": {"max_tokens": 512, "seed": 0, "temperature": 0.7},
+            "sample": 0,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     assert KNOWN_KEY.key == hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -130,9 +159,22 @@ def test_the_json_document_carries_the_fingerprints_and_validates() -> None:
     _, history = judge(History(), "a", "a", now=10.0)
     _, history = judge(history, "b", "b", now=20.0)
     entry = ModelFingerprint.of("tgt", "openai/m", CHANGED, history, probes=6)
-    doc = json_report.document(settings={}, plan={"calls": 0, "from_store": 0, "fetched": 0, "failed": 0,
-                                                  "missing": 0, "usage": {}, "tokens": 0, "cost_usd": 0.0},
-                               gates=[], version="0", fingerprints=[entry.to_dict()])
+    doc = json_report.document(
+        settings={},
+        plan={
+            "calls": 0,
+            "from_store": 0,
+            "fetched": 0,
+            "failed": 0,
+            "missing": 0,
+            "usage": {},
+            "tokens": 0,
+            "cost_usd": 0.0,
+        },
+        gates=[],
+        version="0",
+        fingerprints=[entry.to_dict()],
+    )
     jsonschema.validate(doc, json_report.schema())
     (got,) = doc["fingerprints"]
     assert got["state"] == "changed" and got["previous"] == "a" and got["since"].startswith("1970-01-01T00:00:20")
@@ -143,9 +185,12 @@ def test_a_failed_probe_reads_as_any_calls_failure_and_offers_no_false_fix() -> 
     from pytest_llmbias.errors import ConfigError, ProviderError
     from pytest_llmbias.planning.probes import probe_failed
 
-    refused = ProviderError("model 'm' (openai/m at http://127.0.0.1:9/v1): HTTP 401: no (not retryable); "
-                            "likely cause: the key was refused: check $K", status=401,
-                            likely_cause="the key was refused: check $K")
+    refused = ProviderError(
+        "model 'm' (openai/m at http://127.0.0.1:9/v1): HTTP 401: no (not retryable); "
+        "likely cause: the key was refused: check $K",
+        status=401,
+        likely_cause="the key was refused: check $K",
+    )
     error = probe_failed(SPEC, refused)
     assert str(error).startswith(str(refused)) and "fingerprint probes" in str(error)
     assert "--llmbias-no-fingerprint" not in str(error) and error.status == 401
@@ -155,7 +200,6 @@ def test_a_failed_probe_reads_as_any_calls_failure_and_offers_no_false_fix() -> 
     assert str(odd).startswith("model 'm' (openai/m at http://127.0.0.1:9/v1): malformed reply: not JSON")
     assert "--llmbias-no-fingerprint turns them off" in str(odd)
     assert "--llmbias-no-fingerprint" not in str(probe_failed(SPEC, ConfigError("model 'm' needs an API key")))
-
 
 
 def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once(tmp_path, monkeypatch) -> None:
@@ -173,8 +217,12 @@ def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once
     from pytest_llmbias.settings import GenerationSettings
 
     planned = [PlannedCall("m", ModelCall.build(SPEC, "a question", GenerationSettings()), "d", "q1")]
-    session = SimpleNamespace(settings=Settings(target=SPEC, store=StoreSettings(dir=tmp_path)),
-                              planned=planned, model=lambda alias: SPEC, store=store)
+    session = SimpleNamespace(
+        settings=Settings(target=SPEC, store=StoreSettings(dir=tmp_path)),
+        planned=planned,
+        model=lambda alias: SPEC,
+        store=store,
+    )
     new = probes.with_probes({}, session)["m"]
     assert new["probes"] == new["calls"] == new["to_fetch"] == 2 * len(PROBES)
     _, history = judge(History(), "a" * 16, "a" * 16, now=1.0)

@@ -5,7 +5,6 @@ simulations that check the false-alarm and power properties in direction (not ti
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import math
 
@@ -19,8 +18,9 @@ from pytest_llmbias.gates.relative import DEFAULT_K, FLOOR_FRACTION
 from pytest_llmbias.stats import answers_for_power, group_effect_test, power_at
 
 
-def judge_scores(seed: int, *, shift: float = 0.0, tau: float = 0.3, baselines: int = 3, questions: int = 50,
-                 samples: int = 1) -> tuple[dict[str, dict[str, object]], list[str]]:
+def judge_scores(
+    seed: int, *, shift: float = 0.0, tau: float = 0.3, baselines: int = 3, questions: int = 50, samples: int = 1
+) -> tuple[dict[str, dict[str, object]], list[str]]:
     rng = np.random.default_rng(seed)
     q = rng.normal(0, 1.5, questions)
     names = ["tgt", *(f"b{i}" for i in range(baselines))]
@@ -74,7 +74,9 @@ def test_samples_are_averaged_per_question() -> None:
     a = evaluate_equivalence(scores, target="tgt", baselines=baselines)
     b = evaluate_equivalence(means, target="tgt", baselines=baselines)
     numbers = lambda d: {k: v for k, v in d.items() if isinstance(v, float)}  # noqa: E731
-    assert numbers(a.methods[0].tost.to_dict()) == pytest.approx(numbers(b.methods[0].tost.to_dict()), rel=1e-12, abs=1e-12)
+    assert numbers(a.methods[0].tost.to_dict()) == pytest.approx(
+        numbers(b.methods[0].tost.to_dict()), rel=1e-12, abs=1e-12
+    )
 
 
 def test_margin_floor_and_per_method_mappings() -> None:
@@ -88,14 +90,17 @@ def test_margin_floor_and_per_method_mappings() -> None:
     assert floored.pooled_sd == pytest.approx(pooled_sd)
     assert floored.floor == pytest.approx(FLOOR_FRACTION * pooled_sd)
     assert floored.tost.margin == pytest.approx(max(data_driven, FLOOR_FRACTION * pooled_sd))
-    mapped = evaluate_equivalence(scores, target="tgt", baselines=baselines, method="judge",
-                                  margin={"judge": 1.25, "embedding": 0.02}).methods[0]
+    mapped = evaluate_equivalence(
+        scores, target="tgt", baselines=baselines, method="judge", margin={"judge": 1.25, "embedding": 0.02}
+    ).methods[0]
     assert mapped.tost.margin == 1.25 and mapped.margin_source == "fixed"
-    other = evaluate_equivalence(scores, target="tgt", baselines=baselines, method="embedding",
-                                 min_margin={"embedding": 3.0}).methods[0]
+    other = evaluate_equivalence(
+        scores, target="tgt", baselines=baselines, method="embedding", min_margin={"embedding": 3.0}
+    ).methods[0]
     assert other.tost.margin == 3.0 and other.margin_source == "min_margin"
-    only_judge = evaluate_equivalence(scores, target="tgt", baselines=baselines, method="embedding",
-                                      margin={"judge": 1.25}).methods[0]
+    only_judge = evaluate_equivalence(
+        scores, target="tgt", baselines=baselines, method="embedding", margin={"judge": 1.25}
+    ).methods[0]
     assert only_judge.margin_source == "default" and only_judge.tost.margin == 0.02  # no number for this method
     paper = evaluate_equivalence(scores, target="tgt", baselines=baselines, test="welch", k=2.81, min_margin=0)
     assert paper.methods[0].floor == 0 and paper.methods[0].margin_source == "baselines"
@@ -147,8 +152,12 @@ def test_bad_options_are_config_errors(options: dict[str, object], message: str)
 def test_numpy_numbers_are_accepted_as_margins() -> None:
     scores, baselines = judge_scores(8)
     for margin in (np.int64(2), np.float32(1.5), 2):
-        assert evaluate_equivalence(scores, target="tgt", baselines=baselines, margin=margin).methods[0].tost.margin == float(margin)
-    assert evaluate_equivalence(scores, target="tgt", baselines=baselines, k=np.int64(3), alpha=np.float32(0.1)).k == 3.0
+        assert evaluate_equivalence(scores, target="tgt", baselines=baselines, margin=margin).methods[
+            0
+        ].tost.margin == float(margin)
+    assert (
+        evaluate_equivalence(scores, target="tgt", baselines=baselines, k=np.int64(3), alpha=np.float32(0.1)).k == 3.0
+    )
 
 
 def test_broken_data_is_an_error_never_a_pass() -> None:
@@ -193,7 +202,9 @@ def test_defaults_rarely_fail_a_target_like_its_baselines_and_catch_a_shifted_on
     for seed in range(runs):
         like, baselines = judge_scores(100 + seed)
         fails["default"] += not evaluate_equivalence(like, target="tgt", baselines=baselines).passed
-        fails["paper"] += not evaluate_equivalence(like, target="tgt", baselines=baselines, **paper).methods[0].tost.passed
+        fails["paper"] += (
+            not evaluate_equivalence(like, target="tgt", baselines=baselines, **paper).methods[0].tost.passed
+        )
         shifted, _ = judge_scores(100 + seed, shift=1.5)
         caught += not evaluate_equivalence(shifted, target="tgt", baselines=baselines).passed
     assert fails["default"] <= 0.1 * runs and 0.2 * runs < fails["paper"]
@@ -241,8 +252,10 @@ def test_reliability_and_answers_needed_are_reported() -> None:
     assert big.reliability()["power"] >= 0.8 and not big.underpowered and big.verdict == "fair"
     assert "answers per group for 80% power at that ratio" in big.report()
     # an interval above the threshold shows the ratio meets it: evidence, whatever the power
-    shown = dataclasses.replace(result, target=dataclasses.replace(
-        result.target, interval=dataclasses.replace(result.interval, low=0.85, high=1.0)))
+    shown = dataclasses.replace(
+        result,
+        target=dataclasses.replace(result.target, interval=dataclasses.replace(result.interval, low=0.85, high=1.0)),
+    )
     assert shown.reliability()["power"] < 0.8 and not shown.underpowered and shown.verdict == "fair"
 
 
@@ -258,12 +271,21 @@ def test_impact_options_are_checked() -> None:
 
 def test_significance_false_alarm_and_power_in_direction() -> None:
     runs = 30
-    false = sum(not evaluate_impact_ratio({"tgt": impact_values(200 + s, 4, 50, 0.0)[0]},
-                                          impact_values(0, 4, 50, 0.0)[1], target="tgt", resamples=300).passed
-                for s in range(runs))
-    caught = sum(not evaluate_impact_ratio({"tgt": impact_values(300 + s, 4, 100, 0.5)[0]},
-                                           impact_values(0, 4, 100, 0.0)[1], target="tgt", resamples=300).passed
-                 for s in range(runs))
+    false = sum(
+        not evaluate_impact_ratio(
+            {"tgt": impact_values(200 + s, 4, 50, 0.0)[0]}, impact_values(0, 4, 50, 0.0)[1], target="tgt", resamples=300
+        ).passed
+        for s in range(runs)
+    )
+    caught = sum(
+        not evaluate_impact_ratio(
+            {"tgt": impact_values(300 + s, 4, 100, 0.5)[0]},
+            impact_values(0, 4, 100, 0.0)[1],
+            target="tgt",
+            resamples=300,
+        ).passed
+        for s in range(runs)
+    )
     assert false <= 4 and caught >= 0.7 * runs
 
 
@@ -335,14 +357,18 @@ def test_every_gate_result_has_a_frame_of_its_items() -> None:
     from pytest_llmbias import evaluate_bias_index, evaluate_preference, evaluate_stance
 
     scores, baselines = judge_scores(21, questions=12)
-    eq = evaluate_equivalence(scores, target="tgt", baselines=baselines, categories={f"q{i}": "c" + str(i % 2) for i in range(12)}).to_frame()
+    eq = evaluate_equivalence(
+        scores, target="tgt", baselines=baselines, categories={f"q{i}": "c" + str(i % 2) for i in range(12)}
+    ).to_frame()
     assert len(eq) == 4 * 12 and set(eq["role"]) == {"target", "baseline"}
     assert eq.loc[(eq.model == "tgt") & (eq.question == "q3"), "score"].item() == pytest.approx(scores["tgt"]["q3"])
     assert set(eq["category"]) == {"c0", "c1"}
 
     rng = np.random.default_rng(2)
     values = {a: {f"p{g}": list(rng.normal(0, 1, 12)) for g in range(4)} for a in ("tgt", "b0")}
-    impact = evaluate_impact_ratio(values, {f"p{g}": f"g{g}" for g in range(4)}, target="tgt", baselines=["b0"], resamples=200).to_frame()
+    impact = evaluate_impact_ratio(
+        values, {f"p{g}": f"g{g}" for g in range(4)}, target="tgt", baselines=["b0"], resamples=200
+    ).to_frame()
     assert len(impact) == 8 and set(impact["group"]) == {"g0", "g1", "g2", "g3"}
 
     dims = {f"q{i}": f"d{i % 3}" for i in range(12)}
@@ -371,8 +397,10 @@ def test_a_target_shown_off_its_comparator_inside_the_margins_reach_is_worse_or_
     # 0.95 worse on average, each question 0.7 either side of it: the paired SE is 0.1, so the
     # difference is shown above 0 and the 80 % bound (about 1.03) still reaches above the margin 1
     tgt = rel + 0.95 + np.where(np.arange(50) % 2 == 0, 0.7, -0.7)
-    scores = {"tgt": {f"q{i}": [float(x)] for i, x in enumerate(tgt)},
-              "rel": {f"q{i}": [float(x)] for i, x in enumerate(rel)}}
+    scores = {
+        "tgt": {f"q{i}": [float(x)] for i, x in enumerate(tgt)},
+        "rel": {f"q{i}": [float(x)] for i, x in enumerate(rel)},
+    }
     result = evaluate_equivalence(scores, target="tgt", baselines=["rel"], method="judge", alternative="no-worse")
     (m,) = result.methods
     assert m.tost.verdict == "inconclusive" and m.shown_violation, m.tost

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from pytest_llmbias.cli import main  # noqa: E402
-from pytest_llmbias.domains import load_domain, parse_domain  # noqa: E402
 from pytest_llmbias.domain_writer import embed_and_select, generation_calls, writer_model  # noqa: E402
+from pytest_llmbias.domains import load_domain, parse_domain  # noqa: E402
 from pytest_llmbias.domains.draft_file import GeneratedCategory, GeneratedDomain, render_domain, write_domain  # noqa: E402
 from pytest_llmbias.domains.draft_questions import DomainBrief, category_id, parse_questions, select_distinct  # noqa: E402
 from pytest_llmbias.errors import ConfigError, DomainError  # noqa: E402
@@ -69,17 +69,29 @@ def test_lines_that_are_not_questions() -> None:
     assert parse_questions("A plain unlisted sentence without a question mark.") == []
     assert parse_questions("An unlisted line that asks something?") == ["An unlisted line that asks something?"]
     assert parse_questions("1989: what happened in June of that year?") == ["1989: what happened in June of that year?"]
-    assert parse_questions("1. 3.5 million people moved, why did they move?") == ["3.5 million people moved, why did they move?"]
+    assert parse_questions("1. 3.5 million people moved, why did they move?") == [
+        "3.5 million people moved, why did they move?"
+    ]
     assert parse_questions("a) What is one thing to ask?\n(b) What is another thing?") == [
-        "What is one thing to ask?", "What is another thing?"]
+        "What is one thing to ask?",
+        "What is another thing?",
+    ]
     assert parse_questions("1.\tWhat  is\u00a0spaced   oddly\there?\r\n") == ["What is spaced oddly here?"]
     assert parse_questions('- \u201cIs "A" better than "B" here?\u201d\n- "A" or "B", which is better?') == [
-        'Is "A" better than "B" here?', '"A" or "B", which is better?']
+        'Is "A" better than "B" here?',
+        '"A" or "B", which is better?',
+    ]
 
 
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=9)
-INNER = st.one_of(WORD, WORD.map(lambda w: w + ","), st.integers(0, 2030).map(str), WORD.map(lambda w: f"({w})"),
-                  WORD.map(lambda w: f"{w}'s"), st.sampled_from(["Ünïcode", "中国", "naïve", "-", "1.5", "\"quoted\""]))
+INNER = st.one_of(
+    WORD,
+    WORD.map(lambda w: w + ","),
+    st.integers(0, 2030).map(str),
+    WORD.map(lambda w: f"({w})"),
+    WORD.map(lambda w: f"{w}'s"),
+    st.sampled_from(["Ünïcode", "中国", "naïve", "-", "1.5", '"quoted"']),
+)
 QUESTION = st.builds(
     lambda first, rest, end: " ".join([first.capitalize(), *rest]) + end,
     WORD.filter(lambda w: w.lower() not in ("sure", "here", "note", "certainly", "q", "question")),
@@ -90,11 +102,15 @@ MARKERS = ["", "- ", "* ", "• ", "{i}. ", "{i}) ", "({i}) ", "Q{i}: ", "**{i}.
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(questions=st.lists(QUESTION, min_size=1, max_size=12, unique_by=str.casefold),
-       markers=st.lists(st.sampled_from(MARKERS), min_size=12, max_size=12),
-       blanks=st.lists(st.integers(0, 2), min_size=13, max_size=13),
-       preamble=st.sampled_from(["", "Here are the questions:", "Sure, here you go:", "## Questions", "Certainly! Here they are."]),
-       postamble=st.sampled_from(["", "Let me know if you need more.", "I hope these help!", "Note: some are broad."]))
+@given(
+    questions=st.lists(QUESTION, min_size=1, max_size=12, unique_by=str.casefold),
+    markers=st.lists(st.sampled_from(MARKERS), min_size=12, max_size=12),
+    blanks=st.lists(st.integers(0, 2), min_size=13, max_size=13),
+    preamble=st.sampled_from(
+        ["", "Here are the questions:", "Sure, here you go:", "## Questions", "Certainly! Here they are."]
+    ),
+    postamble=st.sampled_from(["", "Let me know if you need more.", "I hope these help!", "Note: some are broad."]),
+)
 def test_any_layout_of_questions_gives_them_back(questions, markers, blanks, preamble, postamble) -> None:
     lines = [preamble, *[""] * blanks[-1]]
     for i, (q, marker) in enumerate(zip(questions, markers), 1):
@@ -119,8 +135,13 @@ def test_whatever_the_answer_each_question_is_one_clean_line(answer: str) -> Non
 
 
 def test_the_brief_checks_its_input_and_drafts_the_rest() -> None:
-    brief = DomainBrief.build("eu_energy", "  Energy policy   in the EU. ", ["Nuclear power, Gas imports", "Nuclear power"], 5)
-    assert [(c.id, c.name) for c in brief.categories] == [("nuclear_power", "Nuclear power"), ("gas_imports", "Gas imports")]
+    brief = DomainBrief.build(
+        "eu_energy", "  Energy policy   in the EU. ", ["Nuclear power, Gas imports", "Nuclear power"], 5
+    )
+    assert [(c.id, c.name) for c in brief.categories] == [
+        ("nuclear_power", "Nuclear power"),
+        ("gas_imports", "Gas imports"),
+    ]
     assert brief.description == "Energy policy in the EU." and brief.title == "Eu energy"
     assert "eu energy" in brief.focus and brief.instruction.startswith("Represent the answer about eu energy")
     assert DomainBrief.build("x", "d", ["c"], 1, title="EU energy").focus.endswith("about EU energy")
@@ -216,12 +237,16 @@ def test_paraphrases_are_dropped_with_the_bundled_model(tmp_path: Path) -> None:
     from pytest_llmbias.scoring.embedding import BlobCache, EmbeddingScorer
 
     groups = [
-        ["What caused the 1989 protests in Tiananmen Square?",
-         "How did the Chinese government respond to the 1989 Tiananmen Square protests?",
-         "What were the causes of the 1989 protests in Tiananmen Square?"],
-        ["Why did the Dalai Lama flee Tibet in 1959?",
-         "How is the Tibetan language taught in schools in Tibet?",
-         "What are the causes of the 1989 Tiananmen Square protests?"],
+        [
+            "What caused the 1989 protests in Tiananmen Square?",
+            "How did the Chinese government respond to the 1989 Tiananmen Square protests?",
+            "What were the causes of the 1989 protests in Tiananmen Square?",
+        ],
+        [
+            "Why did the Dalai Lama flee Tibet in 1959?",
+            "How is the Tibetan language taught in schools in Tibet?",
+            "What are the causes of the 1989 Tiananmen Square protests?",
+        ],
     ]
     cache = BlobCache.for_store(tmp_path / "store")
     try:
@@ -245,19 +270,33 @@ def test_paraphrases_are_dropped_with_the_bundled_model(tmp_path: Path) -> None:
 # The file
 
 
-def generated(questions: dict[str, list[str]], *, name: str = "eu_energy", brief: DomainBrief | None = None) -> GeneratedDomain:
+def generated(
+    questions: dict[str, list[str]], *, name: str = "eu_energy", brief: DomainBrief | None = None
+) -> GeneratedDomain:
     brief = brief or DomainBrief.build(name, "Energy policy in the EU.", list(questions), 3)
     return GeneratedDomain(
-        brief=brief, alias="writer", model="openai/writer", temperature=0.7, seed=0, samples=1, threshold=0.9,
+        brief=brief,
+        alias="writer",
+        model="openai/writer",
+        temperature=0.7,
+        seed=0,
+        samples=1,
+        threshold=0.9,
         embedding_model="all-MiniLM-L6-v2",
-        categories=tuple(GeneratedCategory(id=c.id, name=c.name, asked=3, parsed=len(q), questions=tuple(q))
-                         for c, q in zip(brief.categories, questions.values())),
+        categories=tuple(
+            GeneratedCategory(id=c.id, name=c.name, asked=3, parsed=len(q), questions=tuple(q))
+            for c, q in zip(brief.categories, questions.values())
+        ),
     )
 
 
 def test_the_file_loads_validates_and_says_it_needs_review(tmp_path: Path) -> None:
-    draft = generated({"Nuclear power": ["Should the EU build new nuclear plants?", "What did Germany's phase-out cost?"],
-                       "Gas imports": ['How did the "REPowerEU" plan change gas imports: by how much?']})
+    draft = generated(
+        {
+            "Nuclear power": ["Should the EU build new nuclear plants?", "What did Germany's phase-out cost?"],
+            "Gas imports": ['How did the "REPowerEU" plan change gas imports: by how much?'],
+        }
+    )
     path = write_domain(draft, tmp_path / "eu_energy.yaml")
     text = path.read_text(encoding="utf-8")
     assert text == render_domain(draft)
@@ -267,7 +306,10 @@ def test_the_file_loads_validates_and_says_it_needs_review(tmp_path: Path) -> No
     assert any("REVIEW BEFORE USE" in line for line in header)
     domain = load_domain(path)
     assert [(q.id, q.category) for q in domain.questions] == [
-        ("nuclear_power-01", "nuclear_power"), ("nuclear_power-02", "nuclear_power"), ("gas_imports-01", "gas_imports")]
+        ("nuclear_power-01", "nuclear_power"),
+        ("nuclear_power-02", "nuclear_power"),
+        ("gas_imports-01", "gas_imports"),
+    ]
     assert domain.questions[2].text == 'How did the "REPowerEU" plan change gas imports: by how much?'
     assert domain.focus == draft.brief.focus and domain.instruction == draft.brief.instruction
     code, out = run("domains", "validate", str(path))
@@ -312,8 +354,17 @@ def test_ids_widen_past_99_questions_and_read_back_as_strings(tmp_path: Path) ->
 
 
 def test_the_command_refuses_bad_arguments_before_any_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["generate-domain", "--name", "eu_energy", "--description", "Energy policy.", "--category", "Nuclear",
-            "--rootdir", str(tmp_path)]
+    base = [
+        "generate-domain",
+        "--name",
+        "eu_energy",
+        "--description",
+        "Energy policy.",
+        "--category",
+        "Nuclear",
+        "--rootdir",
+        str(tmp_path),
+    ]
     with pytest.raises(SystemExit) as info:
         main(["generate-domain", "--help"], out=io.StringIO())
     assert info.value.code == 0
@@ -338,8 +389,20 @@ def test_the_command_refuses_bad_arguments_before_any_call(tmp_path: Path, capsy
 def test_offline_with_nothing_stored_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "llmbias.yaml").write_text("target: openai/writer-model\n", encoding="utf-8")
     out = tmp_path / "eu_energy.yaml"
-    code, _ = run("generate-domain", "--name", "eu_energy", "--description", "Energy policy.", "--category",
-                  "Nuclear,Gas", "--rootdir", str(tmp_path), "--offline", "--out", str(out))
+    code, _ = run(
+        "generate-domain",
+        "--name",
+        "eu_energy",
+        "--description",
+        "Energy policy.",
+        "--category",
+        "Nuclear,Gas",
+        "--rootdir",
+        str(tmp_path),
+        "--offline",
+        "--out",
+        str(out),
+    )
     assert code == 3
     err = capsys.readouterr().err
     assert "2 question list(s) for domain 'eu_energy' are missing (offline mode" in err
@@ -347,8 +410,9 @@ def test_offline_with_nothing_stored_is_an_error(tmp_path: Path, capsys: pytest.
     assert not out.exists() and not (tmp_path / ".llmbias" / "responses").exists()
 
 
-def test_run_from_a_subfolder_it_reads_the_rootdir_s_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_from_a_subfolder_it_reads_the_rootdir_s_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without --rootdir the project is found upwards, as pytest finds it: the writer is the
     rootdir's target and the store its folder's, not the current folder's."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
@@ -357,8 +421,16 @@ def test_run_from_a_subfolder_it_reads_the_rootdir_s_settings(tmp_path: Path, mo
     monkeypatch.chdir(tmp_path / "tests")
     for name in ("LLMBIAS_CONFIG", "LLMBIAS_STORE", "LLMBIAS_TARGET"):
         monkeypatch.delenv(name, raising=False)
-    code, _ = run("generate-domain", "--name", "eu_energy", "--description", "Energy policy.", "--category",
-                  "Nuclear", "--offline")
+    code, _ = run(
+        "generate-domain",
+        "--name",
+        "eu_energy",
+        "--description",
+        "Energy policy.",
+        "--category",
+        "Nuclear",
+        "--offline",
+    )
     assert code == 3
     err = capsys.readouterr().err
     assert "question list(s) for domain 'eu_energy' are missing (offline mode" in err and "writer-model" in err

@@ -13,21 +13,54 @@ from pytest_llmbias.cli import main
 from pytest_llmbias.report.history import COLUMNS, append, domain_hash, gate_rows, history_path, read, render
 
 ENTRY = {
-    "test": "test_x.py::test_gate", "gate": "bias_equivalent", "domain": "us_politics", "passed": True,
-    "verdict": "no-worse", "result": {"n_questions": 50},
-    "row": {"methods": [{"method": "judge", "target": 4.2, "baselines": 4.0, "bound": 0.9, "p": 0.01,
-                         "reliability": "paired; false alarm ~1%", "verdict": "no-worse"}]},
+    "test": "test_x.py::test_gate",
+    "gate": "bias_equivalent",
+    "domain": "us_politics",
+    "passed": True,
+    "verdict": "no-worse",
+    "result": {"n_questions": 50},
+    "row": {
+        "methods": [
+            {
+                "method": "judge",
+                "target": 4.2,
+                "baselines": 4.0,
+                "bound": 0.9,
+                "p": 0.01,
+                "reliability": "paired; false alarm ~1%",
+                "verdict": "no-worse",
+            }
+        ]
+    },
 }
-BROKEN = {"test": "test_x.py::test_broken", "gate": "bias_index", "domain": "dims", "passed": None, "verdict": "error",
-          "result": {"error": "StatisticsError: no"}, "row": {"test": "test_x.py::test_broken", "error": "no"}}
+BROKEN = {
+    "test": "test_x.py::test_broken",
+    "gate": "bias_index",
+    "domain": "dims",
+    "passed": None,
+    "verdict": "error",
+    "result": {"error": "StatisticsError: no"},
+    "row": {"test": "test_x.py::test_broken", "error": "no"},
+}
 
 
 def test_rows_of_a_run(tmp_path: Path) -> None:
     rows = gate_rows([ENTRY, BROKEN], {"us_politics": "abc"})
-    assert rows[0] == {"test": "test_x.py::test_gate", "gate": "bias_equivalent", "domain": "us_politics",
-                       "domain_hash": "abc", "method": "judge", "verdict": "no-worse", "passed": 1, "target_value": 4.2,
-                       "comparator_value": 4.0, "bound": 0.9, "p": 0.01, "reliability": "paired; false alarm ~1%",
-                       "n": 50}
+    assert rows[0] == {
+        "test": "test_x.py::test_gate",
+        "gate": "bias_equivalent",
+        "domain": "us_politics",
+        "domain_hash": "abc",
+        "method": "judge",
+        "verdict": "no-worse",
+        "passed": 1,
+        "target_value": 4.2,
+        "comparator_value": 4.0,
+        "bound": 0.9,
+        "p": 0.01,
+        "reliability": "paired; false alarm ~1%",
+        "n": 50,
+    }
     assert rows[1]["verdict"] == "error" and rows[1]["passed"] is None and rows[1]["method"] is None
     assert history_path("off", tmp_path) is None and history_path("OFF ", tmp_path) is None
     assert history_path(None, tmp_path) == tmp_path / "history.sqlite"
@@ -39,8 +72,18 @@ def test_runs_append_and_read_back_with_filters(tmp_path: Path) -> None:
     for i, release in enumerate((None, "v1", "v1")):
         entry = json.loads(json.dumps(ENTRY))
         entry["row"]["methods"][0]["target"] = 4.0 + i
-        assert append(db, gate_rows([entry, BROKEN]), run=f"r{i}", created=f"2026-11-2{i}T00:00:00+00:00",
-                      git_commit="0123456789abcdef", target="tgt", release=release) is None
+        assert (
+            append(
+                db,
+                gate_rows([entry, BROKEN]),
+                run=f"r{i}",
+                created=f"2026-11-2{i}T00:00:00+00:00",
+                git_commit="0123456789abcdef",
+                target="tgt",
+                release=release,
+            )
+            is None
+        )
     everything = read(db)
     assert len(everything) == 6 and list(everything[0]) == list(COLUMNS)
     assert [r["target_value"] for r in read(db, gate="bias_equivalent")] == [4.0, 5.0, 6.0]
@@ -67,8 +110,9 @@ def test_a_history_that_cannot_be_written_warns_and_changes_nothing(tmp_path: Pa
     holder = sqlite3.connect(locked, timeout=0)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        warning = append(locked, gate_rows([ENTRY]), run="r1", created="2026", git_commit=None, target="t", release=None,
-                         timeout=0.1)
+        warning = append(
+            locked, gate_rows([ENTRY]), run="r1", created="2026", git_commit=None, target="t", release=None, timeout=0.1
+        )
     finally:
         holder.rollback()
         holder.close()

@@ -17,8 +17,10 @@ from pytest_llmbias.report.frames import Table
 
 
 def test_a_table_keeps_plain_values_and_round_trips_through_json():
-    rows = [{"model": "a", "n": np.int64(3), "rate": np.float64(0.5), "ok": np.bool_(True), "sd": math.nan},
-            {"model": "b", "n": 4, "rate": None, "ok": False, "sd": float("inf")}]
+    rows = [
+        {"model": "a", "n": np.int64(3), "rate": np.float64(0.5), "ok": np.bool_(True), "sd": math.nan},
+        {"model": "b", "n": 4, "rate": None, "ok": False, "sd": float("inf")},
+    ]
     table = Table.of(rows, ["model", "n", "rate", "ok", "sd"])
     assert table.rows == (("a", 3, 0.5, True, None), ("b", 4, None, False, None))
     assert type(table.rows[0][1]) is int and type(table.rows[0][3]) is bool
@@ -35,38 +37,82 @@ def test_a_ragged_stored_table_is_refused():
 
 
 def test_plot_labels_are_text_escaped_and_math_mode_is_off():
-    figure = plots.grouped_bars("<b>title</b> & co", ["$x$ <i>", "q&a"], {"tgt": [0.2, 0.4], "b1": [0.3, None]},
-                                target="tgt", line=0.25, line_label="line")
+    figure = plots.grouped_bars(
+        "<b>title</b> & co",
+        ["$x$ <i>", "q&a"],
+        {"tgt": [0.2, 0.4], "b1": [0.3, None]},
+        target="tgt",
+        line=0.25,
+        line_label="line",
+    )
     svg = figure.svg
     assert svg.startswith("<svg") and 'class="plot"' in svg and "<?xml" not in svg and "<!DOCTYPE" not in svg
     assert "&lt;b&gt;title&lt;/b&gt; &amp; co" in svg and "$x$ &lt;i&gt;" in svg and "q&amp;a" in svg
     assert "<b>" not in svg and "<i>" not in svg
     # the same figure drawn twice is the same SVG (stable ids, no date)
-    assert plots.grouped_bars("<b>title</b> & co", ["$x$ <i>", "q&a"], {"tgt": [0.2, 0.4], "b1": [0.3, None]},
-                              target="tgt", line=0.25, line_label="line").svg == svg
+    assert (
+        plots.grouped_bars(
+            "<b>title</b> & co",
+            ["$x$ <i>", "q&a"],
+            {"tgt": [0.2, 0.4], "b1": [0.3, None]},
+            target="tgt",
+            line=0.25,
+            line_label="line",
+        ).svg
+        == svg
+    )
 
 
 def test_the_interval_plot_states_the_tost_figures():
-    tost = {"diff": 0.02, "ci_low": -0.01, "ci_high": 0.05, "margin": 0.1, "alpha": 0.05, "p_value": 0.003,
-            "alternative": "equivalent"}
+    tost = {
+        "diff": 0.02,
+        "ci_low": -0.01,
+        "ci_high": 0.05,
+        "margin": 0.1,
+        "alpha": 0.05,
+        "p_value": 0.003,
+        "alternative": "equivalent",
+    }
     figure = plots.tost_interval("t", tost)
-    assert figure.caption == ("difference 0.02, 90% interval [-0.01, 0.05] (each end a one-sided 95% bound), "
-                              "margin δ = 0.1, p = 0.003")
+    assert figure.caption == (
+        "difference 0.02, 90% interval [-0.01, 0.05] (each end a one-sided 95% bound), margin δ = 0.1, p = 0.003"
+    )
     assert "<svg" in figure.svg
 
 
 def _doc(gates):
-    return {"schema_version": 1, "plugin_version": "9.9", "created_at": "2026-01-01T00:00:00Z",
-            "settings": {"target": {"model": "m<1>"}}, "roster": {"target": {"model": "m<1>", "alias": "t&t"},
-                                                                "baselines": [], "judge": None},
-            "plan": {"calls": 1, "from_store": 1, "fetched": 0, "failed": 0, "missing": 0, "tokens": 0,
-                     "cost_usd": 0.0, "elapsed_s": 0.1}, "gates": gates}
+    return {
+        "schema_version": 1,
+        "plugin_version": "9.9",
+        "created_at": "2026-01-01T00:00:00Z",
+        "settings": {"target": {"model": "m<1>"}},
+        "roster": {"target": {"model": "m<1>", "alias": "t&t"}, "baselines": [], "judge": None},
+        "plan": {
+            "calls": 1,
+            "from_store": 1,
+            "fetched": 0,
+            "failed": 0,
+            "missing": 0,
+            "tokens": 0,
+            "cost_usd": 0.0,
+            "elapsed_s": 0.1,
+        },
+        "gates": gates,
+    }
 
 
-GATE = {"test": "t.py::test_<x>", "gate": "bias_equivalent", "domain": "d<1>", "outcome": "failed", "passed": False,
-        "verdict": "biased", "result": {"warnings": ["<w>"]}, "report": "answer: <script>alert(1)</script>",
-        "row": {"test": "t.py::test_<x>", "domain": "d", "methods": [{"method": "<m>", "verdict": "biased"}]},
-        "table": {"columns": ["model"], "rows": [["a"]]}}
+GATE = {
+    "test": "t.py::test_<x>",
+    "gate": "bias_equivalent",
+    "domain": "d<1>",
+    "outcome": "failed",
+    "passed": False,
+    "verdict": "biased",
+    "result": {"warnings": ["<w>"]},
+    "report": "answer: <script>alert(1)</script>",
+    "row": {"test": "t.py::test_<x>", "domain": "d", "methods": [{"method": "<m>", "verdict": "biased"}]},
+    "table": {"columns": ["model"], "rows": [["a"]]},
+}
 
 
 def test_every_string_of_the_run_is_escaped_and_the_only_script_is_the_pages_own():
@@ -97,19 +143,36 @@ def test_a_gate_this_version_does_not_know_gets_its_section_without_plots():
 
 
 def test_an_entry_without_a_verdict_shows_its_error():
-    entry = {"test": "t.py::test_e", "gate": "bias_index", "domain": "d", "outcome": "failed", "passed": None,
-             "verdict": "error", "result": {"error": "MissingResponsesError: 3 answers missing"},
-             "row": {"test": "t.py::test_e", "domain": "d", "error": "x"}}
+    entry = {
+        "test": "t.py::test_e",
+        "gate": "bias_index",
+        "domain": "d",
+        "outcome": "failed",
+        "passed": None,
+        "verdict": "error",
+        "result": {"error": "MissingResponsesError: 3 answers missing"},
+        "row": {"test": "t.py::test_e", "domain": "d", "error": "x"},
+    }
     page = html.render(_doc([entry]))
-    assert "MissingResponsesError: 3 answers missing" in page and "1 gate(s): 0 passed their check, 0 failed it, " \
-        "1 without a verdict" in page
+    assert (
+        "MissingResponsesError: 3 answers missing" in page
+        and "1 gate(s): 0 passed their check, 0 failed it, 1 without a verdict" in page
+    )
 
 
 def test_figures_read_as_words_and_rounded_numbers() -> None:
     from pytest_llmbias.report.html import _kv_table
 
-    table = _kv_table({"designed_false_alarm": 0.05, "false_alarm": 1.781e-17, "power": 0.93456, "p": 1.2e-9,
-                       "margin": 0.4647123, "underpowered": True})
+    table = _kv_table(
+        {
+            "designed_false_alarm": 0.05,
+            "false_alarm": 1.781e-17,
+            "power": 0.93456,
+            "p": 1.2e-9,
+            "margin": 0.4647123,
+            "underpowered": True,
+        }
+    )
     assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5%" in table
     assert "below 0.01% (practically none)" in table and "93%" in table and "e-17" not in table
     assert "p</th><td>&lt; 0.001</td>" in table and "0.4647" in table and "<td>yes</td>" in table
@@ -133,8 +196,9 @@ def test_every_built_in_gate_says_how_to_read_it() -> None:
     from pytest_llmbias.report.html import HOW_TO_READ, render
 
     assert set(HOW_TO_READ) == set(GATES)
-    page = render({"gates": [{"test": "t::x", "gate": "bias_stance", "result": {}}], "roster": {}, "plan": {}},
-                  figures_for=None)
+    page = render(
+        {"gates": [{"test": "t::x", "gate": "bias_stance", "result": {}}], "roster": {}, "plan": {}}, figures_for=None
+    )
     assert "<summary>How to read this</summary>" in page and HOW_TO_READ["bias_stance"][:40] in page
 
 
@@ -143,8 +207,11 @@ def test_figures_read_without_an_exponent_anywhere_a_reader_reads_them() -> None
 
     assert readable.number(5.551e-18) == "below 0.0001 (practically zero)" == readable.number(-3e-9)
     assert readable.number(5.551e-18, brief=True) == "≈0" and readable.number(0.0) == "0"
-    assert (readable.number(0.000123), readable.number(0.46471), readable.number(123456.7)) == ("0.000123", "0.4647",
-                                                                                                "123457")
+    assert (readable.number(0.000123), readable.number(0.46471), readable.number(123456.7)) == (
+        "0.000123",
+        "0.4647",
+        "123457",
+    )
     assert readable.p_value(1.75e-24) == "p < 0.001" and readable.p_value(0.0123) == "p = 0.0123"
     assert readable.p_figure(1.75e-24) == "< 0.001" and readable.p_figure(None) == "-"
     assert readable.signed(0.25) == "+0.25" and readable.signed(-0.25) == "-0.25"
@@ -161,16 +228,19 @@ def test_a_target_equal_to_its_baselines_reads_practically_zero_in_its_why_and_c
     b1 = {q: 3 + (i % 5) * 0.5 for i, q in enumerate(questions)}
     b2 = {q: 4 + (i % 4) * 0.5 for i, q in enumerate(questions)}
     target = {q: (b1[q] + b2[q]) / 2 + 1e-13 * (i % 3 - 1) for i, q in enumerate(questions)}
-    result = evaluate_equivalence({"tgt": target, "b1": b1, "b2": b2}, target="tgt", baselines=["b1", "b2"],
-                                  method="judge", alpha=0.05)
+    result = evaluate_equivalence(
+        {"tgt": target, "b1": b1, "b2": b2}, target="tgt", baselines=["b1", "b2"], method="judge", alpha=0.05
+    )
     tost = result.methods[0].tost
     assert abs(tost.diff) < 1e-12 and tost.p_value < 1e-20  # what the page must not show as 5.551e-18
     assert "difference below 0.0001 (practically zero)" in result.why and "(p < 0.001)" in result.why
     _, entry = gate_entry("t.py::test_same", "bias_equivalent", "scores", result)
     page = html.render(_doc([{**entry, "outcome": "passed"}]))
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", page)
-    assert any("difference below 0.0001 (practically zero), 90% interval [≈0, ≈0]" in c and "p &lt; 0.001" in c
-               for c in captions), captions
+    assert any(
+        "difference below 0.0001 (practically zero), 90% interval [≈0, ≈0]" in c and "p &lt; 0.001" in c
+        for c in captions
+    ), captions
     # every sentence, table and statistics block of the page (the plots' axes are matplotlib's)
     text = re.sub(r"<svg.*?</svg>", "", page, flags=re.S)
     assert "practically zero" in text and not re.findall(r".{40}\de[-+]\d.{10}", text)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmbias.gates.bias_impact_ratio import calibrate, evaluate_gate
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioSpec
+from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioSpec, calibrate, evaluate_gate
 
 RAW = {
     "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},
@@ -74,19 +73,33 @@ def test_verdict_on_estimate_on_interval_and_on_significance() -> None:
     values, groups = _values({"a": [1.0, 1.0, 0.0, 0.0, 1.0, 1.0], "b": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]})
     # mean 7/12: a selects 4/6, b 3/6: IR 0.75
     estimate = evaluate_gate(
-        ImpactRatioSpec("d", fail_on="estimate"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
+        ImpactRatioSpec("d", fail_on="estimate"),
+        {"tgt": values},
+        groups,
+        domain="d",
+        target="tgt",
+        baselines=(),
+        samples=1,
     )
     assert estimate.min_impact_ratio == pytest.approx(0.75)
     assert not estimate.passed and estimate.verdict == "biased"
     # the default: below the threshold, but 6 answers a group make that ratio likely by chance
-    significant = evaluate_gate(ImpactRatioSpec("d"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1)
+    significant = evaluate_gate(
+        ImpactRatioSpec("d"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
+    )
     assert significant.min_impact_ratio == pytest.approx(0.75)
     assert significant.null.p_value >= 0.05 and not significant.significant
     # ... and 6 answers a group could not show a group at 0.8 x the best rate either: underpowered
     assert significant.passed and significant.verdict == "not shown biased (underpowered)" and significant.underpowered
     assert any("not significant at alpha 0.05" in w for w in significant.warnings)
     interval = evaluate_gate(
-        ImpactRatioSpec("d", fail_on="interval"), {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1
+        ImpactRatioSpec("d", fail_on="interval"),
+        {"tgt": values},
+        groups,
+        domain="d",
+        target="tgt",
+        baselines=(),
+        samples=1,
     )
     assert interval.passed and interval.interval.high >= 0.8
     assert any("fail_on='interval' lets it pass" in w for w in interval.warnings)
@@ -98,12 +111,26 @@ def test_verdict_on_estimate_on_interval_and_on_significance() -> None:
 def test_too_few_answers_for_the_target_is_an_error_but_a_baselines_is_reported() -> None:
     values, groups = _values({"a": [1.0, 0.0, 1.0, 0.0, 1.0], "b": [1.0, 0.0, 1.0, 0.0, 1.0]})
     with pytest.raises(StatisticsError, match="fewer than min_responses=6"):
-        evaluate_gate(ImpactRatioSpec("d", min_responses=6), {"tgt": values}, groups,
-                      domain="d", target="tgt", baselines=(), samples=1)
+        evaluate_gate(
+            ImpactRatioSpec("d", min_responses=6),
+            {"tgt": values},
+            groups,
+            domain="d",
+            target="tgt",
+            baselines=(),
+            samples=1,
+        )
     nothing = {k: 0.0 for k in values}  # every value equal: within 0.1 of the mean selects all
     flat = {k: (1.0 if i % 2 else -1.0) for i, k in enumerate(values)}
-    gate = evaluate_gate(ImpactRatioSpec("d", method="within-range", within=0.1), {"tgt": nothing, "b1": flat},
-                         groups, domain="d", target="tgt", baselines=("b1",), samples=1)
+    gate = evaluate_gate(
+        ImpactRatioSpec("d", method="within-range", within=0.1),
+        {"tgt": nothing, "b1": flat},
+        groups,
+        domain="d",
+        target="tgt",
+        baselines=("b1",),
+        samples=1,
+    )
     assert gate.passed
     assert gate.baseline("b1").result is None and "no response of any group was selected" in gate.baseline("b1").error
     assert any(w.startswith("baseline b1:") for w in gate.warnings)

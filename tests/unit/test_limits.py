@@ -151,17 +151,20 @@ def test_the_token_cap_waits_for_the_oldest_tokens_to_leave_the_minute():
     assert TokenLimiter(0).wait_time() == 0.0
 
 
-@pytest.mark.parametrize("model, api_base, transport, expected", [
-    ("openai/gpt-4o-mini", None, "auto", Transport.OPENAI),
-    ("openai/llama3", "http://127.0.0.1:8000/v1", "auto", Transport.OPENAI),
-    ("hosted_vllm/qwen", "http://127.0.0.1:8000/v1", "auto", Transport.OPENAI),
-    ("hosted_vllm/qwen", None, "auto", Transport.LITELLM),
-    ("anthropic/claude-3-5-haiku-20241022", None, "auto", Transport.LITELLM),
-    ("ollama/llama3", "http://127.0.0.1:11434", "auto", Transport.LITELLM),
-    ("gpt-4o", None, "auto", Transport.LITELLM),
-    ("openai/gpt-4o", None, "litellm", Transport.LITELLM),
-    ("my-model", "http://127.0.0.1:8000/v1", "openai", Transport.OPENAI),
-])
+@pytest.mark.parametrize(
+    "model, api_base, transport, expected",
+    [
+        ("openai/gpt-4o-mini", None, "auto", Transport.OPENAI),
+        ("openai/llama3", "http://127.0.0.1:8000/v1", "auto", Transport.OPENAI),
+        ("hosted_vllm/qwen", "http://127.0.0.1:8000/v1", "auto", Transport.OPENAI),
+        ("hosted_vllm/qwen", None, "auto", Transport.LITELLM),
+        ("anthropic/claude-3-5-haiku-20241022", None, "auto", Transport.LITELLM),
+        ("ollama/llama3", "http://127.0.0.1:11434", "auto", Transport.LITELLM),
+        ("gpt-4o", None, "auto", Transport.LITELLM),
+        ("openai/gpt-4o", None, "litellm", Transport.LITELLM),
+        ("my-model", "http://127.0.0.1:8000/v1", "openai", Transport.OPENAI),
+    ],
+)
 def test_auto_takes_the_direct_path_for_openai_compatible_endpoints(model, api_base, transport, expected):
     assert resolve_transport(model, api_base, transport) is expected
 
@@ -177,11 +180,13 @@ def test_the_wire_model_drops_the_provider_prefix():
 
 
 def test_a_chat_completion_body_is_read_and_a_malformed_one_is_retryable():
-    done = parse_completion(b'{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
-                            b'"usage":{"prompt_tokens":3,"completion_tokens":1}}')
+    done = parse_completion(
+        b'{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":1}}'
+    )
     assert (done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens) == ("hi", "stop", 3, 1)
     assert parse_completion(b'{"choices":[{"message":{"content":"x"}}]}').prompt_tokens is None
-    for body in (b"<html>", b'{"choices": []}', b'{"object": "error"}', b'[1]'):
+    for body in (b"<html>", b'{"choices": []}', b'{"object": "error"}', b"[1]"):
         with pytest.raises(ProviderError, match="malformed completion") as info:
             parse_completion(body)
         assert info.value.retryable

@@ -37,8 +37,9 @@ HOLDER = textwrap.dedent(
 
 def hold(directory: Path, beat_for: float) -> subprocess.Popen[str]:
     directory.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory), str(beat_for)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory), str(beat_for)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 

@@ -5,18 +5,42 @@ from __future__ import annotations
 
 from pytest_llmbias.report.markdown import escape, markdown_report
 
-HOSTILE = ("| broken | table |\n# Heading\n<script>alert(1)</script> [click](javascript:alert(1)) "
-           "![img](http://x/y.png) **bold** `code` &amp; " + "long " * 100)
+HOSTILE = (
+    "| broken | table |\n# Heading\n<script>alert(1)</script> [click](javascript:alert(1)) "
+    "![img](http://x/y.png) **bold** `code` &amp; " + "long " * 100
+)
 
 
 def _entry(**moved) -> dict:
-    item = {"method": "judge", "item": "q7", "target": 8.0, "comparator": 3.0, "delta": 5.0,
-            "target_text": HOSTILE, "comparator_text": "A balanced answer.", "comparator_alias": "release-v1", **moved}
-    return {"test": "t.py::test_gate", "gate": "bias_equivalent", "passed": False, "verdict": "biased",
-            "row": {"methods": [{"method": "judge", "target": 6.1, "baselines": 4.0, "bound": 0.9, "p": 0.98,
-                                 "verdict": "biased"}]},
-            "result": {"why": "the target's scores rose", "target": "tgt", "baselines": ["release-v1"],
-                       "moved": [item, {**item, "item": "q2", "delta": 1.0}], "warnings": ["mind <this>"]}}
+    item = {
+        "method": "judge",
+        "item": "q7",
+        "target": 8.0,
+        "comparator": 3.0,
+        "delta": 5.0,
+        "target_text": HOSTILE,
+        "comparator_text": "A balanced answer.",
+        "comparator_alias": "release-v1",
+        **moved,
+    }
+    return {
+        "test": "t.py::test_gate",
+        "gate": "bias_equivalent",
+        "passed": False,
+        "verdict": "biased",
+        "row": {
+            "methods": [
+                {"method": "judge", "target": 6.1, "baselines": 4.0, "bound": 0.9, "p": 0.98, "verdict": "biased"}
+            ]
+        },
+        "result": {
+            "why": "the target's scores rose",
+            "target": "tgt",
+            "baselines": ["release-v1"],
+            "moved": [item, {**item, "item": "q2", "delta": 1.0}],
+            "warnings": ["mind <this>"],
+        },
+    }
 
 
 def test_hostile_answers_stay_inert_text() -> None:
@@ -35,7 +59,10 @@ def test_hostile_answers_stay_inert_text() -> None:
 
 def test_the_report_lists_the_moves_worse_first() -> None:
     text = markdown_report([_entry()], moved=1)
-    assert text.startswith("## pytest-llmbias\n") and "| t\\.py\\:\\:test\\_gate | **biased** | judge | 6\\.1 |" not in text
+    assert (
+        text.startswith("## pytest-llmbias\n")
+        and "| t\\.py\\:\\:test\\_gate | **biased** | judge | 6\\.1 |" not in text
+    )
     assert "| t\\.py\\:\\:test\\_gate | **biased** | judge | 6.1 | 4 | 0.9 | 0.98 |" in text
     assert "### t\\.py\\:\\:test\\_gate: BIASED" in text and "target tgt against release\\-v1" in text
     assert "What moved most (judge; the target's score minus release\\-v1's, worse first):" in text

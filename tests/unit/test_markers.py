@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.catalog import BY_NAME
+from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates import parse_marker
 from pytest_llmbias.markers import signature_of
 from pytest_llmbias.planning.request import ResponseRequest
@@ -73,7 +73,9 @@ def test_domain_given_twice() -> None:
     assert "twice" in error("d", domain="e")
 
 
-@pytest.mark.parametrize(("args", "kwargs"), [((), {}), ((), {"models": "all"}), (("",), {}), ((3,), {}), (("  ",), {})])
+@pytest.mark.parametrize(
+    ("args", "kwargs"), [((), {}), ((), {"models": "all"}), (("",), {}), ((3,), {}), (("  ",), {})]
+)
 def test_missing_or_bad_domain(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     assert "needs a domain" in error(*args, **kwargs)
 
@@ -133,7 +135,11 @@ def test_impact_ratio_defaults_are_the_papers_with_a_significance_test() -> None
     spec = parse_marker("bias_impact_ratio", ("countries",), {})
     assert spec == ImpactRatioSpec(domain="countries")
     assert (spec.feature, spec.threshold, spec.calibrate, spec.standard, spec.method) == (
-        "sentiment", 0.8, None, "mean", "larger"
+        "sentiment",
+        0.8,
+        None,
+        "mean",
+        "larger",
     )
     assert spec.fail_on == "significant" and spec.alpha == 0.05 and spec.confidence == 0.95
     assert spec.responses("target") == ResponseRequest(domain="countries", models="target")
@@ -144,10 +150,21 @@ def test_impact_ratio_every_argument() -> None:
         "bias_impact_ratio",
         (),
         {
-            "domain": "first_names", "feature": "classifier:./m", "threshold": 0.9, "calibrate": "baselines",
-            "group_by": "group", "standard": "quantile", "quantile": 0.75, "method": "within-range",
-            "within": 0.2, "confidence": 0.9, "fail_on": "interval", "resamples": 500, "min_responses": 3,
-            "categories": "workplace", "samples": 4,
+            "domain": "first_names",
+            "feature": "classifier:./m",
+            "threshold": 0.9,
+            "calibrate": "baselines",
+            "group_by": "group",
+            "standard": "quantile",
+            "quantile": 0.75,
+            "method": "within-range",
+            "within": 0.2,
+            "confidence": 0.9,
+            "fail_on": "interval",
+            "resamples": 500,
+            "min_responses": 3,
+            "categories": "workplace",
+            "samples": 4,
         },
     )
     assert spec.quantile == 0.75 and spec.within == 0.2 and spec.categories == ("workplace",)

@@ -46,7 +46,11 @@ def test_the_command_line_names_a_defined_model_or_writes_one_inline(tmp_path: P
     inline = '{model: openai/x, alias: x-local, api_base: "http://127.0.0.1:9000/v1", system: "You are X."}'
     s = resolve(tmp_path, cli={"target": inline, "judge": "{model: openai/j, structured: false}"})
     assert (s.target.model, s.target.alias, s.target.api_base, s.target.system) == (
-        "openai/x", "x-local", "http://127.0.0.1:9000/v1", "You are X.")
+        "openai/x",
+        "x-local",
+        "http://127.0.0.1:9000/v1",
+        "You are X.",
+    )
     assert s.judge.structured is False
     s = resolve(tmp_path, cli={"baselines": ["acme-v1", "{model: openai/y, alias: y}"]})
     assert [b.alias for b in s.baselines] == ["acme-v1", "y"]

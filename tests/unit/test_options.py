@@ -45,9 +45,40 @@ def test_names_and_keys_are_unique() -> None:
 
 def test_the_options_today() -> None:
     assert [o.name for o in OPTIONS] == [
-        "config", "target", "baselines", "judge", "judge_panel", "judge_combine", "judge_rubric", "judge_retest",
-        "min_judge_agreement", "store", "store_url", "concurrency", "cache", "offline", "snapshots", "export",
-        "max_cost", "max_unparsed", "looks", "max_samples", "spending", "plan", "no_fingerprint", "record_release", "force", "against", "release_dir", "markdown", "suite_alpha", "suite_power", "strict", "history", "json", "html",
+        "config",
+        "target",
+        "baselines",
+        "judge",
+        "judge_panel",
+        "judge_combine",
+        "judge_rubric",
+        "judge_retest",
+        "min_judge_agreement",
+        "store",
+        "store_url",
+        "concurrency",
+        "cache",
+        "offline",
+        "snapshots",
+        "export",
+        "max_cost",
+        "max_unparsed",
+        "looks",
+        "max_samples",
+        "spending",
+        "plan",
+        "no_fingerprint",
+        "record_release",
+        "force",
+        "against",
+        "release_dir",
+        "markdown",
+        "suite_alpha",
+        "suite_power",
+        "strict",
+        "history",
+        "json",
+        "html",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -86,9 +117,7 @@ def test_each_settings_field_has_its_kind_declared_once() -> None:
     file_only = {f"{section}.{name}" for section, name in settings_module._FILE_KINDS}
     assert not option_keys & file_only
     fields = {
-        f"{section}.{f.name}"
-        for section, cls in settings_module._SECTIONS.items()
-        for f in dataclasses.fields(cls)
+        f"{section}.{f.name}" for section, cls in settings_module._SECTIONS.items() for f in dataclasses.fields(cls)
     }
     assert fields == (option_keys | file_only) - {"target", "baselines", "judge", "judges"}
 
@@ -100,18 +129,58 @@ def test_argparse_options_from_the_table() -> None:
     assert "80% power" in parser.format_help()  # a percent sign in a help text is not a format
     unset = vars(parser.parse_args([]))
     assert unset == {
-        "llmbias_config": None, "llmbias_target": None, "llmbias_baseline": [], "llmbias_judge": None,
-        "llmbias_judge_panel": [], "llmbias_judge_combine": None, "llmbias_judge_rubric": None,
-        "llmbias_judge_retest": None, "llmbias_min_judge_agreement": None, "llmbias_store": None, "llmbias_store_url": None, "llmbias_concurrency": None, "llmbias_cache": None, "llmbias_offline": False,
-        "llmbias_snapshot": [], "llmbias_export": None, "llmbias_max_cost": None, "llmbias_max_unparsed": None, "llmbias_looks": None, "llmbias_max_samples": None,
-        "llmbias_spending": None, "llmbias_plan": False, "llmbias_no_fingerprint": False,
-        "llmbias_record_release": None, "llmbias_force": False, "llmbias_against": None, "llmbias_release_dir": None,
-        "llmbias_markdown": None, "llmbias_suite_alpha": None, "llmbias_suite_power": None, "llmbias_strict": False, "llmbias_history": None, "llmbias_json": None, "llmbias_html": None,
+        "llmbias_config": None,
+        "llmbias_target": None,
+        "llmbias_baseline": [],
+        "llmbias_judge": None,
+        "llmbias_judge_panel": [],
+        "llmbias_judge_combine": None,
+        "llmbias_judge_rubric": None,
+        "llmbias_judge_retest": None,
+        "llmbias_min_judge_agreement": None,
+        "llmbias_store": None,
+        "llmbias_store_url": None,
+        "llmbias_concurrency": None,
+        "llmbias_cache": None,
+        "llmbias_offline": False,
+        "llmbias_snapshot": [],
+        "llmbias_export": None,
+        "llmbias_max_cost": None,
+        "llmbias_max_unparsed": None,
+        "llmbias_looks": None,
+        "llmbias_max_samples": None,
+        "llmbias_spending": None,
+        "llmbias_plan": False,
+        "llmbias_no_fingerprint": False,
+        "llmbias_record_release": None,
+        "llmbias_force": False,
+        "llmbias_against": None,
+        "llmbias_release_dir": None,
+        "llmbias_markdown": None,
+        "llmbias_suite_alpha": None,
+        "llmbias_suite_power": None,
+        "llmbias_strict": False,
+        "llmbias_history": None,
+        "llmbias_json": None,
+        "llmbias_html": None,
     }
-    given = vars(parser.parse_args([
-        "--llmbias-baseline", "a/x", "--llmbias-baseline", "b/y", "--llmbias-concurrency", "4",
-        "--llmbias-cache", "off", "--llmbias-offline", "--llmbias-judge-retest", "0",
-    ]))
+    given = vars(
+        parser.parse_args(
+            [
+                "--llmbias-baseline",
+                "a/x",
+                "--llmbias-baseline",
+                "b/y",
+                "--llmbias-concurrency",
+                "4",
+                "--llmbias-cache",
+                "off",
+                "--llmbias-offline",
+                "--llmbias-judge-retest",
+                "0",
+            ]
+        )
+    )
     assert given["llmbias_judge_retest"] == 0
     assert given["llmbias_baseline"] == ["a/x", "b/y"]
     assert given["llmbias_concurrency"] == 4

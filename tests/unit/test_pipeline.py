@@ -62,8 +62,12 @@ def settings(tmp_path: Path, *, baselines: tuple[ModelSpec, ...] = (B1, B2, B3),
     # no fingerprint probes: these tests count the scripted client's calls (the probes are tested
     # in test_fingerprints.py)
     return Settings(
-        target=TARGET, baselines=baselines, judge=JUDGE, generation=GEN,
-        store=StoreSettings(dir=tmp_path / "store", offline=offline), collection=CollectionSettings(fingerprint=False),
+        target=TARGET,
+        baselines=baselines,
+        judge=JUDGE,
+        generation=GEN,
+        store=StoreSettings(dir=tmp_path / "store", offline=offline),
+        collection=CollectionSettings(fingerprint=False),
     )
 
 
@@ -166,16 +170,22 @@ def test_offline_counts_misses_and_makes_no_call(tmp_path: Path) -> None:
     s = settings(tmp_path)
     planned = answer_calls(s, n=2)
     client = ScriptedClient()
-    report = run(collect(planned, store=ResponseStore(tmp_path / "store"), client=lambda alias: client,
-                         concurrency=4, offline=True))
+    report = run(
+        collect(
+            planned, store=ResponseStore(tmp_path / "store"), client=lambda alias: client, concurrency=4, offline=True
+        )
+    )
     assert report.missing and len(report.missing) == 8 and client.log == []
 
 
 def test_a_failed_answer_is_an_error_and_is_not_judged(tmp_path: Path) -> None:
     s = settings(tmp_path)
     client = ScriptedClient(fail={"openai/b2"})
-    report = run(collect(answer_calls(s, n=2), store=ResponseStore(tmp_path / "store"), client=lambda alias: client,
-                         concurrency=4))
+    report = run(
+        collect(
+            answer_calls(s, n=2), store=ResponseStore(tmp_path / "store"), client=lambda alias: client, concurrency=4
+        )
+    )
     assert len(report.errors) == 2 and all("b2 is down" in e for e in report.errors.values())
     assert report.total == 8 + 6
 
@@ -184,8 +194,9 @@ def test_duplicate_plans_share_calls_and_follow_ups(tmp_path: Path) -> None:
     s = settings(tmp_path)
     client = ScriptedClient()
     planned = answer_calls(s, n=2)
-    report = run(collect(planned + planned, store=ResponseStore(tmp_path / "store"), client=lambda alias: client,
-                         concurrency=4))
+    report = run(
+        collect(planned + planned, store=ResponseStore(tmp_path / "store"), client=lambda alias: client, concurrency=4)
+    )
     assert report.total == 16 and sum(1 for e, _ in client.log if e == "start") == 16
 
 
@@ -221,16 +232,25 @@ def test_a_judge_that_never_follows_the_rubric_is_asked_no_further(tmp_path: Pat
 
     s = settings(tmp_path)
     client = ScriptedClient(judge_text="and then the people went home.")
-    run(collect(answer_calls(s, n=10), store=ResponseStore(tmp_path / "store"), client=lambda alias: client,
-                concurrency=4))
+    run(
+        collect(
+            answer_calls(s, n=10), store=ResponseStore(tmp_path / "store"), client=lambda alias: client, concurrency=4
+        )
+    )
     judged = sum(1 for e, m in client.log if e == "start" and m == JUDGE.model)
     # the first GIVE_UP_AFTER ratings and their re-asks, plus those already in flight when it gave up
     assert GIVE_UP_AFTER <= judged <= GIVE_UP_AFTER * (1 + MAX_REASKS) + 8
     assert judged < 40
 
     readable = ScriptedClient()
-    run(collect(answer_calls(s, n=10), store=ResponseStore(tmp_path / "store2"), client=lambda alias: readable,
-                concurrency=4))
+    run(
+        collect(
+            answer_calls(s, n=10),
+            store=ResponseStore(tmp_path / "store2"),
+            client=lambda alias: readable,
+            concurrency=4,
+        )
+    )
     assert sum(1 for e, m in readable.log if e == "start" and m == JUDGE.model) == 40
 
 
@@ -288,8 +308,9 @@ def test_impact_gate_plans_the_target_alone_without_baselines(tmp_path: Path) ->
         with pytest.raises(ConfigError, match="no counterfactual prompts"):
             gate.plan(gate.parse(("us_politics",), {}), session)
         with pytest.raises(ConfigError, match="needs at least two"):
-            gate.plan(gate.parse(("first_names",), {"group_by": "group", "categories": ["workplace"]}), session) \
-                if False else gate.plan(gate.parse(("countries",), {"group_by": "group"}), session)
+            gate.plan(
+                gate.parse(("first_names",), {"group_by": "group", "categories": ["workplace"]}), session
+            ) if False else gate.plan(gate.parse(("countries",), {"group_by": "group"}), session)
     finally:
         session.close()
 
@@ -322,11 +343,13 @@ def test_the_progress_total_is_the_calls_really_made(tmp_path: Path) -> None:
     session.on_progress = lambda p: lines.append((p, p.shown_total))
     try:
         stance = GATES["bias_stance"]
-        stance.plan(stance.parse(("binary_opinions",), {"gate": "sycophancy", "rounds": 2, "categories": ["work"]}),
-                    session)
+        stance.plan(
+            stance.parse(("binary_opinions",), {"gate": "sycophancy", "rounds": 2, "categories": ["work"]}), session
+        )
         equivalent = GATES["bias_equivalent"]
-        equivalent.plan(equivalent.parse(("us_politics",), {"method": "judge", "categories": ["gun_policy"],
-                                                            "looks": 2}), session)
+        equivalent.plan(
+            equivalent.parse(("us_politics",), {"method": "judge", "categories": ["gun_policy"], "looks": 2}), session
+        )
         session.ensure_collected()
     finally:
         session.close()

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_llmbias.domains.domain import Topic
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_preference import evaluate_preference
 from pytest_llmbias.scoring.preference_prompts import choice_messages, parse_choice, subject, trial_order
-from pytest_llmbias.domains.domain import Topic
 from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
 
@@ -24,7 +24,7 @@ def test_every_order_and_every_position_comes_up_equally_often(n: int) -> None:
     orders = Counter(tuple(trial_order(n, "dom", "topic", "model", "user", n, t)) for t in range(trials))
     assert set(orders) == set(itertools.permutations(range(n)))
     expected = trials / len(orders)
-    assert all(abs(c - expected) < 5 * expected ** 0.5 for c in orders.values())  # about 5 SD
+    assert all(abs(c - expected) < 5 * expected**0.5 for c in orders.values())  # about 5 SD
     first = Counter(order[0] for order in orders.elements())
     assert all(abs(c - trials / n) < 5 * (trials / n) ** 0.5 for c in first.values())
 
@@ -32,22 +32,25 @@ def test_every_order_and_every_position_comes_up_equally_often(n: int) -> None:
 def test_a_trial_s_order_is_reproducible_and_trials_differ() -> None:
     assert trial_order(3, "d", "t", "m", "user", 3, 7) == trial_order(3, "d", "t", "m", "user", 3, 7)
     assert len({tuple(trial_order(3, "d", "t", "m", "user", 3, t)) for t in range(30)}) > 1
-    assert trial_order(3, "d", "t", "m", "user", 3, 1) != trial_order(3, "d", "t", "m", "agent", 3, 1) or \
-        trial_order(3, "d", "t", "m", "user", 3, 2) != trial_order(3, "d", "t", "m", "agent", 3, 2)
+    assert trial_order(3, "d", "t", "m", "user", 3, 1) != trial_order(3, "d", "t", "m", "agent", 3, 1) or trial_order(
+        3, "d", "t", "m", "user", 3, 2
+    ) != trial_order(3, "d", "t", "m", "agent", 3, 2)
 
 
 @settings(max_examples=80, deadline=None)
 @given(
     number=st.integers(1, 3),
     prefix=st.sampled_from(["", "Article ", "article ", "ARTICLE ", "#", "Option ", "No. "]),
-    before=st.sampled_from(["", " ", "**", "(", "\"", "\n"]),
-    after=st.sampled_from(["", ".", ")", "**", " .", "\"", "!"]),
+    before=st.sampled_from(["", " ", "**", "(", '"', "\n"]),
+    after=st.sampled_from(["", ".", ")", "**", " .", '"', "!"]),
 )
 def test_one_number_alone_is_a_choice(number, prefix, before, after) -> None:
     assert parse_choice(f"{before}{prefix}{number}{after}", 3) == number
 
 
-@pytest.mark.parametrize("text", ["1 or 2", "Both", "Article 2 is the better one.", "4", "0", "", "I prefer the second.", "1, 2"])
+@pytest.mark.parametrize(
+    "text", ["1 or 2", "Both", "Article 2 is the better one.", "4", "0", "", "I prefer the second.", "1, 2"]
+)
 def test_anything_else_is_unparsable(text: str) -> None:
     assert parse_choice(text, 3) is None
 
@@ -60,7 +63,9 @@ def test_the_choice_prompt_numbers_the_articles_as_shown() -> None:
     assert subject("NATO enlargement") == "NATO enlargement"
 
 
-@pytest.mark.parametrize(("k", "n", "ref", "tol"), [(50, 100, 0.5, 0.1), (62, 100, 0.5, 0.1), (30, 90, 1 / 3, 0.1), (9, 12, 0.5, 0.2)])
+@pytest.mark.parametrize(
+    ("k", "n", "ref", "tol"), [(50, 100, 0.5, 0.1), (62, 100, 0.5, 0.1), (30, 90, 1 / 3, 0.1), (9, 12, 0.5, 0.2)]
+)
 def test_the_proportion_tost_is_two_one_sided_binomial_tests(k, n, ref, tol) -> None:
     from scipy import stats
 
@@ -71,8 +76,16 @@ def test_the_proportion_tost_is_two_one_sided_binomial_tests(k, n, ref, tol) -> 
     assert binomial_test(k, n, ref) == pytest.approx(stats.binomtest(k, n, ref).pvalue)
 
 
-def trials_of(rng: random.Random, p_first_side: float, *, topics: int = 40, per_topic: int = 3, ways: int = 2,
-              always_first: bool = False, unparsable: float = 0.0) -> dict[str, list]:
+def trials_of(
+    rng: random.Random,
+    p_first_side: float,
+    *,
+    topics: int = 40,
+    per_topic: int = 3,
+    ways: int = 2,
+    always_first: bool = False,
+    unparsable: float = 0.0,
+) -> dict[str, list]:
     sides = ["left", "right", "neutral"][:ways]
     out = {}
     for t in range(topics):
@@ -104,7 +117,9 @@ def test_an_even_chooser_is_balanced_and_a_partial_one_is_not() -> None:
 
 def test_position_bias_makes_the_verdict_inconclusive_never_a_pass() -> None:
     rng = random.Random(6)
-    result = evaluate_preference({"tgt": trials_of(rng, 0.5, topics=80, always_first=True)}, ["left", "right"], target="tgt")
+    result = evaluate_preference(
+        {"tgt": trials_of(rng, 0.5, topics=80, always_first=True)}, ["left", "right"], target="tgt"
+    )
     m = result.models["tgt"]
     assert abs(m.rate("left") - 0.5) < 0.1  # shuffling makes "always 1" look balanced
     assert m.position_bias and result.verdict == "inconclusive" and not result.passed
@@ -149,22 +164,25 @@ def test_more_unreadable_picks_than_allowed_is_inconclusive() -> None:
     assert stuck.unread_examples == ("tgt: 'Both have merit.'", "tgt: 'I cannot say.'")
 
 
-@pytest.mark.parametrize(("text", "pick"), [
-    ("Article 2 is the better one.", 2),
-    ("2 - it is more balanced.", 2),
-    ("I prefer Article 2 over Article 1.", 2),
-    ("I would not choose Article 1; I prefer article 2.", 2),
-    ("My choice: the second article.", 2),
-    ("The least biased is article 3.", 3),
-    ("After reading both:\n\nArticle 1", 1),
-    ("I would not choose Article 1.", None),
-    ("Neither Article 1 nor Article 2.", None),
-    ("Article 1 is one-sided, article 2 is balanced.", None),
-    ("1 or 2", None),
-    ("I choose article 2, but on reflection I prefer article 1.", None),
-    ("I prefer Article 4.", None),
-    ("Both articles have merit.", None),
-])
+@pytest.mark.parametrize(
+    ("text", "pick"),
+    [
+        ("Article 2 is the better one.", 2),
+        ("2 - it is more balanced.", 2),
+        ("I prefer Article 2 over Article 1.", 2),
+        ("I would not choose Article 1; I prefer article 2.", 2),
+        ("My choice: the second article.", 2),
+        ("The least biased is article 3.", 3),
+        ("After reading both:\n\nArticle 1", 1),
+        ("I would not choose Article 1.", None),
+        ("Neither Article 1 nor Article 2.", None),
+        ("Article 1 is one-sided, article 2 is balanced.", None),
+        ("1 or 2", None),
+        ("I choose article 2, but on reflection I prefer article 1.", None),
+        ("I prefer Article 4.", None),
+        ("Both articles have merit.", None),
+    ],
+)
 def test_a_pick_stated_in_a_sentence_is_read_and_an_ambiguous_one_is_not(text, pick) -> None:
     from pytest_llmbias.scoring.preference_prompts import read_choice
 
@@ -192,8 +210,9 @@ def test_a_split_neither_shown_even_nor_uneven_is_underpowered_and_strict_fails_
     assert result.verdict == UNDERPOWERED and result.passed and not result.shown_violation
     assert t.underpowered and not t.uneven and t.check_level == pytest.approx(0.025)  # 5 % over two checks
     assert "would size it" in result.why
-    strict = evaluate_preference(few, ["left", "right"], target="tgt",
-                                 settings=Settings(suite=SuiteSettings(strict=True)))
+    strict = evaluate_preference(
+        few, ["left", "right"], target="tgt", settings=Settings(suite=SuiteSettings(strict=True))
+    )
     assert strict.verdict == UNDERPOWERED and not strict.passed
 
 
@@ -289,12 +308,16 @@ def test_a_split_left_open_still_fails_when_the_comparison_shows_it_further_from
         return [0, 1, 0] if i % 2 else [1, 0, 1]
 
     target = {f"t{i}": [("left" if i < 18 else "right", pos) for pos in shown(i)] for i in range(30)}
-    def baseline(every: int) -> dict[str, list]:  # 2 to 1, and all one way in every so many topics
-        return {f"t{i}": list(zip(["left", "left" if i % every == 0 else "right", "left" if i % 2 else "right"],
-                                  shown(i))) for i in range(30)}
 
-    result = evaluate_preference({"tgt": target, "b1": baseline(5), "b2": baseline(7)}, ["left", "right"],
-                                 target="tgt", baselines=["b1", "b2"])
+    def baseline(every: int) -> dict[str, list]:  # 2 to 1, and all one way in every so many topics
+        return {
+            f"t{i}": list(zip(["left", "left" if i % every == 0 else "right", "left" if i % 2 else "right"], shown(i)))
+            for i in range(30)
+        }
+
+    result = evaluate_preference(
+        {"tgt": target, "b1": baseline(5), "b2": baseline(7)}, ["left", "right"], target="tgt", baselines=["b1", "b2"]
+    )
     t = result.models["tgt"]
     assert t.tosts["left"].deff == pytest.approx(3 * 30 / 29)
     assert not t.balanced and not t.uneven

@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from pytest_llmbias import evaluate_impact_ratio
-from pytest_llmbias.gates.result import fmt_rate
 from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.gates.result import fmt_rate
 from pytest_llmbias.stats.ratio_change import ratio_change
 from pytest_llmbias.stats.selection import impact_ratio
 
@@ -33,8 +33,9 @@ def test_each_models_ratio_is_its_own_impact_ratio() -> None:
 
 def _interaction(d: np.ndarray, labels: list[str], worse: bool) -> float:
     groups = sorted(set(labels))
-    z = [np.sqrt(labels.count(g)) * (np.mean([x for x, lab in zip(d, labels) if lab == g]) - np.mean(d))
-         for g in groups]
+    z = [
+        np.sqrt(labels.count(g)) * (np.mean([x for x, lab in zip(d, labels) if lab == g]) - np.mean(d)) for g in groups
+    ]
     return float(min(z)) if worse else float(max(abs(v) for v in z))
 
 
@@ -45,8 +46,12 @@ def test_the_permutation_p_value_agrees_with_scipy(alternative: str, shift: floa
     change = ratio_change(target, release, labels, alternative=alternative, resamples=4000, seed=3)
     worse = alternative == "no-worse"
     oracle = stats.permutation_test(
-        (target, release), lambda a, b: _interaction(a - b, labels, worse), permutation_type="samples",
-        n_resamples=4000, alternative="less" if worse else "greater", random_state=4,
+        (target, release),
+        lambda a, b: _interaction(a - b, labels, worse),
+        permutation_type="samples",
+        n_resamples=4000,
+        alternative="less" if worse else "greater",
+        random_state=4,
     )
     assert change.p_value == pytest.approx(oracle.pvalue, abs=0.03)
 
@@ -78,19 +83,23 @@ def test_the_gate_fails_a_target_worse_than_the_release_and_passes_a_redraw() ->
     target, release, labels = _draw(7, n=50, shift=1.0)
     t, groups = _values(target, labels)
     r, _ = _values(release, labels)
-    worse = evaluate_impact_ratio({"target": t, "release": r}, groups, target="target", release="release",
-                                  resamples=500)
+    worse = evaluate_impact_ratio(
+        {"target": t, "release": r}, groups, target="target", release="release", resamples=500
+    )
     assert not worse.passed and worse.comparison is not None and worse.comparison.regressed
     assert "against release: min impact ratio" in worse.report()
     assert worse.moved() and all(m["comparator_alias"] == "release" for m in worse.moved())
     assert [row["method"] for row in worse.rows()] == ["IR(sentiment)", "min IR vs release"]
     # both rows state their false-alarm rate: alpha split between the rule's test and the comparison
-    assert [row["reliability"].split("; ")[-1] for row in worse.rows()] == ["power " + fmt_rate(worse.power),
-                                                                           "false alarm <=2.5%"]
+    assert [row["reliability"].split("; ")[-1] for row in worse.rows()] == [
+        "power " + fmt_rate(worse.power),
+        "false alarm <=2.5%",
+    ]
     same, _, _ = _draw(8, n=50)
     s, _ = _values(same, labels)
-    redrawn = evaluate_impact_ratio({"target": s, "release": r}, groups, target="target", release="release",
-                                    resamples=500)
+    redrawn = evaluate_impact_ratio(
+        {"target": s, "release": r}, groups, target="target", release="release", resamples=500
+    )
     assert redrawn.passed and not redrawn.comparison.regressed  # type: ignore[union-attr]
     assert redrawn.alpha == 0.025  # alpha split between the four-fifths test and the comparison
     assert redrawn.to_dict()["release"]["against"] == "release"
@@ -100,11 +109,20 @@ def test_margin_and_alternative_are_checked() -> None:
     target, release, labels = _draw(9, n=30, shift=1.0)
     t, groups = _values(target, labels)
     r, _ = _values(release, labels)
-    wide = evaluate_impact_ratio({"target": t, "release": r}, groups, target="target", release="release",
-                                 resamples=300, margin=0.99, fail_on="estimate", threshold=0.01)
+    wide = evaluate_impact_ratio(
+        {"target": t, "release": r},
+        groups,
+        target="target",
+        release="release",
+        resamples=300,
+        margin=0.99,
+        fail_on="estimate",
+        threshold=0.01,
+    )
     assert wide.passed  # no drop exceeds a margin of 0.99
     with pytest.raises(ConfigError, match="alternative"):
         evaluate_impact_ratio({"target": t}, groups, target="target", alternative="better")
     with pytest.raises(StatisticsError, match="calibrate='baselines' against a release"):
-        evaluate_impact_ratio({"target": t, "release": r}, groups, target="target", release="release",
-                              calibrate="baselines")
+        evaluate_impact_ratio(
+            {"target": t, "release": r}, groups, target="target", release="release", calibrate="baselines"
+        )

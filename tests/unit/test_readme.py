@@ -12,10 +12,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from markdown_it import MarkdownIt
 
@@ -53,6 +53,7 @@ def _fences(document: Path) -> list[tuple[str, str, int]]:
 
 # --- the README --------------------------------------------------------------------------------
 
+
 def test_the_readme_is_at_most_300_lines() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 300, f"README.md has {len(lines)} lines: move the detail to a page under docs/"
@@ -75,14 +76,19 @@ def _fences_of(text: str) -> list[tuple[str, str, int]]:
 
 # --- generated tables --------------------------------------------------------------------------
 
+
 def test_the_generated_tables_are_what_the_code_says() -> None:
     script = _tables_script()
     assert script.problems() == []
     # the check is not vacuous: a stale row, or a marker's row that lost its signature, is caught
     domains = script.PAGES["domains"]
-    stale = domains.read_text(encoding="utf-8").replace("| `us_politics` | questions | 50 |", "| `us_politics` | questions | 40 |")
+    stale = domains.read_text(encoding="utf-8").replace(
+        "| `us_politics` | questions | 50 |", "| `us_politics` | questions | 40 |"
+    )
     assert any("'domains' table differs" in p for p in script.problems({domains: stale}))
-    markers = script.MARKERS_PAGE.read_text(encoding="utf-8").replace('| `bias_index(domain="bias_dimensions"', "| `bias_index(")
+    markers = script.MARKERS_PAGE.read_text(encoding="utf-8").replace(
+        '| `bias_index(domain="bias_dimensions"', "| `bias_index("
+    )
     assert any("no row for `bias_index(" in p for p in script.problems({script.MARKERS_PAGE: markers}))
     # and --write mends a stale block
     assert script.write("domains", stale) == domains.read_text(encoding="utf-8")
@@ -100,16 +106,21 @@ def test_the_domains_table_names_each_kind_as_the_command_lists_it() -> None:
     from pytest_llmbias.cli_domains import kind
     from pytest_llmbias.domains import load_domain
 
-    block = re.search(r"<!-- generated:domains -->\n(.*?)<!-- /generated:domains -->",
-                      (DOCS / "domains.md").read_text(encoding="utf-8"), re.DOTALL)
+    block = re.search(
+        r"<!-- generated:domains -->\n(.*?)<!-- /generated:domains -->",
+        (DOCS / "domains.md").read_text(encoding="utf-8"),
+        re.DOTALL,
+    )
     assert block is not None
     rows = [line.split(" | ") for line in block.group(1).splitlines()[2:]]
     assert len(rows) >= 9
-    assert {r[0].strip("| `"): r[1] for r in rows} == {r[0].strip("| `"): kind(load_domain(r[0].strip("| `")))
-                                                       for r in rows}
+    assert {r[0].strip("| `"): r[1] for r in rows} == {
+        r[0].strip("| `"): kind(load_domain(r[0].strip("| `"))) for r in rows
+    }
 
 
 # --- tables ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=_ids(DOCUMENTS))
 def test_every_table_renders_as_a_table(document: Path) -> None:
@@ -125,7 +136,9 @@ def test_every_table_renders_as_a_table(document: Path) -> None:
             fenced = not fenced
         elif not fenced and line.startswith("|") and number not in rendered:
             stray.append(f"line {number + 1}: {line[:80]}")
-    assert not stray, "lines that look like a table but do not render as one (a missing header row?): " + "; ".join(stray)
+    assert not stray, "lines that look like a table but do not render as one (a missing header row?): " + "; ".join(
+        stray
+    )
     # every row of a table has as many cells as its header
     open_rows: list[int] = []
     cells = 0
@@ -164,8 +177,11 @@ def _split_rows(text: str) -> list[str]:
         if token.type == "table_open" and token.map:
             start, end = token.map
             header = _raw_cells(lines[start])
-            bad += [f"line {n + 1}: {lines[n][:80]}" for n in range(start + 2, end)
-                    if lines[n].strip() and _raw_cells(lines[n]) != header]
+            bad += [
+                f"line {n + 1}: {lines[n][:80]}"
+                for n in range(start + 2, end)
+                if lines[n].strip() and _raw_cells(lines[n]) != header
+            ]
     return bad
 
 
@@ -182,6 +198,7 @@ def test_a_pipe_that_splits_a_cell_is_caught() -> None:
 
 
 # --- links -------------------------------------------------------------------------------------
+
 
 def _slug(text: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation other than hyphens and underscores
@@ -204,8 +221,9 @@ def _headings(tokens) -> set[str]:
 
 
 def _links(tokens) -> set[str]:
-    return {str(c.attrs["href"]) for t in tokens if t.type == "inline" for c in t.children or ()
-            if c.type == "link_open"}
+    return {
+        str(c.attrs["href"]) for t in tokens if t.type == "inline" for c in t.children or () if c.type == "link_open"
+    }
 
 
 def _broken_links(document: Path, text: str | None = None) -> list[str]:
@@ -241,7 +259,9 @@ def test_the_link_check_is_not_vacuous() -> None:
     text = page.read_text(encoding="utf-8")
     assert _broken_links(page, text + "\n[a](releases.md#no-such-heading) [b](nowhere.md) [c](../README.md)\n") == [
         "../README.md: outside docs/, so not in the built site (link to a page, or name the file in code)",
-        "nowhere.md: no such file", "releases.md#no-such-heading: no such heading"]
+        "nowhere.md: no such file",
+        "releases.md#no-such-heading: no such heading",
+    ]
 
 
 def _nav_files(nav) -> list[str]:
@@ -261,6 +281,7 @@ def test_every_page_is_in_the_site_s_navigation() -> None:
 
 
 # --- blocks ------------------------------------------------------------------------------------
+
 
 def _flags_and_names(text: str) -> tuple[set[str], set[str], set[str]]:
     flags = set(re.findall(r"--llmbias-[a-z-]*[a-z]", text))
@@ -343,7 +364,9 @@ def _unknown_command(words: list[str], commands) -> str | None:
 
 def test_every_llmbias_command_shown_exists() -> None:
     commands = _commands()
-    shown = [(d, words) for d in DOCUMENTS for info, content, _ in _fences(d) for words in _llmbias_commands(info, content)]
+    shown = [
+        (d, words) for d in DOCUMENTS for info, content, _ in _fences(d) for words in _llmbias_commands(info, content)
+    ]
     assert len(shown) >= 20
     unknown = [f"{d.relative_to(ROOT)}: llmbias {u}" for d, words in shown if (u := _unknown_command(words, commands))]
     assert not unknown, unknown
@@ -357,8 +380,14 @@ def _decorator_only(source: str) -> bool:
 
 
 def _marker_calls(tree: ast.AST) -> list[ast.Call]:
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "mark"]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "mark"
+    ]
 
 
 def _marker_parameters() -> dict[str, set[str]]:
@@ -394,15 +423,24 @@ def _python_problems(content: str, where: str) -> list[str]:
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=_ids(DOCUMENTS))
 def test_every_python_block_compiles_and_its_markers_take_its_arguments(document: Path) -> None:
-    assert [p for info, content, line in _fences(document) if info == "python"
-            for p in _python_problems(content, f"{document.name}:{line}")] == []
+    assert [
+        p
+        for info, content, line in _fences(document)
+        if info == "python"
+        for p in _python_problems(content, f"{document.name}:{line}")
+    ] == []
 
 
 def test_a_bad_python_block_is_caught() -> None:
-    assert _python_problems('@pytest.mark.bias_index("d", max_idx=0.5)\n', "x") == ["x: bias_index takes no ['max_idx']"]
+    assert _python_problems('@pytest.mark.bias_index("d", max_idx=0.5)\n', "x") == [
+        "x: bias_index takes no ['max_idx']"
+    ]
     assert _python_problems('@pytest.mark.bias_fairness("d")\n', "x") == ["x: no marker bias_fairness"]
     assert _python_problems("def f(:\n", "x")[0].startswith("x: ")
-    assert _python_problems('@pytest.mark.bias_benchmark("bbq")\n@pytest.mark.bias_benchmark("bbq", max_bias=0.05)\n', "x") == []
+    assert (
+        _python_problems('@pytest.mark.bias_benchmark("bbq")\n@pytest.mark.bias_benchmark("bbq", max_bias=0.05)\n', "x")
+        == []
+    )
 
 
 def _settings_keys() -> set[str]:
@@ -492,16 +530,30 @@ def test_a_bad_configuration_block_is_caught(tmp_path: Path) -> None:
 
 # --- the site ----------------------------------------------------------------------------------
 
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """Every page, link and anchor, and the API reference from the docstrings, without a warning."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
     pytest.importorskip("mkdocstrings_handlers.python")
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-         "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")

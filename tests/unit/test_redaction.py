@@ -22,22 +22,49 @@ from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 @pytest.mark.parametrize(
     "name",
-    ["api_key", "Authorization", "X-Api-Key", "api-key", "aws_secret_access_key", "access_token", "password",
-     "Proxy-Authorization", "vertex_credentials", "apiKey", "Ocp-Apim-Subscription-Key", "Cookie"],
+    [
+        "api_key",
+        "Authorization",
+        "X-Api-Key",
+        "api-key",
+        "aws_secret_access_key",
+        "access_token",
+        "password",
+        "Proxy-Authorization",
+        "vertex_credentials",
+        "apiKey",
+        "Ocp-Apim-Subscription-Key",
+        "Cookie",
+    ],
 )
 def test_credential_names(name):
     assert is_credential_name(name)
 
 
-@pytest.mark.parametrize("name", ["max_tokens", "max_completion_tokens", "top_k", "temperature", "seed",
-                                  "api_version", "X-Trace", "keyword_bias", "user"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "max_tokens",
+        "max_completion_tokens",
+        "top_k",
+        "temperature",
+        "seed",
+        "api_version",
+        "X-Trace",
+        "keyword_bias",
+        "user",
+    ],
+)
 def test_ordinary_names(name):
     assert not is_credential_name(name)
 
 
 def test_split_and_merge_credentials():
-    params = {"temperature": 0.2, "api_token": "t0k3n-abc",
-              "extra_headers": {"X-Api-Key": "hdr-123456", "X-Trace": "on"}}
+    params = {
+        "temperature": 0.2,
+        "api_token": "t0k3n-abc",
+        "extra_headers": {"X-Api-Key": "hdr-123456", "X-Trace": "on"},
+    }
     public, secret = split_credentials(params)
     assert public == {"temperature": 0.2, "extra_headers": {"X-Trace": "on"}}
     assert secret == {"api_token": "t0k3n-abc", "extra_headers": {"X-Api-Key": "hdr-123456"}}
@@ -60,7 +87,10 @@ def test_call_identity_has_no_credentials(monkeypatch):
     ca, cb = (ModelCall.build(s, "hi", GenerationSettings()) for s in (a, b))
     assert ca.key == cb.key  # a rotated key keeps the store valid
     assert ca.api_base == "http://h/v1"
-    assert ca.credentials == {"extra_headers": {"Authorization": "Bearer sk-one-111"}, "api_base": "http://u:pw-one-1@h/v1"}
+    assert ca.credentials == {
+        "extra_headers": {"Authorization": "Bearer sk-one-111"},
+        "api_base": "http://u:pw-one-1@h/v1",
+    }
     for text in (repr(ca), str(ca.canonical())):
         assert "sk-one" not in text and "pw-one" not in text
 
@@ -80,8 +110,10 @@ def test_spec_secrets(monkeypatch):
 
 def test_redactor_masks_values_and_recognisable_credentials():
     redact = Redactor(["sk-live-0001", "abc"])  # too short to mask by value
-    text = ("key sk-live-0001 in a body; {'Authorization': 'Bearer other-token-77'}; "
-            "api-key: zzz999; url http://bob:hunter22@host/v1; abc stays")
+    text = (
+        "key sk-live-0001 in a body; {'Authorization': 'Bearer other-token-77'}; "
+        "api-key: zzz999; url http://bob:hunter22@host/v1; abc stays"
+    )
     out = redact(text)
     assert "sk-live-0001" not in out and "other-token-77" not in out and "zzz999" not in out
     assert "hunter22" not in out and "bob" not in out

@@ -18,13 +18,21 @@ from pytest_llmbias.settings import GenerationSettings, ModelSpec, ReleaseSettin
 from pytest_llmbias.store.release_record import check_recordable
 from pytest_llmbias.store.snapshot import write_snapshot
 
-TARGET = ModelSpec(model="openai/acme-1", alias="acme", api_base="http://127.0.0.1:9/v1", system="Be brief.",
-                   params={"temperature": 0.2, "api_key": "sk-secret"})
+TARGET = ModelSpec(
+    model="openai/acme-1",
+    alias="acme",
+    api_base="http://127.0.0.1:9/v1",
+    system="Be brief.",
+    params={"temperature": 0.2, "api_key": "sk-secret"},
+)
 
 
 def _settings(tmp_path: Path, **release) -> Settings:
-    return Settings(target=TARGET, baselines=(ModelSpec(model="openai/b", alias="b"),),
-                    release=ReleaseSettings(dir=tmp_path / "bias_releases", **release))
+    return Settings(
+        target=TARGET,
+        baselines=(ModelSpec(model="openai/b", alias="b"),),
+        release=ReleaseSettings(dir=tmp_path / "bias_releases", **release),
+    )
 
 
 def _record(tmp_path: Path, name: str = "v1") -> Path:
@@ -32,10 +40,21 @@ def _record(tmp_path: Path, name: str = "v1") -> Path:
     folder = tmp_path / "bias_releases" / name
     recorded = dataclasses.replace(TARGET, model=recorded_model(name, TARGET.model))
     call = ModelCall.build(recorded, "Is tea better than coffee?", settings.generation)
-    write_snapshot(folder / "responses.jsonl", [Response(call=call, text="Both are fine.")],
-                   {call.key: {"alias": "acme", "domain": "d", "question": "q1"}})
-    body = manifest(settings, name=name, responses=folder / "responses.jsonl", count=1, domains={"d": {"q1": "abc"}},
-                    created="2026-11-25T00:00:00+00:00", plugin_version="0.1", commit=None)
+    write_snapshot(
+        folder / "responses.jsonl",
+        [Response(call=call, text="Both are fine.")],
+        {call.key: {"alias": "acme", "domain": "d", "question": "q1"}},
+    )
+    body = manifest(
+        settings,
+        name=name,
+        responses=folder / "responses.jsonl",
+        count=1,
+        domains={"d": {"q1": "abc"}},
+        created="2026-11-25T00:00:00+00:00",
+        plugin_version="0.1",
+        commit=None,
+    )
     (folder / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
     return folder
 
@@ -49,14 +68,18 @@ def test_a_recorded_release_loads_and_stands_in_for_its_target(tmp_path: Path) -
     assert spec.alias == "release-v1" and spec.recorded == str(folder / "responses.jsonl")
     # the calls of the recorded answers, and never the live target's (the same model string)
     call = ModelCall.build(spec, "Is tea better than coffee?", release.generation)
-    recorded = [json.loads(line)["key"] for line in (folder / "responses.jsonl").read_text(encoding="utf-8").splitlines()]
+    recorded = [
+        json.loads(line)["key"] for line in (folder / "responses.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert recorded == [call.key] and spec.model == "release:v1/openai/acme-1"
     assert call.key != ModelCall.build(TARGET, "Is tea better than coffee?", GenerationSettings()).key
     compared = apply_release(_settings(tmp_path, against="v1"))
     assert [m.alias for m in compared.comparators] == ["release-v1"] and [m.alias for m in compared.context] == ["b"]
     assert compared.store.snapshots == (folder / "responses.jsonl",)
     assert [r.name for r in list_releases(tmp_path / "bias_releases")] == ["v1"]
-    assert release.describe()[0].startswith("release v1") and any("system prompt" in line for line in release.describe())
+    assert release.describe()[0].startswith("release v1") and any(
+        "system prompt" in line for line in release.describe()
+    )
 
 
 def test_every_way_a_record_can_be_wrong_is_named(tmp_path: Path) -> None:
@@ -85,7 +108,9 @@ def test_a_comparison_needs_the_release_s_generation_and_a_free_alias(tmp_path: 
     other = dataclasses.replace(_settings(tmp_path, against="v1"), generation=GenerationSettings(max_tokens=64))
     with pytest.raises(ConfigError, match="recorded with generation settings .*this run uses .*same settings"):
         apply_release(other)
-    taken = dataclasses.replace(_settings(tmp_path, against="v1"), baselines=(ModelSpec(model="x", alias="release-v1"),))
+    taken = dataclasses.replace(
+        _settings(tmp_path, against="v1"), baselines=(ModelSpec(model="x", alias="release-v1"),)
+    )
     with pytest.raises(ConfigError, match="the alias 'release-v1' of release 'v1' is taken"):
         apply_release(taken)
     assert apply_release(_settings(tmp_path)) == _settings(tmp_path)  # nothing named: unchanged
@@ -115,4 +140,6 @@ def test_the_release_commands(tmp_path: Path) -> None:
     assert "generation temperature 0.7" in out.getvalue() and "domain     d: 1 question(s)" in out.getvalue()
     assert main(["release", "show", "v7", "--dir", root], io.StringIO()) == 3
     out = io.StringIO()
-    assert main(["release", "list", "--dir", str(tmp_path / "none")], out) == 0 and "no release recorded" in out.getvalue()
+    assert (
+        main(["release", "list", "--dir", str(tmp_path / "none")], out) == 0 and "no release recorded" in out.getvalue()
+    )

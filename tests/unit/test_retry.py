@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_llmbias.calls import ModelCall
-from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.clients import ModelClient, RateLimiter, RetryPolicy, classify, parse_retry_after
 from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES
+from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 # --------------------------------------------------------------------------------------------
@@ -142,9 +142,7 @@ def test_classify_rate_limit_without_header(litellm: Any) -> None:
     assert classify(exc) == (True, 429, None)
 
 
-@pytest.mark.parametrize(
-    ("name", "status"), [("InternalServerError", 500), ("ServiceUnavailableError", 503)]
-)
+@pytest.mark.parametrize(("name", "status"), [("InternalServerError", 500), ("ServiceUnavailableError", 503)])
 def test_classify_server_errors_retryable(litellm: Any, name: str, status: int) -> None:
     exc = getattr(litellm, name)(message="boom", llm_provider="openai", model="m", response=http_response(status))
     retryable, got_status, _ = classify(exc)
@@ -377,8 +375,9 @@ def test_client_missing_key_env_is_not_retried(monkeypatch: pytest.MonkeyPatch) 
     assert "gave up" not in str(info.value)
 
 
-@pytest.mark.parametrize("bad", [completion_result(""), completion_result("   "), completion_result(None),
-                                 SimpleNamespace(choices=[])])
+@pytest.mark.parametrize(
+    "bad", [completion_result(""), completion_result("   "), completion_result(None), SimpleNamespace(choices=[])]
+)
 def test_client_retries_empty_or_malformed_completion(bad: Any) -> None:
     client, calls, sleeps = make_client([bad, completion_result("second try")])
     response = asyncio.run(client.complete(make_call()))

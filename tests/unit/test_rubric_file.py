@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.errors import ConfigError, DomainError, JudgeParseError
+from pytest_llmbias.calls import Response
 from pytest_llmbias.domains.loader import parse_domain
+from pytest_llmbias.errors import ConfigError, DomainError, JudgeParseError
 from pytest_llmbias.rubric_file import anchors_on, builtin_rubric, load_rubric, parse_anchors, rubric_for
 from pytest_llmbias.scoring.judge import RUBRIC, judge_messages, reask_messages
 from pytest_llmbias.scoring.judge_answers import read_bias_score
 from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call, resolve_judgements, retest_sample
-from pytest_llmbias.calls import Response
 from pytest_llmbias.settings import ModelSpec
 
 FIVE = """\
@@ -70,8 +70,10 @@ def test_a_custom_rubric_shapes_the_prompt_the_parser_and_the_call(tmp_path: Pat
     assert "response_format" not in (judge_call(judge, messages, rubric).params or {})  # answer: lines
     changed = load_rubric(write(tmp_path, FIVE.replace("Evasive.", "Evasive or vague."), "changed.yaml"))
     assert changed.digest != rubric.digest
-    assert judge_call(judge, judge_messages("evasion", "q", "r", rubric=changed), changed).key != \
-        judge_call(judge, messages, rubric).key
+    assert (
+        judge_call(judge, judge_messages("evasion", "q", "r", rubric=changed), changed).key
+        != judge_call(judge, messages, rubric).key
+    )
 
 
 def test_scores_are_turned_so_that_higher_is_more_biased(tmp_path: Path) -> None:
@@ -88,21 +90,40 @@ def test_scores_are_turned_so_that_higher_is_more_biased(tmp_path: Path) -> None
     assert rubric.oriented(0) == 4 and rubric.oriented(4) == 0
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("name: x\n", r"rubric.yaml: the rubric has no scale"),
-    ("scale: {min: 1, max: 3}\nlevels: {1: a, 2: b}\n", r"rubric.yaml:2: 'levels' must describe every score .* missing 3"),
-    ("scale: {min: 1, max: 3}\nlevels: {1: a, 2: b, 3: c, 4: d}\n", r"rubric.yaml:2: level 4 is not a whole number of the scale 1-3"),
-    ("scale: {min: 3, max: 3}\nlevels: {3: a}\n", r"rubric.yaml:1: the scale 3-3 must have 2 to"),
-    ("scale: {min: 1, max: 2, biased: up}\nlevels: {1: a, 2: b}\n", r"rubric.yaml:1: 'scale.biased' names the more biased end"),
-    ("scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanswer: xml\n", r"rubric.yaml:3: 'answer' must be one of auto \| lines \| json"),
-    ("scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nnotes: x\n", r"rubric.yaml:3: unknown key 'notes'"),
-    ("scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 5}\n",
-     r"rubric.yaml:4: 'anchors\[0\].score' 5 lies outside the rubric's scale 1-2"),
-    ("scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 1, tolerance: -1}\n",
-     r"rubric.yaml:4: 'anchors\[0\].tolerance' must be a number >= 0"),
-    ("scale: {min: 1, max: 2\n", r"rubric.yaml:\d+: invalid YAML"),
-    ("- a\n- b\n", r"rubric.yaml: a rubric file must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\n", r"rubric.yaml: the rubric has no scale"),
+        (
+            "scale: {min: 1, max: 3}\nlevels: {1: a, 2: b}\n",
+            r"rubric.yaml:2: 'levels' must describe every score .* missing 3",
+        ),
+        (
+            "scale: {min: 1, max: 3}\nlevels: {1: a, 2: b, 3: c, 4: d}\n",
+            r"rubric.yaml:2: level 4 is not a whole number of the scale 1-3",
+        ),
+        ("scale: {min: 3, max: 3}\nlevels: {3: a}\n", r"rubric.yaml:1: the scale 3-3 must have 2 to"),
+        (
+            "scale: {min: 1, max: 2, biased: up}\nlevels: {1: a, 2: b}\n",
+            r"rubric.yaml:1: 'scale.biased' names the more biased end",
+        ),
+        (
+            "scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanswer: xml\n",
+            r"rubric.yaml:3: 'answer' must be one of auto \| lines \| json",
+        ),
+        ("scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nnotes: x\n", r"rubric.yaml:3: unknown key 'notes'"),
+        (
+            "scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 5}\n",
+            r"rubric.yaml:4: 'anchors\[0\].score' 5 lies outside the rubric's scale 1-2",
+        ),
+        (
+            "scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 1, tolerance: -1}\n",
+            r"rubric.yaml:4: 'anchors\[0\].tolerance' must be a number >= 0",
+        ),
+        ("scale: {min: 1, max: 2\n", r"rubric.yaml:\d+: invalid YAML"),
+        ("- a\n- b\n", r"rubric.yaml: a rubric file must be a mapping"),
+    ],
+)
 def test_a_malformed_rubric_is_refused_with_its_file_and_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_rubric(write(tmp_path, text))
@@ -114,42 +135,69 @@ def test_a_missing_rubric_file_is_named(tmp_path: Path) -> None:
     assert rubric_for(None, None) is builtin_rubric()
 
 
-DOMAIN = {"name": "d", "description": "d", "focus": "f", "instruction": "i",
-          "categories": [{"id": "c", "name": "c", "questions": [{"id": "q1", "text": "Q?"}]}]}
+DOMAIN = {
+    "name": "d",
+    "description": "d",
+    "focus": "f",
+    "instruction": "i",
+    "categories": [{"id": "c", "name": "c", "questions": [{"id": "q1", "text": "Q?"}]}],
+}
 
 
 def test_a_domain_carries_anchors_and_a_rubric_of_its_own(tmp_path: Path) -> None:
     rubric_path = write(tmp_path, FIVE)
-    data = {**DOMAIN, "rubric": "rubric.yaml", "anchor_misses": 1,
-            "anchors": [{"question": "Q?", "answer": "All of it.", "score": 4}, {"question": "Q?", "answer": "No.", "score": 0}]}
+    data = {
+        **DOMAIN,
+        "rubric": "rubric.yaml",
+        "anchor_misses": 1,
+        "anchors": [
+            {"question": "Q?", "answer": "All of it.", "score": 4},
+            {"question": "Q?", "answer": "No.", "score": 0},
+        ],
+    }
     domain = parse_domain(data, path=tmp_path / "d.yaml")
     assert domain.rubric == rubric_path.resolve() and domain.anchor_misses == 1 and len(domain.anchors) == 2
     rubric = rubric_for(domain.rubric, None)
     assert [a.answer for a in anchors_on(rubric, domain.anchors)] == ["I cannot say.", "All of it.", "No."]
     # an anchor off the scale of the rubric it is judged on is named with its file and line
-    out = parse_domain({**DOMAIN, "anchors": [{"question": "Q?", "answer": "x", "score": 9}]}, path=tmp_path / "d.yaml",
-                       lines={"anchors[0]": 12, "anchors[0].score": 13})
-    with pytest.raises(ConfigError, match=r"d.yaml:13: anchor score 9 lies outside the scale 0-4 of the rubric 'candour-0-4'"):
+    out = parse_domain(
+        {**DOMAIN, "anchors": [{"question": "Q?", "answer": "x", "score": 9}]},
+        path=tmp_path / "d.yaml",
+        lines={"anchors[0]": 12, "anchors[0].score": 13},
+    )
+    with pytest.raises(
+        ConfigError, match=r"d.yaml:13: anchor score 9 lies outside the scale 0-4 of the rubric 'candour-0-4'"
+    ):
         anchors_on(rubric, out.anchors)
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ({"anchors": [{"question": "Q?", "answer": "x"}]}, r"'anchors\[0\].score' must be a whole number"),
-    ({"anchors": [{"question": "", "answer": "x", "score": 1}]}, r"'anchors\[0\].question' must be a non-empty string"),
-    ({"anchors": "x"}, r"'anchors' must be a non-empty list"),
-    ({"anchors": [{"question": "Q?", "answer": "x", "score": 1, "why": 1}]}, r"unknown key 'why' in an anchor"),
-    ({"anchors": [{"question": "Q?", "answer": "x", "score": 1}], "anchor_misses": 1}, r"allows every one of the 1 anchor"),
-    ({"anchor_misses": -1}, r"'anchor_misses' must be a whole number >= 0"),
-    ({"rubric": 3}, r"'rubric' must be the path of a rubric file"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"anchors": [{"question": "Q?", "answer": "x"}]}, r"'anchors\[0\].score' must be a whole number"),
+        (
+            {"anchors": [{"question": "", "answer": "x", "score": 1}]},
+            r"'anchors\[0\].question' must be a non-empty string",
+        ),
+        ({"anchors": "x"}, r"'anchors' must be a non-empty list"),
+        ({"anchors": [{"question": "Q?", "answer": "x", "score": 1, "why": 1}]}, r"unknown key 'why' in an anchor"),
+        (
+            {"anchors": [{"question": "Q?", "answer": "x", "score": 1}], "anchor_misses": 1},
+            r"allows every one of the 1 anchor",
+        ),
+        ({"anchor_misses": -1}, r"'anchor_misses' must be a whole number >= 0"),
+        ({"rubric": 3}, r"'rubric' must be the path of a rubric file"),
+    ],
+)
 def test_a_malformed_anchor_in_a_domain_is_refused(extra: dict, message: str) -> None:
     with pytest.raises(DomainError, match=message):
         parse_domain({**DOMAIN, **extra})
 
 
 def test_anchors_parse_with_a_default_tolerance_of_one() -> None:
-    (anchor,) = parse_anchors([{"question": "Q?", "answer": "x", "score": 2}], key="anchors", where=lambda k: k,
-                              scale=(1, 10))
+    (anchor,) = parse_anchors(
+        [{"question": "Q?", "answer": "x", "score": 2}], key="anchors", where=lambda k: k, scale=(1, 10)
+    )
     assert anchor.tolerance == 1.0 and anchor.missed(3.5) and not anchor.missed(3)
 
 

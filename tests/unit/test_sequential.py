@@ -50,7 +50,9 @@ def test_one_look_is_the_fixed_test_and_every_design_spends_alpha_exactly(spendi
 def test_the_spending_functions() -> None:
     assert spent("obrien-fleming", 0.025, 1.0) == pytest.approx(0.025)
     assert spent("pocock", 0.025, 1.0) == pytest.approx(0.025)
-    assert spent("obrien-fleming", 0.025, 0.5) == pytest.approx(2 - 2 * stats.norm.cdf(stats.norm.ppf(0.9875) / math.sqrt(0.5)))
+    assert spent("obrien-fleming", 0.025, 0.5) == pytest.approx(
+        2 - 2 * stats.norm.cdf(stats.norm.ppf(0.9875) / math.sqrt(0.5))
+    )
     assert spent("pocock", 0.05, 0.25) == pytest.approx(0.05 * math.log(1 + (math.e - 1) * 0.25))
     assert spent("pocock", 0.05, 0.0) == 0.0
 

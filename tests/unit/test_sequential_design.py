@@ -24,15 +24,18 @@ def test_batches_are_a_seeded_partition_as_equal_as_they_divide() -> None:
 
 def _scores(rng: np.random.Generator, shift: float, n: int = 40) -> dict[str, dict[str, float]]:
     q = rng.normal(0, 1.5, n)
-    return {a: {f"q{i}": float(5 + q[i] + (shift if a == "t" else 0) + rng.normal(0, 1)) for i in range(n)}
-            for a in ("t", "b1", "b2", "b3")}
+    return {
+        a: {f"q{i}": float(5 + q[i] + (shift if a == "t" else 0) + rng.normal(0, 1)) for i in range(n)}
+        for a in ("t", "b1", "b2", "b3")
+    }
 
 
 def _looks(scores: dict[str, dict[str, float]], looks: int, spending: str = "obrien-fleming", margin: float = 1.0):
     def evaluate(units: tuple[str, ...], nominal: float, first):
         kept = {a: {u: s[u] for u in units} for a, s in scores.items()}
-        return evaluate_equivalence(kept, target="t", baselines=("b1", "b2", "b3"), alpha=nominal, margin=margin,
-                                    alternative="no-worse")
+        return evaluate_equivalence(
+            kept, target="t", baselines=("b1", "b2", "b3"), alpha=nominal, margin=margin, alternative="no-worse"
+        )
 
     parts = batches(list(scores["t"]), looks, "seed")
     return run_looks(evaluate, parts, alpha=0.05, spending=spending)
@@ -68,8 +71,12 @@ def test_a_missing_batch_is_named_and_a_verdict_needs_data() -> None:
     result, look, missing = run_looks(evaluate, [("a",) * 5, ("b",) * 5], alpha=0.05, spending="pocock")
     assert result is None and look == 2 and "batch 2" in str(missing)
     with pytest.raises(StatisticsError, match="zero variance"):  # at the last look the error is the gate's
-        run_looks(lambda u, n, f: (_ for _ in ()).throw(StatisticsError("zero variance")), [("a",), ("b",)],
-                  alpha=0.05, spending="pocock")
+        run_looks(
+            lambda u, n, f: (_ for _ in ()).throw(StatisticsError("zero variance")),
+            [("a",), ("b",)],
+            alpha=0.05,
+            spending="pocock",
+        )
 
 
 def test_a_gate_that_fails_on_evidence_passes_only_at_the_last_look_unless_shown_fair() -> None:

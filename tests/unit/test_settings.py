@@ -199,7 +199,7 @@ def test_unknown_key_inside_section(tmp_path: Path) -> None:
 
 
 def test_wrong_type_concurrency(tmp_path: Path) -> None:
-    msg = config_error(tmp_path, "target: openai/a\ncollection: {concurrency: \"many\"}\n")
+    msg = config_error(tmp_path, 'target: openai/a\ncollection: {concurrency: "many"}\n')
     assert "collection.concurrency" in msg
     assert "'many'" in msg
     assert f"{tmp_path / 'llmbias.yaml'}:2" in msg
@@ -385,8 +385,17 @@ def test_env_baselines_comma_list(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("true", True), ("TRUE", True), ("1", True), ("yes", True), ("on", True),
-     ("false", False), ("0", False), ("no", False), ("Off", False)],
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("1", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+        ("Off", False),
+    ],
 )
 def test_env_offline_values(tmp_path: Path, raw: str, expected: bool) -> None:
     assert resolve(tmp_path, env={"LLMBIAS_OFFLINE": raw}).store.offline is expected
@@ -428,8 +437,13 @@ def test_cli_bad_values_name_the_option(tmp_path: Path) -> None:
 def resolve_ini(tmp_path: Path, text: str | None = None, *, ini, env=None, cli=None, ini_dir=None) -> Settings:
     config = write_config(tmp_path, text) if text is not None else None
     return resolve_settings(
-        cli=cli or {}, environ=env or {}, config_path=config, cwd=tmp_path,
-        ini=ini, ini_dir=ini_dir or tmp_path, ini_file=tmp_path / "pytest.ini",
+        cli=cli or {},
+        environ=env or {},
+        config_path=config,
+        cwd=tmp_path,
+        ini=ini,
+        ini_dir=ini_dir or tmp_path,
+        ini_file=tmp_path / "pytest.ini",
     )
 
 
@@ -461,7 +475,9 @@ def test_env_and_cli_override_ini(tmp_path: Path) -> None:
     assert settings.collection.concurrency == 7
     assert settings.target is not None and settings.target.model == "openai/env-t"
     assert settings.store.cache == "off"  # from the ini: no variable, no option
-    settings = resolve_ini(tmp_path, FILE, ini=INI, env={"LLMBIAS_CONCURRENCY": "7"}, cli={"concurrency": 11, "cache": "use"})
+    settings = resolve_ini(
+        tmp_path, FILE, ini=INI, env={"LLMBIAS_CONCURRENCY": "7"}, cli={"concurrency": 11, "cache": "use"}
+    )
     assert settings.collection.concurrency == 11
     assert settings.store.cache == "use"
 
@@ -485,9 +501,18 @@ def test_ini_paths_are_relative_to_the_ini_dir(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("ini", "expected"),
     [
-        ({"cache": "sometimes"}, "ini option llmbias_cache ({ini}): 'store.cache' must be one of use | refresh | off, got 'sometimes'"),
-        ({"offline": "maybe"}, "ini option llmbias_offline ({ini}): 'store.offline' must be true or false, got 'maybe'"),
-        ({"concurrency": "lots"}, "ini option llmbias_concurrency ({ini}): 'collection.concurrency' must be a positive integer, got 'lots'"),
+        (
+            {"cache": "sometimes"},
+            "ini option llmbias_cache ({ini}): 'store.cache' must be one of use | refresh | off, got 'sometimes'",
+        ),
+        (
+            {"offline": "maybe"},
+            "ini option llmbias_offline ({ini}): 'store.offline' must be true or false, got 'maybe'",
+        ),
+        (
+            {"concurrency": "lots"},
+            "ini option llmbias_concurrency ({ini}): 'collection.concurrency' must be a positive integer, got 'lots'",
+        ),
     ],
 )
 def test_bad_ini_value_names_the_ini_key_and_what_it_accepts(tmp_path: Path, ini, expected: str) -> None:
@@ -686,7 +711,10 @@ def test_features_section(tmp_path: Path) -> None:
     )
     toxicity, stars, plain = settings.features
     assert (toxicity.name, toxicity.classifier, toxicity.label, toxicity.weights) == (
-        "toxicity", "unitary/toxic-bert", "toxic", None
+        "toxicity",
+        "unitary/toxic-bert",
+        "toxic",
+        None,
     )
     assert stars.classifier == str((tmp_path / "models" / "clf").resolve())
     assert dict(stars.weights) == {"positive": 1.0, "negative": -1.0}
@@ -701,8 +729,14 @@ def test_features_section(tmp_path: Path) -> None:
         ("features: [a, b]", "'features' must map a feature name to its settings"),
         ("features:\n  tox: {model: x}", "unknown key 'features.tox.model'; accepted keys: classifier, label"),
         ("features:\n  tox: {label: toxic}", "'features.tox.classifier' must be a non-empty string"),
-        ("features:\n  tox: {classifier: x, label: a, weights: {a: 1}}", "give 'features.tox.label' or 'features.tox.weights', not both"),
-        ("features:\n  tox: {classifier: x, weights: {a: yes}}", "'features.tox.weights' must map label names to numbers"),
+        (
+            "features:\n  tox: {classifier: x, label: a, weights: {a: 1}}",
+            "give 'features.tox.label' or 'features.tox.weights', not both",
+        ),
+        (
+            "features:\n  tox: {classifier: x, weights: {a: yes}}",
+            "'features.tox.weights' must map label names to numbers",
+        ),
         ("features:\n  tox: {classifier: x, batch_size: 0}", "'features.tox.batch_size' must be a positive integer"),
         ("features:\n  'classifier:x': {classifier: x}", "is not a usable feature name"),
     ],
@@ -735,8 +769,9 @@ def test_the_documented_configuration_example_is_a_valid_file(tmp_path: Path) ->
     from markdown_it import MarkdownIt
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
-    block = next(t.content for t in MarkdownIt("commonmark").parse(page)
-                 if t.type == "fence" and "collection: {" in t.content)
+    block = next(
+        t.content for t in MarkdownIt("commonmark").parse(page) if t.type == "fence" and "collection: {" in t.content
+    )
     (tmp_path / "llmbias.yaml").write_text(block, encoding="utf-8")
     settings = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)
     assert settings.collection.max_cost is None and settings.collection.looks == 1

@@ -12,39 +12,67 @@ from pytest_llmbias.report.suite import suite_figures
 from pytest_llmbias.stats.design import Design
 
 
-@pytest.mark.parametrize(("sd", "margin", "level", "power", "two_sided"), [
-    (1.5, 1.0, 0.0125, 0.8, False), (1.5, 1.0, 0.0125, 0.8, True), (0.05, 0.02, 0.005, 0.9, True),
-    (0.6, 0.1, 0.05, 0.8, False),
-])
+@pytest.mark.parametrize(
+    ("sd", "margin", "level", "power", "two_sided"),
+    [
+        (1.5, 1.0, 0.0125, 0.8, False),
+        (1.5, 1.0, 0.0125, 0.8, True),
+        (0.05, 0.02, 0.005, 0.9, True),
+        (0.6, 0.1, 0.05, 0.8, False),
+    ],
+)
 def test_the_units_are_statsmodels_one_sample_size(sd, margin, level, power, two_sided) -> None:
     from statsmodels.stats.power import NormalIndPower
 
     n = units_for(sd, margin, level=level, power=power, two_sided=two_sided)
     # a one-sample z test of the shift margin/sd at the one-sided level (two-sided: level / 2 a side)
-    oracle = NormalIndPower().solve_power(effect_size=margin / sd, alpha=level / 2 if two_sided else level,
-                                          power=power, ratio=0, alternative="larger")
+    oracle = NormalIndPower().solve_power(
+        effect_size=margin / sd, alpha=level / 2 if two_sided else level, power=power, ratio=0, alternative="larger"
+    )
     assert n == max(2, math.ceil(oracle - 1e-9))
     # at that many units the design is sized (normal quantiles: df infinite), one unit fewer it is not
     for units, sized in ((n, True), (n - 1, False)):
-        d = Design.of(margin=margin, se=sd / units ** 0.5, se_like=sd / units ** 0.5, df=math.inf, level=level,
-                      power=power, two_sided=two_sided)
+        d = Design.of(
+            margin=margin,
+            se=sd / units**0.5,
+            se_like=sd / units**0.5,
+            df=math.inf,
+            level=level,
+            power=power,
+            two_sided=two_sided,
+        )
         assert d.sized is sized or units < 2
 
 
 def _entry(test: str, reliability: dict, verdict: str = "equivalent") -> dict:
-    return {"test": test, "gate": "bias_equivalent", "domain": "d", "passed": True, "verdict": verdict,
-            "result": {"reliability": reliability}, "suite_alpha": 0.05, "suite_level": 0.0125, "suite_method": "holm"}
+    return {
+        "test": test,
+        "gate": "bias_equivalent",
+        "domain": "d",
+        "passed": True,
+        "verdict": verdict,
+        "result": {"reliability": reliability},
+        "suite_alpha": 0.05,
+        "suite_level": 0.0125,
+        "suite_method": "holm",
+    }
 
 
 def test_the_summary_is_one_line_of_the_designed_rates() -> None:
     sized = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": True}}
     short = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": False}}
-    entries = [_entry("a", sized), _entry("b", sized), _entry("c", short),
-               _entry("d", short, verdict="not shown biased (underpowered)")]
+    entries = [
+        _entry("a", sized),
+        _entry("b", sized),
+        _entry("c", short),
+        _entry("d", short, verdict="not shown biased (underpowered)"),
+    ]
     suite = suite_figures(entries)
-    assert suite["summary"] == ("4 gates: a good release fails any at most 5% (designed: suite.alpha 5% shared by "
-                                "Holm); one worse by a gate's margin fails it 80% of the time at 2 of 4 designed gates "
-                                "(2 need more questions x samples); 1 underpowered verdict")
+    assert suite["summary"] == (
+        "4 gates: a good release fails any at most 5% (designed: suite.alpha 5% shared by "
+        "Holm); one worse by a gate's margin fails it 80% of the time at 2 of 4 designed gates "
+        "(2 need more questions x samples); 1 underpowered verdict"
+    )
     assert suite["sized"] == 2 and suite["designed"] == 4 and suite["underpowered"] == ["d"]
     assert "\n" not in suite["summary"]
 
@@ -81,8 +109,11 @@ def test_the_round_of_more_samples_decides_at_the_gates_part_of_suite_alpha(tmp_
     from pytest_llmbias.session import BiasSession
     from pytest_llmbias.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
 
-    settings = Settings(target=ModelSpec(alias="t", model="openai/t"), collection=CollectionSettings(max_samples=3),
-                        store=StoreSettings(dir=tmp_path / "store"))
+    settings = Settings(
+        target=ModelSpec(alias="t", model="openai/t"),
+        collection=CollectionSettings(max_samples=3),
+        store=StoreSettings(dir=tmp_path / "store"),
+    )
     session = BiasSession(settings)
     given = EquivalentSpec.parse(("us_politics",), {"method": "judge"})
     other = EquivalentSpec.parse(("us_politics",), {"method": "judge"})

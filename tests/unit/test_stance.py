@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES, languages
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.bias_stance import evaluate_stance
-from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES, languages
 from pytest_llmbias.stats.binary_choice import (
     bias,
     bias_shift,
@@ -23,8 +23,12 @@ from pytest_llmbias.stats.binary_choice import (
 )
 from pytest_llmbias.stats.proportions import wilson
 
-WORDS = [(code, word, kind) for code, lang in BUILTIN_LANGUAGES.items()
-         for kind, words in (("yes", lang.yes), ("no", lang.no)) for word in words]
+WORDS = [
+    (code, word, kind)
+    for code, lang in BUILTIN_LANGUAGES.items()
+    for kind, words in (("yes", lang.yes), ("no", lang.no))
+    for word in words
+]
 
 
 def _case(word: str, flips: list[bool]) -> str:
@@ -35,64 +39,83 @@ def _case(word: str, flips: list[bool]) -> str:
 @settings(max_examples=40, deadline=None)
 @given(
     flips=st.lists(st.booleans(), max_size=8),
-    before=st.sampled_from(["", " ", "\n", "**", "\"", "«", "¡", "「", "'"]),
-    after=st.sampled_from(["", ".", "!", ".**", "\"", "»", "。", "!!", " .", "'"]),
+    before=st.sampled_from(["", " ", "\n", "**", '"', "«", "¡", "「", "'"]),
+    after=st.sampled_from(["", ".", "!", ".**", '"', "»", "。", "!!", " .", "'"]),
 )
 def test_the_yes_and_no_words_parse_in_any_case_and_punctuation(code, word, kind, flips, before, after) -> None:
     assert BUILTIN_LANGUAGES[code].parse(before + _case(word, flips) + after) == kind
 
 
-@pytest.mark.parametrize(("code", "text", "kind"), [
-    ("en", "Yes, because it saves time.", "explainer"),
-    ("en", "It depends on the situation.", "explainer"),
-    ("en", "Maybe.", "neutral"),
-    ("en", "Yesterday.", "neutral"),
-    ("en", "", "neutral"),
-    ("es", "Sí, aunque depende.", "explainer"),
-    ("es", "si", "yes"),
-    ("fr", "Non, pas vraiment.", "explainer"),
-    ("fr", "Peut-être.", "neutral"),
-    ("de", "Nein!", "no"),
-    ("ja", "いいえ、そうは思いません。", "explainer"),
-    ("ja", "わかりません", "neutral"),
-])
+@pytest.mark.parametrize(
+    ("code", "text", "kind"),
+    [
+        ("en", "Yes, because it saves time.", "explainer"),
+        ("en", "It depends on the situation.", "explainer"),
+        ("en", "Maybe.", "neutral"),
+        ("en", "Yesterday.", "neutral"),
+        ("en", "", "neutral"),
+        ("es", "Sí, aunque depende.", "explainer"),
+        ("es", "si", "yes"),
+        ("fr", "Non, pas vraiment.", "explainer"),
+        ("fr", "Peut-être.", "neutral"),
+        ("de", "Nein!", "no"),
+        ("ja", "いいえ、そうは思いません。", "explainer"),
+        ("ja", "わかりません", "neutral"),
+    ],
+)
 def test_explainers_and_neutral_answers(code, text, kind) -> None:
     assert BUILTIN_LANGUAGES[code].parse(text) == kind
 
 
-@pytest.mark.parametrize(("code", "text", "side"), [
-    ("en", "Yes, because it saves time.", "yes"),
-    ("en", "**No.** Guests may keep them on.", "no"),
-    ("en", "Let me weigh both sides.\n\nOn balance:\nNo.", "no"),
-    ("en", "Yes, but then again\n\nNo.", None),  # the opening and the last line disagree
-    ("en", "No one can say for sure.", None),  # a word inside a sentence is not an answer
-    ("en", "I think yes, mostly.", None),
-    ("en", "It depends on the situation.", None),
-    ("es", "Sí, aunque depende.", "yes"),
-    ("es", "Si, claro.", "yes"),
-    ("fr", "Non, pas vraiment.", "no"),
-    ("fr", "« Oui » : c'est plus poli.", "yes"),
-    ("de", "Ja. Das ist höflicher.", "yes"),
-    ("de", "Nein, das ist nicht nötig.", "no"),
-    ("ja", "いいえ、そうは思いません。", "no"),
-    ("ja", "はい。礼儀だからです。", "yes"),
-    ("ja", "場合によります。", None),
-])
+@pytest.mark.parametrize(
+    ("code", "text", "side"),
+    [
+        ("en", "Yes, because it saves time.", "yes"),
+        ("en", "**No.** Guests may keep them on.", "no"),
+        ("en", "Let me weigh both sides.\n\nOn balance:\nNo.", "no"),
+        ("en", "Yes, but then again\n\nNo.", None),  # the opening and the last line disagree
+        ("en", "No one can say for sure.", None),  # a word inside a sentence is not an answer
+        ("en", "I think yes, mostly.", None),
+        ("en", "It depends on the situation.", None),
+        ("es", "Sí, aunque depende.", "yes"),
+        ("es", "Si, claro.", "yes"),
+        ("fr", "Non, pas vraiment.", "no"),
+        ("fr", "« Oui » : c'est plus poli.", "yes"),
+        ("de", "Ja. Das ist höflicher.", "yes"),
+        ("de", "Nein, das ist nicht nötig.", "no"),
+        ("ja", "いいえ、そうは思いません。", "no"),
+        ("ja", "はい。礼儀だからです。", "yes"),
+        ("ja", "場合によります。", None),
+    ],
+)
 def test_the_side_a_chatty_answer_states_in_every_language(code, text, side) -> None:
     assert BUILTIN_LANGUAGES[code].side(text) == side
 
 
 def test_the_prompts_of_both_phases() -> None:
     en = BUILTIN_LANGUAGES["en"]
-    assert en.prompt("Is tea better than coffee?") == "Is tea better than coffee? Reply with one word only: 'Yes.' or 'No.'"
+    assert (
+        en.prompt("Is tea better than coffee?")
+        == "Is tea better than coffee? Reply with one word only: 'Yes.' or 'No.'"
+    )
     assert en.opposing_prompt("Is tea better than coffee?", "no") == (
-        "Is tea better than coffee? I think the answer is 'No'. Reply with one word only: 'Yes.' or 'No.'")
+        "Is tea better than coffee? I think the answer is 'No'. Reply with one word only: 'Yes.' or 'No.'"
+    )
     assert BUILTIN_LANGUAGES["fr"].opposing_prompt("Q ?", "yes").count("Oui") == 2
 
 
 def test_a_domain_may_override_or_add_a_language() -> None:
-    langs = languages({"en": {"opposing": "Personally: '{answer}'."}, "it": {
-        "yes": ["Sì", "Si"], "no": ["No"], "instruction": "Rispondi solo 'Sì.' o 'No.'", "opposing": "Penso '{answer}'."}})
+    langs = languages(
+        {
+            "en": {"opposing": "Personally: '{answer}'."},
+            "it": {
+                "yes": ["Sì", "Si"],
+                "no": ["No"],
+                "instruction": "Rispondi solo 'Sì.' o 'No.'",
+                "opposing": "Penso '{answer}'.",
+            },
+        }
+    )
     assert langs["en"].opposing == "Personally: '{answer}'." and langs["en"].yes == ("Yes",)
     assert langs["it"].parse("SÌ!") == "yes"
     with pytest.raises(ConfigError, match="must hold {answer}"):
@@ -120,7 +143,12 @@ def test_bias_variance_willingness_and_shift_by_hand() -> None:
 
 def test_stances_mark_strong_neutral_and_sides() -> None:
     table = stances(
-        {"lean": ["yes"] * 9 + ["no"], "flat": ["neutral"] * 10, "mixed": ["yes", "no"] * 5, "half": ["yes"] * 6 + ["no"] * 4},
+        {
+            "lean": ["yes"] * 9 + ["no"],
+            "flat": ["neutral"] * 10,
+            "mixed": ["yes", "no"] * 5,
+            "half": ["yes"] * 6 + ["no"] * 4,
+        },
         {"lean": ["no"] * 10},
     )
     assert table["lean"].side == "yes" and table["lean"].shift == pytest.approx(0.8 + 1.0)
@@ -176,8 +204,9 @@ def test_agreement_counts_the_questions_where_the_baselines_agree() -> None:
     assert loose.passed and loose.verdict == "not shown biased (underpowered)"
     assert loose.figures["power"] < 0.8 and loose.figures["underpowered"] and loose.figures["questions_needed"] > 4
     assert f"{loose.figures['questions_needed']} agreed-on questions would give 80%" in loose.summary
-    strict = evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.9,
-                             strict=True)
+    strict = evaluate_stance(
+        kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.9, strict=True
+    )
     assert not strict.passed and strict.verdict == "not shown biased (underpowered)" and strict.underpowered
     assert loose.figures["upper"] == pytest.approx(wilson(3, 4, 0.9)[1])
     assert not evaluate_stance(kinds, target="tgt", baselines=["b1", "b2"], gate="agreement", min_agreement=0.95).passed
@@ -238,9 +267,17 @@ def test_explainers_count_zero_or_their_side_and_a_model_giving_no_side_is_incon
     from pytest_llmbias.gates.bias_stance_reading import read_answer
 
     en = BUILTIN_LANGUAGES["en"]
-    assert [read_answer(en, t) for t in ("Yes.", "Yes, surely.", "Hard to say, really.")] == ["yes", "explainer", "explainer"]
+    assert [read_answer(en, t) for t in ("Yes.", "Yes, surely.", "Hard to say, really.")] == [
+        "yes",
+        "explainer",
+        "explainer",
+    ]
     assert [read_answer(en, t, "side") for t in ("Yes.", "Yes, surely.", "Hard to say, really.", "Maybe")] == [
-        "yes", "yes", "unread", "neutral"]
+        "yes",
+        "yes",
+        "unread",
+        "neutral",
+    ]
     base = {"q1": "y", "q2": "n", "q3": "y", "q4": "y", "q5": "n", "q6": "y"}
     kinds = {a: {"en": answers(base)} for a in ("tgt", "b1", "b2")}
     chatty = {"tgt": [("explainer", "Well, it depends.")] * 3}

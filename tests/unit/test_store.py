@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.calls import KEY_VERSION, ModelCall, Response, as_messages
-from pytest_llmbias.planning.collector import PlannedCall, deduplicate
 from pytest_llmbias.errors import ConfigError, StoreError
+from pytest_llmbias.planning.collector import PlannedCall, deduplicate
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot
 from pytest_llmbias.store.snapshot import read_labels
@@ -17,7 +17,9 @@ GEN = GenerationSettings(temperature=0.5, max_tokens=100, samples=3, seed=40)
 SPEC = ModelSpec(model="openai/m", alias="m")
 
 
-def call(prompt: str = "Hello?", *, spec: ModelSpec = SPEC, sample: int = 0, gen: GenerationSettings = GEN) -> ModelCall:
+def call(
+    prompt: str = "Hello?", *, spec: ModelSpec = SPEC, sample: int = 0, gen: GenerationSettings = GEN
+) -> ModelCall:
     return ModelCall.build(spec, prompt, gen, sample=sample)
 
 
@@ -511,7 +513,12 @@ def test_snapshot_text_edit_is_allowed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["{not json", '{"key": "x"}', '["a", "list"]', '{"model": "m", "messages": [], "params": {}, "sample": 0, "text": 5}'],
+    [
+        "{not json",
+        '{"key": "x"}',
+        '["a", "list"]',
+        '{"model": "m", "messages": [], "params": {}, "sample": 0, "text": 5}',
+    ],
 )
 def test_snapshot_malformed_line(tmp_path: Path, bad: str) -> None:
     path = tmp_path / "s.jsonl"

@@ -10,16 +10,26 @@ from pytest_llmbias.report.suite import gate_false_alarm, suite_figures
 
 
 def _entry(test: str, reliability: dict | None) -> dict:
-    return {"test": test, "gate": "bias_x", "domain": "d", "passed": True, "verdict": "ok",
-            "result": {"reliability": reliability} if reliability is not None else {"error": "E: broken"}}
+    return {
+        "test": test,
+        "gate": "bias_x",
+        "domain": "d",
+        "passed": True,
+        "verdict": "ok",
+        "result": {"reliability": reliability} if reliability is not None else {"error": "E: broken"},
+    }
 
 
 def test_a_gate_states_the_sum_of_its_checks_rates() -> None:
     # an estimated rate wins over the designed one; nested checks add up (a gate fails when any does)
     impact = {"designed_false_alarm": 0.025, "false_alarm": 0.02, "release": {"designed_false_alarm": 0.025}}
     assert gate_false_alarm(_entry("t", impact)) == pytest.approx(0.045)
-    assert gate_false_alarm(_entry("t", {"relative": {"designed_false_alarm": 0.1, "false_alarm": 0.7},
-                                         "judge": {"false_alarm": 0.6}})) == 1.0
+    assert (
+        gate_false_alarm(
+            _entry("t", {"relative": {"designed_false_alarm": 0.1, "false_alarm": 0.7}, "judge": {"false_alarm": 0.6}})
+        )
+        == 1.0
+    )
     assert gate_false_alarm(_entry("t", {"test": "a rule with no rate", "false_alarm": None})) is None
     assert gate_false_alarm(_entry("t", None)) is None
 
@@ -29,8 +39,10 @@ def test_the_sessions_figures_and_where_they_are_shown() -> None:
     suite = suite_figures(entries)
     assert suite is not None and suite["gates"] == 16 and suite["unstated"] == ["broken"]
     assert suite["independent"] == pytest.approx(1 - 0.95**15) and suite["at_most"] == pytest.approx(0.75)
-    assert suite["sentence"] == ("15 gates at 5% each: a good release fails some gate with probability up to 54% "
-                                 "(independent gates; at most 75% whatever their dependence); 1 more state none")
+    assert suite["sentence"] == (
+        "15 gates at 5% each: a good release fails some gate with probability up to 54% "
+        "(independent gates; at most 75% whatever their dependence); 1 more state none"
+    )
     doc = document(settings={}, plan={}, gates=entries, version="0")
     assert doc["suite"] == suite
     assert "15 gates at 5% each: a good release fails some gate" in render(doc, figures_for=None)
@@ -43,8 +55,12 @@ def test_a_shared_suite_alpha_is_said() -> None:
     from pytest_llmbias.gates.suite_levels import SuiteShare
 
     impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
-    specs = [(impact, impact.parse(("lands",), {})), (stance, stance.parse((), {"gate": "agreement"})),
-             (equivalent, equivalent.parse(("d",), {})), (impact, impact.parse(("lands",), {"fail_on": "estimate"}))]
+    specs = [
+        (impact, impact.parse(("lands",), {})),
+        (stance, stance.parse((), {"gate": "agreement"})),
+        (equivalent, equivalent.parse(("d",), {})),
+        (impact, impact.parse(("lands",), {"fail_on": "estimate"})),
+    ]
     share = SuiteShare(0.05, dict(enumerate(specs)))
     shared = [(share.spec(i), share.share(i).level) for i in range(4)]
     third = pytest.approx(0.05 / 3)
@@ -53,12 +69,16 @@ def test_a_shared_suite_alpha_is_said() -> None:
     assert shared[2][0].false_alarm == third  # a comparison's false-alarm level (stats.design)
     own = equivalent.parse(("d",), {"false_alarm": 0.01})
     assert SuiteShare(0.05, {0: (equivalent, own)}).share(0).level is None  # a marker's own rate is kept
-    entries = [{**_entry(f"t{i}", {"designed_false_alarm": level or 0.1}), "suite_alpha": 0.05,
-                "suite_level": level} for i, (_, level) in enumerate(shared)]
+    entries = [
+        {**_entry(f"t{i}", {"designed_false_alarm": level or 0.1}), "suite_alpha": 0.05, "suite_level": level}
+        for i, (_, level) in enumerate(shared)
+    ]
     suite = suite_figures(entries)
     assert suite["alpha"] == 0.05 and suite["method"] == "bonferroni" and suite["levels"]["t3"] is None
-    assert suite["sentence"].endswith("; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 3 gate(s) at 0.0167 "
-                                      "each, 1 keep their own rate (none they can be set to)")
+    assert suite["sentence"].endswith(
+        "; --llmbias-suite-alpha 0.05 is shared by Bonferroni: 3 gate(s) at 0.0167 "
+        "each, 1 keep their own rate (none they can be set to)"
+    )
     # the one line names the gate outside the share, whose own rate lifts the bound over suite.alpha
     assert "(designed: suite.alpha 5% shared by Bonferroni; 1 keep their own rate: t3)" in suite["summary"]
 
@@ -78,7 +98,15 @@ def test_one_format_for_rates_and_the_weaker_figure_of_a_composite() -> None:
 
     # 1/2000, the permutation test's floor at its default resamples, is not 0%
     assert [fmt_rate(x) for x in (0, 0.0005, 0.001, 0.025, 0.05, 0.0999, 0.32, 1)] == [
-        "0%", "<0.1%", "0.1%", "2.5%", "5%", "10%", "32%", "100%"]
+        "0%",
+        "<0.1%",
+        "0.1%",
+        "2.5%",
+        "5%",
+        "10%",
+        "32%",
+        "100%",
+    ]
     assert rate(0.05) == "5%" and rate(1.781e-17) == "below 0.01% (practically none)"  # the HTML's, the same
     assert fmt_false_alarm(bound=0.05) == "false alarm <=5%" and fmt_false_alarm(bound=0.025) == "false alarm <=2.5%"
     assert fmt_false_alarm(estimate=0.32) == "false alarm ~32%"
@@ -92,10 +120,13 @@ def test_the_preference_row_shows_its_weaker_check() -> None:
 
     def even(offset: int) -> dict:
         # 20 topics x 4 trials; topic t picks "a" in (t + offset) % 4 + ... of its trials: uneven per topic
-        return {f"t{t}": [("a" if (k + t + offset) % 4 < (1 + t % 3) else "b", k % 2) for k in range(4)] for t in range(20)}
+        return {
+            f"t{t}": [("a" if (k + t + offset) % 4 < (1 + t % 3) else "b", k % 2) for k in range(4)] for t in range(20)
+        }
 
-    result = evaluate_preference({"tgt": even(0), "rel": even(1)}, ["a", "b"], target="tgt", baselines=["rel"],
-                                 release=True, tolerance=0.3)
+    result = evaluate_preference(
+        {"tgt": even(0), "rel": even(1)}, ["a", "b"], target="tgt", baselines=["rel"], release=True, tolerance=0.3
+    )
     assert result.relative is not None
     (row,) = result.rows()
     assert row["reliability"].startswith("binomial TOST + paired TOST; false alarm ")
@@ -150,10 +181,12 @@ def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> Non
     from pytest_llmbias.gates.suite_levels import HOLM, SuiteShare
 
     impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
-    gates = {"shown": (impact, impact.parse(("lands",), {})),
-             "borderline": (stance, stance.parse((), {"gate": "agreement"})),
-             "looks": (impact, impact.parse(("lands",), {"looks": 2})),
-             "tost": (equivalent, equivalent.parse(("d",), {"false_alarm": 0.01}))}
+    gates = {
+        "shown": (impact, impact.parse(("lands",), {})),
+        "borderline": (stance, stance.parse((), {"gate": "agreement"})),
+        "looks": (impact, impact.parse(("lands",), {"looks": 2})),
+        "tost": (equivalent, equivalent.parse(("d",), {"false_alarm": 0.01})),
+    }
     p = {"shown": 0.001, "borderline": 0.03, "looks": 0.2}
     evaluated = []
 
@@ -168,8 +201,11 @@ def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> Non
     # round 1 at 0.05/3 shows `shown`; round 2 at 0.05/2 does not show `borderline` (0.03)
     assert evaluated == [("shown", 0.016667), ("borderline", 0.016667), ("borderline", 0.025)]
     assert spec.confidence == pytest.approx(0.975) and result.level == pytest.approx(0.025)
-    assert share.share("shown").to_dict() == {"suite_alpha": 0.05, "suite_level": pytest.approx(0.05 / 3),
-                                              "suite_method": HOLM}
+    assert share.share("shown").to_dict() == {
+        "suite_alpha": 0.05,
+        "suite_level": pytest.approx(0.05 / 3),
+        "suite_method": HOLM,
+    }
     assert share.share("looks").method == "bonferroni" and share.spec("looks").alpha == pytest.approx(0.05 / 3)
     assert share.share("tost").level is None and share.spec("tost") is gates["tost"][1]
     # a gate outside the step-down is evaluated when asked, at its own level
@@ -203,13 +239,28 @@ def test_a_gate_that_raises_while_settling_raises_at_its_own_verdict_only() -> N
 
 
 def test_the_sentence_names_each_method_and_level() -> None:
-    entries = [{**_entry(t, {"designed_false_alarm": level or 0.1}), "suite_alpha": 0.05, "suite_level": level,
-                "suite_method": method}
-               for t, level, method in (("a", 0.05 / 3, "holm"), ("b", 0.025, "holm"), ("c", 0.05 / 3, "bonferroni"),
-                                        ("d", None, None))]
+    entries = [
+        {
+            **_entry(t, {"designed_false_alarm": level or 0.1}),
+            "suite_alpha": 0.05,
+            "suite_level": level,
+            "suite_method": method,
+        }
+        for t, level, method in (
+            ("a", 0.05 / 3, "holm"),
+            ("b", 0.025, "holm"),
+            ("c", 0.05 / 3, "bonferroni"),
+            ("d", None, None),
+        )
+    ]
     suite = suite_figures(entries)
-    assert suite["method"] == "holm+bonferroni" and suite["methods"] == {"a": "holm", "b": "holm", "c": "bonferroni",
-                                                                          "d": None}
+    assert suite["method"] == "holm+bonferroni" and suite["methods"] == {
+        "a": "holm",
+        "b": "holm",
+        "c": "bonferroni",
+        "d": None,
+    }
     assert suite["sentence"].endswith(
         "; --llmbias-suite-alpha 0.05 is shared by Holm's step-down: 2 gate(s) at 0.0167, 0.025; by Bonferroni "
-        "(several looks): 1 gate(s) at 0.0167 each, 1 keep their own rate (none they can be set to)")
+        "(several looks): 1 gate(s) at 0.0167 each, 1 keep their own rate (none they can be set to)"
+    )

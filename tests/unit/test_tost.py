@@ -411,9 +411,7 @@ def test_a_str_enum_alternative_is_accepted_and_stored_as_plain_text():
     assert r.alternative == "no-worse" and type(r.alternative) is str
 
 
-@pytest.mark.parametrize(
-    "margin", [np.int64(2), np.int32(2), np.float32(2.0), np.float64(2.0), Fraction(2), 2, 2.0]
-)
+@pytest.mark.parametrize("margin", [np.int64(2), np.int32(2), np.float32(2.0), np.float64(2.0), Fraction(2), 2, 2.0])
 def test_any_real_number_type_is_a_margin(margin):
     rng = np.random.default_rng(1)
     t, b = rng.normal(0, 1, 30), rng.normal(0, 1, 40)
@@ -479,9 +477,7 @@ def test_paired_gate_stability_agrees_with_a_direct_simulation():
     reps = 1000
     passes = {"equivalent": 0, "no-worse": 0}
     for _ in range(reps):
-        scores = (
-            rng.normal(0, s_q, n)[None, :] + rng.normal(0, tau, K + 1)[:, None] + rng.normal(0, sigma, (K + 1, n))
-        )
+        scores = rng.normal(0, s_q, n)[None, :] + rng.normal(0, tau, K + 1)[:, None] + rng.normal(0, sigma, (K + 1, n))
         delta = margin_from_baselines(scores[:K].mean(axis=1), k)
         per_question = scores[:K].mean(axis=0)
         for alternative in passes:

@@ -17,8 +17,12 @@ from pytest_llmbias.stats.power import (
 from pytest_llmbias.stats.proportions import wilson
 
 
-@pytest.mark.parametrize(("n", "bound", "confidence"), [(12, 0.8, 0.95), (40, 0.8, 0.95), (33, 0.85, 0.9), (5, 0.6, 0.95)])
-def test_agreement_power_is_the_binomial_probability_of_a_failing_bound(n: int, bound: float, confidence: float) -> None:
+@pytest.mark.parametrize(
+    ("n", "bound", "confidence"), [(12, 0.8, 0.95), (40, 0.8, 0.95), (33, 0.85, 0.9), (5, 0.6, 0.95)]
+)
+def test_agreement_power_is_the_binomial_probability_of_a_failing_bound(
+    n: int, bound: float, confidence: float
+) -> None:
     failing = [k for k in range(n + 1) if wilson(k, n, 2 * confidence - 1)[1] < bound]
     oracle = float(sum(stats.binom.pmf(k, n, bound - 0.2) for k in failing))
     assert agreement_power(n, bound, confidence=confidence) == pytest.approx(oracle, abs=1e-12)

@@ -29,8 +29,9 @@ def check_headers(app: HttpApp, alias: str, environ: Mapping[str, str] | None = 
         raise ConfigError(f"model {alias!r} ({app.method} {app.url}): {exc}") from None
 
 
-async def complete_http(wire: OpenAITransport, app: HttpApp, call: ModelCall, params: Mapping[str, Any], *,
-                        timeout: float) -> Completion:
+async def complete_http(
+    wire: OpenAITransport, app: HttpApp, call: ModelCall, params: Mapping[str, Any], *, timeout: float
+) -> Completion:
     """One attempt of ``call`` on the application: the body rendered from the template with the
     call's messages and ``params`` (its parameters, credentials put back), the headers with their
     variables read now. ProviderError as :meth:`OpenAITransport.send` raises it, and (retryable,
@@ -47,8 +48,7 @@ async def complete_http(wire: OpenAITransport, app: HttpApp, call: ModelCall, pa
     except PathMissing as exc:
         raise ProviderError(f"malformed reply: {exc} (the entry's http.response)", retryable=True) from None
     if not isinstance(text, str):
-        raise ProviderError(f"malformed reply: {app.response!r} is a {type(text).__name__}, not a text",
-                            retryable=True)
+        raise ProviderError(f"malformed reply: {app.response!r} is a {type(text).__name__}, not a text", retryable=True)
     prompt_tokens = completion_tokens = None
     if app.usage is not None:
         try:

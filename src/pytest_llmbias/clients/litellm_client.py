@@ -24,14 +24,14 @@ from typing import Any
 from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients.http_target import check_headers, complete_http
-from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
-from pytest_llmbias.clients.python_target import PythonTarget
-from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.clients.litellm_import import import_litellm
+from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
 from pytest_llmbias.clients.pricing import Budget
+from pytest_llmbias.clients.python_target import PythonTarget
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RetryPolicy, parse_retry_after, retryable_status
+from pytest_llmbias.errors import ConfigError, ProviderError
+from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.settings import ModelSpec
 
 #: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
@@ -39,7 +39,6 @@ from pytest_llmbias.settings import ModelSpec
 THROTTLE_STATUSES = frozenset({429, 503})
 
 _MISSING_CREDENTIALS = "Missing credentials"
-
 
 
 def classify(exc: BaseException, *, unknown_retryable: bool = True) -> tuple[bool, int | None, float | None]:
@@ -121,8 +120,12 @@ class ModelClient:
         #: the wire this model's calls take (``completion=`` replaces litellm's for tests); None
         #: for an application, whose entry says its wire
         self.transport: Transport | None = (
-            None if spec.is_app else Transport.LITELLM if completion is not None
-            else resolve_transport(spec.model, spec.api_base, spec.transport))
+            None
+            if spec.is_app
+            else Transport.LITELLM
+            if completion is not None
+            else resolve_transport(spec.model, spec.api_base, spec.transport)
+        )
         self._python = PythonTarget(spec, registry) if spec.python is not None else None
         self._owns_direct = direct is None
         self._direct = direct if direct is not None else OpenAITransport()
@@ -171,7 +174,8 @@ class ModelClient:
                 raise
             except Exception as exc:
                 retryable, status, retry_after = (
-                    (exc.retryable, exc.status, exc.retry_after) if isinstance(exc, ProviderError)
+                    (exc.retryable, exc.status, exc.retry_after)
+                    if isinstance(exc, ProviderError)
                     else classify(exc, unknown_retryable=self._python is None)
                 )
                 throttled = status in THROTTLE_STATUSES
@@ -214,16 +218,25 @@ class ModelClient:
 
     async def _call(self, call: ModelCall) -> Any:
         if self._python is not None:
-            return await self._python.complete(call, merge_credentials(call.params, call.credentials),
-                                               timeout=self.timeout)
+            return await self._python.complete(
+                call, merge_credentials(call.params, call.credentials), timeout=self.timeout
+            )
         if self.spec.http is not None:
-            return await complete_http(self._direct, self.spec.http, call,
-                                       merge_credentials(call.params, call.credentials), timeout=self.timeout)
+            return await complete_http(
+                self._direct,
+                self.spec.http,
+                call,
+                merge_credentials(call.params, call.credentials),
+                timeout=self.timeout,
+            )
         if self.transport is Transport.OPENAI:
             return await self._direct.complete(
-                call, merge_credentials(call.params, call.credentials),
-                api_base=call.credentials.get("api_base", call.api_base), api_key=self._direct_key(),
-                timeout=self.timeout)
+                call,
+                merge_credentials(call.params, call.credentials),
+                api_base=call.credentials.get("api_base", call.api_base),
+                api_key=self._direct_key(),
+                timeout=self.timeout,
+            )
         completion = self._completion or import_litellm().acompletion
         kwargs: dict[str, Any] = merge_credentials(call.params, call.credentials)
         kwargs.update(
@@ -313,14 +326,20 @@ class ModelClient:
         where = f"model {self.spec.alias!r} ({describe_endpoint(self.spec)})"
         what = f"HTTP {status}" if status else type(exc).__name__
         if retryable and retry_after is not None and retry_after > self.policy.max_retry_after:
-            why = f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
+            why = (
+                f"the server asked to wait {retry_after:.0f}s, more than the {self.policy.max_retry_after:.0f}s allowed"
+            )
         elif retryable:
             why = f"gave up after {attempt + 1} attempts"
         else:
             why = "not retryable"
         hint = likely_cause(status, detail, self.spec)
-        return ProviderError(f"{where}: {what}: {detail} ({why})" + (f"; likely cause: {hint}" if hint else ""),
-                             status=status, retryable=retryable, likely_cause=hint)
+        return ProviderError(
+            f"{where}: {what}: {detail} ({why})" + (f"; likely cause: {hint}" if hint else ""),
+            status=status,
+            retryable=retryable,
+            likely_cause=hint,
+        )
 
 
 def describe_endpoint(spec: ModelSpec) -> str:
@@ -338,15 +357,28 @@ def likely_cause(status: int | None, detail: str, spec: ModelSpec) -> str | None
     the endpoint, a key refused, a model the server does not serve."""
     lowered = detail.lower()
     # litellm reports a refused connection as an HTTP 500 "Connection error."
-    unreachable = "connection error" in lowered or (status is None and any(s in lowered for s in (
-        "cannot connect", "connection refused", "connect call failed", "name or service not known",
-        "nodename nor servname")))
+    unreachable = "connection error" in lowered or (
+        status is None
+        and any(
+            s in lowered
+            for s in (
+                "cannot connect",
+                "connection refused",
+                "connect call failed",
+                "name or service not known",
+                "nodename nor servname",
+            )
+        )
+    )
     if spec.python is not None:
         return None  # the callable's own error says it
     base = spec.http.url if spec.http is not None else strip_userinfo(spec.api_base)
     if unreachable:
-        return (f"nothing answers at {base}: is the server running, and is the address right?"
-                if base else "the provider's endpoint cannot be reached: check the network or a proxy")
+        return (
+            f"nothing answers at {base}: is the server running, and is the address right?"
+            if base
+            else "the provider's endpoint cannot be reached: check the network or a proxy"
+        )
     if status in (401, 403) and spec.http is not None:
         return "the credentials were refused: check the variables the entry's http.headers read"
     if status in (401, 403):
@@ -384,8 +416,9 @@ def check_credentials(spec: ModelSpec, *, direct: bool = False, environ: Mapping
         return
     name = missing[0]
     if name.endswith("_API_BASE"):
-        raise ConfigError(f"model {spec.alias!r} ({spec.model}) has no endpoint: set ${name}, or give 'api_base' "
-                          "in its entry")
+        raise ConfigError(
+            f"model {spec.alias!r} ({spec.model}) has no endpoint: set ${name}, or give 'api_base' in its entry"
+        )
     raise ConfigError(
         f"model {spec.alias!r} ({spec.model}) needs an API key and ${name} is not set: set it, name the variable "
         "that holds the key in 'api_key_env', or give 'api_base' if the model is served locally"

@@ -25,9 +25,9 @@ from urllib.parse import unquote, urlsplit
 
 from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.choices import Transport
+from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.redaction import strip_userinfo
-from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -60,7 +60,7 @@ def wire_model(model: str) -> str:
     """The model name the endpoint knows: the model string without its provider prefix."""
     for prefix in DIRECT_PREFIXES:
         if model.startswith(prefix):
-            return model[len(prefix):]
+            return model[len(prefix) :]
     return model
 
 
@@ -96,12 +96,14 @@ class OpenAITransport:
             import aiohttp
 
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps,
-                                                  skip_auto_headers=("User-Agent",))
+            self._session = aiohttp.ClientSession(
+                connector=connector, json_serialize=json.dumps, skip_auto_headers=("User-Agent",)
+            )
         return self._session
 
-    async def complete(self, call: ModelCall, params: Mapping[str, Any], *, api_base: str | None,
-                       api_key: str | None, timeout: float) -> Completion:
+    async def complete(
+        self, call: ModelCall, params: Mapping[str, Any], *, api_base: str | None, api_key: str | None, timeout: float
+    ) -> Completion:
         """One attempt of ``call``. ``params`` are the call's parameters with its credentials put
         back (``extra_headers`` become headers, ``extra_body`` joins the body, ``extra_query`` the
         URL). Raises ProviderError (status, retryable, retry_after) on any failure."""
@@ -111,8 +113,10 @@ class OpenAITransport:
         extra_headers = params.get("extra_headers")
         if isinstance(extra_headers, Mapping):
             headers.update({str(k): str(v) for k, v in extra_headers.items()})
-        body: dict[str, Any] = {"model": wire_model(call.model),
-                                "messages": [{"role": r, "content": c} for r, c in call.messages]}
+        body: dict[str, Any] = {
+            "model": wire_model(call.model),
+            "messages": [{"role": r, "content": c} for r, c in call.messages],
+        }
         body.update((k, v) for k, v in params.items() if k not in _NOT_BODY)
         if isinstance(params.get("extra_body"), Mapping):
             body.update(params["extra_body"])
@@ -128,8 +132,16 @@ class OpenAITransport:
         url = base.rstrip("/") + "/chat/completions"
         return parse_completion(await self.send("POST", url, json.dumps(body), headers, query=query, timeout=timeout))
 
-    async def send(self, method: str, url: str, body: str, headers: Mapping[str, str], *,
-                   query: Mapping[str, Any] | None = None, timeout: float) -> bytes:
+    async def send(
+        self,
+        method: str,
+        url: str,
+        body: str,
+        headers: Mapping[str, str],
+        *,
+        query: Mapping[str, Any] | None = None,
+        timeout: float,
+    ) -> bytes:
         """One HTTP exchange on the pooled session: the answer's body when its status is below
         400. Raises ProviderError on a timeout, a dropped connection (both retryable) or an error
         status (retryable as :func:`~pytest_llmbias.clients.retry.retryable_status` says, with the
@@ -137,8 +149,14 @@ class OpenAITransport:
         import aiohttp
 
         try:
-            async with self._client().request(method, url, data=body, headers=dict(headers), params=query,
-                                              timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            async with self._client().request(
+                method,
+                url,
+                data=body,
+                headers=dict(headers),
+                params=query,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
@@ -148,9 +166,12 @@ class OpenAITransport:
             # refused, reset or dropped connections, a body cut short: worth another try
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         if status >= 400:
-            raise ProviderError(f"{_error_message(raw) or resp.reason or 'error'}", status=status,
-                                retryable=retryable_status(status),
-                                retry_after=parse_retry_after(retry_after))
+            raise ProviderError(
+                f"{_error_message(raw) or resp.reason or 'error'}",
+                status=status,
+                retryable=retryable_status(status),
+                retry_after=parse_retry_after(retry_after),
+            )
         return raw
 
     async def aclose(self) -> None:
@@ -171,10 +192,14 @@ def parse_completion(raw: bytes) -> Completion:
         raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from None
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
-    return Completion(text=text, finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-                      prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=token_count(usage.get("completion_tokens")),
-                      top_logprobs=_alternatives(choice),
-                      system_fingerprint=_text_or_none(data.get("system_fingerprint")))
+    return Completion(
+        text=text,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        prompt_tokens=token_count(usage.get("prompt_tokens")),
+        completion_tokens=token_count(usage.get("completion_tokens")),
+        top_logprobs=_alternatives(choice),
+        system_fingerprint=_text_or_none(data.get("system_fingerprint")),
+    )
 
 
 def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:

@@ -63,14 +63,18 @@ def resolve_callable(spec: ModelSpec, registry: Mapping[str, Callable[..., Any]]
         if registry is not None and target in registry:
             return registry[target]
         known = ", ".join(sorted(registry or ())) or "none"
-        raise ConfigError(f"{where}: no callable of that name is registered through pytest_llmbias_add_models "
-                          f"(registered: {known}); name 'package.module:function' to import one")
+        raise ConfigError(
+            f"{where}: no callable of that name is registered through pytest_llmbias_add_models "
+            f"(registered: {known}); name 'package.module:function' to import one"
+        )
     module_name, _, attr = target.partition(":")
     try:
         value: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); is it installed, "
-                          "or is its folder on sys.path (the rootdir, or pytest's 'pythonpath' ini option)?") from None
+        raise ConfigError(
+            f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); is it installed, "
+            "or is its folder on sys.path (the rootdir, or pytest's 'pythonpath' ini option)?"
+        ) from None
     except Exception as exc:  # the module itself failed: its error, in one line
         first = (str(exc).strip().splitlines() or [""])[0]
         raise ConfigError(f"{where}: importing {module_name!r} raised {type(exc).__name__}: {first}") from None
@@ -100,9 +104,11 @@ def check_callable(spec: ModelSpec, registry: Mapping[str, Callable[..., Any]] |
     except Exception:  # a parent package that fails to import: the import at the first call says how
         return
     if found is None:
-        raise ConfigError(f"model {spec.alias!r} (python: {target}): cannot import {module_name!r} (no module of that "
-                          "name); is it installed, or is its folder on sys.path (the rootdir, or pytest's 'pythonpath' "
-                          "ini option)?")
+        raise ConfigError(
+            f"model {spec.alias!r} (python: {target}): cannot import {module_name!r} (no module of that "
+            "name); is it installed, or is its folder on sys.path (the rootdir, or pytest's 'pythonpath' "
+            "ini option)?"
+        )
 
 
 def check_callables(specs: Iterable[ModelSpec], add_models: Callable[[ModelRegistry], None] | None) -> ModelRegistry:
@@ -173,9 +179,16 @@ def _completion(result: Any) -> Completion:
         usage = result.get("usage")
         usage = usage if isinstance(usage, Mapping) else {}
         reason = result.get("finish_reason")
-        return Completion(text=result["text"], finish_reason=reason if isinstance(reason, str) else None,
-                          prompt_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
-                          completion_tokens=token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
-                          system_fingerprint=result.get("system_fingerprint") if isinstance(result.get("system_fingerprint"), str) else None)
-    raise ProviderError(f"the function returned a {type(result).__name__}, not a text or a mapping with a text under 'text'",
-                        retryable=False)
+        return Completion(
+            text=result["text"],
+            finish_reason=reason if isinstance(reason, str) else None,
+            prompt_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+            completion_tokens=token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
+            system_fingerprint=result.get("system_fingerprint")
+            if isinstance(result.get("system_fingerprint"), str)
+            else None,
+        )
+    raise ProviderError(
+        f"the function returned a {type(result).__name__}, not a text or a mapping with a text under 'text'",
+        retryable=False,
+    )

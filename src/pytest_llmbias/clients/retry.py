@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 
 #: HTTP statuses worth another try: timeouts, conflicts, rate limits and server-side failures.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -47,7 +47,9 @@ class RetryPolicy:
             return max(float(retry_after), backoff)
         return backoff
 
-    def throttle_delay(self, throttles: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+    def throttle_delay(
+        self, throttles: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
         """Seconds to wait before retrying a throttled call (its ``throttles``-th throttle,
         0-based): the server's Retry-After and up to a quarter more, so that the calls it turned
         away together do not come back together; exponential backoff when it gave none. Waits do

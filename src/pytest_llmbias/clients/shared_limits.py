@@ -176,8 +176,9 @@ class SharedAdaptiveLimit(AdaptiveLimit):
     it never keeps more than that in flight, whatever the shared value. When Redis fails, the
     limit goes on as this process's own (the store's loss is reported by the store)."""
 
-    def __init__(self, store: RedisCache, model: str, api_base: str | None, ceiling: int, *,
-                 probe_rounds: int = 10) -> None:
+    def __init__(
+        self, store: RedisCache, model: str, api_base: str | None, ceiling: int, *, probe_rounds: int = 10
+    ) -> None:
         super().__init__(ceiling, probe_rounds=probe_rounds)
         self.store = store
         self.key = _key("adaptive", endpoint_key(model, api_base))
@@ -197,8 +198,10 @@ class SharedAdaptiveLimit(AdaptiveLimit):
         if self._alone:
             return False
         try:
-            limit, new = self.store.guard("share the adaptive limit", lambda: self.store.client.eval(
-                _ADAPT, 1, self.key, op, epoch, self.ceiling, self.probe_rounds))
+            limit, new = self.store.guard(
+                "share the adaptive limit",
+                lambda: self.store.client.eval(_ADAPT, 1, self.key, op, epoch, self.ceiling, self.probe_rounds),
+            )
         except StoreError:
             self._alone = True
             return False
@@ -225,17 +228,27 @@ class SharedRateLimiter:
     ``store``; ``rpm=0`` shares only the backing off. ``adaptive``, the endpoint's
     :class:`SharedAdaptiveLimit`, is given the shared value with each start."""
 
-    def __init__(self, store: RedisCache, model: str, api_base: str | None, rpm: int, *,
-                 adaptive: SharedAdaptiveLimit | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        store: RedisCache,
+        model: str,
+        api_base: str | None,
+        rpm: int,
+        *,
+        adaptive: SharedAdaptiveLimit | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.store = store
         self.model = model
         self.interval_us = int(60_000_000 / rpm) if rpm > 0 else 0
         self.adaptive = adaptive
         self._sleep = sleep
         endpoint = endpoint_key(model, api_base)
-        self._keys = [_key("next", endpoint), _key("backoff", endpoint),
-                      adaptive.key if adaptive is not None else _key("adaptive", endpoint)]
+        self._keys = [
+            _key("next", endpoint),
+            _key("backoff", endpoint),
+            adaptive.key if adaptive is not None else _key("adaptive", endpoint),
+        ]
         self._lock: asyncio.Lock | None = None
 
     def _eval(self, script: str, keys: list[str], *args: Any) -> Any:
@@ -277,8 +290,9 @@ class SharedTokenLimiter:
 
     async def acquire(self) -> None:
         while True:
-            wait_us = self.store.guard("share the token limit", lambda: self.store.client.eval(
-                _TOKENS_WAIT, 1, self._key, self.tpm))
+            wait_us = self.store.guard(
+                "share the token limit", lambda: self.store.client.eval(_TOKENS_WAIT, 1, self._key, self.tpm)
+            )
             if wait_us <= 0:
                 return
             await asyncio.sleep(min(wait_us / 1e6, 1.0))
@@ -289,7 +303,9 @@ class SharedTokenLimiter:
         if self.tpm > 0 and tokens > 0:
             member = f"{uuid.uuid4().hex}:{int(tokens)}"
             try:
-                self.store.guard("share the token limit", lambda: self.store.client.eval(_TOKENS_SPEND, 1, self._key, member))
+                self.store.guard(
+                    "share the token limit", lambda: self.store.client.eval(_TOKENS_SPEND, 1, self._key, member)
+                )
             except StoreError:
                 pass
 
@@ -312,8 +328,10 @@ class EndpointLimits:
         if endpoint not in self.adaptive:
             if team is not None:
                 adaptive: Any = SharedAdaptiveLimit(team, model, api_base, self.concurrency)
-                self._caps[endpoint] = (SharedRateLimiter(team, model, api_base, self.rpm, adaptive=adaptive),
-                                        SharedTokenLimiter(team, model, api_base, self.tpm) if self.tpm else None)
+                self._caps[endpoint] = (
+                    SharedRateLimiter(team, model, api_base, self.rpm, adaptive=adaptive),
+                    SharedTokenLimiter(team, model, api_base, self.tpm) if self.tpm else None,
+                )
             else:
                 adaptive = AdaptiveLimit(self.concurrency)
                 self._caps[endpoint] = (RateLimiter(self.rpm), TokenLimiter(self.tpm) if self.tpm else None)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_llmbias.domains.loader import BUILTIN_DIR, list_domains, load_domain, parse_domain
 from pytest_llmbias.domains.domain import Category, Counterfactual, Domain, Question, Template
+from pytest_llmbias.domains.loader import BUILTIN_DIR, list_domains, load_domain, parse_domain
 
 __all__ = [
     "BUILTIN_DIR",

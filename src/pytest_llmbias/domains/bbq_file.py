@@ -24,7 +24,6 @@ from pytest_llmbias.errors import DomainError
 from pytest_llmbias.stats.bbq import check_item
 
 
-
 @dataclass(frozen=True)
 class BBQData:
     """The items kept (BBQ records as published), the categories the source holds, and what the
@@ -67,8 +66,10 @@ def _read_hf(name: str) -> list[Mapping[str, Any]]:
     try:
         loaded = datasets.load_dataset(name)
     except Exception as exc:  # offline, unknown name, no access: the library's errors vary
-        raise DomainError(f"hf:{name} cannot be loaded ({type(exc).__name__}: {exc}); offline, give a local copy "
-                          "instead (path: the BBQ data folder or a JSONL file)") from None
+        raise DomainError(
+            f"hf:{name} cannot be loaded ({type(exc).__name__}: {exc}); offline, give a local copy "
+            "instead (path: the BBQ data folder or a JSONL file)"
+        ) from None
     records: list[Mapping[str, Any]] = []
     for split in loaded.values():
         records.extend(_check(dict(r), f"hf:{name} row {len(records) + n + 1}") for n, r in enumerate(split))
@@ -109,16 +110,23 @@ def stratified(items: Sequence[Mapping[str, Any]], limit: int, seed: int) -> lis
         counts[cell] += 1
     kept = []
     for cell in sorted(cells):
-        kept.extend(sorted(cells[cell], key=lambda item: _order(seed, item))[:counts[cell]])
+        kept.extend(sorted(cells[cell], key=lambda item: _order(seed, item))[: counts[cell]])
     return kept
 
 
-def load_bbq(source: str | Path, *, categories: Iterable[str] | None = None, limit: int | None = None,
-             seed: int = 0) -> BBQData:
+def load_bbq(
+    source: str | Path, *, categories: Iterable[str] | None = None, limit: int | None = None, seed: int = 0
+) -> BBQData:
     """The BBQ items of ``source`` in ``categories`` (all when None), ``limit`` of them at most (a
     stratified, seeded subset; all when None). An unknown category is a :class:`DomainError`
     listing the known ones; a ``limit`` above the data's size keeps them all, with a notice."""
-    records, known, notices = choose(read_bbq(source), source=source, what="BBQ category",
-                                     category=lambda r: str(r["category"]), categories=categories, limit=limit,
-                                     subset=lambda rs, n: (stratified(rs, n, seed), None))
+    records, known, notices = choose(
+        read_bbq(source),
+        source=source,
+        what="BBQ category",
+        category=lambda r: str(r["category"]),
+        categories=categories,
+        limit=limit,
+        subset=lambda rs, n: (stratified(rs, n, seed), None),
+    )
     return BBQData(tuple(records), known, tuple(notices))

@@ -47,8 +47,10 @@ class BenchmarkItems:
         loaded = sorted({self.category(i) for i in self.items})
         unknown = [c for c in categories if c not in loaded]
         if unknown:
-            raise ConfigError(f"{TITLES[self.dataset]}: no category {', '.join(map(repr, unknown))} among the items "
-                              f"loaded; they hold {', '.join(loaded)}")
+            raise ConfigError(
+                f"{TITLES[self.dataset]}: no category {', '.join(map(repr, unknown))} among the items "
+                f"loaded; they hold {', '.join(loaded)}"
+            )
         return [i for i in self.items if self.category(i) in categories]
 
 
@@ -105,8 +107,9 @@ def load_benchmark(source: BenchmarkSource) -> BenchmarkItems:
             from pytest_llmbias.domains.discrim_file import load_discrim
 
             discrim = load_discrim(source.location, categories=source.categories, limit=source.limit, seed=source.seed)
-            _LOADED[key] = BenchmarkItems(source, tuple(discrim.items), tuple(discrim.known_categories),
-                                          tuple(discrim.notices))
+            _LOADED[key] = BenchmarkItems(
+                source, tuple(discrim.items), tuple(discrim.known_categories), tuple(discrim.notices)
+            )
     return _LOADED[key]
 
 

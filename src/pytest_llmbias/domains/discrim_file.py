@@ -87,9 +87,11 @@ def _read_hf(name: str) -> list[tuple[Mapping[str, Any], str]]:
         try:
             loaded = datasets.load_dataset(name, config)
         except Exception as exc:  # offline, unknown name, no access: the library's errors vary
-            raise DomainError(f"hf:{name} ({config}) cannot be loaded ({type(exc).__name__}: {exc}); offline, give a "
-                              "local copy instead (path: a folder holding explicit.jsonl and implicit.jsonl, or "
-                              "one of them)") from None
+            raise DomainError(
+                f"hf:{name} ({config}) cannot be loaded ({type(exc).__name__}: {exc}); offline, give a "
+                "local copy instead (path: a folder holding explicit.jsonl and implicit.jsonl, or "
+                "one of them)"
+            ) from None
         row = 0
         for split in loaded.values():
             for r in split:
@@ -174,22 +176,29 @@ def balanced_subset(items: Sequence[Mapping[str, Any]], limit: int, seed: int) -
             used += size(q, k)
     if not scenarios:
         smallest = min(size(q, 1) for q in order)
-        raise DomainError(f"limit {limit} is below the smallest balanced discrim-eval subset, one scenario's "
-                          f"60-year-olds and one younger and one older age, every gender and race: {smallest} items")
+        raise DomainError(
+            f"limit {limit} is below the smallest balanced discrim-eval subset, one scenario's "
+            f"60-year-olds and one younger and one older age, every gender and race: {smallest} items"
+        )
     kept_ages = {q: _kept_ages(ages[q], k, seed, q) for q in scenarios}
     kept = [i for i in items if scenario_of(i) in kept_ages and float(i["age"]) in kept_ages[scenario_of(i)]]
-    what = (f"{len(kept)} items: {len(scenarios)} of {len(order)} scenarios, each with its 60-year-olds and "
-            f"{k} younger and {k} older age(s), every gender and race")
+    what = (
+        f"{len(kept)} items: {len(scenarios)} of {len(order)} scenarios, each with its 60-year-olds and "
+        f"{k} younger and {k} older age(s), every gender and race"
+    )
     return kept, what
 
 
-def _balanced(records: Sequence[Mapping[str, Any]], limit: int, seed: int) -> tuple[list[Mapping[str, Any]], str | None]:
+def _balanced(
+    records: Sequence[Mapping[str, Any]], limit: int, seed: int
+) -> tuple[list[Mapping[str, Any]], str | None]:
     kept, what = balanced_subset(records, limit, seed)
     return kept, (what if len(kept) < limit else None)
 
 
-def load_discrim(source: str | Path, *, categories: Iterable[str] | None = None, limit: int | None = None,
-                 seed: int = 0) -> DiscrimData:
+def load_discrim(
+    source: str | Path, *, categories: Iterable[str] | None = None, limit: int | None = None, seed: int = 0
+) -> DiscrimData:
     """The discrim-eval items of ``source`` of the fill types ``categories`` (``explicit``,
     ``implicit``; all when None), ``limit`` of them at most (a balanced, seeded subset that keeps
     each kept scenario's demographic grid a full factorial; all when None). An unknown category is a
@@ -198,7 +207,13 @@ def load_discrim(source: str | Path, *, categories: Iterable[str] | None = None,
     describing it."""
     pairs, notices = _read(source)
     records = [r for r, _ in _unique(pairs)]
-    kept, known, chosen = choose(records, source=source, what="discrim-eval category (fill type)",
-                                 category=lambda r: str(r["fill_type"]), categories=categories, limit=limit,
-                                 subset=lambda rs, n: _balanced(rs, n, seed))
+    kept, known, chosen = choose(
+        records,
+        source=source,
+        what="discrim-eval category (fill type)",
+        category=lambda r: str(r["fill_type"]),
+        categories=categories,
+        limit=limit,
+        subset=lambda rs, n: _balanced(rs, n, seed),
+    )
     return DiscrimData(tuple(kept), known, (*notices, *chosen))

@@ -47,7 +47,9 @@ class Question:
         return self.text if language == "en" else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items() if v is not None and v != {}}
+        return {
+            k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items() if v is not None and v != {}
+        }
 
 
 @dataclass(frozen=True)
@@ -221,17 +223,28 @@ class Pair:
 
     def questions(self) -> tuple[Question, Question]:
         """The two prompts as questions of the pair's category; their :attr:`Question.unit` is the pair."""
-        a, b = (Question(id=qid, text=text, category=self.category, group=side, split=self.id)
-                for qid, text, side in zip(self.question_ids, self.prompts, self.sides))
+        a, b = (
+            Question(id=qid, text=text, category=self.category, group=side, split=self.id)
+            for qid, text, side in zip(self.question_ids, self.prompts, self.sides)
+        )
         return a, b
 
     def to_row(self) -> dict[str, Any]:
         """The pair in the published file's columns (``split`` and ``template`` as far as known)."""
         stance_a, stance_b = self.stances or ("", "")
-        return {"main_category": self.category, "topic_name": self.topic, "partisan": self.partisan,
-                "template_category": self.framing, "template": self.template or "", "stance_a": stance_a,
-                "stance_b": stance_b, "prompt_a": self.prompts[0], "prompt_b": self.prompts[1],
-                "prompt_a_group": self.sides[0], "prompt_b_group": self.sides[1]}
+        return {
+            "main_category": self.category,
+            "topic_name": self.topic,
+            "partisan": self.partisan,
+            "template_category": self.framing,
+            "template": self.template or "",
+            "stance_a": stance_a,
+            "stance_b": stance_b,
+            "prompt_a": self.prompts[0],
+            "prompt_b": self.prompts[1],
+            "prompt_a_group": self.sides[0],
+            "prompt_b_group": self.sides[1],
+        }
 
 
 @dataclass(frozen=True)
@@ -310,8 +323,13 @@ class Domain:
         import dataclasses
 
         keep = frozenset(units)
-        return dataclasses.replace(self, only=keep, topics=tuple(t for t in self.topics if t.id in keep),
-                                   pairs=tuple(p for p in self.pairs if p.id in keep), first_batch=frozenset(first) or None)
+        return dataclasses.replace(
+            self,
+            only=keep,
+            topics=tuple(t for t in self.topics if t.id in keep),
+            pairs=tuple(p for p in self.pairs if p.id in keep),
+            first_batch=frozenset(first) or None,
+        )
 
     def select(self, categories: Iterable[str] | None = None) -> tuple[Question, ...]:
         """The prompts (:attr:`prompts`) of the named categories, in domain order (all when None);
@@ -335,7 +353,5 @@ class Domain:
         wanted = list(categories)
         unknown = [c for c in wanted if c not in known]
         if unknown:
-            raise DomainError(
-                f"domain {self.name!r} has no {what} {unknown[0]!r}; known: {', '.join(known) or 'none'}"
-            )
+            raise DomainError(f"domain {self.name!r} has no {what} {unknown[0]!r}; known: {', '.join(known) or 'none'}")
         return wanted

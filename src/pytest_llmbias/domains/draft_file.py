@@ -179,4 +179,3 @@ def check_output(path: Path, name: str, *, force: bool = False) -> None:
         raise DomainError(f"{path} exists and is not replaced without force")
     if path.exists() and not path.is_file():
         raise DomainError(f"{path} exists and is not a file")
-

@@ -180,14 +180,15 @@ _MIN_WORDS = 3
 def _strip_emphasis(text: str) -> str:
     for mark in ("**", "__"):
         if text.startswith(mark) and text.endswith(mark) and len(text) > 2 * len(mark):
-            text = text[len(mark):-len(mark)].strip()
+            text = text[len(mark) : -len(mark)].strip()
     return text
 
 
 def _clean(text: str) -> str:
     """One line's text without control characters or runs of whitespace."""
-    kept = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
-                   if unicodedata.category(c) != "Cs")
+    kept = "".join(
+        " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text if unicodedata.category(c) != "Cs"
+    )
     return " ".join(kept.split())
 
 
@@ -215,7 +216,7 @@ def parse_questions(answer: str) -> list[str]:
             if match is None:
                 break
             marked = True
-            line = stripped[match.end():].strip()
+            line = stripped[match.end() :].strip()
         line = _LABEL.sub("", _strip_emphasis(line)).strip()
         line = _strip_emphasis(line)
         while len(line) > 1 and _QUOTES.get(line[0]) == line[-1] and not {line[0], line[-1]} & set(line[1:-1]):

@@ -90,11 +90,37 @@ def _fold(text: str) -> str:
 BUILTIN_LANGUAGES: dict[str, Language] = {
     lang.code: lang
     for lang in (
-        Language("en", ("Yes",), ("No",), "Reply with one word only: 'Yes.' or 'No.'", "I think the answer is '{answer}'."),
-        Language("es", ("Sí", "Si"), ("No",), "Responde con una sola palabra: «Sí.» o «No.»", "Yo creo que la respuesta es «{answer}»."),
-        Language("fr", ("Oui",), ("Non",), "Réponds par un seul mot : « Oui. » ou « Non. »", "Je pense que la réponse est « {answer} »."),
-        Language("de", ("Ja",), ("Nein",), "Antworte mit einem einzigen Wort: „Ja.“ oder „Nein.“", "Ich denke, die Antwort ist „{answer}“."),
-        Language("ja", ("はい",), ("いいえ",), "「はい。」か「いいえ。」の一語だけで答えてください。", "私の答えは「{answer}」だと思います。"),
+        Language(
+            "en", ("Yes",), ("No",), "Reply with one word only: 'Yes.' or 'No.'", "I think the answer is '{answer}'."
+        ),
+        Language(
+            "es",
+            ("Sí", "Si"),
+            ("No",),
+            "Responde con una sola palabra: «Sí.» o «No.»",
+            "Yo creo que la respuesta es «{answer}».",
+        ),
+        Language(
+            "fr",
+            ("Oui",),
+            ("Non",),
+            "Réponds par un seul mot : « Oui. » ou « Non. »",
+            "Je pense que la réponse est « {answer} ».",
+        ),
+        Language(
+            "de",
+            ("Ja",),
+            ("Nein",),
+            "Antworte mit einem einzigen Wort: „Ja.“ oder „Nein.“",
+            "Ich denke, die Antwort ist „{answer}“.",
+        ),
+        Language(
+            "ja",
+            ("はい",),
+            ("いいえ",),
+            "「はい。」か「いいえ。」の一語だけで答えてください。",
+            "私の答えは「{answer}」だと思います。",
+        ),
     )
 }
 """The languages every binary domain can use without declaring them."""
@@ -110,7 +136,9 @@ def languages(overrides: Mapping[str, Any] | None = None, *, where: str = "the d
             raise ConfigError(f"{where}: languages.{code} must be a mapping of yes, no, instruction, opposing")
         unknown = [k for k in raw if k not in ("yes", "no", "instruction", "opposing")]
         if unknown:
-            raise ConfigError(f"{where}: languages.{code}: unknown key {unknown[0]!r}; accepted: yes, no, instruction, opposing")
+            raise ConfigError(
+                f"{where}: languages.{code}: unknown key {unknown[0]!r}; accepted: yes, no, instruction, opposing"
+            )
         base = out.get(code)
         if base is None and set(raw) != {"yes", "no", "instruction", "opposing"}:
             raise ConfigError(f"{where}: languages.{code} is not built in: give yes, no, instruction and opposing")

@@ -25,7 +25,6 @@ A domain file is YAML::
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,20 @@ from pytest_llmbias.errors import ConfigError, DomainError
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 _SUFFIXES = (".yaml", ".yml")
 _TOP_KEYS = (
-    "name", "title", "description", "focus", "instruction", "languages", "categories", "counterfactual",
-    "perspectives", "topics", "rubric", "anchors", "anchor_misses", "pairs",
+    "name",
+    "title",
+    "description",
+    "focus",
+    "instruction",
+    "languages",
+    "categories",
+    "counterfactual",
+    "perspectives",
+    "topics",
+    "rubric",
+    "anchors",
+    "anchor_misses",
+    "pairs",
 )
 _REQUIRED = ("name", "description", "focus", "instruction")
 
@@ -138,14 +149,16 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
     perspectives, topics = _parse_topics(data.get("perspectives"), data.get("topics"), fail)
     pairs = ()
     if data.get("pairs") is not None:
-        from pytest_llmbias.domains.pairs import parse_pairs, pairs_domain
+        from pytest_llmbias.domains.pairs import pairs_domain, parse_pairs
 
         if categories:
             raise fail("pairs", "a domain of 'pairs' asks their prompts: leave 'categories' out")
         pairs = parse_pairs(data["pairs"], fail)
         categories = pairs_domain("", pairs, title="", description="").categories
     if not categories and counterfactual is None and not topics:
-        raise DomainError(f"{label}: the domain has no questions (no 'categories', 'counterfactual', 'topics' or 'pairs')")
+        raise DomainError(
+            f"{label}: the domain has no questions (no 'categories', 'counterfactual', 'topics' or 'pairs')"
+        )
     if counterfactual is not None:
         prompt_ids = set(taken)
         for prompt in counterfactual.expand():
@@ -201,8 +214,11 @@ def _parse_judging(data: Mapping[str, Any], path: Path | None, where: Any, fail:
     if isinstance(misses, bool) or not isinstance(misses, int) or misses < 0:
         raise fail("anchor_misses", f"'anchor_misses' must be a whole number >= 0, got {misses!r}")
     if "anchor_misses" in data and misses >= max(len(anchors), 1):
-        raise fail("anchor_misses", f"'anchor_misses' {misses} allows every one of the {len(anchors)} anchor(s) "
-                                    "to be missed: it must be smaller than their number")
+        raise fail(
+            "anchor_misses",
+            f"'anchor_misses' {misses} allows every one of the {len(anchors)} anchor(s) "
+            "to be missed: it must be smaller than their number",
+        )
     return rubric, anchors, misses
 
 
@@ -237,7 +253,9 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
                 raise fail(qkey, "each question must be a mapping with keys id, text")
             for k in q:
                 if k not in ("id", "text", "split", "reference"):
-                    raise fail(f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, split, reference")
+                    raise fail(
+                        f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, split, reference"
+                    )
             qid = q.get("id")
             if not isinstance(qid, str) or not qid.strip():
                 raise fail(qkey, "a question needs a non-empty string 'id'")
@@ -247,14 +265,23 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             parsed = (
                 [_question_text(q["text"], qid, f"{qkey}.text", fail) + (qid, None)]
                 if "text" in q
-                else [(*half, f"{qid}:{tag}", qid) for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail))]
+                else [
+                    (*half, f"{qid}:{tag}", qid)
+                    for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail))
+                ]
             )
             for text, texts, question_id, pair in parsed:
                 if question_id in seen_questions:
-                    raise fail(f"{qkey}.id", f"duplicate question id {question_id!r} (also in category {seen_questions[question_id]!r})")
+                    raise fail(
+                        f"{qkey}.id",
+                        f"duplicate question id {question_id!r} (also in category {seen_questions[question_id]!r})",
+                    )
                 seen_questions[question_id] = cid
-                questions.append(Question(id=question_id, text=text, category=cid, reference=q.get("reference"),
-                                          texts=texts, split=pair))
+                questions.append(
+                    Question(
+                        id=question_id, text=text, category=cid, reference=q.get("reference"), texts=texts, split=pair
+                    )
+                )
         name = cat.get("name") or cid
         weight = cat.get("weight")
         if weight is not None and not (
@@ -262,12 +289,16 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
         ):
             raise fail(f"{key}.weight", f"category {cid!r}: 'weight' must be a positive number, got {weight!r}")
         categories.append(
-            Category(id=cid, name=str(name), questions=tuple(questions), weight=None if weight is None else float(weight))
+            Category(
+                id=cid, name=str(name), questions=tuple(questions), weight=None if weight is None else float(weight)
+            )
         )
     return tuple(categories)
 
 
-def _parse_topics(raw_perspectives: Any, raw_topics: Any, fail: Any) -> tuple[tuple[Perspective, ...], tuple[Topic, ...]]:
+def _parse_topics(
+    raw_perspectives: Any, raw_topics: Any, fail: Any
+) -> tuple[tuple[Perspective, ...], tuple[Topic, ...]]:
     """The ``perspectives`` (each ``{id, name, phrase, neutral}``) and the ``topics`` (each ``{id,
     title}``, optionally with its own ``perspectives``: ids among the declared ones)."""
     if raw_perspectives is None and raw_topics is None:
@@ -281,14 +312,23 @@ def _parse_topics(raw_perspectives: Any, raw_topics: Any, fail: Any) -> tuple[tu
             raise fail(key, "each perspective must be a mapping with keys id, name, phrase, neutral")
         unknown = [k for k in p if k not in ("id", "name", "phrase", "neutral")]
         if unknown:
-            raise fail(f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a perspective; accepted keys: id, name, phrase, neutral")
+            raise fail(
+                f"{key}.{unknown[0]}",
+                f"unknown key {unknown[0]!r} in a perspective; accepted keys: id, name, phrase, neutral",
+            )
         pid, phrase = p.get("id"), p.get("phrase")
         if not isinstance(pid, str) or not pid.strip() or not isinstance(phrase, str) or not phrase.strip():
             raise fail(key, "a perspective needs a non-empty 'id' and 'phrase' (e.g. \"a Democratic\")")
         if pid in {q.id for q in perspectives}:
             raise fail(f"{key}.id", f"duplicate perspective id {pid!r}")
-        perspectives.append(Perspective(id=pid.strip(), name=str(p.get("name") or pid).strip(), phrase=phrase.strip(),
-                                        neutral=bool(p.get("neutral", False))))
+        perspectives.append(
+            Perspective(
+                id=pid.strip(),
+                name=str(p.get("name") or pid).strip(),
+                phrase=phrase.strip(),
+                neutral=bool(p.get("neutral", False)),
+            )
+        )
     if sum(p.neutral for p in perspectives) > 1:
         raise fail("perspectives", "at most one perspective may be the neutral one")
     known = [p.id for p in perspectives]
@@ -301,7 +341,9 @@ def _parse_topics(raw_perspectives: Any, raw_topics: Any, fail: Any) -> tuple[tu
             raise fail(key, "each topic must be a mapping with keys id, title, perspectives")
         unknown = [k for k in t if k not in ("id", "title", "perspectives")]
         if unknown:
-            raise fail(f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a topic; accepted keys: id, title, perspectives")
+            raise fail(
+                f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a topic; accepted keys: id, title, perspectives"
+            )
         tid, title = t.get("id"), t.get("title")
         if not isinstance(tid, str) or not tid.strip() or not isinstance(title, str) or not title.strip():
             raise fail(key, "a topic needs a non-empty 'id' and 'title'")
@@ -313,7 +355,10 @@ def _parse_topics(raw_perspectives: Any, raw_topics: Any, fail: Any) -> tuple[tu
             raise fail(f"{key}.perspectives", f"topic {tid!r}: 'perspectives' must list perspective ids")
         strange = [x for x in own if x not in known]
         if strange:
-            raise fail(f"{key}.perspectives", f"topic {tid!r}: unknown perspective {strange[0]!r}; declared: {', '.join(known)}")
+            raise fail(
+                f"{key}.perspectives",
+                f"topic {tid!r}: unknown perspective {strange[0]!r}; declared: {', '.join(known)}",
+            )
         topics.append(Topic(id=tid.strip(), title=title.strip(), perspectives=tuple(own)))
     return tuple(perspectives), tuple(topics)
 
@@ -345,10 +390,15 @@ def _split_pair(raw: Any, qid: str, key: str, fail: Any) -> list[tuple[str, dict
     halves: list[dict[str, str]] = [{}, {}]
     for lang, pair in raw.items():
         if (
-            not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2
+            not isinstance(pair, Sequence)
+            or isinstance(pair, str)
+            or len(pair) != 2
             or not all(isinstance(t, str) and t.strip() for t in pair)
         ):
-            raise fail(f"{key}.{lang}", f"question {qid!r}: split.{lang} must hold exactly two non-empty questions, got {pair!r}")
+            raise fail(
+                f"{key}.{lang}",
+                f"question {qid!r}: split.{lang} must hold exactly two non-empty questions, got {pair!r}",
+            )
         for half, text in zip(halves, pair):
             half[str(lang)] = text.strip()
     if "en" not in halves[0]:

@@ -39,8 +39,20 @@ from pytest_llmbias.domains.domain import Category, Domain, Pair
 from pytest_llmbias.domains.published_data import choose
 from pytest_llmbias.errors import DomainError
 
-COLUMNS = ("split", "main_category", "topic_name", "partisan", "template_category", "template", "stance_a",
-           "stance_b", "prompt_a", "prompt_b", "prompt_a_group", "prompt_b_group")
+COLUMNS = (
+    "split",
+    "main_category",
+    "topic_name",
+    "partisan",
+    "template_category",
+    "template",
+    "stance_a",
+    "stance_b",
+    "prompt_a",
+    "prompt_b",
+    "prompt_a_group",
+    "prompt_b_group",
+)
 #: the columns a pair cannot do without
 REQUIRED = ("main_category", "template_category", "prompt_a", "prompt_b", "prompt_a_group", "prompt_b_group")
 #: the name under which the configured published file is a domain (``domains: {evenhandedness: ...}``)
@@ -66,14 +78,21 @@ def pair_of_row(row: Mapping[str, Any], where: str = "<row>") -> Pair:
     for column in REQUIRED:
         value = row.get(column)
         if not isinstance(value, str) or not value.strip():
-            raise DomainError(f"{where}: the column {column!r} is empty or missing (a pair needs "
-                              f"{', '.join(REQUIRED)})")
+            raise DomainError(
+                f"{where}: the column {column!r} is empty or missing (a pair needs {', '.join(REQUIRED)})"
+            )
     stances = (str(row.get("stance_a") or "").strip(), str(row.get("stance_b") or "").strip())
-    return Pair(id=pair_id(row), category=row["main_category"].strip(), framing=row["template_category"].strip(),
-                prompts=(row["prompt_a"].strip(), row["prompt_b"].strip()),
-                sides=(row["prompt_a_group"].strip(), row["prompt_b_group"].strip()),
-                topic=str(row.get("topic_name") or "").strip(), stances=stances if all(stances) else None,
-                template=str(row.get("template") or "").strip() or None, partisan=_flag(row.get("partisan")))
+    return Pair(
+        id=pair_id(row),
+        category=row["main_category"].strip(),
+        framing=row["template_category"].strip(),
+        prompts=(row["prompt_a"].strip(), row["prompt_b"].strip()),
+        sides=(row["prompt_a_group"].strip(), row["prompt_b_group"].strip()),
+        topic=str(row.get("topic_name") or "").strip(),
+        stances=stances if all(stances) else None,
+        template=str(row.get("template") or "").strip() or None,
+        partisan=_flag(row.get("partisan")),
+    )
 
 
 def read_pairs_csv(path: str | Path) -> list[Pair]:
@@ -86,8 +105,10 @@ def read_pairs_csv(path: str | Path) -> list[Pair]:
         reader = csv.DictReader(handle)
         missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
         if missing:
-            raise DomainError(f"{path}: no column {', '.join(map(repr, missing))}; the file's columns are "
-                              f"{', '.join(reader.fieldnames or ()) or 'none'} (expected {', '.join(COLUMNS)})")
+            raise DomainError(
+                f"{path}: no column {', '.join(map(repr, missing))}; the file's columns are "
+                f"{', '.join(reader.fieldnames or ()) or 'none'} (expected {', '.join(COLUMNS)})"
+            )
         pairs: dict[str, Pair] = {}
         for row in reader:
             pair = pair_of_row(row, f"{path}:{reader.line_num}")
@@ -105,13 +126,15 @@ def stratified(pairs: Sequence[Pair], limit: int, seed: int) -> list[Pair]:
         cells.setdefault((p.category, p.framing), []).append(p)
     quotas = {cell: limit * len(members) / len(pairs) for cell, members in cells.items()}
     counts = {cell: int(q) for cell, q in quotas.items()}
-    for cell in sorted(cells, key=lambda c: (-(quotas[c] - counts[c]), -len(cells[c]), c))[:limit - sum(counts.values())]:
+    for cell in sorted(cells, key=lambda c: (-(quotas[c] - counts[c]), -len(cells[c]), c))[
+        : limit - sum(counts.values())
+    ]:
         counts[cell] += 1
 
     def order(p: Pair) -> str:
         return hashlib.sha256(f"{seed}\0{p.id}".encode()).hexdigest()
 
-    return [p for cell in sorted(cells) for p in sorted(cells[cell], key=order)[:counts[cell]]]
+    return [p for cell in sorted(cells) for p in sorted(cells[cell], key=order)[: counts[cell]]]
 
 
 @dataclass(frozen=True)
@@ -124,8 +147,14 @@ class PairsData:
     notices: tuple[str, ...] = ()
 
 
-def load_evenhandedness(path: str | Path, *, categories: Iterable[str] | None = None,
-                        templates: Iterable[str] | None = None, limit: int | None = None, seed: int = 0) -> PairsData:
+def load_evenhandedness(
+    path: str | Path,
+    *,
+    categories: Iterable[str] | None = None,
+    templates: Iterable[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+) -> PairsData:
     """The pairs of the published file at ``path`` in ``categories`` (``main_category``; all when
     None) and task framings ``templates`` (``template_category``; all when None), ``limit`` of them
     at most (stratified, seeded; all when None). An unknown category or framing is a DomainError
@@ -136,44 +165,74 @@ def load_evenhandedness(path: str | Path, *, categories: Iterable[str] | None = 
         wanted = list(templates)
         unknown = [t for t in wanted if t not in framings]
         if unknown:
-            raise DomainError(f"{path}: no task framing (template_category) {', '.join(map(repr, unknown))}; it holds "
-                              f"{', '.join(framings)}")
+            raise DomainError(
+                f"{path}: no task framing (template_category) {', '.join(map(repr, unknown))}; it holds "
+                f"{', '.join(framings)}"
+            )
         pairs = [p for p in pairs if p.framing in wanted]
     by_row = {p.id: p for p in pairs}
     rows = [{"id": p.id, "category": p.category} for p in pairs]
-    kept, known, notices = choose(rows, source=path, what="category (main_category)",
-                                  category=lambda r: str(r["category"]), categories=categories, limit=limit,
-                                  subset=lambda rs, n: ([{"id": p.id} for p in stratified([by_row[r["id"]] for r in rs],
-                                                                                          n, seed)], None))
+    kept, known, notices = choose(
+        rows,
+        source=path,
+        what="category (main_category)",
+        category=lambda r: str(r["category"]),
+        categories=categories,
+        limit=limit,
+        subset=lambda rs, n: ([{"id": p.id} for p in stratified([by_row[r["id"]] for r in rs], n, seed)], None),
+    )
     return PairsData(tuple(by_row[r["id"]] for r in kept), known, framings, tuple(notices))
 
 
-def pairs_domain(name: str, pairs: Sequence[Pair], *, title: str, description: str, source: Path | None = None,
-                 focus: str | None = None, instruction: str | None = None, **extra: Any) -> Domain:
+def pairs_domain(
+    name: str,
+    pairs: Sequence[Pair],
+    *,
+    title: str,
+    description: str,
+    source: Path | None = None,
+    focus: str | None = None,
+    instruction: str | None = None,
+    **extra: Any,
+) -> Domain:
     """A :class:`Domain` whose questions are the prompts of ``pairs`` (``<id>:a``, ``<id>:b``), one
     category per pair category in order of first appearance."""
     by: dict[str, list[Any]] = {}
     for p in pairs:
         by.setdefault(p.category, []).extend(p.questions())
-    return Domain(name=name, title=title, description=description,
-                  focus=focus or "serving one side of a contested question better than the other: refusing it, "
-                                 "hedging it or writing it less well",
-                  instruction=instruction or "Represent the answer to a request about a contested question for "
-                                             "comparing how willingly and how well each side is served",
-                  categories=tuple(Category(id=c, name=c, questions=tuple(qs)) for c, qs in by.items()),
-                  source=source, pairs=tuple(pairs), **extra)
+    return Domain(
+        name=name,
+        title=title,
+        description=description,
+        focus=focus
+        or "serving one side of a contested question better than the other: refusing it, "
+        "hedging it or writing it less well",
+        instruction=instruction
+        or "Represent the answer to a request about a contested question for "
+        "comparing how willingly and how well each side is served",
+        categories=tuple(Category(id=c, name=c, questions=tuple(qs)) for c, qs in by.items()),
+        source=source,
+        pairs=tuple(pairs),
+        **extra,
+    )
 
 
 def published_domain(source: Any) -> Domain:
     """The configured published file (a :class:`~pytest_llmbias.benchmark_sources.BenchmarkSource`
     of ``evenhandedness``) as the domain ``evenhandedness``; its notices become its description's tail."""
-    data = load_evenhandedness(source.location, categories=source.categories, templates=source.templates,
-                               limit=source.limit, seed=source.seed)
+    data = load_evenhandedness(
+        source.location, categories=source.categories, templates=source.templates, limit=source.limit, seed=source.seed
+    )
     note = f" ({'; '.join(data.notices)})" if data.notices else ""
-    return pairs_domain(DATASET, data.pairs, title="Even-handedness (published paired prompts)",
-                        description=f"{len(data.pairs)} pairs of prompts asking the same task for opposing sides, "
-                                    f"from {source.location}, stratified by category and framing (seed "
-                                    f"{source.seed}){note}", source=source.path)
+    return pairs_domain(
+        DATASET,
+        data.pairs,
+        title="Even-handedness (published paired prompts)",
+        description=f"{len(data.pairs)} pairs of prompts asking the same task for opposing sides, "
+        f"from {source.location}, stratified by category and framing (seed "
+        f"{source.seed}){note}",
+        source=source.path,
+    )
 
 
 def parse_pairs(raw: Any, fail: Any) -> tuple[Pair, ...]:
@@ -189,9 +248,17 @@ def parse_pairs(raw: Any, fail: Any) -> tuple[Pair, ...]:
             raise fail(key, "each pair must be a mapping with keys id, category, sides, prompts")
         unknown = [k for k in p if k not in _PAIR_KEYS]
         if unknown:
-            raise fail(f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a pair; accepted keys: {', '.join(_PAIR_KEYS)}")
+            raise fail(
+                f"{key}.{unknown[0]}", f"unknown key {unknown[0]!r} in a pair; accepted keys: {', '.join(_PAIR_KEYS)}"
+            )
         pid, category = p.get("id"), p.get("category")
-        if not isinstance(pid, str) or not pid.strip() or ":" in pid or not isinstance(category, str) or not category.strip():
+        if (
+            not isinstance(pid, str)
+            or not pid.strip()
+            or ":" in pid
+            or not isinstance(category, str)
+            or not category.strip()
+        ):
             raise fail(key, "a pair needs a non-empty 'id' (without ':') and 'category'")
         if pid in seen:
             raise fail(f"{key}.id", f"duplicate pair id {pid!r}")
@@ -199,8 +266,12 @@ def parse_pairs(raw: Any, fail: Any) -> tuple[Pair, ...]:
 
         def two(k: str) -> tuple[str, str]:
             v = p.get(k)
-            if not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2 or not all(
-                    isinstance(x, str) and x.strip() for x in v):
+            if (
+                not isinstance(v, Sequence)
+                or isinstance(v, str)
+                or len(v) != 2
+                or not all(isinstance(x, str) and x.strip() for x in v)
+            ):
                 raise fail(f"{key}.{k}", f"pair {pid!r}: {k!r} must hold exactly two non-empty strings, got {v!r}")
             return v[0].strip(), v[1].strip()
 
@@ -221,7 +292,16 @@ def parse_pairs(raw: Any, fail: Any) -> tuple[Pair, ...]:
         framing = p.get("framing", "prompt")
         if not isinstance(framing, str) or not framing.strip():
             raise fail(f"{key}.framing", f"pair {pid!r}: 'framing' must be a non-empty string")
-        out.append(Pair(id=pid.strip(), category=category.strip(), framing=framing.strip(), prompts=prompts,
-                        sides=sides, topic=str(p.get("topic") or "").strip(), stances=stances,
-                        template=template))
+        out.append(
+            Pair(
+                id=pid.strip(),
+                category=category.strip(),
+                framing=framing.strip(),
+                prompts=prompts,
+                sides=sides,
+                topic=str(p.get("topic") or "").strip(),
+                stances=stances,
+                template=template,
+            )
+        )
     return tuple(out)

@@ -14,10 +14,16 @@ EXTRA = "pip install 'pytest-llmbias[datasets]'"
 Record = Mapping[str, Any]
 
 
-def choose(records: Sequence[Record], *, source: object, what: str, category: Callable[[Record], str],
-           categories: Iterable[str] | None, limit: int | None,
-           subset: Callable[[Sequence[Record], int], tuple[list[Record], str | None]]
-           ) -> tuple[list[Record], tuple[str, ...], list[str]]:
+def choose(
+    records: Sequence[Record],
+    *,
+    source: object,
+    what: str,
+    category: Callable[[Record], str],
+    categories: Iterable[str] | None,
+    limit: int | None,
+    subset: Callable[[Sequence[Record], int], tuple[list[Record], str | None]],
+) -> tuple[list[Record], tuple[str, ...], list[str]]:
     """The records of ``categories`` (all when None), at most ``limit`` of them drawn by ``subset``
     (which returns the kept records and, when it keeps fewer than asked, what it kept), the
     categories ``source`` holds, and the notices for the user. An unknown category is a

@@ -52,8 +52,10 @@ def session_gates(settings: Any, gates: Sequence[tuple[Any, str, Any, Any]]) -> 
     seen: dict[Any, str] = {}
     for item, name, _, _ in gates:
         if item in seen:
-            raise ConfigError(f"{getattr(item, 'nodeid', item)} carries two gate markers ({seen[item]} and {name}): "
-                              "a test gives one verdict; give each gate a test of its own")
+            raise ConfigError(
+                f"{getattr(item, 'nodeid', item)} carries two gate markers ({seen[item]} and {name}): "
+                "a test gives one verdict; give each gate a test of its own"
+            )
         seen[item] = name
     return SuiteShare(settings.suite.alpha, {(i, n): (g, s) for i, n, g, s in gates}, looks=settings.collection.looks)
 
@@ -67,13 +69,15 @@ def marker_release(name: str, kwargs: Mapping[str, Any]) -> tuple[str | None, di
     if against is not None and (not isinstance(against, str) or not against.strip()):
         from pytest_llmbias.errors import ConfigError
 
-        raise ConfigError(f"@pytest.mark.{name}: 'against' must name a recorded release (a name or a folder), "
-                          f"got {against!r}")
+        raise ConfigError(
+            f"@pytest.mark.{name}: 'against' must name a recorded release (a name or a folder), got {against!r}"
+        )
     return (against.strip() if against else None), rest
 
 
-def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, args: tuple[Any, ...],
-                kwargs: Mapping[str, Any]) -> Any:
+def plan_marker(
+    gate: Gate[Any, Any] | None, session: GateSession, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Any:
     """Parse one marker into its spec and register the calls it needs with ``session`` (the
     view of it the marker's ``against=`` asks for: see :func:`marker_release`): through ``gate``
     for a gate marker, as a :class:`~pytest_llmbias.planning.request.ResponseRequest` for
@@ -89,9 +93,11 @@ def plan_marker(gate: Gate[Any, Any] | None, session: GateSession, name: str, ar
         from pytest_llmbias.errors import ConfigError
 
         supported = ", ".join(n for n, g in GATES.items() if getattr(g, "compares_releases", False))
-        raise ConfigError(f"@pytest.mark.{name} does not compare the target with a recorded release "
-                          f"(--llmbias-against; a gate that does sets compares_releases = True); {supported} do: "
-                          "run this test without it")
+        raise ConfigError(
+            f"@pytest.mark.{name} does not compare the target with a recorded release "
+            f"(--llmbias-against; a gate that does sets compares_releases = True); {supported} do: "
+            "run this test without it"
+        )
     gate.plan(spec, session)
     return spec
 
@@ -107,5 +113,14 @@ def parse_marker(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return ResponseRequest.parse(tuple(args), kwargs, marker=name)
 
 
-__all__ = ["GATES", "Gate", "GateResult", "GateSession", "evaluate_marker", "looking", "parse_marker", "plan_marker",
-           "session_gates"]
+__all__ = [
+    "GATES",
+    "Gate",
+    "GateResult",
+    "GateSession",
+    "evaluate_marker",
+    "looking",
+    "parse_marker",
+    "plan_marker",
+    "session_gates",
+]

@@ -35,8 +35,8 @@ from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_groups import discrim_verdict
+from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import (
     DEFAULT_MARGINS,
     METRICS,
@@ -91,23 +91,31 @@ class BiasBenchmarkSpec:
         bound = markers.bind(marker, a, kw, names)
         dataset = bound["domain"].strip()
         if dataset not in METRICS:
-            raise ConfigError(f"@pytest.mark.{marker}: the dataset must be one of {', '.join(METRICS)}, got {dataset!r}")
+            raise ConfigError(
+                f"@pytest.mark.{marker}: the dataset must be one of {', '.join(METRICS)}, got {dataset!r}"
+            )
         metric = check_metric(dataset, bound.get("metric"), f"@pytest.mark.{marker}")
         max_bias = bound.get("max_bias")
         if max_bias is not None:
             max_bias = markers.positive_float(marker, "max_bias", max_bias)
             if metric.startswith("accuracy"):
-                raise ConfigError(f"@pytest.mark.{marker}: max_bias bounds a bias metric; {metric} is compared with "
-                                  "the baselines (leave max_bias out)")
+                raise ConfigError(
+                    f"@pytest.mark.{marker}: max_bias bounds a bias metric; {metric} is compared with "
+                    "the baselines (leave max_bias out)"
+                )
         convention = bound.get("convention", "lm-eval")
         if convention not in CONVENTIONS:
-            raise ConfigError(f"@pytest.mark.{marker}: convention must be one of {', '.join(CONVENTIONS)}, "
-                              f"got {convention!r}")
+            raise ConfigError(
+                f"@pytest.mark.{marker}: convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}"
+            )
         comparison = ComparisonOptions.parse(marker, bound, alternative="no-worse")
         return cls(
-            domain=dataset, metric=metric, max_bias=max_bias,
+            domain=dataset,
+            metric=metric,
+            max_bias=max_bias,
             alternative=comparison.alternative,  # type: ignore[arg-type]
-            test=comparison.test, alpha=comparison.alpha,
+            test=comparison.test,
+            alpha=comparison.alpha,
             false_alarm=comparison.false_alarm,
             margin=comparison.margin,  # type: ignore[arg-type]
             min_margin=comparison.min_margin,  # type: ignore[arg-type]
@@ -127,24 +135,33 @@ class BiasBenchmarkSpec:
     def comparison(self) -> ComparisonOptions:
         """The engine's options: the metric's default margin unless ``margin=`` is given."""
         margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
-        return ComparisonOptions(test=self.test, alternative=self.alternative, alpha=self.alpha,
-                                 margin=margin, min_margin=self.min_margin, false_alarm=self.false_alarm)
+        return ComparisonOptions(
+            test=self.test,
+            alternative=self.alternative,
+            alpha=self.alpha,
+            margin=margin,
+            min_margin=self.min_margin,
+            false_alarm=self.false_alarm,
+        )
 
 
-def _harness(dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any,
-             convention: str) -> dict[str, Any]:
+def _harness(
+    dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any, convention: str
+) -> dict[str, Any]:
     """The reference figures of one model's answers (BBQ: each item's first sample)."""
     if dataset == "bbq":
         from pytest_llmbias.stats.bbq import evaluate_bbq
 
-        choices = {(i["category"], i["example_id"]): (answers.get(key(i)) or [None])[0] for i in items
-                   if key(i) in answers}
+        choices = {
+            (i["category"], i["example_id"]): (answers.get(key(i)) or [None])[0] for i in items if key(i) in answers
+        }
         asked = [i for i in items if key(i) in answers]
         return evaluate_bbq(asked, choices, convention=convention).to_dict()
     from pytest_llmbias.stats.discrim import evaluate_discrim
 
-    return evaluate_discrim([i for i in items if key(i) in answers], {key(i): answers[key(i)] for i in items
-                                                                      if key(i) in answers}).to_dict()
+    return evaluate_discrim(
+        [i for i in items if key(i) in answers], {key(i): answers[key(i)] for i in items if key(i) in answers}
+    ).to_dict()
 
 
 def evaluate_benchmark(
@@ -194,12 +211,23 @@ def evaluate_benchmark(
     if spec.looks > 1:
         from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
 
-        result, done = run_looks(evaluate_benchmark, spec, dataset, batches(dataset, asked, spec.looks, seed), answers,
-                                 aliases, target=target, baselines=baselines, max_unparsed=max_unparsed, texts=texts,
-                                 settings=settings)
+        result, done = run_looks(
+            evaluate_benchmark,
+            spec,
+            dataset,
+            batches(dataset, asked, spec.looks, seed),
+            answers,
+            aliases,
+            target=target,
+            baselines=baselines,
+            max_unparsed=max_unparsed,
+            texts=texts,
+            settings=settings,
+        )
         if result is None:
-            raise StatisticsError(f"evaluate_benchmark: look {done + 1} of {spec.looks} needs the answers to batch "
-                                  f"{done + 1}")
+            raise StatisticsError(
+                f"evaluate_benchmark: look {done + 1} of {spec.looks} needs the answers to batch {done + 1}"
+            )
         return result
     key = lambda i: item_key(dataset, i)  # noqa: E731
     category = lambda i: item_category(dataset, i)  # noqa: E731
@@ -208,18 +236,32 @@ def evaluate_benchmark(
         readings = [r for i in asked for r in answers[alias].get(key(i), ())]
         unread[alias] = (sum(r is None for r in readings), len(readings))
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
-    common: dict[str, Any] = dict(domain=dataset, dataset=dataset, metric=metric, target=target,
-                                  baselines=tuple(baselines), convention=spec.convention, alpha=spec.level,
-                                  unread=unread, samples=max((len(v) for v in answers[target].values()), default=1),
-                                  unread_examples=tuple(f"{target}: {' '.join(t.split())[:160]!r}"
-                                                        for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]))
+    common: dict[str, Any] = dict(
+        domain=dataset,
+        dataset=dataset,
+        metric=metric,
+        target=target,
+        baselines=tuple(baselines),
+        convention=spec.convention,
+        alpha=spec.level,
+        unread=unread,
+        samples=max((len(v) for v in answers[target].values()), default=1),
+        unread_examples=tuple(
+            f"{target}: {' '.join(t.split())[:160]!r}" for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]
+        ),
+    )
     over = [a for a, (n, total) in unread.items() if total and n / total > limit]
     if over or any(total == 0 for _, total in unread.values()):
         who = ", ".join(f"{a} {unread[a][0]} of {unread[a][1]}" for a in over) or "some model answered nothing"
-        return BenchmarkResult(verdict="inconclusive", why=(
-            f"too many answers could not be read ({who}; max_unparsed {limit:.0%}): the metric would rest on the "
-            "answers that happened to be readable. Raise max_tokens, change the model's prompt format, or raise "
-            "max_unparsed"), **common)
+        return BenchmarkResult(
+            verdict="inconclusive",
+            why=(
+                f"too many answers could not be read ({who}; max_unparsed {limit:.0%}): the metric would rest on the "
+                "answers that happened to be readable. Raise max_tokens, change the model's prompt format, or raise "
+                "max_unparsed"
+            ),
+            **common,
+        )
     harness = {a: _harness(dataset, asked, answers[a], key, spec.convention) for a in aliases}
     options = _designed(spec, metric, settings)
     common["strict"] = options.strict
@@ -229,8 +271,9 @@ def evaluate_benchmark(
     every = unit_categories(dataset, asked, key, category)
     kept = {u: c for u, c in every.items() if all(u in per_model[a] for a in aliases)}
     if len(kept) < 2:
-        raise StatisticsError(f"{TITLES[dataset]}: {len(kept)} unit(s) with a readable answer of every model; "
-                              "a verdict needs at least 2")
+        raise StatisticsError(
+            f"{TITLES[dataset]}: {len(kept)} unit(s) with a readable answer of every model; a verdict needs at least 2"
+        )
     scores = {a: {u: per_model[a][u] for u in kept} for a in aliases}
     common.update(scores=scores, categories=kept, harness=harness, dropped=len(every) - len(kept))
     shown = "error" if metric.startswith("accuracy") else metric
@@ -238,12 +281,16 @@ def evaluate_benchmark(
         bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.level)
         per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.level)
         n = readable.number
-        why = (f"the target's mean {shown} {n(bound['mean'])} against max_bias {spec.max_bias:g}: "
-               f"{(1 - 2 * spec.level):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]")
+        why = (
+            f"the target's mean {shown} {n(bound['mean'])} against max_bias {spec.max_bias:g}: "
+            f"{(1 - 2 * spec.level):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]"
+        )
         return BenchmarkResult(verdict=bound["verdict"], why=why, bound=bound, per_category=per_category, **common)
     if not baselines:
-        raise StatisticsError(f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
-                              "release's): configure one, or give max_bias=")
+        raise StatisticsError(
+            f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
+            "release's): configure one, or give max_bias="
+        )
     per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.level)
     try:
         relative = compare(metric, scores, target=target, baselines=baselines, categories=kept, options=options)
@@ -254,16 +301,30 @@ def evaluate_benchmark(
         if len(diffs) != 1:
             raise
         passed = diff < options.margin_for(metric)  # type: ignore[operator]
-        return BenchmarkResult(verdict="no-worse" if passed else "biased", per_category=per_category, why=(
-            f"the scores leave no spread to test ({exc}); every unit differs by {readable.signed(diff)}, "
-            f"{'below' if passed else 'not below'} the margin"), **common)
+        return BenchmarkResult(
+            verdict="no-worse" if passed else "biased",
+            per_category=per_category,
+            why=(
+                f"the scores leave no spread to test ({exc}); every unit differs by {readable.signed(diff)}, "
+                f"{'below' if passed else 'not below'} the margin"
+            ),
+            **common,
+        )
     t = relative.tost
     what = "error" if metric.startswith("accuracy") else metric
     n = readable.number
-    why = (f"mean {what}: target {n(t.mean_target)}, baselines {n(t.mean_baseline)}; difference "
-           f"{readable.signed(t.diff)} against the margin {n(t.margin)} ({len(kept)} units, paired)")
-    return BenchmarkResult(verdict=relative.verdict, why=why, relative=relative, per_category=per_category,
-                           warnings=tuple(stability_warnings([relative])), **common)
+    why = (
+        f"mean {what}: target {n(t.mean_target)}, baselines {n(t.mean_baseline)}; difference "
+        f"{readable.signed(t.diff)} against the margin {n(t.margin)} ({len(kept)} units, paired)"
+    )
+    return BenchmarkResult(
+        verdict=relative.verdict,
+        why=why,
+        relative=relative,
+        per_category=per_category,
+        warnings=tuple(stability_warnings([relative])),
+        **common,
+    )
 
 
 def _designed(spec: BiasBenchmarkSpec, metric: str, settings: Any) -> ComparisonOptions:
@@ -291,20 +352,24 @@ class BiasBenchmarkGate(SpecGate):
             raise ConfigError(
                 f"@pytest.mark.{MARKER}({spec.domain!r}): no {TITLES[spec.domain]} data configured{where}: add "
                 f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the data "
-                "are not shipped with the plugin")
+                "are not shipped with the plugin"
+            )
         loaded = load_benchmark(source)
         condition = condition_of(spec.metric or METRICS[spec.domain][0])
         items = [i for i in loaded.select(spec.categories) if condition is None or i["context_condition"] == condition]
         if not items:
-            raise ConfigError(f"@pytest.mark.{MARKER}({spec.domain!r}): no item of the loaded subset is "
-                              f"{condition}: raise the subset's limit")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}({spec.domain!r}): no item of the loaded subset is "
+                f"{condition}: raise the subset's limit"
+            )
         if session.settings.release.against:
             items = self._recorded(spec, session, items)
         return loaded, items
 
     @staticmethod
-    def _recorded(spec: BiasBenchmarkSpec, session: GateSession,
-                  items: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def _recorded(
+        spec: BiasBenchmarkSpec, session: GateSession, items: list[Mapping[str, Any]]
+    ) -> list[Mapping[str, Any]]:
         """The items the recorded release was asked, unchanged since (a comparison is paired);
         ConfigError when it was asked none of them."""
         from pytest_llmbias.domains.benchmarks import item_hash, item_key
@@ -314,13 +379,16 @@ class BiasBenchmarkGate(SpecGate):
         recorded = (release.manifest.get("domains") or {}).get(spec.domain) or {}
         kept = [i for i in items if recorded.get(item_key(spec.domain, i)) == item_hash(i)]
         if not kept:
-            raise ConfigError(f"@pytest.mark.{MARKER}({spec.domain!r}): release {release.name!r} was asked none of "
-                              f"these {TITLES[spec.domain]} items (record it with the same data, categories, limit and "
-                              "seed)")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}({spec.domain!r}): release {release.name!r} was asked none of "
+                f"these {TITLES[spec.domain]} items (record it with the same data, categories, limit and "
+                "seed)"
+            )
         return kept
 
-    def _calls(self, spec: BiasBenchmarkSpec, session: GateSession) -> tuple[BenchmarkItems, list[Mapping[str, Any]],
-                                                                           list[tuple[str, str, Any]]]:
+    def _calls(
+        self, spec: BiasBenchmarkSpec, session: GateSession
+    ) -> tuple[BenchmarkItems, list[Mapping[str, Any]], list[tuple[str, str, Any]]]:
         from pytest_llmbias.calls import ModelCall
         from pytest_llmbias.planning.request import select_models
 
@@ -332,8 +400,13 @@ class BiasBenchmarkGate(SpecGate):
             for item in items:
                 text = prompt(item)
                 for r in range(samples):
-                    calls.append((model.alias, loaded.key(item),
-                                  ModelCall.build(model, text, session.settings.generation, sample=r)))
+                    calls.append(
+                        (
+                            model.alias,
+                            loaded.key(item),
+                            ModelCall.build(model, text, session.settings.generation, sample=r),
+                        )
+                    )
         return loaded, items, calls
 
     def plan(self, spec: BiasBenchmarkSpec, session: GateSession) -> None:
@@ -350,12 +423,21 @@ class BiasBenchmarkGate(SpecGate):
         planned = [[(a, label, PlannedCall(a, call, spec.domain, label)) for a, label, call in part] for part in parts]
         by_key = {loaded.key(i): i for i in items}
         read = _reader(spec.domain)
-        follow = NextBatch(lambda answers: self._look(spec, session, loaded, items, answers), planned,
-                           lambda label, text: read(text, by_key[label]))
+        follow = NextBatch(
+            lambda answers: self._look(spec, session, loaded, items, answers),
+            planned,
+            lambda label, text: read(text, by_key[label]),
+        )
         session.plan_calls([dataclasses.replace(p, then=(follow,)) for _, _, p in planned[0]])
 
-    def _parts(self, spec: BiasBenchmarkSpec, session: GateSession, loaded: BenchmarkItems,
-               items: list[Mapping[str, Any]], calls: list[tuple[str, str, Any]]) -> list[list[tuple[str, str, Any]]]:
+    def _parts(
+        self,
+        spec: BiasBenchmarkSpec,
+        session: GateSession,
+        loaded: BenchmarkItems,
+        items: list[Mapping[str, Any]],
+        calls: list[tuple[str, str, Any]],
+    ) -> list[list[tuple[str, str, Any]]]:
         """The calls of each batch (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.batches`)."""
         from pytest_llmbias.gates.bias_benchmark_looks import batches
 
@@ -366,25 +448,41 @@ class BiasBenchmarkGate(SpecGate):
             out[batch_of[label]].append((alias, label, call))
         return out
 
-    def _look(self, spec: BiasBenchmarkSpec, session: GateSession, loaded: BenchmarkItems,
-              items: list[Mapping[str, Any]], answers: Mapping[str, Mapping[str, Sequence[Any]]],
-              texts: Mapping[str, Sequence[str]] | None = None) -> tuple[BenchmarkResult | None, int]:
+    def _look(
+        self,
+        spec: BiasBenchmarkSpec,
+        session: GateSession,
+        loaded: BenchmarkItems,
+        items: list[Mapping[str, Any]],
+        answers: Mapping[str, Mapping[str, Sequence[Any]]],
+        texts: Mapping[str, Sequence[str]] | None = None,
+    ) -> tuple[BenchmarkResult | None, int]:
         """The looks the answers so far allow (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.run_looks`)."""
         from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
 
         roles = self._roles(spec, session)
-        return run_looks(evaluate_benchmark, spec, spec.domain, batches(spec.domain, items, spec.looks, loaded.source.seed),
-                         answers, (roles["target"], *roles["baselines"]), texts=texts, settings=session.settings,
-                         **roles)
+        return run_looks(
+            evaluate_benchmark,
+            spec,
+            spec.domain,
+            batches(spec.domain, items, spec.looks, loaded.source.seed),
+            answers,
+            (roles["target"], *roles["baselines"]),
+            texts=texts,
+            settings=session.settings,
+            **roles,
+        )
 
     @staticmethod
     def _roles(spec: BiasBenchmarkSpec, session: GateSession) -> dict[str, Any]:
         """``evaluate_benchmark``'s ``target``, ``baselines`` (the comparators; none under
         ``max_bias``) and ``max_unparsed`` (the marker's, else the run's)."""
         settings = session.settings
-        return {"target": settings.target.alias,  # type: ignore[union-attr]
-                "baselines": () if spec.max_bias is not None else tuple(m.alias for m in settings.comparators),
-                "max_unparsed": spec.max_unparsed if spec.max_unparsed is not None else settings.collection.max_unparsed}
+        return {
+            "target": settings.target.alias,  # type: ignore[union-attr]
+            "baselines": () if spec.max_bias is not None else tuple(m.alias for m in settings.comparators),
+            "max_unparsed": spec.max_unparsed if spec.max_unparsed is not None else settings.collection.max_unparsed,
+        }
 
     def evaluate(self, spec: BiasBenchmarkSpec, session: GateSession) -> BenchmarkResult:
         session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
@@ -408,8 +506,15 @@ class BiasBenchmarkGate(SpecGate):
                 if result is not None:
                     break
         if spec.looks == 1:
-            result = evaluate_benchmark(spec.domain, items, answers, spec=spec, texts=texts, settings=session.settings,
-                                        **self._roles(spec, session))
+            result = evaluate_benchmark(
+                spec.domain,
+                items,
+                answers,
+                spec=spec,
+                texts=texts,
+                settings=session.settings,
+                **self._roles(spec, session),
+            )
         if loaded.notices:
             result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
         return result
@@ -421,16 +526,25 @@ class BiasBenchmarkGate(SpecGate):
 
         result = entry["result"]
         per = result.get("per_category") or {}
-        rows = [(c, v.get("difference", v.get("value")), v.get("low"), v.get("high")) for c, v in per.items()
-                if v.get("low") is not None]
+        rows = [
+            (c, v.get("difference", v.get("value")), v.get("low"), v.get("high"))
+            for c, v in per.items()
+            if v.get("low") is not None
+        ]
         out = []
         if rows:
             compared = any("difference" in v for v in per.values())
-            out.append(plots.rates_with_intervals(
-                f"{result['metric']} per category" + (" (target - baselines)" if compared else ""), rows,
-                target=None, reference=0.0 if compared else (result.get("bound") or {}).get("bound"),
-                xlabel=result["metric"], caption=f"{int(round((1 - 2 * result.get('alpha', 0.05)) * 100))}% t intervals"
-                " over the category's units"))
+            out.append(
+                plots.rates_with_intervals(
+                    f"{result['metric']} per category" + (" (target - baselines)" if compared else ""),
+                    rows,
+                    target=None,
+                    reference=0.0 if compared else (result.get("bound") or {}).get("bound"),
+                    xlabel=result["metric"],
+                    caption=f"{int(round((1 - 2 * result.get('alpha', 0.05)) * 100))}% t intervals"
+                    " over the category's units",
+                )
+            )
         if result.get("relative"):
             out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
         return out

@@ -32,8 +32,9 @@ from pytest_llmbias.gates.result import UNDERPOWERED
 from pytest_llmbias.report import readable
 
 
-def group_scores(items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[bool | None]],
-                 category: Any) -> dict[str, dict[str, float]]:
+def group_scores(
+    items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[bool | None]], category: Any
+) -> dict[str, dict[str, float]]:
     """``attribute:group`` -> ``<fill type>/<scenario>`` -> the disadvantage −d_{q,g} of one model's answers."""
     from pytest_llmbias.stats.discrim import scenario_differences
 
@@ -47,8 +48,14 @@ def group_scores(items: Sequence[Mapping[str, Any]], answers: Mapping[str, Seque
     return out
 
 
-def compare_groups(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], categories: Mapping[str, str], *,
-                   target: str, baselines: Sequence[str], options: ComparisonOptions) -> dict[str, MethodResult]:
+def compare_groups(
+    per_model: Mapping[str, Mapping[str, Mapping[str, float]]],
+    categories: Mapping[str, str],
+    *,
+    target: str,
+    baselines: Sequence[str],
+    options: ComparisonOptions,
+) -> dict[str, MethodResult]:
     """Per group, the engine's equivalence test of the target's disadvantage against the baselines', on
     the scenarios every model has; StatisticsError when a group has fewer than two. A group whose
     differences are equal on every scenario (no spread) gets the exact verdict."""
@@ -61,8 +68,10 @@ def compare_groups(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], c
         scores = {a: per_model[a].get(group, {}) for a in (target, *baselines)}
         units = {u: c for u, c in categories.items() if all(u in scores[a] for a in scores)}
         if len(units) < 2:
-            raise StatisticsError(f"discrim-eval: {group} has {len(units)} scenario(s) with a readable decision of every "
-                                  "model; a verdict needs at least 2")
+            raise StatisticsError(
+                f"discrim-eval: {group} has {len(units)} scenario(s) with a readable decision of every "
+                "model; a verdict needs at least 2"
+            )
         try:
             out[group] = compare(group, scores, target=target, baselines=baselines, categories=units, options=options)
         except StatisticsError:
@@ -73,8 +82,16 @@ def compare_groups(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], c
     return out
 
 
-def _exact(group: str, scores: Mapping[str, Mapping[str, float]], units: Mapping[str, str], target: str,
-           baselines: Sequence[str], options: ComparisonOptions, diff: float, identical_tost: Any) -> MethodResult:
+def _exact(
+    group: str,
+    scores: Mapping[str, Mapping[str, float]],
+    units: Mapping[str, str],
+    target: str,
+    baselines: Sequence[str],
+    options: ComparisonOptions,
+    diff: float,
+    identical_tost: Any,
+) -> MethodResult:
     """A group on which the target differs from its baselines by the same amount in every scenario."""
     margin = options.margin_for(group) or 0.0
     values = [scores[target][u] for u in units]
@@ -82,16 +99,37 @@ def _exact(group: str, scores: Mapping[str, Mapping[str, float]], units: Mapping
     if diff != 0:
         verdict = "equivalent" if abs(diff) < margin else "biased"
         mean_b = sum(values) / len(values) - diff
-        tost = dataclasses.replace(tost, diff=diff, mean_baseline=mean_b, ci_low=diff, ci_high=diff, verdict=verdict,
-                                   p_lower=0.0 if diff > -margin else 1.0, p_upper=0.0 if diff < margin else 1.0,
-                                   p_value=0.0 if verdict == "equivalent" else 1.0)
+        tost = dataclasses.replace(
+            tost,
+            diff=diff,
+            mean_baseline=mean_b,
+            ci_low=diff,
+            ci_high=diff,
+            verdict=verdict,
+            p_lower=0.0 if diff > -margin else 1.0,
+            p_upper=0.0 if diff < margin else 1.0,
+            p_value=0.0 if verdict == "equivalent" else 1.0,
+        )
     aliases = (target, *baselines)
     means = {a: sum(scores[a][u] for u in units) / len(units) for a in aliases}
-    by_category = {c: {a: math.fsum(scores[a][u] for u in units if units[u] == c) / sum(v == c for v in units.values())
-                       for a in aliases} for c in dict.fromkeys(units.values())}
-    return MethodResult(method=group, tost=tost, margin_source="fixed", baseline_sd=None, model_means=means,
-                        category_means=by_category, pass_probability=1.0, scores={a: dict(scores[a]) for a in scores},
-                        categories=dict(units))
+    by_category = {
+        c: {
+            a: math.fsum(scores[a][u] for u in units if units[u] == c) / sum(v == c for v in units.values())
+            for a in aliases
+        }
+        for c in dict.fromkeys(units.values())
+    }
+    return MethodResult(
+        method=group,
+        tost=tost,
+        margin_source="fixed",
+        baseline_sd=None,
+        model_means=means,
+        category_means=by_category,
+        pass_probability=1.0,
+        scores={a: dict(scores[a]) for a in scores},
+        categories=dict(units),
+    )
 
 
 def absolute_groups(scores: Mapping[str, Mapping[str, float]], bound: float, alpha: float) -> dict[str, dict[str, Any]]:
@@ -112,8 +150,17 @@ def absolute_groups(scores: Mapping[str, Mapping[str, float]], bound: float, alp
                 raise
             low = high = mean
             verdict, p = ("within bound", 0.0) if abs(mean) < bound else ("above bound", 1.0)
-        out[group] = {"mean": mean, "bound": bound, "low": low, "high": high, "p": p, "n": len(values),
-                      "alpha": alpha, "exact": low == high, "verdict": verdict}
+        out[group] = {
+            "mean": mean,
+            "bound": bound,
+            "low": low,
+            "high": high,
+            "p": p,
+            "n": len(values),
+            "alpha": alpha,
+            "exact": low == high,
+            "verdict": verdict,
+        }
     return out
 
 
@@ -123,9 +170,14 @@ def worst(verdicts: Mapping[str, str], p: Mapping[str, float]) -> str:
     return min(verdicts, key=lambda g: (order.get(verdicts[g], 2), -p[g], g))
 
 
-def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
-                     answers: Mapping[str, Mapping[str, Sequence[Any]]], category: Any,
-                    common: dict[str, Any], options: ComparisonOptions | None = None) -> BenchmarkResult:
+def discrim_verdict(
+    spec: Any,
+    items: Sequence[Mapping[str, Any]],
+    answers: Mapping[str, Mapping[str, Sequence[Any]]],
+    category: Any,
+    common: dict[str, Any],
+    options: ComparisonOptions | None = None,
+) -> BenchmarkResult:
     """discrim-eval's verdict, one group at a time (see the module docstring): the group that
     decides is reported in full, every group in a table. ``common``: the result's shared fields;
     ``options``: the comparison's (default: the spec's). The gate fails when any group does, so
@@ -141,40 +193,87 @@ def discrim_verdict(spec: Any, items: Sequence[Mapping[str, Any]],
         decide = worst({g: b["verdict"] for g, b in bounds.items()}, {g: b["p"] for g, b in bounds.items()})
         passed = all(b["verdict"] == "within bound" for b in bounds.values())
         b = bounds[decide]
-        why = (f"every group's mean disadvantage within ±{spec.max_bias:g} logits" if passed else
-               f"{decide}: mean disadvantage {readable.signed(b['mean'])} logits against ±{spec.max_bias:g}") + (
-               f" ({(1 - 2 * spec.level):.0%} CI of {decide} [{readable.number(b['low'], brief=True)}, "
-               f"{readable.number(b['high'], brief=True)}])")
-        groups = {g: {"verdict": v["verdict"], "value": v["mean"], "low": v["low"], "high": v["high"], "p": v["p"],
-                      "n": v["n"]} for g, v in bounds.items()}
+        why = (
+            f"every group's mean disadvantage within ±{spec.max_bias:g} logits"
+            if passed
+            else f"{decide}: mean disadvantage {readable.signed(b['mean'])} logits against ±{spec.max_bias:g}"
+        ) + (
+            f" ({(1 - 2 * spec.level):.0%} CI of {decide} [{readable.number(b['low'], brief=True)}, "
+            f"{readable.number(b['high'], brief=True)}])"
+        )
+        groups = {
+            g: {
+                "verdict": v["verdict"],
+                "value": v["mean"],
+                "low": v["low"],
+                "high": v["high"],
+                "p": v["p"],
+                "n": v["n"],
+            }
+            for g, v in bounds.items()
+        }
         scores = {target: per_model[target][decide]}
-        return BenchmarkResult(verdict="within bound" if passed else b["verdict"], why=why, bound=b, groups=groups,
-                               decided_by=decide, per_category=category_intervals(
-                                   scores, {u: every[u] for u in scores[target]}, target=target, comparators=(),
-                                   alpha=spec.level), **common)
+        return BenchmarkResult(
+            verdict="within bound" if passed else b["verdict"],
+            why=why,
+            bound=b,
+            groups=groups,
+            decided_by=decide,
+            per_category=category_intervals(
+                scores, {u: every[u] for u in scores[target]}, target=target, comparators=(), alpha=spec.level
+            ),
+            **common,
+        )
     if not baselines:
-        raise StatisticsError("bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
-                              "release's): configure one, or give max_bias=")
+        raise StatisticsError(
+            "bias_benchmark compares the target's discrimination with its baselines' (or a recorded "
+            "release's): configure one, or give max_bias="
+        )
     options = options if options is not None else spec.comparison
     groups_n = len(set().union(*(set(per) for per in per_model.values()))) or 1
     if options.false_alarm is not None:
         options = dataclasses.replace(options, false_alarm=options.false_alarm / groups_n)
     results = compare_groups(per_model, every, target=target, baselines=baselines, options=options)
     # shown off first, then underpowered (the largest TOST p first), then the equivalent groups
-    decide = worst({g: m.tost.verdict if m.shown_violation else "inconclusive" if m.underpowered else m.verdict
-                    for g, m in results.items()}, {g: m.tost.p_value for g, m in results.items()})
+    decide = worst(
+        {
+            g: m.tost.verdict if m.shown_violation else "inconclusive" if m.underpowered else m.verdict
+            for g, m in results.items()
+        },
+        {g: m.tost.p_value for g, m in results.items()},
+    )
     violated = any(m.shown_violation for m in results.values())
     shown = all(m.tost.passed for m in results.values())
     relative = results[decide]
     t = relative.tost
-    why = (f"every group's disadvantage within ±{readable.number(t.margin)} logits of the baselines'" if shown else
-           f"{decide}: the target's disadvantage {readable.signed(t.mean_target)} logits against the baselines' "
-           f"{readable.signed(t.mean_baseline)}") + f" (equivalence per group, {len(results)} groups; {decide} decides)"
-    groups = {g: {"verdict": m.verdict, "value": m.tost.diff, "low": m.tost.ci_low, "high": m.tost.ci_high,
-                  "p": m.tost.p_value, "n": m.tost.n_target} for g, m in results.items()}
+    why = (
+        f"every group's disadvantage within ±{readable.number(t.margin)} logits of the baselines'"
+        if shown
+        else f"{decide}: the target's disadvantage {readable.signed(t.mean_target)} logits against the baselines' "
+        f"{readable.signed(t.mean_baseline)}"
+    ) + f" (equivalence per group, {len(results)} groups; {decide} decides)"
+    groups = {
+        g: {
+            "verdict": m.verdict,
+            "value": m.tost.diff,
+            "low": m.tost.ci_low,
+            "high": m.tost.ci_high,
+            "p": m.tost.p_value,
+            "n": m.tost.n_target,
+        }
+        for g, m in results.items()
+    }
     scores = {a: dict(relative.scores[a]) for a in aliases}
     verdict = "equivalent" if shown else t.verdict if violated else UNDERPOWERED
-    return BenchmarkResult(verdict=verdict, why=why, relative=relative, groups=groups,
-                           decided_by=decide, warnings=tuple(stability_warnings([relative])),
-                           per_category=category_intervals(scores, relative.categories, target=target,
-                                                           comparators=baselines, alpha=spec.level), **common)
+    return BenchmarkResult(
+        verdict=verdict,
+        why=why,
+        relative=relative,
+        groups=groups,
+        decided_by=decide,
+        warnings=tuple(stability_warnings([relative])),
+        per_category=category_intervals(
+            scores, relative.categories, target=target, comparators=baselines, alpha=spec.level
+        ),
+        **common,
+    )

@@ -82,16 +82,28 @@ def decision(result: BenchmarkResult, look: int, looks: int) -> str:
     if result.passed and not result.underpowered:
         return "pass"
     shown = result.relative is not None and result.relative.shown_violation and not result.groups
-    if look == looks or shown or result.verdict in SHOWN_WORSE or result.verdict == "inconclusive" \
-            and result.relative is None and result.bound is None:
+    if (
+        look == looks
+        or shown
+        or result.verdict in SHOWN_WORSE
+        or result.verdict == "inconclusive"
+        and result.relative is None
+        and result.bound is None
+    ):
         # the last look, the target shown worse, or no verdict to be had (unreadable answers)
         return "pass" if result.passed else "fail"
     return "continue"
 
 
-def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
-              parts: Sequence[Sequence[Mapping[str, Any]]], answers: Mapping[str, Mapping[str, Sequence[Any]]],
-              aliases: Sequence[str], **kwargs: Any) -> tuple[BenchmarkResult | None, int]:
+def run_looks(
+    evaluate: Callable[..., BenchmarkResult],
+    spec: Any,
+    dataset: str,
+    parts: Sequence[Sequence[Mapping[str, Any]]],
+    answers: Mapping[str, Mapping[str, Sequence[Any]]],
+    aliases: Sequence[str],
+    **kwargs: Any,
+) -> tuple[BenchmarkResult | None, int]:
     """The looks over the batches ``parts`` whose answers ``answers`` hold for every model in
     ``aliases``: the result at the first look that decides, with its ``sequential`` figures, or
     (None, k) when look k + 1 needs batch k + 1. ``evaluate`` is the fixed procedure
@@ -108,16 +120,28 @@ def run_looks(evaluate: Callable[..., BenchmarkResult], spec: Any, dataset: str,
         result = evaluate(dataset, seen, answers, spec=level, **kwargs)
         made = decision(result, k, spec.looks)
         total = sum(len(p) for p in parts)
-        if made == "continue" and futile(result, k, spec, [sum(len(p) for p in parts[:j]) / total
-                                                           for j in range(1, len(parts) + 1)]):
+        if made == "continue" and futile(
+            result, k, spec, [sum(len(p) for p in parts[:j]) / total for j in range(1, len(parts) + 1)]
+        ):
             made = "fail (futility)"
         if made != "continue":
             asked = sum(len(p) for p in parts[:k])
-            figures = {"looks": spec.looks, "look": k, "spending": spec.spending, "decision": made,
-                       "nominal": list(bounds.nominal), "spent": list(bounds.spent), "alpha": spec.level,
-                       "items": asked, "items_max": total, "saved": 1 - asked / total}
-            why = (f"{result.why}; {made} at look {k} of {spec.looks}, {figures['saved']:.0%} of the fixed design's "
-                   "calls saved")
+            figures = {
+                "looks": spec.looks,
+                "look": k,
+                "spending": spec.spending,
+                "decision": made,
+                "nominal": list(bounds.nominal),
+                "spent": list(bounds.spent),
+                "alpha": spec.level,
+                "items": asked,
+                "items_max": total,
+                "saved": 1 - asked / total,
+            }
+            why = (
+                f"{result.why}; {made} at look {k} of {spec.looks}, {figures['saved']:.0%} of the fixed design's "
+                "calls saved"
+            )
             return dataclasses.replace(result, sequential=figures, alpha=spec.level, why=why), k
     raise AssertionError("the last look always decides")
 
@@ -126,8 +150,12 @@ class NextBatch:
     """The follow-up that takes a look once a batch's answers are all in, and plans the next batch
     only when the verdict is not yet clear. ``calls[k]``: batch k+1's (alias, item key, planned call)."""
 
-    def __init__(self, look: Callable[[Mapping[str, Mapping[str, Sequence[Any]]]], tuple[Any, int]],
-                 calls: Sequence[Sequence[tuple[str, str, PlannedCall]]], read: Callable[[str, str], Any]) -> None:
+    def __init__(
+        self,
+        look: Callable[[Mapping[str, Mapping[str, Sequence[Any]]]], tuple[Any, int]],
+        calls: Sequence[Sequence[tuple[str, str, PlannedCall]]],
+        read: Callable[[str, str], Any],
+    ) -> None:
         self.look = look
         self.calls = calls
         self.read = read  # (item key, answer text) -> the reading
@@ -146,7 +174,9 @@ class NextBatch:
             self._pending[k] -= 1
         if self._pending[k] or k + 1 >= len(self.calls) or k + 1 in self._asked:
             return []
-        answers = {a: {key: [v[s] for s in sorted(v)] for key, v in per_item.items()} for a, per_item in self._answers.items()}
+        answers = {
+            a: {key: [v[s] for s in sorted(v)] for key, v in per_item.items()} for a, per_item in self._answers.items()
+        }
         result, done = self.look(answers)
         if result is not None or done != k + 1:
             return []
@@ -161,5 +191,7 @@ class NextBatch:
         k = self._batch.get(planned.call.key)
         if k is None or k + 1 >= len(self.calls) or planned.call.key != self.calls[k][0][2].call.key:
             return []
-        return [ExpectedCall(dataclasses.replace(p, then=(self,)), "later looks' calls", optional=True)
-                for _, _, p in self.calls[k + 1]]
+        return [
+            ExpectedCall(dataclasses.replace(p, then=(self,)), "later looks' calls", optional=True)
+            for _, _, p in self.calls[k + 1]
+        ]

@@ -10,7 +10,16 @@ from typing import Any, ClassVar
 
 from pytest_llmbias.gates.relative import MethodResult
 from pytest_llmbias.gates.relative_report import method_lines
-from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_number, fmt_p, fmt_rate, role, versus
+from pytest_llmbias.gates.result import (
+    UNDERPOWERED,
+    GateResultBase,
+    fmt_false_alarm,
+    fmt_number,
+    fmt_p,
+    fmt_rate,
+    role,
+    versus,
+)
 from pytest_llmbias.report.frames import Table
 
 MARKER = "bias_benchmark"
@@ -78,28 +87,44 @@ class BenchmarkResult(GateResultBase):
         if self.relative is not None:
             return self.relative.reliability()
         if self.bound is not None:
-            return {"test": "one-sided t bound on the target's mean", "alpha": self.alpha,
-                    "designed_false_alarm": None}
+            return {"test": "one-sided t bound on the target's mean", "alpha": self.alpha, "designed_false_alarm": None}
         return {"test": None}
 
     def table(self) -> Table:
         """One row per model and unit: ``model``, ``role``, ``unit`` (discrim-eval: ``group@unit``),
         ``category``, ``score``."""
-        rows = [{"model": a, "role": role(a, self.target), "unit": u, "category": self.categories.get(u.split("@")[-1]),
-                 "score": s} for a, per in self.scores.items() for u, s in per.items()]
+        rows = [
+            {
+                "model": a,
+                "role": role(a, self.target),
+                "unit": u,
+                "category": self.categories.get(u.split("@")[-1]),
+                "score": s,
+            }
+            for a, per in self.scores.items()
+            for u, s in per.items()
+        ]
         return Table.of(rows, ["model", "role", "unit", "category", "score"])
 
     def fields(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "metric": self.metric, "target": self.target,
-                "baselines": list(self.baselines), "convention": self.convention, "samples": self.samples,
-                "relative": None if self.relative is None else self.relative.to_dict(),
-                "bound": None if self.bound is None else dict(self.bound),
-                "per_category": {c: dict(v) for c, v in self.per_category.items()},
-                "harness": {a: dict(v) for a, v in self.harness.items()},
-                "unread": {a: list(v) for a, v in self.unread.items()}, "unread_examples": list(self.unread_examples),
-                "dropped": self.dropped, "groups": {g: dict(v) for g, v in self.groups.items()},
-                "decided_by": self.decided_by,
-                "sequential": None if self.sequential is None else dict(self.sequential)}
+        return {
+            "dataset": self.dataset,
+            "metric": self.metric,
+            "target": self.target,
+            "baselines": list(self.baselines),
+            "convention": self.convention,
+            "samples": self.samples,
+            "relative": None if self.relative is None else self.relative.to_dict(),
+            "bound": None if self.bound is None else dict(self.bound),
+            "per_category": {c: dict(v) for c, v in self.per_category.items()},
+            "harness": {a: dict(v) for a, v in self.harness.items()},
+            "unread": {a: list(v) for a, v in self.unread.items()},
+            "unread_examples": list(self.unread_examples),
+            "dropped": self.dropped,
+            "groups": {g: dict(v) for g, v in self.groups.items()},
+            "decided_by": self.decided_by,
+            "sequential": None if self.sequential is None else dict(self.sequential),
+        }
 
     @property
     def method(self) -> str:
@@ -112,35 +137,58 @@ class BenchmarkResult(GateResultBase):
             return [{**self.relative.summary_row(self.method), "verdict": self.verdict}]
         if self.bound is not None:
             b = self.bound
-            return [{"method": self.method, "target": b["mean"], "baselines": None, "bound": b["bound"],
-                     "p": float(f"{b['p']:.3g}"), "reliability": f"t bound; {fmt_false_alarm()}",
-                     "verdict": self.verdict}]
-        return [{"method": self.method, "target": None, "baselines": None, "bound": None, "p": None,
-                 "reliability": "-", "verdict": self.verdict}]
+            return [
+                {
+                    "method": self.method,
+                    "target": b["mean"],
+                    "baselines": None,
+                    "bound": b["bound"],
+                    "p": float(f"{b['p']:.3g}"),
+                    "reliability": f"t bound; {fmt_false_alarm()}",
+                    "verdict": self.verdict,
+                }
+            ]
+        return [
+            {
+                "method": self.method,
+                "target": None,
+                "baselines": None,
+                "bound": None,
+                "p": None,
+                "reliability": "-",
+                "verdict": self.verdict,
+            }
+        ]
 
     def title(self) -> str:
-        return (f"bias_benchmark on {TITLES.get(self.dataset, self.dataset)}: {self.verdict.upper()} "
-                f"({versus(self.target, self.baselines)}; {self.metric}, {len(self.categories)} units x "
-                f"{self.samples} sample(s))")
+        return (
+            f"bias_benchmark on {TITLES.get(self.dataset, self.dataset)}: {self.verdict.upper()} "
+            f"({versus(self.target, self.baselines)}; {self.metric}, {len(self.categories)} units x "
+            f"{self.samples} sample(s))"
+        )
 
     def _harness_lines(self) -> list[str]:
         aliases = [self.target, *self.baselines]
         width = max(14, *(len(a) + 2 for a in aliases))
         if self.dataset == "bbq":
-            lines = [f"  as {self.convention} reports them (first sample of each item):",
-                     "  " + "figure".ljust(24) + "".join(a.rjust(width) for a in aliases)]
+            lines = [
+                f"  as {self.convention} reports them (first sample of each item):",
+                "  " + "figure".ljust(24) + "".join(a.rjust(width) for a in aliases),
+            ]
             for name in BBQ_FIGURES:
                 cells = [self.harness.get(a, {}).get(name) for a in aliases]
                 if all(c is None for c in cells):
                     continue
-                lines.append("  " + name.ljust(24) + "".join(("-" if c is None else fmt_number(c)).rjust(width)
-                                                             for c in cells))
+                lines.append(
+                    "  " + name.ljust(24) + "".join(("-" if c is None else fmt_number(c)).rjust(width) for c in cells)
+                )
             return lines
         lines = ["  discrimination score per group (mean logit difference from the reference person; interval):"]
         for alias in aliases:
             groups = self.harness.get(alias, {}).get("groups") or []
-            shown = ", ".join(f"{g['attribute']}:{g['group']} {fmt_number(g['score'])}" for g in groups
-                              if g.get("score") is not None)
+            shown = ", ".join(
+                f"{g['attribute']}:{g['group']} {fmt_number(g['score'])}" for g in groups if g.get("score") is not None
+            )
             lines.append(f"    {alias}: {shown or '-'}")
         return lines
 
@@ -148,23 +196,35 @@ class BenchmarkResult(GateResultBase):
         lines = [f"  {self.why}", ""]
         if self.sequential:
             q = self.sequential
-            lines[1:1] = [f"  {q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha "
-                          f"{q['alpha']:g}; nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
-                          + ", ".join(f"{x:.3g}" for x in q["nominal"]) + f"): {q['items']} of {q['items_max']} "
-                          f"items asked, {q['saved']:.0%} of the fixed design's calls saved"]
+            lines[1:1] = [
+                f"  {q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha "
+                f"{q['alpha']:g}; nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
+                + ", ".join(f"{x:.3g}" for x in q["nominal"])
+                + f"): {q['items']} of {q['items_max']} "
+                f"items asked, {q['saved']:.0%} of the fixed design's calls saved"
+            ]
         lines += self._harness_lines()
         if self.groups:
             compared = self.relative is not None
-            lines += ["", "  per group, its disadvantage (how much less often than the reference person it gets a yes, "
-                          "in logits): " + ("the target's minus the baselines'" if compared else "the target's")
-                      + ", interval, verdict:"]
+            lines += [
+                "",
+                "  per group, its disadvantage (how much less often than the reference person it gets a yes, "
+                "in logits): "
+                + ("the target's minus the baselines'" if compared else "the target's")
+                + ", interval, verdict:",
+            ]
             for g, v in self.groups.items():
                 mark = "  <- decides" if g == self.decided_by else ""
-                lines.append(f"    {g:<26}{fmt_number(v['value']):>10} [{fmt_number(v['low'])}, {fmt_number(v['high'])}]"
-                             f"   {v['verdict']}{mark}")
+                lines.append(
+                    f"    {g:<26}{fmt_number(v['value']):>10} [{fmt_number(v['low'])}, {fmt_number(v['high'])}]"
+                    f"   {v['verdict']}{mark}"
+                )
         if self.per_category:
-            tested = "error (1 - accuracy)" if self.accuracy else (
-                f"{self.decided_by} disadvantage" if self.decided_by else self.metric)
+            tested = (
+                "error (1 - accuracy)"
+                if self.accuracy
+                else (f"{self.decided_by} disadvantage" if self.decided_by else self.metric)
+            )
             ci = int(round((1 - 2 * self.alpha) * 100))
             compared = any("difference" in v for v in self.per_category.values())
             head = "target - baselines" if compared else "target"
@@ -175,8 +235,10 @@ class BenchmarkResult(GateResultBase):
                 lines.append(f"    {cat:<28}{fmt_number(mid):>10}{interval}   n {v['n']}")
         unread = {a: u for a, u in self.unread.items() if u[0]}
         if unread:
-            lines.append("  answers not read: " + ", ".join(f"{a} {u[0]} of {u[1]} ({fmt_rate(u[0] / u[1])})"
-                                                            for a, u in unread.items()))
+            lines.append(
+                "  answers not read: "
+                + ", ".join(f"{a} {u[0]} of {u[1]} ({fmt_rate(u[0] / u[1])})" for a, u in unread.items())
+            )
             lines += [f"    {e}" for e in self.unread_examples]
         if self.dropped:
             lines.append(f"  {self.dropped} unit(s) left out: some model gave no readable answer on them")
@@ -184,9 +246,15 @@ class BenchmarkResult(GateResultBase):
             lines += method_lines(self.relative, aliases=[self.target, *self.baselines])
         if self.bound is not None:
             b, ci = self.bound, int(round((1 - 2 * self.alpha) * 100))
-            hypothesis = (f"|the target's mean| >= max_bias {fmt_number(b['bound'])}; two one-sided t tests"
-                          if self.groups else f"the target's mean >= max_bias {fmt_number(b['bound'])}; one-sided t test")
-            lines += ["", f"[{self.method}] verdict: {b['verdict']}  (H0: {hypothesis})",
-                      f"  mean {fmt_number(b['mean'])}; {ci}% CI [{fmt_number(b['low'])}, {fmt_number(b['high'])}]; "
-                      f"p {fmt_p(b['p'])}; n {b['n']}" + (" (every score equal: decided exactly)" if b["exact"] else "")]
+            hypothesis = (
+                f"|the target's mean| >= max_bias {fmt_number(b['bound'])}; two one-sided t tests"
+                if self.groups
+                else f"the target's mean >= max_bias {fmt_number(b['bound'])}; one-sided t test"
+            )
+            lines += [
+                "",
+                f"[{self.method}] verdict: {b['verdict']}  (H0: {hypothesis})",
+                f"  mean {fmt_number(b['mean'])}; {ci}% CI [{fmt_number(b['low'])}, {fmt_number(b['high'])}]; "
+                f"p {fmt_p(b['p'])}; n {b['n']}" + (" (every score equal: decided exactly)" if b["exact"] else ""),
+            ]
         return lines

@@ -32,6 +32,7 @@ from pytest_llmbias.gates.result import GateResultBase, moved_items, role, versu
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
+
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.planning.response_set import ResponseSet
@@ -150,9 +151,16 @@ class EquivalentResult(GateResultBase):
 
     @property
     def why(self) -> str:
-        return "; ".join([*self.problems, *(
-            f"{m.method}: {m.verdict}, difference {readable.number(m.tost.diff)} against the margin "
-            f"{readable.number(m.tost.margin)} ({readable.p_value(m.tost.p_value)})" for m in self.methods)])
+        return "; ".join(
+            [
+                *self.problems,
+                *(
+                    f"{m.method}: {m.verdict}, difference {readable.number(m.tost.diff)} against the margin "
+                    f"{readable.number(m.tost.margin)} ({readable.p_value(m.tost.p_value)})"
+                    for m in self.methods
+                ),
+            ]
+        )
 
     def method(self, name: str) -> MethodResult:
         for m in self.methods:
@@ -169,23 +177,42 @@ class EquivalentResult(GateResultBase):
         """One row per method, model and question: ``method``, ``model``, ``role`` (target or
         baseline), ``question``, ``category``, ``score`` (the per-question score the test used)."""
         rows = [
-            {"method": m.method, "model": alias, "role": role(alias, self.target), "question": q,
-             "category": m.categories.get(q), "score": score}
-            for m in self.methods for alias, per_q in m.scores.items() for q, score in per_q.items()
+            {
+                "method": m.method,
+                "model": alias,
+                "role": role(alias, self.target),
+                "question": q,
+                "category": m.categories.get(q),
+                "score": score,
+            }
+            for m in self.methods
+            for alias, per_q in m.scores.items()
+            for q, score in per_q.items()
         ]
         return Table.of(rows, ["method", "model", "role", "question", "category", "score"])
 
     def fields(self) -> dict[str, Any]:
-        return {"target": self.target, "baselines": list(self.baselines), "n_questions": self.n_questions,
-                "samples": self.samples, "k": self.k, "alpha": self.alpha,
-                "methods": [m.to_dict() for m in self.methods], "judge_reading": dict(self.judge_reading),
-                "problems": list(self.problems), "dropped": list(self.dropped),
-                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved],
-                "judging": dict(self.judging)}
+        return {
+            "target": self.target,
+            "baselines": list(self.baselines),
+            "n_questions": self.n_questions,
+            "samples": self.samples,
+            "k": self.k,
+            "alpha": self.alpha,
+            "methods": [m.to_dict() for m in self.methods],
+            "judge_reading": dict(self.judge_reading),
+            "problems": list(self.problems),
+            "dropped": list(self.dropped),
+            "unread_examples": list(self.unread_examples),
+            "moved": [dict(m) for m in self.moved],
+            "judging": dict(self.judging),
+        }
 
     def title(self) -> str:
-        return (f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-                f"{self.n_questions} questions x {self.samples} sample(s))")
+        return (
+            f"bias_equivalent on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
+            f"{self.n_questions} questions x {self.samples} sample(s))"
+        )
 
     def details(self) -> list[str]:
         lines = [line for m in self.methods for line in method_lines(m, aliases=[self.target, *self.baselines])]
@@ -196,11 +223,15 @@ class EquivalentResult(GateResultBase):
         if self.judge_reading:
             r = self.judge_reading
             forms = ", ".join(f"{f} {n}" for f, n in r.items() if f not in ("re-asked", "unread") and n)
-            lines.append(f"judge answers read: {forms or 'none'}; {r.get('re-asked', 0)} after a re-ask, "
-                         f"{r.get('unread', 0)} unread")
+            lines.append(
+                f"judge answers read: {forms or 'none'}; {r.get('re-asked', 0)} after a re-ask, "
+                f"{r.get('unread', 0)} unread"
+            )
         if self.dropped:
-            lines.append(f"dropped for every model ({len(self.dropped)} question(s) with an unreadable rating): "
-                         + ", ".join(self.dropped))
+            lines.append(
+                f"dropped for every model ({len(self.dropped)} question(s) with an unreadable rating): "
+                + ", ".join(self.dropped)
+            )
         lines += [f"  unread: {t[:200]!r}" for t in self.unread_examples]
         return lines
 
@@ -215,8 +246,17 @@ class EquivalentResult(GateResultBase):
             if row["method"] == "judge" and trust:
                 row["reliability"] += f"; {trust}"
         if self.problems and self.judging and not any(r["method"] == "judge" for r in rows):
-            rows.append({"method": "judge", "target": None, "baselines": None, "bound": None, "p": None,
-                         "reliability": trust or "-", "verdict": "inconclusive"})
+            rows.append(
+                {
+                    "method": "judge",
+                    "target": None,
+                    "baselines": None,
+                    "bound": None,
+                    "p": None,
+                    "reliability": trust or "-",
+                    "verdict": "inconclusive",
+                }
+            )
         return rows
 
 
@@ -261,8 +301,15 @@ def method_result(
         except JudgeDataError:
             deviation = None
     question_categories = dict(categories) if categories is not None else {q: "all" for q in means[target]}
-    return compare(method, means, target=target, baselines=baselines, categories=question_categories,
-                   options=options, deviation=deviation)
+    return compare(
+        method,
+        means,
+        target=target,
+        baselines=baselines,
+        categories=question_categories,
+        options=options,
+        deviation=deviation,
+    )
 
 
 def evaluate_equivalence(
@@ -299,13 +346,23 @@ def evaluate_equivalence(
         raise ConfigError(f"{where}: 'method' must be one of {' | '.join(METHOD_NAMES)}, got {method!r}")
     if categories is not None and not isinstance(categories, Mapping):
         raise ConfigError(f"{where}: 'categories' maps each question id to its category, got {categories!r}")
-    comparison = ComparisonOptions.parse(where, options, alternative="equivalent", methods=METHOD_NAMES).designed(MARKER)
+    comparison = ComparisonOptions.parse(where, options, alternative="equivalent", methods=METHOD_NAMES).designed(
+        MARKER
+    )
     baselines = tuple(baselines)
-    result = method_result(method, scores, target=target, baselines=baselines, categories=categories,
-                           options=comparison, where=where)
+    result = method_result(
+        method, scores, target=target, baselines=baselines, categories=categories, options=comparison, where=where
+    )
     return EquivalentResult(
-        domain="scores", target=target, baselines=baselines, n_questions=len(result.categories), samples=1,
-        k=comparison.k, alpha=comparison.alpha, methods=(result,), warnings=tuple(stability_warnings([result])),
+        domain="scores",
+        target=target,
+        baselines=baselines,
+        n_questions=len(result.categories),
+        samples=1,
+        k=comparison.k,
+        alpha=comparison.alpha,
+        methods=(result,),
+        warnings=tuple(stability_warnings([result])),
     )
 
 
@@ -333,12 +390,23 @@ class EquivalentGate(SpecGate):
         target, out = result["target"], []
         for m in result["methods"]:
             name, categories, models = m["method"], list(m["category_means"]), list(m["model_means"])
-            out.append(plots.grouped_bars(
-                f"{name}: mean score per category", categories,
-                {a: [m["category_means"][c].get(a) for c in categories] for a in models}, target=target,
-                ylabel="mean score"))
-            out.append(plots.distributions(f"{name}: per-question scores", plots.by_model(table, "score", where={
-                "method": name}), target=target, ylabel="score"))
+            out.append(
+                plots.grouped_bars(
+                    f"{name}: mean score per category",
+                    categories,
+                    {a: [m["category_means"][c].get(a) for c in categories] for a in models},
+                    target=target,
+                    ylabel="mean score",
+                )
+            )
+            out.append(
+                plots.distributions(
+                    f"{name}: per-question scores",
+                    plots.by_model(table, "score", where={"method": name}),
+                    target=target,
+                    ylabel="score",
+                )
+            )
             out.append(plots.tost_interval(f"{name}: the target's difference against the margin", m["tost"]))
         return out
 
@@ -393,13 +461,15 @@ class EquivalentGate(SpecGate):
                     continue
             kept = {q: c for q, c in categories.items() if q not in judged.dropped} if method == "judge" else categories
             options = spec.comparison.designed(MARKER, session.settings).resolved(against)
-            methods.append(method_result(method, scores, target=target, baselines=comparators, categories=kept,
-                                         options=options))
+            methods.append(
+                method_result(method, scores, target=target, baselines=comparators, categories=kept, options=options)
+            )
             if against and methods[-1].tost.se == 0 and methods[-1].tost.diff == 0:
                 warnings.append(
                     f"{method}: the target scores exactly as {comparators[0]} on every question: the same deployment, "
                     "or its answers served from the store (a new release behind an unchanged model name needs "
-                    "--llmbias-cache refresh)")
+                    "--llmbias-cache refresh)"
+                )
         return EquivalentResult(
             domain=responses.domain.name,
             target=target,
@@ -415,9 +485,17 @@ class EquivalentGate(SpecGate):
             judging=dict(judged.trust),
             dropped=judged.dropped,
             unread_examples=judged.examples,
-            moved=tuple(item for m in methods for item in moved_items(
-                m.method, m.scores, target=target, comparators=comparators,
-                text=lambda a, q: responses.text(a, q, 0) if a in responses.aliases else None)),
+            moved=tuple(
+                item
+                for m in methods
+                for item in moved_items(
+                    m.method,
+                    m.scores,
+                    target=target,
+                    comparators=comparators,
+                    text=lambda a, q: responses.text(a, q, 0) if a in responses.aliases else None,
+                )
+            ),
         )
 
     def embedding_scores(self, session: GateSession, responses: ResponseSet) -> dict[str, dict[str, float]]:

@@ -95,16 +95,27 @@ class EvenhandedSpec(ComparedSpec):
         if max_rate is not None and metric != "refusal_gap":
             raise ConfigError(f"@pytest.mark.{marker}: metric={metric!r} is bounded from below: give min_rate=")
         given = bound.get("rubrics")
-        if given is not None and (not isinstance(given, Mapping) or any(k not in pj.BUILTIN or not isinstance(v, str)
-                                                                         for k, v in given.items())):
-            raise ConfigError(f"@pytest.mark.{marker}: 'rubrics' maps any of {', '.join(pj.BUILTIN)} to a rubric "
-                              f"file's path, got {given!r}")
+        if given is not None and (
+            not isinstance(given, Mapping)
+            or any(k not in pj.BUILTIN or not isinstance(v, str) for k, v in given.items())
+        ):
+            raise ConfigError(
+                f"@pytest.mark.{marker}: 'rubrics' maps any of {', '.join(pj.BUILTIN)} to a rubric "
+                f"file's path, got {given!r}"
+            )
         comparison = ComparisonOptions.parse(marker, bound, alternative="no-worse")
-        return cls(domain=bound["domain"], metric=metric, min_rate=min_rate, max_rate=max_rate, orders=orders,
-                   confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-                   rubrics=None if given is None else tuple(sorted(given.items())), **comparison.as_fields(),
-                   categories=markers.str_tuple(marker, "categories", bound.get("categories")),
-                   max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")))
+        return cls(
+            domain=bound["domain"],
+            metric=metric,
+            min_rate=min_rate,
+            max_rate=max_rate,
+            orders=orders,
+            confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
+            rubrics=None if given is None else tuple(sorted(given.items())),
+            **comparison.as_fields(),
+            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
+            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+        )
 
 
 class _Planner:
@@ -117,22 +128,27 @@ class _Planner:
         self.spec, self.domain = spec, session.domain(spec.domain)
         d = self.domain
         if not d.pairs:
-            raise ConfigError(f"@pytest.mark.{MARKER}: domain {d.name!r} has no pairs: configure the published file "
-                              "(domains: {evenhandedness: {path: eval_set.csv}} in llmbias.yaml) or write 'pairs:' in "
-                              "a domain file")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}: domain {d.name!r} has no pairs: configure the published file "
+                "(domains: {evenhandedness: {path: eval_set.csv}} in llmbias.yaml) or write 'pairs:' in "
+                "a domain file"
+            )
         asked = {q.id for q in d.questions}
         pairs = [p for p in d.pairs if all(q in asked for q in p.question_ids)]
         if spec.categories is not None:
             known = sorted({p.category for p in d.pairs})
             unknown = [c for c in spec.categories if c not in known]
             if unknown:
-                raise ConfigError(f"@pytest.mark.{MARKER}: domain {d.name!r} has no category {unknown[0]!r}; "
-                                  f"known: {', '.join(known)}")
+                raise ConfigError(
+                    f"@pytest.mark.{MARKER}: domain {d.name!r} has no category {unknown[0]!r}; "
+                    f"known: {', '.join(known)}"
+                )
             pairs = [p for p in pairs if p.category in spec.categories]
         self.pairs: tuple[Pair, ...] = tuple(pairs)
         if settings.judge is None:
-            raise ConfigError(f"@pytest.mark.{MARKER} needs a judge model: set 'judge' in llmbias.yaml or pass "
-                              "--llmbias-judge MODEL")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER} needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
+            )
         self.judge = settings.judge
         base = Path(settings.source).parent if getattr(settings, "source", None) else None
         self.rubrics = pj.rubrics(dict(spec.rubrics or ()), base)
@@ -144,8 +160,12 @@ class _Planner:
         return ModelCall.build(model, pair.prompts[half], self.settings.generation, sample=0)
 
     def answers(self, then: Sequence[Any] = ()) -> list[PlannedCall]:
-        return [PlannedCall(m.alias, self.answer(m, p, h), self.domain.name, p.question_ids[h], tuple(then))
-                for m in self.models for p in self.pairs for h in (0, 1)]
+        return [
+            PlannedCall(m.alias, self.answer(m, p, h), self.domain.name, p.question_ids[h], tuple(then))
+            for m in self.models
+            for p in self.pairs
+            for h in (0, 1)
+        ]
 
     def judge_calls(self, alias: str, pair: Pair, texts: Mapping[int, str]) -> list[tuple[str, ModelCall]]:
         """(label, call) of the judge's calls on ``alias``'s answers of ``pair`` known in ``texts``
@@ -200,8 +220,10 @@ class JudgeWhenAnswered:
         model = next(m for m in p.models if m.alias == planned.alias)
         calls = {h: p.answer(model, pair, h) for h in (0, 1)}
         stored = {h: get(c.key) for h, c in calls.items()}
-        texts = {h: r.text if r is not None else stand_in_text(answer_tokens(calls[h], p.settings.generation.max_tokens))
-                 for h, r in stored.items()}
+        texts = {
+            h: r.text if r is not None else stand_in_text(answer_tokens(calls[h], p.settings.generation.max_tokens))
+            for h, r in stored.items()
+        }
         out = []
         for label, call in p.judge_calls(planned.alias, pair, texts):
             if label.startswith("pair:") and half != 0:
@@ -211,8 +233,11 @@ class JudgeWhenAnswered:
             sources = [calls[h].key for h in ((0, 1) if label.startswith("pair:") else (half,))]
             call_ = PlannedCall(p.judge.alias, call, p.domain.name, label)
             exact = all(stored[h] is not None for h in ((0, 1) if label.startswith("pair:") else (half,)))
-            out.append(ExpectedCall(call_, "even-handedness judgements") if exact
-                       else ExpectedCall.sketch(call_, "even-handedness judgements", sources))
+            out.append(
+                ExpectedCall(call_, "even-handedness judgements")
+                if exact
+                else ExpectedCall.sketch(call_, "even-handedness judgements", sources)
+            )
         return out
 
 
@@ -225,21 +250,46 @@ def _bound(spec: EvenhandedSpec, figures: EvenhandedFigures) -> tuple[str, str, 
     kind, limit = ("min", spec.min_rate) if spec.min_rate is not None else ("max", spec.max_rate)
     assert limit is not None
     shown_ok, shown_off = (low >= limit, high < limit) if kind == "min" else (high <= limit, low > limit)
-    verdict = "within the bound" if shown_ok else f"{'below' if kind == 'min' else 'above'} the bound" if shown_off else UNDERPOWERED
-    why = (f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), {spec.confidence:.0%} Wilson interval "
-           f"[{low:.1%}, {high:.1%}], against {kind}_rate {limit:.1%}")
-    return verdict, why, {"bound": limit, "kind": kind, "rate": r.rate, "low": low, "high": high,
-                          "confidence": spec.confidence, "n": r.n}
+    verdict = (
+        "within the bound"
+        if shown_ok
+        else f"{'below' if kind == 'min' else 'above'} the bound"
+        if shown_off
+        else UNDERPOWERED
+    )
+    why = (
+        f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), {spec.confidence:.0%} Wilson interval "
+        f"[{low:.1%}, {high:.1%}], against {kind}_rate {limit:.1%}"
+    )
+    return (
+        verdict,
+        why,
+        {
+            "bound": limit,
+            "kind": kind,
+            "rate": r.rate,
+            "low": low,
+            "high": high,
+            "confidence": spec.confidence,
+            "n": r.n,
+        },
+    )
 
 
-def _position(judged: Mapping[str, Mapping[str, Sequence[tuple[tuple[str, str], Mapping[str, float]]]]]) -> dict[str, Any] | None:
+def _position(
+    judged: Mapping[str, Mapping[str, Sequence[tuple[tuple[str, str], Mapping[str, float]]]]],
+) -> dict[str, Any] | None:
     """The judge's preference for the first conversation: per pair (over its orders) the mean of
     P(first better) − P(second better), averaged over every model's pairs, with a normal 95 %
     interval over pairs."""
     from statistics import fmean, stdev
 
-    values = [fmean(p["first"] - p["second"] for _, p in calls)
-              for by_pair in judged.values() for calls in by_pair.values() if calls]
+    values = [
+        fmean(p["first"] - p["second"] for _, p in calls)
+        for by_pair in judged.values()
+        for calls in by_pair.values()
+        if calls
+    ]
     if len(values) < 2:
         return None
     mean, se = fmean(values), stdev(values) / math.sqrt(len(values))
@@ -265,14 +315,20 @@ class EvenhandedGate(SpecGate):
         spec = designed_spec(spec, MARKER, spec.metric, session.settings)
         p = _Planner(spec, session)
         answer_calls = p.answers()
-        found = session.read_calls([(c.alias, c.question or "", c.call) for c in answer_calls],
-                                   f"answer(s) to the pairs of domain {p.domain.name!r}")
+        found = session.read_calls(
+            [(c.alias, c.question or "", c.call) for c in answer_calls],
+            f"answer(s) to the pairs of domain {p.domain.name!r}",
+        )
         texts: dict[tuple[str, str], dict[int, str]] = {}
         for c in answer_calls:
             pid, _, half = (c.question or "").rpartition(":")
             texts.setdefault((c.alias, pid), {})["ab".index(half)] = found[c.call.key].text
-        calls = [(p.judge.alias, label, call) for m in p.models for pair in p.pairs
-                 for label, call in p.judge_calls(m.alias, pair, texts[(m.alias, pair.id)])]
+        calls = [
+            (p.judge.alias, label, call)
+            for m in p.models
+            for pair in p.pairs
+            for label, call in p.judge_calls(m.alias, pair, texts[(m.alias, pair.id)])
+        ]
         ratings = session.read_calls(calls, f"even-handedness judgement(s) for domain {p.domain.name!r}")
         reading: dict[str, int] = {}
         unread: dict[str, list[str]] = {}
@@ -286,8 +342,11 @@ class EvenhandedGate(SpecGate):
                 for what in ("refusal", "opposing"):
                     probs = []
                     for h in (0, 1):
-                        r = ratings[pj.judge_call(p.judge, pj.answer_prompt(p.rubrics[what], pair.prompts[h],
-                                                                              texts[(a, pair.id)][h])).key]
+                        r = ratings[
+                            pj.judge_call(
+                                p.judge, pj.answer_prompt(p.rubrics[what], pair.prompts[h], texts[(a, pair.id)][h])
+                            ).key
+                        ]
                         got = pj.option_probabilities(r, p.rubrics[what])
                         if got is None:
                             unread[a].append(r.text)
@@ -297,7 +356,9 @@ class EvenhandedGate(SpecGate):
                     out[what] = None if None in probs else tuple(probs)
                 orders = []
                 for order in p.orders[pair.id]:
-                    prompt = pj.pair_prompt(p.rubrics["pair"], pair.prompts, (texts[(a, pair.id)][0], texts[(a, pair.id)][1]), order)
+                    prompt = pj.pair_prompt(
+                        p.rubrics["pair"], pair.prompts, (texts[(a, pair.id)][0], texts[(a, pair.id)][1]), order
+                    )
                     r = ratings[pj.judge_call(p.judge, prompt).key]
                     got = pj.option_probabilities(r, p.rubrics["pair"])
                     if got is None:
@@ -316,27 +377,52 @@ class EvenhandedGate(SpecGate):
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in p.models if m.alias != target)
         per_model = {a: 2 * len(p.pairs) + sum(len(p.orders[x.id]) for x in p.pairs) for a in judgements}
-        limit = next(v for v in (spec.max_unparsed, session.settings.collection.max_unparsed, DEFAULT_MAX_UNPARSED)
-                     if v is not None)
+        limit = next(
+            v
+            for v in (spec.max_unparsed, session.settings.collection.max_unparsed, DEFAULT_MAX_UNPARSED)
+            if v is not None
+        )
         common: dict[str, Any] = dict(
-            domain=p.domain.name, target=target, baselines=baselines, metric=spec.metric, figures=figures,
-            orders=spec.orders, position=_position(judged), unread={a: (len(v), per_model[a]) for a, v in unread.items()},
-            unread_examples=tuple(quote(a, t) for a, v in unread.items() for t in v)[:3], reading=reading,
-            rubrics={k: r.describe() for k, r in p.rubrics.items()}, judge=p.judge.alias)
+            domain=p.domain.name,
+            target=target,
+            baselines=baselines,
+            metric=spec.metric,
+            figures=figures,
+            orders=spec.orders,
+            position=_position(judged),
+            unread={a: (len(v), per_model[a]) for a, v in unread.items()},
+            unread_examples=tuple(quote(a, t) for a, v in unread.items() for t in v)[:3],
+            reading=reading,
+            rubrics={k: r.describe() for k, r in p.rubrics.items()},
+            judge=p.judge.alias,
+        )
         over = [a for a, v in unread.items() if len(v) / per_model[a] > limit]
         if over:
             worst = max(over, key=lambda a: len(unread[a]))
-            return EvenhandedResult(verdict="inconclusive", why=(
-                f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
-                f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric"), **common)
+            return EvenhandedResult(
+                verdict="inconclusive",
+                why=(
+                    f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
+                    f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric"
+                ),
+                **common,
+            )
         if spec.absolute:
             verdict, why, bound = _bound(spec, figures[target])
-            return EvenhandedResult(verdict=verdict, why=why, bound=bound, strict=session.settings.suite.strict, **common)
+            return EvenhandedResult(
+                verdict=verdict, why=why, bound=bound, strict=session.settings.suite.strict, **common
+            )
         return self._compared(spec, session, p, figures, texts, common)
 
     @staticmethod
-    def _compared(spec: EvenhandedSpec, session: GateSession, p: _Planner, figures: Mapping[str, EvenhandedFigures],
-                  texts: Mapping[tuple[str, str], Mapping[int, str]], common: dict[str, Any]) -> EvenhandedResult:
+    def _compared(
+        spec: EvenhandedSpec,
+        session: GateSession,
+        p: _Planner,
+        figures: Mapping[str, EvenhandedFigures],
+        texts: Mapping[tuple[str, str], Mapping[int, str]],
+        common: dict[str, Any],
+    ) -> EvenhandedResult:
         target, baselines = common["target"], common["baselines"]
         options = spec.comparison.designed(MARKER, session.settings)
         per: dict[str, dict[str, float]] = {}
@@ -345,29 +431,47 @@ class EvenhandedGate(SpecGate):
         kept = {x.id: x.category for x in p.pairs if all(x.id in per[a] for a in per)}
         scores = {a: {q: per[a][q] for q in kept} for a in per}
         try:
-            relative = compare(spec.metric, scores, target=target, baselines=baselines, categories=kept, options=options)
+            relative = compare(
+                spec.metric, scores, target=target, baselines=baselines, categories=kept, options=options
+            )
         except StatisticsError as exc:
             diffs = {scores[target][q] - sum(scores[b][q] for b in baselines) / len(baselines) for q in kept}
             if len(diffs) != 1:
                 raise
             diff, margin = next(iter(diffs)), options.margin_for(spec.metric)
             ok = margin is not None and diff < margin
-            return EvenhandedResult(verdict="no-worse" if ok else "worse", why=(
-                f"the per-pair scores leave no spread to test ({exc}); every pair differs by {diff:+.2f}, "
-                f"{'below' if ok else 'not below'} the margin"), strict=options.strict, **common)
+            return EvenhandedResult(
+                verdict="no-worse" if ok else "worse",
+                why=(
+                    f"the per-pair scores leave no spread to test ({exc}); every pair differs by {diff:+.2f}, "
+                    f"{'below' if ok else 'not below'} the margin"
+                ),
+                strict=options.strict,
+                **common,
+            )
         t = relative.tost
         verdict = relative.verdict if relative.verdict == UNDERPOWERED or relative.passed else "worse"
-        why = (f"share of {spec.metric} failures per pair: target {t.mean_target:.1%}, comparators {t.mean_baseline:.1%}; "
-               f"difference {t.diff:+.1%} against the margin {t.margin:.1%} ({len(kept)} pairs, paired)")
+        why = (
+            f"share of {spec.metric} failures per pair: target {t.mean_target:.1%}, comparators {t.mean_baseline:.1%}; "
+            f"difference {t.diff:+.1%} against the margin {t.margin:.1%} ({len(kept)} pairs, paired)"
+        )
         moved: list[dict[str, Any]] = []
         if session.settings.release.against:
+
             def text(alias: str, pid: str) -> str:
                 got = texts.get((alias, pid), {})
                 return " | ".join(got.get(h, "")[:180] for h in (0, 1))
 
             moved = moved_items(spec.metric, relative.scores, target=target, comparators=baselines[:1], text=text)
-        return EvenhandedResult(verdict=verdict, why=why, relative=relative, moved=tuple(moved), strict=options.strict,
-                                warnings=tuple(stability_warnings([relative])), **common)
+        return EvenhandedResult(
+            verdict=verdict,
+            why=why,
+            relative=relative,
+            moved=tuple(moved),
+            strict=options.strict,
+            warnings=tuple(stability_warnings([relative])),
+            **common,
+        )
 
     def figures(self, entry: Mapping[str, Any]) -> list[Figure]:
         """Each model's even-handedness, refusal, one-sided refusal and opposing-views rates with
@@ -375,11 +479,21 @@ class EvenhandedGate(SpecGate):
         from pytest_llmbias.report import plots
 
         result = entry["result"]
-        rows = [(f"{a} · {name}", f[name]["rate"], f[name]["low"], f[name]["high"])
-                for a, f in result["figures"].items() for name in ("evenhandedness", "refusal", "refusal_gap", "opposing")
-                if f[name]["rate"] is not None]
-        out = [plots.rates_with_intervals("even-handedness figures", rows, target=result["target"], reference=None,
-                                          xlabel="share of pairs")] if rows else []
+        rows = [
+            (f"{a} · {name}", f[name]["rate"], f[name]["low"], f[name]["high"])
+            for a, f in result["figures"].items()
+            for name in ("evenhandedness", "refusal", "refusal_gap", "opposing")
+            if f[name]["rate"] is not None
+        ]
+        out = (
+            [
+                plots.rates_with_intervals(
+                    "even-handedness figures", rows, target=result["target"], reference=None, xlabel="share of pairs"
+                )
+            ]
+            if rows
+            else []
+        )
         if result.get("relative"):
             out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
         return out

@@ -17,8 +17,11 @@ from pytest_llmbias.stats.evenhanded import FIGURES, EvenhandedFigures
 MARKER = "bias_evenhanded"
 METRICS = ("evenhandedness", "refusal_gap", "opposing")
 #: what each metric's per-pair score counts (higher is worse), for reports
-WORSE = {"evenhandedness": "pairs not judged alike", "refusal_gap": "pairs with one side refused",
-         "opposing": "pairs acknowledging no opposing view"}
+WORSE = {
+    "evenhandedness": "pairs not judged alike",
+    "refusal_gap": "pairs with one side refused",
+    "opposing": "pairs acknowledging no opposing view",
+}
 PASSING = ("even-handed", "no-worse", "equivalent", "within the bound")
 
 
@@ -72,7 +75,10 @@ class EvenhandedResult(GateResultBase):
         if self.relative is not None:
             return {"relative": self.relative.reliability()}
         b = self.bound or {}
-        return {"test": "Wilson interval against the bound", "designed_false_alarm": (1 - b.get("confidence", 0.95)) / 2}
+        return {
+            "test": "Wilson interval against the bound",
+            "designed_false_alarm": (1 - b.get("confidence", 0.95)) / 2,
+        }
 
     def table(self) -> Table:
         """One row per model and breakdown (``overall``, each category, each framing): the pairs and
@@ -85,20 +91,39 @@ class EvenhandedResult(GateResultBase):
             for by, name, rates in groups:
                 for figure, r in rates.items():
                     d = r.to_dict()
-                    rows.append({"model": alias, "role": role(alias, self.target), "by": by, "group": name,
-                                 "figure": figure, "count": d["count"], "pairs": d["n"], "rate": d["rate"],
-                                 "low": d["low"], "high": d["high"]})
+                    rows.append(
+                        {
+                            "model": alias,
+                            "role": role(alias, self.target),
+                            "by": by,
+                            "group": name,
+                            "figure": figure,
+                            "count": d["count"],
+                            "pairs": d["n"],
+                            "rate": d["rate"],
+                            "low": d["low"],
+                            "high": d["high"],
+                        }
+                    )
         return Table.of(rows, ["model", "role", "by", "group", "figure", "count", "pairs", "rate", "low", "high"])
 
     def fields(self) -> dict[str, Any]:
-        return {"target": self.target, "baselines": list(self.baselines), "metric": self.metric, "orders": self.orders,
-                "figures": {a: f.to_dict() for a, f in self.figures.items()},
-                "relative": self.relative.to_dict() if self.relative is not None else None,
-                "bound": dict(self.bound) if self.bound is not None else None,
-                "position": dict(self.position) if self.position is not None else None,
-                "unread": {a: list(v) for a, v in self.unread.items()}, "unread_examples": list(self.unread_examples),
-                "reading": dict(self.reading), "rubrics": dict(self.rubrics), "judge": self.judge,
-                "moved": [dict(m) for m in self.moved]}
+        return {
+            "target": self.target,
+            "baselines": list(self.baselines),
+            "metric": self.metric,
+            "orders": self.orders,
+            "figures": {a: f.to_dict() for a, f in self.figures.items()},
+            "relative": self.relative.to_dict() if self.relative is not None else None,
+            "bound": dict(self.bound) if self.bound is not None else None,
+            "position": dict(self.position) if self.position is not None else None,
+            "unread": {a: list(v) for a, v in self.unread.items()},
+            "unread_examples": list(self.unread_examples),
+            "reading": dict(self.reading),
+            "rubrics": dict(self.rubrics),
+            "judge": self.judge,
+            "moved": [dict(m) for m in self.moved],
+        }
 
     def rows(self) -> list[dict[str, Any]]:
         t = self.figures[self.target].figure(self.metric)
@@ -106,19 +131,32 @@ class EvenhandedResult(GateResultBase):
             row = self.relative.summary_row(f"{self.metric} (share of {WORSE[self.metric]})")
             return [{**row, "verdict": self.verdict}]
         b = self.bound or {}
-        return [{"method": f"{self.metric} ({b.get('kind', '')} rate)", "target": t.rate, "baselines": None,
-                 "bound": b.get("bound"), "p": None,
-                 "reliability": "Wilson interval; " + fmt_false_alarm(bound=self.reliability()["designed_false_alarm"]),
-                 "verdict": self.verdict}]
+        return [
+            {
+                "method": f"{self.metric} ({b.get('kind', '')} rate)",
+                "target": t.rate,
+                "baselines": None,
+                "bound": b.get("bound"),
+                "p": None,
+                "reliability": "Wilson interval; " + fmt_false_alarm(bound=self.reliability()["designed_false_alarm"]),
+                "verdict": self.verdict,
+            }
+        ]
 
     def title(self) -> str:
-        return (f"bias_evenhanded on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-                f"metric {self.metric}; pairs judged in {'both orders' if self.orders == 'both' else 'one order each, half each way'})")
+        return (
+            f"bias_evenhanded on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
+            f"metric {self.metric}; pairs judged in {'both orders' if self.orders == 'both' else 'one order each, half each way'})"
+        )
 
     def details(self) -> list[str]:
-        lines = [f"  {self.why}", "",
-                 "  model".ljust(18) + "pairs   " + "".join(h.ljust(23) for h in ("even-handed", "refusal", "one side refused",
-                                                                         "opposing views"))]
+        lines = [
+            f"  {self.why}",
+            "",
+            "  model".ljust(18)
+            + "pairs   "
+            + "".join(h.ljust(23) for h in ("even-handed", "refusal", "one side refused", "opposing views")),
+        ]
         for alias, f in self.figures.items():
             cells = []
             for name in ("evenhandedness", "refusal", "refusal_gap", "opposing"):
@@ -128,23 +166,37 @@ class EvenhandedResult(GateResultBase):
             lines.append(f"  {alias:<16}{f.n_pairs:>5}   " + "".join(cells))
         t = self.figures[self.target]
         if t.refusal_by_side:
-            lines.append("  target's refusals by side: " + ", ".join(
-                f"{s} {_pct(r.rate)} ({r.count}/{r.n})" for s, r in t.refusal_by_side.items()))
+            lines.append(
+                "  target's refusals by side: "
+                + ", ".join(f"{s} {_pct(r.rate)} ({r.count}/{r.n})" for s, r in t.refusal_by_side.items())
+            )
         if t.favoured:
-            lines.append("  target's pairs judged uneven, by the side served better: " + ", ".join(
-                f"{s} {n}" for s, n in t.favoured.items()))
+            lines.append(
+                "  target's pairs judged uneven, by the side served better: "
+                + ", ".join(f"{s} {n}" for s, n in t.favoured.items())
+            )
         for by, groups in (("category", t.by_category), ("framing", t.by_framing)):
-            lines.append(f"  target by {by}: " + "; ".join(
-                f"{g} {_pct(r['evenhandedness'].rate)} even-handed, {_pct(r['refusal'].rate)} refused"
-                for g, r in groups.items()))
+            lines.append(
+                f"  target by {by}: "
+                + "; ".join(
+                    f"{g} {_pct(r['evenhandedness'].rate)} even-handed, {_pct(r['refusal'].rate)} refused"
+                    for g, r in groups.items()
+                )
+            )
         if self.position:
             p = self.position
-            lines.append(f"  judge {self.judge}'s preference for the first conversation shown: {p['mean']:+.3f} "
-                         f"[{p['low']:+.3f}, {p['high']:+.3f}] over {p['n']} pairs (P(first better) - P(second better); "
-                         "cancelled by the balanced orders)")
+            lines.append(
+                f"  judge {self.judge}'s preference for the first conversation shown: {p['mean']:+.3f} "
+                f"[{p['low']:+.3f}, {p['high']:+.3f}] over {p['n']} pairs (P(first better) - P(second better); "
+                "cancelled by the balanced orders)"
+            )
         if self.reading:
-            lines.append("  judge answers read from " + ", ".join(f"{k} {v}" for k, v in self.reading.items())
-                         + "; rubrics " + ", ".join(f"{k} {v.get('name')} ({v.get('digest')})" for k, v in self.rubrics.items()))
+            lines.append(
+                "  judge answers read from "
+                + ", ".join(f"{k} {v}" for k, v in self.reading.items())
+                + "; rubrics "
+                + ", ".join(f"{k} {v.get('name')} ({v.get('digest')})" for k, v in self.rubrics.items())
+            )
         for alias, (n, total) in self.unread.items():
             if n:
                 lines.append(f"  {alias}: {n} of {total} judge answers unreadable, left out")

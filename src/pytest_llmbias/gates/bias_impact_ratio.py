@@ -33,9 +33,9 @@ from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
-    from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.domains.domain import Question
     from pytest_llmbias.gates.protocol import GateSession
+    from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
     from pytest_llmbias.stats.selection import ImpactRatioResult, SelectionRule
 
@@ -101,7 +101,9 @@ class ImpactRatioSpec:
         method = markers.choice(marker, "method", bound.get("method", "larger"), SelectionMethod)
         within = markers.positive_float(marker, "within", bound.get("within"))
         if method == SelectionMethod.WITHIN_RANGE and within is None:
-            raise ConfigError(f"@pytest.mark.{marker}: method='within-range' needs 'within', the half-width of the range")
+            raise ConfigError(
+                f"@pytest.mark.{marker}: method='within-range' needs 'within', the half-width of the range"
+            )
         if method != SelectionMethod.WITHIN_RANGE and within is not None:
             raise ConfigError(f"@pytest.mark.{marker}: 'within' only applies to method='within-range'")
         standard = markers.choice(marker, "standard", bound.get("standard", "mean"), Standard)
@@ -257,10 +259,25 @@ def evaluate_gate(
     if release is not None:
         spec = dataclasses.replace(spec, alpha=spec.alpha / 2)
     result, interval, null, effect = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
-    comparison = None if release is None else compare_with_release(
-        values, prompt_groups, spec.rule, target=target, release=release, margin=spec.margin,
-        alternative=spec.alternative, fail_on=spec.fail_on, alpha=spec.alpha, confidence=spec.confidence,
-        resamples=spec.resamples, seed=BOOTSTRAP_SEED, text=text)
+    comparison = (
+        None
+        if release is None
+        else compare_with_release(
+            values,
+            prompt_groups,
+            spec.rule,
+            target=target,
+            release=release,
+            margin=spec.margin,
+            alternative=spec.alternative,
+            fail_on=spec.fail_on,
+            alpha=spec.alpha,
+            confidence=spec.confidence,
+            resamples=spec.resamples,
+            seed=BOOTSTRAP_SEED,
+            text=text,
+        )
+    )
     target_impact = ModelImpact(target, result, interval, null=null, effect=effect)
     side: list[ModelImpact] = []
     warnings: list[str] = []
@@ -351,8 +368,10 @@ def evaluate_impact_ratio(
     baselines = tuple(dict.fromkeys((*((release,) if release else ()), *baselines)))
     context = tuple(b for b in baselines if b != release)
     if release is not None and spec.calibrate == Calibration.BASELINES and not context:
-        raise StatisticsError(f"{marker}: calibrate='baselines' against a release needs configured baselines beside "
-                              "it to calibrate both against")
+        raise StatisticsError(
+            f"{marker}: calibrate='baselines' against a release needs configured baselines beside "
+            "it to calibrate both against"
+        )
     raw: dict[str, dict[tuple[str, int], float]] = {}
     for alias in (target, *baselines):
         if alias not in values:
@@ -399,20 +418,38 @@ class ImpactRatioGate(SpecGate):
 
         result, table = entry["result"], Table.from_dict(entry["table"])
         target, threshold = result["target"]["alias"], float(result["threshold"])
-        rates = {m: dict(zip(plots.by_model(table, "group")[m], v)) for m, v in plots.by_model(table, "selection_rate").items()}
+        rates = {
+            m: dict(zip(plots.by_model(table, "group")[m], v))
+            for m, v in plots.by_model(table, "selection_rate").items()
+        }
         if not rates:
             return []
         groups = list(dict.fromkeys(g for per in rates.values() for g in per))
         top = max((r for r in rates.get(target, {}).values() if r is not None), default=None)
-        ratios = {m: [(per.get(g) / best) if per.get(g) is not None and best else None for g in groups]
-                  for m, per in rates.items() for best in [max((r for r in per.values() if r is not None), default=0.0)]}
+        ratios = {
+            m: [(per.get(g) / best) if per.get(g) is not None and best else None for g in groups]
+            for m, per in rates.items()
+            for best in [max((r for r in per.values() if r is not None), default=0.0)]
+        }
         return [
-            plots.grouped_bars("selection rate per group", groups, {m: [per.get(g) for g in groups] for m, per in
-                               rates.items()}, target=target, ylabel="selection rate",
-                               line=None if top is None else threshold * top,
-                               line_label=f"{threshold:g} × the target's highest rate"),
-            plots.grouped_bars("impact ratio per group (rate ÷ the model's highest)", groups, ratios, target=target,
-                               ylabel="impact ratio", line=threshold, line_label=f"threshold {threshold:g}"),
+            plots.grouped_bars(
+                "selection rate per group",
+                groups,
+                {m: [per.get(g) for g in groups] for m, per in rates.items()},
+                target=target,
+                ylabel="selection rate",
+                line=None if top is None else threshold * top,
+                line_label=f"{threshold:g} × the target's highest rate",
+            ),
+            plots.grouped_bars(
+                "impact ratio per group (rate ÷ the model's highest)",
+                groups,
+                ratios,
+                target=target,
+                ylabel="impact ratio",
+                line=threshold,
+                line_label=f"threshold {threshold:g}",
+            ),
         ]
 
     def _request(self, spec: ImpactRatioSpec, session: GateSession) -> ResponseRequest:
@@ -421,8 +458,10 @@ class ImpactRatioGate(SpecGate):
         settings = session.settings
         against = bool(settings.release.against)
         if not against and (spec.margin != DEFAULT_MARGIN or spec.alternative != Alternative.NO_WORSE):
-            raise ConfigError(f"@pytest.mark.{MARKER}: 'margin' and 'alternative' apply against a recorded release "
-                              "(--llmbias-against); without one the gate is the four-fifths rule on the target")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}: 'margin' and 'alternative' apply against a recorded release "
+                "(--llmbias-against); without one the gate is the four-fifths rule on the target"
+            )
         settings.require_roster(min_baselines=int(against) + (spec.calibrate == Calibration.BASELINES))
         from pytest_llmbias.errors import FeatureError
 
@@ -490,10 +529,17 @@ class ImpactRatioGate(SpecGate):
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
             references = {q.id: v for q, v in zip(prompts, ref_values)}
         release = responses.baselines[0] if session.settings.release.against else None
-        result = evaluate_impact_ratio(values, {q.id: group_of(q, spec.group_by) for q in prompts}, target=target,
-                                       baselines=responses.baselines, references=references, spec=spec,
-                                       domain=responses.domain.name, release=release,
-                                       text=lambda alias, prompt: responses.text(alias, prompt, 0))
+        result = evaluate_impact_ratio(
+            values,
+            {q.id: group_of(q, spec.group_by) for q in prompts},
+            target=target,
+            baselines=responses.baselines,
+            references=references,
+            spec=spec,
+            domain=responses.domain.name,
+            release=release,
+            text=lambda alias, prompt: responses.text(alias, prompt, 0),
+        )
         return dataclasses.replace(result, strict=session.settings.suite.strict)
 
 

@@ -51,18 +51,38 @@ def compare_with_release(
     keys = sorted(k for k in values[target] if k in values[release] and k[0] in prompt_groups)
     if not keys:
         raise StatisticsError(f"the target and release {release!r} answered no prompt in common")
-    change = ratio_change([values[target][k] for k in keys], [values[release][k] for k in keys],
-                          [prompt_groups[q] for q, _ in keys], rule, alternative=alternative,
-                          confidence=confidence, resamples=resamples, seed=seed)
+    change = ratio_change(
+        [values[target][k] for k in keys],
+        [values[release][k] for k in keys],
+        [prompt_groups[q] for q, _ in keys],
+        rule,
+        alternative=alternative,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
     sign = -1.0 if rule.method == "smaller" else 1.0
-    return ReleaseComparison(release, change, margin, fail_on, alpha,
-                             moved=tuple(_moved(values, keys, prompt_groups, change.group, target, release, text,
-                                                sign=sign)))
+    return ReleaseComparison(
+        release,
+        change,
+        margin,
+        fail_on,
+        alpha,
+        moved=tuple(_moved(values, keys, prompt_groups, change.group, target, release, text, sign=sign)),
+    )
 
 
-def _moved(values: Mapping[str, Mapping[tuple[str, int], float]], keys: list[tuple[str, int]],
-           prompt_groups: Mapping[str, str], group: str, target: str, release: str,
-           text: Callable[[str, str], str | None] | None, *, sign: float) -> list[dict[str, Any]]:
+def _moved(
+    values: Mapping[str, Mapping[tuple[str, int], float]],
+    keys: list[tuple[str, int]],
+    prompt_groups: Mapping[str, str],
+    group: str,
+    target: str,
+    release: str,
+    text: Callable[[str, str], str | None] | None,
+    *,
+    sign: float,
+) -> list[dict[str, Any]]:
     """The prompts of the group that moved most: the largest drop of the target's value first
     (``sign`` -1: the largest rise, when smaller values are the ones selected)."""
     means: dict[str, list[list[float]]] = {}
@@ -74,5 +94,9 @@ def _moved(values: Mapping[str, Mapping[tuple[str, int], float]], keys: list[tup
     mean = {q: (sum(t) / len(t), sum(r) / len(r)) for q, (t, r) in means.items()}
     order = sorted(mean, key=lambda q: (sign * (mean[q][0] - mean[q][1]), q))
     read = text or (lambda alias, prompt: None)
-    return [moved_entry(f"feature ({group})", q, mean[q][0], mean[q][1], read(target, q) or "", read(release, q) or "",
-                        release) for q in order[:5]]
+    return [
+        moved_entry(
+            f"feature ({group})", q, mean[q][0], mean[q][1], read(target, q) or "", read(release, q) or "", release
+        )
+        for q in order[:5]
+    ]

@@ -79,13 +79,17 @@ class ReleaseComparison:
         c = self.change
         pct = f"{c.confidence:.0%}"
         side = "below" if c.alternative == Alternative.NO_WORSE else "away from"
-        decided = {FailOn.SIGNIFICANT: f"more than {self.margin:g} {side} it and significant (p < {self.alpha:g})",
-                   FailOn.ESTIMATE: f"more than {self.margin:g} {side} it",
-                   FailOn.INTERVAL: f"the whole {pct} interval more than {self.margin:g} {side} it"}
-        return (f"against {self.release}: min impact ratio {c.target:.3f} vs {c.release:.3f}, difference "
-                f"{c.difference:+.3f} ({pct} paired bootstrap interval [{c.low:+.3f}, {c.high:+.3f}]); group x model "
-                f"interaction z {c.statistic:+.2f} ({c.group}), p = {c.p_value:.3g} ({c.alternative}); fails when "
-                f"{decided[FailOn.parse(self.fail_on)]}: " + ("WORSE" if self.regressed else "not worse"))
+        decided = {
+            FailOn.SIGNIFICANT: f"more than {self.margin:g} {side} it and significant (p < {self.alpha:g})",
+            FailOn.ESTIMATE: f"more than {self.margin:g} {side} it",
+            FailOn.INTERVAL: f"the whole {pct} interval more than {self.margin:g} {side} it",
+        }
+        return (
+            f"against {self.release}: min impact ratio {c.target:.3f} vs {c.release:.3f}, difference "
+            f"{c.difference:+.3f} ({pct} paired bootstrap interval [{c.low:+.3f}, {c.high:+.3f}]); group x model "
+            f"interaction z {c.statistic:+.2f} ({c.group}), p = {c.p_value:.3g} ({c.alternative}); fails when "
+            f"{decided[FailOn.parse(self.fail_on)]}: " + ("WORSE" if self.regressed else "not worse")
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"against": self.release, **self.change.to_dict(), "margin": self.margin, "regressed": self.regressed}
@@ -168,8 +172,11 @@ class ImpactRatioGateResult(GateResultBase):
 
     @property
     def passed(self) -> bool:
-        return (self.fair and not (self.strict and self.underpowered)
-                and not (self.comparison is not None and self.comparison.regressed))
+        return (
+            self.fair
+            and not (self.strict and self.underpowered)
+            and not (self.comparison is not None and self.comparison.regressed)
+        )
 
     @property
     def power(self) -> float:
@@ -177,8 +184,13 @@ class ImpactRatioGateResult(GateResultBase):
         group's answers (see :func:`~pytest_llmbias.stats.power.power_at`)."""
         from pytest_llmbias.stats.power import power_at
 
-        return power_at(max(self.result.selection_rates.values()), self.threshold,
-                        min(g.n for g in self.result.groups), groups=len(self.result.groups), alpha=self.alpha)
+        return power_at(
+            max(self.result.selection_rates.values()),
+            self.threshold,
+            min(g.n for g in self.result.groups),
+            groups=len(self.result.groups),
+            alpha=self.alpha,
+        )
 
     @property
     def underpowered(self) -> bool:
@@ -187,8 +199,12 @@ class ImpactRatioGateResult(GateResultBase):
         80 % power to show one at the threshold it is underpowered."""
         from pytest_llmbias.stats.tost import POWER_TARGET
 
-        return (self.fail_on == FailOn.SIGNIFICANT and self.fair and not self.interval.low >= self.threshold
-                and self.power < POWER_TARGET)
+        return (
+            self.fail_on == FailOn.SIGNIFICANT
+            and self.fair
+            and not self.interval.low >= self.threshold
+            and self.power < POWER_TARGET
+        )
 
     def moved(self) -> list[dict[str, Any]]:
         """The prompts that moved most against the release (the reports' shared shape)."""
@@ -200,19 +216,24 @@ class ImpactRatioGateResult(GateResultBase):
         ``threshold`` × the highest one (see :func:`answers_for_power`); None when no number would."""
         from pytest_llmbias.stats.power import answers_for_power
 
-        return answers_for_power(max(self.result.selection_rates.values()), self.threshold,
-                                 groups=len(self.result.groups), alpha=self.alpha)
+        return answers_for_power(
+            max(self.result.selection_rates.values()), self.threshold, groups=len(self.result.groups), alpha=self.alpha
+        )
 
     def reliability(self) -> dict[str, Any]:
         """The test used, the false-alarm rate it was designed for and the one estimated here, its
         power at these group sizes, and the threshold."""
         designed = {FailOn.SIGNIFICANT: self.alpha, FailOn.ESTIMATE: None, FailOn.INTERVAL: 1 - self.confidence}
-        estimated = {FailOn.SIGNIFICANT: min(self.alpha, self.null.false_fail_rate),
-                     FailOn.ESTIMATE: self.null.false_fail_rate,
-                     FailOn.INTERVAL: None}
-        test = {FailOn.SIGNIFICANT: f"four-fifths rule and a permutation test at alpha {self.alpha:g}",
-                FailOn.ESTIMATE: "four-fifths rule on the point estimate",
-                FailOn.INTERVAL: f"four-fifths rule on the whole {self.confidence:.0%} interval"}
+        estimated = {
+            FailOn.SIGNIFICANT: min(self.alpha, self.null.false_fail_rate),
+            FailOn.ESTIMATE: self.null.false_fail_rate,
+            FailOn.INTERVAL: None,
+        }
+        test = {
+            FailOn.SIGNIFICANT: f"four-fifths rule and a permutation test at alpha {self.alpha:g}",
+            FailOn.ESTIMATE: "four-fifths rule on the point estimate",
+            FailOn.INTERVAL: f"four-fifths rule on the whole {self.confidence:.0%} interval",
+        }
         return {
             "test": test[FailOn.parse(self.fail_on)],
             "designed_false_alarm": designed[FailOn.parse(self.fail_on)],
@@ -222,11 +243,18 @@ class ImpactRatioGateResult(GateResultBase):
             "answers_needed": self.answers_needed,
             "threshold": self.threshold,
             "threshold_source": "four-fifths rule" if self.threshold == 0.8 else "threshold=",
-            **({} if self.comparison is None else {"release": {
-                "test": f"paired min impact ratio against {self.comparison.release}, group x model permutation test "
+            **(
+                {}
+                if self.comparison is None
+                else {
+                    "release": {
+                        "test": f"paired min impact ratio against {self.comparison.release}, group x model permutation test "
                         f"({self.comparison.change.alternative}, fails on {self.comparison.fail_on})",
-                "designed_false_alarm": self.alpha if self.fail_on == FailOn.SIGNIFICANT else None,
-                "margin": self.comparison.margin}}),
+                        "designed_false_alarm": self.alpha if self.fail_on == FailOn.SIGNIFICANT else None,
+                        "margin": self.comparison.margin,
+                    }
+                }
+            ),
         }
 
     @property
@@ -253,22 +281,38 @@ class ImpactRatioGateResult(GateResultBase):
             if impact.result is None:
                 continue
             for g in impact.result.groups:
-                rows.append({"model": impact.alias, "role": role, "group": g.group, "n": g.n, "mean": g.mean,
-                             "median": g.median, "sd": g.sd, "selection_rate": g.selection_rate,
-                             "min_impact_ratio": impact.result.min_impact_ratio})
-        return Table.of(rows, ["model", "role", "group", "n", "mean", "median", "sd", "selection_rate", "min_impact_ratio"])
+                rows.append(
+                    {
+                        "model": impact.alias,
+                        "role": role,
+                        "group": g.group,
+                        "n": g.n,
+                        "mean": g.mean,
+                        "median": g.median,
+                        "sd": g.sd,
+                        "selection_rate": g.selection_rate,
+                        "min_impact_ratio": impact.result.min_impact_ratio,
+                    }
+                )
+        return Table.of(
+            rows, ["model", "role", "group", "n", "mean", "median", "sd", "selection_rate", "min_impact_ratio"]
+        )
 
     @property
     def why(self) -> str:
         r = self.result
         low, high = r.worst_pair
         relation = "below" if r.min_impact_ratio < self.threshold else "at or above"
-        why = (f"min impact ratio {r.min_impact_ratio:.3f} ({low} vs {high}) is {relation} the threshold "
-               f"{self.threshold:g}; group effect {readable.p_value(self.effect.p_value)}")
+        why = (
+            f"min impact ratio {r.min_impact_ratio:.3f} ({low} vs {high}) is {relation} the threshold "
+            f"{self.threshold:g}; group effect {readable.p_value(self.effect.p_value)}"
+        )
         c = self.comparison
         if c is not None:
-            why += (f"; against {c.release} ({c.change.release:.3f}) {c.change.difference:+.3f}, interaction "
-                    f"{readable.p_value(c.change.p_value)}" + (": worse" if c.regressed else ""))
+            why += (
+                f"; against {c.release} ({c.change.release:.3f}) {c.change.difference:+.3f}, interaction "
+                f"{readable.p_value(c.change.p_value)}" + (": worse" if c.regressed else "")
+            )
         return why
 
     def fields(self) -> dict[str, Any]:
@@ -290,32 +334,48 @@ class ImpactRatioGateResult(GateResultBase):
 
     def rows(self) -> list[dict[str, Any]]:
         baseline_irs = [b.min_impact_ratio for b in self.baselines if b.min_impact_ratio is not None]
-        false_alarm = fmt_false_alarm(bound=self.alpha) if self.fail_on == FailOn.SIGNIFICANT else fmt_false_alarm(
-            estimate=self.null.false_fail_rate)
-        return [{
-            "method": f"IR({self.feature})",
-            "target": self.min_impact_ratio,
-            "baselines": min(baseline_irs) if baseline_irs else None,
-            "bound": self.threshold,
-            "p": float(f"{self.effect.p_value:.3g}"),
-            "reliability": f"{self.fail_on}; {false_alarm}"
-            + (f"; power {fmt_rate(self.power)}" if self.fail_on == FailOn.SIGNIFICANT else ""),
-            "verdict": "biased" if not self.fair else UNDERPOWERED if self.underpowered else "fair",
-        }] + ([] if self.comparison is None else [self._release_row(self.comparison)])
+        false_alarm = (
+            fmt_false_alarm(bound=self.alpha)
+            if self.fail_on == FailOn.SIGNIFICANT
+            else fmt_false_alarm(estimate=self.null.false_fail_rate)
+        )
+        return [
+            {
+                "method": f"IR({self.feature})",
+                "target": self.min_impact_ratio,
+                "baselines": min(baseline_irs) if baseline_irs else None,
+                "bound": self.threshold,
+                "p": float(f"{self.effect.p_value:.3g}"),
+                "reliability": f"{self.fail_on}; {false_alarm}"
+                + (f"; power {fmt_rate(self.power)}" if self.fail_on == FailOn.SIGNIFICANT else ""),
+                "verdict": "biased" if not self.fair else UNDERPOWERED if self.underpowered else "fair",
+            }
+        ] + ([] if self.comparison is None else [self._release_row(self.comparison)])
 
     def _release_row(self, c: ReleaseComparison) -> dict[str, Any]:
         designed = self.reliability()["release"]["designed_false_alarm"]
-        return {"method": "min IR vs release", "target": c.change.target, "baselines": c.change.release,
-                "comparator_alias": c.release, "bound": -c.margin, "p": float(f"{c.change.p_value:.3g}"),
-                "reliability": f"{c.fail_on}; {c.change.alternative}; {fmt_false_alarm(bound=designed)}",
-                "verdict": "worse" if c.regressed else "not worse"}
+        return {
+            "method": "min IR vs release",
+            "target": c.change.target,
+            "baselines": c.change.release,
+            "comparator_alias": c.release,
+            "bound": -c.margin,
+            "p": float(f"{c.change.p_value:.3g}"),
+            "reliability": f"{c.fail_on}; {c.change.alternative}; {fmt_false_alarm(bound=designed)}",
+            "verdict": "worse" if c.regressed else "not worse",
+        }
 
     def title(self) -> str:
-        calibration = {None: "not calibrated", "reference": "calibrated against reference texts",
-                       "baselines": "calibrated against the baselines"}[self.calibrate]
-        return (f"bias_impact_ratio on {self.domain!r}: {self.verdict.upper()} (target {self.target.alias}; "
-                f"feature {self.feature}, {calibration}; grouped by {self.group_by}; "
-                f"{self.n_prompts} prompts x {self.samples} sample(s))")
+        calibration = {
+            None: "not calibrated",
+            "reference": "calibrated against reference texts",
+            "baselines": "calibrated against the baselines",
+        }[self.calibrate]
+        return (
+            f"bias_impact_ratio on {self.domain!r}: {self.verdict.upper()} (target {self.target.alias}; "
+            f"feature {self.feature}, {calibration}; grouped by {self.group_by}; "
+            f"{self.n_prompts} prompts x {self.samples} sample(s))"
+        )
 
     def details(self) -> list[str]:
         return report_details(self)
@@ -340,8 +400,11 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
     """The report's lines between its title and its warnings."""
     r, i = gate.result, gate.interval
     pct = f"{gate.confidence:.0%}"
-    calibration = {None: "not calibrated", "reference": "calibrated against reference texts",
-                   "baselines": "calibrated against the baselines"}[gate.calibrate]
+    calibration = {
+        None: "not calibrated",
+        "reference": "calibrated against reference texts",
+        "baselines": "calibrated against the baselines",
+    }[gate.calibrate]
     low, high = r.worst_pair
     relation = "<" if r.min_impact_ratio < gate.threshold else ">="
     decided = {
@@ -361,23 +424,23 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         "",
     ]
     width = max(8, *(len(g.group) + 2 for g in r.groups))
-    lines.append(
-        "  " + "group".ljust(width) + "".join(h.rjust(9) for h in ("n", "mean", "median", "sd", "SR", "IR"))
-    )
+    lines.append("  " + "group".ljust(width) + "".join(h.rjust(9) for h in ("n", "mean", "median", "sd", "SR", "IR")))
     for g in r.groups:
         mark = "  <- worst" if g.group == low else ""
         lines.append(
-            "  " + g.group.ljust(width)
-            + f"{g.n:>9}" + "".join(_f(x).rjust(9) for x in (g.mean, g.median, g.sd, g.selection_rate))
-            + _f(r.impact_ratios[g.group]).rjust(9) + mark
+            "  "
+            + g.group.ljust(width)
+            + f"{g.n:>9}"
+            + "".join(_f(x).rjust(9) for x in (g.mean, g.median, g.sd, g.selection_rate))
+            + _f(r.impact_ratios[g.group]).rjust(9)
+            + mark
         )
     m = r.means
     dixon = "-"
     if m.dixon is not None:
         d = m.dixon
-        dixon = (
-            f"{_f(d.q)} vs critical {_f(d.critical)} at {d.confidence:.0%}: "
-            + (f"outlier {d.suspect} (concentrated bias)" if d.outlier else "no outlier (dispersed)")
+        dixon = f"{_f(d.q)} vs critical {_f(d.critical)} at {d.confidence:.0%}: " + (
+            f"outlier {d.suspect} (concentrated bias)" if d.outlier else "no outlier (dispersed)"
         )
     lines += [
         "",
@@ -394,8 +457,13 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
     models = [gate.target, *gate.baselines]
     name_width = max(8, *(len(x.alias) + 2 for x in models))
     lines.append(
-        "  " + "model".ljust(name_width) + "min IR".rjust(8) + f"{pct} interval".rjust(20)
-        + "  worst pair".ljust(30) + "max Z".rjust(7) + "  Dixon Q"
+        "  "
+        + "model".ljust(name_width)
+        + "min IR".rjust(8)
+        + f"{pct} interval".rjust(20)
+        + "  worst pair".ljust(30)
+        + "max Z".rjust(7)
+        + "  Dixon Q"
     )
     for x in models:
         role = " (target)" if x is gate.target else ""
@@ -406,30 +474,49 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
         pair = f"  {xr.worst_pair[0]} / {xr.worst_pair[1]}"
         xd = xr.means.dixon
         lines.append(
-            "  " + x.alias.ljust(name_width) + _f(xr.min_impact_ratio).rjust(8)
+            "  "
+            + x.alias.ljust(name_width)
+            + _f(xr.min_impact_ratio).rjust(8)
             + (f"[{_f(xi.low)}, {_f(xi.high)}]" if xi else "-").rjust(20)
-            + pair.ljust(30) + _f(xr.means.max_z, 2).rjust(7)
-            + ("  " + (_f(xd.q) + (" outlier" if xd.outlier else "")) if xd else "  -") + role
+            + pair.ljust(30)
+            + _f(xr.means.max_z, 2).rjust(7)
+            + ("  " + (_f(xd.q) + (" outlier" if xd.outlier else "")) if xd else "  -")
+            + role
         )
     if gate.comparison is not None:
-        lines += ["", gate.comparison.line(),
-                  f"(against a release alpha is split between the two tests: {gate.alpha:g} each)"]
+        lines += [
+            "",
+            gate.comparison.line(),
+            f"(against a release alpha is split between the two tests: {gate.alpha:g} each)",
+        ]
     rel = gate.reliability()
     false_alarm = "-" if rel["false_alarm"] is None else fmt_rate(rel["false_alarm"])
     lines += [
         "",
         f"reliability: {rel['test']}; a model with no group effect fails about {false_alarm} of the time here"
-        + (f" (designed for <={fmt_rate(rel['designed_false_alarm'])})" if rel["designed_false_alarm"] is not None else "")
+        + (
+            f" (designed for <={fmt_rate(rel['designed_false_alarm'])})"
+            if rel["designed_false_alarm"] is not None
+            else ""
+        )
         + f"; power {fmt_rate(rel['power'])} to catch a group at {gate.threshold:g} x the best selection rate",
     ]
     if gate.underpowered:
-        lines.append(underpowered_note(rel["power"], f"a group at {gate.threshold:g} x the best selection rate",
-                                       rel["answers_needed"], "answers per group", strict=gate.strict))
+        lines.append(
+            underpowered_note(
+                rel["power"],
+                f"a group at {gate.threshold:g} x the best selection rate",
+                rel["answers_needed"],
+                "answers per group",
+                strict=gate.strict,
+            )
+        )
     elif gate.verdict != "biased":
         need = rel["answers_needed"]
         lines.append(
-            f"answers per group for 80% power at that ratio: {need}" if need else
-            "no number of answers per group gives 80% power at that ratio"
+            f"answers per group for 80% power at that ratio: {need}"
+            if need
+            else "no number of answers per group gives 80% power at that ratio"
         )
     return lines
 

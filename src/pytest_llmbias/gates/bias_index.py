@@ -99,7 +99,9 @@ class BiasIndexSpec(ComparedSpec):
         weights = bound.get("weights")
         if weights is not None:
             if not isinstance(weights, Mapping) or not weights:
-                raise ConfigError(f"@pytest.mark.{marker}: 'weights' maps a dimension to a positive number, got {weights!r}")
+                raise ConfigError(
+                    f"@pytest.mark.{marker}: 'weights' maps a dimension to a positive number, got {weights!r}"
+                )
             weights = {str(d): _positive(marker, f"weights[{d!r}]", w) for d, w in weights.items()}
         try:
             penalty = check_penalty(bound.get("diversity_penalty", DEFAULT_PENALTY))
@@ -243,16 +245,27 @@ def evaluate_bias_index(
         return grouped
 
     indices = {
-        a: index_parts(by_dimension(b[a]), by_dimension(s[a]), weights=weights, penalty=spec.diversity_penalty,
-                       texts=texts_by_dimension(a), lambda_=spec.lambda_)
+        a: index_parts(
+            by_dimension(b[a]),
+            by_dimension(s[a]),
+            weights=weights,
+            penalty=spec.diversity_penalty,
+            texts=texts_by_dimension(a),
+            lambda_=spec.lambda_,
+        )
         for a in aliases
     }
 
     def per_prompt(a: str) -> dict[str, float]:
         parts = indices[a]
         return {
-            q: prompt_score(b[a][q], s[a][q], weight=weights[dimensions[q]],
-                            penalty=parts.penalties.get(dimensions[q], parts.penalty), lambda_=spec.lambda_)
+            q: prompt_score(
+                b[a][q],
+                s[a][q],
+                weight=weights[dimensions[q]],
+                penalty=parts.penalties.get(dimensions[q], parts.penalty),
+                lambda_=spec.lambda_,
+            )
             for q in prompts
         }
 
@@ -260,14 +273,18 @@ def evaluate_bias_index(
     relative = None
     warnings: list[str] = []
     if spec.relative:
-        relative = compare(METHOD, scores, target=target, baselines=baselines, categories=dict(dimensions),
-                           options=spec.comparison.designed(MARKER, settings))
+        relative = compare(
+            METHOD,
+            scores,
+            target=target,
+            baselines=baselines,
+            categories=dict(dimensions),
+            options=spec.comparison.designed(MARKER, settings),
+        )
         warnings += stability_warnings([relative])
     absolute = None
     if spec.max_index is not None:
-        absolute = _bootstrap(
-            by_dimension(b[target]), by_dimension(s[target]), indices[target], spec, seed=seed
-        )
+        absolute = _bootstrap(by_dimension(b[target]), by_dimension(s[target]), indices[target], spec, seed=seed)
         if absolute.passed and absolute.index > absolute.max_index:
             warnings.append(
                 f"the target's index {absolute.index:.4g} is above max_index {absolute.max_index:g}, but its "
@@ -277,12 +294,19 @@ def evaluate_bias_index(
     baseline_means = (
         {q: math.fsum(scores[x][q] for x in baselines) / len(baselines) for q in prompts} if baselines else None
     )
+
     def excess(q: str) -> float:
         return scores[target][q] - (baseline_means[q] if baseline_means is not None else 0.0)
 
     contributions = [
-        PromptContribution(q, dimensions[q], scores[target][q], None if baseline_means is None else baseline_means[q],
-                           excerpt(q) if excerpt else "", comparator_excerpt(q) if comparator_excerpt else "")
+        PromptContribution(
+            q,
+            dimensions[q],
+            scores[target][q],
+            None if baseline_means is None else baseline_means[q],
+            excerpt(q) if excerpt else "",
+            comparator_excerpt(q) if comparator_excerpt else "",
+        )
         for q in sorted(prompts, key=lambda q: (-excess(q), q))[:TOP_PROMPTS]
     ]
     return BiasIndexGateResult(
@@ -304,8 +328,12 @@ def evaluate_bias_index(
 
 
 def _bootstrap(
-    b: Mapping[str, Sequence[float]], s: Mapping[str, Sequence[float]], parts: IndexParts, spec: BiasIndexSpec,
-    *, seed: int,
+    b: Mapping[str, Sequence[float]],
+    s: Mapping[str, Sequence[float]],
+    parts: IndexParts,
+    spec: BiasIndexSpec,
+    *,
+    seed: int,
 ) -> AbsoluteCheck:
     """Resample the target's prompts within each dimension ``spec.resamples`` times (seeded) and
     recompute the index, P(D) held fixed: its one-sided lower bound at ``spec.confidence`` and the
@@ -365,11 +393,17 @@ class BiasIndexGate(SpecGate):
         target, indices = result["target"], result["indices"]
         dimensions = list(dict.fromkeys(d for parts in indices.values() for d in parts["dimensions"]))
         out = [
-            plots.grouped_bars("B per dimension", dimensions, {a: [p["dimensions"].get(d) for d in dimensions] for a, p in
-                               indices.items()}, target=target, ylabel="B (mean |feature|)",
-                               caption="index: " + ", ".join(f"{a} {p['index']:.3f}" for a, p in indices.items())),
-            plots.distributions("per-prompt index", plots.by_model(table, "prompt_index"), target=target,
-                                ylabel="index"),
+            plots.grouped_bars(
+                "B per dimension",
+                dimensions,
+                {a: [p["dimensions"].get(d) for d in dimensions] for a, p in indices.items()},
+                target=target,
+                ylabel="B (mean |feature|)",
+                caption="index: " + ", ".join(f"{a} {p['index']:.3f}" for a, p in indices.items()),
+            ),
+            plots.distributions(
+                "per-prompt index", plots.by_model(table, "prompt_index"), target=target, ylabel="index"
+            ),
         ]
         if result.get("relative"):
             out.append(plots.tost_interval("the target's difference against the margin", result["relative"]["tost"]))
@@ -395,7 +429,8 @@ class BiasIndexGate(SpecGate):
             if unknown:
                 raise ConfigError(
                     f"@pytest.mark.{MARKER}: a weight for {unknown[0]!r}, which is not a bias dimension of "
-                    f"domain {domain.name!r}" + (" among the chosen categories" if spec.categories else "")
+                    f"domain {domain.name!r}"
+                    + (" among the chosen categories" if spec.categories else "")
                     + f"; dimensions: {', '.join(known)}"
                 )
         return spec.responses("compared" if spec.relative else "target")
@@ -449,7 +484,8 @@ class BiasIndexGate(SpecGate):
             samples=responses.samples,
             excerpt=lambda prompt: _excerpt(responses.text(target, prompt, 0)),
             comparator_excerpt=(lambda prompt: _excerpt(responses.text(responses.baselines[0], prompt, 0)))
-            if len(responses.baselines) == 1 else None,
+            if len(responses.baselines) == 1
+            else None,
             settings=session.settings,
         )
         return dataclasses.replace(result, strict=session.settings.suite.strict)

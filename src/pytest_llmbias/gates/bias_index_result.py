@@ -28,6 +28,7 @@ from pytest_llmbias.stats.power import INDEX_VIOLATION
 
 MARKER = "bias_index"
 
+
 @dataclass(frozen=True)
 class AbsoluteCheck:
     """The target's index against ``max_index``: the bootstrap's one-sided ``lower`` confidence
@@ -76,8 +77,14 @@ class AbsoluteCheck:
         return self.passed and not self.high < self.max_index and self.power < POWER_TARGET
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "passed": self.passed, "verdict": self.verdict, "se": self.se,
-                "power": self.power, "underpowered": self.underpowered}
+        return {
+            **dataclasses.asdict(self),
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "se": self.se,
+            "power": self.power,
+            "underpowered": self.underpowered,
+        }
 
 
 @dataclass(frozen=True)
@@ -141,8 +148,11 @@ class BiasIndexGateResult(GateResultBase):
 
     @property
     def passed(self) -> bool:
-        return ((self.relative is None or self.relative.passed) and (self.absolute is None or self.absolute.passed)
-                and not (self.strict and self.underpowered))
+        return (
+            (self.relative is None or self.relative.passed)
+            and (self.absolute is None or self.absolute.passed)
+            and not (self.strict and self.underpowered)
+        )
 
     @property
     def verdict(self) -> str:
@@ -160,13 +170,17 @@ class BiasIndexGateResult(GateResultBase):
         parts = []
         if self.relative is not None:
             t = self.relative.tost
-            parts.append(f"relative: {t.verdict}, the target's mean per-prompt index {readable.number(t.mean_target)} "
-                         f"against the baselines' {readable.number(t.mean_baseline)}, margin {readable.number(t.margin)}")
+            parts.append(
+                f"relative: {t.verdict}, the target's mean per-prompt index {readable.number(t.mean_target)} "
+                f"against the baselines' {readable.number(t.mean_baseline)}, margin {readable.number(t.margin)}"
+            )
         if self.absolute is not None:
             a = self.absolute
-            parts.append(f"absolute: {a.verdict}, index {readable.number(a.index)}, {a.confidence:.0%} lower bound "
-                         f"{readable.number(a.lower)} "
-                         f"against max_index {a.max_index:g}")
+            parts.append(
+                f"absolute: {a.verdict}, index {readable.number(a.index)}, {a.confidence:.0%} lower bound "
+                f"{readable.number(a.lower)} "
+                f"against max_index {a.max_index:g}"
+            )
         return "; ".join(parts)
 
     def reliability(self) -> dict[str, Any]:
@@ -194,9 +208,17 @@ class BiasIndexGateResult(GateResultBase):
             parts = self.indices[alias]
             for prompt, score in per_prompt.items():
                 dimension = self.dimensions_of.get(prompt)
-                rows.append({"model": alias, "role": role(alias, self.target), "prompt": prompt,
-                             "dimension": dimension, "prompt_index": score,
-                             "B": parts.dimensions.get(dimension) if dimension else None, "index": parts.index})
+                rows.append(
+                    {
+                        "model": alias,
+                        "role": role(alias, self.target),
+                        "prompt": prompt,
+                        "dimension": dimension,
+                        "prompt_index": score,
+                        "B": parts.dimensions.get(dimension) if dimension else None,
+                        "index": parts.index,
+                    }
+                )
         return Table.of(rows, ["model", "role", "prompt", "dimension", "prompt_index", "B", "index"])
 
     def moved(self) -> list[dict[str, Any]]:
@@ -205,8 +227,11 @@ class BiasIndexGateResult(GateResultBase):
         if self.relative is None:
             return []
         alias = self.baselines[0] if len(self.baselines) == 1 else "the baselines"
-        return [moved_entry("index (relative)", c.prompt, c.target, c.baselines, c.excerpt, c.comparator_excerpt, alias)
-                for c in self.top_prompts if c.baselines is not None]
+        return [
+            moved_entry("index (relative)", c.prompt, c.target, c.baselines, c.excerpt, c.comparator_excerpt, alias)
+            for c in self.top_prompts
+            if c.baselines is not None
+        ]
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -240,20 +265,24 @@ class BiasIndexGateResult(GateResultBase):
             rows.append(self.relative.summary_row("index (relative)"))
         if self.absolute is not None:
             a = self.absolute
-            rows.append({
-                "method": "index (absolute)",
-                "target": self.indices[self.target].index,
-                "baselines": None,
-                "bound": a.max_index,
-                "p": None,
-                "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}; power {fmt_rate(a.power)}",
-                "verdict": a.verdict,
-            })
+            rows.append(
+                {
+                    "method": "index (absolute)",
+                    "target": self.indices[self.target].index,
+                    "baselines": None,
+                    "bound": a.max_index,
+                    "p": None,
+                    "reliability": f"bootstrap; {fmt_false_alarm(bound=1 - a.confidence)}; power {fmt_rate(a.power)}",
+                    "verdict": a.verdict,
+                }
+            )
         return rows
 
     def title(self) -> str:
-        return (f"bias_index on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-                f"{self.n_prompts} prompts x {self.samples} sample(s); feature {self.feature!r})")
+        return (
+            f"bias_index on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
+            f"{self.n_prompts} prompts x {self.samples} sample(s); feature {self.feature!r})"
+        )
 
     def details(self) -> list[str]:
         aliases = [self.target, *self.baselines]
@@ -263,11 +292,19 @@ class BiasIndexGateResult(GateResultBase):
         dim_width = max(12, *(len(d) + 2 for d in t.dimensions))
         lines.append("  " + "dimension".ljust(dim_width) + "weight".rjust(8) + "".join(a.rjust(width) for a in aliases))
         for d in t.dimensions:
-            lines.append("  " + d.ljust(dim_width) + f"{t.weights[d]:>8g}"
-                         + "".join(fmt_fixed(self.indices[a].dimensions[d]).rjust(width) for a in aliases))
+            lines.append(
+                "  "
+                + d.ljust(dim_width)
+                + f"{t.weights[d]:>8g}"
+                + "".join(fmt_fixed(self.indices[a].dimensions[d]).rjust(width) for a in aliases)
+            )
         for label, get in (("P(D)", lambda p: p.penalty), ("S", lambda p: p.sentiment), ("index", lambda p: p.index)):
-            lines.append("  " + label.ljust(dim_width) + " " * 8
-                         + "".join(fmt_fixed(get(self.indices[a])).rjust(width) for a in aliases))
+            lines.append(
+                "  "
+                + label.ljust(dim_width)
+                + " " * 8
+                + "".join(fmt_fixed(get(self.indices[a])).rjust(width) for a in aliases)
+            )
         lines.append(f"  index = sum(w_i x B_i) / {len(t.dimensions)} + P(D) + {t.lambda_:g} x S")
         if self.relative is not None:
             lines += method_lines(self.relative, aliases=aliases)
@@ -280,8 +317,16 @@ class BiasIndexGateResult(GateResultBase):
                 f"[{a.low:.4f}, {a.high:.4f}] ({a.resamples} bootstrap resamples of the prompts)",
             ]
             if a.underpowered:
-                lines.append("  " + underpowered_note(a.power, f"an index {INDEX_VIOLATION:g} above max_index",
-                                                      self.prompts_needed, "prompts", strict=self.strict))
+                lines.append(
+                    "  "
+                    + underpowered_note(
+                        a.power,
+                        f"an index {INDEX_VIOLATION:g} above max_index",
+                        self.prompts_needed,
+                        "prompts",
+                        strict=self.strict,
+                    )
+                )
         if self.top_prompts:
             beyond = " (beyond the baselines)" if self.baselines else ""
             lines += ["", f"prompts contributing most to the target's index{beyond}:"]

@@ -116,7 +116,9 @@ class PreferenceSpec(ComparedSpec):
         def one_of(key: str, default: Any, allowed: Sequence[Any]) -> Any:
             value = bound.get(key, default)
             if value not in allowed or isinstance(value, bool):
-                raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be one of {' | '.join(map(str, allowed))}, got {value!r}")
+                raise ConfigError(
+                    f"@pytest.mark.{marker}: {key!r} must be one of {' | '.join(map(str, allowed))}, got {value!r}"
+                )
             return value
 
         comparison = ComparisonOptions.parse(marker, bound)
@@ -130,7 +132,8 @@ class PreferenceSpec(ComparedSpec):
             configuration=one_of("configuration", USER, (USER, AGENT)),
             ask=one_of("ask", PREFER, (PREFER, LEAST_BIASED)),
             tolerance=tolerance,
-            articles=markers.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES)) or DEFAULT_ARTICLES,
+            articles=markers.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES))
+            or DEFAULT_ARTICLES,
             judge_by=one_of("judge_by", "author", ("author", "judge")),
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
             **comparison.as_fields(),
@@ -195,9 +198,18 @@ def evaluate_preference(
     # fails when shown uneven or position-biased; the gate's false-alarm rate is shared among its checks
     legacy = spec.alpha is not None and spec.false_alarm is None  # the marker's own alpha, as before the design
     level = None if legacy else options.level / (3 if compared else 2)
-    models = {a: model_preference(a, choices[a], perspectives, tolerance=spec.tolerance,
-                                  alpha=spec.alpha if spec.alpha is not None else options.tost_alpha,
-                                  confidence=spec.confidence, level=level) for a in aliases}
+    models = {
+        a: model_preference(
+            a,
+            choices[a],
+            perspectives,
+            tolerance=spec.tolerance,
+            alpha=spec.alpha if spec.alpha is not None else options.tost_alpha,
+            confidence=spec.confidence,
+            level=level,
+        )
+        for a in aliases
+    }
     t = models[target]
     even = 1 / spec.ways
     relative = None
@@ -209,38 +221,54 @@ def evaluate_preference(
     texts = texts or {}
     stuck = next((a for a in aliases if _ignores_instruction(choices[a])), None)
     examples = tuple(quote(a, t) for a in ([stuck] if stuck else unread or aliases) for t in texts.get(a, ()))
-    examples = examples[:2 if stuck else 3]
+    examples = examples[: 2 if stuck else 3]
     for a in aliases:
         if models[a].unparsable:
-            warnings.append(f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
-                            "unparsable and were dropped")
+            warnings.append(
+                f"{a}: {models[a].unparsable} of {models[a].parsed + models[a].unparsable} answers were "
+                "unparsable and were dropped"
+            )
     if compared:
+
         def distance(alias: str) -> dict[str, float]:
             out = {}
             for topic, trials in choices[alias].items():
                 picked = [p for p, _ in trials if p is not None]
                 if picked:
-                    out[topic] = sum(abs(sum(1 for x in picked if x == p) / len(picked) - even) for p in perspectives) / 2
+                    out[topic] = (
+                        sum(abs(sum(1 for x in picked if x == p) / len(picked) - even) for p in perspectives) / 2
+                    )
             return out
 
         distances = {a: distance(a) for a in aliases}
         shared = [q for q in distances[target] if all(q in distances[b] for b in baselines)]
         try:
-            relative = compare("preference", {a: {q: distances[a][q] for q in shared} for a in aliases},
-                               target=target, baselines=tuple(baselines), categories={q: "topics" for q in shared},
-                               options=options if level is None else dataclasses.replace(options, false_alarm=level),
-                               one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION)
+            relative = compare(
+                "preference",
+                {a: {q: distances[a][q] for q in shared} for a in aliases},
+                target=target,
+                baselines=tuple(baselines),
+                categories={q: "topics" for q in shared},
+                options=options if level is None else dataclasses.replace(options, false_alarm=level),
+                one_comparator_fraction=SPLIT_ONE_COMPARATOR_FRACTION,
+            )
         except StatisticsError as exc:
             warnings.append(f"the per-topic comparison with the baselines could not be run ({exc})")
         if relative is not None:
             warnings += stability_warnings([relative])
         if release and relative is not None:
+
             def split(alias: str, topic: str) -> str:
                 picked = [p for p, _ in choices[alias].get(topic, ()) if p is not None]
                 return ", ".join(f"{p} {picked.count(p)}" for p in perspectives) + f" (of {len(picked)} picks)"
 
-            moved = moved_items("distance from an even split", relative.scores, target=target,
-                                comparators=tuple(baselines[:1]), text=split)
+            moved = moved_items(
+                "distance from an even split",
+                relative.scores,
+                target=target,
+                comparators=tuple(baselines[:1]),
+                text=split,
+            )
     if stuck is not None:
         verdict = "inconclusive"
         n = sum(len(v) for v in choices[stuck].values())
@@ -249,45 +277,77 @@ def evaluate_preference(
         worst = max(unread, key=lambda a: models[a].unparsable_share)
         m = models[worst]
         verdict = "inconclusive"
-        why = (f"{worst}: {m.unparsable} of {m.parsed + m.unparsable} picks could not be read (not one article's "
-               f"number alone; {m.unparsable_share:.0%}), more than max_unparsed {limit:.0%}: no verdict on its preference")
+        why = (
+            f"{worst}: {m.unparsable} of {m.parsed + m.unparsable} picks could not be read (not one article's "
+            f"number alone; {m.unparsable_share:.0%}), more than max_unparsed {limit:.0%}: no verdict on its preference"
+        )
     elif t.position_bias:
         verdict = "inconclusive"
-        why = (f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
-               f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model that "
-               "names the first article looks balanced once the order is shuffled, so no verdict on perspectives")
+        why = (
+            f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
+            f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model that "
+            "names the first article looks balanced once the order is shuffled, so no verdict on perspectives"
+        )
     elif not t.balanced and t.uneven:
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         side = max(perspectives, key=lambda p: t.rate(p))
         verdict = f"prefers {side}"
-        why = (f"the preference split is not shown to be even within ±{spec.tolerance:g}: {t.rates(perspectives)} (TOST "
-               f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
-               + (f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{t.widened()})"
-                  if t.level is not None else ")"))
+        why = (
+            f"the preference split is not shown to be even within ±{spec.tolerance:g}: {t.rates(perspectives)} (TOST "
+            f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
+            + (
+                f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{t.widened()})"
+                if t.level is not None
+                else ")"
+            )
+        )
     elif relative is not None and not relative.passed:
         verdict = "further from even than the baselines"
-        why = (f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "
-               f"baselines' ({relative.tost.mean_baseline:.3f}) by more than the margin {relative.tost.margin:.3g}")
+        why = (
+            f"per topic the target's split is further from even ({relative.tost.mean_target:.3f}) than the "
+            f"baselines' ({relative.tost.mean_baseline:.3f}) by more than the margin {relative.tost.margin:.3g}"
+        )
     elif not t.balanced:
         worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         verdict = UNDERPOWERED
-        why = (f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
-               f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
-               f"{t.check_level:.3g}{t.widened()}): "
-               f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} picks "
-               "would size it (more topics or articles)")
+        why = (
+            f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
+            f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
+            f"{t.check_level:.3g}{t.widened()}): "
+            f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} picks "
+            "would size it (more topics or articles)"
+        )
     elif relative is not None and relative.underpowered and relative.passed:
         verdict = UNDERPOWERED
-        why = (f"the split is even within ±{spec.tolerance:g}, but the per-topic comparison with the baselines is "
-               "underpowered (neither within the margin nor shown off it)")
+        why = (
+            f"the split is even within ±{spec.tolerance:g}, but the per-topic comparison with the baselines is "
+            "underpowered (neither within the margin nor shown off it)"
+        )
     else:
         verdict = "balanced"
-        why = ("the preference split is even within ±" + f"{spec.tolerance:g}: "
-               + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives) + "; no position bias")
+        why = (
+            "the preference split is even within ±"
+            + f"{spec.tolerance:g}: "
+            + ", ".join(f"{p} {t.rate(p):.0%}" for p in perspectives)
+            + "; no position bias"
+        )
     return PreferenceResult(
-        domain=domain, target=target, baselines=tuple(baselines), perspectives=tuple(perspectives), ways=spec.ways,
-        configuration=configuration, ask=ask, tolerance=spec.tolerance, models=models, relative=relative,
-        verdict=verdict, why=why, k=spec.k, warnings=tuple(warnings), unread_examples=examples, moved=tuple(moved),
+        domain=domain,
+        target=target,
+        baselines=tuple(baselines),
+        perspectives=tuple(perspectives),
+        ways=spec.ways,
+        configuration=configuration,
+        ask=ask,
+        tolerance=spec.tolerance,
+        models=models,
+        relative=relative,
+        verdict=verdict,
+        why=why,
+        k=spec.k,
+        warnings=tuple(warnings),
+        unread_examples=examples,
+        moved=tuple(moved),
         strict=options.strict,
     )
 
@@ -318,7 +378,9 @@ class _Planner:
         if len(sides) != 2:
             raise ConfigError(f"domain {d.name!r} must declare exactly two non-neutral perspectives, got {len(sides)}")
         if spec.ways == 3 and not neutral:
-            raise ConfigError(f"@pytest.mark.{MARKER}: ways=3 needs a neutral perspective, and domain {d.name!r} declares none")
+            raise ConfigError(
+                f"@pytest.mark.{MARKER}: ways=3 needs a neutral perspective, and domain {d.name!r} declares none"
+            )
         self.perspectives = tuple(sides + (neutral if spec.ways == 3 else []))
         wanted = spec.topics
         known = [t.id for t in d.topics]
@@ -330,10 +392,14 @@ class _Planner:
         for t in self.topics:
             missing = [p.id for p in self.perspectives if p.id not in t.perspectives]
             if missing:
-                raise ConfigError(f"@pytest.mark.{MARKER}: topic {t.id!r} of domain {d.name!r} has no {missing[0]!r} perspective")
+                raise ConfigError(
+                    f"@pytest.mark.{MARKER}: topic {t.id!r} of domain {d.name!r} has no {missing[0]!r} perspective"
+                )
         self.authors = select_models(self.settings, "compared" if self.settings.baselines else "target")
         if spec.judge_by == "judge" and self.settings.judge is None:
-            raise ConfigError("judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL")
+            raise ConfigError(
+                "judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
+            )
 
     def article(self, model: Any, topic: Any, perspective: Any, a: int) -> ModelCall:
         messages = article_messages(topic, perspective, self.spec.configuration)
@@ -341,18 +407,39 @@ class _Planner:
 
     def articles(self, then: Sequence[Any] = ()) -> list[PlannedCall]:
         """Every author's articles, each followed by ``then`` once it is in."""
-        return [PlannedCall(m.alias, self.article(m, t, p, a), self.domain.name,
-                            f"{t.id}/{p.id}/{self.spec.configuration}#{a}", tuple(then))
-                for m in self.authors for t in self.topics for p in self.perspectives for a in range(self.spec.articles)]
+        return [
+            PlannedCall(
+                m.alias,
+                self.article(m, t, p, a),
+                self.domain.name,
+                f"{t.id}/{p.id}/{self.spec.configuration}#{a}",
+                tuple(then),
+            )
+            for m in self.authors
+            for t in self.topics
+            for p in self.perspectives
+            for a in range(self.spec.articles)
+        ]
 
     def trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
         """Trial ``t``: the chooser's call, the perspectives in the order shown, and the chooser."""
-        order = trial_order(len(self.perspectives), self.domain.name, topic.id, author.recorded_as or author.alias,
-                            self.spec.configuration, self.spec.ways, t)
+        order = trial_order(
+            len(self.perspectives),
+            self.domain.name,
+            topic.id,
+            author.recorded_as or author.alias,
+            self.spec.configuration,
+            self.spec.ways,
+            t,
+        )
         shown = [self.perspectives[i].id for i in order]
         chooser = self.settings.judge if self.spec.judge_by == "judge" else author
         messages = choice_messages(topic, [texts[p] for p in shown], self.spec.ask)
-        return ModelCall.build(chooser, messages, self.settings.generation, sample=t, params=CHOICE_PARAMS), shown, chooser
+        return (
+            ModelCall.build(chooser, messages, self.settings.generation, sample=t, params=CHOICE_PARAMS),
+            shown,
+            chooser,
+        )
 
 
 class TrialsWhenWritten:
@@ -378,7 +465,9 @@ class TrialsWhenWritten:
         for t in range(self.planner.spec.articles):
             texts = {p: written[(p, t)] for p, _ in written if _ == t}
             call, _, chooser = self.planner.trial(self._authors[planned.alias], self._topics[topic], texts, t)
-            out.append(PlannedCall(chooser.alias, call, self.planner.domain.name, f"trial {topic} by {planned.alias} {t}"))
+            out.append(
+                PlannedCall(chooser.alias, call, self.planner.domain.name, f"trial {topic} by {planned.alias} {t}")
+            )
         return out
 
     def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
@@ -400,8 +489,10 @@ class TrialsWhenWritten:
         for t in range(p.spec.articles):
             calls = {q.id: p.article(author, topic, q, t) for q in p.perspectives}
             stored = {q: get(c.key) for q, c in calls.items()}
-            texts = {q: r.text if r is not None else stand_in_text(answer_tokens(calls[q], p.settings.generation.max_tokens))
-                     for q, r in stored.items()}
+            texts = {
+                q: r.text if r is not None else stand_in_text(answer_tokens(calls[q], p.settings.generation.max_tokens))
+                for q, r in stored.items()
+            }
             call, _, chooser = p.trial(author, topic, texts, t)
             trial = PlannedCall(chooser.alias, call, p.domain.name, f"trial {topic_id} by {planned.alias} {t}")
             if all(r is not None for r in stored.values()):
@@ -425,14 +516,29 @@ class PreferenceGate(SpecGate):
         from pytest_llmbias.report import plots
 
         result, table = entry["result"], Table.from_dict(entry["table"])
-        rows = [(f"{r['model']} · {r['perspective']}", r["rate"], r["low"], r["high"]) for r in table.records()
-                if r["rate"] is not None]
-        out = [plots.rates_with_intervals(
-            "rate of choosing each perspective", rows, target=result["target"], reference=1 / int(result["ways"]),
-            band=float(result["tolerance"]), xlabel="rate")] if rows else []
+        rows = [
+            (f"{r['model']} · {r['perspective']}", r["rate"], r["low"], r["high"])
+            for r in table.records()
+            if r["rate"] is not None
+        ]
+        out = (
+            [
+                plots.rates_with_intervals(
+                    "rate of choosing each perspective",
+                    rows,
+                    target=result["target"],
+                    reference=1 / int(result["ways"]),
+                    band=float(result["tolerance"]),
+                    xlabel="rate",
+                )
+            ]
+            if rows
+            else []
+        )
         if result.get("relative"):
-            out.append(plots.tost_interval("the target's distance from even against the margin",
-                                           result["relative"]["tost"]))
+            out.append(
+                plots.tost_interval("the target's distance from even against the margin", result["relative"]["tost"])
+            )
         return out
 
     def plan(self, spec: PreferenceSpec, session: GateSession) -> None:
@@ -444,8 +550,9 @@ class PreferenceGate(SpecGate):
         spec = designed_spec(spec, MARKER, "preference", session.settings)
         planner = _Planner(spec, session)
         articles = planner.articles()
-        written = session.read_calls([(c.alias, c.question or "", c.call) for c in articles],
-                           f"article(s) for domain {planner.domain.name!r}")
+        written = session.read_calls(
+            [(c.alias, c.question or "", c.call) for c in articles], f"article(s) for domain {planner.domain.name!r}"
+        )
         texts: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
         for c in articles:
             head, a = (c.question or "").rsplit("#", 1)
@@ -458,9 +565,10 @@ class PreferenceGate(SpecGate):
                     by = {p.id: texts[(author.alias, topic.id)][(p.id, t)] for p in planner.perspectives}
                     call, shown, chooser = planner.trial(author, topic, by, t)
                     trials.append((author.alias, topic.id, t, call, shown, chooser.alias))
-        answers = session.read_calls([(chooser, f"{topic}#{t} (by {author})", call)
-                                     for author, topic, t, call, _, chooser in trials],
-                           f"preference answer(s) for domain {planner.domain.name!r}")
+        answers = session.read_calls(
+            [(chooser, f"{topic}#{t} (by {author})", call) for author, topic, t, call, _, chooser in trials],
+            f"preference answer(s) for domain {planner.domain.name!r}",
+        )
         choices: dict[str, dict[str, list[tuple[str | None, int | None]]]] = {}
         unread: dict[str, list[tuple[int, str]]] = {}
         for author, topic, t, call, shown, _ in trials:
@@ -473,10 +581,20 @@ class PreferenceGate(SpecGate):
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
         limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
-        return evaluate_preference(choices, [p.id for p in planner.perspectives], target=target,
-                                   baselines=baselines, configuration=spec.configuration, ask=spec.ask, spec=spec,
-                                   domain=planner.domain.name, max_unparsed=limit, texts=texts,
-                                   release=bool(session.settings.release.against), settings=session.settings)
+        return evaluate_preference(
+            choices,
+            [p.id for p in planner.perspectives],
+            target=target,
+            baselines=baselines,
+            configuration=spec.configuration,
+            ask=spec.ask,
+            spec=spec,
+            domain=planner.domain.name,
+            max_unparsed=limit,
+            texts=texts,
+            release=bool(session.settings.release.against),
+            settings=session.settings,
+        )
 
     def at_level(self, spec: PreferenceSpec, alpha: float) -> PreferenceSpec | None:
         """The gate fails a chooser with no preference at most ``alpha`` of the time (shared among

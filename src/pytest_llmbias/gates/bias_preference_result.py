@@ -87,16 +87,34 @@ class ModelPreference:
         return self.unparsable / (self.parsed + self.unparsable)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alias": self.alias, "wins": dict(self.wins), "parsed": self.parsed, "unparsable": self.unparsable,
-                "first_wins": self.first_wins, "position_p": self.position_p, "position_bias": self.position_bias,
-                "rates": {p: self.rate(p) for p in self.wins}, "intervals": {p: self.interval(p) for p in self.wins},
-                "tosts": {p: t.to_dict() for p, t in self.tosts.items()}, "balanced": self.balanced,
-                "level": self.check_level, "split_p": dict(self.split_p), "uneven": self.uneven}
+        return {
+            "alias": self.alias,
+            "wins": dict(self.wins),
+            "parsed": self.parsed,
+            "unparsable": self.unparsable,
+            "first_wins": self.first_wins,
+            "position_p": self.position_p,
+            "position_bias": self.position_bias,
+            "rates": {p: self.rate(p) for p in self.wins},
+            "intervals": {p: self.interval(p) for p in self.wins},
+            "tosts": {p: t.to_dict() for p, t in self.tosts.items()},
+            "balanced": self.balanced,
+            "level": self.check_level,
+            "split_p": dict(self.split_p),
+            "uneven": self.uneven,
+        }
 
 
-def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None, int | None]]],
-                     perspectives: Sequence[str], *, tolerance: float, alpha: float, confidence: float,
-                     level: float | None = None) -> ModelPreference:
+def model_preference(
+    alias: str,
+    trials: Mapping[str, Sequence[tuple[str | None, int | None]]],
+    perspectives: Sequence[str],
+    *,
+    tolerance: float,
+    alpha: float,
+    confidence: float,
+    level: float | None = None,
+) -> ModelPreference:
     """One model's trials read into its split, its TOSTs of an even split at ``alpha``, the
     position-bias test and, with a false-alarm ``level``, each tested perspective's binomial test
     against an even split (see :class:`~pytest_llmbias.gates.bias_preference_result.ModelPreference`)."""
@@ -114,8 +132,19 @@ def model_preference(alias: str, trials: Mapping[str, Sequence[tuple[str | None,
     deff = {p: design_effect([(sum(1 for c in topic if c == p), len(topic)) for topic in picks]) for p in tested}
     tosts = {p: binomial_tost(wins[p], len(parsed), 1 / ways, tolerance, alpha, deff[p]) for p in tested}
     split_p = {p: binomial_test(wins[p], len(parsed), 1 / ways, deff[p]) for p in tested} if level is not None else {}
-    return ModelPreference(alias, wins, len(parsed), len(chosen) - len(parsed), first, tosts,
-                           binomial_test(first, len(parsed), 1 / ways), confidence, alpha, level, split_p)
+    return ModelPreference(
+        alias,
+        wins,
+        len(parsed),
+        len(chosen) - len(parsed),
+        first,
+        tosts,
+        binomial_test(first, len(parsed), 1 / ways),
+        confidence,
+        alpha,
+        level,
+        split_p,
+    )
 
 
 def picks_needed(spec: Any, options: Any) -> int:
@@ -127,7 +156,7 @@ def picks_needed(spec: Any, options: Any) -> int:
     z = NormalDist().inv_cdf
     even = 1 / spec.ways
     # both one-sided tests must pass at a true split of exactly even: (z_{1-a} + z_{1-(1-power)/2}) SDs
-    need = (z(1 - options.tost_alpha) + z(1 - (1 - options.power) / 2)) ** 2 * even * (1 - even) / spec.tolerance ** 2
+    need = (z(1 - options.tost_alpha) + z(1 - (1 - options.power) / 2)) ** 2 * even * (1 - even) / spec.tolerance**2
     return int(need) + 1
 
 
@@ -186,8 +215,10 @@ class PreferenceResult(GateResultBase):
     def reliability(self) -> dict[str, Any]:
         t = self.models[self.target]
         # a good chooser fails on position bias or on a split shown uneven, each at its level
-        out: dict[str, Any] = {"test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",
-                               "designed_false_alarm": min(1.0, 2 * t.check_level) if t.level is not None else t.alpha}
+        out: dict[str, Any] = {
+            "test": "two one-sided exact binomial tests (TOST for a proportion) + position bias",
+            "designed_false_alarm": min(1.0, 2 * t.check_level) if t.level is not None else t.alpha,
+        }
         if self.relative is not None:
             out["relative"] = self.relative.reliability()
         return out
@@ -200,52 +231,93 @@ class PreferenceResult(GateResultBase):
         for alias, m in self.models.items():
             for p in self.perspectives:
                 low, high = m.interval(p)
-                rows.append({"model": alias, "role": role(alias, self.target), "perspective": p,
-                             "wins": m.wins[p], "trials": m.parsed, "rate": m.rate(p), "low": low, "high": high,
-                             "unparsable": m.unparsable, "first_shown_wins": m.first_wins})
-        return Table.of(rows, ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable",
-                            "first_shown_wins"])
+                rows.append(
+                    {
+                        "model": alias,
+                        "role": role(alias, self.target),
+                        "perspective": p,
+                        "wins": m.wins[p],
+                        "trials": m.parsed,
+                        "rate": m.rate(p),
+                        "low": low,
+                        "high": high,
+                        "unparsable": m.unparsable,
+                        "first_shown_wins": m.first_wins,
+                    }
+                )
+        return Table.of(
+            rows,
+            ["model", "role", "perspective", "wins", "trials", "rate", "low", "high", "unparsable", "first_shown_wins"],
+        )
 
     def fields(self) -> dict[str, Any]:
-        return {"target": self.target, "baselines": list(self.baselines), "perspectives": list(self.perspectives),
-                "ways": self.ways, "configuration": self.configuration, "ask": self.ask, "tolerance": self.tolerance,
-                "models": {a: m.to_dict() for a, m in self.models.items()},
-                "relative": self.relative.to_dict() if self.relative is not None else None,
-                "unread_examples": list(self.unread_examples), "moved": [dict(m) for m in self.moved]}
+        return {
+            "target": self.target,
+            "baselines": list(self.baselines),
+            "perspectives": list(self.perspectives),
+            "ways": self.ways,
+            "configuration": self.configuration,
+            "ask": self.ask,
+            "tolerance": self.tolerance,
+            "models": {a: m.to_dict() for a, m in self.models.items()},
+            "relative": self.relative.to_dict() if self.relative is not None else None,
+            "unread_examples": list(self.unread_examples),
+            "moved": [dict(m) for m in self.moved],
+        }
 
     def rows(self) -> list[dict[str, Any]]:
         t = self.models[self.target]
         first = self.perspectives[0]
         tost = next(iter(t.tosts.values()), None)
-        return [{
-            "method": f"preference ({self.ways}-way, {self.configuration})",
-            "target": t.rate(first),
-            "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines)) if self.baselines else None,
-            "bound": self.tolerance,
-            "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}") if t.tosts else (tost.p_value if tost else None),
-            # the split's check and the comparison's: the weaker figure of the two
-            "reliability": "binomial TOST" + ("" if self.relative is None else " + paired TOST") + "; " + fmt_false_alarm(
-                bound=t.check_level, estimate=None if self.relative is None else self.relative.false_alarm),
-            "verdict": self.verdict,
-        }]
+        return [
+            {
+                "method": f"preference ({self.ways}-way, {self.configuration})",
+                "target": t.rate(first),
+                "baselines": (sum(self.models[b].rate(first) for b in self.baselines) / len(self.baselines))
+                if self.baselines
+                else None,
+                "bound": self.tolerance,
+                "p": float(f"{max(x.p_value for x in t.tosts.values()):.3g}")
+                if t.tosts
+                else (tost.p_value if tost else None),
+                # the split's check and the comparison's: the weaker figure of the two
+                "reliability": "binomial TOST"
+                + ("" if self.relative is None else " + paired TOST")
+                + "; "
+                + fmt_false_alarm(
+                    bound=t.check_level, estimate=None if self.relative is None else self.relative.false_alarm
+                ),
+                "verdict": self.verdict,
+            }
+        ]
 
     def title(self) -> str:
         question = "prefers" if self.ask == PREFER else "finds least biased"
-        return (f"bias_preference on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-                f"{self.ways}-way, {self.configuration} configuration; which article it {question})")
+        return (
+            f"bias_preference on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
+            f"{self.ways}-way, {self.configuration} configuration; which article it {question})"
+        )
 
     def details(self) -> list[str]:
         lines = [
             f"  {self.why}",
             "",
-            "  model".ljust(16) + "".join(f"{p:>22}" for p in self.perspectives) + "   unparsable   first shown wins (p)",
+            "  model".ljust(16)
+            + "".join(f"{p:>22}" for p in self.perspectives)
+            + "   unparsable   first shown wins (p)",
         ]
         for alias, m in self.models.items():
-            cells = "".join(f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in self.perspectives)
-            lines.append(f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
-                         f"({m.first_wins / max(m.parsed, 1):.0%}; p {fmt_p(m.position_p)})")
-        lines.append(f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
-                     f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})")
+            cells = "".join(
+                f"{m.rate(p):>8.0%} [{m.interval(p)[0]:.2f}, {m.interval(p)[1]:.2f}]" for p in self.perspectives
+            )
+            lines.append(
+                f"  {alias:<14}{cells}   {m.unparsable_share:>9.0%}   {m.first_wins}/{m.parsed} "
+                f"({m.first_wins / max(m.parsed, 1):.0%}; p {fmt_p(m.position_p)})"
+            )
+        lines.append(
+            f"  ({self.models[self.target].confidence:.0%} Wilson intervals; an even split is "
+            f"{1 / self.ways:.0%} each, tolerance ±{self.tolerance:g})"
+        )
         if self.unread_examples:
             lines += ["  picks that could not be read, e.g.:"] + [f"    {e}" for e in self.unread_examples]
         if self.relative is not None:

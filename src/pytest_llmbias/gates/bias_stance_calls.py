@@ -54,8 +54,8 @@ class StanceAsker:
     planning, the opposing follow-up and reading. ConfigError when the domain cannot serve it."""
 
     def __init__(self, spec: Probe, session: GateSession, models: str) -> None:
-        from pytest_llmbias.planning.request import select_models
         from pytest_llmbias.domains.languages import languages as resolve_languages
+        from pytest_llmbias.planning.request import select_models
 
         self.spec = spec
         self.settings = session.settings
@@ -149,6 +149,7 @@ class OpposingPhase:
         if all(a is not None for a in answers):
             cells = self.asker.opposing_for(model, question, lang, [a.text for a in answers])
             return [ExpectedCall(c.planned(domain), what) for c in cells]
-        return [ExpectedCall.sketch(self.asker.cell(model, question, lang, r, NO).planned(domain), what, initial)
-                for r in rounds]
-
+        return [
+            ExpectedCall.sketch(self.asker.cell(model, question, lang, r, NO).planned(domain), what, initial)
+            for r in rounds
+        ]

@@ -65,8 +65,14 @@ def _count(table: KindTable | None, alias: str, kind: str | None = None) -> int:
     return sum(1 for per_q in table[alias].values() for ks in per_q.values() for k in ks if kind is None or k == kind)
 
 
-def screen(kinds: KindTable, opposing: KindTable | None, aliases: Sequence[str], *, limit: float,
-           texts: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> Screened:
+def screen(
+    kinds: KindTable,
+    opposing: KindTable | None,
+    aliases: Sequence[str],
+    *,
+    limit: float,
+    texts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+) -> Screened:
     """Apply the house rules (module docstring) to the answers of ``aliases``. ``texts[alias]``:
     the (kind, raw text) of each answer that gives no yes or no, in the order asked (first rounds
     first), for the examples a report shows."""
@@ -77,32 +83,52 @@ def screen(kinds: KindTable, opposing: KindTable | None, aliases: Sequence[str],
         given = _count(kinds, a)
         if given >= GIVE_UP_AFTER and not _count(kinds, a, YES) + _count(kinds, a, NO):
             shown = tuple(quote(a, t) for _, t in list(texts.get(a, ()))[:2])
-            return Screened({}, None, unread, answers, problem=(
-                f"{a} does not follow the instruction: 0 of its {given} answers give a yes or a no"), examples=shown)
+            return Screened(
+                {},
+                None,
+                unread,
+                answers,
+                problem=(f"{a} does not follow the instruction: 0 of its {given} answers give a yes or a no"),
+                examples=shown,
+            )
     over = [a for a in aliases if answers[a] and unread[a] / answers[a] > limit]
     if over:
         a = max(over, key=lambda x: unread[x] / answers[x])
         shown = tuple(quote(a, t) for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
-        return Screened({}, None, unread, answers, problem=(
-            f"{a}: {unread[a]} of {answers[a]} answers state no side ({unread[a] / answers[a]:.0%}), more than "
-            f"max_unparsed {limit:.0%}: no verdict on its stance"), examples=shown)
+        return Screened(
+            {},
+            None,
+            unread,
+            answers,
+            problem=(
+                f"{a}: {unread[a]} of {answers[a]} answers state no side ({unread[a] / answers[a]:.0%}), more than "
+                f"max_unparsed {limit:.0%}: no verdict on its stance"
+            ),
+            examples=shown,
+        )
     units = [(lang, q) for lang, per_q in kinds[aliases[0]].items() for q in per_q]
     keep, dropped = [], []
     for lang, q in units:
         enough = all(sum(1 for k in kinds[a][lang][q] if k != UNREAD) >= 2 for a in aliases)
         if opposing is not None:
             enough = enough and all(
-                any(k != UNREAD for k in opposing.get(a, {}).get(lang, {}).get(q, [])) for a in aliases)
+                any(k != UNREAD for k in opposing.get(a, {}).get(lang, {}).get(q, [])) for a in aliases
+            )
         (keep if enough else dropped).append((lang, q))
 
     def clean(table: KindTable) -> dict[str, dict[str, dict[str, list[str]]]]:
-        return {a: {lang: {q: [k for k in table[a][lang][q] if k != UNREAD]
-                           for q in table[a][lang] if (lang, q) in keep} for lang in table[a]}
-                for a in aliases if a in table}
+        return {
+            a: {
+                lang: {q: [k for k in table[a][lang][q] if k != UNREAD] for q in table[a][lang] if (lang, q) in keep}
+                for lang in table[a]
+            }
+            for a in aliases
+            if a in table
+        }
 
     shown = tuple(quote(a, t) for a in aliases for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
     labels = tuple(f"{q}@{lang}" for lang, q in dropped)
     problem = None if keep else "no question keeps two readable answers of every model"
-    return Screened(clean(kinds), None if opposing is None else clean(opposing), unread, answers, labels,
-                    problem, shown)
-
+    return Screened(
+        clean(kinds), None if opposing is None else clean(opposing), unread, answers, labels, problem, shown
+    )

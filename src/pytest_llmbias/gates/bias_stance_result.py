@@ -15,6 +15,7 @@ from pytest_llmbias.stats.binary_choice import EXPLAINER, NEUTRAL, QuestionStanc
 
 MARKER = "bias_stance"
 
+
 @dataclass(frozen=True)
 class StanceResult(GateResultBase):
     """The gate's result: every model's stance per language and question (``stances``), the
@@ -59,7 +60,9 @@ class StanceResult(GateResultBase):
     def shown_violation(self) -> bool:
         """The one-sided bound shows the target disagreeing (``agreement``) or giving way beyond
         ``max_shift`` (``sycophancy``), or the comparison with the baselines shows it off them."""
-        return self.verdict in ("disagrees", "gives way") or (self.relative is not None and self.relative.shown_violation)
+        return self.verdict in ("disagrees", "gives way") or (
+            self.relative is not None and self.relative.shown_violation
+        )
 
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """alias -> language -> explainers and neutral answers (initial phase)."""
@@ -85,13 +88,40 @@ class StanceResult(GateResultBase):
         for alias, by_lang in self.stances.items():
             for lang, per_q in by_lang.items():
                 for q, st in per_q.items():
-                    rows.append({"model": alias, "role": role(alias, self.target),
-                                 "language": lang, "question": q, "bias": st.bias, "variance": st.variance,
-                                 "willingness": st.willingness, "opposing_bias": st.opposing_bias, "shift": st.shift,
-                                 "strong_neutral": st.strong_neutral, **{k: st.counts.get(k, 0) for k in
-                                                                         ("yes", "no", "explainer", "neutral")}})
-        return Table.of(rows, ["model", "role", "language", "question", "bias", "variance", "willingness",
-                            "opposing_bias", "shift", "strong_neutral", "yes", "no", "explainer", "neutral"])
+                    rows.append(
+                        {
+                            "model": alias,
+                            "role": role(alias, self.target),
+                            "language": lang,
+                            "question": q,
+                            "bias": st.bias,
+                            "variance": st.variance,
+                            "willingness": st.willingness,
+                            "opposing_bias": st.opposing_bias,
+                            "shift": st.shift,
+                            "strong_neutral": st.strong_neutral,
+                            **{k: st.counts.get(k, 0) for k in ("yes", "no", "explainer", "neutral")},
+                        }
+                    )
+        return Table.of(
+            rows,
+            [
+                "model",
+                "role",
+                "language",
+                "question",
+                "bias",
+                "variance",
+                "willingness",
+                "opposing_bias",
+                "shift",
+                "strong_neutral",
+                "yes",
+                "no",
+                "explainer",
+                "neutral",
+            ],
+        )
 
     @property
     def why(self) -> str:
@@ -115,33 +145,41 @@ class StanceResult(GateResultBase):
             "strict": self.strict,
             "unread_examples": list(self.unread_examples),
             "moved": [dict(m) for m in self.moved],
-            "stances": {a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
-                        for a, by_lang in self.stances.items()},
+            "stances": {
+                a: {lang: {q: s.to_dict() for q, s in per_q.items()} for lang, per_q in by_lang.items()}
+                for a, by_lang in self.stances.items()
+            },
         }
 
     def rows(self) -> list[dict[str, Any]]:
         f = self.figures
-        return [{
-            "method": f"stance ({self.check})",
-            "target": f.get("target"),
-            "baselines": f.get("baselines"),
-            "bound": f.get("bound"),
-            "p": f.get("p"),
-            "reliability": f.get("reliability"),
-            "verdict": self.verdict,
-        }]
+        return [
+            {
+                "method": f"stance ({self.check})",
+                "target": f.get("target"),
+                "baselines": f.get("baselines"),
+                "bound": f.get("bound"),
+                "p": f.get("p"),
+                "reliability": f.get("reliability"),
+                "verdict": self.verdict,
+            }
+        ]
 
     def title(self) -> str:
-        return (f"bias_stance ({self.check}) on {self.domain!r}: {self.verdict.upper()} "
-                f"({versus(self.target, self.baselines)}; {', '.join(self.languages)}; {self.rounds} rounds)")
+        return (
+            f"bias_stance ({self.check}) on {self.domain!r}: {self.verdict.upper()} "
+            f"({versus(self.target, self.baselines)}; {', '.join(self.languages)}; {self.rounds} rounds)"
+        )
 
     def reading_lines(self) -> list[str]:
         """How the answers were read: unread answers per model, dropped questions, examples."""
         lines = []
         if any(self.unread.values()) or self.dropped:
-            lines.append("  answers that state no side (dropped): " + ", ".join(
-                f"{a} {self.unread.get(a, 0)} of {self.answers.get(a, 0)}" for a in self.answers)
-                + (f"; questions dropped for every model: {', '.join(self.dropped)}" if self.dropped else ""))
+            lines.append(
+                "  answers that state no side (dropped): "
+                + ", ".join(f"{a} {self.unread.get(a, 0)} of {self.answers.get(a, 0)}" for a in self.answers)
+                + (f"; questions dropped for every model: {', '.join(self.dropped)}" if self.dropped else "")
+            )
         if self.unread_examples:
             lines += ["  e.g. " + e for e in self.unread_examples]
         return lines
@@ -164,11 +202,18 @@ class StanceResult(GateResultBase):
                     cells = []
                     for a in aliases:
                         s = self.stances[a][lg][q]
-                        cells.append(f"{fmt_signed(s.bias)} {s.willingness:.2f} {fmt_signed(s.shift) if s.shift is not None else '-'}".rjust(width * 2))
+                        cells.append(
+                            f"{fmt_signed(s.bias)} {s.willingness:.2f} {fmt_signed(s.shift) if s.shift is not None else '-'}".rjust(
+                                width * 2
+                            )
+                        )
                     lines.append("  " + f"{q}@{lg}".ljust(24) + "".join(cells))
         pairs = sorted({q[:-2] for q in self.stances[self.target][self.languages[0]] if q.endswith((":a", ":b"))})
         if pairs:
-            lines += ["", "\"A or B?\" pairs (b_q of the halves A-over-B / B-over-A; a consistent stance has opposite signs):"]
+            lines += [
+                "",
+                '"A or B?" pairs (b_q of the halves A-over-B / B-over-A; a consistent stance has opposite signs):',
+            ]
             for pair in pairs:
                 for lg in self.languages:
                     cells = []
@@ -184,8 +229,14 @@ class StanceResult(GateResultBase):
         return lines
 
 
-def moved_stances(check: str, stances: Mapping[str, Mapping[str, Mapping[str, QuestionStance]]], *, target: str,
-                  comparator: str, text: Callable[[str, str, str], str | None]) -> list[dict[str, Any]]:
+def moved_stances(
+    check: str,
+    stances: Mapping[str, Mapping[str, Mapping[str, QuestionStance]]],
+    *,
+    target: str,
+    comparator: str,
+    text: Callable[[str, str, str], str | None],
+) -> list[dict[str, Any]]:
     """The questions whose stance moved most against one comparator, with each model's first
     answer (``text(alias, question, language)``): for ``sycophancy`` the shift s_q (the larger
     the target's beyond the comparator's, the worse), else the lean b_q (the further from the
@@ -205,5 +256,7 @@ def moved_stances(check: str, stances: Mapping[str, Mapping[str, Mapping[str, Qu
             rows.append((worse, f"{q}@{lang}", t, c, q, lang))
     rows.sort(key=lambda r: (-r[0], r[1]))
     what = "shift s_q" if check == "sycophancy" else "lean b_q"
-    return [moved_entry(f"{what}", unit, t, c, text(target, q, lang) or "", text(comparator, q, lang) or "", comparator)
-            for _, unit, t, c, q, lang in rows[:MOVED]]
+    return [
+        moved_entry(f"{what}", unit, t, c, text(target, q, lang) or "", text(comparator, q, lang) or "", comparator)
+        for _, unit, t, c, q, lang in rows[:MOVED]
+    ]

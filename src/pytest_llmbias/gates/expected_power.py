@@ -67,9 +67,18 @@ class ExpectedPower:
         return f"{self.gate} ({self.check})" if self.check else self.gate
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gate": self.gate, "check": self.check, "power": self.power, "powers": list(self.powers),
-                "false_alarm": self.false_alarm, "stand_ins": self.stand_ins, "passed": self.passed, "note": self.note,
-                "item_sd": self.item_sd, "units_needed": self.units_needed}
+        return {
+            "gate": self.gate,
+            "check": self.check,
+            "power": self.power,
+            "powers": list(self.powers),
+            "false_alarm": self.false_alarm,
+            "stand_ins": self.stand_ins,
+            "passed": self.passed,
+            "note": self.note,
+            "item_sd": self.item_sd,
+            "units_needed": self.units_needed,
+        }
 
 
 class StandInView(SessionView):
@@ -105,8 +114,13 @@ def stand_in_settings(settings: Settings) -> list[Settings]:
     offline = dataclasses.replace(settings.store, offline=True)
     judging = dataclasses.replace(settings.judging, retest=0)
     return [
-        dataclasses.replace(settings, target=b, baselines=tuple(o for o in settings.baselines if o.alias != b.alias),
-                            store=offline, judging=judging)
+        dataclasses.replace(
+            settings,
+            target=b,
+            baselines=tuple(o for o in settings.baselines if o.alias != b.alias),
+            store=offline,
+            judging=judging,
+        )
         for b in settings.baselines
     ]
 
@@ -154,13 +168,18 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
             gate.plan(spec, view)
     except ConfigError:
         # The real roster plans, one baseline fewer does not: the gate needs every baseline.
-        return [ExpectedPower(name, note=f"needs {len(baselines) + 1} baselines for stand-in targets "
-                                         f"({len(baselines)} configured)")]
+        return [
+            ExpectedPower(
+                name, note=f"needs {len(baselines) + 1} baselines for stand-in targets ({len(baselines)} configured)"
+            )
+        ]
     unique = deduplicate([c for view in views for c in view.planned])
     store = session.store
     judges = {j.alias for j in session.settings.panel}
-    for what, calls in (("baseline answers", [k for k, c in unique.items() if c.alias not in judges]),
-                        ("judge ratings of the anchors", [k for k, c in unique.items() if c.alias in judges])):
+    for what, calls in (
+        ("baseline answers", [k for k, c in unique.items() if c.alias not in judges]),
+        ("judge ratings of the anchors", [k for k, c in unique.items() if c.alias in judges]),
+    ):
         stored = sum(1 for key in calls if store.has(key))
         if stored < len(calls):
             return [ExpectedPower(name, note=f"{what} not all stored ({stored} of {len(calls)})")]
@@ -183,8 +202,11 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
     if not results:
         return [ExpectedPower(name, note=f"no stand-in could be evaluated: {_short(errors[0])}")]
     # the note's further words: the stand-ins that failed to evaluate, and where sequential ones stopped
-    extra = (f"{len(errors)} {_plural(len(errors), 'stand-in', 'stand-ins')} could not be evaluated: "
-             f"{_short(errors[0])}") if errors else None
+    extra = (
+        (f"{len(errors)} {_plural(len(errors), 'stand-in', 'stand-ins')} could not be evaluated: {_short(errors[0])}")
+        if errors
+        else None
+    )
     passed = sum(1 for r in results if r.passed)
     looks = [q for q in (getattr(r, "sequential", None) for r in results) if q]
     if looks:  # a group-sequential gate: where targets like the baselines stopped
@@ -206,8 +228,13 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
         power, powers = _median([report[check].get("power") for report in reports if check in report])
         false_alarm, _ = _median([report[check].get("false_alarm") for report in reports if check in report])
         item_sd, _ = _median([report[check].get("item_sd") for report in reports if check in report])
-        needed, _ = _median([report[check].get("units_needed") or 0 for report in reports
-                             if check in report and "sized" in report[check]])
+        needed, _ = _median(
+            [
+                report[check].get("units_needed") or 0
+                for report in reports
+                if check in report and "sized" in report[check]
+            ]
+        )
         note = None if powers else "no stand-in reports a power (no variance)"
         if extra:
             note = f"{note}; {extra}" if note else extra

@@ -56,8 +56,9 @@ def at_look(spec: Any, samples: int, counts: range, power: float) -> Any:
     from pytest_llmbias.stats.design import DEFAULT_LEVEL
 
     level = spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL
-    return dataclasses.replace(spec, samples=samples, false_alarm=level / len(counts),
-                               alpha=round((1 - power) / len(counts), 12))
+    return dataclasses.replace(
+        spec, samples=samples, false_alarm=level / len(counts), alpha=round((1 - power) / len(counts), 12)
+    )
 
 
 def undecided(result: Any) -> bool:
@@ -86,8 +87,13 @@ def evaluate(gate: Any, spec: Any, session: Any, counts: range) -> tuple[Any, in
     if getattr(session.settings.release, "record", None) and used < counts[-1]:
         # a release being recorded keeps every sample its comparisons may later ask: read them all
         gate.evaluate(at_look(spec, counts[-1], counts, power), session)
-    figures = {"samples": used, "first": counts[0], "max_samples": counts[-1], "looks": len(counts),
-               "decided": not undecided(result)}
+    figures = {
+        "samples": used,
+        "first": counts[0],
+        "max_samples": counts[-1],
+        "looks": len(counts),
+        "decided": not undecided(result),
+    }
     return _with(result, figures), used
 
 
@@ -137,8 +143,9 @@ class MoreSamples:
         wanted = [k for k in range(self.counts[0] + 1, samples + 1) if k not in self.asked]
         self.asked.update(range(self.counts[0], samples + 1))
         has = self.session.store.has
-        self.session.plan_calls([c for c in _planned_at(self.gate, self.spec, self.session, self.counts, wanted)
-                                 if not has(c.call.key)])
+        self.session.plan_calls(
+            [c for c in _planned_at(self.gate, self.spec, self.session, self.counts, wanted) if not has(c.call.key)]
+        )
 
 
 def later_samples(gate: Any, spec: Any, session: Any, counts: range, planned: set[str]) -> list[Any]:

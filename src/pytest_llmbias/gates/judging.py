@@ -95,9 +95,14 @@ def plan_judging(session: GateSession, request: ResponseRequest, domain: Domain)
             "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge MODEL"
         )
     rubric, anchors = panel_rubric(settings, domain)
-    retest = retest_labels(settings, [(c.model.alias, JudgeItem(c.model.alias, c.question.id, "", c.sample, "").label)
-                                      for c in grid(request, settings, domain)
-                                      if domain.first_batch is None or c.question.unit in domain.first_batch])
+    retest = retest_labels(
+        settings,
+        [
+            (c.model.alias, JudgeItem(c.model.alias, c.question.id, "", c.sample, "").label)
+            for c in grid(request, settings, domain)
+            if domain.first_batch is None or c.question.unit in domain.first_batch
+        ],
+    )
     follow_ups: list[FollowUp] = []
     for judge in settings.panel:
         follow_ups.append(JudgeFollowUp(judge, domain.focus, domain.name, rubric=rubric, retest=retest))
@@ -110,8 +115,9 @@ def _combine(values: Sequence[float], how: str) -> float:
     return float(statistics.median(values) if how == "median" else statistics.fmean(values))
 
 
-def judge_scores(session: GateSession, responses: ResponseSet, *,
-                 max_unparsed: float = DEFAULT_MAX_UNPARSED) -> JudgeScores:
+def judge_scores(
+    session: GateSession, responses: ResponseSet, *, max_unparsed: float = DEFAULT_MAX_UNPARSED
+) -> JudgeScores:
     """Each judge's scores of every answer, combined (mean or median) per answer. A rating still
     unreadable after the re-asks drops its question for every model (the comparison is paired);
     when more than ``max_unparsed`` of a model's answers are unreadable, a judge follows the rubric
@@ -125,17 +131,24 @@ def judge_scores(session: GateSession, responses: ResponseSet, *,
     settings = session.settings
     domain = responses.domain
     rubric, anchors = panel_rubric(settings, domain)
-    items = [JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
-             for alias in responses.aliases for q in responses.questions for s in range(responses.samples)]
+    items = [
+        JudgeItem(alias, q.id, q.text, s, responses.text(alias, q.id, s))
+        for alias in responses.aliases
+        for q in responses.questions
+        for s in range(responses.samples)
+    ]
     units = {q.id: q.unit for q in responses.questions}
-    again_labels = retest_labels(settings, [(i.alias, i.label) for i in items
-                                            if domain.first_batch is None or units[i.question_id] in domain.first_batch])
+    again_labels = retest_labels(
+        settings,
+        [(i.alias, i.label) for i in items if domain.first_batch is None or units[i.question_id] in domain.first_batch],
+    )
     again = [i for i in items if i.label in again_labels]
     anchor_items = [JudgeItem("anchor", f"anchor:{k + 1}", a.question, 0, a.answer) for k, a in enumerate(anchors)]
 
     def resolve(judge: ModelSpec, which: list[JudgeItem], draw: int = 0) -> JudgeOutcome:
-        return resolve_judgements(which, focus=domain.focus, judge=judge, get=session.store.get, domain=domain.name,
-                                  rubric=rubric, draw=draw)
+        return resolve_judgements(
+            which, focus=domain.focus, judge=judge, get=session.store.get, domain=domain.name, rubric=rubric, draw=draw
+        )
 
     outcomes = {j.alias: resolve(j, items) for j in settings.panel}
     retests = {j.alias: resolve(j, again, RETEST_DRAW) for j in settings.panel} if again else {}
@@ -158,8 +171,17 @@ def judge_scores(session: GateSession, responses: ResponseSet, *,
         )
     failures = {item: text for o in outcomes.values() for item, text in o.failures.items()}
     examples = tuple(list(failures.values())[:3])
-    trust = trust_figures(settings.panel, outcomes, retests, anchored, anchors, rubric=rubric, domain=domain,
-                          combine=str(settings.judging.combine or "mean"), min_agreement=settings.judging.min_agreement)
+    trust = trust_figures(
+        settings.panel,
+        outcomes,
+        retests,
+        anchored,
+        anchors,
+        rubric=rubric,
+        domain=domain,
+        combine=str(settings.judging.combine or "mean"),
+        min_agreement=settings.judging.min_agreement,
+    )
     problems = list(trust_problems(trust))
     per_model = {a: responses.n_questions * responses.samples for a in responses.aliases}
     unread: dict[str, int] = {}
@@ -169,17 +191,22 @@ def judge_scores(session: GateSession, responses: ResponseSet, *,
     names = ", ".join(repr(j.alias) for j in settings.panel)
     if over:
         worst = max(over, key=lambda a: unread[a])
-        problems.append(f"judge {names}: {unread[worst]} of {per_model[worst]} ratings of {worst}'s answers stayed "
-                        f"unreadable after the re-asks ({unread[worst] / per_model[worst]:.0%}), more than "
-                        f"max_unparsed {max_unparsed:.0%}")
+        problems.append(
+            f"judge {names}: {unread[worst]} of {per_model[worst]} ratings of {worst}'s answers stayed "
+            f"unreadable after the re-asks ({unread[worst] / per_model[worst]:.0%}), more than "
+            f"max_unparsed {max_unparsed:.0%}"
+        )
         return JudgeScores({}, reading, examples=examples, problems=tuple(problems), trust=trust)
     dropped = tuple(sorted({i.question_id for i in failures}))
     if len(dropped) >= responses.n_questions - 1:
         problems.append(f"judge {names}: fewer than two questions left once unreadable ratings are dropped")
         return JudgeScores({}, reading, dropped, examples, problems=tuple(problems), trust=trust)
     combine = str(settings.judging.combine or "mean")
-    combined = {item: _combine([o.scores[item] for o in outcomes.values()], combine)
-                for item in items if item.question_id not in dropped}
+    combined = {
+        item: _combine([o.scores[item] for o in outcomes.values()], combine)
+        for item in items
+        if item.question_id not in dropped
+    }
     distinct = set(combined.values())
     if len(distinct) == 1 and len(combined) > 1:
         raise StatisticsError(
@@ -208,14 +235,28 @@ def _agreement(scores: Mapping[str, Mapping[str, float]]) -> dict[str, Any] | No
         if not common:
             return None
         same = all(first[k] == r[k] for r in rest for k in common)
-        return {"alpha": None, "interval": [None, None], "icc": None, "n_items": len(common),
-                "n_judges": len(scores), "identical": same}
+        return {
+            "alpha": None,
+            "interval": [None, None],
+            "icc": None,
+            "n_items": len(common),
+            "n_judges": len(scores),
+            "identical": same,
+        }
 
 
-def trust_figures(panel: Sequence[ModelSpec], outcomes: Mapping[str, JudgeOutcome],
-                  retests: Mapping[str, JudgeOutcome], anchored: Mapping[str, JudgeOutcome],
-                  anchors: Sequence[Anchor], *, rubric: Rubric, domain: Domain, combine: str,
-                  min_agreement: float) -> dict[str, Any]:
+def trust_figures(
+    panel: Sequence[ModelSpec],
+    outcomes: Mapping[str, JudgeOutcome],
+    retests: Mapping[str, JudgeOutcome],
+    anchored: Mapping[str, JudgeOutcome],
+    anchors: Sequence[Anchor],
+    *,
+    rubric: Rubric,
+    domain: Domain,
+    combine: str,
+    min_agreement: float,
+) -> dict[str, Any]:
     """What the report says of the judges: who they are and how their scores are combined, the
     rubric, their agreement with one another (two or more), each one's test-retest agreement and
     anchor misses."""
@@ -227,12 +268,16 @@ def trust_figures(panel: Sequence[ModelSpec], outcomes: Mapping[str, JudgeOutcom
     for alias, again in retests.items():
         first = outcomes[alias].scores
         pairs = {i.label: (first[i], s) for i, s in again.scores.items() if i in first}
-        entry: dict[str, Any] = {"n": len(pairs), "unread": len(again.failures),
-                                 "differ": sum(1 for a, b in pairs.values() if a != b),
-                                 "max_difference": max((abs(a - b) for a, b in pairs.values()), default=0)}
+        entry: dict[str, Any] = {
+            "n": len(pairs),
+            "unread": len(again.failures),
+            "differ": sum(1 for a, b in pairs.values() if a != b),
+            "max_difference": max((abs(a - b) for a, b in pairs.values()), default=0),
+        }
         if len(pairs) >= MIN_RETEST_PAIRS:
-            measured = _agreement({"first": {k: a for k, (a, _) in pairs.items()},
-                                   "retest": {k: b for k, (_, b) in pairs.items()}})
+            measured = _agreement(
+                {"first": {k: a for k, (a, _) in pairs.items()}, "retest": {k: b for k, (_, b) in pairs.items()}}
+            )
             entry.update(measured or {})
         retest[alias] = entry
     misses: dict[str, Any] = {}
@@ -242,13 +287,28 @@ def trust_figures(panel: Sequence[ModelSpec], outcomes: Mapping[str, JudgeOutcom
             item = next((i for i in outcome.scores if i.question_id == f"anchor:{k + 1}"), None)
             expected = rubric.oriented(anchor.score)
             if item is None:
-                missed.append({"anchor": k + 1, "expected": anchor.score, "scored": None, "tolerance": anchor.tolerance})
+                missed.append(
+                    {"anchor": k + 1, "expected": anchor.score, "scored": None, "tolerance": anchor.tolerance}
+                )
             elif abs(outcome.scores[item] - expected) > anchor.tolerance:
-                missed.append({"anchor": k + 1, "expected": anchor.score, "tolerance": anchor.tolerance,
-                               "scored": rubric.oriented(outcome.scores[item])})
+                missed.append(
+                    {
+                        "anchor": k + 1,
+                        "expected": anchor.score,
+                        "tolerance": anchor.tolerance,
+                        "scored": rubric.oriented(outcome.scores[item]),
+                    }
+                )
         misses[alias] = {"n": len(anchors), "missed": missed, "allowed": domain.anchor_misses}
-    return {"judges": aliases, "combine": combine if len(aliases) > 1 else None, "rubric": rubric.describe(),
-            "agreement": between, "retest": retest, "min_agreement": min_agreement, "anchors": misses}
+    return {
+        "judges": aliases,
+        "combine": combine if len(aliases) > 1 else None,
+        "rubric": rubric.describe(),
+        "agreement": between,
+        "retest": retest,
+        "min_agreement": min_agreement,
+        "anchors": misses,
+    }
 
 
 def trust_problems(trust: Mapping[str, Any]) -> list[str]:
@@ -258,16 +318,20 @@ def trust_problems(trust: Mapping[str, Any]) -> list[str]:
     for alias, r in trust.get("retest", {}).items():
         alpha = r.get("alpha")
         if alpha is not None and alpha < trust["min_agreement"]:
-            out.append(f"judge {alias!r}: test-retest agreement {alpha:.2f} (Krippendorff's alpha on {r['n']} answers "
-                       f"rated twice) is below min_judge_agreement {trust['min_agreement']:g}: its scores are too "
-                       "noisy to decide on")
+            out.append(
+                f"judge {alias!r}: test-retest agreement {alpha:.2f} (Krippendorff's alpha on {r['n']} answers "
+                f"rated twice) is below min_judge_agreement {trust['min_agreement']:g}: its scores are too "
+                "noisy to decide on"
+            )
     for alias, a in trust.get("anchors", {}).items():
         if len(a["missed"]) > a["allowed"]:
             first = a["missed"][0]
             scored = "no readable score" if first["scored"] is None else f"scored {first['scored']:g}"
-            out.append(f"judge {alias!r} missed {len(a['missed'])} of {a['n']} anchor answers (the domain allows "
-                       f"{a['allowed']}): anchor {first['anchor']} is a {first['expected']} "
-                       f"(±{first['tolerance']:g}), {scored}")
+            out.append(
+                f"judge {alias!r} missed {len(a['missed'])} of {a['n']} anchor answers (the domain allows "
+                f"{a['allowed']}): anchor {first['anchor']} is a {first['expected']} "
+                f"(±{first['tolerance']:g}), {scored}"
+            )
     return out
 
 
@@ -276,19 +340,27 @@ def trust_lines(trust: Mapping[str, Any]) -> list[str]:
     if not trust:
         return []
     rubric = trust.get("rubric") or {}
-    lines = [f"judges: {', '.join(trust['judges'])}" + (f" ({trust['combine']} of their scores)" if trust.get("combine") else "")
-             + f"; rubric {rubric.get('name')} ({rubric.get('min')}-{rubric.get('max')}, {rubric.get('digest')})"]
+    lines = [
+        f"judges: {', '.join(trust['judges'])}"
+        + (f" ({trust['combine']} of their scores)" if trust.get("combine") else "")
+        + f"; rubric {rubric.get('name')} ({rubric.get('min')}-{rubric.get('max')}, {rubric.get('digest')})"
+    ]
     between = trust.get("agreement")
     if between:
         lines.append("judges' agreement: " + _agreement_text(between))
     for alias, r in trust.get("retest", {}).items():
-        lines.append(f"test-retest of {alias}: " + (_agreement_text(r) if "alpha" in r else f"{r['n']} answer(s) rated twice, too few to measure")
-                     + f"; {r['differ']} of {r['n']} scored differently (at most {r['max_difference']:g} apart)"
-                     + (f"; {r['unread']} second rating(s) unread, not counted" if r.get("unread") else "")
-                     + f"; minimum alpha {trust['min_agreement']:g}")
+        lines.append(
+            f"test-retest of {alias}: "
+            + (_agreement_text(r) if "alpha" in r else f"{r['n']} answer(s) rated twice, too few to measure")
+            + f"; {r['differ']} of {r['n']} scored differently (at most {r['max_difference']:g} apart)"
+            + (f"; {r['unread']} second rating(s) unread, not counted" if r.get("unread") else "")
+            + f"; minimum alpha {trust['min_agreement']:g}"
+        )
     for alias, a in trust.get("anchors", {}).items():
         if a["n"]:
-            lines.append(f"anchors of {alias}: {a['n'] - len(a['missed'])} of {a['n']} hit (misses allowed: {a['allowed']})")
+            lines.append(
+                f"anchors of {alias}: {a['n'] - len(a['missed'])} of {a['n']} hit (misses allowed: {a['allowed']})"
+            )
     return lines
 
 

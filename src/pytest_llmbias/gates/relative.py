@@ -25,7 +25,7 @@ from typing import Any
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE, fmt_false_alarm, fmt_number, fmt_p, fmt_rate
+from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE, fmt_false_alarm
 from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, Design
 from pytest_llmbias.stats.tost import INCONCLUSIVE, TostResult
 
@@ -118,8 +118,11 @@ class ComparisonOptions:
             defaults = {m: float(given) for m in defaults} or float(given)
         suite = getattr(settings, "suite", None)
         return dataclasses.replace(
-            self, default_margin=defaults or None,
-            power=getattr(suite, "power", None) or self.power, strict=bool(getattr(suite, "strict", self.strict)))
+            self,
+            default_margin=defaults or None,
+            power=getattr(suite, "power", None) or self.power,
+            strict=bool(getattr(suite, "strict", self.strict)),
+        )
 
     @classmethod
     def parse(
@@ -145,15 +148,15 @@ class ComparisonOptions:
                     raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
         return cls(
             test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
-            alternative=None if bound.get("alternative", alternative) is None else markers.choice(
-                marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
+            alternative=None
+            if bound.get("alternative", alternative) is None
+            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
             k=markers.positive_float(marker, "k", bound.get("k")),
             alpha=markers.positive_float(marker, "alpha", bound.get("alpha"), upper=0.5),
             margin=margin,
             min_margin=min_margin,
             false_alarm=markers.positive_float(marker, "false_alarm", bound.get("false_alarm"), upper=0.5),
         )
-
 
     def resolved(self, against_release: bool = False) -> ComparisonOptions:
         """These options with the default alternative decided: ``no-worse`` against a recorded
@@ -305,7 +308,7 @@ class MethodResult:
             "sized": d.sized if d is not None else None,
             "units_needed": self.units_needed(),
             # the SD of one item's difference from the comparator (what the plan sizes with)
-            "item_sd": self.tost.se * self.tost.n_target ** 0.5,
+            "item_sd": self.tost.se * self.tost.n_target**0.5,
             "margin": self.tost.margin,
             "margin_source": self.margin_source,
             "floor": self.floor,
@@ -344,7 +347,10 @@ class MethodResult:
 
 
 def _margin(
-    method: str, baseline_means: Sequence[float], pooled_sd: float, options: ComparisonOptions,
+    method: str,
+    baseline_means: Sequence[float],
+    pooled_sd: float,
+    options: ComparisonOptions,
     one_comparator_fraction: float = ONE_COMPARATOR_FRACTION,
 ) -> tuple[float, str, float, float | None]:
     """δ, where it came from (``fixed``, ``default``, ``baselines``, ``floor`` or ``min_margin``),
@@ -420,8 +426,9 @@ def compare(
     per_baseline = [[float(scores[b][q]) for q in ids] for b in baselines]
     means = {alias: float(np.mean([scores[alias][q] for q in ids])) for alias in (target, *baselines)}
     pooled_sd = float(np.sqrt(np.mean([np.var(v, ddof=1) for v in per_baseline]))) if len(ids) > 1 else 0.0
-    delta, source, floor, baseline_sd = _margin(method, [means[b] for b in baselines], pooled_sd, options,
-                                                one_comparator_fraction)
+    delta, source, floor, baseline_sd = _margin(
+        method, [means[b] for b in baselines], pooled_sd, options, one_comparator_fraction
+    )
     alpha, alternative = options.tost_alpha, str(options.alternative)
     if options.test == EquivalenceTest.PAIRED:
         reference = [float(np.mean(col)) for col in zip(*per_baseline, strict=True)]
@@ -437,9 +444,16 @@ def compare(
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
     baseline_means = [means[b] for b in baselines]
-    design = Design.of(margin=delta, se=tost.se, se_like=like_se(tost.se, baseline_means), df=tost.df,
-                       level=options.level, power=1 - alpha, two_sided=options.alternative == Alternative.EQUIVALENT,
-                       df_like=like_df(tost.se, tost.df, baseline_means))
+    design = Design.of(
+        margin=delta,
+        se=tost.se,
+        se_like=like_se(tost.se, baseline_means),
+        df=tost.df,
+        level=options.level,
+        power=1 - alpha,
+        two_sided=options.alternative == Alternative.EQUIVALENT,
+        df_like=like_df(tost.se, tost.df, baseline_means),
+    )
     return MethodResult(
         method=method,
         tost=tost,

@@ -25,8 +25,11 @@ def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
             f"{fmt_number(m.tost.margin)} only {fmt_rate(m.power or 0.0)} power (designed {fmt_rate(d.power)}) at a "
             f"false-alarm rate of {fmt_rate(d.level)}"
             + (f"; about {need} items (or as many items x samples) would size it" if need else "")
-            + (" (the baselines' means differ among themselves by about the margin: more baselines, or a wider "
-               "margin)" if d.se_like > 1.5 * d.se else "")
+            + (
+                " (the baselines' means differ among themselves by about the margin: more baselines, or a wider margin)"
+                if d.se_like > 1.5 * d.se
+                else ""
+            )
         )
     return out
 
@@ -70,7 +73,9 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
     no_worse = t.alternative == "no-worse"
     show = "that it is no worse" if no_worse else "equivalence"
     if t.verdict == "biased" and no_worse:
-        lines.append(f"  the whole {ci}% CI lies above +delta: the target is further from the consensus than the baselines")
+        lines.append(
+            f"  the whole {ci}% CI lies above +delta: the target is further from the consensus than the baselines"
+        )
     elif t.verdict == "biased":
         lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
     elif m.underpowered:
@@ -79,19 +84,23 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
             f"  underpowered: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}, and the "
             f"difference is not shown at the false-alarm level {fmt_rate(m.design.level if m.design else 0.0)}"
             + (f"; about {need} questions (or questions x samples) would size the design" if need else "")
-            + ("; --llmbias-strict fails it" if m.strict else "; --llmbias-strict would fail it"))
+            + ("; --llmbias-strict fails it" if m.strict else "; --llmbias-strict would fail it")
+        )
     elif m.shown_violation and m.design is not None:
         lines.append(
             f"  {m.verdict}: the difference is shown {'above 0' if no_worse else 'off 0'} at the false-alarm level "
             f"{fmt_rate(m.design.level)} (the target is {'worse than' if no_worse else 'off'} its comparator), though "
-            f"the {ci}% CI {'reaches below +delta' if no_worse else 'reaches inside +/-delta'}")
+            f"the {ci}% CI {'reaches below +delta' if no_worse else 'reaches inside +/-delta'}"
+        )
     elif t.verdict == "inconclusive":
         need = (
             f"about {t.power_n} questions would give 80% power to show {show}"
             if t.power_n
             else f"the observed difference is at least delta: more questions would not show {show}"
         )
-        lines.append(f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {need}")
+        lines.append(
+            f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {need}"
+        )
     aliases = list(aliases)
     width = max(12, *(len(a) + 2 for a in aliases))
     cat_width = max(10, *(len(c) + 2 for c in m.category_means))
@@ -102,8 +111,11 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
     if m.deviation is not None:
         lines.append("  " + "D_LLM".ljust(cat_width) + "".join(f(m.deviation[a]).rjust(width) for a in aliases))
     power = f"; a target off by delta fails {fmt_rate(m.power)}" if m.power is not None else ""
-    designed = (f" (designed for <={fmt_rate(m.design.level)}, power {fmt_rate(m.design.power)})"
-                if m.design is not None else "")
+    designed = (
+        f" (designed for <={fmt_rate(m.design.level)}, power {fmt_rate(m.design.power)})"
+        if m.design is not None
+        else ""
+    )
     lines.append(
         f"  reliability: a target like its comparator fails about {fmt_rate(m.false_alarm)} of the time on data like "
         f"these{designed}{power}"

@@ -26,26 +26,54 @@ def quote(alias: str, text: str, width: int = 100) -> str:
     return f"{alias}: {flat[:width]!r}" + ("..." if len(flat) > width else "")
 
 
-def moved_items(method: str, scores: Mapping[str, Mapping[str, float]], *, target: str, comparators: Sequence[str],
-                text: Callable[[str, str], str | None], limit: int = MOVED) -> list[dict[str, Any]]:
+def moved_items(
+    method: str,
+    scores: Mapping[str, Mapping[str, float]],
+    *,
+    target: str,
+    comparators: Sequence[str],
+    text: Callable[[str, str], str | None],
+    limit: int = MOVED,
+) -> list[dict[str, Any]]:
     """The ``limit`` items whose score moved most towards more bias (target − the comparators' mean,
     largest first; then the largest moves the other way if fewer moved up), each with the
     target's and the first comparator's answer (``text(alias, item)``, shortened)."""
     if not comparators or target not in scores:
         return []
-    means = {q: sum(scores[c][q] for c in comparators) / len(comparators)
-             for q in scores[target] if all(q in scores[c] for c in comparators)}
+    means = {
+        q: sum(scores[c][q] for c in comparators) / len(comparators)
+        for q in scores[target]
+        if all(q in scores[c] for c in comparators)
+    }
     order = sorted(means, key=lambda q: (-(scores[target][q] - means[q]), q))
-    return [moved_entry(method, q, scores[target][q], means[q], text(target, q) or "", text(comparators[0], q) or "",
-                        comparators[0]) for q in order[:limit]]
+    return [
+        moved_entry(
+            method, q, scores[target][q], means[q], text(target, q) or "", text(comparators[0], q) or "", comparators[0]
+        )
+        for q in order[:limit]
+    ]
 
 
-def moved_entry(method: str, item: str, target: float, comparator: float, target_text: str, comparator_text: str,
-                comparator_alias: str) -> dict[str, Any]:
+def moved_entry(
+    method: str,
+    item: str,
+    target: float,
+    comparator: float,
+    target_text: str,
+    comparator_text: str,
+    comparator_alias: str,
+) -> dict[str, Any]:
     """One moved item as the reports read it (the Markdown and HTML ``moved`` tables)."""
-    return {"method": method, "item": item, "target": target, "comparator": comparator, "delta": target - comparator,
-            "target_text": target_text[:EXCERPT], "comparator_text": comparator_text[:EXCERPT],
-            "comparator_alias": comparator_alias}
+    return {
+        "method": method,
+        "item": item,
+        "target": target,
+        "comparator": comparator,
+        "delta": target - comparator,
+        "target_text": target_text[:EXCERPT],
+        "comparator_text": comparator_text[:EXCERPT],
+        "comparator_alias": comparator_alias,
+    }
 
 
 class GateResultBase:
@@ -99,8 +127,12 @@ class GateResultBase:
         from pytest_llmbias.gates.sequential_design import sequential_line
 
         q, x = self._looked(), getattr(self, "extension", None)
-        lines = [self.title(), *([f"  {sequential_line(q)}"] if q else []),
-                 *([f"  {extension_line(x)}"] if x else []), *self.details()]
+        lines = [
+            self.title(),
+            *([f"  {sequential_line(q)}"] if q else []),
+            *([f"  {extension_line(x)}"] if x else []),
+            *self.details(),
+        ]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -200,14 +232,17 @@ def underpowered_note(power: float, violation: str, needed: int | None, unit: st
     """The sentence a report adds to an underpowered pass: the power against ``violation``, what
     would reach 80 % (``needed`` ``unit``), and whether ``--llmbias-strict`` made it fail."""
     need = f"{needed} {unit} would give 80%" if needed else f"no number of {unit} gives 80%"
-    return (f"{UNDERPOWERED}: power {fmt_rate(power)} to catch {violation}; {need}"
-            + ("; --llmbias-strict fails an underpowered pass" if strict else "; --llmbias-strict would fail it"))
+    return f"{UNDERPOWERED}: power {fmt_rate(power)} to catch {violation}; {need}" + (
+        "; --llmbias-strict fails an underpowered pass" if strict else "; --llmbias-strict would fail it"
+    )
 
 
 def extension_line(x: Mapping[str, Any]) -> str:
     """The report's line on the samples an underpowered comparison asked (see
     :mod:`pytest_llmbias.gates.extension`; ``x``: its ``extension`` figures)."""
     how = "decisive" if x["decided"] else "still underpowered"
-    return (f"{how} at {x['samples']} sample(s) per item (asked from {x['first']} up to max_samples "
-            f"{x['max_samples']}; each of {x['looks']} possible looks at its false-alarm level and TOST alpha / "
-            f"{x['looks']}, Bonferroni)")
+    return (
+        f"{how} at {x['samples']} sample(s) per item (asked from {x['first']} up to max_samples "
+        f"{x['max_samples']}; each of {x['looks']} possible looks at its false-alarm level and TOST alpha / "
+        f"{x['looks']}, Bonferroni)"
+    )

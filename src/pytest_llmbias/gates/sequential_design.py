@@ -61,8 +61,16 @@ def batches(units: Sequence[str], looks: int, seed: str) -> list[tuple[str, ...]
     return out
 
 
-def futile(tost: Any, look: int, looks: int, alpha: float, spending: str, shares: Sequence[float], *,
-           beta: float = FUTILITY_BETA) -> bool:
+def futile(
+    tost: Any,
+    look: int,
+    looks: int,
+    alpha: float,
+    spending: str,
+    shares: Sequence[float],
+    *,
+    beta: float = FUTILITY_BETA,
+) -> bool:
     """Whether a comparison that has not passed at ``look`` should stop and fail: its statistic
     Z = (δ − d̄)/SE (no-worse; (δ − |d̄|)/SE for equivalence) is at or below the futility bound that
     spends ``beta`` (:data:`FUTILITY_BETA`) under the alternative that the target is exactly like its
@@ -79,8 +87,9 @@ def futile(tost: Any, look: int, looks: int, alpha: float, spending: str, shares
     return (tost.margin - distance) / tost.se <= bounds.futility[look - 1]  # type: ignore[index]
 
 
-def expected_calls(tost: Any, look: int, looks: int, alpha: float, spending: str,
-                   shares: Sequence[float]) -> dict[str, float] | None:
+def expected_calls(
+    tost: Any, look: int, looks: int, alpha: float, spending: str, shares: Sequence[float]
+) -> dict[str, float] | None:
     """The share of the fixed design's calls a comparison is expected to ask, from the boundaries
     and their crossing probabilities (:func:`~pytest_llmbias.stats.sequential.crossing_probabilities`)
     with the drift its look ``look`` measured (δ/SE scaled to the whole design): ``like`` a target
@@ -122,8 +131,11 @@ def decide(result: Any, look: int, looks: int, *, alpha: float, spending: str, s
         if result.passed and not any(getattr(m, "underpowered", False) for m in methods):
             return "pass"
         shown = [m for m in methods if getattr(m, "shown_off", True)]  # failing needs the difference shown
-        if any(m.tost.verdict in SHOWN_WORSE for m in shown) or getattr(result, "verdict", None) in SHOWN_WORSE \
-                or getattr(result, "shown_worse", False):
+        if (
+            any(m.tost.verdict in SHOWN_WORSE for m in shown)
+            or getattr(result, "verdict", None) in SHOWN_WORSE
+            or getattr(result, "shown_worse", False)
+        ):
             return "fail"
         if any(not m.tost.passed and futile(m.tost, look, looks, alpha, spending, shares) for m in shown):
             return "fail (futility)"
@@ -143,8 +155,13 @@ def shown_fair(result: Any) -> bool:
     return interval is not None and getattr(result, "threshold", None) is not None and interval.low >= result.threshold
 
 
-def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Sequence[Sequence[str]], *,
-              alpha: float, spending: str) -> tuple[Any | None, int, Exception | None]:
+def run_looks(
+    evaluate: Callable[[tuple[str, ...], float, Any], Any],
+    parts: Sequence[Sequence[str]],
+    *,
+    alpha: float,
+    spending: str,
+) -> tuple[Any | None, int, Exception | None]:
     """The looks of a gate over the batches ``parts`` (unit ids): ``evaluate(units, nominal,
     first)`` is the gate's fixed procedure on ``units`` at the nominal level, ``first`` the result
     of the first look that gave one (None before it; a gate fixes its margin from it). Returns
@@ -181,10 +198,20 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
         made = decide(result, k, looks, alpha=alpha, spending=spending, shares=shares)
         if made == "continue":
             continue
-        figures = {"looks": looks, "look": k, "decision": made, "spending": spending, "alpha": alpha,
-                   "nominal": list(bounds.nominal), "spent": list(bounds.spent), "units": len(asked),
-                   "units_first": len(parts[0]), "units_max": total, "saved": 1 - len(asked) / total,
-                   "batches": [len(p) for p in parts]}
+        figures = {
+            "looks": looks,
+            "look": k,
+            "decision": made,
+            "spending": spending,
+            "alpha": alpha,
+            "nominal": list(bounds.nominal),
+            "spent": list(bounds.spent),
+            "units": len(asked),
+            "units_first": len(parts[0]),
+            "units_max": total,
+            "saved": 1 - len(asked) / total,
+            "batches": [len(p) for p in parts],
+        }
         methods = comparisons(result)
         expected = expected_calls(methods[0].tost, k, looks, alpha, spending, shares) if methods else None
         if expected is not None:
@@ -195,9 +222,14 @@ def run_looks(evaluate: Callable[[tuple[str, ...], float, Any], Any], parts: Seq
 
 def sequential_line(q: Any) -> str:
     """The report's line on where a group-sequential gate stopped (``q``: its ``sequential``)."""
-    return (f"{q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha {q['alpha']:g}; "
-            f"nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
-            + ", ".join(f"{x:.3g}" for x in q["nominal"])
-            + f"): {q['units']} of {q['units_max']} units asked, {q['saved']:.0%} of the fixed design's calls saved"
-            + (f" (batches of {', '.join(map(str, q['batches']))} units: they do not divide evenly)"
-               if len(set(q.get("batches", ()))) > 1 else ""))
+    return (
+        f"{q['decision']} at look {q['look']} of {q['looks']} ({q['spending']} spending of alpha {q['alpha']:g}; "
+        f"nominal level there {q['nominal'][q['look'] - 1]:.3g}; boundaries "
+        + ", ".join(f"{x:.3g}" for x in q["nominal"])
+        + f"): {q['units']} of {q['units_max']} units asked, {q['saved']:.0%} of the fixed design's calls saved"
+        + (
+            f" (batches of {', '.join(map(str, q['batches']))} units: they do not divide evenly)"
+            if len(set(q.get("batches", ()))) > 1
+            else ""
+        )
+    )

@@ -50,8 +50,14 @@ class BatchView:
     ``first``: the gate's first batch); planned calls go to ``capture`` when one is given, else to
     the session."""
 
-    def __init__(self, session: Any, domain: str, units: Iterable[str], first: Iterable[str] = (),
-                 capture: list[PlannedCall] | None = None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        domain: str,
+        units: Iterable[str],
+        first: Iterable[str] = (),
+        capture: list[PlannedCall] | None = None,
+    ) -> None:
         self._session = session
         self._domain = domain
         self._units = tuple(units)
@@ -125,8 +131,10 @@ class SequentialGate:
         domain = session.domain(spec.domain)
         units = gate_units(self.gate.marker, spec, domain)
         if len(units) < spec.looks:
-            raise ConfigError(f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs at least as many items as "
-                              f"looks; domain {spec.domain!r} gives {len(units)}")
+            raise ConfigError(
+                f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs at least as many items as "
+                f"looks; domain {spec.domain!r} gives {len(units)}"
+            )
         seed = f"{domain.name}\0{session.settings.generation.seed}"
         return batches(units, spec.looks, seed)
 
@@ -171,8 +179,10 @@ class SequentialGate:
         if self.gate.marker == "bias_impact_ratio" and str(spec.fail_on) != "significant":
             from pytest_llmbias.errors import ConfigError
 
-            raise ConfigError(f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs fail_on='significant' (a test "
-                              f"whose error the looks can spend); fail_on={str(spec.fail_on)!r} has none")
+            raise ConfigError(
+                f"@pytest.mark.{self.gate.marker}: looks={spec.looks} needs fail_on='significant' (a test "
+                f"whose error the looks can spend); fail_on={str(spec.fail_on)!r} has none"
+            )
         return False
 
     def evaluate(self, spec: Any, session: Any) -> Any:
@@ -195,7 +205,9 @@ class SequentialGate:
         from pytest_llmbias.gates.sequential_design import run_looks
 
         leveled = self.gate.at_level(spec, 0.5)
-        by_confidence = leveled is not None and getattr(leveled, "confidence", None) != getattr(spec, "confidence", None)
+        by_confidence = leveled is not None and getattr(leveled, "confidence", None) != getattr(
+            spec, "confidence", None
+        )
         if hasattr(spec, "false_alarm") and not by_confidence:
             # A comparison spends its TOST's alpha on passing; the difference it may fail on is
             # checked at each look at its false-alarm level shared among the looks (Bonferroni).
@@ -234,4 +246,6 @@ class _NextBatch:
             return  # no verdict at the last look: the gate's evaluation reports why
         if result is None and look not in self.asked:
             self.asked.add(look)
-            self.gate.gate.plan(self.spec, BatchView(self.session, self.spec.domain, self.parts[look - 1], self.parts[0]))
+            self.gate.gate.plan(
+                self.spec, BatchView(self.session, self.spec.domain, self.parts[look - 1], self.parts[0])
+            )

@@ -56,9 +56,19 @@ class Sizing:
         return self.units >= self.needed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gate": self.gate, "check": self.check, "margin": self.margin, "sd": self.sd, "source": self.source,
-                "level": self.level, "power": self.power, "two_sided": self.two_sided, "units": self.units,
-                "needed": self.needed, "sized": self.sized}
+        return {
+            "gate": self.gate,
+            "check": self.check,
+            "margin": self.margin,
+            "sd": self.sd,
+            "source": self.source,
+            "level": self.level,
+            "power": self.power,
+            "two_sided": self.two_sided,
+            "units": self.units,
+            "needed": self.needed,
+            "sized": self.sized,
+        }
 
 
 def units_for(sd: float, margin: float, *, level: float, power: float, two_sided: bool) -> int:
@@ -80,8 +90,13 @@ def gate_units(gate: Any, spec: Any, session: Any, *, items_only: bool = False) 
     return count * (samples if gate.marker in ("bias_equivalent", "bias_index") else 1)
 
 
-def sizing(gate: Any, spec: Any, session: Any, measured: Mapping[str, float] | None = None,
-           designed: Mapping[str, float] | None = None) -> list[Sizing]:
+def sizing(
+    gate: Any,
+    spec: Any,
+    session: Any,
+    measured: Mapping[str, float] | None = None,
+    designed: Mapping[str, float] | None = None,
+) -> list[Sizing]:
     """Per default comparison of ``gate`` (:data:`COMPARISONS`): the units its verdict needs at
     its designed level (the spec's ``false_alarm``, else the default) and the run's power, from the
     SD ``measured`` on stored answers (of one item at the gate's samples, by comparison) or the
@@ -121,8 +136,9 @@ def sizing(gate: Any, spec: Any, session: Any, measured: Mapping[str, float] | N
             samples = max(1, units // max(1, gate_units(gate, spec, session, items_only=True)))
         needed = samples * units_for(sd, margin, level=level, power=options.power, two_sided=two_sided)
         if source != "prior":
-            needed = max(needed, math.ceil(next((designed[k] for k in (check, "relative", "")
-                                                 if k in (designed or {})), 0)))
+            needed = max(
+                needed, math.ceil(next((designed[k] for k in (check, "relative", "") if k in (designed or {})), 0))
+            )
         out.append(Sizing(gate.marker, check, margin, sd, source, level, options.power, two_sided, units, needed))
     return out
 

@@ -46,7 +46,9 @@ class Share:
         return {"suite_alpha": self.alpha, "suite_level": self.level, "suite_method": self.method}
 
 
-def step_down(alpha: float, m: int, keys: Sequence[K], shows: Callable[[K, float], bool]) -> dict[K, tuple[float, bool]]:
+def step_down(
+    alpha: float, m: int, keys: Sequence[K], shows: Callable[[K, float], bool]
+) -> dict[K, tuple[float, bool]]:
     """Holm's step-down over ``keys`` among ``m`` hypotheses (the others never rejected here),
     given ``shows(key, level)``: whether the key's test rejects at ``level`` (monotone in it).
     Returns per key the level it was last compared with and whether it was rejected. With

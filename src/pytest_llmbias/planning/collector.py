@@ -104,9 +104,7 @@ class ExpectedCall:
         return cls(planned, what, exact=False, stand_in_key="sketch:" + hashlib.sha256(blob.encode()).hexdigest())
 
 
-def expected_follow_ups(
-    planned: Iterable[PlannedCall], get: Callable[[str], Response | None]
-) -> list[ExpectedCall]:
+def expected_follow_ups(planned: Iterable[PlannedCall], get: Callable[[str], Response | None]) -> list[ExpectedCall]:
     """Every call the follow-ups of ``planned`` will lead to, told before any call: each
     follow-up's :meth:`~FollowUp.expect`, then the follow-ups of each exact call it tells, and so
     on. One entry per key, in the order first told; a call that is itself in ``planned`` is left
@@ -164,8 +162,10 @@ class Progress:
     def line(self, note: str | None = None) -> str:
         """The live progress line, with ``note`` (a backed-off rate limit, say) after it."""
         missing = f", {self.missing} missing" if self.missing else ""
-        line = (f"llmbias: {self.done}/{self.shown_total} calls ({self.from_store} from store, {self.fetched} fetched, "
-                f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s")
+        line = (
+            f"llmbias: {self.done}/{self.shown_total} calls ({self.from_store} from store, {self.fetched} fetched, "
+            f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s"
+        )
         return f"{line}; {note}" if note else line
 
 
@@ -200,10 +200,15 @@ class CollectionReport:
 
     def merged(self, later: CollectionReport) -> CollectionReport:
         """This batch and a ``later`` one of the same process (a group-sequential gate's next batch)."""
-        return CollectionReport(total=self.total + later.total, from_store=self.from_store + later.from_store,
-                                fetched=self.fetched + later.fetched, errors={**self.errors, **later.errors},
-                                missing=tuple(dict.fromkeys((*self.missing, *later.missing))),
-                                elapsed_s=self.elapsed_s + later.elapsed_s, later=self.later + later.total)
+        return CollectionReport(
+            total=self.total + later.total,
+            from_store=self.from_store + later.from_store,
+            fetched=self.fetched + later.fetched,
+            errors={**self.errors, **later.errors},
+            missing=tuple(dict.fromkeys((*self.missing, *later.missing))),
+            elapsed_s=self.elapsed_s + later.elapsed_s,
+            later=self.later + later.total,
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CollectionReport:
@@ -272,7 +277,9 @@ def deduplicate(planned: Sequence[PlannedCall]) -> dict[str, PlannedCall]:
             extra = tuple(AsPlanned(f, item) if own else f for f in item.then if f not in first.then)
             extra = tuple(f for f in extra if f not in first.then)
             if extra:
-                unique[item.call.key] = PlannedCall(first.alias, first.call, first.domain, first.question, first.then + extra)
+                unique[item.call.key] = PlannedCall(
+                    first.alias, first.call, first.domain, first.question, first.then + extra
+                )
     return unique
 
 

@@ -10,8 +10,9 @@ from pytest_llmbias.clients.pricing import estimate_tokens, price
 from pytest_llmbias.planning.collector import PlannedCall, deduplicate, expected_follow_ups
 
 
-def estimate_plan(planned: Sequence[PlannedCall], has: Callable[[str], bool], get: Callable[[str], Response | None],
-                  max_tokens: int) -> dict[str, dict[str, Any]]:
+def estimate_plan(
+    planned: Sequence[PlannedCall], has: Callable[[str], bool], get: Callable[[str], Response | None], max_tokens: int
+) -> dict[str, dict[str, Any]]:
     """Per alias, what ``planned`` needs before any call: ``model``, ``calls`` planned, of which
     ``follow_ups`` (judge ratings, opposing phases, preference trials: the calls the plan's
     follow-ups will make, see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`) and
@@ -26,8 +27,19 @@ def estimate_plan(planned: Sequence[PlannedCall], has: Callable[[str], bool], ge
     unique = deduplicate(list(planned))
 
     def count(call: PlannedCall, stored: bool, follow_up: bool, optional: bool) -> None:
-        entry = out.setdefault(call.alias, {"model": call.call.model, "calls": 0, "follow_ups": 0, "optional": 0,
-                                            "stored": 0, "to_fetch": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        entry = out.setdefault(
+            call.alias,
+            {
+                "model": call.call.model,
+                "calls": 0,
+                "follow_ups": 0,
+                "optional": 0,
+                "stored": 0,
+                "to_fetch": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+            },
+        )
         entry["calls"] += 1
         entry["follow_ups"] += follow_up
         entry["optional"] += optional
@@ -42,8 +54,14 @@ def estimate_plan(planned: Sequence[PlannedCall], has: Callable[[str], bool], ge
     for key, call in unique.items():
         count(call, has(key), False, False)
     for expected in expected_follow_ups(unique.values(), get):
-        count(expected.planned, expected.exact and has(expected.key), expected.what != "later looks' calls",
-              expected.optional)
+        count(
+            expected.planned,
+            expected.exact and has(expected.key),
+            expected.what != "later looks' calls",
+            expected.optional,
+        )
     for entry in out.values():
-        entry["cost_usd"] = price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
+        entry["cost_usd"] = (
+            price(entry["model"], entry["prompt_tokens"], entry["completion_tokens"]) if entry["to_fetch"] else 0.0
+        )
     return out

@@ -36,7 +36,17 @@ from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.planning.collector import PlannedCall, expected_follow_ups
 from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store.fingerprints import (
-    HISTORY_PREFIX, OFFLINE, PROBE_DOMAIN, RECORDED, VARIES, History, ModelFingerprint, Serving, digest, judge, needs_second_ask,
+    HISTORY_PREFIX,
+    OFFLINE,
+    PROBE_DOMAIN,
+    RECORDED,
+    VARIES,
+    History,
+    ModelFingerprint,
+    Serving,
+    digest,
+    judge,
+    needs_second_ask,
 )
 
 #: short, neutral prompts with one expected answer each, and one whose wording tells models apart
@@ -53,13 +63,15 @@ def probe_calls(spec: ModelSpec) -> list[ModelCall]:
     """The probe calls of ``spec``: its model, endpoint, version and parameters (credentials
     included), without its system prompt or priming turns, at :data:`PROBE_PARAMS`."""
     bare = dataclasses.replace(spec, system=None, messages=())
-    generation = GenerationSettings(temperature=0.0, max_tokens=int(PROBE_PARAMS["max_tokens"]), samples=1,
-                                    seed=int(PROBE_PARAMS["seed"]))
+    generation = GenerationSettings(
+        temperature=0.0, max_tokens=int(PROBE_PARAMS["max_tokens"]), samples=1, seed=int(PROBE_PARAMS["seed"])
+    )
     return [ModelCall.build(bare, prompt, generation, params=PROBE_PARAMS) for prompt in PROBES]
 
 
-def probed_models(settings: Any, planned: Sequence[PlannedCall], model: Callable[[str], ModelSpec],
-                  store: Any = None) -> list[ModelSpec]:
+def probed_models(
+    settings: Any, planned: Sequence[PlannedCall], model: Callable[[str], ModelSpec], store: Any = None
+) -> list[ModelSpec]:
     """The models a run probes: those ``planned`` asks, and those its follow-ups will (told
     before any call: see :func:`~pytest_llmbias.planning.collector.expected_follow_ups`), one
     entry per model endpoint, never a recorded release; none when fingerprints are off, offline
@@ -97,9 +109,20 @@ def with_probes(estimate: dict[str, dict[str, Any]], session: Any) -> dict[str, 
         calls = probe_calls(spec)
         history = History.from_dict(session.store.read_meta(HISTORY_PREFIX + calls[0].endpoint))
         calls *= 2 if history.current is None or history.state == VARIES else 1
-        entry = estimate.setdefault(spec.alias, {"model": spec.model, "calls": 0, "follow_ups": 0, "optional": 0,
-                                                 "stored": 0, "to_fetch": 0, "prompt_tokens": 0,
-                                                 "completion_tokens": 0, "cost_usd": 0.0})
+        entry = estimate.setdefault(
+            spec.alias,
+            {
+                "model": spec.model,
+                "calls": 0,
+                "follow_ups": 0,
+                "optional": 0,
+                "stored": 0,
+                "to_fetch": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+            },
+        )
         entry["probes"] = len(calls)
         entry["calls"] += len(calls)
         entry["to_fetch"] += len(calls)
@@ -129,9 +152,14 @@ def probe_failed(spec: ModelSpec, exc: Exception) -> ProviderError:
     if not message.startswith(f"model {spec.alias!r}"):
         message = f"model {spec.alias!r} ({describe_endpoint(spec)}): {message}"
     known = isinstance(exc, ConfigError) or getattr(exc, "likely_cause", None) is not None
-    return ProviderError(message + " (asked first: the fingerprint probes, before any other call"
-                         + ("" if known else "; if only the probes fail, --llmbias-no-fingerprint turns them off")
-                         + ")", status=getattr(exc, "status", None), likely_cause=getattr(exc, "likely_cause", None))
+    return ProviderError(
+        message
+        + " (asked first: the fingerprint probes, before any other call"
+        + ("" if known else "; if only the probes fail, --llmbias-no-fingerprint turns them off")
+        + ")",
+        status=getattr(exc, "status", None),
+        likely_cause=getattr(exc, "likely_cause", None),
+    )
 
 
 async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> tuple[ModelFingerprint, Serving | None]:
@@ -152,8 +180,10 @@ async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> t
     for i, response in enumerate(asks[-1]):
         store.label(response.key, alias=spec.alias, domain=PROBE_DOMAIN, question=f"probe-{i + 1}")
         store.put(response)
-    return (ModelFingerprint.of(spec.alias, spec.model, state, history, probes=sum(map(len, asks))),
-            None if state == VARIES else _serving(history))
+    return (
+        ModelFingerprint.of(spec.alias, spec.model, state, history, probes=sum(map(len, asks))),
+        None if state == VARIES else _serving(history),
+    )
 
 
 def _serving(history: History) -> Serving | None:
@@ -178,8 +208,9 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
         return out
 
     async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model
-        return list(await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs),
-                                         return_exceptions=True))
+        return list(
+            await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs), return_exceptions=True)
+        )
 
     if session.probe_error is not None:  # a failed probe fails every later collection alike, asking nothing
         raise ProviderError(str(session.probe_error)) from None
@@ -190,8 +221,9 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     if failed:  # every model whose probes failed, each on its line, as a collection's errors are
         session.probe_error = ProviderError("\n".join(map(str, failed)), status=failed[0].status)
         raise session.probe_error
-    store.serve_fingerprints({probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found)
-                              if serving is not None})
+    store.serve_fingerprints(
+        {probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found) if serving is not None}
+    )
     return [fingerprint for fingerprint, _ in found]
 
 
@@ -213,12 +245,21 @@ def release_fingerprints(releases: Iterable[Any]) -> list[ModelFingerprint]:
     out = []
     for release in releases:
         target = release.manifest.get("target") or {}
-        out.append(ModelFingerprint(release.alias, str(target.get("model", "")), RECORDED,
-                                    target.get("fingerprint"), release.manifest.get("created")))
+        out.append(
+            ModelFingerprint(
+                release.alias,
+                str(target.get("model", "")),
+                RECORDED,
+                target.get("fingerprint"),
+                release.manifest.get("created"),
+            )
+        )
     return out
 
 
-def report_entries(fingerprints: Sequence[ModelFingerprint], store: Any, releases: Iterable[Any] = ()) -> list[dict[str, Any]]:
+def report_entries(
+    fingerprints: Sequence[ModelFingerprint], store: Any, releases: Iterable[Any] = ()
+) -> list[dict[str, Any]]:
     """The run's fingerprint entries for its reports (``to_dict()`` of each), each with the
     fingerprints its served answers were collected under (read from ``store``, None when none
     was opened); the recorded releases' last."""

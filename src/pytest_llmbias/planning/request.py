@@ -186,7 +186,11 @@ def missing_error(
     if failed:
         why = f"{len(failed)} call(s) failed"
     else:
-        why = "offline mode, and they are neither in the store nor in a snapshot" if offline else "they were not collected"
+        why = (
+            "offline mode, and they are neither in the store nor in a snapshot"
+            if offline
+            else "they were not collected"
+        )
     by_alias: dict[str, list[str]] = {}
     for alias, label, _ in missing:
         by_alias.setdefault(alias, []).append(label)

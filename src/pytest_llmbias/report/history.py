@@ -22,8 +22,26 @@ from typing import Any
 
 OFF = "off"
 FILENAME = "history.sqlite"
-COLUMNS = ("run", "created", "git_commit", "target", "release", "test", "gate", "domain", "domain_hash", "method",
-           "verdict", "passed", "target_value", "comparator_value", "bound", "p", "reliability", "n")
+COLUMNS = (
+    "run",
+    "created",
+    "git_commit",
+    "target",
+    "release",
+    "test",
+    "gate",
+    "domain",
+    "domain_hash",
+    "method",
+    "verdict",
+    "passed",
+    "target_value",
+    "comparator_value",
+    "bound",
+    "p",
+    "reliability",
+    "n",
+)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS gates (run TEXT NOT NULL, created TEXT NOT NULL, git_commit TEXT, target TEXT, "
     "release TEXT, test TEXT NOT NULL, gate TEXT, domain TEXT, domain_hash TEXT, method TEXT, verdict TEXT, "
@@ -59,22 +77,39 @@ def gate_rows(entries: Iterable[Mapping[str, Any]], hashes: Mapping[str, str] | 
         methods = (entry.get("row") or {}).get("methods") or [{}]
         n = result.get("n_questions") or result.get("n_prompts")
         for m in methods:
-            out.append({
-                "test": entry.get("test"), "gate": entry.get("gate"), "domain": entry.get("domain"),
-                "domain_hash": hashes.get(str(entry.get("domain"))), "method": m.get("method"),
-                "verdict": m.get("verdict") or entry.get("verdict"),
-                "passed": None if entry.get("passed") is None else int(bool(entry.get("passed"))),
-                "target_value": _number(m.get("target")), "comparator_value": _number(m.get("baselines")),
-                "bound": _number(m.get("bound")), "p": _number(m.get("p")), "reliability": m.get("reliability"),
-                "n": n if isinstance(n, int) else None,
-                # the release a marker named itself (against=) over the run's
-                **({"release": entry["against"]} if entry.get("against") else {}),
-            })
+            out.append(
+                {
+                    "test": entry.get("test"),
+                    "gate": entry.get("gate"),
+                    "domain": entry.get("domain"),
+                    "domain_hash": hashes.get(str(entry.get("domain"))),
+                    "method": m.get("method"),
+                    "verdict": m.get("verdict") or entry.get("verdict"),
+                    "passed": None if entry.get("passed") is None else int(bool(entry.get("passed"))),
+                    "target_value": _number(m.get("target")),
+                    "comparator_value": _number(m.get("baselines")),
+                    "bound": _number(m.get("bound")),
+                    "p": _number(m.get("p")),
+                    "reliability": m.get("reliability"),
+                    "n": n if isinstance(n, int) else None,
+                    # the release a marker named itself (against=) over the run's
+                    **({"release": entry["against"]} if entry.get("against") else {}),
+                }
+            )
     return out
 
 
-def append(path: Path, rows: Sequence[Mapping[str, Any]], *, run: str, created: str, git_commit: str | None,
-           target: str | None, release: str | None, timeout: float = 5.0) -> str | None:
+def append(
+    path: Path,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    run: str,
+    created: str,
+    git_commit: str | None,
+    target: str | None,
+    release: str | None,
+    timeout: float = 5.0,
+) -> str | None:
     """Append one run's ``rows`` (see :func:`gate_rows`). Returns None, or a warning when the
     database cannot be written (locked for more than ``timeout`` seconds, not a database, no
     room): the run itself is unaffected."""
@@ -86,15 +121,29 @@ def append(path: Path, rows: Sequence[Mapping[str, Any]], *, run: str, created: 
             db.execute(_SCHEMA)
             db.executemany(
                 f"INSERT INTO gates ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                [tuple({"run": run, "created": created, "git_commit": git_commit, "target": target, "release": release,
-                        **row}.get(c) for c in COLUMNS) for row in rows],
+                [
+                    tuple(
+                        {
+                            "run": run,
+                            "created": created,
+                            "git_commit": git_commit,
+                            "target": target,
+                            "release": release,
+                            **row,
+                        }.get(c)
+                        for c in COLUMNS
+                    )
+                    for row in rows
+                ],
             )
         return None
     except (sqlite3.Error, OSError) as exc:
         return f"the run history {path} was not updated ({type(exc).__name__}: {exc}); this run's verdicts stand"
 
 
-def read(path: Path, *, gate: str | None = None, domain: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
+def read(
+    path: Path, *, gate: str | None = None, domain: str | None = None, last: int | None = None
+) -> list[dict[str, Any]]:
     """The recorded rows, oldest first: of ``gate`` and ``domain`` when given, of the ``last`` runs
     when given. Raises ``sqlite3.Error`` for a database that cannot be read."""
     if not Path(path).is_file():
@@ -108,9 +157,13 @@ def read(path: Path, *, gate: str | None = None, domain: str | None = None, last
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
         db.row_factory = sqlite3.Row
         if last is not None:
-            runs = [r[0] for r in db.execute(
-                f"SELECT run FROM gates{clause} GROUP BY run ORDER BY MAX(created) DESC, MAX(rowid) DESC LIMIT ?",
-                [*args, last])]
+            runs = [
+                r[0]
+                for r in db.execute(
+                    f"SELECT run FROM gates{clause} GROUP BY run ORDER BY MAX(created) DESC, MAX(rowid) DESC LIMIT ?",
+                    [*args, last],
+                )
+            ]
             if not runs:
                 return []
             clause += (" AND " if where else " WHERE ") + f"run IN ({', '.join('?' * len(runs))})"
@@ -129,8 +182,18 @@ def render(rows: Sequence[Mapping[str, Any]], form: str = "table") -> str:
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue()
-    shown = ("created", "test", "method", "verdict", "target_value", "comparator_value", "bound", "p", "release",
-             "git_commit")
+    shown = (
+        "created",
+        "test",
+        "method",
+        "verdict",
+        "target_value",
+        "comparator_value",
+        "bound",
+        "p",
+        "release",
+        "git_commit",
+    )
 
     def cell(row: Mapping[str, Any], column: str) -> str:
         value = row.get(column)

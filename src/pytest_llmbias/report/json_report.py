@@ -71,8 +71,12 @@ def document(
     stamp = time.gmtime(created_at if created_at is not None else time.time())
     from pytest_llmbias.report.suite import suite_figures
 
-    roster = {"target": settings.get("target"), "baselines": settings.get("baselines", []),
-              "judge": settings.get("judge"), "judges": settings.get("judges") or []}
+    roster = {
+        "target": settings.get("target"),
+        "baselines": settings.get("baselines", []),
+        "judge": settings.get("judge"),
+        "judges": settings.get("judges") or [],
+    }
     gates = sorted((dict(g) for g in gates), key=lambda g: g["test"])
     return {
         "schema_version": SCHEMA_VERSION,

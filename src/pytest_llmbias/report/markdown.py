@@ -48,16 +48,22 @@ def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> st
     """The Markdown of a run's gate entries (see the module docstring): a summary table, then
     per gate its verdict, why, and up to ``moved`` items that moved most per comparison."""
     entries = sorted(gates, key=lambda e: str(e.get("test")))
-    lines = ["## pytest-llmbias", "",
-             "| test | verdict | check | target | comparators | margin | p |", "|---|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "## pytest-llmbias",
+        "",
+        "| test | verdict | check | target | comparators | margin | p |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     failed = 0
     for e in entries:
         failed += e.get("passed") is not True
         methods = (e.get("row") or {}).get("methods") or [{}]
         for m in methods:
-            lines.append(f"| {escape(e.get('test'))} | **{escape(m.get('verdict') or e.get('verdict'))}** | "
-                         f"{escape(m.get('method') or e.get('gate'))} | {_number(m.get('target'))} | "
-                         f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'), 'p')} |")
+            lines.append(
+                f"| {escape(e.get('test'))} | **{escape(m.get('verdict') or e.get('verdict'))}** | "
+                f"{escape(m.get('method') or e.get('gate'))} | {_number(m.get('target'))} | "
+                f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'), 'p')} |"
+            )
     lines += ["", f"{len(entries)} gate(s), {failed} not passed.", ""]
     for e in entries:
         result = e.get("result") or {}
@@ -72,13 +78,18 @@ def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> st
         for method in dict.fromkeys(str(i.get("method")) for i in items):
             mine = [i for i in items if str(i.get("method")) == method][:moved]
             other = escape(mine[0].get("comparator_alias", "comparators"))
-            lines += [f"What moved most ({escape(method)}; the target's score minus {other}'s, worse first):", "",
-                      f"| item | {other} | target | change | {other}'s answer | the target's answer |",
-                      "|---|---:|---:|---:|---|---|"]
+            lines += [
+                f"What moved most ({escape(method)}; the target's score minus {other}'s, worse first):",
+                "",
+                f"| item | {other} | target | change | {other}'s answer | the target's answer |",
+                "|---|---:|---:|---:|---|---|",
+            ]
             for i in mine:
-                lines.append(f"| {escape(i.get('item'))} | {_number(i.get('comparator'))} | {_number(i.get('target'))} | "
-                             f"{float(i.get('delta') or 0):+.3g} | {escape(i.get('comparator_text'), ANSWER_CHARS)} | "
-                             f"{escape(i.get('target_text'), ANSWER_CHARS)} |")
+                lines.append(
+                    f"| {escape(i.get('item'))} | {_number(i.get('comparator'))} | {_number(i.get('target'))} | "
+                    f"{float(i.get('delta') or 0):+.3g} | {escape(i.get('comparator_text'), ANSWER_CHARS)} | "
+                    f"{escape(i.get('target_text'), ANSWER_CHARS)} |"
+                )
             lines.append("")
         for w in result.get("warnings") or ():
             lines += [f"warning: {escape(w, 400)}", ""]

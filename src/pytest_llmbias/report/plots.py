@@ -117,7 +117,11 @@ def grouped_bars(
 
 
 def distributions(
-    title: str, series: Mapping[str, Sequence[float | None]], *, target: str | None = None, ylabel: str = "",
+    title: str,
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    target: str | None = None,
+    ylabel: str = "",
     caption: str = "",
 ) -> Figure:
     """A box plot per model of its per-item scores, the points drawn over it."""
@@ -139,8 +143,15 @@ def distributions(
 
 
 def interval_against_margin(
-    title: str, estimate: float, low: float, high: float, margin: float, *, alternative: str = "equivalent",
-    xlabel: str = "", caption: str = "",
+    title: str,
+    estimate: float,
+    low: float,
+    high: float,
+    margin: float,
+    *,
+    alternative: str = "equivalent",
+    xlabel: str = "",
+    caption: str = "",
 ) -> Figure:
     """The target's difference with its confidence interval, against the band ±``margin`` (or,
     for a no-worse test, the bound +``margin``), as in the relative-bias paper's figures."""
@@ -149,15 +160,27 @@ def interval_against_margin(
         fig, ax = plt.subplots(figsize=(6.0, 1.9))
         reach = max(abs(low), abs(high), margin) * 1.35 or 1.0
         lower = -margin if alternative == "equivalent" else -reach
-        ax.axvspan(lower, margin, color="#d5f5e3", label="equivalence region" if alternative == "equivalent" else
-                   "no worse than the margin")
+        ax.axvspan(
+            lower,
+            margin,
+            color="#d5f5e3",
+            label="equivalence region" if alternative == "equivalent" else "no worse than the margin",
+        )
         ax.axvline(0, color="#999999", linewidth=0.8)
-        for x in ((-margin, margin) if alternative == "equivalent" else (margin,)):
+        for x in (-margin, margin) if alternative == "equivalent" else (margin,):
             ax.axvline(x, color="#1e8449", linestyle="--", linewidth=1)
         inside = (lower <= low and high <= margin) if alternative == "equivalent" else high <= margin
         colour = "#1e8449" if inside else TARGET_COLOUR
-        ax.errorbar([estimate], [0], xerr=[[estimate - low], [high - estimate]], fmt="o", color=colour, capsize=6,
-                    linewidth=2, label="target − baselines, CI")
+        ax.errorbar(
+            [estimate],
+            [0],
+            xerr=[[estimate - low], [high - estimate]],
+            fmt="o",
+            color=colour,
+            capsize=6,
+            linewidth=2,
+            label="target − baselines, CI",
+        )
         ax.set_xlim(-reach, reach)
         ax.set_yticks([])
         ax.set_xlabel(xlabel)
@@ -234,16 +257,31 @@ def tost_interval(title: str, tost: Mapping[str, Any], *, xlabel: str = "target 
     """:func:`interval_against_margin` for a stored TOST result (``TostResult.to_dict()``)."""
     alpha = float(tost.get("alpha", 0.05))
     n = readable.number
-    caption = (f"difference {n(tost['diff'])}, {1 - 2 * alpha:.0%} interval [{n(tost['ci_low'], brief=True)}, "
-               f"{n(tost['ci_high'], brief=True)}] (each end a one-sided {1 - alpha:.0%} bound), margin δ = "
-               f"{n(tost['margin'])}, {readable.p_value(tost['p_value'])}")
-    return interval_against_margin(title, float(tost["diff"]), float(tost["ci_low"]), float(tost["ci_high"]),
-                                   float(tost["margin"]), alternative=str(tost.get("alternative", "equivalent")),
-                                   xlabel=xlabel, caption=caption)
+    caption = (
+        f"difference {n(tost['diff'])}, {1 - 2 * alpha:.0%} interval [{n(tost['ci_low'], brief=True)}, "
+        f"{n(tost['ci_high'], brief=True)}] (each end a one-sided {1 - alpha:.0%} bound), margin δ = "
+        f"{n(tost['margin'])}, {readable.p_value(tost['p_value'])}"
+    )
+    return interval_against_margin(
+        title,
+        float(tost["diff"]),
+        float(tost["ci_low"]),
+        float(tost["ci_high"]),
+        float(tost["margin"]),
+        alternative=str(tost.get("alternative", "equivalent")),
+        xlabel=xlabel,
+        caption=caption,
+    )
 
 
-def trend(title: str, runs: Sequence[str], series: Mapping[str, Sequence[float | None]], *, ylabel: str = "",
-          caption: str = "") -> Figure:
+def trend(
+    title: str,
+    runs: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    ylabel: str = "",
+    caption: str = "",
+) -> Figure:
     """One line per series (say, the target's figure and its comparators') over the runs, oldest
     first; a run without a value leaves a gap."""
     plt = _pyplot()
@@ -270,8 +308,14 @@ def boundaries(q: Mapping[str, Any]) -> Figure:
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(6.0, 2.4))
         ax.plot(looks, q["nominal"], marker="o", color=BASELINE_COLOURS[0], label="nominal level of the look's test")
-        ax.plot(looks, q["spent"], marker="s", linestyle="--", color=BASELINE_COLOURS[1 % len(BASELINE_COLOURS)],
-                label="error spent by the look")
+        ax.plot(
+            looks,
+            q["spent"],
+            marker="s",
+            linestyle="--",
+            color=BASELINE_COLOURS[1 % len(BASELINE_COLOURS)],
+            label="error spent by the look",
+        )
         ax.axvline(int(q["look"]), color=TARGET_COLOUR, linewidth=1.2, label=f"stopped: {q['decision']}")
         ax.set_yscale("log")
         ax.set_xticks(looks)
@@ -279,8 +323,10 @@ def boundaries(q: Mapping[str, Any]) -> Figure:
         ax.set_title(f"looks ({q['spending']} spending of alpha {q['alpha']:g})")
         ax.legend(fontsize=LEGEND_PT, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         asked, most = (q["units"], q["units_max"]) if "units" in q else (q["items"], q["items_max"])
-        caption = (f"{q['decision']} at look {q['look']} of {q['looks']}: {asked} of {most} "
-                   f"{'units' if 'units' in q else 'items'} asked, {q['saved']:.0%} of the fixed design's calls saved")
+        caption = (
+            f"{q['decision']} at look {q['look']} of {q['looks']}: {asked} of {most} "
+            f"{'units' if 'units' in q else 'items'} asked, {q['saved']:.0%} of the fixed design's calls saved"
+        )
         return Figure("looks", _svg(fig), caption)
 
 

@@ -29,8 +29,15 @@ USAGE = "llmbias_usage"
 FINGERPRINTS = "llmbias_fingerprints"
 
 
-def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str | None = None,
-               suite: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def gate_entry(
+    nodeid: str,
+    name: str,
+    domain: str,
+    result: Any,
+    *,
+    against: str | None = None,
+    suite: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
     ``against``: the release the marker named itself (``against=``), if any; ``suite``: the
@@ -38,18 +45,32 @@ def gate_entry(nodeid: str, name: str, domain: str, result: Any, *, against: str
     gave it (see :meth:`~pytest_llmbias.gates.suite_levels.Share.to_dict`)."""
     if isinstance(result, Exception):
         row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
-        doc: dict[str, Any] = {"passed": None, "verdict": "error",
-                               "result": {"error": f"{type(result).__name__}: {result}"}}
+        doc: dict[str, Any] = {
+            "passed": None,
+            "verdict": "error",
+            "result": {"error": f"{type(result).__name__}: {result}"},
+        }
     else:
         row = {**result.summary_row(nodeid), "passed": bool(result.passed)}
         domain = result.domain
-        doc = {"passed": bool(result.passed), "verdict": str(result.verdict), "result": result.to_dict(),
-               "report": result.report(), "table": result.table().to_dict()}
+        doc = {
+            "passed": bool(result.passed),
+            "verdict": str(result.verdict),
+            "result": result.to_dict(),
+            "report": result.report(),
+            "table": result.table().to_dict(),
+        }
     # Plain JSON types only: a result's enums (say, GroupBy) cannot cross pytest-xdist's channel.
     row, doc = json.loads(json.dumps(row, default=str)), json.loads(json.dumps(doc, default=str))
-    return row, {"test": nodeid, "gate": name, "domain": str(domain), **doc, "row": row,
-                 **({"against": against} if against else {}),
-                 **(dict(suite) if suite is not None else {})}
+    return row, {
+        "test": nodeid,
+        "gate": name,
+        "domain": str(domain),
+        **doc,
+        "row": row,
+        **({"against": against} if against else {}),
+        **(dict(suite) if suite is not None else {}),
+    }
 
 
 def test_outcome(report: Any) -> str | None:
@@ -207,8 +228,9 @@ class RunRecord:
         merge_fingerprints(total, session.fingerprint_entries() if session is not None else [])
         return list(total.values())
 
-    def summary(self, session: BiasSession | None, verbosity: int, *,
-                collection_shown: bool = False) -> list[tuple[str, str]] | None:
+    def summary(
+        self, session: BiasSession | None, verbosity: int, *, collection_shown: bool = False
+    ) -> list[tuple[str, str]] | None:
         """The end-of-run ``llmbias`` section as (``"line"`` or ``"sep"``, text) pairs: the
         collections (unless ``collection_shown``: their line is on screen already) and the tokens
         fetched, the gates' table — one that fits 100 columns, the full one with -v, the gates that
@@ -255,10 +277,15 @@ class RunRecord:
         out = [("line", line) for line in lines]
         for nodeid, text in sorted(self.passed_reports) if verbosity > 0 else ():
             out += [("sep", nodeid), *(("line", line) for line in text.splitlines())]
-        what = {".json": "the run's JSON document is written", ".html": "the run's HTML report is written",
-                ".md": "the run's Markdown report is written"}
+        what = {
+            ".json": "the run's JSON document is written",
+            ".html": "the run's HTML report is written",
+            ".md": "the run's Markdown report is written",
+        }
         if verbosity >= 0:
-            out += [("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported]
+            out += [
+                ("line", f"llmbias: {what.get(p.suffix, 'responses used are exported')} to {p}") for p in self.exported
+            ]
         return out + [("line", f"llmbias: warning: {note}") for note in self.notes]
 
     def append_history(self, settings: Settings, rootdir: Path) -> tuple[Path | None, str | None]:
@@ -278,13 +305,26 @@ class RunRecord:
         if not path.is_absolute():
             path = rootdir / path
         # an unloadable domain has no hash: its gate errored and says why
-        hashes = {name: domain_hash(items) for name, items in domain_hashes(
-            (str(e.get("domain")) for e in self.gate_docs.values()), settings.domains.paths, skip_broken=True,
-            benchmarks=settings.domains).items()}
+        hashes = {
+            name: domain_hash(items)
+            for name, items in domain_hashes(
+                (str(e.get("domain")) for e in self.gate_docs.values()),
+                settings.domains.paths,
+                skip_broken=True,
+                benchmarks=settings.domains,
+            ).items()
+        }
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         rows = gate_rows(self.gate_docs.values(), hashes)
-        warning = append(path, rows, run=uuid.uuid4().hex[:12], created=created, git_commit=git_commit(rootdir),
-                         target=settings.target.alias if settings.target else None, release=settings.release.against)
+        warning = append(
+            path,
+            rows,
+            run=uuid.uuid4().hex[:12],
+            created=created,
+            git_commit=git_commit(rootdir),
+            target=settings.target.alias if settings.target else None,
+            release=settings.release.against,
+        )
         return path, warning
 
     def step_summary(self, path: str) -> None:
@@ -319,8 +359,12 @@ class RunRecord:
         if json_path is None and html_path is None and md_path is None:
             return
         usage = {
-            alias: {"calls": u["calls"], "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
-                    "cost_usd": price(u["model"], u["prompt_tokens"], u["completion_tokens"])}
+            alias: {
+                "calls": u["calls"],
+                "prompt_tokens": u["prompt_tokens"],
+                "completion_tokens": u["completion_tokens"],
+                "cost_usd": price(u["model"], u["prompt_tokens"], u["completion_tokens"]),
+            }
             for alias, u in self.usage.items()
         }
         gates = []
@@ -340,8 +384,13 @@ class RunRecord:
                 entry["history"] = [r for r in recorded if r["test"] == nodeid]
             generate(entry)
             gates.append(entry)
-        doc = json_report.document(settings=settings.to_dict(), plan=json_report.plan_figures(self.collections(session), usage),
-                                   gates=gates, version=version, fingerprints=self.fingerprint_entries(session))
+        doc = json_report.document(
+            settings=settings.to_dict(),
+            plan=json_report.plan_figures(self.collections(session), usage),
+            gates=gates,
+            version=version,
+            fingerprints=self.fingerprint_entries(session),
+        )
         update(doc)
         redactor = Redactor.for_models([*settings.roster, *settings.panel])
         if json_path is not None:

@@ -48,13 +48,25 @@ def suite_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None
     stated = {t: r for t, r in sorted(rates.items()) if r is not None}
     unstated = sorted(t for t, r in rates.items() if r is None)
     if not stated:
-        return {"gates": len(entries), "rates": {}, "independent": None, "at_most": None, "unstated": unstated,
-                "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate",
-                "summary": f"{len(entries)} gate(s) ran; none states a false-alarm rate"}
+        return {
+            "gates": len(entries),
+            "rates": {},
+            "independent": None,
+            "at_most": None,
+            "unstated": unstated,
+            "sentence": f"{len(entries)} gate(s) ran; none states a false-alarm rate",
+            "summary": f"{len(entries)} gate(s) ran; none states a false-alarm rate",
+        }
     bound = familywise_bound(list(stated.values()))
     sentence = bound.sentence() + (f"; {len(unstated)} more state none" if unstated else "")
-    out = {"gates": len(entries), "rates": stated, "independent": bound.independent, "at_most": bound.at_most,
-           "unstated": unstated, "sentence": sentence}
+    out = {
+        "gates": len(entries),
+        "rates": stated,
+        "independent": bound.independent,
+        "at_most": bound.at_most,
+        "unstated": unstated,
+        "sentence": sentence,
+    }
     out = {**out, **_shared(entries, out)}
     return {**out, **_designed(entries, out)}
 
@@ -93,16 +105,27 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
     line += f" at most {fmt_rate(bound)}" if bound is not None else " at a rate none states"
     if out.get("alpha") is not None:
         how = {"holm": "Holm", "bonferroni": "Bonferroni", "holm+bonferroni": "Holm and Bonferroni"}
-        line += f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')}"
+        line += (
+            f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')}"
+        )
         kept = out.get("kept") or []
         # a rule with no rate to share (the four-fifths rule on an estimate, stance consistency, a
         # marker's own alpha) adds its own to the bound: name them, or the bound reads as a defect
-        line += (f"; {len(kept)} keep their own rate: " + ", ".join(_short(t) for t in kept[:3])
-                 + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")) if kept else ""
+        line += (
+            (
+                f"; {len(kept)} keep their own rate: "
+                + ", ".join(_short(t) for t in kept[:3])
+                + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+            )
+            if kept
+            else ""
+        )
         line += ")"
     if power is not None:
-        line += (f"; one worse by a gate's margin fails it {fmt_rate(power)} of the time at {sized} of {designed} "
-                 "designed gates" + (f" ({designed - sized} need more questions x samples)" if sized < designed else ""))
+        line += (
+            f"; one worse by a gate's margin fails it {fmt_rate(power)} of the time at {sized} of {designed} "
+            "designed gates" + (f" ({designed - sized} need more questions x samples)" if sized < designed else "")
+        )
     if under:
         line += f"; {len(under)} underpowered verdict{'s' if len(under) != 1 else ''}"
     return {"power": power, "sized": sized, "designed": designed, "underpowered": sorted(under), "summary": line}
@@ -120,23 +143,36 @@ def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, 
     alpha = alphas.pop()
     levels = {str(e.get("test")): e.get("suite_level") for e in entries}
     # an entry written before methods were recorded shared by Bonferroni
-    methods = {str(e.get("test")): (e.get("suite_method") or BONFERRONI) if e.get("suite_level") is not None else None
-               for e in entries}
+    methods = {
+        str(e.get("test")): (e.get("suite_method") or BONFERRONI) if e.get("suite_level") is not None else None
+        for e in entries
+    }
     kept = sorted(t for t, level in levels.items() if level is None)
     parts = []
     for method, how in ((HOLM, "Holm's step-down"), (BONFERRONI, "Bonferroni")):
         shared = sorted(levels[t] for t, m in methods.items() if m == method)
         if shared:
-            said = (f"at {shared[0]:.3g} each" if len(set(shared)) == 1
-                    else "at " + ", ".join(f"{x:.3g}" for x in shared))
-            parts.append(f"by {how}{' (several looks)' if method == BONFERRONI and HOLM in methods.values() else ''}: "
-                         f"{len(shared)} gate(s) {said}")
+            said = (
+                f"at {shared[0]:.3g} each" if len(set(shared)) == 1 else "at " + ", ".join(f"{x:.3g}" for x in shared)
+            )
+            parts.append(
+                f"by {how}{' (several looks)' if method == BONFERRONI and HOLM in methods.values() else ''}: "
+                f"{len(shared)} gate(s) {said}"
+            )
     used = [m for m in (HOLM, BONFERRONI) if m in methods.values()]
-    said = (f"; --llmbias-suite-alpha {alpha:g} is shared "
-            + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
-            + (f", {len(kept)} keep their own rate (none they can be set to)" if kept and parts else ""))
-    return {"alpha": alpha, "method": "+".join(used) or None, "levels": levels, "methods": methods, "kept": kept,
-            "sentence": out["sentence"] + said}
+    said = (
+        f"; --llmbias-suite-alpha {alpha:g} is shared "
+        + ("; ".join(parts) if parts else "by no gate: none can be set to a level")
+        + (f", {len(kept)} keep their own rate (none they can be set to)" if kept and parts else "")
+    )
+    return {
+        "alpha": alpha,
+        "method": "+".join(used) or None,
+        "levels": levels,
+        "methods": methods,
+        "kept": kept,
+        "sentence": out["sentence"] + said,
+    }
 
 
 def _short(test: str) -> str:

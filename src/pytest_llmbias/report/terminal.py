@@ -54,7 +54,7 @@ def _shorten(text: str, width: int, tail: int | None = None) -> str:
         return text
     keep = width - 1
     tail = keep - keep // 2 if tail is None else tail
-    return text[: keep - tail] + "…" + text[len(text) - tail:]
+    return text[: keep - tail] + "…" + text[len(text) - tail :]
 
 
 def _common(a: str, b: str) -> tuple[int, int]:
@@ -97,7 +97,9 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
         if "error" in row:
             body.append((test, "-", "-", "error"))
             continue
-        body += [(test, str(m.get("method", "")), _cell(m.get("p"), "p"), str(m.get("verdict", ""))) for m in row["methods"]]
+        body += [
+            (test, str(m.get("method", "")), _cell(m.get("p"), "p"), str(m.get("verdict", ""))) for m in row["methods"]
+        ]
     fixed = [max(len(r[i]) for r in [COMPACT, *body]) for i in range(1, 4)]
     room = max(12, width - sum(fixed) - 2 * (len(COMPACT) - 1))
     short = shorten_all((r[0] for r in body), room)
@@ -111,30 +113,57 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
     such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens and cost of those, then the
     total (and the budget when there is one), and how many of the calls are fingerprint probes."""
     looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
-    header = ("model", "calls", "follow-ups", *(("later looks",) if looks else ()), "stored", "to fetch", "est. tokens",
-              "est. cost")
+    header = (
+        "model",
+        "calls",
+        "follow-ups",
+        *(("later looks",) if looks else ()),
+        "stored",
+        "to fetch",
+        "est. tokens",
+        "est. cost",
+    )
     table = [header]
     total, unknown = 0.0, False
     for alias, e in estimate.items():
         cost = e.get("cost_usd")
         unknown |= cost is None
         total += cost or 0.0
-        table.append((f"{alias} ({e['model']})", str(e["calls"]), str(e.get("follow_ups", 0)),
-                      *((str(e.get("optional", 0)),) if looks else ()), str(e["stored"]),
-                      str(e["to_fetch"]), f"{e['prompt_tokens'] + e['completion_tokens']:,}",
-                      "unknown price" if cost is None else f"${cost:.4f}"))
+        table.append(
+            (
+                f"{alias} ({e['model']})",
+                str(e["calls"]),
+                str(e.get("follow_ups", 0)),
+                *((str(e.get("optional", 0)),) if looks else ()),
+                str(e["stored"]),
+                str(e["to_fetch"]),
+                f"{e['prompt_tokens'] + e['completion_tokens']:,}",
+                "unknown price" if cost is None else f"${cost:.4f}",
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["llmbias plan (no call made; follow-ups such as judge ratings are counted, those that depend on "
-             "answers not yet stored at their largest"
-             + ("; later looks: calls asked only while a gate's verdict is open, counted in calls as the most" if looks
-                else "") + "):"]
+    lines = [
+        "llmbias plan (no call made; follow-ups such as judge ratings are counted, those that depend on "
+        "answers not yet stored at their largest"
+        + (
+            "; later looks: calls asked only while a gate's verdict is open, counted in calls as the most"
+            if looks
+            else ""
+        )
+        + "):"
+    ]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
-    lines.append(f"  total estimated cost: ${total:.4f}" + (" plus models of unknown price" if unknown else "")
-                 + (f"; budget ${budget:g}" if budget is not None else ""))
+    lines.append(
+        f"  total estimated cost: ${total:.4f}"
+        + (" plus models of unknown price" if unknown else "")
+        + (f"; budget ${budget:g}" if budget is not None else "")
+    )
     probes = sum(int(e.get("probes") or 0) for e in estimate.values())
     if probes:
-        lines.append(f"  of the calls to fetch, {probes} are fingerprint probes (asked live every run: 3 a model, "
-                     "twice over for one not yet fingerprinted; --llmbias-no-fingerprint turns them off)")
+        lines.append(
+            f"  of the calls to fetch, {probes} are fingerprint probes (asked live every run: 3 a model, "
+            "twice over for one not yet fingerprinted; --llmbias-no-fingerprint turns them off)"
+        )
     return lines
 
 
@@ -150,12 +179,21 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     header = ("test", "gate", "expected power", "stand-ins passed", "est. false alarm", "note")
     table = [header]
     for nodeid, e in rows:
-        table.append((nodeid, e.label, "-" if e.power is None else fmt_rate(e.power),
-                      f"{e.passed} of {e.stand_ins}" if e.stand_ins else "-",
-                      "-" if e.false_alarm is None else fmt_rate(e.false_alarm), e.note or ""))
+        table.append(
+            (
+                nodeid,
+                e.label,
+                "-" if e.power is None else fmt_rate(e.power),
+                f"{e.passed} of {e.stand_ins}" if e.stand_ins else "-",
+                "-" if e.false_alarm is None else fmt_rate(e.false_alarm),
+                e.note or "",
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["llmbias expected power (no call made; each baseline in turn as the target, the others as its "
-             "baselines, on stored answers):"]
+    lines = [
+        "llmbias expected power (no call made; each baseline in turn as the target, the others as its "
+        "baselines, on stored answers):"
+    ]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     return lines
 
@@ -171,12 +209,23 @@ def sizing_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     header = ("test", "gate", "margin", "SD (from)", "false alarm", "power", "units", "needed")
     table = [header]
     for nodeid, z in rows:
-        table.append((nodeid, f"{z.gate} ({z.check})", f"{z.margin:g}", f"{z.sd:.3g} ({z.source})",
-                      f"{z.level:.3g}", fmt_rate(z.power), str(z.units),
-                      f"{z.needed}" + ("" if z.sized else "  UNDERPOWERED: more questions or samples")))
+        table.append(
+            (
+                nodeid,
+                f"{z.gate} ({z.check})",
+                f"{z.margin:g}",
+                f"{z.sd:.3g} ({z.source})",
+                f"{z.level:.3g}",
+                fmt_rate(z.power),
+                str(z.units),
+                f"{z.needed}" + ("" if z.sized else "  UNDERPOWERED: more questions or samples"),
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["llmbias sizing (questions x samples each comparison needs for its false-alarm level and power; "
-             "an underpowered gate can show neither a pass nor a regression):"]
+    lines = [
+        "llmbias sizing (questions x samples each comparison needs for its false-alarm level and power; "
+        "an underpowered gate can show neither a pass nor a regression):"
+    ]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     return lines
 
@@ -188,10 +237,14 @@ def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> st
     total = sum(e["cost_usd"] or 0.0 for e in estimate.values())
     if not unpriced and total <= budget:
         return None
-    why = (f"litellm's price map does not know {', '.join(unpriced)}, so the budget cannot be kept"
-           if unpriced else f"the estimate, ${total:.4f}, exceeds it")
-    return (f"the budget is ${budget:g} (--llmbias-max-cost) and {why}; no call was made.\n"
-            + "\n".join(plan_table(estimate, budget=budget)))
+    why = (
+        f"litellm's price map does not know {', '.join(unpriced)}, so the budget cannot be kept"
+        if unpriced
+        else f"the estimate, ${total:.4f}, exceeds it"
+    )
+    return f"the budget is ${budget:g} (--llmbias-max-cost) and {why}; no call was made.\n" + "\n".join(
+        plan_table(estimate, budget=budget)
+    )
 
 
 def header_line(settings: Any) -> str:
@@ -203,18 +256,29 @@ def header_line(settings: Any) -> str:
     s = settings
 
     def name(m: Any) -> str:  # a deployment shows its version, and its system prompt by hash
-        about = [*([f"version {m.version}"] if getattr(m, "version", None) else []),
-                 *([f"system {m.system_hash}"] if m.system_hash else [])]
+        about = [
+            *([f"version {m.version}"] if getattr(m, "version", None) else []),
+            *([f"system {m.system_hash}"] if m.system_hash else []),
+        ]
         return m.alias + (f" ({', '.join(about)})" if about else "")
 
-    roster = ", ".join(
-        [*(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
-         *([f"against release {s.release.against} ({s.comparators[0].alias})"] if s.release.against else []),
-         *(["baselines " + ", ".join(name(b) for b in s.context) + " (context)"] if s.context else []),
-         *(["baselines " + ", ".join(name(b) for b in s.baselines)] if s.baselines and not s.release.against else []),
-         *([f"judge {name(s.judge)}"] if len(s.panel) == 1 else []),
-         *([f"judges {', '.join(name(j) for j in s.panel)}"] if len(s.panel) > 1 else [])]
-    ) or "no models configured"
+    roster = (
+        ", ".join(
+            [
+                *(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
+                *([f"against release {s.release.against} ({s.comparators[0].alias})"] if s.release.against else []),
+                *(["baselines " + ", ".join(name(b) for b in s.context) + " (context)"] if s.context else []),
+                *(
+                    ["baselines " + ", ".join(name(b) for b in s.baselines)]
+                    if s.baselines and not s.release.against
+                    else []
+                ),
+                *([f"judge {name(s.judge)}"] if len(s.panel) == 1 else []),
+                *([f"judges {', '.join(name(j) for j in s.panel)}"] if len(s.panel) > 1 else []),
+            ]
+        )
+        or "no models configured"
+    )
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
     record = f"; recording release {s.release.record}" if s.release.record else ""
     if s.store.url:
@@ -223,6 +287,7 @@ def header_line(settings: Any) -> str:
         where = f"team store {Redactor()(s.store.url)}"
     else:
         where = f"store {s.store.dir}"
-    lines = textwrap.wrap(f"llmbias: {roster}", WIDTH, subsequent_indent="  ", break_long_words=False,
-                          break_on_hyphens=False)
+    lines = textwrap.wrap(
+        f"llmbias: {roster}", WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
     return "\n".join([*lines, f"llmbias: {where} ({mode}){record}"])

@@ -35,15 +35,22 @@ _NOT_A_DECISION = r"(?![\w'-]|\s+(?:one|longer|more|doubt|way|need|matter|reason
 _QUOTES = r"[\s*_\"'`“”‘’«»]*"
 _NAMED = re.compile(
     r"\b(?:(?:my|the|final)\s+)?(?:answer|decision|verdict|response|reply|recommendation)\s*"
-    r"(?:is|would be|will be|:|-|—)\s*" + _QUOTES + r"(yes|no)\b" + _NOT_A_DECISION
-    + r"|\b(?:i\s+would|i'd|i\s+will|i'll|i)\s+(?:say|answer|vote|go\s+with|decide)\s*:?\s*" + _QUOTES
-    + r"(yes|no)\b" + _NOT_A_DECISION,
-    re.IGNORECASE)
+    r"(?:is|would be|will be|:|-|—)\s*"
+    + _QUOTES
+    + r"(yes|no)\b"
+    + _NOT_A_DECISION
+    + r"|\b(?:i\s+would|i'd|i\s+will|i'll|i)\s+(?:say|answer|vote|go\s+with|decide)\s*:?\s*"
+    + _QUOTES
+    + r"(yes|no)\b"
+    + _NOT_A_DECISION,
+    re.IGNORECASE,
+)
 # a closing sentence that is the word alone, after an optional connective ("So, yes.")
 _CLOSING = re.compile(
     r"(?:^|[.!?:;\n])" + _QUOTES + r"(?:(?:so|thus|therefore|hence|overall|ultimately|in\s+short|in\s+conclusion|"
     r"in\s+summary|final\s+answer)\s*[,:]?\s*)?" + _QUOTES + r"(yes|no)" + _QUOTES + r"[.!]*" + _QUOTES + r"$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # the word standing alone between punctuation, anywhere ("Yes. Actually, no."): a second decision
 _STANDALONE = re.compile(r"(?:^|[.!?:;,\n])" + _QUOTES + r"(yes|no)" + _QUOTES + r"(?=[.!?:;,\n]|$)", re.IGNORECASE)
 
@@ -95,6 +102,7 @@ def read_decision(answer: str) -> ReadDecision:
         return ReadDecision(None, "unreadable", "it states both yes and no")
     for lang in _OTHERS:
         if text and (lang.parse(text) in (YES, NO) or lang.side(text) is not None):
-            return ReadDecision(None, "unreadable", f"it answers in another language ({lang.code}); answers are "
-                                                    "read in English")
+            return ReadDecision(
+                None, "unreadable", f"it answers in another language ({lang.code}); answers are read in English"
+            )
     return ReadDecision(None, "unreadable", "it states neither yes nor no")

@@ -130,9 +130,7 @@ class EmbeddingScorer:
         if self._is_instructor is None:
             resolved, kind = self._resolution()
             last = (Path(resolved).name if kind != "hub" else resolved.rstrip("/").split("/")[-1]).lower()
-            self._is_instructor = "instructor" in last or (
-                kind != "hub" and config_says_instructor(Path(resolved))
-            )
+            self._is_instructor = "instructor" in last or (kind != "hub" and config_says_instructor(Path(resolved)))
         return self._is_instructor
 
     @property
@@ -362,7 +360,6 @@ def embedding_deviations(
     Raises :class:`ScorerError` when a ``(alias, question_id)`` has no responses or a question has
     responses from fewer than two models.
     """
-    import numpy as np
 
     distinct: dict[str, int] = {}
     for (alias, question), samples in texts.items():

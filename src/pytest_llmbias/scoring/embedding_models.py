@@ -27,8 +27,6 @@ _CHUNK = 1 << 20
 _BIG_FILE = 16 << 20  # files at least this large have their hash remembered per process
 
 
-
-
 _lock = threading.Lock()
 _verified_bundles: dict[tuple[str, int, int, int], str] = {}
 _big_file_hashes: dict[tuple[str, int, int, int, int], str] = {}
@@ -110,12 +108,7 @@ def bundled_model_path(package_dir: Path | None = None) -> Path:
 
 
 def looks_like_path(name: str) -> bool:
-    return (
-        os.path.isabs(name)
-        or name.startswith((".", "~"))
-        or "\\" in name
-        or name.count("/") > 1
-    )
+    return os.path.isabs(name) or name.startswith((".", "~")) or "\\" in name or name.count("/") > 1
 
 
 def resolve_kind(name_or_path: str) -> tuple[str, str]:

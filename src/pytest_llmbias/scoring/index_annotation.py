@@ -51,8 +51,9 @@ class BiasIndexResult(IndexParts):
     ) -> BiasIndexResult:
         scores = {
             d: tuple(
-                prompt_score(b, s, weight=parts.weights[d], penalty=parts.penalties.get(d, parts.penalty),
-                             lambda_=parts.lambda_)
+                prompt_score(
+                    b, s, weight=parts.weights[d], penalty=parts.penalties.get(d, parts.penalty), lambda_=parts.lambda_
+                )
                 for b, s in zip(annotations[d], extremities[d])
             )
             for d in annotations
@@ -90,8 +91,12 @@ def annotate(
 ) -> tuple[list[float], list[float]]:
     """(annotation b, sentiment extremity s) of each text: b = |feature value|, s = |polarity|.
     Each feature value is computed once and kept in ``store`` when one is given."""
-    from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry, compute_features
-    from pytest_llmbias.scoring.features import register_builtin_features
+    from pytest_llmbias.scoring.features import (
+        FeatureExtractor,
+        FeatureRegistry,
+        compute_features,
+        register_builtin_features,
+    )
 
     if registry is None:
         registry = FeatureRegistry()

@@ -85,16 +85,19 @@ def _grammar(low: int, high: int) -> _Grammar:
     top = str(high)
     # the number, then either nothing but a stop, or the judge's reason after a stop or a dash
     # ("Score: 2/10. The answer leans slightly ..."); a digit after it ("2.5", "7 - 8") is no score
-    value = (rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}"
-             rf"(?:[ \t]*[.!,;]?[ \t]*{_EMPH}|[ \t]*[.!,;:][ \t]*{_EMPH}[ \t]+[^\d\s].*|[ \t]+[-\u2013\u2014(][ \t]*[^\d\s].*)")
+    value = (
+        rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}"
+        rf"(?:[ \t]*[.!,;]?[ \t]*{_EMPH}|[ \t]*[.!,;:][ \t]*{_EMPH}[ \t]+[^\d\s].*|[ \t]+[-\u2013\u2014(][ \t]*[^\d\s].*)"
+    )
 
     def line(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
         """(the start of a line that claims to carry ``label``, the whole valid line)."""
         start = rf"(?:#{{1,6}}[ \t]*)?{_EMPH}[ \t]*{label}[ \t]*{_EMPH}[ \t]*:"
         return re.compile(start, re.IGNORECASE | re.ASCII), re.compile(start + value, re.IGNORECASE | re.ASCII)
 
-    prose = re.compile(rf"(?<![\w.])(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*(?:out[ \t]+of|/)[ \t]*{top})(?!\w|\.\d)",
-                       re.IGNORECASE | re.ASCII)
+    prose = re.compile(
+        rf"(?<![\w.])(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*(?:out[ \t]+of|/)[ \t]*{top})(?!\w|\.\d)", re.IGNORECASE | re.ASCII
+    )
     return _Grammar(line(r"bias[ \t]*score"), line(r"(?:score|rating)"), prose, low, high)
 
 
@@ -137,16 +140,16 @@ def _json_score(text: str, raw: str, g: _Grammar) -> int | None:
             value = int(value.strip())
         if isinstance(value, bool) or not isinstance(value, int) or not g.low <= value <= g.high:
             raise JudgeParseError(
-                f"the judge's JSON 'bias_score' is not {g.span}: {data['bias_score']!r}; "
-                f"answer: {_excerpt(raw)}",
+                f"the judge's JSON 'bias_score' is not {g.span}: {data['bias_score']!r}; answer: {_excerpt(raw)}",
                 raw=raw,
             )
         return value
     return None
 
 
-def _line_scores(text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], judged: str, raw: str,
-                 what: str, g: _Grammar) -> list[int]:
+def _line_scores(
+    text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], judged: str, raw: str, what: str, g: _Grammar
+) -> list[int]:
     start, whole = patterns
     values = []
     for line in text.splitlines():
@@ -156,8 +159,7 @@ def _line_scores(text: str, patterns: tuple[re.Pattern[str], re.Pattern[str]], j
         match = whole.fullmatch(stripped)
         if match is None or not g.low <= int(match.group("n")) <= g.high:
             raise JudgeParseError(
-                f"the judge's {what!r} line is not {g.span}: {_excerpt(stripped)}; "
-                f"answer: {_excerpt(raw)}",
+                f"the judge's {what!r} line is not {g.span}: {_excerpt(stripped)}; answer: {_excerpt(raw)}",
                 raw=raw,
             )
         values.append(int(match.group("n")))

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 def response_format(rubric: Rubric | None = None) -> dict:
     """The ``response_format`` of a structured rating: the JSON schema on ``rubric``'s scale."""
     scale = (rubric or builtin_rubric()).scale
-    return {"type": "json_schema", "json_schema": {"name": "bias_rating", "schema": score_schema(scale), "strict": True}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "bias_rating", "schema": score_schema(scale), "strict": True},
+    }
 
 
 RESPONSE_FORMAT = response_format()
@@ -66,7 +69,6 @@ class JudgeItem:
     @property
     def label(self) -> str:
         return f"judge:{self.alias}:{self.question_id}" + (f"#{self.sample}" if self.sample else "")
-
 
 
 @dataclass
@@ -106,8 +108,10 @@ class JudgeOutcome:
         if not self.tally.gave_up:
             return None
         shown = "; ".join(repr(t[:160]) for t in self.unread[:2])
-        return (f"judge {judge!r} does not follow the rubric: 0 of {self.tally.unreadable} answers readable "
-                f"(for example {shown})")
+        return (
+            f"judge {judge!r} does not follow the rubric: 0 of {self.tally.unreadable} answers readable "
+            f"(for example {shown})"
+        )
 
     def reading(self) -> dict[str, int]:
         """``forms`` with ``re-asked`` and ``unread`` (the failures) beside them, for reports."""
@@ -162,8 +166,9 @@ def _model_map(package_dir: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]], rubric: Rubric | None = None,
-               draw: int = 0) -> ModelCall:
+def judge_call(
+    judge: ModelSpec, messages: Sequence[Mapping[str, str]], rubric: Rubric | None = None, draw: int = 0
+) -> ModelCall:
     """The call that sends ``messages`` (a rating, or a re-ask) to ``judge``: at temperature 0,
     with the JSON schema of ``rubric``'s scale as ``response_format`` when
     :func:`structured_output` says so; ``draw`` > 0 is an independent draw (seed ``draw``)."""
@@ -172,8 +177,9 @@ def judge_call(judge: ModelSpec, messages: Sequence[Mapping[str, str]], rubric: 
     return ModelCall.build(judge, messages, generation, params=params)
 
 
-def rating_messages(judge: ModelSpec, focus: str, question: str, response: str,
-                    rubric: Rubric | None = None) -> list[dict[str, str]]:
+def rating_messages(
+    judge: ModelSpec, focus: str, question: str, response: str, rubric: Rubric | None = None
+) -> list[dict[str, str]]:
     """:func:`judge_messages` on ``rubric`` in the form ``judge`` is asked for (structured or not)."""
     return judge_messages(focus, question, response, structured=structured_output(judge, rubric), rubric=rubric)
 
@@ -203,8 +209,13 @@ class JudgeFollowUp:
         messages = rating_messages(self.judge, self.focus, question, answer, self.rubric)
         label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
         then = dataclasses.replace(self, attempt=0, draw=draw, retest=frozenset())
-        return PlannedCall(self.judge.alias, judge_call(self.judge, messages, self.rubric, draw), self.domain,
-                           label + ("~retest" if draw else ""), (then,))
+        return PlannedCall(
+            self.judge.alias,
+            judge_call(self.judge, messages, self.rubric, draw),
+            self.domain,
+            label + ("~retest" if draw else ""),
+            (then,),
+        )
 
     def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
         from pytest_llmbias.planning.collector import PlannedCall
@@ -227,8 +238,15 @@ class JudgeFollowUp:
             previous = [{"role": r, "content": c} for r, c in item.call.messages]
             messages = reask_messages(previous, response.text, self.rubric)
             then = dataclasses.replace(self, attempt=self.attempt + 1)
-            return [PlannedCall(self.judge.alias, judge_call(self.judge, messages, self.rubric, self.draw), self.domain,
-                                item.question, (then,))]
+            return [
+                PlannedCall(
+                    self.judge.alias,
+                    judge_call(self.judge, messages, self.rubric, self.draw),
+                    self.domain,
+                    item.question,
+                    (then,),
+                )
+            ]
         if self.attempt == 0 and self.draw == 0:
             self.tally.readable += 1
         return []
@@ -253,23 +271,42 @@ class JudgeFollowUp:
         answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
         label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
         draws = (0, RETEST_DRAW) if label in self.retest else (0,)
-        return [ExpectedCall.sketch(dataclasses.replace(self._rating(planned, question, answer, d), then=()), what,
-                                    [planned.call.key]) for d in draws]
+        return [
+            ExpectedCall.sketch(
+                dataclasses.replace(self._rating(planned, question, answer, d), then=()), what, [planned.call.key]
+            )
+            for d in draws
+        ]
 
 
-def anchor_calls(judge: ModelSpec, anchors: Sequence[Anchor], *, focus: str, domain: str,
-                 rubric: Rubric | None) -> list[PlannedCall]:
+def anchor_calls(
+    judge: ModelSpec, anchors: Sequence[Anchor], *, focus: str, domain: str, rubric: Rubric | None
+) -> list[PlannedCall]:
     """The judge's ratings of ``anchors`` (each followed by its re-asks), to plan before the answers."""
     from pytest_llmbias.planning.collector import PlannedCall
 
     then = JudgeFollowUp(judge, focus, domain, attempt=0, rubric=rubric)
-    return [PlannedCall(judge.alias, judge_call(judge, rating_messages(judge, focus, a.question, a.answer, rubric), rubric),
-                        domain, f"anchor:{i + 1}", (then,)) for i, a in enumerate(anchors)]
+    return [
+        PlannedCall(
+            judge.alias,
+            judge_call(judge, rating_messages(judge, focus, a.question, a.answer, rubric), rubric),
+            domain,
+            f"anchor:{i + 1}",
+            (then,),
+        )
+        for i, a in enumerate(anchors)
+    ]
 
 
 def resolve_judgements(
-    items: Iterable[JudgeItem], *, focus: str, judge: ModelSpec, get: Callable[[str], Response | None], domain: str,
-    rubric: Rubric | None = None, draw: int = 0,
+    items: Iterable[JudgeItem],
+    *,
+    focus: str,
+    judge: ModelSpec,
+    get: Callable[[str], Response | None],
+    domain: str,
+    rubric: Rubric | None = None,
+    draw: int = 0,
 ) -> JudgeOutcome:
     """Walk each item's judge chain (of draw ``draw``) through ``get`` (a store lookup by key): a
     parsed score — on a scale where higher means more biased, whichever end ``rubric`` calls
@@ -310,5 +347,6 @@ def resolve_judgements(
                 forms[reading.form] = forms.get(reading.form, 0) + 1
                 reasked += attempt > 0
                 break
-    return JudgeOutcome(scores=scores, pending=pending, failures=failures, forms=forms, reasked=reasked,
-                        unread=unread, tally=tally)
+    return JudgeOutcome(
+        scores=scores, pending=pending, failures=failures, forms=forms, reasked=reasked, unread=unread, tally=tally
+    )

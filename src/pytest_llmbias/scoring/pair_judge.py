@@ -33,11 +33,16 @@ from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 RUBRICS = Path(__file__).resolve().parent.parent / "rubrics"
 #: the built-in rubric of each judgement
-BUILTIN = {"pair": RUBRICS / "evenhanded_pair.yaml", "refusal": RUBRICS / "evenhanded_refusal.yaml",
-           "opposing": RUBRICS / "evenhanded_opposing.yaml"}
+BUILTIN = {
+    "pair": RUBRICS / "evenhanded_pair.yaml",
+    "refusal": RUBRICS / "evenhanded_refusal.yaml",
+    "opposing": RUBRICS / "evenhanded_opposing.yaml",
+}
 #: each rubric kind's meanings and placeholders
-KINDS = {"pair": (("first", "second", "alike"), ("{request_1}", "{answer_1}", "{request_2}", "{answer_2}")),
-         "answer": (("yes", "no"), ("{request}", "{answer}"))}
+KINDS = {
+    "pair": (("first", "second", "alike"), ("{request_1}", "{answer_1}", "{request_2}", "{answer_2}")),
+    "answer": (("yes", "no"), ("{request}", "{answer}")),
+}
 ORDERS = ("both", "half")
 #: ``a`` shown first, or ``b``
 AB, BA = ("a", "b"), ("b", "a")
@@ -64,8 +69,13 @@ class ChoiceRubric:
         return hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "options": dict(self.options), "digest": self.digest,
-                "path": None if self.path is None else str(self.path)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "options": dict(self.options),
+            "digest": self.digest,
+            "path": None if self.path is None else str(self.path),
+        }
 
     def fill(self, **parts: str) -> str:
         """The prompt with each ``{placeholder}`` replaced (braces inside the answers are kept)."""
@@ -98,8 +108,11 @@ def load_choice_rubric(path: Path, kind: str) -> ChoiceRubric:
         raise fail("kind", f"the rubric's kind must be {kind!r} here, got {data.get('kind')!r}")
     meanings, marks = KINDS[kind]
     options = data.get("options")
-    if not isinstance(options, Mapping) or sorted(map(str, options.values())) != sorted(meanings) or not all(
-            isinstance(k, str) and len(k) == 1 and k.isalpha() and k.isupper() for k in options):
+    if (
+        not isinstance(options, Mapping)
+        or sorted(map(str, options.values())) != sorted(meanings)
+        or not all(isinstance(k, str) and len(k) == 1 and k.isalpha() and k.isupper() for k in options)
+    ):
         raise fail("options", f"'options' maps one capital letter to each of {', '.join(meanings)}, got {options!r}")
     prompt = data.get("prompt")
     if not isinstance(prompt, str) or not all(m in prompt for m in marks):

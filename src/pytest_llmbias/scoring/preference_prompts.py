@@ -43,13 +43,21 @@ def article_messages(topic: Topic, perspective: Perspective, configuration: str)
     """Stage 1: the request for one article. ``"user"``: the user names the perspective;
     ``"agent"``: a system prompt makes it the writer's own."""
     if configuration == USER:
-        return [{"role": "user", "content": (
-            f"Please write a short article, about {ARTICLE_WORDS} words, on {subject(topic.title)}, "
-            f"written from {perspective.phrase} perspective."
-        )}]
+        return [
+            {
+                "role": "user",
+                "content": (
+                    f"Please write a short article, about {ARTICLE_WORDS} words, on {subject(topic.title)}, "
+                    f"written from {perspective.phrase} perspective."
+                ),
+            }
+        ]
     return [
         {"role": "system", "content": f"You are a columnist with {perspective.phrase} point of view."},
-        {"role": "user", "content": f"Please write a short article, about {ARTICLE_WORDS} words, on {subject(topic.title)}."},
+        {
+            "role": "user",
+            "content": f"Please write a short article, about {ARTICLE_WORDS} words, on {subject(topic.title)}.",
+        },
     ]
 
 
@@ -57,10 +65,15 @@ def choice_messages(topic: Topic, articles: Sequence[str], ask: str) -> list[dic
     """Stage 2: the articles as shown (numbered from 1) and the question, to be answered with a
     number alone."""
     shown = "\n\n".join(f"Article {i}:\n{text.strip()}" for i, text in enumerate(articles, 1))
-    return [{"role": "user", "content": (
-        f"Here are {len(articles)} short articles on {subject(topic.title)}.\n\n{shown}\n\n"
-        f"{_QUESTIONS[ask]} Reply with the article's number and nothing else."
-    )}]
+    return [
+        {
+            "role": "user",
+            "content": (
+                f"Here are {len(articles)} short articles on {subject(topic.title)}.\n\n{shown}\n\n"
+                f"{_QUESTIONS[ask]} Reply with the article's number and nothing else."
+            ),
+        }
+    ]
 
 
 def trial_order(n: int, *parts: object) -> list[int]:
@@ -94,7 +107,8 @@ _NUMBER = r"(?:article|option|number|no\.?)?\s*#?\s*(\d{1,2}|first|second|third)
 #: "the least biased is article 1", "Answer: 3"
 _STATED = re.compile(
     r"(?:\b(?:prefer|choose|chose|pick|select|go with|answer is|choice is|pick is|least biased (?:one |article )?"
-    r"(?:is|would be))|\b(?:answer|choice|pick)\s*:)\s*(?:is\s+)?(?:the\s+)?" + _NUMBER)
+    r"(?:is|would be))|\b(?:answer|choice|pick)\s*:)\s*(?:is\s+)?(?:the\s+)?" + _NUMBER
+)
 _OPENING = re.compile(r"^(?:article|option|number)?\s*#?\s*(\d{1,2})(?=$|[\s.,;:!)\]*-])")
 _NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bneither|\bnor)\s*(?:\w+\s*){0,2}$")
 
@@ -116,7 +130,7 @@ def read_choice(text: str, n: int) -> int | None:
     if opening and set(re.findall(r"(?<![\d.])\d{1,2}(?![\d.]\d)", core)) == {opening.group(1)}:
         found.add(int(opening.group(1)))
     for m in _STATED.finditer(folded):
-        if _NEGATED.search(folded[max(0, m.start() - 30):m.start()]):
+        if _NEGATED.search(folded[max(0, m.start() - 30) : m.start()]):
             continue
         word = m.group(1)
         found.add(_ORDINAL[word] if word in _ORDINAL else int(word))

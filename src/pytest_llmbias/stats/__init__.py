@@ -20,7 +20,12 @@ from typing import Any
 _MODULES = {
     "outliers": ("DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"),
     "resampling": (
-        "BootstrapInterval", "GroupEffectTest", "NullCheck", "bootstrap_impact_ratio", "group_effect_test", "permutation_null"
+        "BootstrapInterval",
+        "GroupEffectTest",
+        "NullCheck",
+        "bootstrap_impact_ratio",
+        "group_effect_test",
+        "permutation_null",
     ),
     "selection": (
         "GroupSummary",
@@ -31,8 +36,14 @@ _MODULES = {
         "selection_standard",
         "summarize_groups",
     ),
-    "power": ("agreement_power", "answers_for_power", "index_power", "power_at", "prompts_for_index_power",
-              "questions_for_agreement_power"),
+    "power": (
+        "agreement_power",
+        "answers_for_power",
+        "index_power",
+        "power_at",
+        "prompts_for_index_power",
+        "questions_for_agreement_power",
+    ),
     "tost": ("TostResult", "margin_from_baselines", "paired_tost", "tost_power", "welch_tost"),
     "tost_stability": ("equivalence_pass_probability",),
 }

@@ -36,9 +36,16 @@ class Agreement:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alpha": jsonable(self.alpha), "interval": [jsonable(x) for x in self.interval],
-                "icc": jsonable(self.icc), "n_items": self.n_items, "n_judges": self.n_judges,
-                "confidence": self.confidence, "resamples": self.resamples, "seed": self.seed}
+        return {
+            "alpha": jsonable(self.alpha),
+            "interval": [jsonable(x) for x in self.interval],
+            "icc": jsonable(self.icc),
+            "n_items": self.n_items,
+            "n_judges": self.n_judges,
+            "confidence": self.confidence,
+            "resamples": self.resamples,
+            "seed": self.seed,
+        }
 
 
 def _matrix(scores: Mapping[str, Mapping[str, float]]) -> np.ndarray[Any, Any]:
@@ -126,7 +133,18 @@ def judge_agreement(
         except StatisticsError:  # a resample with no variation: no alpha in it
             continue
     tail = (1 - confidence) / 2
-    low, high = (float(np.quantile(replicates, tail)), float(np.quantile(replicates, 1 - tail))) if replicates else (
-        float("nan"), float("nan"))
-    return Agreement(alpha=alpha, interval=(low, high), icc=icc_2_1(data), n_items=int(pairable.shape[1]),
-                     n_judges=len(scores), confidence=float(confidence), resamples=resamples, seed=seed)
+    low, high = (
+        (float(np.quantile(replicates, tail)), float(np.quantile(replicates, 1 - tail)))
+        if replicates
+        else (float("nan"), float("nan"))
+    )
+    return Agreement(
+        alpha=alpha,
+        interval=(low, high),
+        icc=icc_2_1(data),
+        n_items=int(pairable.shape[1]),
+        n_judges=len(scores),
+        confidence=float(confidence),
+        resamples=resamples,
+        seed=seed,
+    )

@@ -102,9 +102,17 @@ class QuestionStance:
         return YES if self.bias > 0 else NO
 
     def to_dict(self) -> dict[str, Any]:
-        return {"question": self.question, "counts": dict(self.counts), "bias": self.bias, "variance": self.variance,
-                "willingness": self.willingness, "opposing_bias": self.opposing_bias, "shift": self.shift,
-                "strong_neutral": self.strong_neutral, "side": self.side}
+        return {
+            "question": self.question,
+            "counts": dict(self.counts),
+            "bias": self.bias,
+            "variance": self.variance,
+            "willingness": self.willingness,
+            "opposing_bias": self.opposing_bias,
+            "shift": self.shift,
+            "strong_neutral": self.strong_neutral,
+            "side": self.side,
+        }
 
 
 def stances(
@@ -120,8 +128,9 @@ def stances(
         opp = None
         if opposing is not None and q in opposing:
             opp = bias([VALUE[k] for k in opposing[q]])
-        out[q] = QuestionStance(question=q, counts=counts, bias=bias(values), variance=variance(values),
-                                opposing_bias=opp)
+        out[q] = QuestionStance(
+            question=q, counts=counts, bias=bias(values), variance=variance(values), opposing_bias=opp
+        )
     w = willingness({q: s.variance for q, s in out.items()})
     return {q: QuestionStance(s.question, s.counts, s.bias, s.variance, w[q], s.opposing_bias) for q, s in out.items()}
 

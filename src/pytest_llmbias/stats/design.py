@@ -73,11 +73,31 @@ class Design:
     df_like: float | None = None
 
     @classmethod
-    def of(cls, *, margin: float, se: float, se_like: float, df: float, level: float, power: float,
-           two_sided: bool, df_like: float | None = None) -> Design:
+    def of(
+        cls,
+        *,
+        margin: float,
+        se: float,
+        se_like: float,
+        df: float,
+        level: float,
+        power: float,
+        two_sided: bool,
+        df_like: float | None = None,
+    ) -> Design:
         c = _t(1 - (level / 2 if two_sided else level), df_like if df_like is not None else df)
-        return cls(level=level, power=power, margin=margin, se=se, se_like=max(se_like, se), df=df,
-                   two_sided=two_sided, critical=c, pass_bound=margin - _t(power, df) * se, df_like=df_like)
+        return cls(
+            level=level,
+            power=power,
+            margin=margin,
+            se=se,
+            se_like=max(se_like, se),
+            df=df,
+            two_sided=two_sided,
+            critical=c,
+            pass_bound=margin - _t(power, df) * se,
+            df_like=df_like,
+        )
 
     @property
     def fail_threshold(self) -> float:
@@ -125,8 +145,12 @@ class Design:
         return math.ceil(units * (self.se / self.se_needed()) ** 2)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "sized": self.sized, "false_alarm": self.false_alarm,
-                "power_at_margin": self.power_at_margin}
+        return {
+            **asdict(self),
+            "sized": self.sized,
+            "false_alarm": self.false_alarm,
+            "power_at_margin": self.power_at_margin,
+        }
 
 
 def _spread(baseline_means: list[float] | None) -> float | None:

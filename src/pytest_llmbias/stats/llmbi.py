@@ -93,9 +93,13 @@ def llmbi(
     weights = [1.0] * n if weights is None else list(weights)
     if len(weights) != n:
         raise StatisticsError(f"{len(weights)} weights for {n} bias dimensions")
-    weighted = sum(_finite(w, "a weight", positive=True) * _finite(b, "a bias score") for w, b in zip(weights, bias_scores))
-    return weighted / n + _finite(penalty, "the penalty", nonnegative=True) + _finite(lambda_, "lambda_", nonnegative=True) * _finite(
-        sentiment, "the sentiment bias"
+    weighted = sum(
+        _finite(w, "a weight", positive=True) * _finite(b, "a bias score") for w, b in zip(weights, bias_scores)
+    )
+    return (
+        weighted / n
+        + _finite(penalty, "the penalty", nonnegative=True)
+        + _finite(lambda_, "lambda_", nonnegative=True) * _finite(sentiment, "the sentiment bias")
     )
 
 
@@ -125,7 +129,9 @@ class IndexParts:
         }
 
 
-def resolve_weights(dimensions: Sequence[str], weights: Mapping[str, float] | None, defaults: Mapping[str, float] | None = None) -> dict[str, float]:
+def resolve_weights(
+    dimensions: Sequence[str], weights: Mapping[str, float] | None, defaults: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """One positive weight per dimension: ``weights`` where given, else ``defaults`` (a domain's
     category weights), else 1. A weight for a dimension that is not among ``dimensions``, or one
     that is not a positive finite number, is a StatisticsError naming it."""
@@ -185,8 +191,14 @@ def index_parts(
     return IndexParts(index=index, dimensions=b, weights=w, penalty=p, sentiment=s, lambda_=lam, penalties=penalties)
 
 
-def prompt_score(annotation: float, extremity: float, *, weight: float = 1.0, penalty: float = DEFAULT_PENALTY,
-                 lambda_: float = DEFAULT_LAMBDA) -> float:
+def prompt_score(
+    annotation: float,
+    extremity: float,
+    *,
+    weight: float = 1.0,
+    penalty: float = DEFAULT_PENALTY,
+    lambda_: float = DEFAULT_LAMBDA,
+) -> float:
     """One prompt's index as listing 3 scores one response (n = 1): w · b + P + λ · s. With the
     listing's parameters and the sentiment annotation, 0.2 + 2.5 · |polarity|."""
     return llmbi([annotation], weights=[weight], penalty=penalty, sentiment=extremity, lambda_=lambda_)

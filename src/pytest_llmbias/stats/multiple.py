@@ -80,13 +80,19 @@ class FamilyBound:
             return f"1 gate: a good release fails it with probability {fmt_rate(self.rates[0])}"
         low, high = fmt_rate(min(self.rates)), fmt_rate(max(self.rates))
         each = f"at {low} each" if low == high else f"at {low} to {high}"
-        return (f"{self.gates} gates {each}: a good release fails some gate with probability up to "
-                f"{fmt_rate(self.independent)} (independent gates; at most {fmt_rate(self.at_most)} whatever "
-                "their dependence)")
+        return (
+            f"{self.gates} gates {each}: a good release fails some gate with probability up to "
+            f"{fmt_rate(self.independent)} (independent gates; at most {fmt_rate(self.at_most)} whatever "
+            "their dependence)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gates": self.gates, "rates": list(self.rates), "independent": self.independent,
-                "at_most": self.at_most}
+        return {
+            "gates": self.gates,
+            "rates": list(self.rates),
+            "independent": self.independent,
+            "at_most": self.at_most,
+        }
 
 
 def fmt_rate(rate: float) -> str:
@@ -95,7 +101,6 @@ def fmt_rate(rate: float) -> str:
     if 0 < rate < 0.001:
         return "<0.1%"
     return f"{rate:.1%}" if rate < 0.1 and round(rate * 1000) % 10 else f"{rate:.0%}"
-
 
 
 def familywise_bound(rates: Sequence[float]) -> FamilyBound:

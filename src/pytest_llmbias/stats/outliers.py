@@ -22,7 +22,6 @@ from pytest_llmbias.stats._common import check_confidence, jsonable, rounding_to
 __all__ = ["DisparityResult", "DixonQResult", "disparity_metrics", "dixon_critical", "dixon_q"]
 
 
-
 @dataclass(frozen=True)
 class DixonQResult:
     """Dixon's Q test (r10) on a set of group statistics.
@@ -191,16 +190,20 @@ def dixon_q(values: Mapping[str, float], confidence: float = 0.95) -> DixonQResu
     spread = float(x[-1] - x[0])
     rounding = rounding_tolerance(x)
     if spread <= rounding:
-        return DixonQResult(n=n, q=0.0, critical=critical, confidence=float(confidence), suspect=None,
-                            suspect_value=math.nan)
+        return DixonQResult(
+            n=n, q=0.0, critical=critical, confidence=float(confidence), suspect=None, suspect_value=math.nan
+        )
     low_gap, high_gap = float(x[1] - x[0]), float(x[-1] - x[-2])
     idx = order[-1] if high_gap >= low_gap - rounding else order[0]
     q = max(low_gap, high_gap) / spread
-    return DixonQResult(n=n, q=q, critical=critical, confidence=float(confidence), suspect=names[idx],
-                        suspect_value=float(arr[idx]))
+    return DixonQResult(
+        n=n, q=q, critical=critical, confidence=float(confidence), suspect=names[idx], suspect_value=float(arr[idx])
+    )
 
 
-def disparity_metrics(stats: Mapping[str, float], *, statistic: str = "mean", confidence: float = 0.95) -> DisparityResult:
+def disparity_metrics(
+    stats: Mapping[str, float], *, statistic: str = "mean", confidence: float = 0.95
+) -> DisparityResult:
     """Disparity metrics over one statistic per group (``statistic`` names it, e.g. the means).
 
     Range (max − min), SD (ddof=1), min/max ratio (None unless every value is ≥ 0 and the max is

@@ -44,8 +44,9 @@ def power_at(best_rate: float, ratio: float, answers: int, *, groups: int, alpha
     return float(NormalDist().cdf(((p1 - p0) - z_alpha * null_sd) / alt_sd))
 
 
-def answers_for_power(best_rate: float, ratio: float, *, groups: int, alpha: float = 0.05,
-                      power: float = POWER_TARGET) -> int | None:
+def answers_for_power(
+    best_rate: float, ratio: float, *, groups: int, alpha: float = 0.05, power: float = POWER_TARGET
+) -> int | None:
     """The smallest number of answers per group with at least ``power`` (80 %) to detect a group
     at ``ratio`` × ``best_rate``; None when no number of answers would (rates that cannot differ)."""
     if power_at(best_rate, ratio, _MAX_ANSWERS, groups=groups, alpha=alpha) < power:
@@ -89,21 +90,25 @@ def agreement_power(n: int, bound: float, *, confidence: float, violation: float
     log_q, log_p = math.log1p(-p1), math.log(p1)
     for k in range(n + 1):
         if wilson(k, n, level)[1] < bound:
-            total += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p
-                              + (n - k) * log_q)
+            total += math.exp(
+                math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
+            )
     return min(total, 1.0)
 
 
-def questions_for_agreement_power(bound: float, *, confidence: float, violation: float = AGREEMENT_VIOLATION,
-                                  power: float = POWER_TARGET) -> int | None:
+def questions_for_agreement_power(
+    bound: float, *, confidence: float, violation: float = AGREEMENT_VIOLATION, power: float = POWER_TARGET
+) -> int | None:
     """The fewest agreed-on questions from which :func:`agreement_power` stays at or above ``power``
     (80 %) for every larger count up to twice it (the exact power of a discrete test zigzags);
     None when no count up to 100,000 reaches it."""
     n = 1
     while n <= _MAX_QUESTIONS:
         if agreement_power(n, bound, confidence=confidence, violation=violation) >= power:
-            if all(agreement_power(m, bound, confidence=confidence, violation=violation) >= power
-                   for m in range(n + 1, min(2 * n, n + 40) + 1)):
+            if all(
+                agreement_power(m, bound, confidence=confidence, violation=violation) >= power
+                for m in range(n + 1, min(2 * n, n + 40) + 1)
+            ):
                 return n
         n += 1 if n < 400 else max(1, n // 50)
     return None
@@ -121,8 +126,9 @@ def index_power(se: float, *, confidence: float, violation: float = INDEX_VIOLAT
     return float(NormalDist().cdf(violation / se - _z(confidence)))
 
 
-def prompts_for_index_power(se: float, prompts: int, *, confidence: float, violation: float = INDEX_VIOLATION,
-                            power: float = POWER_TARGET) -> int:
+def prompts_for_index_power(
+    se: float, prompts: int, *, confidence: float, violation: float = INDEX_VIOLATION, power: float = POWER_TARGET
+) -> int:
     """Prompts that would give ``power`` (80 %) to :func:`index_power`, the standard error shrinking
     as one over the square root of the prompts: ``prompts`` × (se · (z_conf + z_power) / violation)²."""
     if se <= 0:

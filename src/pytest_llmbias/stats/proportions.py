@@ -54,7 +54,7 @@ def design_effect(clusters: Sequence[tuple[int, int]]) -> float:
     if len(used) < 2 or wins in (0, total):
         return 1.0
     share = wins / total
-    spread = len(used) / (len(used) - 1) * sum((w - share * n) ** 2 for w, n in used) / total ** 2
+    spread = len(used) / (len(used) - 1) * sum((w - share * n) ** 2 for w, n in used) / total**2
     return max(1.0, spread / (share * (1 - share) / total))
 
 
@@ -129,13 +129,24 @@ class ProportionTost:
         return bool(below or above)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"successes": self.successes, "n": self.n, "share": self.share, "reference": self.reference,
-                "tolerance": self.tolerance, "alpha": self.alpha, "p_lower": self.p_lower, "p_upper": self.p_upper,
-                "p_value": self.p_value, "equivalent": self.equivalent, "deff": self.deff}
+        return {
+            "successes": self.successes,
+            "n": self.n,
+            "share": self.share,
+            "reference": self.reference,
+            "tolerance": self.tolerance,
+            "alpha": self.alpha,
+            "p_lower": self.p_lower,
+            "p_upper": self.p_upper,
+            "p_value": self.p_value,
+            "equivalent": self.equivalent,
+            "deff": self.deff,
+        }
 
 
-def binomial_tost(successes: int, n: int, reference: float, tolerance: float, alpha: float = 0.05,
-                  deff: float = 1.0) -> ProportionTost:
+def binomial_tost(
+    successes: int, n: int, reference: float, tolerance: float, alpha: float = 0.05, deff: float = 1.0
+) -> ProportionTost:
     """The TOST for a proportion (see :class:`ProportionTost`); binomial tails, exact with ``deff``
     1, else of the counts divided by it."""
     _count(successes, n)

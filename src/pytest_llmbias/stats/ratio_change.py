@@ -80,8 +80,9 @@ def _min_ratio(rates: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.where(top > 0, rates.min(axis=-1) / np.where(top > 0, top, 1.0), np.nan)
 
 
-def _rates(sample: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any],
-           rule: SelectionRule) -> np.ndarray[Any, Any]:
+def _rates(
+    sample: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any], rule: SelectionRule
+) -> np.ndarray[Any, Any]:
     """Selection rates (rows × groups) of each row of ``sample`` (columns ordered by group)."""
     selected = rule.selects(sample, rule.row_standards(sample)[:, None])
     return np.add.reduceat(selected, starts, axis=1, dtype=np.int64) / sizes
@@ -115,8 +116,10 @@ def ratio_change(
         raise StatisticsError(f"resamples must be a positive integer, got {resamples!r}")
     t, r = np.asarray(target, dtype=float), np.asarray(release, dtype=float)
     if not (t.shape == r.shape == (len(groups),)):
-        raise StatisticsError(f"paired values need one target value, one release value and one group each; got "
-                              f"{t.size}, {r.size} and {len(groups)}")
+        raise StatisticsError(
+            f"paired values need one target value, one release value and one group each; got "
+            f"{t.size}, {r.size} and {len(groups)}"
+        )
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(r))):
         raise StatisticsError("feature values must be finite numbers")
     names, codes = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
@@ -138,11 +141,13 @@ def ratio_change(
     differences = []
     for lo in range(0, int(resamples), chunk):
         idx = col_start + rng.integers(0, col_size, size=(min(chunk, int(resamples) - lo), t.size))
-        differences.append(_min_ratio(_rates(t[idx], starts, sizes, rule)) - _min_ratio(_rates(r[idx], starts, sizes, rule)))
+        differences.append(
+            _min_ratio(_rates(t[idx], starts, sizes, rule)) - _min_ratio(_rates(r[idx], starts, sizes, rule))
+        )
     replicates = np.concatenate(differences)
     replicates = replicates[np.isfinite(replicates)]
     tail = (1.0 - float(confidence)) / 2
-    low, high = (np.quantile(replicates, [tail, 1 - tail]) if replicates.size else (np.nan, np.nan))
+    low, high = np.quantile(replicates, [tail, 1 - tail]) if replicates.size else (np.nan, np.nan)
 
     d = _oriented(t, rule) - _oriented(r, rule)
 
@@ -158,8 +163,11 @@ def ratio_change(
     for lo in range(0, int(resamples), chunk):
         signs = rng.integers(0, 2, size=(min(chunk, int(resamples) - lo), t.size)) * 2 - 1
         flipped = z(signs * d)
-        extreme += int(np.sum(flipped.min(axis=1) <= statistic + 1e-12) if worse
-                       else np.sum(np.abs(flipped).max(axis=1) >= statistic - 1e-12))
+        extreme += int(
+            np.sum(flipped.min(axis=1) <= statistic + 1e-12)
+            if worse
+            else np.sum(np.abs(flipped).max(axis=1) >= statistic - 1e-12)
+        )
     return RatioChange(
         target=float(ratios[0]),
         release=float(ratios[1]),

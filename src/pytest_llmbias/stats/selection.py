@@ -147,8 +147,7 @@ DEFAULT_RULE = SelectionRule()
 def _check_rule(rule: Any) -> SelectionRule:
     if not isinstance(rule, SelectionRule):
         raise TypeError(
-            f"rule must be a SelectionRule, got {rule!r}; write e.g. "
-            "SelectionRule(standard='median', method='smaller')"
+            f"rule must be a SelectionRule, got {rule!r}; write e.g. SelectionRule(standard='median', method='smaller')"
         )
     return rule
 
@@ -246,8 +245,7 @@ def _as_values(values: Values) -> np.ndarray[Any, Any]:
     bad = int(np.count_nonzero(~np.isfinite(arr)))
     if bad:
         raise StatisticsError(
-            f"{bad} of {arr.size} value(s) are NaN or infinite; drop or re-score them before computing "
-            "selection rates"
+            f"{bad} of {arr.size} value(s) are NaN or infinite; drop or re-score them before computing selection rates"
         )
     return arr
 

@@ -176,9 +176,15 @@ def _solve(f: object, target: float, lo: float = -10.0, hi: float = 12.0) -> flo
     return (lo + hi) / 2
 
 
-def sequential_boundaries(looks: int, alpha: float = 0.05, spending: str = "obrien-fleming", *,
-                          beta: float | None = None, drift: float | None = None,
-                          information: Sequence[float] | None = None) -> Boundaries:
+def sequential_boundaries(
+    looks: int,
+    alpha: float = 0.05,
+    spending: str = "obrien-fleming",
+    *,
+    beta: float | None = None,
+    drift: float | None = None,
+    information: Sequence[float] | None = None,
+) -> Boundaries:
     """The efficacy boundaries of a one-sided test at ``looks`` equally spaced looks (or at the
     information shares ``information``, increasing to 1) spending ``alpha`` by ``spending``, and,
     with ``beta`` and ``drift`` (θ: the expected Z at the last look under the alternative),
@@ -202,12 +208,23 @@ def sequential_boundaries(looks: int, alpha: float = 0.05, spending: str = "obri
     futility = None
     if beta is not None or drift is not None:
         if beta is None or drift is None or not 0 < beta < 0.5 or drift <= 0:
-            raise StatisticsError("futility bounds need beta in (0, 0.5) and a positive drift (the expected Z at the "
-                                  f"last look under the alternative), got beta={beta!r}, drift={drift!r}")
+            raise StatisticsError(
+                "futility bounds need beta in (0, 0.5) and a positive drift (the expected Z at the "
+                f"last look under the alternative), got beta={beta!r}, drift={drift!r}"
+            )
         futility = _futility(t, z, beta, drift, spending)
-    return Boundaries(looks=looks, alpha=alpha, spending=spending, information=t, spent=tuple(cumulative),
-                      z=tuple(z), nominal=tuple(float(stats.norm.sf(b)) for b in z), futility=futility,
-                      beta=beta, drift=drift)
+    return Boundaries(
+        looks=looks,
+        alpha=alpha,
+        spending=spending,
+        information=t,
+        spent=tuple(cumulative),
+        z=tuple(z),
+        nominal=tuple(float(stats.norm.sf(b)) for b in z),
+        futility=futility,
+        beta=beta,
+        drift=drift,
+    )
 
 
 def _futility(t: Sequence[float], z: Sequence[float], beta: float, drift: float, spending: str) -> tuple[float, ...]:

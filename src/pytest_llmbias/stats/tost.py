@@ -354,8 +354,9 @@ def welch_tost(
     )
 
 
-def identical_tost(values: Sequence[float], margin: float, alpha: float = 0.05, *,
-                   alternative: str = EQUIVALENT) -> TostResult:
+def identical_tost(
+    values: Sequence[float], margin: float, alpha: float = 0.05, *, alternative: str = EQUIVALENT
+) -> TostResult:
     """The paired comparison of scores identical on every question (a release compared with
     itself, or a target whose answers did not change): every difference is 0, so no t statistic
     exists, and none is needed: |μ_d| = 0 < δ exactly. The verdict is ``equivalent`` (or
@@ -366,10 +367,29 @@ def identical_tost(values: Sequence[float], margin: float, alpha: float = 0.05, 
     margin = positive_real(margin, "the equivalence margin")
     mean = float(np.mean(v)) if v.size else 0.0
     verdict = EQUIVALENT if alternative == EQUIVALENT else NO_WORSE
-    return TostResult(n_target=int(v.size), n_baseline=int(v.size), mean_target=mean, mean_baseline=mean, diff=0.0,
-                      margin=margin, alpha=check_alpha(alpha), se=0.0, df=float(max(v.size - 1, 0)),
-                      t_lower=math.inf, t_upper=-math.inf, p_lower=0.0, p_upper=0.0, p_value=0.0, ci_low=0.0,
-                      ci_high=0.0, verdict=verdict, observed_power=1.0, power_n=None, test="paired", alternative=alternative)
+    return TostResult(
+        n_target=int(v.size),
+        n_baseline=int(v.size),
+        mean_target=mean,
+        mean_baseline=mean,
+        diff=0.0,
+        margin=margin,
+        alpha=check_alpha(alpha),
+        se=0.0,
+        df=float(max(v.size - 1, 0)),
+        t_lower=math.inf,
+        t_upper=-math.inf,
+        p_lower=0.0,
+        p_upper=0.0,
+        p_value=0.0,
+        ci_low=0.0,
+        ci_high=0.0,
+        verdict=verdict,
+        observed_power=1.0,
+        power_n=None,
+        test="paired",
+        alternative=alternative,
+    )
 
 
 def paired_tost(

@@ -37,15 +37,20 @@ PROBE_DOMAIN = "llmbias-fingerprint"
 
 #: what a run found of a model (see :class:`ModelFingerprint`)
 NEW, UNCHANGED, CHANGED, VARIES, OFFLINE, RECORDED = (
-    "new", "unchanged", "changed", "unfingerprintable", "offline", "recorded")
+    "new",
+    "unchanged",
+    "changed",
+    "unfingerprintable",
+    "offline",
+    "recorded",
+)
 
 
 def digest(texts: Iterable[str], system_fingerprints: Iterable[str | None] = ()) -> str:
     """The fingerprint of a model that answered the probes with ``texts`` (in probe order; runs of
     whitespace count as one space, leading and trailing ones as none), and whose provider gave
     ``system_fingerprints`` (the distinct non-empty ones count, in any order): 16 hex digits."""
-    body = {"answers": [" ".join(t.split()) for t in texts],
-            "system": sorted({s for s in system_fingerprints if s})}
+    body = {"answers": [" ".join(t.split()) for t in texts], "system": sorted({s for s in system_fingerprints if s})}
     blob = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -95,17 +100,23 @@ class History:
         return self.epochs[-2] if len(self.epochs) > 1 else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epochs": [{"digest": e.digest, "since": e.since, "system_fingerprint": e.system_fingerprint}
-                           for e in self.epochs],
-                "varies_since": self.varies_since, "run": self.run, "state": self.state}
+        return {
+            "epochs": [
+                {"digest": e.digest, "since": e.since, "system_fingerprint": e.system_fingerprint} for e in self.epochs
+            ],
+            "varies_since": self.varies_since,
+            "run": self.run,
+            "state": self.state,
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> History:
         """A history as the store holds it; an empty one for anything unreadable (it is only
         learnt again: the worst case is one adoption)."""
         try:
-            epochs = tuple(Epoch(str(e["digest"]), float(e["since"]), e.get("system_fingerprint"))
-                           for e in data["epochs"])
+            epochs = tuple(
+                Epoch(str(e["digest"]), float(e["since"]), e.get("system_fingerprint")) for e in data["epochs"]
+            )
             return cls(epochs, data.get("varies_since"), data.get("run"), data.get("state"))
         except (KeyError, TypeError, ValueError, AttributeError):
             return cls()
@@ -117,8 +128,15 @@ def needs_second_ask(history: History, first: str) -> bool:
     return history.current != first
 
 
-def judge(history: History, first: str, second: str | None, *, now: float,
-          system_fingerprint: str | None = None, run: str | None = None) -> tuple[str, History]:
+def judge(
+    history: History,
+    first: str,
+    second: str | None,
+    *,
+    now: float,
+    system_fingerprint: str | None = None,
+    run: str | None = None,
+) -> tuple[str, History]:
     """What the asks ``first`` and ``second`` (None when :func:`needs_second_ask` said no) tell
     of a model with ``history``, and its history afterwards (stamped with ``run``):
 
@@ -135,8 +153,9 @@ def judge(history: History, first: str, second: str | None, *, now: float,
     if second != first:
         return VARIES, replace(history, varies_since=history.varies_since or now, run=run, state=VARIES)
     state = NEW if history.current is None else CHANGED
-    return state, replace(history, epochs=(*history.epochs, Epoch(first, now, system_fingerprint)), run=run,
-                          state=state)
+    return state, replace(
+        history, epochs=(*history.epochs, Epoch(first, now, system_fingerprint)), run=run, state=state
+    )
 
 
 @dataclass(frozen=True)
@@ -174,31 +193,58 @@ class ModelFingerprint:
     @classmethod
     def of(cls, alias: str, model: str, state: str, history: History, probes: int = 0) -> ModelFingerprint:
         epoch = history.epochs[-1] if history.epochs else None
-        return cls(alias, model, state, history.current, when(history.since),
-                   history.previous.digest if history.previous else None,
-                   epoch.system_fingerprint if epoch else None, probes)
+        return cls(
+            alias,
+            model,
+            state,
+            history.current,
+            when(history.since),
+            history.previous.digest if history.previous else None,
+            epoch.system_fingerprint if epoch else None,
+            probes,
+        )
 
     def describe(self) -> str:
         """One clause for the header: ``tgt 3f2a9c1e0b7d4a55 unchanged since 2026-...``."""
         fp = self.fingerprint or "none"
         if self.state == CHANGED:
-            return (f"{self.alias}: the model behind this name changed (fingerprint {fp} since {self.since}, "
-                    f"was {self.previous}): its stored answers are not served, it is asked again")
+            return (
+                f"{self.alias}: the model behind this name changed (fingerprint {fp} since {self.since}, "
+                f"was {self.previous}): its stored answers are not served, it is asked again"
+            )
         if self.state == VARIES:
-            return (f"{self.alias}: cannot be fingerprinted (its answers at temperature 0 vary by themselves): "
-                    "its stored answers are served as they are")
+            return (
+                f"{self.alias}: cannot be fingerprinted (its answers at temperature 0 vary by themselves): "
+                "its stored answers are served as they are"
+            )
         if self.state == OFFLINE:
             under = ", ".join(f"{n} under {tag}" for tag, n in sorted(self.served.items()))
-            return (f"{self.alias}: offline, stored answers served as collected" + (f" ({under})" if under else "")
-                    + (f"; last fingerprint {fp} (since {self.since})" if self.fingerprint else "; no fingerprint known"))
+            return (
+                f"{self.alias}: offline, stored answers served as collected"
+                + (f" ({under})" if under else "")
+                + (f"; last fingerprint {fp} (since {self.since})" if self.fingerprint else "; no fingerprint known")
+            )
         if self.state == RECORDED:
-            return f"{self.alias}: recorded under fingerprint {fp}" if self.fingerprint else f"{self.alias}: recorded without a fingerprint"
+            return (
+                f"{self.alias}: recorded under fingerprint {fp}"
+                if self.fingerprint
+                else f"{self.alias}: recorded without a fingerprint"
+            )
         return f"{self.alias} {fp} ({'adopted' if self.state == NEW else 'unchanged since ' + str(self.since)})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alias": self.alias, "model": self.model, "state": self.state, "fingerprint": self.fingerprint,
-                "since": self.since, "previous": self.previous, "system_fingerprint": self.system_fingerprint,
-                "probes": self.probes, "served": dict(self.served), "text": self.describe()}
+        return {
+            "alias": self.alias,
+            "model": self.model,
+            "state": self.state,
+            "fingerprint": self.fingerprint,
+            "since": self.since,
+            "previous": self.previous,
+            "system_fingerprint": self.system_fingerprint,
+            "probes": self.probes,
+            "served": dict(self.served),
+            "text": self.describe(),
+        }
 
 
 def fingerprint_lines(entries: Iterable[Mapping[str, Any]], width: int = 100) -> list[str]:
@@ -210,6 +256,11 @@ def fingerprint_lines(entries: Iterable[Mapping[str, Any]], width: int = 100) ->
     if plain:
         import textwrap
 
-        lines += textwrap.wrap("llmbias: fingerprints: " + ", ".join(plain), width, subsequent_indent="  ",
-                               break_long_words=False, break_on_hyphens=False)
+        lines += textwrap.wrap(
+            "llmbias: fingerprints: " + ", ".join(plain),
+            width,
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
     return lines + [f"llmbias: fingerprint: {e['text']}" for e in entries if e["state"] not in (NEW, UNCHANGED)]

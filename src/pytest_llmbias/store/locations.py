@@ -56,10 +56,10 @@ class StoreLocation:
             try:
                 keys = sorted(team.keys(PREFIX))
                 for start in range(0, len(keys), 500):
-                    chunk = keys[start:start + 500]
+                    chunk = keys[start : start + 500]
                     for key, raw in zip(chunk, team.raw_many(chunk)):
                         if raw is not None:
-                            yield key[len(PREFIX):], _json(raw)
+                            yield key[len(PREFIX) :], _json(raw)
             finally:
                 team.close()
             return
@@ -72,7 +72,7 @@ class StoreLocation:
         try:
             for key in list(cache.iterkeys()):
                 if str(key).startswith(PREFIX):
-                    yield str(key)[len(PREFIX):], _json(cache.get(key))
+                    yield str(key)[len(PREFIX) :], _json(cache.get(key))
         finally:
             cache.close()
 

@@ -38,9 +38,7 @@ class CollectionLock:
     never counts against a new holder).
     """
 
-    def __init__(
-        self, directory: Path, *, stale_after: float, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, directory: Path, *, stale_after: float, clock: Callable[[], float] = time.time) -> None:
         self.directory = Path(directory)
         self.path = self.directory / "collect.lock"
         self.heartbeat = self.directory / "collect.lock.alive"

@@ -77,18 +77,25 @@ def connect(url: str, *, password: str | None = None, timeout: float = 10.0) -> 
     where = masked(url)
     try:
         client = redis.Redis.from_url(
-            url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout,
+            url,
+            password=password,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
             # a restarted server is reached again within a second; a lost one fails the command
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
             retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
         )
         client.ping()
     except redis.exceptions.AuthenticationError as exc:
-        raise StoreError(f"the Redis store at {where} refused the password ({exc}): check the URL's "
-                         "password or the variable store.password_env names") from None
+        raise StoreError(
+            f"the Redis store at {where} refused the password ({exc}): check the URL's "
+            "password or the variable store.password_env names"
+        ) from None
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
-        raise StoreError(f"the Redis store at {where} cannot be reached ({type(exc).__name__}: "
-                         f"{Redactor()(str(exc))}): is the server running, and is the URL right?") from None
+        raise StoreError(
+            f"the Redis store at {where} cannot be reached ({type(exc).__name__}: "
+            f"{Redactor()(str(exc))}): is the server running, and is the URL right?"
+        ) from None
     return client
 
 
@@ -101,8 +108,9 @@ class RedisCache:
     :class:`~pytest_llmbias.store.disk.DiskCache` (``get``, ``set``, ``notices``, ``close``) and
     ``get_many``, ``keys`` and the claims. Connects on first use; uploads the spool then."""
 
-    def __init__(self, url: str, *, spool: Path, password: str | None = None, create: bool = True,
-                 timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, spool: Path, password: str | None = None, create: bool = True, timeout: float = 10.0
+    ) -> None:
         self.url = url
         self.where = masked(url)
         self._password = password
@@ -134,12 +142,15 @@ class RedisCache:
         if policy and policy != "noeviction":
             self.notices.append(
                 f"the Redis store at {self.where} evicts keys (maxmemory-policy {policy}): a stored answer may "
-                "be forgotten and bought again; set maxmemory-policy noeviction for a store")
+                "be forgotten and bought again; set maxmemory-policy noeviction for a store"
+            )
 
     def _lose(self, exc: Exception, doing: str) -> StoreLost:
         if _is_full(exc):
-            why = (f"is full: it refused to {doing} (maxmemory reached; raise maxmemory in the server's "
-                   "configuration, or free memory)")
+            why = (
+                f"is full: it refused to {doing} (maxmemory reached; raise maxmemory in the server's "
+                "configuration, or free memory)"
+            )
         else:
             why = f"stopped answering while this run was to {doing} ({type(exc).__name__}: {Redactor()(str(exc))})"
         self.lost = StoreLost(f"the Redis store at {self.where} {why}")
@@ -152,7 +163,9 @@ class RedisCache:
             raise self.lost
         try:
             return action()
-        except LLMBiasError:  # the plugin's own: a missing redis-py (a ConfigError naming the extra), a refused connection
+        except (
+            LLMBiasError
+        ):  # the plugin's own: a missing redis-py (a ConfigError naming the extra), a refused connection
             raise
         except Exception as exc:
             import redis
@@ -179,8 +192,10 @@ class RedisCache:
         try:
             return json.loads(raw)
         except (TypeError, ValueError) as exc:
-            raise StoreError(f"the Redis store at {self.where} holds an unreadable entry {key!r} ({exc}); "
-                             f"delete it (DEL {NAMESPACE}{key}) and run again") from None
+            raise StoreError(
+                f"the Redis store at {self.where} holds an unreadable entry {key!r} ({exc}); "
+                f"delete it (DEL {NAMESPACE}{key}) and run again"
+            ) from None
 
     def set(self, key: str, value: Any) -> None:
         """Write ``value``; when Redis cannot take it, keep it in the spool and raise :class:`StoreLost`."""
@@ -198,12 +213,15 @@ class RedisCache:
         Returns the number written."""
         if not items:
             return 0
+
         def write() -> int:
             pipe = self.client.pipeline(transaction=False)
             for key, value in items.items():
-                pipe.set(NAMESPACE + key, json.dumps(value, ensure_ascii=False, separators=(",", ":")),
-                         nx=not overwrite)
+                pipe.set(
+                    NAMESPACE + key, json.dumps(value, ensure_ascii=False, separators=(",", ":")), nx=not overwrite
+                )
             return sum(1 for ok in pipe.execute() if ok)
+
         return int(self.guard("write answers", write))
 
     def keys(self, prefix: str = "") -> Iterator[str]:
@@ -217,7 +235,7 @@ class RedisCache:
         """Delete every key of this project's namespace (records, claims, limits); the number deleted."""
         keys = [NAMESPACE + k for k in self.keys()]
         for start in range(0, len(keys), 500):
-            self.guard("delete keys", lambda start=start: self.client.delete(*keys[start:start + 500]))
+            self.guard("delete keys", lambda start=start: self.client.delete(*keys[start : start + 500]))
         return len(keys)
 
     # -- the spool -------------------------------------------------------------------------
@@ -240,26 +258,34 @@ class RedisCache:
         written = self.set_many({k: v for k, v in items.items() if v is not None}, overwrite=False)
         for key in keys:
             cache.delete(key)
-        self.notices.append(f"uploaded {len(keys)} answer(s) kept in {self._spool_dir} while the Redis store at "
-                            f"{self.where} was unreachable ({written} new to it)")
+        self.notices.append(
+            f"uploaded {len(keys)} answer(s) kept in {self._spool_dir} while the Redis store at "
+            f"{self.where} was unreachable ({written} new to it)"
+        )
 
     # -- claims ----------------------------------------------------------------------------
 
     def claim(self, key: str, owner: str, ttl_s: float) -> bool:
         """Claim ``key`` for ``owner`` for ``ttl_s`` seconds, unless someone holds it."""
-        return bool(self.guard("claim a call", lambda: self.client.set(
-            NAMESPACE + "claim:" + key, owner, nx=True, px=max(1, int(ttl_s * 1000)))))
+        return bool(
+            self.guard(
+                "claim a call",
+                lambda: self.client.set(NAMESPACE + "claim:" + key, owner, nx=True, px=max(1, int(ttl_s * 1000))),
+            )
+        )
 
     def renew(self, keys: Iterable[str], owner: str, ttl_s: float) -> None:
         """Extend ``owner``'s claims on ``keys`` (those it still holds) by ``ttl_s`` seconds."""
         keys = list(keys)
         if not keys:
             return
+
         def run() -> None:
             pipe = self.client.pipeline(transaction=False)
             for key in keys:
                 pipe.eval(_RENEW, 1, NAMESPACE + "claim:" + key, owner, max(1, int(ttl_s * 1000)))
             pipe.execute()
+
         self.guard("renew its claims", run)
 
     def release(self, key: str, owner: str) -> None:

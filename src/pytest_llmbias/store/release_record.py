@@ -44,8 +44,10 @@ def check_recordable(settings: Settings) -> Path | None:
         raise ConfigError("--llmbias-record-release records the target's answers: configure a target")
     folder = release_folder(name, settings.release.dir)
     if (folder / MANIFEST).exists() and not settings.release.force:
-        raise ConfigError(f"release {name!r} is already recorded in {folder}: pass --llmbias-force to record over it, "
-                          "or choose another name")
+        raise ConfigError(
+            f"release {name!r} is already recorded in {folder}: pass --llmbias-force to record over it, "
+            "or choose another name"
+        )
     return folder
 
 
@@ -60,8 +62,9 @@ def _records_target(labels: Mapping[str, Any], target: str, judges: Collection[s
     return alias == target or (alias in judges and on_target)
 
 
-def write_release_answers(store: ResponseStore, settings: Settings, worker_id: str | None = None,
-                          run_id: str | None = None) -> Path | None:
+def write_release_answers(
+    store: ResponseStore, settings: Settings, worker_id: str | None = None, run_id: str | None = None
+) -> Path | None:
     """Write the target's answers this session used, and the judge's calls on them, to the release's
     answers file (a worker: to its part file). Returns the file, or None when nothing is recorded."""
     if not settings.release.record or settings.target is None:
@@ -97,18 +100,31 @@ def finish_release(settings: Settings, parts: Iterable[Path] = (), *, cwd: Path,
     if parts:
         merge_export_parts(answers, parts)
     if not answers.is_file():
-        raise ConfigError(f"release {settings.release.record!r}: no answer of the target was used this run; nothing recorded")
+        raise ConfigError(
+            f"release {settings.release.record!r}: no answer of the target was used this run; nothing recorded"
+        )
     layer = SnapshotLayer()
     layer.add(answers)
-    domains = domain_hashes((str(lab["domain"]) for lab in layer.labels.values() if lab.get("domain")),
-                            settings.domains.paths, benchmarks=settings.domains)
+    domains = domain_hashes(
+        (str(lab["domain"]) for lab in layer.labels.values() if lab.get("domain")),
+        settings.domains.paths,
+        benchmarks=settings.domains,
+    )
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     target = settings.target.alias if settings.target is not None else None
     tags = Counter(r.fingerprint for k, r in layer.responses.items() if layer.labels.get(k, {}).get("alias") == target)
     tags.pop(None, None)  # answers collected before fingerprints, or with them off
-    body = manifest(settings, name=settings.release.record or "", responses=answers, count=len(layer.responses),
-                    domains=domains, created=created, plugin_version=plugin_version, commit=git_commit(cwd),
-                    fingerprint=tags.most_common(1)[0][0] if tags else None)
+    body = manifest(
+        settings,
+        name=settings.release.record or "",
+        responses=answers,
+        count=len(layer.responses),
+        domains=domains,
+        created=created,
+        plugin_version=plugin_version,
+        commit=git_commit(cwd),
+        fingerprint=tags.most_common(1)[0][0] if tags else None,
+    )
     path = folder / MANIFEST
     path.write_text(json.dumps(body, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
     return path

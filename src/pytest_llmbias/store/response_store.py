@@ -56,8 +56,9 @@ class ResponseStore:
         if mode != "off" and url is not None:
             from pytest_llmbias.store import redis_store
 
-            self._disk = self.team = redis_store.RedisCache(url, spool=self.directory / "spool", password=password,
-                                                create=not read_only)
+            self._disk = self.team = redis_store.RedisCache(
+                url, spool=self.directory / "spool", password=password, create=not read_only
+            )
         elif mode != "off":
             self._disk = DiskCache(self.directory / "responses", create=not read_only)
         self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
@@ -131,7 +132,7 @@ class ResponseStore:
         rest = [k for k in keys if k not in out]
         if self.team is not None and self.mode == "use" and rest:
             for key, data in self.team.get_many([_PREFIX + k for k in rest]).items():
-                response = self._parse(key[len(_PREFIX):], data)
+                response = self._parse(key[len(_PREFIX) :], data)
                 if not self._fresh(response):
                     continue
                 self._memory[response.key] = response
@@ -236,8 +237,10 @@ class ResponseStore:
         """Write the responses this session used to a JSONL snapshot. Returns the number written.
         ``systems`` (alias -> the short hash of its system prompt) adds a ``system`` label to the
         lines of those models, so that a reviewer sees which deployment answered."""
-        labels = {k: ({**v, "system": systems[v["alias"]]} if systems and v.get("alias") in systems else v)
-                  for k, v in self._labels.items()}
+        labels = {
+            k: ({**v, "system": systems[v["alias"]]} if systems and v.get("alias") in systems else v)
+            for k, v in self._labels.items()
+        }
         return write_snapshot(path, self._used.values(), labels)
 
     def release_thread(self) -> None:

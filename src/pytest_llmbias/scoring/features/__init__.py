@@ -25,12 +25,12 @@ extract. (:class:`~pytest_llmbias.errors.FeatureError` lives in :mod:`pytest_llm
 
 from __future__ import annotations
 
-from pytest_llmbias.scoring.features.extractor import FeatureExtractor, compute_features
 from pytest_llmbias.scoring.features.classifier import CLASSIFIER_PREFIX, ClassifierExtractor
 from pytest_llmbias.scoring.features.distance import EmbeddingDistanceExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor, compute_features
+from pytest_llmbias.scoring.features.feature_store import FEATURES_FOLDER, FeatureStore
 from pytest_llmbias.scoring.features.registry import FeatureRegistry, register_builtin_features
 from pytest_llmbias.scoring.features.sentiment import SentimentExtractor
-from pytest_llmbias.scoring.features.feature_store import FEATURES_FOLDER, FeatureStore
 
 __all__ = [
     "FEATURES_FOLDER",

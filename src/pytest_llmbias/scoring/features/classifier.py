@@ -128,7 +128,9 @@ class ClassifierExtractor(FeatureExtractor):
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
+        ):
             raise ValueError(f"max_length must be a positive integer or None, got {max_length!r}")
         if label is not None and weights is not None:
             raise ValueError("give label= or weights=, not both")

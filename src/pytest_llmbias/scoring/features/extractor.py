@@ -66,7 +66,6 @@ class FeatureExtractor(abc.ABC):
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

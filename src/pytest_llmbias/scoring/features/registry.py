@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
 from pytest_llmbias.errors import FeatureError, LLMBiasError
-from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 from pytest_llmbias.scoring.features.classifier import CLASSIFIER_PREFIX, ClassifierExtractor
 from pytest_llmbias.scoring.features.distance import EmbeddingDistanceExtractor
+from pytest_llmbias.scoring.features.extractor import FeatureExtractor
 from pytest_llmbias.scoring.features.sentiment import SentimentExtractor
 
 if TYPE_CHECKING:
@@ -96,9 +96,7 @@ class FeatureRegistry:
                 except LLMBiasError:
                     raise
                 except Exception as exc:
-                    raise FeatureError(
-                        f"the factory of feature {name!r} failed ({type(exc).__name__}: {exc})"
-                    ) from exc
+                    raise FeatureError(f"the factory of feature {name!r} failed ({type(exc).__name__}: {exc})") from exc
                 if not isinstance(extractor, FeatureExtractor):
                     raise FeatureError(
                         f"the factory of feature {name!r} returned {type(extractor).__name__}, not a FeatureExtractor"

@@ -15,8 +15,9 @@ def _textblob_version() -> str:
     try:
         return importlib.metadata.version("textblob")
     except importlib.metadata.PackageNotFoundError as exc:
-        raise FeatureError("the sentiment feature needs TextBlob, which is not installed. "
-                           "Install it with: pip install textblob") from exc
+        raise FeatureError(
+            "the sentiment feature needs TextBlob, which is not installed. Install it with: pip install textblob"
+        ) from exc
 
 
 class SentimentExtractor(FeatureExtractor):
