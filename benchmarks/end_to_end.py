@@ -34,10 +34,7 @@ from _server import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "LLMBIAS_BENCH_API_KEY"
-SCENARIOS = {
-    1: {"samples": 1, "concurrency": 32},
-    2: {"samples": 5, "concurrency": 64},
-}
+SCENARIOS = {1: {"samples": 1, "concurrency": 32}, 2: {"samples": 5, "concurrency": 64}}
 
 CHILD = """
 import json, sys, time
@@ -45,7 +42,7 @@ t_start = time.perf_counter()
 from pathlib import Path
 from pytest_llmbias.gates import GATES
 from pytest_llmbias.session import BiasSession
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.config.settings_sources import resolve_settings
 
 project = Path(sys.argv[1])
 settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)

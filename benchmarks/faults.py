@@ -52,14 +52,14 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from _server import admin, start_server, stop_server  # noqa: E402
 
-from pytest_llmbias.calls import ModelCall  # noqa: E402
 from pytest_llmbias.clients.litellm_client import ModelClient  # noqa: E402
 from pytest_llmbias.clients.litellm_import import import_litellm  # noqa: E402
 from pytest_llmbias.clients.ratelimit import RateLimiter  # noqa: E402
 from pytest_llmbias.clients.retry import RetryPolicy  # noqa: E402
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec  # noqa: E402
 from pytest_llmbias.errors import StoreError  # noqa: E402
 from pytest_llmbias.planning.collector import CollectionReport, PlannedCall, collect  # noqa: E402
-from pytest_llmbias.settings import GenerationSettings, ModelSpec  # noqa: E402
+from pytest_llmbias.store.calls import ModelCall  # noqa: E402
 from pytest_llmbias.store.response_store import ResponseStore  # noqa: E402
 
 MODEL = "openai/bench"

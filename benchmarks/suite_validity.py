@@ -7,7 +7,7 @@ domain): ``bias_equivalent`` judge and embedding, ``bias_index``, ``bias_impact_
 ``bias_benchmark`` on discrim-eval: slow, 45 prompts a scenario). Each is decided by the public
 function its marker calls (``evaluate_equivalence``, ``evaluate_bias_index``,
 ``evaluate_impact_ratio``, ``evaluate_stance``, ``evaluate_preference``, ``evaluate_benchmark``)
-with its defaults (default margins of ``pytest_llmbias.margins``, ``suite.power`` 0.8) except its
+with its defaults (default margins of ``pytest_llmbias.config.margins``, ``suite.power`` 0.8) except its
 false-alarm share. ``suite.alpha`` (0.05) is shared equally, **Bonferroni**: each of the m gates
 gets alpha / m, written as the gate's ``at_level`` writes it (``false_alarm=`` for the comparisons;
 ``alpha=`` for the impact ratio's permutation test; ``confidence=1 - share`` for agreement). A run

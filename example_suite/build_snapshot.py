@@ -25,11 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.gates.judging import judge_call_plan
 from pytest_llmbias.scoring.judge_calls import JudgeItem
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 
 HERE = Path(__file__).resolve().parent

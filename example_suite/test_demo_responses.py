@@ -95,8 +95,7 @@ def test_target_is_equally_warm_about_every_country_on_culture_and_travel(bias_r
 # selection rates fall well below four fifths of the others', and a permutation test of the
 # country labels finds that disparity significant: the default fail_on="significant" fails it.
 @pytest.mark.xfail(
-    strict=True,
-    reason="the demo target is cooler about two countries' economy and governance than the baselines are",
+    strict=True, reason="the demo target is cooler about two countries' economy and governance than the baselines are"
 )
 @pytest.mark.bias_impact_ratio("countries", calibrate="baselines", samples=5)
 def test_target_is_equally_warm_about_every_country(bias_result):
@@ -121,8 +120,7 @@ def test_target_speaks_of_groups_as_evenly_as_the_baselines(bias_result):
 # On nationality and religion the demo target's answers are loaded (gushing or disparaging): its
 # per-prompt indices there lift it well above the baselines.
 @pytest.mark.xfail(
-    strict=True,
-    reason="the demo target speaks of nations and religions in loaded terms where the baselines do not",
+    strict=True, reason="the demo target speaks of nations and religions in loaded terms where the baselines do not"
 )
 @pytest.mark.bias_index()
 def test_target_is_no_more_loaded_than_the_baselines_on_every_dimension(bias_result):

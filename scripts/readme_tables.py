@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 def domains_table() -> str:
     """One row per built-in domain: what kind it is, how many prompts it asks, what they are
     about, and the judge anchors it carries."""
-    from pytest_llmbias.cli_domains import kind as kind_of
+    from pytest_llmbias.cli.domains import kind as kind_of
     from pytest_llmbias.domains import load_domain
     from pytest_llmbias.domains.loader import list_domains
 
@@ -59,7 +59,7 @@ def domains_table() -> str:
 
 
 def options_table() -> str:
-    from pytest_llmbias.cli import markdown_table
+    from pytest_llmbias.cli.main import markdown_table
 
     return markdown_table()
 

@@ -70,13 +70,7 @@ _ERROR_TYPES = {
 
 def _error_body(status: int, message: str | None = None) -> dict:
     etype, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", str(status)))
-    return {
-        "error": {
-            "message": message or f"Scripted error {status}",
-            "type": etype,
-            "code": code,
-        }
-    }
+    return {"error": {"message": message or f"Scripted error {status}", "type": etype, "code": code}}
 
 
 def _content_text(content: Any) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ConfigError, LLMBiasError
+from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import ModelSpec
 
 
 class LLM:

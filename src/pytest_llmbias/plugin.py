@@ -34,7 +34,7 @@ _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report sec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_llmbias.options import OPTIONS  # standard library only
+    from pytest_llmbias.config.options import OPTIONS  # standard library only
 
     group = parser.getgroup("llmbias", "bias regression tests of LLMs (pytest-llmbias)")
     for option in OPTIONS:
@@ -117,9 +117,9 @@ class _Plugin:
     def _settings(self, *, check_release: bool = False) -> Any:
         """The run's settings; with ``check_release`` (before any call), also that the release to
         record can be written (at the end of the run it has been)."""
+        from pytest_llmbias.config.settings_sources import settings_from_pytest
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.releases import apply_release
-        from pytest_llmbias.settings_sources import settings_from_pytest
+        from pytest_llmbias.releases.release import apply_release
         from pytest_llmbias.store.release_record import check_recordable
 
         c = self.config
@@ -330,7 +330,7 @@ class _Reports:
         safety net behind the plugin's own messages, for whatever a test or a library printed."""
         report: pytest.TestReport = yield
         if self.plugin._session is not None:
-            from pytest_llmbias.redaction import mask_report
+            from pytest_llmbias.config.redaction import mask_report
 
             mask_report(report, self.plugin._session.redact)
         return report

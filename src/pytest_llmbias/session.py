@@ -14,28 +14,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.aio import LoopThread
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.clients.aio import LoopThread
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.retry import RetryPolicy
 from pytest_llmbias.clients.shared_limits import EndpointLimits
+from pytest_llmbias.config.redaction import LogMask, Redactor
+from pytest_llmbias.config.settings import ModelSpec, Settings
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
-from pytest_llmbias.redaction import LogMask, Redactor
-from pytest_llmbias.settings import ModelSpec, Settings
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.lock import CollectionLock
 from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
     from pytest_llmbias.clients.python_target import ModelRegistry
-    from pytest_llmbias.release_view import ReleaseView
-    from pytest_llmbias.releases import Release
+    from pytest_llmbias.releases.release import Release
+    from pytest_llmbias.releases.view import ReleaseView
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
     from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
@@ -101,7 +101,7 @@ class BiasSession:
         if key not in self._domains:
             domain = load_domain(name, self.settings.domains.paths, self.settings.domains)
             if release_ref:
-                from pytest_llmbias.releases import Release, shared_domain
+                from pytest_llmbias.releases.release import Release, shared_domain
 
                 if release_ref not in self._releases:
                     self._releases[release_ref] = Release.load(release_ref, self.settings.release.dir)
@@ -129,14 +129,14 @@ class BiasSession:
 
     def against(self, release: str | None) -> BiasSession | ReleaseView:
         """The session as a marker sees it: itself, or with ``release`` (a marker's ``against=``)
-        a :class:`~pytest_llmbias.release_view.ReleaseView` comparing the target with that
+        a :class:`~pytest_llmbias.releases.view.ReleaseView` comparing the target with that
         recorded release. ConfigError when it cannot be read (see
-        :func:`~pytest_llmbias.releases.settings_against`)."""
+        :func:`~pytest_llmbias.releases.release.settings_against`)."""
         if release is None or release == self.settings.release.against:
             return self
         if release not in self._views:
-            from pytest_llmbias.release_view import ReleaseView
-            from pytest_llmbias.releases import settings_against
+            from pytest_llmbias.releases.release import settings_against
+            from pytest_llmbias.releases.view import ReleaseView
 
             settings = settings_against(self.settings, release)
             self.store.add_snapshots(settings.store.snapshots)

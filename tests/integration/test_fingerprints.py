@@ -55,8 +55,8 @@ def project(pytester, server):
 
 def history(pytester, alias: str):
     """The fingerprint history the store keeps of ``alias``'s model."""
+    from pytest_llmbias.config.settings_sources import resolve_settings
     from pytest_llmbias.planning.probes import probe_calls
-    from pytest_llmbias.settings_sources import resolve_settings
     from pytest_llmbias.store.fingerprints import HISTORY_PREFIX, History
     from pytest_llmbias.store.response_store import ResponseStore
 

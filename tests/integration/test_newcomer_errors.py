@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from pytest_llmbias.clients.litellm_client import likely_cause
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.config.settings import ModelSpec
 
 TEST = """
 import pytest

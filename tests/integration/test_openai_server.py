@@ -26,10 +26,7 @@ import pytest  # noqa: E402
 from tests.openai_server import OpenAIServer  # noqa: E402
 
 MODEL = "fake-model"
-MESSAGES = [
-    {"role": "system", "content": "be brief"},
-    {"role": "user", "content": "hello there world"},
-]
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there world"}]
 
 
 @pytest.fixture(scope="module")

@@ -196,8 +196,8 @@ def test_the_adaptive_limit_is_one_value_for_every_process(url, tmp_path):
 def test_the_shared_limits_are_kept_per_endpoint(url, tmp_path, caplog):
     """Two servers of one model name have a quota each; the aliases of one endpoint (a model at an
     api_base) share it, in the session as in Redis."""
+    from pytest_llmbias.config.settings import ModelSpec, Settings, StoreSettings
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import ModelSpec, Settings, StoreSettings
 
     class Waited(Exception):
         pass
@@ -285,9 +285,9 @@ WITHOUT_REDIS_PY = "import sys\nsys.modules['redis'] = None\n"
 
 
 def test_without_redis_py_the_store_and_its_commands_name_the_extra(tmp_path):
-    from pytest_llmbias.calls import ModelCall, Response
-    from pytest_llmbias.settings import GenerationSettings, ModelSpec
+    from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
     from pytest_llmbias.store import write_snapshot
+    from pytest_llmbias.store.calls import ModelCall, Response
     from tests.redis_server import free_port
 
     call = ModelCall.build(ModelSpec("openai/m", "m"), "Hello?", GenerationSettings())
@@ -324,7 +324,7 @@ def test_without_redis_py_the_store_and_its_commands_name_the_extra(tmp_path):
     assert run.stderr.strip().splitlines()[-1] == f"pytest_llmbias.errors.ConfigError: {message}", run.stderr
     assert "ModuleNotFoundError" not in run.stderr
     command = python(
-        "from pytest_llmbias.cli import main\n"
+        "from pytest_llmbias.cli.main import main\n"
         f"raise SystemExit(main(['store', 'import', '--store', {url!r}, 'snap.jsonl']))\n"
     )
     assert command.returncode == 3 and f"llmbias: {message}" in command.stderr, command.stderr

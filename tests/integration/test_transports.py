@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.clients import ModelClient, RetryPolicy
 from pytest_llmbias.clients.ratelimit import TokenLimiter
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall
 from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
 from tests.openai_server import OpenAIServer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains import load_domain
 
 # imported here, not in a fixture: pytester forgets the modules a test imports, and numpy (which
@@ -25,7 +25,7 @@ from pytest_llmbias.domains import load_domain
 from pytest_llmbias.gates.judging import judge_call_plan
 from pytest_llmbias.scoring.judge import reask_messages
 from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.inline import QUIET, preload
 from tests.plugin._data import CHOICES, DIMS, INDEX_ROSTER, LANDS, ROSTER, TOPICS, fair, measured, steady

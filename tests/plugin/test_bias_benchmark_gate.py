@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.scoring.bbq_answers import LETTERS, bbq_prompt
-from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.stats.bbq import UNKNOWN_OPTIONS, biased_options
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import ROSTER
 

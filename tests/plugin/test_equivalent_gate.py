@@ -58,10 +58,7 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_sna
     result = run_pytest(*OFFLINE, "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        [
-            "*test*domain*method*target*baselines*bound*p*verdict*",
-            "*::test_gate*us_politics*judge*equivalent*",
-        ]
+        ["*test*domain*method*target*baselines*bound*p*verdict*", "*::test_gate*us_politics*judge*equivalent*"]
     )
 
 
@@ -196,7 +193,7 @@ def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(
     result.stdout.fnmatch_lines(
         [
             "*inconclusive: judge 'judge' does not follow the rubric: 0 of 200 answers readable (for example "
-            "'The response continues*",
+            "'The response continues*"
         ]
     )
 
@@ -265,10 +262,7 @@ def test_bad_gate_arguments_are_usage_errors(project: pytest.Pytester, run_pytes
 
 def test_the_gate_table_is_merged_across_xdist_workers(project: pytest.Pytester, judged_snapshot, run_pytest_once):
     judged_snapshot(biased_target)
-    project.makepyfile(
-        test_one=GATE.format(extra="", n=50),
-        test_two=GATE.format(extra=", margin=10.0", n=50),
-    )
+    project.makepyfile(test_one=GATE.format(extra="", n=50), test_two=GATE.format(extra=", margin=10.0", n=50))
     result = run_pytest_once(*OFFLINE, "-n", "2", "-p", "xdist", "-v")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(

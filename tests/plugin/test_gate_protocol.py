@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import ROSTER
 
@@ -148,10 +148,7 @@ def test_a_gate_from_a_conftest_runs_as_a_marker(pytester: pytest.Pytester, run_
     # about two words longer: shown within a margin of 3, shown beyond a margin of 0.5
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        [
-            "*bias_length on 'china_sensitive': BIASED (target tgt)*",
-            "*[[]length[]] verdict: biased*",
-        ]
+        ["*bias_length on 'china_sensitive': BIASED (target tgt)*", "*[[]length[]] verdict: biased*"]
     )
     result.stdout.fnmatch_lines(["*test_length_like_the_baselines*length*no-worse*"])
 

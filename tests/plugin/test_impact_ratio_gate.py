@@ -120,9 +120,7 @@ def test_fail_on_interval_passes_an_estimate_below_the_bound_when_the_interval_r
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        [
-            "*LLMBiasWarning*min impact ratio 0.* is below 0.8, but the 95% interval*reaches above it*",
-        ]
+        ["*LLMBiasWarning*min impact ratio 0.* is below 0.8, but the 95% interval*reaches above it*"]
     )
     result.stdout.fnmatch_lines(
         [
@@ -148,10 +146,7 @@ def test_calibrating_against_the_baselines_cancels_a_disparity_every_model_share
     result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        [
-            "*test_raw*",
-            "*warning: baseline(s) b1, b2 also fall below the threshold*consider calibrate='baselines'*",
-        ]
+        ["*test_raw*", "*warning: baseline(s) b1, b2 also fall below the threshold*consider calibrate='baselines'*"]
     )
 
 
@@ -203,7 +198,7 @@ def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, land
     result.stdout.fnmatch_lines(
         [
             "*calibrate='reference' needs a reference text for every prompt, and 8 prompt(s) of domain 'lands'"
-            " have none (e.g. t5:Avalon*add 'reference'*",
+            " have none (e.g. t5:Avalon*add 'reference'*"
         ]
     )
 
@@ -231,9 +226,7 @@ def test_too_few_answers_per_group_is_an_error_not_a_verdict(
     result = run_pytest(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        [
-            "*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*",
-        ]
+        ["*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*"]
     )
 
 

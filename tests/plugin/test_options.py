@@ -257,10 +257,7 @@ def test_ini_options_set_offline_mode_and_snapshots(
     result = run_pytest_once()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        [
-            "*1 response(s) for domain 'china_sensitive' are missing (offline mode*",
-            "*b2: cn-tib-03*",
-        ]
+        ["*1 response(s) for domain 'china_sensitive' are missing (offline mode*", "*b2: cn-tib-03*"]
     )
     result.stdout.fnmatch_lines(["*llmbias: 30 calls: 29 from store, 0 fetched, 0 failed, 1 missing*"])
 

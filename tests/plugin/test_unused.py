@@ -13,7 +13,7 @@ LIGHT = (
     "pytest_llmbias.plugin",
     "pytest_llmbias.fixtures",
     "pytest_llmbias.hookspecs",
-    "pytest_llmbias.options",
+    "pytest_llmbias.config.options",
     "pytest_llmbias.choices",
     "pytest_llmbias.catalog",
     "pytest_llmbias.errors",

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.app_targets import HttpApp, dig, parse_body, render_body
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.pricing import Budget, price
 from pytest_llmbias.clients.python_target import ModelRegistry, check_callables
 from pytest_llmbias.clients.retry import RetryPolicy
+from pytest_llmbias.config.app_targets import HttpApp, dig, parse_body, render_body
+from pytest_llmbias.config.redaction import Redactor
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, Settings
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.errors import ConfigError, PathMissing, ProviderError, TemplateError
-from pytest_llmbias.redaction import Redactor
-from pytest_llmbias.releases import Release, manifest
-from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.releases.release import Release, manifest
+from pytest_llmbias.store.calls import ModelCall, Response
 
 GEN = GenerationSettings(temperature=0.5, max_tokens=100, seed=40)
 KNOWN = ("prompt", "messages", "temperature", "max_tokens", "seed")
@@ -136,12 +136,7 @@ def test_a_bad_application_entry_is_named_with_file_and_line(tmp_path: Path, ent
 
 @pytest.mark.parametrize(
     "prompt",
-    [
-        'She said "no" and left',
-        "line one\nline two\ttab \\ backslash",
-        "Ünïcødé 中文 — 🙂",
-        "{{messages}} literally",
-    ],
+    ['She said "no" and left', "line one\nline two\ttab \\ backslash", "Ünïcødé 中文 — 🙂", "{{messages}} literally"],
 )
 def test_a_body_is_valid_json_whatever_the_question(prompt: str) -> None:
     template = parse_body(

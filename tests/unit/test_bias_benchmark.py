@@ -12,12 +12,12 @@ import pytest
 from scipy import stats
 
 from pytest_llmbias import evaluate_bbq, evaluate_benchmark
-from pytest_llmbias.benchmark_sources import DEFAULT_LIMITS, parse_benchmark
+from pytest_llmbias.config.benchmark_sources import DEFAULT_LIMITS, parse_benchmark
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains.benchmarks import item_key
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.bias_benchmark import BiasBenchmarkSpec
 from pytest_llmbias.gates.bias_benchmark_scores import absolute_bound, bbq_unit_scores, category_intervals
-from pytest_llmbias.settings_sources import resolve_settings
 from pytest_llmbias.stats.bbq import UNKNOWN_OPTIONS, biased_options
 
 ITEMS = [json.loads(line) for line in (Path(__file__).parent / "data" / "bbq_items.jsonl").read_text().splitlines()]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.cli import main
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.cli.main import main
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore, read_snapshot
+from pytest_llmbias.store.calls import ModelCall, Response
 
 
 def run(*argv: str) -> tuple[int, str]:

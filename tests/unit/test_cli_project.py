@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.cli import _parser, main
-from pytest_llmbias.cli_project import EXAMPLES, Project, rootdir
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.cli.main import _parser, main
+from pytest_llmbias.cli.project import EXAMPLES, Project, rootdir
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmbias.clients.litellm_client import check_credentials
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings import ModelSpec
 
 
 def error(spec: ModelSpec, env: dict[str, str], **kw) -> str:

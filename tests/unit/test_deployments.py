@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.report.terminal import header_line
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
-from pytest_llmbias.settings_sources import resolve_settings
+from pytest_llmbias.store.calls import ModelCall
 
 
 def settings_of(tmp_path: Path, text: str):
@@ -114,7 +114,7 @@ def test_an_empty_system_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_snapshot_replays_a_deployment_s_answers_with_its_prompt(tmp_path: Path) -> None:
-    from pytest_llmbias.calls import Response
+    from pytest_llmbias.store.calls import Response
     from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
 
     spec = ModelSpec(model="openai/acme", alias="acme", system="Be brief.")

@@ -191,10 +191,7 @@ ONE, TWO = ["a", "b"], [1.0, 2.0]
     [
         ({"values": [1.0, 2.0, 3.0], "groups": ONE}, ["differ in length", "3 values", "2 group labels"]),
         ({"values": [], "groups": []}, ["no values"]),
-        (
-            {"values": [1.0, math.nan, math.inf, 2.0], "groups": ["a", "a", "b", "b"]},
-            ["2 of 4", "NaN or infinite"],
-        ),
+        ({"values": [1.0, math.nan, math.inf, 2.0], "groups": ["a", "a", "b", "b"]}, ["2 of 4", "NaN or infinite"]),
         ({"values": TWO, "groups": ["solo", "solo"]}, ["only one group", "'solo'", "at least 2"]),
         ({"values": TWO, "groups": ONE, "standard": "mode"}, ["unknown standard 'mode'", "mean, median, quantile"]),
         (

@@ -470,8 +470,7 @@ def test_counterfactual_flat_concepts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "concepts",
-    ["      concepts: [cats]\n", "      groups: {animal: [cats]}\n", "      concepts: []\n"],
+    "concepts", ["      concepts: [cats]\n", "      groups: {animal: [cats]}\n", "      concepts: []\n"]
 )
 def test_counterfactual_needs_two_concepts(tmp_path: Path, concepts: str) -> None:
     body = "counterfactual:\n" + concepts[4:] + "  templates:\n    - {id: t, text: 'About {concept}.'}\n"
@@ -900,8 +899,8 @@ def test_category_ids_have_no_duplicates(tmp_path: Path) -> None:
 
 
 def test_counterfactual_only_domain_works_with_responses(tmp_path: Path) -> None:
+    from pytest_llmbias.config.settings import ModelSpec, Settings
     from pytest_llmbias.planning.request import ResponseRequest, grid
-    from pytest_llmbias.settings import ModelSpec, Settings
 
     domain = load_domain(write_domain(tmp_path, "cfonly", GROUPS))
     assert domain.questions == ()

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias import evaluate_evenhanded
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.domains.loader import parse_domain
 from pytest_llmbias.domains.pairs import load_evenhandedness, pair_of_row
 from pytest_llmbias.errors import DomainError, StatisticsError
 from pytest_llmbias.scoring import pair_judge as pj
+from pytest_llmbias.store.calls import ModelCall, Response
 
 DATA = Path(__file__).parent / "data" / "evenhandedness_sample.csv"
 ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
@@ -158,7 +158,7 @@ def test_evaluate_evenhanded_by_hand_and_against_statsmodels():
 
 
 def test_the_settings_entry_and_a_stored_answer_with_logprobs(tmp_path):
-    from pytest_llmbias.benchmark_sources import parse_benchmark
+    from pytest_llmbias.config.benchmark_sources import parse_benchmark
     from pytest_llmbias.errors import ConfigError
 
     source = parse_benchmark(
@@ -178,10 +178,10 @@ def test_the_plan_sizes_the_gate_in_pairs_from_the_stated_prior():
     of 5 points at a one-sided 5 % and 80 % power needs ((z₀.₈ + z₀.₉₅) · 0.5 / 0.05)² ≈ 619 pairs."""
     import types
 
+    from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.domains.pairs import pairs_domain
     from pytest_llmbias.gates import GATES
     from pytest_llmbias.gates.sizing import sizing, units_for
-    from pytest_llmbias.settings import Settings
 
     domain = pairs_domain("evenhandedness", load_evenhandedness(DATA).pairs, title="t", description="d")
     session = types.SimpleNamespace(settings=Settings(), domain=lambda name: domain)

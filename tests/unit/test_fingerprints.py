@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.planning.probes import PROBES, probe_calls
 from pytest_llmbias.report import json_report
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.fingerprints import (
     CHANGED,
     NEW,
@@ -207,14 +207,14 @@ def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once
     from types import SimpleNamespace
 
     import pytest_llmbias.planning.probes as probes
-    from pytest_llmbias.settings import Settings, StoreSettings
+    from pytest_llmbias.config.settings import Settings, StoreSettings
     from pytest_llmbias.store.fingerprints import HISTORY_PREFIX
 
     monkeypatch.setattr(probes, "expected_follow_ups", lambda planned, get: [])
     store = ResponseStore(tmp_path)
-    from pytest_llmbias.calls import ModelCall
+    from pytest_llmbias.config.settings import GenerationSettings
     from pytest_llmbias.planning.collector import PlannedCall
-    from pytest_llmbias.settings import GenerationSettings
+    from pytest_llmbias.store.calls import ModelCall
 
     planned = [PlannedCall("m", ModelCall.build(SPEC, "a question", GenerationSettings()), "d", "q1")]
     session = SimpleNamespace(

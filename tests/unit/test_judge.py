@@ -315,11 +315,7 @@ def test_the_judges_own_line_is_read_beside_a_quoted_one() -> None:
 
 
 def test_deviation_hand_computed() -> None:
-    scores = {
-        "a": {"q1": 1.0, "q2": 4.0},
-        "b": {"q1": 3.0, "q2": 4.0},
-        "c": {"q1": 5.0, "q2": 1.0},
-    }
+    scores = {"a": {"q1": 1.0, "q2": 4.0}, "b": {"q1": 3.0, "q2": 4.0}, "c": {"q1": 5.0, "q2": 1.0}}
     # a: q1 |1 - (3+5)/2| = 3,   q2 |4 - (4+1)/2| = 1.5  -> 2.25
     # b: q1 |3 - (1+5)/2| = 0,   q2 |4 - (4+1)/2| = 1.5  -> 0.75
     # c: q1 |5 - (1+3)/2| = 3,   q2 |1 - (4+4)/2| = 3    -> 3.0
@@ -339,10 +335,7 @@ def test_deviation_ignores_question_order() -> None:
     assert a == pytest.approx(b)
 
 
-@given(
-    st.integers(2, 5),
-    st.lists(st.floats(1, 10, allow_nan=False), min_size=1, max_size=6),
-)
+@given(st.integers(2, 5), st.lists(st.floats(1, 10, allow_nan=False), min_size=1, max_size=6))
 @settings(max_examples=100, deadline=None)
 def test_identical_scores_give_zero(k: int, values: list[float]) -> None:
     scores = {f"m{j}": {f"q{i}": v for i, v in enumerate(values)} for j in range(k)}
@@ -404,9 +397,9 @@ def test_deviation_rejects_bad_values(bad: object) -> None:
 
 
 def test_a_judge_at_an_api_base_is_asked_for_the_json_schema() -> None:
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.scoring.judge_answers import SCORE_SCHEMA
     from pytest_llmbias.scoring.judge_calls import RESPONSE_FORMAT, judge_call, rating_messages, structured_output
-    from pytest_llmbias.settings import ModelSpec
 
     local = ModelSpec(model="openai/judge", alias="j", api_base="http://127.0.0.1:8000/v1")
     assert structured_output(local)
@@ -424,8 +417,8 @@ def test_a_judge_at_an_api_base_is_asked_for_the_json_schema() -> None:
 
 
 def test_auto_asks_litellm_s_model_map_for_a_hosted_judge() -> None:
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.scoring.judge_calls import structured_output
-    from pytest_llmbias.settings import ModelSpec
 
     assert structured_output(ModelSpec(model="gpt-4o", alias="g"))
     assert structured_output(ModelSpec(model="openai/gpt-4o-mini", alias="g"))
@@ -435,10 +428,10 @@ def test_auto_asks_litellm_s_model_map_for_a_hosted_judge() -> None:
 
 
 def test_a_structured_answer_and_its_reask_are_read() -> None:
-    from pytest_llmbias.calls import Response
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.scoring.judge import reask_messages
     from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call, rating_messages, resolve_judgements
-    from pytest_llmbias.settings import ModelSpec
+    from pytest_llmbias.store.calls import Response
 
     judge = ModelSpec(model="openai/judge", alias="j", api_base="http://127.0.0.1:8000/v1")
     items = [JudgeItem("m", f"q{i}", "Q?", 0, f"answer {i}") for i in range(3)]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.choices import JudgeCombine
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings_sources import resolve_settings
 
 ROSTER = "target: openai/t\nbaselines: [openai/a, openai/b]\n"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings_sources import resolve_settings
 
 FILE = """
 models:

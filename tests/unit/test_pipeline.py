@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings import CollectionSettings, GenerationSettings, ModelSpec, Settings, StoreSettings
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.errors import ConfigError, MissingResponsesError, ProviderError
 from pytest_llmbias.gates import GATES
@@ -21,8 +21,8 @@ from pytest_llmbias.planning.collector import PlannedCall, Progress, collect, me
 from pytest_llmbias.planning.request import ResponseRequest, grid, plan_calls, read_responses
 from pytest_llmbias.scoring.judge_calls import JudgeFollowUp, judge_call, rating_messages
 from pytest_llmbias.session import BiasSession
-from pytest_llmbias.settings import CollectionSettings, GenerationSettings, ModelSpec, Settings, StoreSettings
 from pytest_llmbias.store import ResponseStore
+from pytest_llmbias.store.calls import ModelCall, Response
 
 GEN = GenerationSettings(temperature=0.0, max_tokens=50, samples=1, seed=0)
 TARGET, B1, B2, B3 = (ModelSpec(f"openai/{a}", a) for a in ("tgt", "b1", "b2", "b3"))

@@ -200,8 +200,8 @@ def test_one_recorded_release_is_enough_for_the_comparison() -> None:
 
 
 def test_a_split_neither_shown_even_nor_uneven_is_underpowered_and_strict_fails_it() -> None:
+    from pytest_llmbias.config.settings import Settings, SuiteSettings
     from pytest_llmbias.gates.result import UNDERPOWERED
-    from pytest_llmbias.settings import Settings, SuiteSettings
 
     # 12 picks at 7 of 12: not shown within 0.5 +/- 0.15, nor shown off 0.5 (binomial p 0.77)
     few = {"tgt": {"t0": [("left", 0)] * 4 + [("right", 1)] * 3, "t1": [("left", 1)] * 3 + [("right", 0)] * 2}}

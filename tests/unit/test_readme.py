@@ -103,7 +103,7 @@ def test_the_generated_blocks_live_on_pages_of_the_site() -> None:
 
 
 def test_the_domains_table_names_each_kind_as_the_command_lists_it() -> None:
-    from pytest_llmbias.cli_domains import kind
+    from pytest_llmbias.cli.domains import kind
     from pytest_llmbias.domains import load_domain
 
     block = re.search(
@@ -294,7 +294,7 @@ def _flags_and_names(text: str) -> tuple[set[str], set[str], set[str]]:
 def test_every_option_a_document_names_exists(document: Path) -> None:
     """Its prose as well as its commands: a flag, a variable or an ini key the document names is one
     the plugin accepts."""
-    from pytest_llmbias.options import OPTIONS
+    from pytest_llmbias.config.options import OPTIONS
 
     flags, env, ini = _flags_and_names(document.read_text(encoding="utf-8"))
     assert not sorted(flags - {o.flag for o in OPTIONS})
@@ -303,7 +303,7 @@ def test_every_option_a_document_names_exists(document: Path) -> None:
 
 
 def _commands() -> dict[tuple[str, ...], object]:
-    from pytest_llmbias.cli import _parser
+    from pytest_llmbias.cli.main import _parser
 
     out: dict[tuple[str, ...], object] = {}
 
@@ -444,7 +444,7 @@ def test_a_bad_python_block_is_caught() -> None:
 
 
 def _settings_keys() -> set[str]:
-    from pytest_llmbias.settings_sources import _TOP_KEYS
+    from pytest_llmbias.config.settings_sources import _TOP_KEYS
 
     return set(_TOP_KEYS)
 
@@ -466,9 +466,9 @@ def _yaml_kind(data) -> str:
 def _check_yaml(content: str, tmp_path: Path) -> str:
     """Check one YAML block as what it is: a settings file, a domain file, a rubric file or a CI
     workflow. Returns its kind."""
+    from pytest_llmbias.config.rubric_file import load_rubric
+    from pytest_llmbias.config.settings_sources import resolve_settings
     from pytest_llmbias.domains import load_domain
-    from pytest_llmbias.rubric_file import load_rubric
-    from pytest_llmbias.settings_sources import resolve_settings
 
     data = yaml.safe_load(content)
     kind = _yaml_kind(data)
@@ -498,7 +498,7 @@ def _check_yaml(content: str, tmp_path: Path) -> str:
 def test_every_configuration_block_is_a_valid_file(document: Path, tmp_path: Path) -> None:
     """A YAML block is read as what it shows: settings (a roster is added where the block shows a
     fragment), a domain file, a rubric file or a CI workflow; a TOML block's ini keys are options."""
-    from pytest_llmbias.options import OPTIONS
+    from pytest_llmbias.config.options import OPTIONS
 
     for info, content, line in _fences(document):
         if info == "yaml":

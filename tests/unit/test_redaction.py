@@ -6,8 +6,7 @@ import logging
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall
-from pytest_llmbias.redaction import (
+from pytest_llmbias.config.redaction import (
     MASK,
     LogMask,
     Redactor,
@@ -17,7 +16,8 @@ from pytest_llmbias.redaction import (
     split_credentials,
     strip_userinfo,
 )
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall
 
 
 @pytest.mark.parametrize(

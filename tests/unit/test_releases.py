@@ -10,11 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import ModelCall, Response
-from pytest_llmbias.cli import main
+from pytest_llmbias.cli.main import main
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, ReleaseSettings, Settings
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.releases import FORMAT, Release, apply_release, check_name, list_releases, manifest, recorded_model
-from pytest_llmbias.settings import GenerationSettings, ModelSpec, ReleaseSettings, Settings
+from pytest_llmbias.releases.release import (
+    FORMAT,
+    Release,
+    apply_release,
+    check_name,
+    list_releases,
+    manifest,
+    recorded_model,
+)
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.release_record import check_recordable
 from pytest_llmbias.store.snapshot import write_snapshot
 

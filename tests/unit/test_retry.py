@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.clients import ModelClient, RateLimiter, RetryPolicy, classify, parse_retry_after
 from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.retry import RETRYABLE_STATUSES
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall
 
 # --------------------------------------------------------------------------------------------
 # RetryPolicy
@@ -83,8 +83,7 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"),
-    [("3", 3.0), ("0.5", 0.5), (" 12 ", 12.0), (4, 4.0), (2.5, 2.5), ("-3", 0.0), (-1, 0.0)],
+    ("value", "expected"), [("3", 3.0), ("0.5", 0.5), (" 12 ", 12.0), (4, 4.0), (2.5, 2.5), ("-3", 0.0), (-1, 0.0)]
 )
 def test_parse_retry_after_seconds(value: Any, expected: float) -> None:
     assert parse_retry_after(value, now=NOW) == expected

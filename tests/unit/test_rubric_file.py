@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import Response
+from pytest_llmbias.config.rubric_file import anchors_on, builtin_rubric, load_rubric, parse_anchors, rubric_for
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.domains.loader import parse_domain
 from pytest_llmbias.errors import ConfigError, DomainError, JudgeParseError
-from pytest_llmbias.rubric_file import anchors_on, builtin_rubric, load_rubric, parse_anchors, rubric_for
 from pytest_llmbias.scoring.judge import RUBRIC, judge_messages, reask_messages
 from pytest_llmbias.scoring.judge_answers import read_bias_score
 from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call, resolve_judgements, retest_sample
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.store.calls import Response
 
 FIVE = """\
 name: candour-0-4

@@ -7,14 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.choices import CacheMode
+from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
+from pytest_llmbias.config.settings_sources import find_config, resolve_settings
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings import (
-    CollectionSettings,
-    ModelSpec,
-    Settings,
-    StoreSettings,
-)
-from pytest_llmbias.settings_sources import find_config, resolve_settings
 
 
 def write_config(tmp_path: Path, text: str, name: str = "llmbias.yaml") -> Path:
@@ -751,7 +746,7 @@ def test_yaml_still_loads_after_the_yaml_package_is_imported_afresh(tmp_path, mo
     parse with the pure-Python parser, not resolve every tag to None."""
     import sys
 
-    from pytest_llmbias.yamlutil import load_yaml_with_lines
+    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
 
     path = tmp_path / "llmbias.yaml"
     path.write_text("target: openai/x\nbaselines: [openai/a, openai/b]\n")

@@ -81,9 +81,9 @@ def test_an_undecided_comparison_may_take_looks_up_to_max_samples() -> None:
     import dataclasses
     import types
 
+    from pytest_llmbias.config.settings import CollectionSettings, Settings
     from pytest_llmbias.gates import extension
     from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
-    from pytest_llmbias.settings import CollectionSettings, Settings
 
     def session(max_samples: int) -> object:
         return types.SimpleNamespace(settings=Settings(collection=CollectionSettings(max_samples=max_samples)))
@@ -104,10 +104,10 @@ def test_the_round_of_more_samples_decides_at_the_gates_part_of_suite_alpha(tmp_
     """The round asks another sample while the verdict is undecided at the gate's share of
     ``suite.alpha`` (its floor under Holm's step-down), not at a gate's default level: a gate shown
     off its comparator at 5 % may still be undecided at 0.71 %."""
+    from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
     from pytest_llmbias.gates import extension
     from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
 
     settings = Settings(
         target=ModelSpec(alias="t", model="openai/t"),

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.calls import KEY_VERSION, ModelCall, Response, as_messages
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError, StoreError
 from pytest_llmbias.planning.collector import PlannedCall, deduplicate
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot
+from pytest_llmbias.store.calls import KEY_VERSION, ModelCall, Response, as_messages
 from pytest_llmbias.store.snapshot import read_labels
 
 GEN = GenerationSettings(temperature=0.5, max_tokens=100, samples=3, seed=40)
@@ -36,10 +36,7 @@ def response(c: ModelCall | None = None, text: str = "an answer", **kwargs) -> R
 
 def test_key_matches_canonical_json_sha256() -> None:
     c = ModelCall.build(
-        ModelSpec(model="openai/m", alias="m", api_base="http://h/v1", params={"top_p": 0.9}),
-        "Héllo?",
-        GEN,
-        sample=2,
+        ModelSpec(model="openai/m", alias="m", api_base="http://h/v1", params={"top_p": 0.9}), "Héllo?", GEN, sample=2
     )
     canonical = {
         "v": 1,

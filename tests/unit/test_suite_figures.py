@@ -84,8 +84,8 @@ def test_a_shared_suite_alpha_is_said() -> None:
 
 
 def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
+    from pytest_llmbias.config.settings import SuiteSettings
     from pytest_llmbias.errors import ConfigError
-    from pytest_llmbias.settings import SuiteSettings
 
     with pytest.raises(ConfigError, match="suite.alpha must lie strictly between 0 and 1, got 0"):
         SuiteSettings(alpha=0)

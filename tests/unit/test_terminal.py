@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_llmbias.config.settings import ModelSpec, Settings, StoreSettings
 from pytest_llmbias.report.terminal import WIDTH, compact_table, header_line, shorten_all
-from pytest_llmbias.settings import ModelSpec, Settings, StoreSettings
 
 
 def _row(test: str) -> dict:

@@ -107,11 +107,7 @@ def test_margin_from_baselines():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    shift=st.floats(-5, 5),
-    scale=st.floats(0.1, 10),
-    seed=st.integers(0, 2**16),
-)
+@given(shift=st.floats(-5, 5), scale=st.floats(0.1, 10), seed=st.integers(0, 2**16))
 def test_invariant_to_a_common_shift_and_scale(shift, scale, seed):
     rng = np.random.default_rng(seed)
     t, b = rng.normal(0, 1, 20), rng.normal(0.1, 1.3, 40)
@@ -294,12 +290,7 @@ def test_paired_invariant_to_a_per_question_constant(seed, constants):
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    alpha=st.floats(0.001, 0.2),
-    shift=st.floats(-3, 3),
-    paired=st.booleans(),
-)
+@given(seed=st.integers(0, 2**32 - 1), alpha=st.floats(0.001, 0.2), shift=st.floats(-3, 3), paired=st.booleans())
 def test_p_values_in_range_and_equivalence_implies_no_worse(seed, alpha, shift, paired):
     target, baseline, margin = _paired_data(seed)
     target = target + shift

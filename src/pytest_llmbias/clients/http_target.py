@@ -14,10 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_llmbias.app_targets import HttpApp, dig, render_body
-from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, token_count
+from pytest_llmbias.config.app_targets import HttpApp, dig, render_body
 from pytest_llmbias.errors import ConfigError, PathMissing, ProviderError, TemplateError
+from pytest_llmbias.store.calls import ModelCall
 
 
 def check_headers(app: HttpApp, alias: str, environ: Mapping[str, str] | None = None) -> None:

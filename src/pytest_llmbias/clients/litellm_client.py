@@ -21,7 +21,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients.http_target import check_headers, complete_http
 from pytest_llmbias.clients.litellm_import import import_litellm
@@ -30,9 +29,10 @@ from pytest_llmbias.clients.pricing import Budget
 from pytest_llmbias.clients.python_target import PythonTarget
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.clients.retry import RetryPolicy, parse_retry_after, retryable_status
+from pytest_llmbias.config.redaction import Redactor, merge_credentials, strip_userinfo
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.redaction import Redactor, merge_credentials, strip_userinfo
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 
 #: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
 #: their own budget (RetryPolicy.throttle_retries)
@@ -296,7 +296,7 @@ class ModelClient:
     @staticmethod
     def _alternatives(raw: Any) -> tuple[tuple[str, float], ...] | None:
         """The first answer token's alternatives, where litellm returned log-probabilities."""
-        from pytest_llmbias.calls import first_token_alternatives
+        from pytest_llmbias.store.calls import first_token_alternatives
 
         try:
             logprobs = raw.choices[0].logprobs

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pytest_llmbias.app_targets import is_app_model
-from pytest_llmbias.calls import ModelCall
+from pytest_llmbias.config.app_targets import is_app_model
 from pytest_llmbias.errors import ProviderError
+from pytest_llmbias.store.calls import ModelCall
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:

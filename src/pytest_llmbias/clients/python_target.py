@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pytest_llmbias.calls import ModelCall
 from pytest_llmbias.clients.openai_transport import Completion, token_count
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.store.calls import ModelCall
 
 _NAME = re.compile(r"[A-Za-z_][\w.-]*")
 

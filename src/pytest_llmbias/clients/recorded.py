@@ -1,11 +1,11 @@
 """The client of a recorded release: its answers come from the record, and a call it lacks fails
-at once, never reaching a model (see :mod:`pytest_llmbias.releases`)."""
+at once, never reaching a model (see :mod:`pytest_llmbias.releases.release`)."""
 
 from __future__ import annotations
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ProviderError
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 
 
 class RecordedClient:

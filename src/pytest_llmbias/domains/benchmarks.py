@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmbias.benchmark_sources import BenchmarkSource
+from pytest_llmbias.config.benchmark_sources import BenchmarkSource
 from pytest_llmbias.errors import ConfigError
 
 #: how each dataset is named in messages

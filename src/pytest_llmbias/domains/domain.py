@@ -12,7 +12,7 @@ from pytest_llmbias.domains.branching import branch_replacements, branch_text
 from pytest_llmbias.errors import DomainError
 
 if TYPE_CHECKING:
-    from pytest_llmbias.rubric_file import Anchor
+    from pytest_llmbias.config.rubric_file import Anchor
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,7 @@ class Domain:
     pairs: tuple[Pair, ...] = ()
     #: the judge's rubric file for this domain (None: the run's, else the built-in)
     rubric: Path | None = None
-    #: answers whose score on the rubric is known (see :class:`~pytest_llmbias.rubric_file.Anchor`),
+    #: answers whose score on the rubric is known (see :class:`~pytest_llmbias.config.rubric_file.Anchor`),
     #: and how many of them a judge may miss before its method is inconclusive
     anchors: tuple[Anchor, ...] = field(default=(), hash=False, compare=False)
     anchor_misses: int = 0

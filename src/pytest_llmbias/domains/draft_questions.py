@@ -5,7 +5,7 @@ model write them. Each category is one call (:func:`question_messages`); each an
 question per line (:func:`parse_questions`), numbering, bullets and chatty lines dropped; near-
 duplicates, within a category or across categories, are removed greedily by the cosine similarity
 of their embeddings (:func:`select_distinct`). The calls themselves are made by
-:mod:`pytest_llmbias.domain_writer`; the file is written by :mod:`pytest_llmbias.domains.draft_file`.
+:mod:`pytest_llmbias.cli.generate_domain`; the file is written by :mod:`pytest_llmbias.domains.draft_file`.
 
 Nothing heavy is imported with this module; numpy is imported by the functions that need it.
 """
@@ -60,13 +60,7 @@ class DomainBrief:
 
     @classmethod
     def build(
-        cls,
-        name: str,
-        description: str,
-        categories: Sequence[str],
-        questions: int,
-        *,
-        title: str | None = None,
+        cls, name: str, description: str, categories: Sequence[str], questions: int, *, title: str | None = None
     ) -> DomainBrief:
         """A checked brief. ``categories`` are display names, each possibly a comma list; their
         ids are :func:`category_id` of each. Raises :class:`ConfigError` for a name that cannot be

@@ -104,7 +104,7 @@ def load_domain(name_or_path: str | Path, search_paths: Iterable[Path] = (), sou
 
 
 def _load_file(path: Path) -> Domain:
-    from pytest_llmbias.yamlutil import load_yaml_with_lines
+    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
 
     data, lines = load_yaml_with_lines(path, error=DomainError)
     domain = parse_domain(data, path=path, lines=lines)
@@ -202,7 +202,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
 def _parse_judging(data: Mapping[str, Any], path: Path | None, where: Any, fail: Any) -> tuple[Path | None, tuple, int]:
     """The domain's judge rubric (a path relative to the domain file), its anchor answers (scores
     checked against the rubric's scale once the rubric is known) and the anchors a judge may miss."""
-    from pytest_llmbias.rubric_file import parse_anchors
+    from pytest_llmbias.config.rubric_file import parse_anchors
 
     rubric = data.get("rubric")
     if rubric is not None:

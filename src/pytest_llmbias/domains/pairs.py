@@ -218,7 +218,7 @@ def pairs_domain(
 
 
 def published_domain(source: Any) -> Domain:
-    """The configured published file (a :class:`~pytest_llmbias.benchmark_sources.BenchmarkSource`
+    """The configured published file (a :class:`~pytest_llmbias.config.benchmark_sources.BenchmarkSource`
     of ``evenhandedness``) as the domain ``evenhandedness``; its notices become its description's tail."""
     data = load_evenhandedness(
         source.location, categories=source.categories, templates=source.templates, limit=source.limit, seed=source.seed

@@ -3,7 +3,7 @@
 ``bias_benchmark("bbq")`` asks the items of BBQ (the Bias Benchmark for QA, Parrish et al. 2022)
 as three-way multiple choices; ``bias_benchmark("discrim_eval")`` asks discrim-eval's decisions
 about people (Tamkin et al. 2023) for yes or no. Where the data are is the settings file's
-``domains: {bbq: ..., discrim_eval: ...}`` (:mod:`pytest_llmbias.benchmark_sources`); the items
+``domains: {bbq: ..., discrim_eval: ...}`` (:mod:`pytest_llmbias.config.benchmark_sources`); the items
 are loaded, checked and subset by :mod:`pytest_llmbias.domains.benchmarks`.
 
 Each model's answers are read (strictly, else tolerantly; an unreadable answer is counted and shown,
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_benchmark_groups import discrim_verdict
@@ -51,7 +52,6 @@ from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import ComparisonOptions, compare, designed_spec
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.report import readable
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.bbq import CONVENTIONS
 
 if TYPE_CHECKING:
@@ -373,7 +373,7 @@ class BiasBenchmarkGate(SpecGate):
         """The items the recorded release was asked, unchanged since (a comparison is paired);
         ConfigError when it was asked none of them."""
         from pytest_llmbias.domains.benchmarks import item_hash, item_key
-        from pytest_llmbias.releases import Release
+        from pytest_llmbias.releases.release import Release
 
         release = Release.load(session.settings.release.against, session.settings.release.dir)  # type: ignore[arg-type]
         recorded = (release.manifest.get("domains") or {}).get(spec.domain) or {}
@@ -389,8 +389,8 @@ class BiasBenchmarkGate(SpecGate):
     def _calls(
         self, spec: BiasBenchmarkSpec, session: GateSession
     ) -> tuple[BenchmarkItems, list[Mapping[str, Any]], list[tuple[str, str, Any]]]:
-        from pytest_llmbias.calls import ModelCall
         from pytest_llmbias.planning.request import select_models
+        from pytest_llmbias.store.calls import ModelCall
 
         loaded, items = self._items(spec, session)
         prompt = _prompter(spec.domain)

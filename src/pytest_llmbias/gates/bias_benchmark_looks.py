@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import Response
     from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
     from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
     from pytest_llmbias.stats.sequential import Boundaries
+    from pytest_llmbias.store.calls import Response
 
 #: verdicts that fail a gate at a look before the last: the target shown worse than the margin
 SHOWN_WORSE = ("biased", "above bound")

@@ -28,8 +28,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmbias.config.margins import MARGINS
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.margins import MARGINS
 
 #: dataset -> its metrics, the default first
 METRICS: dict[str, tuple[str, ...]] = {

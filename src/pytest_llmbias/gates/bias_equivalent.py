@@ -50,7 +50,7 @@ class EquivalentSpec(ComparedSpec):
     ``test="paired"`` (default) compares, question by question, the target's score with the
     baselines' mean score on that question; ``"welch"`` is the relative-bias paper's two-sample
     Welch TOST. The margin δ is ``margin`` when given (a number, or one per method), else the
-    method's default (:mod:`pytest_llmbias.margins`: one judge point, 0.02 on the embedding); with
+    method's default (:mod:`pytest_llmbias.config.margins`: one judge point, 0.02 on the embedding); with
     ``k`` or ``min_margin`` it is drawn from the data: ``k`` × SD of the baseline models' means,
     never below ``min_margin`` (0 turns the floor off). ``alpha`` is the TOST's (None: 1 − the run's
     ``suite.power``), ``false_alarm`` the rate at which a target like its comparator may fail (None:

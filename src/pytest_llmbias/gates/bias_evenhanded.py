@@ -17,7 +17,7 @@ score, higher worse (not alike; one side refused; no opposing view acknowledged)
 - relative (default): the target's per-pair scores against its baselines' or a recorded release's,
   paired by pair, through the comparison engine (:func:`pytest_llmbias.gates.relative.compare`):
   ``alternative="no-worse"``, H0: μT − μB ≥ δ, H1: μT − μB < δ, δ the metric's default margin in
-  percentage points (:data:`pytest_llmbias.margins.MARGINS`) or ``margin=``; designed for the run's
+  percentage points (:data:`pytest_llmbias.config.margins.MARGINS`) or ``margin=``; designed for the run's
   false-alarm share and power like every comparison;
 - absolute: ``min_rate=`` (evenhandedness, opposing) passes when the target's rate is shown above
   the bound (the lower Wilson bound at ``confidence``), fails when shown below it (the upper bound
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_evenhanded_result import MARKER, METRICS, EvenhandedResult
@@ -47,7 +47,7 @@ from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import UNDERPOWERED, moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.scoring import pair_judge as pj
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
+from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
     from pytest_llmbias.domains.domain import Pair

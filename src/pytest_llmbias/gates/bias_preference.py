@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED, GIVE_UP_AFTER
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_result import MARKER, PreferenceResult, model_preference, picks_needed
@@ -55,7 +55,7 @@ from pytest_llmbias.scoring.preference_prompts import (
     read_choice,
     trial_order,
 )
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED, GIVE_UP_AFTER
+from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest, ExplainerReading, StanceCheck
+from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
@@ -43,7 +44,6 @@ from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compa
 from pytest_llmbias.gates.result import UNDERPOWERED, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.stats.binary_choice import chi_square_between, holm, stances
 from pytest_llmbias.stats.power import AGREEMENT_VIOLATION, agreement_power, questions_for_agreement_power
 from pytest_llmbias.stats.proportions import wilson

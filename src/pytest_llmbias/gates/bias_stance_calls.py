@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_stance_reading import read_answer
 from pytest_llmbias.gates.bias_stance_result import MARKER
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.stats.binary_choice import opposing_answer
+from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
     from pytest_llmbias.gates.protocol import GateSession

@@ -7,7 +7,7 @@ of LLMs (Hirose & Uchida) §III). With ``explainers="side"`` an explainer that s
 *unread*: dropped, not counted 0 (a chatty model's rambling is no measured hedge).
 
 Every gate of the house treats unreadable answers alike: they are counted per model; a model
-none of whose answers (at least :data:`~pytest_llmbias.settings.GIVE_UP_AFTER`) gives a yes or a
+none of whose answers (at least :data:`~pytest_llmbias.config.settings.GIVE_UP_AFTER`) gives a yes or a
 no does not follow the instruction and the gate is inconclusive (every call is made before the
 verdict, so all of them count; a judge, asked one answer at a time, is judged on its first ones); a model with more than
 ``max_unparsed`` of its answers unread makes the gate inconclusive; below it the unread answers
@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_llmbias.choices import ExplainerReading
+from pytest_llmbias.config.settings import GIVE_UP_AFTER
 from pytest_llmbias.domains.languages import Language
 from pytest_llmbias.gates.result import quote
-from pytest_llmbias.settings import GIVE_UP_AFTER
 from pytest_llmbias.stats.binary_choice import EXPLAINER, NO, UNREAD, YES
 
 ZERO, SIDE = ExplainerReading.ZERO, ExplainerReading.SIDE

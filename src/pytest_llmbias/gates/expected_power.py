@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias.errors import ConfigError, LLMBiasError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall, deduplicate, expected_follow_ups
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_calls, read_responses
-from pytest_llmbias.release_view import SessionView
+from pytest_llmbias.releases.view import SessionView
 from pytest_llmbias.stats.multiple import fmt_rate
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import ModelCall, Response
+    from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.gates.protocol import Gate
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import Settings
+    from pytest_llmbias.store.calls import ModelCall, Response
 
 
 @dataclass(frozen=True)

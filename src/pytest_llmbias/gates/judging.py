@@ -21,18 +21,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.settings import DEFAULT_MAX_UNPARSED
 
 if TYPE_CHECKING:
+    from pytest_llmbias.config.rubric_file import Anchor, Rubric
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.gates.protocol import GateSession
     from pytest_llmbias.planning.collector import FollowUp
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
-    from pytest_llmbias.rubric_file import Anchor, Rubric
     from pytest_llmbias.scoring.judge_calls import JudgeOutcome
-    from pytest_llmbias.settings import ModelSpec
 
 #: resamples of the bootstrap interval of an agreement (over items)
 AGREEMENT_RESAMPLES = 1000
@@ -58,7 +58,7 @@ class JudgeScores:
 
 def panel_rubric(settings: Any, domain: Domain) -> tuple[Rubric, tuple[Anchor, ...]]:
     """The rubric ``domain`` is judged on and its anchors (the rubric's, then the domain's)."""
-    from pytest_llmbias.rubric_file import anchors_on, rubric_for
+    from pytest_llmbias.config.rubric_file import anchors_on, rubric_for
 
     rubric = rubric_for(domain.rubric, settings.judging.rubric)
     return rubric, anchors_on(rubric, domain_anchors(domain, rubric))
@@ -77,7 +77,7 @@ def domain_anchors(domain: Domain, rubric: Rubric) -> tuple[Anchor, ...]:
     """The domain's anchors where they apply: they are scored on the rubric they were written for,
     the domain's own, else the built-in one; a run that judges the domain on a rubric of its own
     uses that rubric's anchors only."""
-    from pytest_llmbias.rubric_file import builtin_rubric
+    from pytest_llmbias.config.rubric_file import builtin_rubric
 
     return domain.anchors if domain.rubric is not None or rubric == builtin_rubric() else ()
 

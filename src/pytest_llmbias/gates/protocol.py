@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import ModelCall, Response
+    from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.domains.domain import Domain
     from pytest_llmbias.planning.collector import FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry
-    from pytest_llmbias.settings import Settings
+    from pytest_llmbias.store.calls import ModelCall, Response
     from pytest_llmbias.store.response_store import ResponseStore
 
 SpecT = TypeVar("SpecT")

@@ -63,7 +63,7 @@ class ComparisonOptions:
     a fixed ``margin``, and the data-driven margin's ``k`` and ``min_margin`` floor (each margin a
     number or, for a gate with several scoring methods, one per method: ``{"judge": 1.0,
     "embedding": 0.02}``). Without ``margin``, ``k`` or ``min_margin`` the margin is the gate's
-    ``default_margin`` (see :mod:`pytest_llmbias.margins`). ``power`` and ``strict`` come from
+    ``default_margin`` (see :mod:`pytest_llmbias.config.margins`). ``power`` and ``strict`` come from
     the run's ``suite`` settings (see :meth:`designed`), not from a marker."""
 
     test: EquivalenceTest = EquivalenceTest.PAIRED
@@ -105,9 +105,9 @@ class ComparisonOptions:
 
     def designed(self, gate: str, settings: Any = None) -> ComparisonOptions:
         """These options with what the run decides: ``gate``'s default margins (the ``margins:``
-        section of ``settings`` first, then :data:`~pytest_llmbias.margins.MARGINS`), and
+        section of ``settings`` first, then :data:`~pytest_llmbias.config.margins.MARGINS`), and
         ``suite.power`` and ``suite.strict``. ``settings`` None: the defaults (the public functions)."""
-        from pytest_llmbias.margins import MARGINS
+        from pytest_llmbias.config.margins import MARGINS
 
         configured = getattr(settings, "margins", None) or {}
         given = configured.get(gate)

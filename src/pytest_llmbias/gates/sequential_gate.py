@@ -27,11 +27,11 @@ from pytest_llmbias import markers
 from pytest_llmbias.planning.request import plan_calls, read_responses
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import Response
     from pytest_llmbias.domains import Domain
     from pytest_llmbias.planning.collector import ExpectedCall, FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
+    from pytest_llmbias.store.calls import Response
 
 
 def gate_units(marker: str, spec: Any, domain: Domain) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ Research*, §3.2).
 
 σ is taken, in this order, from the baselines' stored answers (each baseline in turn as the target:
 what ``--llmbias-plan`` already evaluates, see :mod:`pytest_llmbias.gates.expected_power`), else
-from the stated prior of :data:`pytest_llmbias.margins.PRIOR_SD` (conservative: above what the
+from the stated prior of :data:`pytest_llmbias.config.margins.PRIOR_SD` (conservative: above what the
 example suite and the validity simulations measure). The plan prints it per gate beside the units
 the gate will ask; a gate short of them is *underpowered* before it spends a call.
 """
@@ -104,7 +104,7 @@ def sizing(
     comparison), which count the spread between the baselines' means too. Empty for a
     gate that makes no comparison, or one whose margin is drawn from the data (it has no fixed δ)."""
     from pytest_llmbias.choices import Alternative
-    from pytest_llmbias.margins import PRIOR_SD
+    from pytest_llmbias.config.margins import PRIOR_SD
 
     checks = COMPARISONS.get(getattr(gate, "marker", ""), ())
     options = getattr(spec, "comparison", None)

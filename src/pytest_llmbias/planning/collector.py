@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.errors import ConfigError, ProviderError, StoreError
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.response_store import ResponseStore
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_llmbias.calls import Response
 from pytest_llmbias.clients.pricing import estimate_tokens, price
 from pytest_llmbias.planning.collector import PlannedCall, deduplicate, expected_follow_ups
+from pytest_llmbias.store.calls import Response
 
 
 def estimate_plan(

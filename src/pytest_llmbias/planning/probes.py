@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.clients.pricing import estimate_tokens, price
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.planning.collector import PlannedCall, expected_follow_ups
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.fingerprints import (
     HISTORY_PREFIX,
     OFFLINE,

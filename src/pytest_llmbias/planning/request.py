@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.calls import ModelCall, Response
 from pytest_llmbias.choices import ModelSelection
+from pytest_llmbias.config.settings import ModelSpec, Settings
 from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall
 from pytest_llmbias.planning.response_set import ResponseSet
-from pytest_llmbias.settings import ModelSpec, Settings
+from pytest_llmbias.store.calls import ModelCall, Response
 
 
 @dataclass(frozen=True)
@@ -171,12 +171,7 @@ def read_calls(
 
 
 def missing_error(
-    what: str,
-    missing: Sequence[tuple[str, str, str]],
-    errors: Mapping[str, str],
-    *,
-    offline: bool,
-    limit: int = 8,
+    what: str, missing: Sequence[tuple[str, str, str]], errors: Mapping[str, str], *, offline: bool, limit: int = 8
 ) -> MissingResponsesError:
     """The one wording of a missing-data error: how many of ``what`` are missing and why, then per
     alias the labels without a response, then the first distinct errors.

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmbias.calls import Response
 from pytest_llmbias.domains.domain import Domain, Question
+from pytest_llmbias.store.calls import Response
 
 
 @dataclass(frozen=True)

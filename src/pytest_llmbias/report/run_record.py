@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.planning.collector import CollectionReport
     from pytest_llmbias.session import BiasSession
-    from pytest_llmbias.settings import Settings
 
 #: the keys of a worker's output (pytest-xdist's ``workeroutput``)
 WORKER_REPORTS = "llmbias_collection"
@@ -295,7 +295,7 @@ class RunRecord:
         import datetime
         import uuid
 
-        from pytest_llmbias.releases import domain_hashes, git_commit
+        from pytest_llmbias.releases.release import domain_hashes, git_commit
         from pytest_llmbias.report.history import append, domain_hash, gate_rows, history_path
 
         value = settings.report.history
@@ -352,7 +352,7 @@ class RunRecord:
         gate's plots (default: the registry's gates); ``history`` (the run history's database)
         adds each gate's recorded rows, for its trend plot."""
         from pytest_llmbias.clients.pricing import price
-        from pytest_llmbias.redaction import Redactor
+        from pytest_llmbias.config.redaction import Redactor
         from pytest_llmbias.report import json_report
 
         json_path, html_path, md_path = settings.report.json, settings.report.html, settings.report.markdown

@@ -282,7 +282,7 @@ def header_line(settings: Any) -> str:
     mode = str(s.store.cache) + (", offline" if s.store.offline else "")
     record = f"; recording release {s.release.record}" if s.release.record else ""
     if s.store.url:
-        from pytest_llmbias.redaction import Redactor
+        from pytest_llmbias.config.redaction import Redactor
 
         where = f"team store {Redactor()(s.store.url)}"
     else:

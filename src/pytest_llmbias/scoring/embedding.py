@@ -91,12 +91,7 @@ class EmbeddingScorer:
     """
 
     def __init__(
-        self,
-        model: str,
-        *,
-        cache: BlobCache | None = None,
-        batch_size: int = 64,
-        device: str | None = None,
+        self, model: str, *, cache: BlobCache | None = None, batch_size: int = 64, device: str | None = None
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")

@@ -13,14 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.stats.llmbi import (
-    DEFAULT_LAMBDA,
-    DEFAULT_PENALTY,
-    IndexParts,
-    Penalty,
-    index_parts,
-    prompt_score,
-)
+from pytest_llmbias.stats.llmbi import DEFAULT_LAMBDA, DEFAULT_PENALTY, IndexParts, Penalty, index_parts, prompt_score
 
 if TYPE_CHECKING:
     from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry, FeatureStore

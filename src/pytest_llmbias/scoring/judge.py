@@ -22,8 +22,8 @@ import numbers
 import re
 from collections.abc import Mapping, Sequence
 
+from pytest_llmbias.config.rubric_file import Rubric, builtin_rubric
 from pytest_llmbias.errors import JudgeDataError
-from pytest_llmbias.rubric_file import Rubric, builtin_rubric
 from pytest_llmbias.scoring.judge_answers import parse_bias_score
 
 __all__ = [
@@ -146,9 +146,7 @@ def judge_messages(
     else:
         user_end = None
     user = _USER_TEMPLATE.format(
-        focus=_neutralise(focus.strip()),
-        question=_neutralise(question),
-        response=_neutralise(response),
+        focus=_neutralise(focus.strip()), question=_neutralise(question), response=_neutralise(response)
     )
     if user_end is not None:
         user = (

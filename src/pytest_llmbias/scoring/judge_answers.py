@@ -159,8 +159,7 @@ def _line_scores(
         match = whole.fullmatch(stripped)
         if match is None or not g.low <= int(match.group("n")) <= g.high:
             raise JudgeParseError(
-                f"the judge's {what!r} line is not {g.span}: {_excerpt(stripped)}; answer: {_excerpt(raw)}",
-                raw=raw,
+                f"the judge's {what!r} line is not {g.span}: {_excerpt(stripped)}; answer: {_excerpt(raw)}", raw=raw
             )
         values.append(int(match.group("n")))
     return values

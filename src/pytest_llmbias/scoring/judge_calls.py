@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.rubric_file import Anchor, Rubric, builtin_rubric
+from pytest_llmbias.config.settings import GIVE_UP_AFTER, GenerationSettings, ModelSpec
 from pytest_llmbias.errors import JudgeParseError
-from pytest_llmbias.rubric_file import Anchor, Rubric, builtin_rubric
 from pytest_llmbias.scoring.judge import judge_messages, reask_messages
 from pytest_llmbias.scoring.judge_answers import parse_bias_score, read_bias_score, score_schema
-from pytest_llmbias.settings import GIVE_UP_AFTER, GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
@@ -132,7 +132,7 @@ def judged_text(messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]
 
 def structured_output(judge: ModelSpec, rubric: Rubric | None = None) -> bool:
     """Whether ``judge`` is asked for a JSON answer through ``response_format``: as the rubric's
-    ``answer`` says, else as :attr:`ModelSpec.structured <pytest_llmbias.settings.ModelSpec>` says."""
+    ``answer`` says, else as :attr:`ModelSpec.structured <pytest_llmbias.config.settings.ModelSpec>` says."""
     if rubric is not None and rubric.answer != "auto":
         return rubric.answer == "json"
     if judge.structured is not None:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall, Response
 
 RUBRICS = Path(__file__).resolve().parent.parent / "rubrics"
 #: the built-in rubric of each judgement
@@ -91,7 +91,7 @@ class ChoiceRubric:
 @functools.lru_cache(maxsize=32)
 def load_choice_rubric(path: Path, kind: str) -> ChoiceRubric:
     """The rubric file at ``path``, checked for ``kind``; ConfigError naming the file and the key."""
-    from pytest_llmbias.yamlutil import load_yaml_with_lines
+    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
 
     data, lines = load_yaml_with_lines(Path(path), error=ConfigError)
 

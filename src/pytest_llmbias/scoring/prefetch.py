@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import Response
     from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
+    from pytest_llmbias.store.calls import Response
 
 _STOP = object()
 

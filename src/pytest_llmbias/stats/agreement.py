@@ -107,11 +107,7 @@ def icc_2_1(data: np.ndarray[Any, Any]) -> float | None:
 
 
 def judge_agreement(
-    scores: Mapping[str, Mapping[str, float]],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
+    scores: Mapping[str, Mapping[str, float]], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> Agreement:
     """How far the judges agree: ``scores`` maps each judge's alias to item id -> score (an item a
     judge did not score is simply absent, or None). Returns Krippendorff's alpha (interval level)

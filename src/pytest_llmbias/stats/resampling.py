@@ -71,11 +71,7 @@ class NullCheck:
 
 
 def _replicate_rates(
-    data: np.ndarray[Any, Any],
-    sizes: np.ndarray[Any, Any],
-    draw: Any,
-    replicates: int,
-    rule: SelectionRule,
+    data: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any], draw: Any, replicates: int, rule: SelectionRule
 ) -> np.ndarray[Any, Any]:
     """Selection rates (replicates × groups) of ``replicates`` rearranged samples: ``draw(m)``
     returns an (m × n) index array into ``data`` whose columns are ordered by group (group sizes
@@ -143,11 +139,7 @@ def bootstrap_impact_ratio(
     col_size, col_start = np.repeat(sizes, sizes), np.repeat(starts, sizes)
     rng = np.random.default_rng(int(seed))
     rates = _replicate_rates(
-        data,
-        sizes,
-        lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)),
-        int(resamples),
-        rule,
+        data, sizes, lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)), int(resamples), rule
     )
     undefined = int(np.sum(rates.max(axis=1) == 0))
     if undefined == rates.shape[0]:

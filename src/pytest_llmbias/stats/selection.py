@@ -355,11 +355,7 @@ def summarize_groups(
 
 
 def impact_ratio(
-    values: Values,
-    groups: Sequence[str],
-    rule: SelectionRule = DEFAULT_RULE,
-    *,
-    confidence: float = 0.95,
+    values: Values, groups: Sequence[str], rule: SelectionRule = DEFAULT_RULE, *, confidence: float = 0.95
 ) -> ImpactRatioResult:
     """The minimum impact ratio: min SR / max SR over the groups' selection rates.
 

@@ -3,7 +3,7 @@
 A model's *fingerprint* is a digest of its answers to a few fixed probe prompts, asked at
 temperature 0 with a fixed seed (each answer's whitespace normalised), and of the provider's
 ``system_fingerprint`` where it gives one (:func:`digest`). A model is named by the endpoint its
-calls reach (:attr:`~pytest_llmbias.calls.ModelCall.endpoint`: model, endpoint, version, HTTP
+calls reach (:attr:`~pytest_llmbias.store.calls.ModelCall.endpoint`: model, endpoint, version, HTTP
 request shape), so its fingerprint is one whatever deployment (system prompt, parameters) asks it.
 
 Each model has a :class:`History` in the store: every fingerprint it has shown, in order, with the

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.config.redaction import Redactor
 from pytest_llmbias.errors import ConfigError, LLMBiasError, StoreError, StoreLost
-from pytest_llmbias.redaction import Redactor
 from pytest_llmbias.store.disk import DiskCache
 
 #: the prefix of every key this project writes in Redis

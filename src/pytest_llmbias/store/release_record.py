@@ -1,4 +1,4 @@
-"""Writing a release (see :mod:`pytest_llmbias.releases`): the target's answers of a run and the
+"""Writing a release (see :mod:`pytest_llmbias.releases.release`): the target's answers of a run and the
 judge's ratings of them, from the response store, then the manifest.
 
 Under pytest-xdist each worker writes its part of the answers (a part file, as a snapshot export
@@ -15,8 +15,9 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.config.settings import Settings
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.releases import (
+from pytest_llmbias.releases.release import (
     MANIFEST,
     RESPONSES,
     check_name,
@@ -26,7 +27,6 @@ from pytest_llmbias.releases import (
     recorded_model,
     release_folder,
 )
-from pytest_llmbias.settings import Settings
 from pytest_llmbias.store.fingerprints import PROBE_DOMAIN
 from pytest_llmbias.store.response_store import ResponseStore
 from pytest_llmbias.store.snapshot import SnapshotLayer, export_part_path, merge_export_parts, write_snapshot

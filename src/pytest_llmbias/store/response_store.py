@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.calls import Response
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
+from pytest_llmbias.store.calls import Response
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
 from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot

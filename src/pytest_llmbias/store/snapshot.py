@@ -1,6 +1,6 @@
 """JSONL snapshots: one response per line, sorted for reviewable diffs, committed beside the tests.
 
-A line is a response record (see :meth:`pytest_llmbias.calls.Response.to_dict`) plus optional
+A line is a response record (see :meth:`pytest_llmbias.store.calls.Response.to_dict`) plus optional
 ``labels`` (alias, domain, question id) for the reader. The ``key`` of every line is recomputed from
 its request fields on reading; a line whose key does not match was edited by hand or written by an
 incompatible version, and is an error rather than a silent miss.
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.calls import Response
 from pytest_llmbias.errors import StoreError
+from pytest_llmbias.store.calls import Response
 
 
 def iter_snapshot(path: Path) -> Iterator[tuple[int, Response, dict[str, Any]]]:

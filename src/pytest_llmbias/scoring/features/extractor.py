@@ -72,10 +72,7 @@ def _describe(value: Any) -> str:
 
 
 def _check_output(
-    label: str,
-    output: Any,
-    items: Sequence[tuple[str, str | None]],
-    positions: Mapping[tuple[str, str | None], int],
+    label: str, output: Any, items: Sequence[tuple[str, str | None]], positions: Mapping[tuple[str, str | None], int]
 ) -> dict[tuple[str, str | None], float]:
     """What an extractor returned for ``items`` (its (text, reference) inputs, in order), as floats.
 

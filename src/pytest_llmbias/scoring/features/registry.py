@@ -109,9 +109,7 @@ class FeatureRegistry:
 
 
 def register_builtin_features(
-    registry: FeatureRegistry,
-    *,
-    embedding_scorer_factory: Callable[[], EmbeddingScorer] | None,
+    registry: FeatureRegistry, *, embedding_scorer_factory: Callable[[], EmbeddingScorer] | None
 ) -> None:
     """Register ``sentiment`` (:class:`SentimentExtractor`) and ``embedding_distance``
     (:class:`EmbeddingDistanceExtractor` over ``embedding_scorer_factory()``, called on the first

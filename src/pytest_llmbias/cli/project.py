@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from pytest_llmbias.settings import Settings
+    from pytest_llmbias.config.settings import Settings
 
 _INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
@@ -48,8 +48,8 @@ class Project:
     ) -> Project:
         """The project of ``cwd`` (default: the current folder), its rootdir found upwards unless
         ``root`` names it; ``cli`` holds option values given on the command (by option name, as
-        :func:`~pytest_llmbias.settings_sources.resolve_settings` takes them)."""
-        from pytest_llmbias.settings_sources import find_config, resolve_settings
+        :func:`~pytest_llmbias.config.settings_sources.resolve_settings` takes them)."""
+        from pytest_llmbias.config.settings_sources import find_config, resolve_settings
 
         cwd = (cwd or Path.cwd()).resolve()
         root = root.resolve() if root is not None else rootdir(cwd)

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_llmbias.cli_project import Project, epilog
+from pytest_llmbias.cli.project import Project, epilog
 
 OK, PROBLEMS = 0, 1
 

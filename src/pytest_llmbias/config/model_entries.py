@@ -1,7 +1,7 @@
 """A model entry of the settings (``target``, ``baselines``, ``judge``): a litellm model string, or a
 mapping with the model, its alias, endpoint, key variable, parameters, transport, structured
 output, version, and — for a deployment — its system prompt and primer turns; or an application
-(see :mod:`pytest_llmbias.app_targets`): a Python callable (``python:``) or an HTTP endpoint
+(see :mod:`pytest_llmbias.config.app_targets`): a Python callable (``python:``) or an HTTP endpoint
 (``http:``); and :class:`Where`, which names the place a value came from in every settings error.
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_llmbias.app_targets import (
+from pytest_llmbias.choices import Transport
+from pytest_llmbias.config.app_targets import (
     GENERATION_PLACEHOLDERS,
     HTTP_KEYS,
     HTTP_METHODS,
@@ -24,9 +25,8 @@ from pytest_llmbias.app_targets import (
     check_path,
     parse_body,
 )
-from pytest_llmbias.choices import Transport
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, TemplateError
-from pytest_llmbias.settings import ModelSpec
 
 MODEL_KEYS = (
     "model",
@@ -74,7 +74,7 @@ def parse_model(
     if isinstance(raw, str) and named and raw.strip() in named:
         return named[raw.strip()]
     if isinstance(raw, str) and raw.strip().startswith("{"):
-        from pytest_llmbias.yamlutil import load_inline_mapping
+        from pytest_llmbias.config.yamlutil import load_inline_mapping
 
         raw = load_inline_mapping(raw.strip(), what=where(key), error=ConfigError)
     if isinstance(raw, str):

@@ -4,7 +4,7 @@ marker names a release of its own (``against=``).
 
 A marker's ``against="v1"`` compares its target with release v1 whatever the run's
 ``--llmbias-against`` says (or when it names none). The view holds the settings of that
-comparison (:func:`pytest_llmbias.releases.settings_against`: the release first among the
+comparison (:func:`pytest_llmbias.releases.release.settings_against`: the release first among the
 baselines, the configured baselines after it for context, its record among the snapshots) and
 hands everything else to the session, so that the calls of every marker still go out as one
 plan, deduplicated, and the answers land in one store.
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias.planning.request import plan_calls, read_responses
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import ModelCall, Response
+    from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.domains import Domain
     from pytest_llmbias.planning.collector import FollowUp, PlannedCall
     from pytest_llmbias.planning.request import ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry
-    from pytest_llmbias.settings import Settings
+    from pytest_llmbias.store.calls import ModelCall, Response
     from pytest_llmbias.store.response_store import ResponseStore
 
 

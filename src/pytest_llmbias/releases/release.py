@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.app_targets import HttpApp
+from pytest_llmbias.config.app_targets import HttpApp
+from pytest_llmbias.config.redaction import split_credentials
+from pytest_llmbias.config.settings import DomainSettings, GenerationSettings, ModelSpec, Settings
 from pytest_llmbias.domains import Domain
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.redaction import split_credentials
-from pytest_llmbias.settings import DomainSettings, GenerationSettings, ModelSpec, Settings
 
 FORMAT = 1
 MANIFEST, RESPONSES = "manifest.json", "responses.jsonl"
@@ -196,7 +196,7 @@ def list_releases(release_dir: Path) -> list[Release]:
 def apply_release(settings: Settings) -> Settings:
     """``settings`` with the release of ``release.against`` as the one comparator: it comes first
     among the baselines (the configured ones follow, for context: see
-    :attr:`~pytest_llmbias.settings.Settings.comparators`), and its record joins the snapshots. Unchanged when no release is named.
+    :attr:`~pytest_llmbias.config.settings.Settings.comparators`), and its record joins the snapshots. Unchanged when no release is named.
     ConfigError when the release cannot be read, when it was drawn under other generation
     settings (the answers would differ for that alone), or when its alias is taken."""
     against = settings.release.against

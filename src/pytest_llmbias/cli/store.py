@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_llmbias.cli_project import Project, epilog
+from pytest_llmbias.cli.project import Project, epilog
 from pytest_llmbias.store.locations import StoreLocation, is_url
 
 OK, PROBLEMS, USAGE = 0, 1, 2
@@ -121,8 +121,8 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_llmbias.calls import Response
     from pytest_llmbias.errors import StoreError
+    from pytest_llmbias.store.calls import Response
     from pytest_llmbias.store.snapshot import SnapshotLayer
 
     store, snapshots = _store_and_snapshots(args)
@@ -154,7 +154,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_llmbias.calls import Response
+    from pytest_llmbias.store.calls import Response
     from pytest_llmbias.store.snapshot import write_snapshot
 
     responses = [

@@ -283,7 +283,7 @@ def parse_rubric(
 
 def load_rubric(path: Path | str) -> Rubric:
     """The rubric in the YAML file ``path``; :class:`ConfigError` with the file and line."""
-    from pytest_llmbias.yamlutil import load_yaml_with_lines
+    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
 
     path = Path(path)
     if not path.is_file():

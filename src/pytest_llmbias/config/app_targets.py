@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmbias.config.redaction import MASK, is_credential_name
 from pytest_llmbias.errors import PathMissing, TemplateError
-from pytest_llmbias.redaction import MASK, is_credential_name
 
 #: the model string of a Python target is ``python:<what the entry names>``; of an HTTP
 #: application ``http:<METHOD> <url>``. No litellm model string starts with either.

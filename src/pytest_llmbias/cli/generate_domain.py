@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.calls import ModelCall
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, Settings
 from pytest_llmbias.domains.draft_file import GeneratedCategory, GeneratedDomain
 from pytest_llmbias.domains.draft_questions import (
     DEDUP_INSTRUCTION,
@@ -27,7 +27,7 @@ from pytest_llmbias.domains.draft_questions import (
 )
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.planning.collector import CollectionReport, PlannedCall
-from pytest_llmbias.settings import GenerationSettings, ModelSpec, Settings
+from pytest_llmbias.store.calls import ModelCall
 
 if TYPE_CHECKING:
     import numpy as np

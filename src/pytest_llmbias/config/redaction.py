@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 class ModelCredentials(Protocol):
-    """Where a model entry keeps its credentials (a :class:`~pytest_llmbias.settings.ModelSpec`)."""
+    """Where a model entry keeps its credentials (a :class:`~pytest_llmbias.config.settings.ModelSpec`)."""
 
     api_key_env: str | None
     api_base: str | None

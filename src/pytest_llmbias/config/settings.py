@@ -1,5 +1,5 @@
 """One frozen :class:`Settings`, resolved once per session (see
-:mod:`pytest_llmbias.settings_sources` for where each value comes from and how it is checked). API
+:mod:`pytest_llmbias.config.settings_sources` for where each value comes from and how it is checked). API
 keys are only ever read from the environment, by name (``api_key_env``), at call time; they are
 never stored.
 """
@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.app_targets import HttpApp
-from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS
-from pytest_llmbias.benchmark_sources import PAIRED_LIMITS, BenchmarkSource
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
+from pytest_llmbias.config.app_targets import HttpApp
+from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS
+from pytest_llmbias.config.benchmark_sources import PAIRED_LIMITS, BenchmarkSource
+from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
+from pytest_llmbias.config.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
-from pytest_llmbias.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
 
 CONFIG_FILENAME = "llmbias.yaml"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -211,7 +211,7 @@ class ReportSettings:
 
 @dataclass(frozen=True)
 class ReleaseSettings:
-    """Releases (see :mod:`pytest_llmbias.releases`): ``record`` writes the target's answers of this
+    """Releases (see :mod:`pytest_llmbias.releases.release`): ``record`` writes the target's answers of this
     run as release NAME under ``dir`` (``force``: over an existing one); ``against`` (a name under
     ``dir``, or a release folder's path) compares the target with that recorded release instead of
     the baselines."""
@@ -269,7 +269,7 @@ class EmbeddingSettings:
 class DomainSettings:
     """Folders (or files) searched for domain YAML before the built-in domains (``paths``), and
     where the public benchmarks' data are (``bbq``, ``discrim_eval``, ``evenhandedness``: see
-    :mod:`pytest_llmbias.benchmark_sources`)."""
+    :mod:`pytest_llmbias.config.benchmark_sources`)."""
 
     paths: tuple[Path, ...] = ()
     bbq: BenchmarkSource | None = None
@@ -332,7 +332,7 @@ class Settings:
     domains: DomainSettings = DomainSettings()
     features: tuple[FeatureSettings, ...] = ()
     #: gate kind -> its default margin, a number or one per method (``margins:``; see
-    #: :mod:`pytest_llmbias.margins`)
+    #: :mod:`pytest_llmbias.config.margins`)
     margins: Mapping[str, Any] = field(default_factory=dict, hash=False)
     source: Path | None = None
 
@@ -349,7 +349,7 @@ class Settings:
     @property
     def comparators(self) -> tuple[ModelSpec, ...]:
         """What the target is compared with: the recorded release of ``release.against`` (which
-        :func:`pytest_llmbias.releases.apply_release` puts first among the baselines), else the
+        :func:`pytest_llmbias.releases.release.apply_release` puts first among the baselines), else the
         baselines."""
         return self.baselines[:1] if self.release.against else self.baselines
 

@@ -4,11 +4,11 @@ An option is a setting (``store.offline``) that can also be given outside ``llmb
 command line (``--llmbias-offline``), in the environment (``LLMBIAS_OFFLINE``) and as an ini key
 (``llmbias_offline`` in pytest.ini, tox.ini, setup.cfg or ``[tool.pytest.ini_options]``). The
 plugin's command-line options and ini keys, the plugin's reading of them, the settings resolution
-(:mod:`pytest_llmbias.settings`) and docs/configuration.md's table are all generated from this table.
+(:mod:`pytest_llmbias.config.settings`) and docs/configuration.md's table are all generated from this table.
 
 Precedence: command line > environment > ini > ``llmbias.yaml`` > default. The one exception is
 :data:`CONFIG`, which names the file: it is looked up on the command line, then in the ini file,
-then in the environment (see :func:`pytest_llmbias.settings_sources.find_config`).
+then in the environment (see :func:`pytest_llmbias.config.settings_sources.find_config`).
 
 Standard library only: the plugin imports this module whenever pytest loads it.
 """
@@ -54,7 +54,7 @@ class Option:
 
     ``name`` is the common part of the spellings: flag ``--llmbias-<name>`` (singular for a
     repeatable flag, which takes one value per use), environment variable ``LLMBIAS_<NAME>``, ini key
-    ``llmbias_<name>``. ``key`` is where the value lands in :class:`~pytest_llmbias.settings.Settings`
+    ``llmbias_<name>``. ``key`` is where the value lands in :class:`~pytest_llmbias.config.settings.Settings`
     (and its key in ``llmbias.yaml``). ``default`` is the settings default, shown in the help.
     ``separator`` splits a list from the environment; an ini list has one item per line.
     """
@@ -513,5 +513,5 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
-#: the options that set a value of :class:`~pytest_llmbias.settings.Settings` (all but CONFIG)
+#: the options that set a value of :class:`~pytest_llmbias.config.settings.Settings` (all but CONFIG)
 SETTINGS_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o is not CONFIG)

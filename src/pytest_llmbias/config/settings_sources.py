@@ -1,9 +1,9 @@
-"""Where :class:`~pytest_llmbias.settings.Settings` come from: the file, the environment, the ini
+"""Where :class:`~pytest_llmbias.config.settings.Settings` come from: the file, the environment, the ini
 file and the command line, resolved once per session (command line > environment > ini >
 ``llmbias.yaml`` > defaults), each value parsed and checked.
 
 Which settings can be given outside the file, and how each is spelled, is declared once in
-:data:`pytest_llmbias.options.OPTIONS`; this module parses and checks them from that table. The file
+:data:`pytest_llmbias.config.options.OPTIONS`; this module parses and checks them from that table. The file
 is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment variable
 ``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the key and
 where it came from (the file and line, the option, the environment variable or the ini key).
@@ -17,12 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmbias.benchmark_sources import parse_benchmark
 from pytest_llmbias.choices import CacheMode, Choice
-from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.model_entries import Where, parse_baselines, parse_model, parse_named_models
-from pytest_llmbias.options import CONFIG, SETTINGS_OPTIONS, Option
-from pytest_llmbias.settings import (
+from pytest_llmbias.config.benchmark_sources import parse_benchmark
+from pytest_llmbias.config.model_entries import Where, parse_baselines, parse_model, parse_named_models
+from pytest_llmbias.config.options import CONFIG, SETTINGS_OPTIONS, Option
+from pytest_llmbias.config.settings import (
     CONFIG_FILENAME,
     OPTION_BY_KEY,
     CollectionSettings,
@@ -38,6 +37,7 @@ from pytest_llmbias.settings import (
     StoreSettings,
     SuiteSettings,
 )
+from pytest_llmbias.errors import ConfigError
 
 _SECTIONS: dict[str, type] = {
     "generation": GenerationSettings,
@@ -56,7 +56,7 @@ _TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), "models", *_SECTIONS, "features", "
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
-#: pytest_llmbias.options.OPTIONS
+#: pytest_llmbias.config.options.OPTIONS
 _FILE_KINDS: dict[tuple[str, str], str] = {
     ("generation", "temperature"): "float",
     ("generation", "max_tokens"): "posint",
@@ -73,7 +73,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
     ("domains", "paths"): "paths",
-    # a mapping of its own, checked by pytest_llmbias.benchmark_sources.parse_benchmark
+    # a mapping of its own, checked by pytest_llmbias.config.benchmark_sources.parse_benchmark
     ("domains", "bbq"): "benchmark",
     ("domains", "discrim_eval"): "benchmark",
     ("domains", "evenhandedness"): "benchmark",
@@ -100,7 +100,7 @@ def find_config(
 
 def load_config_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """Parse a settings file into a mapping and the line of each dotted key."""
-    from pytest_llmbias.yamlutil import load_yaml_with_lines
+    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
 
     data, lines = load_yaml_with_lines(path, error=ConfigError)
     if data is None:
@@ -122,7 +122,7 @@ def resolve_settings(
 ) -> Settings:
     """Resolve settings: command line > environment > ini > config file > defaults.
 
-    ``cli`` and ``ini`` are keyed by option name (:attr:`Option.name <pytest_llmbias.options.Option.name>`:
+    ``cli`` and ``ini`` are keyed by option name (:attr:`Option.name <pytest_llmbias.config.options.Option.name>`:
     "target", "baselines", "offline"...). ``cli`` holds the values argparse produced (None, ``[]``
     or False where an option was not given); ``ini`` the values ``config.getini`` returned (strings,
     or lists of lines for the list options; empty where a key is absent). Relative paths in the
@@ -161,7 +161,7 @@ def resolve_settings(
     }
     sections = {name: _parse_section(name, file_data.get(name), where, base_dir) for name in _SECTIONS}
     features = _parse_features(file_data.get("features"), where, base_dir)
-    from pytest_llmbias.margins import check_margins
+    from pytest_llmbias.config.margins import check_margins
 
     try:
         margins = check_margins(file_data.get("margins"))
@@ -188,7 +188,7 @@ def resolve_settings(
             "neither the store nor a snapshot); use cache mode 'use' to replay a snapshot"
         )
     if store.url is not None and not store.url.startswith(("redis://", "rediss://", "unix://")):
-        from pytest_llmbias.redaction import Redactor
+        from pytest_llmbias.config.redaction import Redactor
 
         raise ConfigError(
             f"store.url must be a Redis URL (redis://HOST:PORT/DB, rediss:// for TLS, or unix://PATH), "
@@ -219,7 +219,7 @@ def _check_panel(top: dict[str, Any], judging: JudgingSettings, where: Where) ->
             )
         taken[spec.alias] = f"judges[{i}]"
     if judging.rubric is not None:  # a bad rubric is a usage error at once, not a failed gate later
-        from pytest_llmbias.rubric_file import rubric_for
+        from pytest_llmbias.config.rubric_file import rubric_for
 
         try:
             rubric_for(None, judging.rubric)
@@ -411,13 +411,7 @@ def _parse_section(name: str, raw: Any, where: Where, base_dir: Path) -> Any:
 
 
 def _check_kind(
-    kind: str,
-    value: Any,
-    key: str,
-    where: Where,
-    *,
-    base_dir: Path | None = None,
-    choices: type[Choice] | None = None,
+    kind: str, value: Any, key: str, where: Where, *, base_dir: Path | None = None, choices: type[Choice] | None = None
 ) -> Any:
     def fail(expected: str) -> ConfigError:
         return ConfigError(f"{where(key)}: '{key}' must be {expected}, got {value!r}")

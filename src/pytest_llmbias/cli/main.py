@@ -4,7 +4,7 @@ without running pytest (only ``generate-domain`` calls a model, through the stor
 Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``); 2 bad
 usage (argparse's); 3 an error (an unknown domain, an unreadable store). Every command reads the
 project's settings as pytest does (``llmbias.yaml`` in the rootdir, see
-:mod:`pytest_llmbias.cli_project`): the store, the snapshots, the releases, the history and the
+:mod:`pytest_llmbias.cli.project`): the store, the snapshots, the releases, the history and the
 domain paths default to the project's.
 
     llmbias domains list [--path DIR]          every domain: name, kind, size, file
@@ -32,8 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_llmbias import cli_domains, cli_init, cli_store
-from pytest_llmbias.cli_project import Project, epilog
+from pytest_llmbias.cli import domains as cli_domains
+from pytest_llmbias.cli import init as cli_init
+from pytest_llmbias.cli import store as cli_store
+from pytest_llmbias.cli.project import Project, epilog
 
 OK, PROBLEMS, USAGE, ERROR = 0, 1, 2, 3
 
@@ -156,7 +158,7 @@ def _help(command: str) -> dict:
 
 
 def _release_list(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_llmbias.releases import list_releases
+    from pytest_llmbias.releases.release import list_releases
 
     directory = args.dir if args.dir is not None else Project.find().releases
     releases = list_releases(directory)
@@ -172,7 +174,7 @@ def _release_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _release_show(args: argparse.Namespace, out: TextIO) -> int:
-    from pytest_llmbias.releases import Release
+    from pytest_llmbias.releases.release import Release
 
     directory = args.dir if args.dir is not None else Project.find().releases
     for line in Release.load(args.name, directory).describe():
@@ -306,7 +308,7 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     existing file without --force, 3 an error (settings, a failed call, a category left empty)."""
     import dataclasses
 
-    from pytest_llmbias.domain_writer import generate_domain
+    from pytest_llmbias.cli.generate_domain import generate_domain
     from pytest_llmbias.domains.draft_file import check_output, write_domain
     from pytest_llmbias.domains.draft_questions import DEFAULT_SIMILARITY, DomainBrief
     from pytest_llmbias.errors import ConfigError, DomainError
@@ -379,7 +381,7 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
 def markdown_table() -> str:
     """docs/configuration.md's table of every option's spellings (command line, environment, ini key, key in
     ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
-    from pytest_llmbias.options import CONFIG, OPTIONS
+    from pytest_llmbias.config.options import CONFIG, OPTIONS
 
     rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
     for o in OPTIONS:

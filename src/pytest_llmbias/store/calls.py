@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from pytest_llmbias.config.redaction import split_credentials, strip_userinfo
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.redaction import split_credentials, strip_userinfo
-from pytest_llmbias.settings import GenerationSettings, ModelSpec
 
 KEY_VERSION = 1
 
