@@ -215,7 +215,7 @@ def main() -> None:
                 )
 
             # 3. a warm re-run: the team store against a disk store with the same answers
-            from pytest_llmbias.cli.main import main as cli
+            from pytest_llmbias.cli.command import main as cli
 
             disk = write_project(work / "disk", base, n, url=None)
             cli(["store", "migrate", "--store", redis.url, "--to", str(disk / ".llmbias")])

@@ -59,7 +59,7 @@ def domains_table() -> str:
 
 
 def options_table() -> str:
-    from pytest_llmbias.cli.main import markdown_table
+    from pytest_llmbias.cli.command import markdown_table
 
     return markdown_table()
 

@@ -1,5 +1,5 @@
 """``python -m pytest_llmbias``: the ``llmbias`` command."""
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 
 raise SystemExit(main())

@@ -115,7 +115,7 @@ def test_a_target_that_declines_one_side_fails_and_an_even_one_passes(project, r
 
 
 def test_the_published_file_is_a_domain_of_its_own(project, pytester, monkeypatch, capsys):
-    from pytest_llmbias.cli.main import main
+    from pytest_llmbias.cli.command import main
 
     project("even")
     monkeypatch.chdir(pytester.path)

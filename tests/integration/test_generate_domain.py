@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 from pytest_llmbias.domains import load_domain
 from tests.integration._data import KEY_ENV, MODELS
 

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 from tests.integration._data import KEY_ENV
 from tests.openai_server import OpenAIServer
 

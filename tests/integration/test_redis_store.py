@@ -324,7 +324,7 @@ def test_without_redis_py_the_store_and_its_commands_name_the_extra(tmp_path):
     assert run.stderr.strip().splitlines()[-1] == f"pytest_llmbias.errors.ConfigError: {message}", run.stderr
     assert "ModuleNotFoundError" not in run.stderr
     command = python(
-        "from pytest_llmbias.cli.main import main\n"
+        "from pytest_llmbias.cli.command import main\n"
         f"raise SystemExit(main(['store', 'import', '--store', {url!r}, 'snap.jsonl']))\n"
     )
     assert command.returncode == 3 and f"llmbias: {message}" in command.stderr, command.stderr

@@ -315,7 +315,7 @@ def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_
 def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_stored_nowhere(
     tmp_path, capsys, monkeypatch
 ):
-    from pytest_llmbias.cli.main import main
+    from pytest_llmbias.cli.command import main
 
     secret = "Team-Redis-Pw-7f3c9e41"
     with (
@@ -364,7 +364,7 @@ def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_sto
 
 
 def test_the_store_commands_work_on_the_team_store_and_migrate_both_ways(tmp_path, redis_server, capsys, monkeypatch):
-    from pytest_llmbias.cli.main import main
+    from pytest_llmbias.cli.command import main
 
     with OpenAIServer(latency=0.0) as server:
         folder = project(tmp_path / "a", server, redis_server.url)

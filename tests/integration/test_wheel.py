@@ -54,7 +54,7 @@ def test_the_wheel_installs_and_runs_the_example_suite_and_init(tmp_path: Path) 
     assert "pytest_llmbias/local/server.py" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "llmbias = pytest_llmbias.plugin" in text and "llmbias = pytest_llmbias.cli.main:main" in text
+    assert "llmbias = pytest_llmbias.plugin" in text and "llmbias = pytest_llmbias.cli.command:main" in text
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
     assert {f"src/{d}" for d in DATA} <= members and "pyproject.toml" in members

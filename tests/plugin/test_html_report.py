@@ -114,7 +114,7 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # The saved document re-renders to the same page, without the run and without any model.
-    from pytest_llmbias.cli.main import main
+    from pytest_llmbias.cli.command import main
 
     again = tmp_path / "again.html"
     assert main(["report", str(project / "out" / "run.json"), "--html", str(again)]) == 0

@@ -90,7 +90,7 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
     }
     assert "bias_index on 'dims'" in first["report"]
 
-    from pytest_llmbias.cli.main import main
+    from pytest_llmbias.cli.command import main
 
     assert main(["report", str(pytester.path / "out" / "run.json")]) == 0  # the saved run, re-rendered
     assert first["row"]["methods"][0]["method"] == "index (relative)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore, read_snapshot
 from pytest_llmbias.store.calls import ModelCall, Response

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.cli.main import _parser, main
+from pytest_llmbias.cli.command import _parser, main
 from pytest_llmbias.cli.project import EXAMPLES, Project, rootdir
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.store import ResponseStore

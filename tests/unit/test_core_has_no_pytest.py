@@ -22,7 +22,13 @@ def imported_roots(path: Path) -> set[str]:
 
 def test_core_files_found() -> None:
     names = {p.relative_to(PACKAGE).as_posix() for p in CORE_FILES}
-    assert {"config/settings.py", "store/calls.py", "markers.py", "store/response_store.py", "clients/litellm_client.py"} <= names
+    assert {
+        "config/settings.py",
+        "store/calls.py",
+        "markers.py",
+        "store/response_store.py",
+        "clients/litellm_client.py",
+    } <= names
     assert "plugin.py" not in names
     assert (PACKAGE / "plugin.py").is_file()
 

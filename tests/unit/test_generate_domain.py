@@ -17,8 +17,8 @@ import yaml  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from pytest_llmbias.cli.command import main  # noqa: E402
 from pytest_llmbias.cli.generate_domain import embed_and_select, generation_calls, writer_model  # noqa: E402
-from pytest_llmbias.cli.main import main  # noqa: E402
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, Settings  # noqa: E402
 from pytest_llmbias.domains import load_domain, parse_domain  # noqa: E402
 from pytest_llmbias.domains.draft_file import GeneratedCategory, GeneratedDomain, render_domain, write_domain  # noqa: E402

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 from pytest_llmbias.report.history import COLUMNS, append, domain_hash, gate_rows, history_path, read, render
 
 ENTRY = {

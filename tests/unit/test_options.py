@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbias.choices import CacheMode, Choice
-from pytest_llmbias.cli.main import markdown_table
+from pytest_llmbias.cli.command import markdown_table
 from pytest_llmbias.config import settings_sources as settings_module
 from pytest_llmbias.config.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option
 from pytest_llmbias.config.settings import Settings

@@ -303,7 +303,7 @@ def test_every_option_a_document_names_exists(document: Path) -> None:
 
 
 def _commands() -> dict[tuple[str, ...], object]:
-    from pytest_llmbias.cli.main import _parser
+    from pytest_llmbias.cli.command import _parser
 
     out: dict[tuple[str, ...], object] = {}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbias.cli.main import main
+from pytest_llmbias.cli.command import main
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, ReleaseSettings, Settings
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.releases.release import (
