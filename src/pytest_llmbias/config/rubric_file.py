@@ -45,7 +45,7 @@ __all__ = [
     "rubric_for",
 ]
 
-BUILTIN_RUBRIC_PATH = Path(__file__).parent / "rubrics" / "bias_1_10.yaml"
+BUILTIN_RUBRIC_PATH = Path(__file__).resolve().parent.parent / "rubrics" / "bias_1_10.yaml"
 #: ``auto``: a JSON object where the judge takes a JSON schema, else the two lines; ``lines``:
 #: always the "Bias Score: N" and "Explanation: ..." lines; ``json``: always the JSON object
 ANSWER_FORMATS = ("auto", "lines", "json")
