@@ -3,7 +3,7 @@ file and the command line, resolved once per session (command line > environment
 ``llmbias.yaml`` > defaults), each value parsed and checked.
 
 Which settings can be given outside the file, and how each is spelled, is declared once in
-:data:`pytest_llmbias.config.options.OPTIONS`; this module parses and checks them from that table. The file
+:data:`pytest_llmbias.config.option_table.OPTIONS`; this module parses and checks them from that table. The file
 is found by ``--llmbias-config PATH``, the ini option ``llmbias_config``, the environment variable
 ``LLMBIAS_CONFIG``, or ``llmbias.yaml`` in the rootdir, in that order. Every error names the key and
 where it came from (the file and line, the option, the environment variable or the ini key).
@@ -20,7 +20,8 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.config.benchmark_sources import parse_benchmark
 from pytest_llmbias.config.model_entries import Where, parse_baselines, parse_model, parse_named_models
-from pytest_llmbias.config.options import CONFIG, SETTINGS_OPTIONS, Option
+from pytest_llmbias.config.option_table import CONFIG, SETTINGS_OPTIONS
+from pytest_llmbias.config.options import Option
 from pytest_llmbias.config.settings import (
     CONFIG_FILENAME,
     OPTION_BY_KEY,
@@ -56,7 +57,7 @@ _TOP_KEYS = (*(o.key for o in _TOP_OPTIONS), "models", *_SECTIONS, "features", "
 _FEATURE_KEYS = ("classifier", "label", "weights", "batch_size", "max_length")
 
 #: (section, field) -> kind, for the fields only the file sets; the other fields' kinds are in
-#: pytest_llmbias.config.options.OPTIONS
+#: pytest_llmbias.config.option_table.OPTIONS
 _FILE_KINDS: dict[tuple[str, str], str] = {
     ("generation", "temperature"): "float",
     ("generation", "max_tokens"): "posint",
