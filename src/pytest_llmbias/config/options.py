@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_llmbias.choices import Choice
 
-#: how a value is parsed and checked; see ``settings_sources._check_option``
+#: how a value is parsed and checked; see ``option_values._check_option``
 KINDS = (
     "path",
     "optpath",
