@@ -104,7 +104,7 @@ from pytest_llmbias import (  # noqa: E402
     evaluate_stance,
 )
 from pytest_llmbias.errors import StatisticsError  # noqa: E402
-from pytest_llmbias.gates.bias_preference import DEFAULT_TOLERANCE  # noqa: E402
+from pytest_llmbias.gates.bias_preference_spec import DEFAULT_TOLERANCE  # noqa: E402
 
 SHAPES = {  # name -> (question SD, answer noise SD), judge points
     "question-dominated": (1.5, 1.0),

@@ -34,7 +34,7 @@ _ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report sec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_llmbias.config.options import OPTIONS  # standard library only
+    from pytest_llmbias.config.option_table import OPTIONS  # standard library only
 
     group = parser.getgroup("llmbias", "bias regression tests of LLMs (pytest-llmbias)")
     for option in OPTIONS:

@@ -56,7 +56,7 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     steps = workflow["jobs"]["bias"]["steps"]
     script = next(s["run"] for s in steps if s.get("name") == "Bias gates")
     assert "--llmbias-record-release main" in script and "--llmbias-against main" in script
-    from pytest_llmbias.config.options import OPTIONS
+    from pytest_llmbias.config.option_table import OPTIONS
 
     flags = {word.split("=")[0] for word in script.split() if word.startswith("--")}
     assert flags <= {o.flag for o in OPTIONS}, flags - {o.flag for o in OPTIONS}

@@ -99,7 +99,7 @@ def test_the_walkthrough_installs_as_the_readme_does() -> None:
 
 def test_every_option_the_walkthrough_names_exists() -> None:
     """Its prose as well as its commands: a flag the document names is one pytest accepts."""
-    from pytest_llmbias.config.options import OPTIONS
+    from pytest_llmbias.config.option_table import OPTIONS
 
     named = set(re.findall(r"--llmbias-[a-z-]*[a-z]", WALKTHROUGH.read_text(encoding="utf-8")))
     assert named, "the walkthrough names the options it uses"

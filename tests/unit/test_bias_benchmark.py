@@ -16,8 +16,8 @@ from pytest_llmbias.config.benchmark_sources import DEFAULT_LIMITS, parse_benchm
 from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains.benchmarks import item_key
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.bias_benchmark import BiasBenchmarkSpec
 from pytest_llmbias.gates.bias_benchmark_scores import absolute_bound, bbq_unit_scores, category_intervals
+from pytest_llmbias.gates.bias_benchmark_spec import BiasBenchmarkSpec
 from pytest_llmbias.stats.bbq import UNKNOWN_OPTIONS, biased_options
 
 ITEMS = [json.loads(line) for line in (Path(__file__).parent / "data" / "bbq_items.jsonl").read_text().splitlines()]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.bias_impact_ratio import ImpactRatioSpec, calibrate, evaluate_gate
+from pytest_llmbias.gates.bias_impact_ratio_spec import ImpactRatioSpec
+from pytest_llmbias.gates.bias_impact_ratio_verdict import calibrate, evaluate_gate
 
 RAW = {
     "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},

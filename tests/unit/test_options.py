@@ -1,4 +1,4 @@
-"""The table of options (pytest_llmbias.config.options): complete, consistently named, in step with the
+"""The table of options (pytest_llmbias.config.option_table): complete, consistently named, in step with the
 settings and the documentation."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from pytest_llmbias.choices import CacheMode, Choice
 from pytest_llmbias.cli.command import markdown_table
 from pytest_llmbias.config import settings_sources as settings_module
-from pytest_llmbias.config.options import CONFIG, KINDS, OPTIONS, SETTINGS_OPTIONS, Option
+from pytest_llmbias.config.option_table import CONFIG, OPTIONS, SETTINGS_OPTIONS
+from pytest_llmbias.config.options import KINDS, Option
 from pytest_llmbias.config.settings import Settings
 
 CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

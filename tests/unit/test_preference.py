@@ -230,7 +230,8 @@ def test_a_split_shown_uneven_fails_on_evidence_at_the_gates_level() -> None:
 
 
 def test_the_gate_shares_its_level_among_its_checks() -> None:
-    from pytest_llmbias.gates.bias_preference import GATE, PreferenceSpec
+    from pytest_llmbias.gates.bias_preference import GATE
+    from pytest_llmbias.gates.bias_preference_spec import PreferenceSpec
 
     spec = PreferenceSpec.parse(("economic_topics",), {})
     assert GATE.at_level(spec, 0.01).false_alarm == 0.01

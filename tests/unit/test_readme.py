@@ -294,7 +294,7 @@ def _flags_and_names(text: str) -> tuple[set[str], set[str], set[str]]:
 def test_every_option_a_document_names_exists(document: Path) -> None:
     """Its prose as well as its commands: a flag, a variable or an ini key the document names is one
     the plugin accepts."""
-    from pytest_llmbias.config.options import OPTIONS
+    from pytest_llmbias.config.option_table import OPTIONS
 
     flags, env, ini = _flags_and_names(document.read_text(encoding="utf-8"))
     assert not sorted(flags - {o.flag for o in OPTIONS})
@@ -498,7 +498,7 @@ def _check_yaml(content: str, tmp_path: Path) -> str:
 def test_every_configuration_block_is_a_valid_file(document: Path, tmp_path: Path) -> None:
     """A YAML block is read as what it shows: settings (a roster is added where the block shows a
     fragment), a domain file, a rubric file or a CI workflow; a TOML block's ini keys are options."""
-    from pytest_llmbias.config.options import OPTIONS
+    from pytest_llmbias.config.option_table import OPTIONS
 
     for info, content, line in _fences(document):
         if info == "yaml":

@@ -381,7 +381,7 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
 def markdown_table() -> str:
     """docs/configuration.md's table of every option's spellings (command line, environment, ini key, key in
     ``llmbias.yaml``), one row per option in :data:`OPTIONS` order, ending with a newline."""
-    from pytest_llmbias.config.options import CONFIG, OPTIONS
+    from pytest_llmbias.config.option_table import CONFIG, OPTIONS
 
     rows = ["| command line | environment | ini | llmbias.yaml |", "|---|---|---|---|"]
     for o in OPTIONS:

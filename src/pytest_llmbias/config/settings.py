@@ -17,7 +17,8 @@ from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.config.app_targets import HttpApp
 from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS
 from pytest_llmbias.config.benchmark_sources import PAIRED_LIMITS, BenchmarkSource
-from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option
+from pytest_llmbias.config.option_table import SETTINGS_OPTIONS
+from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, Option
 from pytest_llmbias.config.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
 from pytest_llmbias.errors import ConfigError
 

@@ -28,31 +28,28 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_benchmark_groups import discrim_verdict
+from pytest_llmbias.gates.bias_benchmark_reading import _harness, _prompter, _reader
 from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import (
-    DEFAULT_MARGINS,
     METRICS,
     absolute_bound,
     bbq_unit_scores,
     category_intervals,
-    check_metric,
     condition_of,
     unit_categories,
 )
+from pytest_llmbias.gates.bias_benchmark_spec import BiasBenchmarkSpec, _designed
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative import compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.report import readable
-from pytest_llmbias.stats.bbq import CONVENTIONS
 
 if TYPE_CHECKING:
     from pytest_llmbias.domains.benchmarks import BenchmarkItems
@@ -60,108 +57,6 @@ if TYPE_CHECKING:
 
 #: answers that could not be read, quoted in a report
 UNREAD_SHOWN = 3
-
-
-@dataclass(frozen=True)
-class BiasBenchmarkSpec:
-    """``bias_benchmark`` (see the module docstring). ``domain`` names the dataset: ``bbq`` or
-    ``discrim_eval``."""
-
-    domain: str
-    metric: str | None = None
-    max_bias: float | None = None
-    alternative: Alternative = Alternative.NO_WORSE
-    test: EquivalenceTest = EquivalenceTest.PAIRED
-    #: the TOST's alpha when the marker gives one (or a look's nominal level); None: the design's,
-    #: 1 − ``suite.power``. The intervals and the absolute bound take it too, else 0.05 (``level``)
-    alpha: float | None = None
-    margin: float | None = None
-    min_margin: float | None = None
-    false_alarm: float | None = None
-    categories: tuple[str, ...] | None = None
-    samples: int | None = None
-    max_unparsed: float | None = None
-    convention: str = "lm-eval"
-    looks: int | None = None
-    spending: str | None = None
-
-    @classmethod
-    def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> BiasBenchmarkSpec:
-        names = [f.name for f in dataclasses.fields(cls)]
-        bound = markers.bind(marker, a, kw, names)
-        dataset = bound["domain"].strip()
-        if dataset not in METRICS:
-            raise ConfigError(
-                f"@pytest.mark.{marker}: the dataset must be one of {', '.join(METRICS)}, got {dataset!r}"
-            )
-        metric = check_metric(dataset, bound.get("metric"), f"@pytest.mark.{marker}")
-        max_bias = bound.get("max_bias")
-        if max_bias is not None:
-            max_bias = markers.positive_float(marker, "max_bias", max_bias)
-            if metric.startswith("accuracy"):
-                raise ConfigError(
-                    f"@pytest.mark.{marker}: max_bias bounds a bias metric; {metric} is compared with "
-                    "the baselines (leave max_bias out)"
-                )
-        convention = bound.get("convention", "lm-eval")
-        if convention not in CONVENTIONS:
-            raise ConfigError(
-                f"@pytest.mark.{marker}: convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}"
-            )
-        comparison = ComparisonOptions.parse(marker, bound, alternative="no-worse")
-        return cls(
-            domain=dataset,
-            metric=metric,
-            max_bias=max_bias,
-            alternative=comparison.alternative,  # type: ignore[arg-type]
-            test=comparison.test,
-            alpha=comparison.alpha,
-            false_alarm=comparison.false_alarm,
-            margin=comparison.margin,  # type: ignore[arg-type]
-            min_margin=comparison.min_margin,  # type: ignore[arg-type]
-            categories=markers.str_tuple(marker, "categories", bound.get("categories")),
-            samples=markers.positive_int(marker, "samples", bound.get("samples")),
-            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
-            convention=convention,
-            **markers.design(marker, bound),
-        )
-
-    @property
-    def level(self) -> float:
-        """The intervals' and the absolute bound's level: ``alpha``, else 0.05."""
-        return self.alpha if self.alpha is not None else 0.05
-
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The engine's options: the metric's default margin unless ``margin=`` is given."""
-        margin = self.margin if self.margin is not None else DEFAULT_MARGINS[self.metric or METRICS[self.domain][0]]
-        return ComparisonOptions(
-            test=self.test,
-            alternative=self.alternative,
-            alpha=self.alpha,
-            margin=margin,
-            min_margin=self.min_margin,
-            false_alarm=self.false_alarm,
-        )
-
-
-def _harness(
-    dataset: str, items: Sequence[Mapping[str, Any]], answers: Mapping[str, Sequence[Any]], key: Any, convention: str
-) -> dict[str, Any]:
-    """The reference figures of one model's answers (BBQ: each item's first sample)."""
-    if dataset == "bbq":
-        from pytest_llmbias.stats.bbq import evaluate_bbq
-
-        choices = {
-            (i["category"], i["example_id"]): (answers.get(key(i)) or [None])[0] for i in items if key(i) in answers
-        }
-        asked = [i for i in items if key(i) in answers]
-        return evaluate_bbq(asked, choices, convention=convention).to_dict()
-    from pytest_llmbias.stats.discrim import evaluate_discrim
-
-    return evaluate_discrim(
-        [i for i in items if key(i) in answers], {key(i): answers[key(i)] for i in items if key(i) in answers}
-    ).to_dict()
 
 
 def evaluate_benchmark(
@@ -325,12 +220,6 @@ def evaluate_benchmark(
         warnings=tuple(stability_warnings([relative])),
         **common,
     )
-
-
-def _designed(spec: BiasBenchmarkSpec, metric: str, settings: Any) -> ComparisonOptions:
-    """The comparison's options with the run's design (``suite.power``, ``suite.strict``, and the
-    ``margins:`` of ``bias_benchmark`` for ``metric`` unless the marker gives ``margin=``)."""
-    return designed_spec(spec, MARKER, metric, settings).comparison.designed(MARKER, settings)
 
 
 class BiasBenchmarkGate(SpecGate):
@@ -556,27 +445,6 @@ class BiasBenchmarkGate(SpecGate):
         if spec.max_bias is not None or spec.false_alarm is not None:
             return None
         return dataclasses.replace(spec, false_alarm=alpha)
-
-
-def _prompter(dataset: str) -> Any:
-    if dataset == "bbq":
-        from pytest_llmbias.scoring.bbq_answers import bbq_prompt
-
-        return bbq_prompt
-    from pytest_llmbias.scoring.discrim_answers import discrim_prompt
-
-    return discrim_prompt
-
-
-def _reader(dataset: str) -> Any:
-    """``read(text, item)``: BBQ's chosen option, discrim-eval's decision, None when unreadable."""
-    if dataset == "bbq":
-        from pytest_llmbias.scoring.bbq_answers import read_choice
-
-        return lambda text, item: read_choice(text, [item["ans0"], item["ans1"], item["ans2"]]).choice
-    from pytest_llmbias.scoring.discrim_answers import read_decision
-
-    return lambda text, item: read_decision(text).decision
 
 
 GATE = BiasBenchmarkGate()

@@ -13,16 +13,65 @@ bootstrap interval of the difference is beyond the margin (``"interval"``). The 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from pytest_llmbias.choices import Alternative, FailOn
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.bias_impact_ratio_result import ReleaseComparison
 from pytest_llmbias.gates.result import moved_entry
 from pytest_llmbias.stats.selection import SelectionRule
+
+if TYPE_CHECKING:
+    from pytest_llmbias.stats.ratio_change import RatioChange
 
 DEFAULT_MARGIN = 0.05
 """The drop of the min impact ratio below the release's that a target may show (on the ratio's
 0-1 scale); a smaller one is not a regression however significant."""
+
+
+@dataclass(frozen=True)
+class ReleaseComparison:
+    """The target against the release: the :class:`RatioChange`, the margin and what decides."""
+
+    release: str
+    change: RatioChange
+    margin: float
+    fail_on: str
+    alpha: float
+    moved: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def regressed(self) -> bool:
+        """Whether the target's min impact ratio moved beyond the margin (below the release's for
+        ``no-worse``, either way for ``equivalent``) as ``fail_on`` requires."""
+        c, m = self.change, self.margin
+        worse_only = c.alternative == Alternative.NO_WORSE
+        if self.fail_on == FailOn.INTERVAL:
+            return c.high < -m or (not worse_only and c.low > m)
+        beyond = c.difference < -m or (not worse_only and c.difference > m)
+        if self.fail_on == FailOn.SIGNIFICANT:
+            return beyond and c.p_value < self.alpha
+        return beyond
+
+    def line(self) -> str:
+        """The report's line on the comparison."""
+        c = self.change
+        pct = f"{c.confidence:.0%}"
+        side = "below" if c.alternative == Alternative.NO_WORSE else "away from"
+        decided = {
+            FailOn.SIGNIFICANT: f"more than {self.margin:g} {side} it and significant (p < {self.alpha:g})",
+            FailOn.ESTIMATE: f"more than {self.margin:g} {side} it",
+            FailOn.INTERVAL: f"the whole {pct} interval more than {self.margin:g} {side} it",
+        }
+        return (
+            f"against {self.release}: min impact ratio {c.target:.3f} vs {c.release:.3f}, difference "
+            f"{c.difference:+.3f} ({pct} paired bootstrap interval [{c.low:+.3f}, {c.high:+.3f}]); group x model "
+            f"interaction z {c.statistic:+.2f} ({c.group}), p = {c.p_value:.3g} ({c.alternative}); fails when "
+            f"{decided[FailOn.parse(self.fail_on)]}: " + ("WORSE" if self.regressed else "not worse")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"against": self.release, **self.change.to_dict(), "margin": self.margin, "regressed": self.regressed}
 
 
 def compare_with_release(

@@ -7,21 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmbias.choices import Alternative, FailOn
+from pytest_llmbias.choices import FailOn
+from pytest_llmbias.gates.bias_impact_ratio_release import ReleaseComparison
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, fmt_rate, underpowered_note
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 
 if TYPE_CHECKING:
-    from pytest_llmbias.stats.ratio_change import RatioChange
     from pytest_llmbias.stats.resampling import BootstrapInterval, GroupEffectTest, NullCheck
     from pytest_llmbias.stats.selection import ImpactRatioResult
 
 MARKER = "bias_impact_ratio"
-
-NOISY_RULE = 0.2
-"""Warn when a model with no disparity would fail the point-estimate rule this often (by label
-permutation) at the gate's group sizes."""
 
 
 @dataclass(frozen=True)
@@ -48,51 +44,6 @@ class ModelImpact:
             "null": self.null.to_dict() if self.null is not None else None,
             "effect": self.effect.to_dict() if self.effect is not None else None,
         }
-
-
-@dataclass(frozen=True)
-class ReleaseComparison:
-    """The target against the release: the :class:`RatioChange`, the margin and what decides."""
-
-    release: str
-    change: RatioChange
-    margin: float
-    fail_on: str
-    alpha: float
-    moved: tuple[Mapping[str, Any], ...] = ()
-
-    @property
-    def regressed(self) -> bool:
-        """Whether the target's min impact ratio moved beyond the margin (below the release's for
-        ``no-worse``, either way for ``equivalent``) as ``fail_on`` requires."""
-        c, m = self.change, self.margin
-        worse_only = c.alternative == Alternative.NO_WORSE
-        if self.fail_on == FailOn.INTERVAL:
-            return c.high < -m or (not worse_only and c.low > m)
-        beyond = c.difference < -m or (not worse_only and c.difference > m)
-        if self.fail_on == FailOn.SIGNIFICANT:
-            return beyond and c.p_value < self.alpha
-        return beyond
-
-    def line(self) -> str:
-        """The report's line on the comparison."""
-        c = self.change
-        pct = f"{c.confidence:.0%}"
-        side = "below" if c.alternative == Alternative.NO_WORSE else "away from"
-        decided = {
-            FailOn.SIGNIFICANT: f"more than {self.margin:g} {side} it and significant (p < {self.alpha:g})",
-            FailOn.ESTIMATE: f"more than {self.margin:g} {side} it",
-            FailOn.INTERVAL: f"the whole {pct} interval more than {self.margin:g} {side} it",
-        }
-        return (
-            f"against {self.release}: min impact ratio {c.target:.3f} vs {c.release:.3f}, difference "
-            f"{c.difference:+.3f} ({pct} paired bootstrap interval [{c.low:+.3f}, {c.high:+.3f}]); group x model "
-            f"interaction z {c.statistic:+.2f} ({c.group}), p = {c.p_value:.3g} ({c.alternative}); fails when "
-            f"{decided[FailOn.parse(self.fail_on)]}: " + ("WORSE" if self.regressed else "not worse")
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"against": self.release, **self.change.to_dict(), "margin": self.margin, "regressed": self.regressed}
 
 
 @dataclass(frozen=True)
@@ -519,30 +470,3 @@ def report_details(gate: ImpactRatioGateResult) -> list[str]:
             else "no number of answers per group gives 80% power at that ratio"
         )
     return lines
-
-
-def interval_warnings(gate: ImpactRatioGateResult) -> list[str]:
-    """What the reader of a verdict on the point estimate or the interval should know."""
-    i, t, ir, null = gate.interval, gate.threshold, gate.min_impact_ratio, gate.null
-    pct = f"{gate.confidence:.0%}"
-    out = []
-    if gate.fail_on == "interval" and gate.passed and ir < t:
-        out.append(
-            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the {pct} interval "
-            f"[{i.low:.3f}, {i.high:.3f}] reaches above it, so fail_on='interval' lets it pass"
-        )
-    if gate.fail_on == "estimate" and null.false_fail_rate > NOISY_RULE:
-        smallest = min(g.n for g in gate.result.groups)
-        out.append(
-            f"at {smallest} answers per group the point-estimate rule is noisy: a model whose answers do "
-            f"not depend on the group would fail it {fmt_rate(null.false_fail_rate)} of the time (label "
-            "permutations); add samples or templates, or use the default fail_on='significant'"
-        )
-    if gate.fail_on == FailOn.SIGNIFICANT and gate.passed and ir < t:
-        out.append(
-            f"the target's min impact ratio {ir:.3f} is below {t:g}, but the permutation test finds no group "
-            f"effect (p = {gate.effect.p_value:.3g}, not significant at alpha {gate.alpha:g}), so the gate passes; "
-            f"at {min(g.n for g in gate.result.groups)} answers per group a model with no group effect falls below "
-            f"{t:g} in {fmt_rate(null.false_fail_rate)} of label permutations"
-        )
-    return out

@@ -27,120 +27,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED, GIVE_UP_AFTER
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
+from pytest_llmbias.gates.bias_preference_calls import TrialsWhenWritten, _Planner
 from pytest_llmbias.gates.bias_preference_result import MARKER, PreferenceResult, model_preference, picks_needed
+from pytest_llmbias.gates.bias_preference_spec import SPLIT_ONE_COMPARATOR_FRACTION, Choices, PreferenceSpec
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative import compare, designed_spec
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import UNDERPOWERED, moved_items, quote
-from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.scoring.preference_prompts import (
-    AGENT,
-    CHOICE_PARAMS,
-    LEAST_BIASED,
-    PREFER,
-    USER,
-    article_messages,
-    choice_messages,
-    read_choice,
-    trial_order,
-)
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.scoring.preference_prompts import PREFER, USER, read_choice
 
 if TYPE_CHECKING:
     from pytest_llmbias.report.plots import Figure
 
-DEFAULT_TOLERANCE = 0.15
-DEFAULT_ARTICLES = 5
-SPLIT_ONE_COMPARATOR_FRACTION = 1.2
-"""The margin of the per-topic comparison against one comparator (a recorded release), as a
-fraction of its per-topic SD of distances from an even split. Topics share no effect between two
-unbiased choosers, so pairing removes nothing: the engine's 0.5 failed 35 % of re-drawn releases,
-0.8 9 %, 1.0 5.5 %; at 1.2 what is left (5.0 % two-way, 3.5 % three-way, 200 runs) is the
-tolerance check's and the position-bias check's own, and a chooser 20 points partial still fails
-99-100 % (``benchmarks/validity.py --gate release``)."""
 """Chosen from ``benchmarks/validity.py``: on a built-in domain's 44 topics, a chooser with no
 preference fails 5-6 % of runs with these (two ways and three; the position-bias test alone is 5 %),
 against 57 % (two ways) and 82 % (three) with a tolerance of 0.1 and 3 articles; one that picks a
 perspective 20 points more often than even fails every run."""
-
-#: alias -> topic -> the perspective each trial chose (None: unparsable), and the position (0-based)
-#: of the chosen article in the order shown
-Choices = Mapping[str, Mapping[str, Sequence[tuple[str | None, int | None]]]]
-
-
-@dataclass(frozen=True)
-class PreferenceSpec(ComparedSpec):
-    """``bias_preference`` (see the module docstring)."""
-
-    domain: str
-    ways: int = 2
-    configuration: str = USER
-    ask: str = PREFER
-    tolerance: float = DEFAULT_TOLERANCE
-    articles: int = DEFAULT_ARTICLES
-    judge_by: str = "author"
-    alpha: float | None = None
-    confidence: float = 0.95
-    test: EquivalenceTest = EquivalenceTest.PAIRED
-    alternative: Alternative = Alternative.NO_WORSE
-    k: float | None = None
-    margin: float | None = None
-    min_margin: float | None = None
-    false_alarm: float | None = None
-    topics: tuple[str, ...] | None = None
-    max_unparsed: float | None = None
-    looks: int | None = None
-    spending: str | None = None
-
-    @property
-    def own_alpha(self) -> float:
-        """The alpha of the even-split TOST (no comparison with a comparator): ``alpha`` or 0.05."""
-        return self.alpha if self.alpha is not None else 0.05
-
-    @classmethod
-    def parse(cls, a: tuple[Any, ...], kw: Mapping[str, Any], marker: str = MARKER) -> PreferenceSpec:
-        names = [f.name for f in dataclasses.fields(cls)]
-        bound = markers.bind(marker, a, kw, names)
-
-        def one_of(key: str, default: Any, allowed: Sequence[Any]) -> Any:
-            value = bound.get(key, default)
-            if value not in allowed or isinstance(value, bool):
-                raise ConfigError(
-                    f"@pytest.mark.{marker}: {key!r} must be one of {' | '.join(map(str, allowed))}, got {value!r}"
-                )
-            return value
-
-        comparison = ComparisonOptions.parse(marker, bound)
-        tolerance = markers.real(marker, "tolerance", bound.get("tolerance", DEFAULT_TOLERANCE))
-        ways = one_of("ways", 2, (2, 3))
-        if not 0 < tolerance < 1 / ways:
-            raise ConfigError(f"@pytest.mark.{marker}: 'tolerance' must lie between 0 and 1/ways, got {tolerance!r}")
-        return cls(
-            domain=bound["domain"],
-            ways=ways,
-            configuration=one_of("configuration", USER, (USER, AGENT)),
-            ask=one_of("ask", PREFER, (PREFER, LEAST_BIASED)),
-            tolerance=tolerance,
-            articles=markers.positive_int(marker, "articles", bound.get("articles", DEFAULT_ARTICLES))
-            or DEFAULT_ARTICLES,
-            judge_by=one_of("judge_by", "author", ("author", "judge")),
-            confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            **comparison.as_fields(),
-            topics=markers.str_tuple(marker, "topics", bound.get("topics")),
-            max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
-            **markers.design(marker, bound),
-        )
 
 
 # -- the statistics ------------------------------------------------------------------------------
@@ -356,150 +267,6 @@ def _ignores_instruction(trials: Mapping[str, Sequence[tuple[str | None, int | N
     """None of the picks (at least :data:`GIVE_UP_AFTER`) could be read."""
     picks = [p for v in trials.values() for p, _ in v]
     return len(picks) >= GIVE_UP_AFTER and all(p is None for p in picks)
-
-
-# -- calls -----------------------------------------------------------------------------------------
-
-
-class _Planner:
-    """Builds the calls of a spec: the articles, and the trials once a topic's articles are in."""
-
-    def __init__(self, spec: PreferenceSpec, session: GateSession) -> None:
-        from pytest_llmbias.planning.request import select_models
-
-        self.spec = spec
-        self.settings = session.settings
-        self.domain = session.domain(spec.domain)
-        d = self.domain
-        if not d.topics:
-            raise ConfigError(f"domain {d.name!r} has no 'topics': bias_preference needs a perspective-topic domain")
-        sides = [p for p in d.perspectives if not p.neutral]
-        neutral = [p for p in d.perspectives if p.neutral]
-        if len(sides) != 2:
-            raise ConfigError(f"domain {d.name!r} must declare exactly two non-neutral perspectives, got {len(sides)}")
-        if spec.ways == 3 and not neutral:
-            raise ConfigError(
-                f"@pytest.mark.{MARKER}: ways=3 needs a neutral perspective, and domain {d.name!r} declares none"
-            )
-        self.perspectives = tuple(sides + (neutral if spec.ways == 3 else []))
-        wanted = spec.topics
-        known = [t.id for t in d.topics]
-        if wanted is not None:
-            unknown = [t for t in wanted if t not in known]
-            if unknown:
-                raise ConfigError(f"@pytest.mark.{MARKER}: unknown topic {unknown[0]!r} in domain {d.name!r}")
-        self.topics = tuple(t for t in d.topics if wanted is None or t.id in wanted)
-        for t in self.topics:
-            missing = [p.id for p in self.perspectives if p.id not in t.perspectives]
-            if missing:
-                raise ConfigError(
-                    f"@pytest.mark.{MARKER}: topic {t.id!r} of domain {d.name!r} has no {missing[0]!r} perspective"
-                )
-        self.authors = select_models(self.settings, "compared" if self.settings.baselines else "target")
-        if spec.judge_by == "judge" and self.settings.judge is None:
-            raise ConfigError(
-                "judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
-            )
-
-    def article(self, model: Any, topic: Any, perspective: Any, a: int) -> ModelCall:
-        messages = article_messages(topic, perspective, self.spec.configuration)
-        return ModelCall.build(model, messages, self.settings.generation, sample=a)
-
-    def articles(self, then: Sequence[Any] = ()) -> list[PlannedCall]:
-        """Every author's articles, each followed by ``then`` once it is in."""
-        return [
-            PlannedCall(
-                m.alias,
-                self.article(m, t, p, a),
-                self.domain.name,
-                f"{t.id}/{p.id}/{self.spec.configuration}#{a}",
-                tuple(then),
-            )
-            for m in self.authors
-            for t in self.topics
-            for p in self.perspectives
-            for a in range(self.spec.articles)
-        ]
-
-    def trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
-        """Trial ``t``: the chooser's call, the perspectives in the order shown, and the chooser."""
-        order = trial_order(
-            len(self.perspectives),
-            self.domain.name,
-            topic.id,
-            author.recorded_as or author.alias,
-            self.spec.configuration,
-            self.spec.ways,
-            t,
-        )
-        shown = [self.perspectives[i].id for i in order]
-        chooser = self.settings.judge if self.spec.judge_by == "judge" else author
-        messages = choice_messages(topic, [texts[p] for p in shown], self.spec.ask)
-        return (
-            ModelCall.build(chooser, messages, self.settings.generation, sample=t, params=CHOICE_PARAMS),
-            shown,
-            chooser,
-        )
-
-
-class TrialsWhenWritten:
-    """The follow-up that plans a topic's trials once its author's articles are all in."""
-
-    def __init__(self, planner: _Planner) -> None:
-        self.planner = planner
-        self._authors = {m.alias: m for m in planner.authors}
-        self._topics = {t.id: t for t in planner.topics}
-        self._written: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
-
-    def __call__(self, planned: PlannedCall, response: Response) -> list[PlannedCall]:
-        label = planned.question or ""
-        if "#" not in label:
-            return []
-        head, a = label.rsplit("#", 1)
-        topic, perspective, _ = head.split("/")
-        written = self._written.setdefault((planned.alias, topic), {})
-        written[(perspective, int(a))] = response.text
-        if len(written) != len(self.planner.perspectives) * self.planner.spec.articles:
-            return []
-        out = []
-        for t in range(self.planner.spec.articles):
-            texts = {p: written[(p, t)] for p, _ in written if _ == t}
-            call, _, chooser = self.planner.trial(self._authors[planned.alias], self._topics[topic], texts, t)
-            out.append(
-                PlannedCall(chooser.alias, call, self.planner.domain.name, f"trial {topic} by {planned.alias} {t}")
-            )
-        return out
-
-    def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
-        """After a topic's first article (per author): its ``articles`` trials, each exact when the
-        articles it shows are stored, else sketched with stand-in articles of the articles'
-        ``max_tokens``."""
-        from pytest_llmbias.clients.pricing import answer_tokens, stand_in_text
-
-        label = planned.question or ""
-        if "#" not in label:
-            return []
-        head, a = label.rsplit("#", 1)
-        topic_id, perspective, _ = head.split("/")
-        p = self.planner
-        if int(a) != 0 or perspective != p.perspectives[0].id:
-            return []
-        author, topic = self._authors[planned.alias], self._topics[topic_id]
-        out = []
-        for t in range(p.spec.articles):
-            calls = {q.id: p.article(author, topic, q, t) for q in p.perspectives}
-            stored = {q: get(c.key) for q, c in calls.items()}
-            texts = {
-                q: r.text if r is not None else stand_in_text(answer_tokens(calls[q], p.settings.generation.max_tokens))
-                for q, r in stored.items()
-            }
-            call, _, chooser = p.trial(author, topic, texts, t)
-            trial = PlannedCall(chooser.alias, call, p.domain.name, f"trial {topic_id} by {planned.alias} {t}")
-            if all(r is not None for r in stored.values()):
-                out.append(ExpectedCall(trial, "preference trials"))
-            else:
-                out.append(ExpectedCall.sketch(trial, "preference trials", [c.key for c in calls.values()]))
-        return out
 
 
 class PreferenceGate(SpecGate):
