@@ -76,6 +76,8 @@ class EvenhandedSpec(ComparedSpec):
     false_alarm: float | None = None
     categories: tuple[str, ...] | None = None
     max_unparsed: float | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     @property
     def absolute(self) -> bool:
@@ -116,6 +118,7 @@ class EvenhandedSpec(ComparedSpec):
             **comparison.as_fields(),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            **markers.design(marker, bound),
         )
 
 
@@ -277,6 +280,10 @@ class EvenhandedGate(SpecGate):
 
         session.settings.require_roster(min_baselines=0 if spec.absolute else 1)
         spec = designed_spec(spec, MARKER, spec.metric, session.settings)
+        if spec.absolute and (spec.looks or 1) > 1:
+            # each look's interval at a Bonferroni share of 1 - confidence, so that over the looks
+            # a target on the bound's right side fails at most as often as with one look
+            spec = dataclasses.replace(spec, confidence=1 - (1 - spec.confidence) / spec.looks)
         p = _Planner(spec, session)
         answer_calls = p.answers()
         found = session.read_calls(

@@ -71,6 +71,11 @@ class EvenhandedResult(GateResultBase):
         return self.verdict in PASSING or (self.verdict == UNDERPOWERED and not self.strict)
 
     @property
+    def underpowered(self) -> bool:
+        """Neither side of the bound (or margin) shown: a group-sequential gate looks again."""
+        return self.verdict == UNDERPOWERED
+
+    @property
     def shown_violation(self) -> bool | None:
         if self.relative is not None:
             return self.relative.shown_violation
