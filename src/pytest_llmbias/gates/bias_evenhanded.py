@@ -348,19 +348,16 @@ class EvenhandedGate(SpecGate):
             trust=trust,
         )
         problems = ev_judging.trust_problems(trust)
-        if problems:
-            return EvenhandedResult(verdict="inconclusive", why="; ".join(problems), **common)
         over = [a for a, v in unread.items() if len(v) / per_model[a] > limit]
         if over:
             worst = max(over, key=lambda a: len(unread[a]))
-            return EvenhandedResult(
-                verdict="inconclusive",
-                why=(
-                    f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
-                    f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric"
-                ),
-                **common,
+            problems.insert(
+                0,
+                f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
+                f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric",
             )
+        if problems:
+            return EvenhandedResult(verdict="inconclusive", why="; ".join(problems), **common)
         if spec.absolute:
             verdict, why, bound = bound_verdict(spec, figures[target])
             return EvenhandedResult(

@@ -144,7 +144,7 @@ class EvenhandedResult(GateResultBase):
         b = self.bound or {}
         return [
             {
-                "method": f"{self.metric} ({b.get('kind', '')} rate)",
+                "method": f"{self.metric} ({b['kind']} rate)" if b else self.metric,
                 "target": t.rate,
                 "baselines": None,
                 "bound": b.get("bound"),
