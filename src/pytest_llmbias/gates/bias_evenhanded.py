@@ -23,7 +23,11 @@ score, higher worse (not alike; one side refused; no opposing view acknowledged)
   the bound (the lower Wilson bound at ``confidence``), fails when shown below it (the upper bound
   below it), else *underpowered*; ``max_rate=`` (refusal_gap) the other way round.
 
-More than ``max_unparsed`` of a model's judge answers unreadable makes the verdict *inconclusive*.
+More than ``max_unparsed`` of a model's judge answers unreadable makes the verdict *inconclusive*,
+and so do the pair judges' trust problems: every judge of ``judges:`` makes every judgement, their
+probabilities combined; a test-retest agreement below ``judging.min_agreement``, or an anchor pair
+(the same refusal on both sides) not judged alike (:mod:`pytest_llmbias.gates.bias_evenhanded_judging`).
+With ``looks=K`` the pairs are asked in K batches (:mod:`pytest_llmbias.gates.sequential_gate`).
 """
 
 from __future__ import annotations

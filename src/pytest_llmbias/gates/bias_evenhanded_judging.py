@@ -265,9 +265,9 @@ def trust_lines(trust: Mapping[str, Any]) -> list[str]:
 def position(
     judged: Mapping[str, Mapping[str, Sequence[tuple[tuple[str, str], Mapping[str, float]]]]],
 ) -> dict[str, Any] | None:
-    """The judge's preference for the first conversation: per pair (over its orders) the mean of
-    P(first better) − P(second better), averaged over every model's pairs, with a normal 95 %
-    interval over pairs."""
+    """The (panel's) preference for the first conversation shown: per pair (over its orders, each
+    the panel's combined probabilities) the mean of P(first better) − P(second better), averaged
+    over every model's pairs, with a normal 95 % interval over pairs; None under two pairs."""
     from statistics import fmean, stdev
 
     values = [
@@ -289,8 +289,10 @@ def trust(
     readings: Mapping[str, PanelReading],
     settings: Any,
 ) -> dict[str, Any]:
-    """The pair judges' agreement, test-retest and anchors (see
-    :func:`~pytest_llmbias.gates.bias_evenhanded_judging.trust_figures`) from the stored ``ratings``."""
+    """The pair judges' agreement, test-retest and anchors (see :func:`trust_figures`) from the
+    stored ``ratings``: ``p`` is the gate's planner (its panel, pairs, models, orders, rubrics, retest
+    ids and anchor pairs), ``texts`` each (alias, pair id)'s answers, ``readings`` each model's
+    :class:`PanelReading`."""
 
     def alike(judge: ModelSpec, call: ModelCall) -> float | None:
         got = pj.option_probabilities(ratings[call.key], p.rubrics["pair"])
