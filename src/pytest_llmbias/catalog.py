@@ -113,7 +113,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_evenhanded",
         signature="domain, *, metric='evenhandedness', min_rate=None, max_rate=None, orders='both', confidence=0.95, "
         "rubrics=None, test='paired', alternative='no-worse', k=None, alpha=None, margin=None, min_margin=None, "
-        "false_alarm=None, categories=None, max_unparsed=None, against=None",
+        "false_alarm=None, categories=None, max_unparsed=None, looks=None, spending=None, against=None",
         help="paired prompts judged together: each pair asks the same task for opposing sides (the published "
         "even-handedness file configured as domains: evenhandedness, or a domain's own pairs:); a judge sees both "
         "answers at once, in both orders (orders='half': half the pairs each way), and says whether both sides were "

@@ -21,6 +21,7 @@ domain paths default to the project's.
     llmbias report RUN.json [--markdown]       the end-of-run table of a saved JSON document
     llmbias report RUN.json --html OUT.html    its HTML report, re-rendered without calling any model
     llmbias generate-domain --name N --description D --category C... [--questions N] [--model ALIAS]
+    llmbias generate-domain --name N --description D --sides A,B... [--questions N] [--model ALIAS]
                                                a model of the roster drafts a domain file to review
 """
 
@@ -258,11 +259,23 @@ def _generate_domain_parser(commands) -> None:
     p.add_argument(
         "--category",
         action="append",
-        required=True,
         metavar="NAME",
         help="a category to write questions for (repeat, or a comma list)",
     )
-    p.add_argument("--questions", type=int, default=10, metavar="N", help="questions per category (default 10)")
+    p.add_argument(
+        "--sides",
+        action="append",
+        metavar="A,B",
+        help="draft paired prompts instead: the two sides of one subject (repeat for more subjects); each "
+        "pair asks the same task for A and for B, written in the domain's 'pairs:' for bias_evenhanded",
+    )
+    p.add_argument(
+        "--questions",
+        type=int,
+        default=10,
+        metavar="N",
+        help="questions per category, or pairs per subject (default 10)",
+    )
     p.add_argument(
         "--model",
         metavar="ALIAS",
@@ -314,6 +327,14 @@ def _generate_domain(args: argparse.Namespace, out: TextIO) -> int:
     from pytest_llmbias.errors import ConfigError, DomainError
     from pytest_llmbias.session import BiasSession
 
+    if bool(args.category) == bool(args.sides):
+        print(
+            "llmbias: generate-domain takes --category (questions) or --sides (paired prompts), one of them",
+            file=sys.stderr,
+        )
+        return USAGE
+    if args.sides:
+        return cli_domains.generate_pairs(args, out)
     try:
         brief = DomainBrief.build(args.name, args.description, args.category, args.questions, title=args.title)
         if args.samples < 1:

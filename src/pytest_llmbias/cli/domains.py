@@ -5,6 +5,7 @@ first error of each file."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -146,3 +147,64 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
         else:
             print(f"ok   {path}: {domain.name}, {len(domain.topics) or len(domain.prompts)} items", file=out)
     return PROBLEMS if bad else OK
+
+
+def generate_pairs(args: argparse.Namespace, out: TextIO) -> int:
+    """``llmbias generate-domain --sides``: draft a paired-prompt domain file for review; 0 written,
+    2 bad arguments or an existing file without --force, 3 a subject left without a pair."""
+    import dataclasses
+
+    import yaml
+
+    from pytest_llmbias.domain_writer import generate_pairs
+    from pytest_llmbias.domains.draft_file import check_output
+    from pytest_llmbias.domains.draft_pairs import PairBrief
+    from pytest_llmbias.domains.loader import load_domain, parse_domain
+    from pytest_llmbias.errors import ConfigError, DomainError
+    from pytest_llmbias.session import BiasSession
+
+    try:
+        brief = PairBrief.build(args.name, args.description, args.sides, args.questions, title=args.title)
+        if args.samples < 1:
+            raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+        target = args.out if args.out is not None else Path(f"{brief.name}.yaml")
+        check_output(target, brief.name, force=args.force)
+    except (ConfigError, DomainError) as exc:
+        print(f"llmbias: {exc}" + ("; pass --force to replace it" if "exists" in str(exc) else ""), file=sys.stderr)
+        return 2
+    project = Project.find(cwd=args.rootdir, root=args.rootdir, cli={"offline": args.offline})
+    settings = dataclasses.replace(
+        project.settings, store=dataclasses.replace(project.settings.store, dir=project.store)
+    )
+    if args.seed is not None:
+        settings = dataclasses.replace(settings, generation=dataclasses.replace(settings.generation, seed=args.seed))
+    session = BiasSession(settings)
+    try:
+        draft = generate_pairs(session, brief, alias=args.model, samples=args.samples)
+    finally:
+        session.close()
+    print(
+        f"domain {brief.name!r}: pairs by {draft.alias} ({draft.model}); {draft.fetched + draft.from_store} "
+        f"call(s): {draft.fetched} fetched, {draft.from_store} from the store",
+        file=out,
+    )
+    for category, n in draft.kept.items():
+        print(f"  {category:<40} {n:>3} of {brief.pairs} pairs", file=out)
+    empty = [c for c, n in draft.kept.items() if not n]
+    if empty:
+        print(
+            f"llmbias: the model's answer held no usable pair for {', '.join(map(repr, empty))}; nothing was "
+            "written (ask again with another --seed, or another --model)",
+            file=sys.stderr,
+        )
+        return 3
+    parse_domain(yaml.safe_load(draft.text), path=target)  # refuse before writing what the loader would
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(draft.text, encoding="utf-8")
+    load_domain(target)
+    print(
+        f"wrote {target}: a model wrote it, so review every pair before use; "
+        f"check it with `llmbias domains validate {target}`",
+        file=out,
+    )
+    return OK

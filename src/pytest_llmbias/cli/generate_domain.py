@@ -11,6 +11,7 @@ answers are read and de-duplicated by :mod:`pytest_llmbias.domains.draft_questio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from pytest_llmbias.store.calls import ModelCall
 if TYPE_CHECKING:
     import numpy as np
 
+    from pytest_llmbias.domains.draft_pairs import PairBrief
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.session import BiasSession
 
@@ -165,3 +167,53 @@ def _shown_model(name: str) -> str:
     (not the path, which belongs to one machine)."""
     path = Path(name).expanduser()
     return f"the local model {path.name!r}" if path.is_absolute() or path.is_dir() else name
+
+
+def generate_pairs(session: BiasSession, brief: PairBrief, *, alias: str | None = None, samples: int = 1) -> PairDraft:
+    """Ask the writer model (:func:`writer_model`) for ``brief.pairs`` paired prompts per subject
+    (see :mod:`pytest_llmbias.domains.draft_pairs`), one call per subject and sample, through the
+    session's store and collector; return the domain file's text and what each subject gave.
+    Raises as :func:`generate_domain` does."""
+    from pytest_llmbias.domains.draft_pairs import pair_messages, parse_pair_lines, render_pairs
+
+    settings = session.settings
+    spec = writer_model(settings, alias)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ConfigError(f"samples must be a positive integer, got {samples!r}")
+    generation = settings.generation
+    room = 2 * _TOKENS_PER_QUESTION * (brief.pairs + 1)
+    params = {"max_tokens": room} if generation.max_tokens < room and "max_tokens" not in spec.params else None
+    planned = [
+        PlannedCall(
+            spec.alias,
+            ModelCall.build(spec, pair_messages(brief, subject), generation, sample=s, params=params),
+            brief.name,
+            f"{subject.category}#{s}",
+        )
+        for subject in brief.subjects
+        for s in range(samples)
+    ]
+    report = session.collect(planned)
+    answers = session.read_calls(
+        [(p.alias, p.question or "", p.call) for p in planned], f"paired prompts for domain {brief.name!r}"
+    )
+    drafted: dict[str, list[tuple[str, str, str]]] = {}
+    for p in planned:
+        got = drafted.setdefault((p.question or "").rsplit("#", 1)[0], [])
+        got.extend(x for x in parse_pair_lines(answers[p.call.key].text) if x not in got)
+    text = render_pairs(brief, drafted, alias=spec.alias, model=spec.model, seed=generation.seed)
+    kept = {s.category: min(len(drafted.get(s.category, [])), brief.pairs) for s in brief.subjects}
+    return PairDraft(text, spec.alias, spec.model, kept, report.fetched, report.from_store)
+
+
+@dataclass(frozen=True)
+class PairDraft:
+    """A drafted paired-prompt domain: the file's ``text``, who wrote it, the pairs ``kept`` per
+    subject's category, and the calls fetched and served from the store."""
+
+    text: str
+    alias: str
+    model: str
+    kept: dict[str, int]
+    fetched: int
+    from_store: int

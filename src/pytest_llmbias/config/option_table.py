@@ -105,8 +105,8 @@ OPTIONS: tuple[Option, ...] = (
         name="judge_retest",
         key="judging.retest",
         kind="nonnegint",
-        help="answers per gate each judge rates a second time, with a new seed, to measure its test-retest "
-        "agreement (0: none)",
+        help="answers (pairs, for bias_evenhanded) per gate each judge rates a second time, with a new seed, to "
+        "measure its test-retest agreement (0: none)",
         flag="--llmbias-judge-retest",
         env="LLMBIAS_JUDGE_RETEST",
         ini="llmbias_judge_retest",

@@ -23,13 +23,16 @@ score, higher worse (not alike; one side refused; no opposing view acknowledged)
   the bound (the lower Wilson bound at ``confidence``), fails when shown below it (the upper bound
   below it), else *underpowered*; ``max_rate=`` (refusal_gap) the other way round.
 
-More than ``max_unparsed`` of a model's judge answers unreadable makes the verdict *inconclusive*.
+More than ``max_unparsed`` of a model's judge answers unreadable makes the verdict *inconclusive*,
+and so do the pair judges' trust problems: every judge of ``judges:`` makes every judgement, their
+probabilities combined; a test-retest agreement below ``judging.min_agreement``, or an anchor pair
+(the same refusal on both sides) not judged alike (:mod:`pytest_llmbias.gates.bias_evenhanded_judging`).
+With ``looks=K`` the pairs are asked in K batches (:mod:`pytest_llmbias.gates.sequential_gate`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +42,9 @@ from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.gates import bias_evenhanded_judging as ev_judging
 from pytest_llmbias.gates.base import SpecGate
-from pytest_llmbias.gates.bias_evenhanded_result import MARKER, METRICS, EvenhandedResult
+from pytest_llmbias.gates.bias_evenhanded_result import MARKER, METRICS, EvenhandedResult, bound_verdict
 from pytest_llmbias.gates.protocol import GateSession
 from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
 from pytest_llmbias.gates.relative_report import stability_warnings
@@ -52,6 +56,7 @@ from pytest_llmbias.store.calls import ModelCall, Response
 if TYPE_CHECKING:
     from pytest_llmbias.domains.domain import Pair
     from pytest_llmbias.report.plots import Figure
+    from pytest_llmbias.settings import ModelSpec
     from pytest_llmbias.stats.evenhanded import EvenhandedFigures
 
 
@@ -75,6 +80,8 @@ class EvenhandedSpec(ComparedSpec):
     false_alarm: float | None = None
     categories: tuple[str, ...] | None = None
     max_unparsed: float | None = None
+    looks: int | None = None
+    spending: str | None = None
 
     @property
     def absolute(self) -> bool:
@@ -115,6 +122,7 @@ class EvenhandedSpec(ComparedSpec):
             **comparison.as_fields(),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             max_unparsed=markers.share(marker, "max_unparsed", bound.get("max_unparsed")),
+            **markers.design(marker, bound),
         )
 
 
@@ -150,11 +158,22 @@ class _Planner:
                 f"@pytest.mark.{MARKER} needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
             )
         self.judge = settings.judge
+        self.panel = settings.panel
         base = Path(settings.source).parent if getattr(settings, "source", None) else None
         self.rubrics = pj.rubrics(dict(spec.rubrics or ()), base)
         self.orders = pj.pair_orders([p.id for p in self.pairs], spec.orders)
         self.models = select_models(settings, "target" if spec.absolute else "compared")
         self.by_id = {p.id: p for p in self.pairs}
+        self.retest = ev_judging.retest_ids(settings, d, self.models, self.pairs)
+        self.anchors = ev_judging.anchor_pairs(d, self.pairs)
+
+    def anchor_calls(self) -> list[PlannedCall]:
+        """Each judge's judgements of the anchor pairs (see :mod:`~pytest_llmbias.gates.bias_evenhanded_judging`)."""
+        return [
+            PlannedCall(j.alias, call, self.domain.name, label)
+            for j in self.panel
+            for label, call in ev_judging.anchor_calls(j, self.rubrics["pair"], self.anchors)
+        ]
 
     def answer(self, model: Any, pair: Pair, half: int) -> ModelCall:
         return ModelCall.build(model, pair.prompts[half], self.settings.generation, sample=0)
@@ -167,18 +186,24 @@ class _Planner:
             for h in (0, 1)
         ]
 
-    def judge_calls(self, alias: str, pair: Pair, texts: Mapping[int, str]) -> list[tuple[str, ModelCall]]:
-        """(label, call) of the judge's calls on ``alias``'s answers of ``pair`` known in ``texts``
-        (half -> answer): each known answer's two ratings, and the pair's orders once both are known."""
+    def judge_calls(self, alias: str, pair: Pair, texts: Mapping[int, str]) -> list[tuple[ModelSpec, str, ModelCall]]:
+        """(judge, label, call) of every judge's calls on ``alias``'s answers of ``pair`` known in
+        ``texts`` (half -> answer): each known answer's two ratings, and the pair's orders (and its
+        retest's second draw) once both are known."""
         out = []
-        for h, text in sorted(texts.items()):
-            for what in ("refusal", "opposing"):
-                prompt = pj.answer_prompt(self.rubrics[what], pair.prompts[h], text)
-                out.append((f"{what}:{alias}:{pair.question_ids[h]}", pj.judge_call(self.judge, prompt)))
-        if len(texts) == 2:
-            for order in self.orders[pair.id]:
-                prompt = pj.pair_prompt(self.rubrics["pair"], pair.prompts, (texts[0], texts[1]), order)
-                out.append((f"pair:{alias}:{pair.id}:{''.join(order)}", pj.judge_call(self.judge, prompt)))
+        for judge in self.panel:
+            for h, text in sorted(texts.items()):
+                for what in ev_judging.RATINGS:
+                    prompt = pj.answer_prompt(self.rubrics[what], pair.prompts[h], text)
+                    out.append((judge, f"{what}:{alias}:{pair.question_ids[h]}", pj.judge_call(judge, prompt)))
+            if len(texts) == 2:
+                for order in self.orders[pair.id]:
+                    prompt = pj.pair_prompt(self.rubrics["pair"], pair.prompts, (texts[0], texts[1]), order)
+                    out.append((judge, f"pair:{alias}:{pair.id}:{''.join(order)}", pj.judge_call(judge, prompt)))
+                if f"{alias}:{pair.id}" in self.retest:
+                    order = self.orders[pair.id][0]
+                    again = ev_judging.retest_calls(judge, self.rubrics["pair"], pair, texts, order)[1]
+                    out.append((judge, f"pair:{alias}:{pair.id}:{''.join(order)}#retest", again))
         return out
 
 
@@ -204,8 +229,8 @@ class JudgeWhenAnswered:
         texts[half] = response.text
         calls = self.planner.judge_calls(planned.alias, pair, {half: response.text})
         if len(texts) == 2:
-            calls += [c for c in self.planner.judge_calls(planned.alias, pair, texts) if c[0].startswith("pair:")]
-        return [PlannedCall(self.planner.judge.alias, call, self.planner.domain.name, label) for label, call in calls]
+            calls += [c for c in self.planner.judge_calls(planned.alias, pair, texts) if c[1].startswith("pair:")]
+        return [PlannedCall(j.alias, call, self.planner.domain.name, label) for j, label, call in calls]
 
     def expect(self, planned: PlannedCall, get: Callable[[str], Response | None]) -> list[ExpectedCall]:
         """After each answer its two ratings; after a pair's first answer the pair judge's calls:
@@ -225,13 +250,13 @@ class JudgeWhenAnswered:
             for h, r in stored.items()
         }
         out = []
-        for label, call in p.judge_calls(planned.alias, pair, texts):
+        for judge, label, call in p.judge_calls(planned.alias, pair, texts):
             if label.startswith("pair:") and half != 0:
                 continue
             if not label.startswith("pair:") and not label.endswith(pair.question_ids[half]):
                 continue
             sources = [calls[h].key for h in ((0, 1) if label.startswith("pair:") else (half,))]
-            call_ = PlannedCall(p.judge.alias, call, p.domain.name, label)
+            call_ = PlannedCall(judge.alias, call, p.domain.name, label)
             exact = all(stored[h] is not None for h in ((0, 1) if label.startswith("pair:") else (half,)))
             out.append(
                 ExpectedCall(call_, "even-handedness judgements")
@@ -239,61 +264,6 @@ class JudgeWhenAnswered:
                 else ExpectedCall.sketch(call_, "even-handedness judgements", sources)
             )
         return out
-
-
-def _bound(spec: EvenhandedSpec, figures: EvenhandedFigures) -> tuple[str, str, dict[str, Any]]:
-    """The absolute check's verdict, why, and its figures."""
-    r = figures.figure(spec.metric)
-    if not r.n:
-        raise StatisticsError(f"{MARKER}: no pair of the target was judged on {spec.metric}")
-    low, high = r.interval or (0.0, 1.0)
-    kind, limit = ("min", spec.min_rate) if spec.min_rate is not None else ("max", spec.max_rate)
-    assert limit is not None
-    shown_ok, shown_off = (low >= limit, high < limit) if kind == "min" else (high <= limit, low > limit)
-    verdict = (
-        "within the bound"
-        if shown_ok
-        else f"{'below' if kind == 'min' else 'above'} the bound"
-        if shown_off
-        else UNDERPOWERED
-    )
-    why = (
-        f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), {spec.confidence:.0%} Wilson interval "
-        f"[{low:.1%}, {high:.1%}], against {kind}_rate {limit:.1%}"
-    )
-    return (
-        verdict,
-        why,
-        {
-            "bound": limit,
-            "kind": kind,
-            "rate": r.rate,
-            "low": low,
-            "high": high,
-            "confidence": spec.confidence,
-            "n": r.n,
-        },
-    )
-
-
-def _position(
-    judged: Mapping[str, Mapping[str, Sequence[tuple[tuple[str, str], Mapping[str, float]]]]],
-) -> dict[str, Any] | None:
-    """The judge's preference for the first conversation: per pair (over its orders) the mean of
-    P(first better) − P(second better), averaged over every model's pairs, with a normal 95 %
-    interval over pairs."""
-    from statistics import fmean, stdev
-
-    values = [
-        fmean(p["first"] - p["second"] for _, p in calls)
-        for by_pair in judged.values()
-        for calls in by_pair.values()
-        if calls
-    ]
-    if len(values) < 2:
-        return None
-    mean, se = fmean(values), stdev(values) / math.sqrt(len(values))
-    return {"mean": mean, "low": mean - 1.96 * se, "high": mean + 1.96 * se, "n": len(values)}
 
 
 class EvenhandedGate(SpecGate):
@@ -306,6 +276,7 @@ class EvenhandedGate(SpecGate):
     def plan(self, spec: EvenhandedSpec, session: GateSession) -> None:
         session.settings.require_roster(min_baselines=0 if spec.absolute else 1)
         planner = _Planner(spec, session)
+        session.plan_calls(planner.anchor_calls())
         session.plan_calls(planner.answers(then=[JudgeWhenAnswered(planner)]))
 
     def evaluate(self, spec: EvenhandedSpec, session: GateSession) -> EvenhandedResult:
@@ -313,6 +284,10 @@ class EvenhandedGate(SpecGate):
 
         session.settings.require_roster(min_baselines=0 if spec.absolute else 1)
         spec = designed_spec(spec, MARKER, spec.metric, session.settings)
+        if spec.absolute and (spec.looks or 1) > 1:
+            # each look's interval at a Bonferroni share of 1 - confidence, so that over the looks
+            # a target on the bound's right side fails at most as often as with one look
+            spec = dataclasses.replace(spec, confidence=1 - (1 - spec.confidence) / spec.looks)
         p = _Planner(spec, session)
         answer_calls = p.answers()
         found = session.read_calls(
@@ -324,64 +299,43 @@ class EvenhandedGate(SpecGate):
             pid, _, half = (c.question or "").rpartition(":")
             texts.setdefault((c.alias, pid), {})["ab".index(half)] = found[c.call.key].text
         calls = [
-            (p.judge.alias, label, call)
+            (judge.alias, label, call)
             for m in p.models
             for pair in p.pairs
-            for label, call in p.judge_calls(m.alias, pair, texts[(m.alias, pair.id)])
+            for judge, label, call in p.judge_calls(m.alias, pair, texts[(m.alias, pair.id)])
         ]
+        calls += [(c.alias, c.question or "", c.call) for c in p.anchor_calls()]
         ratings = session.read_calls(calls, f"even-handedness judgement(s) for domain {p.domain.name!r}")
-        reading: dict[str, int] = {}
-        unread: dict[str, list[str]] = {}
-        judged: dict[str, dict[str, list[tuple[tuple[str, str], dict[str, float]]]]] = {}
-        judgements: dict[str, list[dict[str, Any]]] = {}
-        for m in p.models:
-            a = m.alias
-            unread[a] = []
-            for pair in p.pairs:
-                out: dict[str, Any] = {}
-                for what in ("refusal", "opposing"):
-                    probs = []
-                    for h in (0, 1):
-                        r = ratings[
-                            pj.judge_call(
-                                p.judge, pj.answer_prompt(p.rubrics[what], pair.prompts[h], texts[(a, pair.id)][h])
-                            ).key
-                        ]
-                        got = pj.option_probabilities(r, p.rubrics[what])
-                        if got is None:
-                            unread[a].append(r.text)
-                        else:
-                            reading[got[1]] = reading.get(got[1], 0) + 1
-                        probs.append(None if got is None else got[0]["yes"])
-                    out[what] = None if None in probs else tuple(probs)
-                orders = []
-                for order in p.orders[pair.id]:
-                    prompt = pj.pair_prompt(
-                        p.rubrics["pair"], pair.prompts, (texts[(a, pair.id)][0], texts[(a, pair.id)][1]), order
-                    )
-                    r = ratings[pj.judge_call(p.judge, prompt).key]
-                    got = pj.option_probabilities(r, p.rubrics["pair"])
-                    if got is None:
-                        unread[a].append(r.text)
-                        continue
-                    reading[got[1]] = reading.get(got[1], 0) + 1
-                    orders.append((order, got[0]))
-                judged.setdefault(a, {})[pair.id] = orders
-                if orders:
-                    alike = sum(q["alike"] for _, q in orders) / len(orders)
-                    a_better = sum(q["first"] if o == pj.AB else q["second"] for o, q in orders) / len(orders)
-                    b_better = sum(q["second"] if o == pj.AB else q["first"] for o, q in orders) / len(orders)
-                    out.update(alike=alike, favoured=0 if a_better > b_better else 1 if b_better > a_better else None)
-                judgements.setdefault(a, []).append(out)
-        figures = {a: evaluate_evenhanded(p.pairs, judgements[a], confidence=spec.confidence) for a in judgements}
+        how = session.settings.judging.combine
+        readings = {
+            m.alias: ev_judging.read_model(
+                p.pairs,
+                {x.id: texts[(m.alias, x.id)] for x in p.pairs},
+                p.panel,
+                p.rubrics,
+                p.orders,
+                ratings,
+                None if how is None else str(how),
+            )
+            for m in p.models
+        }
+        figures = {
+            a: evaluate_evenhanded(p.pairs, r.judgements, confidence=spec.confidence) for a, r in readings.items()
+        }
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in p.models if m.alias != target)
-        per_model = {a: 2 * len(p.pairs) + sum(len(p.orders[x.id]) for x in p.pairs) for a in judgements}
+        per_model = {a: len(p.panel) * (4 * len(p.pairs) + sum(len(p.orders[x.id]) for x in p.pairs)) for a in readings}
         limit = next(
             v
             for v in (spec.max_unparsed, session.settings.collection.max_unparsed, DEFAULT_MAX_UNPARSED)
             if v is not None
         )
+        reading: dict[str, int] = {}
+        for r in readings.values():
+            for form, n in r.reading.items():
+                reading[form] = reading.get(form, 0) + n
+        unread = {a: r.unread for a, r in readings.items()}
+        trust = ev_judging.trust(p, texts, ratings, readings, session.settings)
         common: dict[str, Any] = dict(
             domain=p.domain.name,
             target=target,
@@ -389,26 +343,27 @@ class EvenhandedGate(SpecGate):
             metric=spec.metric,
             figures=figures,
             orders=spec.orders,
-            position=_position(judged),
+            position=ev_judging.position({a: r.orders for a, r in readings.items()}),
             unread={a: (len(v), per_model[a]) for a, v in unread.items()},
             unread_examples=tuple(quote(a, t) for a, v in unread.items() for t in v)[:3],
             reading=reading,
             rubrics={k: r.describe() for k, r in p.rubrics.items()},
-            judge=p.judge.alias,
+            judge=", ".join(j.alias for j in p.panel),
+            trust=trust,
         )
+        problems = ev_judging.trust_problems(trust)
         over = [a for a, v in unread.items() if len(v) / per_model[a] > limit]
         if over:
             worst = max(over, key=lambda a: len(unread[a]))
-            return EvenhandedResult(
-                verdict="inconclusive",
-                why=(
-                    f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
-                    f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric"
-                ),
-                **common,
+            problems.insert(
+                0,
+                f"{len(unread[worst])} of {per_model[worst]} judge answers on {worst}'s pairs could not be read "
+                f"(no option letter), more than max_unparsed {limit:.0%}: use a judge that follows the rubric",
             )
+        if problems:
+            return EvenhandedResult(verdict="inconclusive", why="; ".join(problems), **common)
         if spec.absolute:
-            verdict, why, bound = _bound(spec, figures[target])
+            verdict, why, bound = bound_verdict(spec, figures[target])
             return EvenhandedResult(
                 verdict=verdict, why=why, bound=bound, strict=session.settings.suite.strict, **common
             )
@@ -427,7 +382,11 @@ class EvenhandedGate(SpecGate):
         options = spec.comparison.designed(MARKER, session.settings)
         per: dict[str, dict[str, float]] = {}
         for a, f in figures.items():
-            per[a] = {pair.id: s for pair, ps in zip(p.pairs, f.pairs) if (s := ps.score(spec.metric)) is not None}
+            per[a] = {
+                pair.id: s
+                for pair, ps in zip(p.pairs, f.pairs, strict=True)
+                if (s := ps.score(spec.metric)) is not None
+            }
         kept = {x.id: x.category for x in p.pairs if all(x.id in per[a] for a in per)}
         scores = {a: {q: per[a][q] for q in kept} for a in per}
         try:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.gates.bias_evenhanded_judging import trust_lines
 from pytest_llmbias.gates.relative import MethodResult
 from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, role, versus
@@ -56,6 +58,9 @@ class EvenhandedResult(GateResultBase):
     reading: Mapping[str, int] = field(default_factory=dict)
     rubrics: Mapping[str, Any] = field(default_factory=dict)
     judge: str | None = None
+    #: the pair judges: panel, agreement, test-retest and anchors (see
+    #: :func:`~pytest_llmbias.gates.bias_evenhanded_judging.trust_figures`)
+    trust: Mapping[str, Any] = field(default_factory=dict)
     moved: tuple[Mapping[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     strict: bool = False
@@ -64,6 +69,11 @@ class EvenhandedResult(GateResultBase):
     @property
     def passed(self) -> bool:
         return self.verdict in PASSING or (self.verdict == UNDERPOWERED and not self.strict)
+
+    @property
+    def underpowered(self) -> bool:
+        """Neither side of the bound (or margin) shown: a group-sequential gate looks again."""
+        return self.verdict == UNDERPOWERED
 
     @property
     def shown_violation(self) -> bool | None:
@@ -122,6 +132,7 @@ class EvenhandedResult(GateResultBase):
             "reading": dict(self.reading),
             "rubrics": dict(self.rubrics),
             "judge": self.judge,
+            "trust": dict(self.trust),
             "moved": [dict(m) for m in self.moved],
         }
 
@@ -133,7 +144,7 @@ class EvenhandedResult(GateResultBase):
         b = self.bound or {}
         return [
             {
-                "method": f"{self.metric} ({b.get('kind', '')} rate)",
+                "method": f"{self.metric} ({b['kind']} rate)" if b else self.metric,
                 "target": t.rate,
                 "baselines": None,
                 "bound": b.get("bound"),
@@ -146,7 +157,8 @@ class EvenhandedResult(GateResultBase):
     def title(self) -> str:
         return (
             f"bias_evenhanded on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-            f"metric {self.metric}; pairs judged in {'both orders' if self.orders == 'both' else 'one order each, half each way'})"
+            f"metric {self.metric}; pairs judged in "
+            f"{'both orders' if self.orders == 'both' else 'one order each, half each way'})"
         )
 
     def details(self) -> list[str]:
@@ -186,7 +198,7 @@ class EvenhandedResult(GateResultBase):
         if self.position:
             p = self.position
             lines.append(
-                f"  judge {self.judge}'s preference for the first conversation shown: {p['mean']:+.3f} "
+                f"  the pair judge's ({self.judge}) preference for the first conversation shown: {p['mean']:+.3f} "
                 f"[{p['low']:+.3f}, {p['high']:+.3f}] over {p['n']} pairs (P(first better) - P(second better); "
                 "cancelled by the balanced orders)"
             )
@@ -197,6 +209,7 @@ class EvenhandedResult(GateResultBase):
                 + "; rubrics "
                 + ", ".join(f"{k} {v.get('name')} ({v.get('digest')})" for k, v in self.rubrics.items())
             )
+        lines += [f"  {line}" for line in trust_lines(self.trust)]
         for alias, (n, total) in self.unread.items():
             if n:
                 lines.append(f"  {alias}: {n} of {total} judge answers unreadable, left out")
@@ -208,3 +221,40 @@ class EvenhandedResult(GateResultBase):
             lines.append("  pairs whose judgement moved most against the release:")
             lines += [f"    {m['item']}: {m['comparator']:.2f} -> {m['target']:.2f}" for m in self.moved]
         return lines
+
+
+def bound_verdict(spec: Any, figures: EvenhandedFigures) -> tuple[str, str, dict[str, Any]]:
+    """The absolute check of ``spec`` (``min_rate`` or ``max_rate`` on its ``metric`` at its
+    ``confidence``) on ``figures``: its verdict, why, and its figures."""
+    r = figures.figure(spec.metric)
+    if not r.n:
+        raise StatisticsError(f"{MARKER}: no pair of the target was judged on {spec.metric}")
+    low, high = r.interval or (0.0, 1.0)
+    kind, limit = ("min", spec.min_rate) if spec.min_rate is not None else ("max", spec.max_rate)
+    assert limit is not None
+    shown_ok, shown_off = (low >= limit, high < limit) if kind == "min" else (high <= limit, low > limit)
+    verdict = (
+        "within the bound"
+        if shown_ok
+        else f"{'below' if kind == 'min' else 'above'} the bound"
+        if shown_off
+        else UNDERPOWERED
+    )
+    why = (
+        f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), "
+        f"{spec.confidence:.0%} Wilson interval "
+        f"[{low:.1%}, {high:.1%}], against {kind}_rate {limit:.1%}"
+    )
+    return (
+        verdict,
+        why,
+        {
+            "bound": limit,
+            "kind": kind,
+            "rate": r.rate,
+            "low": low,
+            "high": high,
+            "confidence": spec.confidence,
+            "n": r.n,
+        },
+    )

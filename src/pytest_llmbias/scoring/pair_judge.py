@@ -18,6 +18,7 @@ seed and the pair's id, so it cancels across pairs at half the calls).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -135,9 +136,11 @@ def rubrics(given: Mapping[str, str | Path] | None = None, base: Path | None = N
     return out
 
 
-def judge_call(judge: ModelSpec, prompt: str) -> ModelCall:
-    """The judge's call on one filled rubric prompt: greedy, short, with log-probabilities asked."""
-    return ModelCall.build(judge, prompt, JUDGE_GENERATION, params=LOGPROB_PARAMS)
+def judge_call(judge: ModelSpec, prompt: str, draw: int = 0) -> ModelCall:
+    """The judge's call on one filled rubric prompt: greedy, short, with log-probabilities asked;
+    ``draw`` > 0 is an independent draw (seed ``draw``: a test-retest's second rating)."""
+    generation = JUDGE_GENERATION if draw == 0 else dataclasses.replace(JUDGE_GENERATION, seed=draw)
+    return ModelCall.build(judge, prompt, generation, params=LOGPROB_PARAMS)
 
 
 def pair_prompt(rubric: ChoiceRubric, requests: Sequence[str], answers: Sequence[str], order: Sequence[str]) -> str:
