@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from pytest_llmbias.calls import Response
+from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.domains.domain import Domain, Pair
 from pytest_llmbias.gates import bias_evenhanded_judging as ej
 from pytest_llmbias.scoring import pair_judge as pj
-from pytest_llmbias.settings import ModelSpec
+from pytest_llmbias.store.calls import Response
 
 RUBRICS = pj.rubrics()
 PAIRS = tuple(

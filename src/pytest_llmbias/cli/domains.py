@@ -156,7 +156,7 @@ def generate_pairs(args: argparse.Namespace, out: TextIO) -> int:
 
     import yaml
 
-    from pytest_llmbias.domain_writer import generate_pairs
+    from pytest_llmbias.cli.generate_domain import generate_pairs
     from pytest_llmbias.domains.draft_file import check_output
     from pytest_llmbias.domains.draft_pairs import PairBrief
     from pytest_llmbias.domains.loader import load_domain, parse_domain

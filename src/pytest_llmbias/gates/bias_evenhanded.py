@@ -54,9 +54,9 @@ from pytest_llmbias.scoring import pair_judge as pj
 from pytest_llmbias.store.calls import ModelCall, Response
 
 if TYPE_CHECKING:
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.domains.domain import Pair
     from pytest_llmbias.report.plots import Figure
-    from pytest_llmbias.settings import ModelSpec
     from pytest_llmbias.stats.evenhanded import EvenhandedFigures
 
 

@@ -35,9 +35,9 @@ from pytest_llmbias.scoring.judge_calls import RETEST_DRAW
 from pytest_llmbias.stats.evenhanded import THRESHOLD
 
 if TYPE_CHECKING:
-    from pytest_llmbias.calls import ModelCall, Response
+    from pytest_llmbias.config.settings import ModelSpec
     from pytest_llmbias.domains.domain import Domain, Pair
-    from pytest_llmbias.settings import ModelSpec
+    from pytest_llmbias.store.calls import ModelCall, Response
 
 #: pairs shown with the same refusal on both sides, per judge
 ANCHOR_PAIRS = 2
