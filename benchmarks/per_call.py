@@ -11,7 +11,7 @@ is not charged to the client; on a small machine it still shares the cores):
    direct transport (a ``bias_responses`` request through :class:`BiasSession`), collects them
    into a fresh store at ``--concurrency`` (server latency ``--latency``) and reads them back: its
    CPU time (process-wide, the session's loop thread included) from plan to the last answer read.
-   Then a second session on the same store does the same with every call stored. Each figure is
+   Then a second process does the same on the same store, every call stored. Each figure is
    the slope between ``--small`` and ``--large`` prompts, so start-up, imports and the fingerprint
    probes cancel; the median over ``--rounds`` rounds.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
@@ -50,22 +50,18 @@ from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.session import BiasSession
 from pytest_llmbias.settings_sources import resolve_settings
 
-project, n = Path(sys.argv[1]), int(sys.argv[2])
+project = Path(sys.argv[1])
 request = ResponseRequest("bench", models="target")
-out = {}
-for phase in ("cold", "warm"):
-    settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)
-    session = BiasSession(settings)
-    session.domain("bench")  # the domain file is read before the clock starts
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    session.plan(request)
-    report = session.ensure_collected()
-    answers = session.responses(request)
-    out[phase] = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - t0,
-                  "fetched": report.fetched, "from_store": report.from_store, "answers": len(answers.responses)}
-    session.close()
-    if sys.argv[3:] == ["cold-only"]:
-        break
+settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)
+session = BiasSession(settings)
+session.domain("bench")  # the domain file is read before the clock starts
+cpu0, t0 = time.process_time(), time.perf_counter()
+session.plan(request)
+report = session.ensure_collected()
+answers = session.responses(request)
+out = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - t0,
+       "fetched": report.fetched, "from_store": report.from_store, "answers": len(answers.responses)}
+session.close()
 print(json.dumps(out))
 """
 
@@ -96,14 +92,17 @@ def child_env() -> dict[str, str]:
 
 
 def run_child(base: str, n: int, concurrency: int, workdir: Path, tag: str, *, cold_only: bool = False) -> dict:
-    """One child process: cold then warm collection of ``n`` prompts; its figures."""
+    """Two child processes on one project of ``n`` prompts: the cold collection, then (unless
+    ``cold_only``) the warm one, each a fresh process as a re-run is; their figures."""
     project = workdir / tag
     write_project(project, base, n, concurrency, tag)
-    command = [sys.executable, "-c", CHILD, str(project), str(n), *(["cold-only"] if cold_only else [])]
-    done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the benchmark's session failed:\n{done.stderr[-4000:]}")
-    data = json.loads(done.stdout.strip().splitlines()[-1])
+    data = {}
+    for phase in ("cold",) if cold_only else ("cold", "warm"):
+        command = [sys.executable, "-c", CHILD, str(project)]
+        done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the benchmark's session failed:\n{done.stderr[-4000:]}")
+        data[phase] = json.loads(done.stdout.strip().splitlines()[-1])
     if data["cold"]["fetched"] != n or data["cold"]["answers"] != n:
         raise SystemExit(f"cold run of {n}: {data['cold']}")
     if not cold_only and (data["warm"]["from_store"] != n or data["warm"]["fetched"]):
@@ -153,7 +152,7 @@ def example_suite(runs: int) -> dict:
         return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
     once()
-    walls, cpus = zip(*(once() for _ in range(runs)))
+    walls, cpus = zip(*(once() for _ in range(runs)), strict=True)
     print(f"  example suite: {' '.join(f'{w:.2f}' for w in walls)} s wall, {' '.join(f'{c:.2f}' for c in cpus)} s CPU")
     return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus), "walls": walls, "cpus": cpus}
 
@@ -173,8 +172,11 @@ def cold_ratios(workdir: Path) -> list[dict]:
         ideal = n * latency / concurrency
         row = {"calls": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": ideal}
         row.update(wall_s=data["cold"]["wall_s"], ratio=data["cold"]["wall_s"] / ideal)
-        print(f"  cold {n} prompts, concurrency {concurrency}, latency {latency:g} s: {row['wall_s']:.1f} s = "
-              f"{row['ratio']:.3f} x the ideal {ideal:.1f} s", flush=True)
+        print(
+            f"  cold {n} prompts, concurrency {concurrency}, latency {latency:g} s: {row['wall_s']:.1f} s = "
+            f"{row['ratio']:.3f} x the ideal {ideal:.1f} s",
+            flush=True,
+        )
         out.append(row)
     return out
 
