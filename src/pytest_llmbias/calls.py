@@ -71,15 +71,27 @@ class ModelCall:
         Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are independent
         draws, not replays of one seed.
 
-        The same call asked again (same spec, prompt string, settings and sample, no ``params``)
-        is the same object, its key computed once: a run plans a call and reads it back, and
-        several gates may need it."""
-        if params is None and isinstance(prompt, str) and cls is ModelCall:
+        The same call asked again (same spec, messages, settings, sample and params) is the same
+        object, its key computed once: a run plans a call and reads it back, a judge's rating is
+        told before it is asked, and several gates may need one call."""
+        memo: tuple[Any, ...] | None = None
+        if cls is ModelCall and type(sample) is int:
             try:
-                return _built(spec, prompt, generation, sample)
-            except TypeError:  # an unhashable spec: built afresh
-                pass
-        return cls._build(spec, prompt, generation, sample, params)
+                asked = prompt if isinstance(prompt, str) else as_messages(prompt)
+                # by the identity of the spec and settings (kept with the call, so never another's):
+                # equal ones may differ in a number's type, which the key tells apart
+                memo = (id(spec), id(generation), asked, sample, _dumps(params) if params else None)
+                kept = _BUILT.get(memo)
+            except (TypeError, ValueError):  # params that are no JSON values: built afresh
+                memo = kept = None
+            if kept is not None and kept[0] is spec and kept[1] is generation:
+                return kept[2]
+        call = cls._build(spec, prompt, generation, sample, params)
+        if memo is not None:
+            if len(_BUILT) >= _BUILT_KEPT:
+                del _BUILT[next(iter(_BUILT))]
+            _BUILT[memo] = (spec, generation, call)
+        return call
 
     @classmethod
     def _build(
@@ -90,13 +102,7 @@ class ModelCall:
         sample: int,
         params: Mapping[str, Any] | None,
     ) -> ModelCall:
-        if params:
-            identity = _identity(spec, generation, sample, params)
-        else:
-            try:
-                identity = _spec_identity(spec, generation, sample)
-            except TypeError:  # an unhashable spec
-                identity = _identity(spec, generation, sample, None)
+        identity = _identity(spec, generation, sample, params) if params else _spec_identity(spec, generation, sample)
         messages = as_messages(prompt)
         if spec.messages:
             messages = (*spec.messages, *messages)
@@ -198,17 +204,24 @@ def _identity(
     return _Identity(public, credentials, api_base, request, tail)
 
 
-@functools.lru_cache(maxsize=1024)
 def _spec_identity(spec: ModelSpec, generation: GenerationSettings, sample: int) -> _Identity:
-    """:func:`_identity` without extra params, once per model, settings and sample: the calls of a
-    run share its (read-only) mappings."""
-    return _identity(spec, generation, sample, None)
+    """:func:`_identity` without extra params, once per model, settings and sample (by identity,
+    as :data:`_BUILT`): the calls of a run share its (read-only) mappings."""
+    memo = (id(spec), id(generation), sample, type(sample))
+    kept = _IDENTITIES.get(memo)
+    if kept is not None and kept[0] is spec and kept[1] is generation:
+        return kept[2]
+    identity = _identity(spec, generation, sample, None)
+    if len(_IDENTITIES) >= 1024:
+        del _IDENTITIES[next(iter(_IDENTITIES))]
+    _IDENTITIES[memo] = (spec, generation, identity)
+    return identity
 
 
-@functools.lru_cache(maxsize=1 << 17)
-def _built(spec: ModelSpec, prompt: str, generation: GenerationSettings, sample: int) -> ModelCall:
-    """The call of :meth:`ModelCall.build` without extra params, built once while it is asked for."""
-    return ModelCall._build(spec, prompt, generation, sample, None)
+_IDENTITIES: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, _Identity]] = {}
+#: the calls :meth:`ModelCall.build` made lately, by what they were built from (the oldest dropped first)
+_BUILT: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, ModelCall]] = {}
+_BUILT_KEPT = 1 << 17
 
 
 def _endpoint_digest(model: str, api_base: str | None, version: str | None, request: Any) -> str:
