@@ -121,7 +121,11 @@ class ModelCall:
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
             listed = _dumps([{"content": c, "role": r} for r, c in messages])
             blob = '{"api_base":' + _dumps(identity.api_base) + ',"messages":' + listed + "," + identity.tail
-            call.__dict__["key"] = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            # set as an attribute (the cached property's own slot), not through __dict__, which
+            # would give every call a dictionary of its own
+            object.__setattr__(call, "key", hashlib.sha256(blob.encode("utf-8")).hexdigest())
+        if identity.endpoint is not None:
+            object.__setattr__(call, "endpoint", identity.endpoint)
         return call
 
     def canonical(self) -> dict[str, Any]:
@@ -175,6 +179,8 @@ class _Identity:
     api_base: str | None
     request: Mapping[str, Any] | None
     tail: str | None
+    #: :attr:`ModelCall.endpoint` of these calls (None for an HTTP application's: computed per call)
+    endpoint: str | None = None
 
 
 def _identity(
@@ -201,7 +207,8 @@ def _identity(
         tail: str | None = _dumps(rest)[1:]
     except TypeError:
         tail = None
-    return _Identity(public, credentials, api_base, request, tail)
+    endpoint = _endpoint(spec.model, api_base, spec.version) if request is None else None
+    return _Identity(public, credentials, api_base, request, tail, endpoint)
 
 
 def _spec_identity(spec: ModelSpec, generation: GenerationSettings, sample: int) -> _Identity:

@@ -200,7 +200,9 @@ class ResponseStore:
                 f"the store at {self.where} holds a malformed response {key} ({exc}). "
                 + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
             ) from None
-        response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
+        # verified above; saves rehashing on the hot read path (an attribute, not through __dict__,
+        # which would give every call a dictionary of its own)
+        object.__setattr__(response.call, "key", key)
         return response
 
     def put(self, response: Response) -> None:
