@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -89,7 +90,7 @@ class ModelCall:
         call = cls._build(spec, prompt, generation, sample, params)
         if memo is not None:
             if len(_BUILT) >= _BUILT_KEPT:
-                del _BUILT[next(iter(_BUILT))]
+                drop_oldest(_BUILT)
             _BUILT[memo] = (spec, generation, call)
         return call
 
@@ -220,12 +221,20 @@ def _spec_identity(spec: ModelSpec, generation: GenerationSettings, sample: int)
         return kept[2]
     identity = _identity(spec, generation, sample, None)
     if len(_IDENTITIES) >= 1024:
-        del _IDENTITIES[next(iter(_IDENTITIES))]
+        drop_oldest(_IDENTITIES)
     _IDENTITIES[memo] = (spec, generation, identity)
     return identity
 
 
 _IDENTITIES: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, _Identity]] = {}
+
+
+def drop_oldest(kept: dict[Any, Any]) -> None:
+    """Forget the oldest entry of ``kept`` (a miss, where another thread changed it meanwhile)."""
+    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+        kept.pop(next(iter(kept)))
+
+
 #: the calls :meth:`ModelCall.build` made lately, by what they were built from (the oldest dropped first)
 _BUILT: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, ModelCall]] = {}
 _BUILT_KEPT = 1 << 17

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.calls import ModelCall, Response
+from pytest_llmbias.calls import ModelCall, Response, drop_oldest
 from pytest_llmbias.choices import ModelSelection
 from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
@@ -106,7 +106,7 @@ def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> tuple[
         return kept[2]
     cells = tuple(_cells(request, settings, domain))
     if len(_GRIDS) >= _GRIDS_KEPT:
-        del _GRIDS[next(iter(_GRIDS))]
+        drop_oldest(_GRIDS)
     _GRIDS[key] = (settings, domain, cells)
     return cells
 
