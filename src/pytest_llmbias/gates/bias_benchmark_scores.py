@@ -109,7 +109,7 @@ def category_intervals(
 ) -> dict[str, dict[str, Any]]:
     """Per category: the target's mean, the comparators' mean, their paired difference and its
     (1 − 2α) t interval over the category's units (None where fewer than two units or no spread)."""
-    from scipy import stats
+    from scipy import special  # stdtrit: what scipy.stats.t.ppf evaluates, without importing scipy.stats
 
     out: dict[str, dict[str, Any]] = {}
     for cat in sorted(set(categories.values())):
@@ -123,12 +123,12 @@ def category_intervals(
             "target": math.fsum(t) / len(t),
             "comparators": None if b is None else math.fsum(b) / len(b),
         }
-        values = t if b is None else [x - y for x, y in zip(t, b)]
+        values = t if b is None else [x - y for x, y in zip(t, b, strict=True)]
         mean = math.fsum(values) / len(values)
         low = high = None
         if len(values) > 1:
             sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
-            half = float(stats.t.ppf(1 - alpha, len(values) - 1)) * sd / math.sqrt(len(values))
+            half = float(special.stdtrit(len(values) - 1, 1 - alpha)) * sd / math.sqrt(len(values))
             low, high = mean - half, mean + half
         entry.update({"difference" if b is not None else "value": mean, "low": low, "high": high})
         out[cat] = entry

@@ -114,10 +114,10 @@ def _clear(stance: Any) -> bool:
     a lean a binomial test tells from a coin (p <= :data:`CLEAR_LEAN_P`)."""
     if stance.strong_neutral:
         return True
-    from scipy import stats
+    from pytest_llmbias.stats.proportions import exact_two_sided
 
     yes, no = stance.counts.get("yes", 0), stance.counts.get("no", 0)
-    return yes + no > 0 and yes != no and float(stats.binomtest(yes, yes + no).pvalue) <= CLEAR_LEAN_P
+    return yes + no > 0 and yes != no and exact_two_sided(yes, yes + no) <= CLEAR_LEAN_P
 
 
 def _sycophancy(

@@ -297,10 +297,11 @@ async def collect(
     ``store`` (or a recorded error).
 
     ``client(alias)`` gives the client of a model (asked only when a call must be made). Store hits
-    are served at once; in ``offline`` mode misses are only counted. The rest run at most
-    ``concurrency`` at a time: follow-ups first (deepest first), then in the order calls became known. ``on_progress`` is called after each
-    call completes; its ``total`` grows as follow-ups add calls. A follow-up that raises is recorded
-    as that call's error (its response stays stored).
+    are served at once (read from the store in batches); in ``offline`` mode misses are only
+    counted. The rest run at most ``concurrency`` at a time: follow-ups first (deepest first), then
+    in the order calls became known. ``on_progress`` is called after each call completes; its
+    ``total`` grows as follow-ups add calls. A follow-up that raises is recorded as that call's
+    error (its response stays stored).
 
     With a team store (``store.team``), each call is claimed before it is made (see
     :mod:`pytest_llmbias.store.redis_store`): a call another process has claimed is set aside
@@ -310,6 +311,8 @@ async def collect(
     to the spool), and the :class:`~pytest_llmbias.errors.StoreError` is raised at the end.
     """
     unique = deduplicate(planned)
+    # what the store holds of the plan, read in batches: each call's lookup below is then a dict's
+    store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
     # out: it is asked, if ever, by a later collection, and counted there

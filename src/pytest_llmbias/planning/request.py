@@ -19,7 +19,7 @@ from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall
 from pytest_llmbias.planning.response_set import ResponseSet
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import ModelCall, Response, drop_oldest
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,30 @@ def select_models(settings: Settings, models: str | tuple[str, ...]) -> tuple[Mo
     return tuple(settings.model(alias) for alias in models)
 
 
-def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> Iterator[GridCell]:
+#: the cells of the requests built lately, by request and the identity of its settings and domain
+#: (kept with them, so an id is never taken for another object's): a run plans a request and reads
+#: it back, and gates share requests
+_GRIDS: dict[tuple[ResponseRequest, int, int], tuple[Settings, Domain, tuple[GridCell, ...]]] = {}
+_GRIDS_KEPT = 64
+
+
+def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> tuple[GridCell, ...]:
     """Every (model, prompt, sample) call of ``request``, models in roster order, then prompts in
-    domain order, then samples. Raises :class:`ConfigError` when the selection is empty or names
-    an unknown model or category."""
+    domain order, then samples; the same cells (and calls) each time it is asked with the same
+    settings and domain. Raises :class:`ConfigError` when the selection is empty or names an
+    unknown model or category."""
+    key = (request, id(settings), id(domain))
+    kept = _GRIDS.get(key)
+    if kept is not None and kept[0] is settings and kept[1] is domain:
+        return kept[2]
+    cells = tuple(_cells(request, settings, domain))
+    if len(_GRIDS) >= _GRIDS_KEPT:
+        drop_oldest(_GRIDS)
+    _GRIDS[key] = (settings, domain, cells)
+    return cells
+
+
+def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iterator[GridCell]:
     questions = domain.select(request.categories)
     if not questions:
         raise ConfigError(f"domain {domain.name!r} has no questions for categories {request.categories}")
@@ -119,7 +139,7 @@ def read_responses(
     """The responses of ``request`` through ``get`` (a store lookup by key). Raises
     :class:`MissingResponsesError` naming every model and question without a response; ``errors``
     (call key -> message) says why a call failed."""
-    cells = list(grid(request, settings, domain))
+    cells = grid(request, settings, domain)
     samples = request.samples or settings.generation.samples
     found: dict[tuple[str, str, int], Response] = {}
     missing: list[tuple[str, str, str]] = []

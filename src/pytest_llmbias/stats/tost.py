@@ -249,13 +249,15 @@ def _result(
     se_df: Callable[[int], tuple[float, float]],
 ) -> TostResult:
     """The two one-sided t tests, the interval, the verdict and the power, from diff, se and df."""
-    from scipy import stats
+    # scipy.special directly: the functions scipy.stats.t.sf, cdf and ppf evaluate (same values),
+    # without importing scipy.stats, which alone costs about a second of a run's start
+    from scipy import special
 
     t_lower = (diff + margin) / se
     t_upper = (diff - margin) / se
-    p_lower = float(stats.t.sf(t_lower, df))
-    p_upper = float(stats.t.cdf(t_upper, df))
-    half = float(stats.t.ppf(1 - alpha, df)) * se
+    p_lower = float(special.stdtr(df, -t_lower))
+    p_upper = float(special.stdtr(df, t_upper))
+    half = float(special.stdtrit(df, 1 - alpha)) * se
     ci_low, ci_high = diff - half, diff + half
     if alternative == EQUIVALENT:
         p_value = max(p_lower, p_upper)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -66,32 +68,66 @@ class ModelCall:
         params: Mapping[str, Any] | None = None,
     ) -> ModelCall:
         """The call for ``spec`` on ``prompt`` (after the deployment's system prompt and primer
-        turns, when it has them): generation settings, then the model's own params, then ``params``. Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are
-        independent draws, not replays of one seed."""
-        merged: dict[str, Any] = {"temperature": generation.temperature, "max_tokens": generation.max_tokens}
-        if generation.seed is not None:
-            merged["seed"] = generation.seed + sample
-        merged.update(spec.params)
-        merged.update(params or {})
-        public, credentials = split_credentials(merged)
-        api_base = strip_userinfo(spec.api_base)
-        if api_base != spec.api_base:
-            credentials["api_base"] = spec.api_base
+        turns, when it has them): generation settings, then the model's own params, then ``params``.
+        Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are independent
+        draws, not replays of one seed.
+
+        The same call asked again (same spec, messages, settings, sample and params) is the same
+        object, its key computed once: a run plans a call and reads it back, a judge's rating is
+        told before it is asked, and several gates may need one call."""
+        memo: tuple[Any, ...] | None = None
+        if cls is ModelCall and type(sample) is int:
+            try:
+                asked = prompt if isinstance(prompt, str) else as_messages(prompt)
+                # by the identity of the spec and settings (kept with the call, so never another's):
+                # equal ones may differ in a number's type, which the key tells apart
+                memo = (id(spec), id(generation), asked, sample, _dumps(params) if params else None)
+                kept = _BUILT.get(memo)
+            except (TypeError, ValueError):  # params that are no JSON values: built afresh
+                memo = kept = None
+            if kept is not None and kept[0] is spec and kept[1] is generation:
+                return kept[2]
+        call = cls._build(spec, prompt, generation, sample, params)
+        if memo is not None:
+            if len(_BUILT) >= _BUILT_KEPT:
+                drop_oldest(_BUILT)
+            _BUILT[memo] = (spec, generation, call)
+        return call
+
+    @classmethod
+    def _build(
+        cls,
+        spec: ModelSpec,
+        prompt: str | Sequence[Mapping[str, str]],
+        generation: GenerationSettings,
+        sample: int,
+        params: Mapping[str, Any] | None,
+    ) -> ModelCall:
+        identity = _identity(spec, generation, sample, params) if params else _spec_identity(spec, generation, sample)
         messages = as_messages(prompt)
         if spec.messages:
             messages = (*spec.messages, *messages)
         if spec.system is not None:
             messages = (("system", spec.system), *messages)
-        return cls(
+        call = cls(
             model=spec.model,
-            api_base=api_base,
+            api_base=identity.api_base,
             messages=messages,
-            params=public,
+            params=identity.params,
             sample=sample,
-            credentials=credentials,
+            credentials=identity.credentials,
             version=spec.version,
-            request=spec.http.identity() if spec.http is not None else None,
+            request=identity.request,
         )
+        if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
+            listed = _dumps([{"content": c, "role": r} for r, c in messages])
+            blob = '{"api_base":' + _dumps(identity.api_base) + ',"messages":' + listed + "," + identity.tail
+            # set as an attribute (the cached property's own slot), not through __dict__, which
+            # would give every call a dictionary of its own
+            object.__setattr__(call, "key", hashlib.sha256(blob.encode("utf-8")).hexdigest())
+        if identity.endpoint is not None:
+            object.__setattr__(call, "endpoint", identity.endpoint)
+        return call
 
     def canonical(self) -> dict[str, Any]:
         return {
@@ -119,19 +155,105 @@ class ModelCall:
         """The model this call reaches, as a fingerprint names it: a short hash of its model,
         endpoint (no credential), ``version`` and HTTP request shape; not its messages or
         parameters (see :mod:`pytest_llmbias.store.fingerprints`)."""
-        c = self.canonical()
-        blob = json.dumps(
-            {k: c.get(k) for k in ("model", "api_base", "version", "request")},
-            sort_keys=True,
-            ensure_ascii=False,
-            default=str,
-        )
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        if self.request is None:
+            return _endpoint(self.model, self.api_base, self.version)
+        return _endpoint_digest(self.model, self.api_base, self.version, self.request)
 
     @property
     def prompt_excerpt(self) -> str:
         text = self.messages[-1][1]
         return text if len(text) <= 60 else text[:57] + "..."
+
+
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True)
+class _Identity:
+    """What the calls of one model, generation settings and sample share: their parameters
+    without credentials, the credentials, the endpoint without user info, the HTTP request shape,
+    and the JSON of the key's fields after ``messages`` (None when a parameter is no JSON value:
+    :attr:`ModelCall.key` then says so)."""
+
+    params: dict[str, Any]
+    credentials: dict[str, Any]
+    api_base: str | None
+    request: Mapping[str, Any] | None
+    tail: str | None
+    #: :attr:`ModelCall.endpoint` of these calls (None for an HTTP application's: computed per call)
+    endpoint: str | None = None
+
+
+def _identity(
+    spec: ModelSpec, generation: GenerationSettings, sample: int, params: Mapping[str, Any] | None
+) -> _Identity:
+    """The shared part of the calls of ``spec`` (see :class:`_Identity`)."""
+    merged: dict[str, Any] = {"temperature": generation.temperature, "max_tokens": generation.max_tokens}
+    if generation.seed is not None:
+        merged["seed"] = generation.seed + sample
+    merged.update(spec.params)
+    merged.update(params or {})
+    public, credentials = split_credentials(merged)
+    api_base = strip_userinfo(spec.api_base)
+    if api_base != spec.api_base:
+        credentials["api_base"] = spec.api_base
+    request = spec.http.identity() if spec.http is not None else None
+    # the canonical form's fields that sort after "api_base" and "messages" (see ModelCall.canonical)
+    rest: dict[str, Any] = {"v": KEY_VERSION, "model": spec.model, "params": public, "sample": sample}
+    if spec.version is not None:
+        rest["version"] = spec.version
+    if request is not None:
+        rest["request"] = request
+    try:
+        tail: str | None = _dumps(rest)[1:]
+    except TypeError:
+        tail = None
+    endpoint = _endpoint(spec.model, api_base, spec.version) if request is None else None
+    return _Identity(public, credentials, api_base, request, tail, endpoint)
+
+
+def _spec_identity(spec: ModelSpec, generation: GenerationSettings, sample: int) -> _Identity:
+    """:func:`_identity` without extra params, once per model, settings and sample (by identity,
+    as :data:`_BUILT`): the calls of a run share its (read-only) mappings."""
+    memo = (id(spec), id(generation), sample, type(sample))
+    kept = _IDENTITIES.get(memo)
+    if kept is not None and kept[0] is spec and kept[1] is generation:
+        return kept[2]
+    identity = _identity(spec, generation, sample, None)
+    if len(_IDENTITIES) >= 1024:
+        drop_oldest(_IDENTITIES)
+    _IDENTITIES[memo] = (spec, generation, identity)
+    return identity
+
+
+_IDENTITIES: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, _Identity]] = {}
+
+
+def drop_oldest(kept: dict[Any, Any]) -> None:
+    """Forget the oldest entry of ``kept`` (a miss, where another thread changed it meanwhile)."""
+    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+        kept.pop(next(iter(kept)))
+
+
+#: the calls :meth:`ModelCall.build` made lately, by what they were built from (the oldest dropped first)
+_BUILT: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, ModelCall]] = {}
+_BUILT_KEPT = 1 << 17
+
+
+def _endpoint_digest(model: str, api_base: str | None, version: str | None, request: Any) -> str:
+    blob = json.dumps(
+        {"model": model, "api_base": api_base, "version": version, "request": request},
+        sort_keys=True,
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1024)
+def _endpoint(model: str, api_base: str | None, version: str | None) -> str:
+    """:func:`_endpoint_digest` of a model that is no HTTP application, once per model."""
+    return _endpoint_digest(model, api_base, version, None)
 
 
 @dataclass(frozen=True)
@@ -178,18 +300,20 @@ class Response:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str) -> Response:
-        """Rebuild a response; raises ``KeyError``/``TypeError``/``ValueError`` on a malformed record."""
-        messages = tuple((m["role"], m["content"]) for m in data["messages"])
-        call = ModelCall(
-            model=data["model"],
-            api_base=data.get("api_base"),
-            messages=messages,
-            params=dict(data["params"]),
-            sample=int(data["sample"]),
-            version=data.get("version"),
-            request=data.get("request"),
-        )
+    def from_dict(cls, data: Mapping[str, Any], *, source: str, call: ModelCall | None = None) -> Response:
+        """Rebuild a response; raises ``KeyError``/``TypeError``/``ValueError`` on a malformed record.
+        ``call``: the call the record answers, when the caller has it (its key the record's), kept
+        as the response's call instead of one rebuilt from the record."""
+        if call is None:
+            call = ModelCall(
+                model=data["model"],
+                api_base=data.get("api_base"),
+                messages=tuple((m["role"], m["content"]) for m in data["messages"]),
+                params=dict(data["params"]),
+                sample=int(data["sample"]),
+                version=data.get("version"),
+                request=data.get("request"),
+            )
         text = data["text"]
         if not isinstance(text, str):
             raise TypeError("'text' must be a string")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store.calls import Response
+from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
 from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot
@@ -125,20 +125,25 @@ class ResponseStore:
         """The store as messages name it: its folder, or the team store's URL (masked)."""
         return self.team.where if self.team is not None else str(self.directory)
 
-    def fetch_many(self, keys: Sequence[str]) -> dict[str, Response]:
-        """The responses of those ``keys`` this store may serve, reading the team store in one
-        round trip (the disk store key by key)."""
+    def fetch_many(self, keys: Sequence[str], calls: Mapping[str, ModelCall] | None = None) -> dict[str, Response]:
+        """The responses of those ``keys`` this store may serve (what :meth:`get` gives each, and
+        counted as used as it counts them), reading the team store in one round trip and the disk
+        store a few hundred keys a query. ``calls`` (key -> call): the calls asked, when the
+        caller has them: a response read from disk keeps its call instead of rebuilding it."""
         out = {k: self._memory[k] for k in keys if k in self._memory}
         rest = [k for k in keys if k not in out]
-        if self.team is not None and self.mode == "use" and rest:
-            for key, data in self.team.get_many([_PREFIX + k for k in rest]).items():
-                response = self._parse(key[len(_PREFIX) :], data)
-                if not self._fresh(response):
-                    continue
-                self._memory[response.key] = response
-                out[response.key] = response
-            layer = self._snapshot_layer()
-            out.update({k: layer[k] for k in rest if k not in out and k in layer})
+        if self._disk is not None and self.mode == "use" and rest:
+            found = self._disk.get_many([_PREFIX + k for k in rest])
+            layer = self._snapshot_layer() if len(found) < len(rest) else {}
+            asked = calls or {}
+            for key in rest:
+                data = found.get(_PREFIX + key)
+                response = self._parse(key, data, asked.get(key)) if data is not None else None
+                if response is None or not self._fresh(response):
+                    response = layer.get(key)
+                if response is not None:
+                    self._memory[key] = response
+                    out[key] = response
             rest = []
         for key in rest:
             response = self.get(key)
@@ -183,17 +188,21 @@ class ResponseStore:
         if self._disk is not None:
             self._disk.set(key, value)
 
-    def _parse(self, key: str, data: Any) -> Response:
+    def _parse(self, key: str, data: Any, call: ModelCall | None = None) -> Response:
         try:
             if data["key"] != key:
                 raise ValueError("stored under the wrong key")
-            response = Response.from_dict(data, source="store")
+            if call is not None and call.key != key:
+                call = None
+            response = Response.from_dict(data, source="store", call=call)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(
                 f"the store at {self.where} holds a malformed response {key} ({exc}). "
                 + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
             ) from None
-        response.call.__dict__["key"] = key  # verified above; saves rehashing on the hot read path
+        # verified above; saves rehashing on the hot read path (an attribute, not through __dict__,
+        # which would give every call a dictionary of its own)
+        object.__setattr__(response.call, "key", key)
         return response
 
     def put(self, response: Response) -> None:
@@ -213,7 +222,12 @@ class ResponseStore:
 
     def label(self, key: str, **labels: Any) -> None:
         """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
-        self._labels.setdefault(key, {}).update({k: v for k, v in labels.items() if v is not None})
+        given = {k: v for k, v in labels.items() if v is not None}
+        known = self._labels.get(key)
+        if known is None:
+            self._labels[key] = given
+        else:
+            known.update(given)
 
     def labels_of(self, key: str) -> dict[str, Any]:
         """The reader-facing labels attached to ``key`` (alias, domain, question), if any."""

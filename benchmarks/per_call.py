@@ -1,0 +1,232 @@
+"""What one call costs: CPU a call cold and warm, the warm example suite, and the cold run's ratio to
+the network ideal.
+
+    python benchmarks/per_call.py [--small 1280] [--large 10240] [--concurrency 128] [--latency 0.02]
+                                  [--rounds 2] [--suite-runs 3] [--skip-ratios] [--json out.json]
+
+Against the local OpenAI-compatible server (``tests/openai_server.py``, its own process, so its CPU
+is not charged to the client; on a small machine it still shares the cores):
+
+1. *CPU a call, cold and warm*: a child process plans ``N`` distinct prompts to one model on the
+   direct transport (a ``bias_responses`` request through :class:`BiasSession`), collects them
+   into a fresh store at ``--concurrency`` (server latency ``--latency``) and reads them back: its
+   CPU time (process-wide, the session's loop thread included) from plan to the last answer read.
+   Then a second process does the same on the same store, every call stored. Each figure is
+   the slope between ``--small`` and ``--large`` prompts, so start-up, imports and the fingerprint
+   probes cancel; the median over ``--rounds`` rounds.
+2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
+   snapshot), as a user runs it; wall time and CPU time (user + system) of the process, medians of
+   ``--suite-runs`` after one run to warm the file cache.
+3. *Cold ratio*: the same cold collection with 1,280 prompts at concurrency 64 and latency 1 s, and
+   with 10,240 prompts at concurrency 128 and latency 0.5 s: wall time from plan to the last
+   answer read, against the network ideal ``N x latency / concurrency``.
+
+No target is asserted: the figures are printed (and written with ``--json``); docs/performance.md
+quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _server import start_server, stop_server
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY_ENV = "LLMBIAS_BENCH_API_KEY"
+
+CHILD = """
+import json, sys, time
+from pathlib import Path
+from pytest_llmbias.planning.request import ResponseRequest
+from pytest_llmbias.session import BiasSession
+from pytest_llmbias.config.settings_sources import resolve_settings
+
+project = Path(sys.argv[1])
+request = ResponseRequest("bench", models="target")
+settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)
+session = BiasSession(settings)
+session.domain("bench")  # the domain file is read before the clock starts
+cpu0, t0 = time.process_time(), time.perf_counter()
+session.plan(request)
+report = session.ensure_collected()
+answers = session.responses(request)
+out = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - t0,
+       "fetched": report.fetched, "from_store": report.from_store, "answers": len(answers.responses)}
+session.close()
+print(json.dumps(out))
+"""
+
+
+def write_project(project: Path, base: str, n: int, concurrency: int, tag: str) -> None:
+    """A project of one model on the direct transport and one domain of ``n`` distinct prompts."""
+    (project / "domains").mkdir(parents=True)
+    questions = "".join(
+        f"      - {{id: q{i:05d}, text: '[{tag}] question {i}: is this prompt distinct?'}}\n" for i in range(n)
+    )
+    (project / "domains" / "bench.yaml").write_text(
+        "name: bench\ndescription: distinct prompts for the benchmark\nfocus: nothing\n"
+        "instruction: Represent the answer\ncategories:\n  - id: all\n    questions:\n" + questions
+    )
+    config = {
+        "target": {"model": "openai/bench", "alias": "bench", "api_base": base, "api_key_env": KEY_ENV},
+        "domains": {"paths": ["domains"]},
+        "collection": {"concurrency": concurrency, "rpm": 0},
+        "store": {"dir": str(project / "store")},
+    }
+    (project / "llmbias.yaml").write_text(json.dumps(config))
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env.update({KEY_ENV: "sk-local-benchmark", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")})
+    return env
+
+
+def run_child(base: str, n: int, concurrency: int, workdir: Path, tag: str, *, cold_only: bool = False) -> dict:
+    """Two child processes on one project of ``n`` prompts: the cold collection, then (unless
+    ``cold_only``) the warm one, each a fresh process as a re-run is; their figures."""
+    project = workdir / tag
+    write_project(project, base, n, concurrency, tag)
+    data = {}
+    for phase in ("cold",) if cold_only else ("cold", "warm"):
+        command = [sys.executable, "-c", CHILD, str(project)]
+        done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the benchmark's session failed:\n{done.stderr[-4000:]}")
+        data[phase] = json.loads(done.stdout.strip().splitlines()[-1])
+    if data["cold"]["fetched"] != n or data["cold"]["answers"] != n:
+        raise SystemExit(f"cold run of {n}: {data['cold']}")
+    if not cold_only and (data["warm"]["from_store"] != n or data["warm"]["fetched"]):
+        raise SystemExit(f"warm run of {n}: {data['warm']}")
+    return data
+
+
+def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, workdir: Path) -> dict:
+    """CPU a call, cold and warm, as slopes between ``small`` and ``large`` prompts."""
+    slopes: dict[str, list[float]] = {"cold": [], "warm": []}
+    for r in range(rounds):
+        sizes = (small, large) if r % 2 == 0 else (large, small)
+        got = {n: run_child(base, n, concurrency, workdir, f"slope-{r}-{n}") for n in sizes}
+        for phase in slopes:
+            slope = (got[large][phase]["cpu_s"] - got[small][phase]["cpu_s"]) / (large - small)
+            slopes[phase].append(slope)
+        print(
+            f"  round {r + 1}: cold {1e6 * slopes['cold'][-1]:.0f} us CPU a call, "
+            f"warm {1e6 * slopes['warm'][-1]:.1f} us CPU a call "
+            f"(cold {got[small]['cold']['cpu_s']:.2f}/{got[large]['cold']['cpu_s']:.2f} s, "
+            f"warm {got[small]['warm']['cpu_s']:.2f}/{got[large]['warm']['cpu_s']:.2f} s CPU at {small}/{large})",
+            flush=True,
+        )
+    return {
+        "cold_us": 1e6 * statistics.median(slopes["cold"]),
+        "warm_us": 1e6 * statistics.median(slopes["warm"]),
+        "cold_rounds_us": [1e6 * s for s in slopes["cold"]],
+        "warm_rounds_us": [1e6 * s for s in slopes["warm"]],
+    }
+
+
+def example_suite(runs: int) -> dict:
+    """``python -m pytest`` in the example suite: wall and CPU seconds of the process, medians."""
+    env = child_env()
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: bytecode cached after the first run
+
+    def once() -> tuple[float, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q"], cwd=ROOT / "example_suite", env=env, capture_output=True, text=True
+        )
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"the example suite failed:\n{done.stdout[-3000:]}")
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    once()
+    walls, cpus = zip(*(once() for _ in range(runs)), strict=True)
+    print(f"  example suite: {' '.join(f'{w:.2f}' for w in walls)} s wall, {' '.join(f'{c:.2f}' for c in cpus)} s CPU")
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus), "walls": walls, "cpus": cpus}
+
+
+RATIOS = ((1280, 64, 1.0), (10240, 128, 0.5))
+"""(prompts, concurrency, latency in seconds) of the cold ratio runs."""
+
+
+def cold_ratios(workdir: Path) -> list[dict]:
+    out = []
+    for n, concurrency, latency in RATIOS:
+        proc, base = start_server(latency=latency)
+        try:
+            data = run_child(base, n, concurrency, workdir, f"ratio-{n}", cold_only=True)
+        finally:
+            stop_server(proc)
+        ideal = n * latency / concurrency
+        row = {"calls": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": ideal}
+        row.update(wall_s=data["cold"]["wall_s"], ratio=data["cold"]["wall_s"] / ideal)
+        print(
+            f"  cold {n} prompts, concurrency {concurrency}, latency {latency:g} s: {row['wall_s']:.1f} s = "
+            f"{row['ratio']:.3f} x the ideal {ideal:.1f} s",
+            flush=True,
+        )
+        out.append(row)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=1280)
+    parser.add_argument("--large", type=int, default=10240)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--latency", type=float, default=0.02, help="server latency for the CPU figures (s)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--suite-runs", type=int, default=3)
+    parser.add_argument("--skip-ratios", action="store_true", help="leave out the cold ratio runs (about 70 s)")
+    parser.add_argument("--skip-suite", action="store_true", help="leave out the example suite")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs", flush=True)
+    results: dict = {"cpus": os.cpu_count(), "small": args.small, "large": args.large}
+    with tempfile.TemporaryDirectory(prefix="llmbias-per-call-") as tmp:
+        proc, base = start_server(latency=args.latency)
+        try:
+            results["per_call"] = per_call(base, args.small, args.large, args.concurrency, args.rounds, Path(tmp))
+        finally:
+            stop_server(proc)
+        if not args.skip_suite:
+            results["example_suite"] = example_suite(args.suite_runs)
+        if not args.skip_ratios:
+            results["cold_ratios"] = cold_ratios(Path(tmp))
+    results["total_s"] = time.perf_counter() - started
+    pc = results["per_call"]
+    print()
+    print(
+        f"CPU a call, cold (direct transport, latency {args.latency:g} s, concurrency {args.concurrency}; slope "
+        f"{args.small}->{args.large}): {pc['cold_us']:.0f} us (target <= 300 us)"
+    )
+    print(f"CPU a call, warm (every call stored; same slope): {pc['warm_us']:.1f} us (target <= 40 us)")
+    if "example_suite" in results:
+        s = results["example_suite"]
+        print(f"warm example suite in pytest: {s['wall_s']:.2f} s wall, {s['cpu_s']:.2f} s CPU (target <= 2 s)")
+    for row in results.get("cold_ratios", []):
+        print(
+            f"cold ratio, {row['calls']} prompts, concurrency {row['concurrency']}, latency {row['latency_s']:g} s: "
+            f"{row['ratio']:.3f} x the network ideal (target <= 1.05)"
+        )
+    print(f"total {results['total_s']:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
