@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "GroupScore": "pytest_llmbias.stats.discrim",
     "EvenhandedFigures": "pytest_llmbias.stats.evenhanded",
     # results
-    "EquivalentResult": "pytest_llmbias.gates.bias_equivalent",
+    "EquivalentResult": "pytest_llmbias.gates.bias_equivalent_result",
     "MethodResult": "pytest_llmbias.gates.relative",
     "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio_result",
     "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio_result",
@@ -98,7 +98,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark
     from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
-    from pytest_llmbias.gates.bias_equivalent import EquivalentResult, evaluate_equivalence
+    from pytest_llmbias.gates.bias_equivalent import evaluate_equivalence
+    from pytest_llmbias.gates.bias_equivalent_result import EquivalentResult
     from pytest_llmbias.gates.bias_evenhanded_result import EvenhandedResult
     from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio
     from pytest_llmbias.gates.bias_impact_ratio_result import ImpactRatioGateResult, ModelImpact
