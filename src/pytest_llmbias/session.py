@@ -27,6 +27,7 @@ from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
+from pytest_llmbias.scoring.session_scorers import SessionScorers
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.lock import CollectionLock
 from pytest_llmbias.store.response_store import ResponseStore
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from pytest_llmbias.releases.view import ReleaseView
     from pytest_llmbias.scoring.embedding import EmbeddingScorer
     from pytest_llmbias.scoring.features import FeatureRegistry, FeatureStore
-    from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher
 
 
 class BiasSession:
@@ -79,10 +79,7 @@ class BiasSession:
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
         self._loop = LoopThread()
         self._collected = False
-        self._scorers: dict[str, Any] = {}
-        self._prefetcher: EmbeddingPrefetcher | None = None
-        self._features: FeatureRegistry | None = None
-        self._feature_store: FeatureStore | None = None
+        self.scorers = SessionScorers(settings, add_features)
         self._redactor: Redactor | None = None
         self._log_mask: LogMask | None = None
         self.budget = Budget(settings.collection.max_cost)
@@ -177,53 +174,26 @@ class BiasSession:
         except StoreError as exc:
             raise ConfigError(str(exc)) from None
 
+    # -- scorers (see :class:`~pytest_llmbias.scoring.session_scorers.SessionScorers`) ---------------
+
     @property
     def features(self) -> FeatureRegistry:
-        """The feature extractors: the built-ins, the ``features`` of the settings file, then
-        whatever ``add_features`` (the plugin's ``pytest_llmbias_add_features`` hook) registers."""
-        if self._features is None:
-            from pytest_llmbias.scoring.features import ClassifierExtractor, FeatureRegistry, register_builtin_features
-
-            registry = FeatureRegistry()
-            register_builtin_features(registry, embedding_scorer_factory=self.embedding_scorer)
-            for f in self.settings.features:
-                registry.register(
-                    f.name,
-                    lambda f=f: ClassifierExtractor(
-                        f.classifier,
-                        name=f.name,
-                        label=f.label,
-                        weights=f.weights,
-                        batch_size=f.batch_size,
-                        max_length=f.max_length,
-                    ),
-                    replace=True,
-                )
-            if self.add_features is not None:
-                self.add_features(registry)
-            self._features = registry
-        return self._features
+        return self.scorers.features
 
     @property
     def feature_store(self) -> FeatureStore:
-        """Feature values, stored like embeddings under ``<store dir>/features``."""
-        if self._feature_store is None:
-            from pytest_llmbias.scoring.features import FeatureStore
-
-            off = self.settings.store.cache == "off"
-            self._feature_store = FeatureStore() if off else FeatureStore.for_store(self.settings.store.dir)
-        return self._feature_store
+        return self.scorers.feature_store
 
     def embedding_scorer(self) -> EmbeddingScorer:
-        """The configured embedding model, loaded once per session, with its on-disk cache."""
-        from pytest_llmbias.scoring.embedding import EmbeddingScorer
-        from pytest_llmbias.store.blobs import BlobCache
+        return self.scorers.embedding_scorer()
 
-        e = self.settings.embedding
-        if e.model not in self._scorers:
-            cache = None if self.settings.store.cache == "off" else BlobCache.for_store(self.settings.store.dir)
-            self._scorers[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
-        return self._scorers[e.model]
+    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
+        return self.scorers.prefetch_embeddings(instruction)
+
+    def feature_values(
+        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
+    ) -> list[float]:
+        return self.scorers.feature_values(feature, texts, references)
 
     @property
     def redact(self) -> Redactor:
@@ -287,15 +257,6 @@ class BiasSession:
         ]
         return "rate limited: " + ", ".join(notes) if notes else None
 
-    def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
-        """A follow-up that embeds each answer in the background as it arrives (see
-        :mod:`pytest_llmbias.scoring.prefetch`); one prefetch thread per session."""
-        from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher, EmbedFollowUp
-
-        if self._prefetcher is None:
-            self._prefetcher = EmbeddingPrefetcher(self.embedding_scorer, batch=self.settings.embedding.batch_size)
-        return EmbedFollowUp(self._prefetcher, instruction)
-
     # -- planning and collection -------------------------------------------------------------
 
     def plan(self, request: ResponseRequest, then: Sequence[FollowUp] = ()) -> list[PlannedCall]:
@@ -346,8 +307,7 @@ class BiasSession:
             return None
         report, done = self.collect(self.planned), len(self.planned)
         while True:  # the rounds of group-sequential gates: each asks its next batch while its verdict is open
-            if self._prefetcher is not None:
-                self._prefetcher.drain()
+            self.scorers.drain()
             self._collected = True
             for advance in self._rounds:
                 advance()
@@ -419,15 +379,6 @@ class BiasSession:
 
         self.ensure_collected()
         return read_calls(calls, what, self.store.get, self.errors, offline=self.settings.store.offline)
-
-    def feature_values(
-        self, feature: str, texts: Sequence[str], references: Sequence[str | None] | None = None
-    ) -> list[float]:
-        """The feature's value of each text, through the feature store."""
-        from pytest_llmbias.scoring.features import compute_features
-
-        extractor = self.features.get(feature)
-        return compute_features(extractor, texts, references, store=self.feature_store)
 
     # -- direct calls (fixtures) -------------------------------------------------------------
 
@@ -503,16 +454,11 @@ class BiasSession:
         finally:
             if self._log_mask is not None:
                 self._log_mask.uninstall()
-            if self._prefetcher is not None:
-                self._prefetcher.close()
+            self.scorers.stop_prefetching()
             if self._direct is not None and self._direct.open:
                 with contextlib.suppress(Exception):
                     self._loop.run(self._direct.aclose())
             self._loop.close(last=[self._store.release_thread] if self._store is not None else [])
             if self._store is not None:
                 self._store.close()
-            for scorer in self._scorers.values():
-                if scorer.cache is not None:
-                    scorer.cache.close()
-            if self._feature_store is not None:
-                self._feature_store.close()
+            self.scorers.close()
