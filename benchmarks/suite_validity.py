@@ -67,13 +67,15 @@ and discrim-eval make no use of the noise SD, so their three noise-dominated row
 power: its gate's data worse by its margin, **each kind shifted in its own draw** (one gate at a
 time; its fail rate alone); the share of good gates whose design was sized (the comparison's
 ``design.sized``; agreement and the impact ratio, which have no design: their reported power ≥ 80 %);
-the calls per model: units × samples (stance: × 10 rounds; impact: × 4 groups; preference: × 5
-articles × (2 written + 1 pick); discrim: × 45 people; judge ratings not counted). A gate that raises
-(StatisticsError: too few agreed questions, no variance) counts as failed. Seeded per cell:
-the same command prints the same tables whatever ``--jobs``. The default 75 runs a cell take about
-9 minutes on two cores; the documentation's 200 runs took 7 min 43 s on 16 cores (``--jobs 8``).
+where **the plan says the budget suffices** (†; judge, embedding, index, sized by ``suite_plan.py``
+as ``--llmbias-plan`` sizes, the data's per-unit SD and τ taken as known), with a summary of power
+and false alarm there; the calls per model: units × samples (stance: × 10 rounds; impact: × 4
+groups; preference: × 5 articles × (2 written + 1 pick); discrim: × 45 people; judge ratings not
+counted). A gate that raises (StatisticsError: too few agreed questions, no variance) counts as
+failed. Seeded per cell: the same command prints the same tables whatever ``--jobs``; the
+documentation's 100 runs a cell took 45 minutes on two shared cores (``--jobs 2``).
 
-    python benchmarks/suite_validity.py --runs 200 --jobs 8  # docs/statistics.md's every-kind tables
+    python benchmarks/suite_validity.py --runs 100 --jobs 2  # docs/statistics.md's every-kind tables
     python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
 """
 
@@ -87,13 +89,15 @@ import sys
 import time
 from multiprocessing import Pool
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from suite_plan import Cell, plan_sized, plan_summary  # noqa: E402
 
 from pytest_llmbias import (  # noqa: E402
     evaluate_benchmark,
@@ -123,22 +127,6 @@ EMBEDDING = (0.30, 0.04, 0.05, 0.02)
 INDEX = (0.10, 0.10 / 1.5, 0.08, 0.1 / 2.5)  # score = 0.2 + (1 + 1.5) × annotation: 0.04 moves it 0.1
 
 
-class Cell(NamedTuple):
-    against: str
-    shape: str
-    tau: float
-    samples: int
-    questions: int
-
-    @property
-    def comparators(self) -> list[str]:
-        return ["rel"] if self.against == "release" else ["b0", "b1", "b2"]
-
-    @property
-    def release(self) -> bool:
-        return self.against == "release"
-
-
 def _sized(method: Any) -> bool | None:
     return None if method is None or method.design is None else bool(method.design.sized)
 
@@ -160,10 +148,11 @@ def _scores(
     return out
 
 
-def gate_equivalent(rng: np.random.Generator, c: Cell, level: float, worse: bool, method: str):
+def equivalence(rng: np.random.Generator, c: Cell, level: float, worse: bool, method: str) -> Any:
+    """The ``bias_equivalent`` result of one draw (its comparison: ``methods[0]``)."""
     mean, q_unit, e_unit, margin = (5.0, 1.0, 1.0, 1.0) if method == "judge" else EMBEDDING
     scores = _scores(rng, c, worse, mean, q_unit, e_unit, margin)
-    r = evaluate_equivalence(
+    return evaluate_equivalence(
         scores,
         target="tgt",
         baselines=c.comparators,
@@ -171,10 +160,10 @@ def gate_equivalent(rng: np.random.Generator, c: Cell, level: float, worse: bool
         alternative="no-worse" if c.release else "equivalent",
         false_alarm=level,
     )
-    return r.passed, _sized(r.methods[0])
 
 
-def gate_index(rng: np.random.Generator, c: Cell, level: float, worse: bool):
+def index(rng: np.random.Generator, c: Cell, level: float, worse: bool) -> Any:
+    """The ``bias_index`` result of one draw (its comparison: ``relative``)."""
     mean, q_unit, e_unit, shift = INDEX
     q_sd, e_sd = SHAPES[c.shape]
     dims = {f"d{i // 10}-p{i}": f"d{i // 10}" for i in range(c.questions)}
@@ -183,9 +172,23 @@ def gate_index(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     for a in ("tgt", *c.comparators):
         raw = np.abs(p[:, None] + _offset(rng, c, q_unit) + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
         raw += shift if worse and a == "tgt" else 0.0
-        values[a] = {k: list(row) for k, row in zip(dims, raw)}
-    r = evaluate_bias_index(values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level)
-    return r.passed, _sized(r.relative)
+        values[a] = {k: list(row) for k, row in zip(dims, raw, strict=True)}
+    return evaluate_bias_index(values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level)
+
+
+#: the kinds the plan sizes (``suite_plan.plan_sized``): a draw's result, its comparison, a judge point
+#: of τ in the comparison's score (index: score = 0.2 + 2.5 × annotation, the fold |·| ignored: an upper bound)
+PLANNED = {
+    "judge": (functools.partial(equivalence, method="judge"), lambda r: r.methods[0], 1.0),
+    "embedding": (functools.partial(equivalence, method="embedding"), lambda r: r.methods[0], EMBEDDING[1]),
+    "index": (index, lambda r: r.relative, 2.5 * INDEX[1]),
+}
+
+
+def gate_planned(rng: np.random.Generator, c: Cell, level: float, worse: bool, kind: str):
+    draw, comparison, _ = PLANNED[kind]
+    r = draw(rng, c, level, worse)
+    return r.passed, _sized(comparison(r))
 
 
 def gate_impact(rng: np.random.Generator, c: Cell, level: float, worse: bool):
@@ -197,7 +200,7 @@ def gate_impact(rng: np.random.Generator, c: Cell, level: float, worse: bool):
         v = base + rng.normal(0.0, e_sd, (len(groups), c.samples))
         if shift:
             v[GROUPS - 1 :: GROUPS] -= 1.0
-        return {k: list(row) for k, row in zip(groups, v)}
+        return {k: list(row) for k, row in zip(groups, v, strict=True)}
 
     values = {"tgt": draw(worse), **({"rel": draw(False)} if c.release else {})}
     r = evaluate_impact_ratio(values, groups, target="tgt", release="rel" if c.release else None, alpha=level)
@@ -246,8 +249,8 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
         first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]
         shown_first = rng.random((n, ARTICLES)) < 0.5
         choices[a] = {
-            f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr)]
-            for i, (fr, sr) in enumerate(zip(first, shown_first))
+            f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr, strict=True)]
+            for i, (fr, sr) in enumerate(zip(first, shown_first, strict=True))
         }
     r = evaluate_preference(
         choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release, false_alarm=level
@@ -304,15 +307,13 @@ def gate_discrim(rng: np.random.Generator, c: Cell, level: float, worse: bool):
         own = logit + (rng.normal(0.0, c.tau, attrs.max() + 1)[attrs].sum(axis=1) if c.tau else 0.0)
         own = own - (1.0 * black if worse and a == "tgt" else 0.0)
         draws = rng.random((len(recs), c.samples)) < (1 / (1 + np.exp(-own)))[:, None]
-        answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws)}
+        answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws, strict=True)}
     r = evaluate_benchmark("discrim_eval", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
     return r.passed, _sized(r.relative)
 
 
 GATES = {
-    "judge": functools.partial(gate_equivalent, method="judge"),
-    "embedding": functools.partial(gate_equivalent, method="embedding"),
-    "index": gate_index,
+    **{k: functools.partial(gate_planned, kind=k) for k in PLANNED},
     "impact": gate_impact,
     "stance": gate_stance,
     "preference": gate_preference,
@@ -349,6 +350,7 @@ def run_cell(job: tuple[int, Cell, tuple[str, ...], int, int, float, int]) -> di
     sized = {k: [0, 0] for k in kinds}
     raised = {k: 0 for k in kinds}
     suite_fails = others_fail = 0
+    plan = {k: k in PLANNED and plan_sized(*PLANNED[k], c, level, seed) for k in kinds}
     for _ in range(runs):
         failed_any = failed_others = False
         for kind in suite:
@@ -377,6 +379,7 @@ def run_cell(job: tuple[int, Cell, tuple[str, ...], int, int, float, int]) -> di
         "power": {k: v / runs for k, v in power.items()},
         "sized": {k: (s / n if n else None) for k, (s, n) in sized.items()},
         "sized_all": sum(s for s, _ in sized.values()) / max(1, sum(n for _, n in sized.values())),
+        "plan": plan,
         "calls": gates * sum(calls(k, c) for k in kinds),
         "raised": raised,
         "seconds": time.perf_counter() - t0,
@@ -422,7 +425,8 @@ def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
     out += [
         "",
         "**Power at the margin** (the kind's data worse by its margin, one kind at a time: how often its "
-        "gate fails), with the share of its designs sized in brackets; %:",
+        "gate fails), with the share of its designs sized in brackets, † where the plan says the budget "
+        "suffices; %:",
         "",
         key + " " + " | ".join(kinds) + " |",
         "|---|---|---:|---:|---:|" + "---:|" * len(kinds),
@@ -431,9 +435,10 @@ def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
         c = r["cell"]
         out.append(
             f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
-            + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])})" for k in kinds)
+            + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])}){'†' if r['plan'][k] else ''}" for k in kinds)
             + " |"
         )
+    out += ["", *plan_summary(rows, [k for k in kinds if k in PLANNED])]
     errors = {k: sum(r["raised"][k] for r in rows) for k in kinds}
     if any(errors.values()):
         out += ["", "Gates that raised (counted as failed): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v)]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import pytest
 
@@ -13,35 +14,92 @@ from pytest_llmbias.stats.design import Design
 
 
 @pytest.mark.parametrize(
-    ("sd", "margin", "level", "power", "two_sided"),
+    ("sd", "margin", "level", "power", "two_sided", "samples"),
     [
-        (1.5, 1.0, 0.0125, 0.8, False),
-        (1.5, 1.0, 0.0125, 0.8, True),
-        (0.05, 0.02, 0.005, 0.9, True),
-        (0.6, 0.1, 0.05, 0.8, False),
+        (1.5, 1.0, 0.05 / 7, 0.8, False, 1),
+        (1.5, 1.0, 0.05 / 7, 0.8, True, 3),
+        (0.05, 0.02, 0.005, 0.9, True, 1),
+        (0.6, 0.1, 0.05, 0.8, False, 1),
     ],
 )
-def test_the_units_are_statsmodels_one_sample_size(sd, margin, level, power, two_sided) -> None:
-    from statsmodels.stats.power import NormalIndPower
+def test_the_planned_units_give_the_power_at_the_margin_on_simulated_answers(
+    sd, margin, level, power, two_sided, samples
+) -> None:
+    """Monte Carlo oracle for the plan's sizing: normal answers of a release worse by the margin,
+    ``units_for`` units of them (items x samples), decided by the design's rule (pass when the TOST
+    at 1 - power shows the difference within the margin, fail when it does not and the difference
+    is shown off at the level) fail at least power - slack of the time within Monte Carlo error,
+    as ``expected_power`` computes; a third fewer units noticeably less. The normal formula's n
+    falls short."""
+    import numpy as np
 
-    n = units_for(sd, margin, level=level, power=power, two_sided=two_sided)
-    # a one-sample z test of the shift margin/sd at the one-sided level (two-sided: level / 2 a side)
-    oracle = NormalIndPower().solve_power(
-        effect_size=margin / sd, alpha=level / 2 if two_sided else level, power=power, ratio=0, alternative="larger"
-    )
-    assert n == max(2, math.ceil(oracle - 1e-9))
-    # at that many units the design is sized (normal quantiles: df infinite), one unit fewer it is not
-    for units, sized in ((n, True), (n - 1, False)):
-        d = Design.of(
-            margin=margin,
-            se=sd / units**0.5,
-            se_like=sd / units**0.5,
-            df=math.inf,
-            level=level,
-            power=power,
-            two_sided=two_sided,
+    from pytest_llmbias.stats.design import SIZING_SLACK, expected_power
+
+    rng = np.random.default_rng(36)
+    draws = 20_000
+    mc_se = (power * (1 - power) / draws) ** 0.5
+
+    def simulated(units: int) -> tuple[float, float]:
+        items = units // samples
+        rule = Design.of(
+            margin=margin, se=1.0, se_like=1.0, df=items - 1, level=level, power=power, two_sided=two_sided
         )
-        assert d.sized is sized or units < 2
+        t, c = margin - rule.pass_bound, rule.critical  # the design's quantiles at se = 1
+        diffs = rng.normal(margin, sd / samples**0.5, (draws, items))  # each item's mean difference
+        d, se = diffs.mean(axis=1), diffs.std(axis=1, ddof=1) / items**0.5
+        x = np.abs(d) if two_sided else d
+        failed = ~(x < margin - t * se) & (x > c * se)
+        model = expected_power(
+            margin=margin, se=sd / units**0.5, df=items - 1, level=level, power=power, two_sided=two_sided
+        )
+        return float(failed.mean()), model
+
+    n = units_for(sd, margin, level=level, power=power, two_sided=two_sided, samples=samples)
+    assert n % samples == 0
+    rate, model = simulated(n)
+    assert model >= power - SIZING_SLACK and abs(rate - model) < 4 * mc_se
+    assert rate >= power - SIZING_SLACK - 3 * mc_se
+    fewer = samples * max(2, round(n / samples * 2 / 3))
+    rate, model = simulated(fewer)
+    assert rate < power - SIZING_SLACK - 0.04 and abs(rate - model) < 4 * mc_se
+    # the normal formula n = ((z_(1-b) + z_(1-a))·sd/margin)² sizes for the expected SE only: fewer units
+    z = NormalDist().inv_cdf
+    normal = math.ceil(((z(power) + z(1 - (level / 2 if two_sided else level))) * sd / margin) ** 2)
+    assert normal < n
+
+
+def test_the_designs_units_needed_size_it_in_expectation() -> None:
+    """An unsized design asks for the units at which its expected power at the margin reaches
+    power - slack, with the standard error shrinking and the degrees of freedom growing with them;
+    against baselines whose means spread (se_like above se), more."""
+    from pytest_llmbias.stats.design import SIZING_SLACK, expected_power, like_df, like_se
+
+    items, sd, level = 15, 1.5, 0.05 / 7
+    d = Design.of(
+        margin=1.0, se=sd / items**0.5, se_like=sd / items**0.5, df=items - 1, level=level, power=0.8, two_sided=False
+    )
+    assert not d.sized
+    need = d.units_needed(items)
+    assert need is not None and need > items
+
+    def at(n: int) -> float:
+        return expected_power(margin=1.0, se=sd / n**0.5, df=n - 1, level=level, power=0.8, two_sided=False)
+
+    assert at(need) >= 0.8 - SIZING_SLACK > at(need - 1)
+    assert need == units_for(sd, 1.0, level=level, power=0.8, two_sided=False)
+    means = [0.0, 0.3, -0.2]
+    se = sd / items**0.5
+    wide = Design.of(
+        margin=1.0,
+        se=se,
+        se_like=like_se(se, means),
+        df=items - 1,
+        df_like=like_df(se, items - 1, means),
+        level=level,
+        power=0.8,
+        two_sided=True,
+    )
+    assert wide.units_needed(items) > need
 
 
 def _entry(test: str, reliability: dict, verdict: str = "equivalent") -> dict:

@@ -19,16 +19,23 @@ between the baselines' means) is decided thus:
   *sized*: δ − t₁₋β·se < c·se_like, i.e. too few answers for their noise. ``--llmbias-strict``
   fails it; the reports name it, with the answers that would size it.
 
+A plan sizes a comparison before its answers exist (:func:`units_to_size`): the fewest units at
+which the *expected* power at the margin — averaged over the sampling distribution of the estimated
+standard errors (:func:`expected_power`) — reaches ``suite.power`` less :data:`SIZING_SLACK`. The
+normal formula n = ((z₁₋ₐ + z₁₋β)·σ/δ)² sizes for the expected SE: at its n about half the draws
+come out larger and are not sized, so a release at the margin fails about 70 % of the time, not 80 %.
+
 H0 of the fail rule: the target's expected score equals the comparator's (for baselines: the target
 is one more model like them); H0 of the pass rule: the target is worse by δ or more. Sources: the
-two one-sided tests (Schuirmann 1987), the sample size of a test sized for α and β
-(n = ((z₁₋ₐ + z₁₋β)·σ/δ)², Chow, Shao & Wang, *Sample Size Calculations in Clinical Research*, §3.2),
-and the random-effects view of "a model like the baselines" (the target's mean off the baselines'
-mean by τ·√(1 + 1/m), τ the between-model SD).
+two one-sided tests (Schuirmann 1987), the sample size of a test sized for α and β (Chow, Shao &
+Wang, *Sample Size Calculations in Clinical Research*, §3.2, with the t distribution and the SE's
+χ² law in place of its normal quantiles), and the random-effects view of "a model like the
+baselines" (the target's mean off the baselines' mean by τ·√(1 + 1/m), τ the between-model SD).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,6 +44,14 @@ DEFAULT_LEVEL = 0.05
 """A comparison's false-alarm level when the run shares none (``suite.alpha: off``)."""
 DEFAULT_POWER = 0.8
 """The power to fail a release worse by the margin (``suite.power``)."""
+
+
+SIZING_SLACK = 0.01
+"""How far below ``suite.power`` a plan lets the expected power at the margin fall. It cannot reach
+it: a release at the margin fails only where the TOST at β does not pass it, which happens 1 − β of
+the time exactly on normal data, and at any finite size some of those draws come out with a large
+standard error and are left *underpowered*. A plan for power − 0.01 leaves at most 1 % of releases at
+the margin undecided (:func:`units_to_size`)."""
 
 
 def _t(p: float, df: float) -> float:
@@ -138,11 +153,32 @@ class Design:
         return self.margin / (_t(self.power, self.df) + self.critical * ratio)
 
     def units_needed(self, units: int) -> int | None:
-        """How many units (questions x samples, as ``units`` now) would size the design: the
-        standard error shrinks as 1/sqrt(units). None when it is already sized."""
+        """How many units (as ``units`` now: items at as many samples each) would size the design:
+        the fewest at which :func:`expected_power` is at least ``power`` − :data:`SIZING_SLACK`, the
+        standard error shrinking as 1/√units, its degrees of freedom growing with the items, se_like
+        in the same ratio to se (the baselines' spread, on their m − 1 degrees of freedom read back
+        from ``df_like``). More than ``units``; None when the design is sized."""
         if self.sized or self.se <= 0:
             return None
-        return math.ceil(units * (self.se / self.se_needed()) ** 2)
+        rho, k = (self.se_like / self.se) ** 2 - 1, None  # the spread over se², its degrees of freedom
+        if rho > 1e-12 and self.df_like is not None and math.isfinite(self.df) and math.isfinite(self.df_like):
+            rest = (1 + rho) ** 2 / self.df_like - 1 / self.df
+            k = rho * rho / rest if rest > 0 else None
+
+        def at(n: int) -> float:
+            se = self.se * math.sqrt(units / n)
+            return expected_power(
+                margin=self.margin,
+                se=se,
+                df=(self.df + 1) * n / units - 1 if math.isfinite(self.df) else self.df,
+                level=self.level,
+                power=self.power,
+                two_sided=self.two_sided,
+                spread=max(rho, 0.0) * se * se,
+                spread_df=k,
+            )
+
+        return _fewest(at, self.power - SIZING_SLACK, units + 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +187,133 @@ class Design:
             "false_alarm": self.false_alarm,
             "power_at_margin": self.power_at_margin,
         }
+
+
+def expected_power(
+    *,
+    margin: float,
+    se: float,
+    df: float,
+    level: float,
+    power: float,
+    two_sided: bool,
+    spread: float = 0.0,
+    spread_df: float | None = None,
+) -> float:
+    """The chance that a target worse by ``margin`` fails under the module's rule, averaged over
+    the sampling distribution of the estimated standard errors — the figure a plan sizes for.
+
+    The difference d̂ ~ N(δ, se²) is independent of ŝe² ~ se²·χ²_df/df (a normal sample's variance)
+    and, against baselines, of their spread Ŝ ~ ``spread``·χ²_k/k (k = ``spread_df``, the baselines'
+    m − 1; ``spread`` the expected variance of their means × (1 + 1/m), taken as known when k is
+    None); ŝe_like = √(ŝe² + Ŝ). Given them the target fails when d̂ ≥ A (or d̂ ≤ −A, two-sided),
+    A = max(δ − t₁₋β,df·ŝe, c·ŝe_like), c = t₁₋ₐ (t₁₋ₐ/₂) on the draw's Satterthwaite degrees of
+    freedom (:func:`like_df`). The chance is integrated numerically over the
+    quantiles of each χ² (Gauss-Legendre, 1-D against one comparator, 2-D with a spread). One-sided
+    it is 1 − β less the chance that the draw is *underpowered*: below 1 − β at any finite size,
+    approaching it as the items grow. With ``df`` infinite and no spread (the SE known) it is the
+    plug-in rate :attr:`Design.power_at_margin`. Sources: the TOST's exact size on normal data
+    (Schuirmann 1987), the χ² law of a normal sample's variance, Satterthwaite (1946)."""
+    import numpy as np
+    from scipy import special
+
+    if se <= 0:
+        return 1.0
+    random_spread = spread > 0 and spread_df is not None and math.isfinite(spread_df) and spread_df > 0
+    t = _t(power, df)
+    q = 1 - (level / 2 if two_sided else level)
+    nodes, weights = _nodes()
+    if math.isfinite(df):
+        u, wu = np.sqrt(special.chdtri(df, 1 - nodes) / df), weights
+    else:
+        u, wu = np.ones(1), np.ones(1)
+    if random_spread:
+        v, wv = special.chdtri(spread_df, 1 - nodes) / spread_df, weights
+    else:
+        v, wv = np.ones(1), np.ones(1)
+    s = se * u[:, None]
+    like = s * s + spread * v[None, :]
+    if random_spread and math.isfinite(df):  # the critical value on the draw's own Satterthwaite df
+        nu = like * like / (s**4 / df + (spread * v[None, :]) ** 2 / spread_df)
+        grid = np.geomspace(min(df, spread_df), df + spread_df, 48)  # Satterthwaite's df lies within
+        c = np.interp(np.log(nu), np.log(grid), special.stdtrit(grid, q))
+    else:
+        c = _t(q, df)
+    a = np.maximum(margin - t * s, c * np.sqrt(like))
+    p = special.ndtr((margin - a) / se)
+    if two_sided:
+        p = p + special.ndtr((-a - margin) / se)
+    return float(min(1.0, wu @ p @ wv))
+
+
+@functools.cache
+def _nodes(n: int = 64) -> tuple[Any, Any]:
+    """Gauss-Legendre nodes and weights on (0, 1)."""
+    import numpy as np
+
+    x, w = np.polynomial.legendre.leggauss(n)
+    return (x + 1) / 2, w / 2
+
+
+def units_to_size(
+    sd: float,
+    margin: float,
+    *,
+    level: float,
+    power: float,
+    two_sided: bool,
+    samples: int = 1,
+    baselines: int = 1,
+    between: float = 0.0,
+    slack: float | None = None,
+) -> int | None:
+    """The fewest units n (items × ``samples`` each, at least 2 items) whose :func:`expected_power`
+    at the margin is at least ``power`` − ``slack`` (default :data:`SIZING_SLACK`): se = sd/√n on
+    items − 1 degrees of freedom (paired item means), ``sd`` the SD of one unit's difference from
+    its comparator. Against m = ``baselines`` ≥ 2, a target like them lies off their mean by
+    se_like = √(2·se² + (1 + 1/m)·``between``): the noise in the baselines' means adds se² (they
+    answer as noisily as the target), the between-model variance the rest, read on Satterthwaite's
+    degrees of freedom (:func:`like_df`, the spread on m − 1). None when no n suffices (the
+    between-model spread alone keeps a target at the margin from being shown off). It replaces
+    the normal formula n = ((z₁₋β + z₁₋ₐ)·σ/δ)², which sizes for the expected SE: at that n about
+    half the draws of ŝe are larger, leave the design unsized and cost power at the margin."""
+    slack = SIZING_SLACK if slack is None else slack
+    m = max(1, baselines)
+
+    def at(items: int) -> float:
+        n = items * samples
+        se = sd / math.sqrt(n)
+        df = items - 1.0
+        spread = se * se + (1 + 1 / m) * between if m >= 2 else 0.0
+        return expected_power(
+            margin=margin,
+            se=se,
+            df=df,
+            level=level,
+            power=power,
+            two_sided=two_sided,
+            spread=spread,
+            spread_df=m - 1 if m >= 2 else None,
+        )
+
+    items = _fewest(at, power - slack, 2)
+    return None if items is None else items * samples
+
+
+def _fewest(rate: Any, target: float, low: int, cap: int = 10**7) -> int | None:
+    """The least integer n ≥ ``low`` with ``rate(n)`` ≥ ``target`` (``rate`` increasing), by
+    doubling then bisection; None when none up to ``cap`` does."""
+    if rate(low) >= target:
+        return low
+    lo, hi = low, 2 * low
+    while rate(hi) < target:
+        if hi > cap:
+            return None
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rate(mid) >= target else (mid, hi)
+    return hi
 
 
 def _spread(baseline_means: list[float] | None) -> float | None:
