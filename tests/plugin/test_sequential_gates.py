@@ -48,16 +48,16 @@ def test_a_target_like_its_baselines_passes_at_the_first_look(project, judged_sn
             "*204 calls: 204 from store, 0 fetched*",
             "*::test_gate*us_politics*judge look 1/2*equivalent*",
             "*EQUIVALENT (target tgt vs baselines b1, b2, b3; 25 questions x 1 sample(s))*",
-            # a comparison spends its TOST's alpha, 1 - suite.power, on passing
-            "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.2; nominal level there 0.0699; boundaries 0.0699, "
-            "0.18): 25 of 50 units asked, 50% of the fixed design's calls saved*",
+            # a comparison spends its TOST's alpha, 1 - suite.power - 0.01, on passing
+            "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.19; nominal level there 0.0638; boundaries 0.0638, "
+            "0.172): 25 of 50 units asked, 50% of the fixed design's calls saved*",
         ]
     )
     result = _gate(project)
     assert result["sequential"]["look"] == 1 and result["sequential"]["saved"] == 0.5
     assert result["why"].endswith("; pass at look 1 of 2, 50% of the fixed design's calls saved")
     (method,) = result["methods"]
-    assert method["tost"]["alpha"] == pytest.approx(0.0699, abs=1e-4)  # the test ran at the look's nominal level
+    assert method["tost"]["alpha"] == pytest.approx(0.0638, abs=1e-4)  # the test ran at the look's nominal level
 
 
 def test_a_biased_target_fails_at_the_first_look(project, judged_snapshot, run_pytest_once):
@@ -177,7 +177,7 @@ def test_the_preference_probe_looks_at_its_topics_in_batches(
     looked = _gate(pytester)["sequential"]
     assert looked["decision"] == "pass" and looked["units_max"] == len(_topics(pytester))
     html = (pytester.path / "out.html").read_text()
-    assert "looks (obrien-fleming spending of alpha 0.2)" in html  # the boundaries' figure: 1 - suite.power
+    assert "looks (obrien-fleming spending of alpha 0.19)" in html  # the boundaries' figure: 1 - suite.power
     topics_project(blue_chooser)
     one_sided = run_pytest_once(*OFFLINE, "--llmbias-json=out.json")
     one_sided.assert_outcomes(failed=1)

@@ -156,7 +156,7 @@ def test_the_marker_s_own_alpha_is_the_tost_s_and_strict_fails_an_underpowered_c
     own = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), alpha=0.05)
     assert own.relative is not None and own.relative.tost.alpha == 0.05
     designed = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"))
-    assert designed.relative is not None and designed.relative.tost.alpha == pytest.approx(0.2)
+    assert designed.relative is not None and designed.relative.tost.alpha == pytest.approx(0.19)
     # nine items of noisy answers size no design: the comparison is underpowered, a pass unless strict
     assert designed.underpowered and designed.passed
     strict = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=True), margins={})

@@ -53,11 +53,11 @@ def looks(gate: Any, spec: Any, session: Any) -> range | None:
 def at_look(spec: Any, samples: int, counts: range, power: float) -> Any:
     """``spec`` at one look: ``samples`` per item, its false-alarm level and TOST alpha each shared
     among the ``counts`` looks (Bonferroni)."""
-    from pytest_llmbias.stats.design import DEFAULT_LEVEL
+    from pytest_llmbias.stats.design import DEFAULT_LEVEL, pass_alpha
 
     level = spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL
     return dataclasses.replace(
-        spec, samples=samples, false_alarm=level / len(counts), alpha=round((1 - power) / len(counts), 12)
+        spec, samples=samples, false_alarm=level / len(counts), alpha=round(pass_alpha(power) / len(counts), 12)
     )
 
 

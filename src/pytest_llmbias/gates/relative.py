@@ -26,7 +26,7 @@ from pytest_llmbias import markers
 from pytest_llmbias.choices import Alternative, EquivalenceTest
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE, fmt_false_alarm
-from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, Design
+from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, SIZING_SLACK, Design
 from pytest_llmbias.stats.tost import INCONCLUSIVE, TostResult
 
 FLOOR_FRACTION = 0.55
@@ -95,8 +95,11 @@ class ComparisonOptions:
 
     @property
     def tost_alpha(self) -> float:
-        """The TOST's alpha: ``alpha``, else 1 − ``power`` (a target at the margin passes at most this often)."""
-        return self.alpha if self.alpha is not None else round(1 - self.power, 12)
+        """The TOST's alpha: ``alpha``, else 1 − ``power`` − 0.01 (a target at the margin passes at most
+        this often; see :func:`~pytest_llmbias.stats.design.pass_alpha`)."""
+        from pytest_llmbias.stats.design import pass_alpha
+
+        return self.alpha if self.alpha is not None else pass_alpha(self.power)
 
     @property
     def level(self) -> float:
@@ -450,7 +453,7 @@ def compare(
         se_like=like_se(tost.se, baseline_means),
         df=tost.df,
         level=options.level,
-        power=1 - alpha,
+        power=1 - alpha - SIZING_SLACK,
         two_sided=options.alternative == Alternative.EQUIVALENT,
         df_like=like_df(tost.se, tost.df, baseline_means),
     )

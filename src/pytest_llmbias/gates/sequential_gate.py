@@ -211,9 +211,9 @@ class SequentialGate:
         if hasattr(spec, "false_alarm") and not by_confidence:
             # A comparison spends its TOST's alpha on passing; the difference it may fail on is
             # checked at each look at its false-alarm level shared among the looks (Bonferroni).
-            from pytest_llmbias.stats.design import DEFAULT_LEVEL
+            from pytest_llmbias.stats.design import DEFAULT_LEVEL, pass_alpha
 
-            alpha = spec.alpha if spec.alpha is not None else round(1 - session.settings.suite.power, 12)
+            alpha = spec.alpha if spec.alpha is not None else pass_alpha(session.settings.suite.power)
             level = (spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL) / len(parts)
 
             def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:

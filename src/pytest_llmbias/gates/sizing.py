@@ -5,8 +5,9 @@ A comparison is designed for two rates (:mod:`pytest_llmbias.stats.design`): a g
 at most its share ``a`` of ``suite.alpha``, and one worse by the margin δ fails with ``suite.power``.
 The units n (questions x samples) are the fewest at which the *expected* power at the margin —
 averaged over the sampling distribution of the estimated standard error, ŝe² ~ σ²/n·χ²_df/df on the
-questions' df = questions − 1, with t rather than z quantiles — is at least ``suite.power`` less
-:data:`~pytest_llmbias.stats.design.SIZING_SLACK` (:func:`~pytest_llmbias.stats.design.units_to_size`),
+questions' df = questions − 1, with t rather than z quantiles — is at least ``suite.power``, the
+pass rule's TOST at β − :data:`~pytest_llmbias.stats.design.SIZING_SLACK`
+(:func:`~pytest_llmbias.stats.design.units_to_size`),
 σ the SD of a unit's difference from its comparator (one question's answer, one sample). The normal
 formula n = ((z₁₋β + c)·σ/δ)², c = z₁₋ₐ (z₁₋ₐ/₂ for an equivalence test; Chow, Shao & Wang, *Sample
 Size Calculations in Clinical Research*, §3.2), sizes for the expected SE only: at its n about half
@@ -79,7 +80,7 @@ class Sizing:
 
 def units_for(sd: float, margin: float, *, level: float, power: float, two_sided: bool, samples: int = 1) -> int:
     """The fewest units n (items × ``samples`` each, at least 2 items) whose expected power at the
-    margin reaches ``power`` (less the slack) against one comparator of per-unit SD ``sd``:
+    margin reaches ``power`` against one comparator of per-unit SD ``sd``:
     :func:`pytest_llmbias.stats.design.units_to_size` (see the module docstring)."""
     from pytest_llmbias.stats.design import units_to_size
 

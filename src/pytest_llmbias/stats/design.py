@@ -10,19 +10,20 @@ false-alarm level ``a`` (the gate's share of the run's ``suite.alpha``) and a po
 paired answers, ``se_like`` that of a target drawn like its comparator, which adds the spread
 between the baselines' means) is decided thus:
 
-- **pass** when the TOST at β shows the difference within δ: d̂ + t₁₋β·se < δ (no-worse), and also
-  d̂ − t₁₋β·se > −δ (equivalent). A release worse by δ passes at most β of the time.
+- **pass** when the TOST at β' = β − :data:`SIZING_SLACK` shows the difference within δ:
+  d̂ + t₁₋β'·se < δ (no-worse), and also d̂ − t₁₋β'·se > −δ (equivalent). A release worse by δ
+  passes at most β' of the time.
 - **fail** when it does not pass *and* the target is shown off its comparator at ``a``:
   d̂ > c·se_like (no-worse), |d̂| > c·se_like (equivalent), c = t₁₋ₐ (t₁₋ₐ/₂ two-sided). A
   target like its comparator fails at most ``a`` of the time, whatever the noise.
 - **underpowered** otherwise: the data can show neither. It happens only when the design is not
-  *sized*: δ − t₁₋β·se < c·se_like, i.e. too few answers for their noise. ``--llmbias-strict``
+  *sized*: δ − t₁₋β'·se < c·se_like, i.e. too few answers for their noise. ``--llmbias-strict``
   fails it; the reports name it, with the answers that would size it.
 
 A plan sizes a comparison before its answers exist (:func:`units_to_size`): the fewest units at
 which the *expected* power at the margin — averaged over the sampling distribution of the estimated
-standard errors (:func:`expected_power`) — reaches ``suite.power`` less :data:`SIZING_SLACK`. The
-normal formula n = ((z₁₋ₐ + z₁₋β)·σ/δ)² sizes for the expected SE: at its n about half the draws
+standard errors (:func:`expected_power`) — reaches ``suite.power`` (the pass rule's TOST at β'
+leaves room for the draws left underpowered). The normal formula n = ((z₁₋ₐ + z₁₋β)·σ/δ)² sizes for the expected SE: at its n about half the draws
 come out larger and are not sized, so a release at the margin fails about 70 % of the time, not 80 %.
 
 H0 of the fail rule: the target's expected score equals the comparator's (for baselines: the target
@@ -47,11 +48,23 @@ DEFAULT_POWER = 0.8
 
 
 SIZING_SLACK = 0.01
-"""How far below ``suite.power`` a plan lets the expected power at the margin fall. It cannot reach
-it: a release at the margin fails only where the TOST at β does not pass it, which happens 1 − β of
-the time exactly on normal data, and at any finite size some of those draws come out with a large
-standard error and are left *underpowered*. A plan for power − 0.01 leaves at most 1 % of releases at
-the margin undecided (:func:`units_to_size`)."""
+"""How much stricter than ``suite.power`` the pass rule is: the TOST that passes a comparison runs
+at β − 0.01 (:func:`pass_alpha`), so a release worse by the margin passes at most 19 % of the time
+when ``suite.power`` is 80 %. The slack buys the power a plan promises: a release at the margin fails
+only where that TOST does not pass it and its design is sized, and at any finite size some draws
+come out with a large standard error and are left *underpowered*. A plan asks for the units at
+which the expected power at the margin (:func:`expected_power`), underpowered draws counted as not
+failing, reaches ``suite.power`` itself (:func:`units_to_size`); the 1 % keeps that size finite."""
+
+
+def pass_alpha(power: float) -> float:
+    """The pass rule's TOST alpha for a run's ``suite.power``: 1 − power − :data:`SIZING_SLACK`."""
+    return round(max(1e-6, 1 - power - SIZING_SLACK), 12)
+
+
+def pass_power(power: float) -> float:
+    """The quantile of the pass rule's TOST: ``power`` + :data:`SIZING_SLACK` (1 − :func:`pass_alpha`)."""
+    return 1 - pass_alpha(power)
 
 
 def _t(p: float, df: float) -> float:
@@ -110,7 +123,7 @@ class Design:
             df=df,
             two_sided=two_sided,
             critical=c,
-            pass_bound=margin - _t(power, df) * se,
+            pass_bound=margin - _t(pass_power(power), df) * se,
             df_like=df_like,
         )
 
@@ -150,11 +163,11 @@ class Design:
     def se_needed(self) -> float:
         """The largest standard error (with se_like in the same ratio to se) that sizes the design."""
         ratio = self.se_like / self.se if self.se > 0 else 1.0
-        return self.margin / (_t(self.power, self.df) + self.critical * ratio)
+        return self.margin / (_t(pass_power(self.power), self.df) + self.critical * ratio)
 
     def units_needed(self, units: int) -> int | None:
         """How many units (as ``units`` now: items at as many samples each) would size the design:
-        the fewest at which :func:`expected_power` is at least ``power`` − :data:`SIZING_SLACK`, the
+        the fewest at which :func:`expected_power` is at least ``power``, the
         standard error shrinking as 1/√units, its degrees of freedom growing with the items, se_like
         in the same ratio to se (the baselines' spread, on their m − 1 degrees of freedom read back
         from ``df_like``). More than ``units``; None when the design is sized."""
@@ -178,7 +191,7 @@ class Design:
                 spread_df=k,
             )
 
-        return _fewest(at, self.power - SIZING_SLACK, units + 1)
+        return _fewest(at, self.power, units + 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,7 +223,7 @@ def expected_power(
     A = max(δ − t₁₋β,df·ŝe, c·ŝe_like), c = t₁₋ₐ (t₁₋ₐ/₂) on the draw's Satterthwaite degrees of
     freedom (:func:`like_df`). The chance is integrated numerically over the
     quantiles of each χ² (Gauss-Legendre, 1-D against one comparator, 2-D with a spread). One-sided
-    it is 1 − β less the chance that the draw is *underpowered*: below 1 − β at any finite size,
+    it is 1 − β' less the chance that the draw is *underpowered*: below 1 − β' at any finite size,
     approaching it as the items grow. With ``df`` infinite and no spread (the SE known) it is the
     plug-in rate :attr:`Design.power_at_margin`. Sources: the TOST's exact size on normal data
     (Schuirmann 1987), the χ² law of a normal sample's variance, Satterthwaite (1946)."""
@@ -220,7 +233,7 @@ def expected_power(
     if se <= 0:
         return 1.0
     random_spread = spread > 0 and spread_df is not None and math.isfinite(spread_df) and spread_df > 0
-    t = _t(power, df)
+    t = _t(pass_power(power), df)
     q = 1 - (level / 2 if two_sided else level)
     nodes, weights = _nodes()
     if math.isfinite(df):
@@ -265,10 +278,10 @@ def units_to_size(
     samples: int = 1,
     baselines: int = 1,
     between: float = 0.0,
-    slack: float | None = None,
+    slack: float = 0.0,
 ) -> int | None:
     """The fewest units n (items × ``samples`` each, at least 2 items) whose :func:`expected_power`
-    at the margin is at least ``power`` − ``slack`` (default :data:`SIZING_SLACK`): se = sd/√n on
+    at the margin is at least ``power`` − ``slack`` (default 0): se = sd/√n on
     items − 1 degrees of freedom (paired item means), ``sd`` the SD of one unit's difference from
     its comparator. Against m = ``baselines`` ≥ 2, a target like them lies off their mean by
     se_like = √(2·se² + (1 + 1/m)·``between``): the noise in the baselines' means adds se² (they
@@ -277,7 +290,6 @@ def units_to_size(
     between-model spread alone keeps a target at the margin from being shown off). It replaces
     the normal formula n = ((z₁₋β + z₁₋ₐ)·σ/δ)², which sizes for the expected SE: at that n about
     half the draws of ŝe are larger, leave the design unsized and cost power at the margin."""
-    slack = SIZING_SLACK if slack is None else slack
     m = max(1, baselines)
 
     def at(items: int) -> float:
