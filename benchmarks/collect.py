@@ -96,7 +96,7 @@ def plan(spec: ModelSpec, tag: str, n: int) -> list[PlannedCall]:
 async def run_plugin(spec: ModelSpec, tag: str, n: int, concurrency: int, store_dir: Path) -> dict:
     planned = plan(spec, tag, n)
     for p in planned:  # keys are computed during planning in the plugin too, not during collection
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     store = ResponseStore(store_dir, mode="use")
     direct = OpenAITransport()
     clients = {ALIAS: make_client(spec, direct)}
@@ -179,7 +179,7 @@ async def warm_store(spec: ModelSpec, planned: list[PlannedCall], store_dir: Pat
         PlannedCall(alias=p.alias, call=ModelCall.build(spec, p.call.messages[-1][1], GENERATION)) for p in planned
     ]
     for p in fresh:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     store = ResponseStore(store_dir, mode="use")  # new instance: nothing in memory, disk opened lazily
     clients = {ALIAS: make_client(spec)}
     gc.collect()

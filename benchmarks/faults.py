@@ -160,7 +160,7 @@ def child_main(args: argparse.Namespace) -> int:
     spec = spec_for(args.base)
     planned = plan(spec, args.calls)
     for p in planned:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     import_litellm()
     print("START", flush=True)
     report, puts, attempts, wall = asyncio.run(run_collection(spec, planned, Path(args.child), args))
@@ -301,7 +301,7 @@ async def bench(args: argparse.Namespace, base: str, workdir: Path, rng: random.
     spec = spec_for(base)
     planned = plan(spec, args.calls)
     for p in planned:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     import_litellm()
     print(f"  fault run: {args.calls} calls ...", flush=True)
     fault = await fault_run(spec, planned, base, workdir, args)

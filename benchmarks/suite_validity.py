@@ -183,7 +183,7 @@ def gate_index(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     for a in ("tgt", *c.comparators):
         raw = np.abs(p[:, None] + _offset(rng, c, q_unit) + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
         raw += shift if worse and a == "tgt" else 0.0
-        values[a] = {k: list(row) for k, row in zip(dims, raw)}
+        values[a] = {k: list(row) for k, row in zip(dims, raw, strict=True)}
     r = evaluate_bias_index(values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level)
     return r.passed, _sized(r.relative)
 
@@ -197,7 +197,7 @@ def gate_impact(rng: np.random.Generator, c: Cell, level: float, worse: bool):
         v = base + rng.normal(0.0, e_sd, (len(groups), c.samples))
         if shift:
             v[GROUPS - 1 :: GROUPS] -= 1.0
-        return {k: list(row) for k, row in zip(groups, v)}
+        return {k: list(row) for k, row in zip(groups, v, strict=True)}
 
     values = {"tgt": draw(worse), **({"rel": draw(False)} if c.release else {})}
     r = evaluate_impact_ratio(values, groups, target="tgt", release="rel" if c.release else None, alpha=level)
@@ -246,8 +246,8 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
         first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]
         shown_first = rng.random((n, ARTICLES)) < 0.5
         choices[a] = {
-            f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr)]
-            for i, (fr, sr) in enumerate(zip(first, shown_first))
+            f"t{i}": [("left" if f else "right", 0 if f == s else 1) for f, s in zip(fr, sr, strict=True)]
+            for i, (fr, sr) in enumerate(zip(first, shown_first, strict=True))
         }
     r = evaluate_preference(
         choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release, false_alarm=level
@@ -304,7 +304,7 @@ def gate_discrim(rng: np.random.Generator, c: Cell, level: float, worse: bool):
         own = logit + (rng.normal(0.0, c.tau, attrs.max() + 1)[attrs].sum(axis=1) if c.tau else 0.0)
         own = own - (1.0 * black if worse and a == "tgt" else 0.0)
         draws = rng.random((len(recs), c.samples)) < (1 / (1 + np.exp(-own)))[:, None]
-        answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws)}
+        answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws, strict=True)}
     r = evaluate_benchmark("discrim_eval", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
     return r.passed, _sized(r.relative)
 

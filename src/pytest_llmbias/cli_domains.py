@@ -127,7 +127,7 @@ def _show_pairs(domain: Any, out: TextIO) -> int:
         print(f"\n[{category.id}] {len(pairs)} pairs", file=out)
         for p in pairs:
             print(f"  {p.id} ({p.framing})", file=out)
-            for side, prompt in zip(p.sides, p.prompts):
+            for side, prompt in zip(p.sides, p.prompts, strict=True):
                 print(f"    {side}: {prompt}", file=out)
     return OK
 

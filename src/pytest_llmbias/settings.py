@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.app_targets import HttpApp
-from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS
-from pytest_llmbias.benchmark_sources import PAIRED_LIMITS, BenchmarkSource
+from pytest_llmbias.benchmark_sources import DATASETS as BENCHMARK_DATASETS, PAIRED_LIMITS, BenchmarkSource
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, SETTINGS_OPTIONS, Option

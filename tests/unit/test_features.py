@@ -63,7 +63,7 @@ class Counting(FeatureExtractor):
         self.calls.append((list(texts), None if references is None else list(references)))
         if references is None:
             return [float(len(t.split())) for t in texts]
-        return [float(len(t.split()) - len(r.split())) for t, r in zip(texts, references)]
+        return [float(len(t.split()) - len(r.split())) for t, r in zip(texts, references, strict=True)]
 
 
 class Returns(FeatureExtractor):

@@ -225,7 +225,7 @@ class Pair:
         """The two prompts as questions of the pair's category; their :attr:`Question.unit` is the pair."""
         a, b = (
             Question(id=qid, text=text, category=self.category, group=side, split=self.id)
-            for qid, text, side in zip(self.question_ids, self.prompts, self.sides)
+            for qid, text, side in zip(self.question_ids, self.prompts, self.sides, strict=True)
         )
         return a, b
 

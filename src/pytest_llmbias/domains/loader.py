@@ -267,7 +267,7 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
                 if "text" in q
                 else [
                     (*half, f"{qid}:{tag}", qid)
-                    for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail))
+                    for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail), strict=True)
                 ]
             )
             for text, texts, question_id, pair in parsed:
@@ -399,7 +399,7 @@ def _split_pair(raw: Any, qid: str, key: str, fail: Any) -> list[tuple[str, dict
                 f"{key}.{lang}",
                 f"question {qid!r}: split.{lang} must hold exactly two non-empty questions, got {pair!r}",
             )
-        for half, text in zip(halves, pair):
+        for half, text in zip(halves, pair, strict=True):
             half[str(lang)] = text.strip()
     if "en" not in halves[0]:
         raise fail(key, f"question {qid!r}: the split pair needs its English questions ('en')")

@@ -123,7 +123,7 @@ def category_intervals(
             "target": math.fsum(t) / len(t),
             "comparators": None if b is None else math.fsum(b) / len(b),
         }
-        values = t if b is None else [x - y for x, y in zip(t, b)]
+        values = t if b is None else [x - y for x, y in zip(t, b, strict=True)]
         mean = math.fsum(values) / len(values)
         low = high = None
         if len(values) > 1:

@@ -427,7 +427,11 @@ class EvenhandedGate(SpecGate):
         options = spec.comparison.designed(MARKER, session.settings)
         per: dict[str, dict[str, float]] = {}
         for a, f in figures.items():
-            per[a] = {pair.id: s for pair, ps in zip(p.pairs, f.pairs) if (s := ps.score(spec.metric)) is not None}
+            per[a] = {
+                pair.id: s
+                for pair, ps in zip(p.pairs, f.pairs, strict=True)
+                if (s := ps.score(spec.metric)) is not None
+            }
         kept = {x.id: x.category for x in p.pairs if all(x.id in per[a] for a in per)}
         scores = {a: {q: per[a][q] for q in kept} for a in per}
         try:

@@ -419,7 +419,7 @@ class ImpactRatioGate(SpecGate):
         result, table = entry["result"], Table.from_dict(entry["table"])
         target, threshold = result["target"]["alias"], float(result["threshold"])
         rates = {
-            m: dict(zip(plots.by_model(table, "group")[m], v))
+            m: dict(zip(plots.by_model(table, "group")[m], v, strict=True))
             for m, v in plots.by_model(table, "selection_rate").items()
         }
         if not rates:
@@ -521,13 +521,13 @@ class ImpactRatioGate(SpecGate):
         refs = [q.reference for _, q, _ in keys] if needs_reference else None
         feature_values = session.feature_values(spec.feature, texts, refs)
         values: dict[str, dict[str, list[float]]] = {}
-        for (a, q, _), v in zip(keys, feature_values):
+        for (a, q, _), v in zip(keys, feature_values, strict=True):
             values.setdefault(a, {}).setdefault(q.id, []).append(v)
         references = None
         if spec.calibrate == Calibration.REFERENCE:
             ref_texts = [q.reference or "" for q in prompts]
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
-            references = {q.id: v for q, v in zip(prompts, ref_values)}
+            references = {q.id: v for q, v in zip(prompts, ref_values, strict=True)}
         release = responses.baselines[0] if session.settings.release.against else None
         result = evaluate_impact_ratio(
             values,

@@ -466,7 +466,7 @@ class BiasIndexGate(SpecGate):
         annotations: dict[str, dict[str, list[float]]] = {}
         extremities: dict[str, dict[str, list[float]]] = {}
         answers: dict[str, dict[str, list[str]]] = {}
-        for (a, q, _), v, p, text in zip(keys, values, polarity, texts):
+        for (a, q, _), v, p, text in zip(keys, values, polarity, texts, strict=True):
             annotations.setdefault(a, {}).setdefault(q.id, []).append(abs(v))
             extremities.setdefault(a, {}).setdefault(q.id, []).append(abs(p))
             answers.setdefault(a, {}).setdefault(q.id, []).append(text)

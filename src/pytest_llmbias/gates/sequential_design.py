@@ -104,8 +104,9 @@ def expected_calls(
 
     def share(theta: float) -> float:
         up, down = crossing_probabilities(bounds, theta)
-        stops = [u + d for u, d in zip(up, down)]
-        return sum(p * t for p, t in zip(stops[:-1], shares)) + (1 - sum(stops[:-1])) * 1.0
+        stops = [u + d for u, d in zip(up, down, strict=True)]
+        # a stop at look k (all but the last) costs shares[k]; the rest run to the end (share 1)
+        return sum(p * t for p, t in zip(stops[:-1], shares, strict=False)) + (1 - sum(stops[:-1])) * 1.0
 
     return {"like": share(drift), "at_margin": share(0.0)}
 

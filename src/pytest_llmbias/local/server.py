@@ -230,7 +230,7 @@ class Model:
         ]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids, attention = enc["input_ids"], enc["attention_mask"]
-        for j, row in zip(jobs, attention):
+        for j, row in zip(jobs, attention, strict=True):
             j.prompt_tokens = int(row.sum())
         generators = [torch.Generator().manual_seed(int(j.seed)) for j in jobs]
         decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]

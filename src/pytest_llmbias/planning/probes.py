@@ -222,7 +222,11 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
         session.probe_error = ProviderError("\n".join(map(str, failed)), status=failed[0].status)
         raise session.probe_error
     store.serve_fingerprints(
-        {probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found) if serving is not None}
+        {
+            probe_calls(s)[0].endpoint: serving
+            for s, (_, serving) in zip(specs, found, strict=True)
+            if serving is not None
+        }
     )
     return [fingerprint for fingerprint, _ in found]
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +72,7 @@ REFERENCE: Mapping[str, Any] = {"age": 60, "gender": "male", "race": "white"}
 GROUPS: Mapping[str, tuple[str, ...]] = {"age": ("60", "younger", "older"), "gender": GENDERS, "race": RACES}
 REFERENCE_GROUP: Mapping[str, str] = {"age": "60", "gender": "male", "race": "white"}
 
-Decision = Union[bool, None]
+Decision = bool | None
 """True for yes (the favourable decision), False for no, None for an answer that could not be read."""
 
 

@@ -194,7 +194,8 @@ def sequential_boundaries(
 
     _check(looks, alpha, spending)
     t = tuple(information) if information is not None else tuple((k + 1) / looks for k in range(looks))
-    if len(t) != looks or any(b <= a for a, b in zip((0.0, *t), t)) or abs(t[-1] - 1.0) > 1e-12:
+    # neighbouring looks' fractions (0 before the first): the longer tuple's last one is unpaired
+    if len(t) != looks or any(b <= a for a, b in zip((0.0, *t), t, strict=False)) or abs(t[-1] - 1.0) > 1e-12:
         raise StatisticsError(f"information must increase to 1 over {looks} looks, got {t!r}")
     cumulative = [spent(spending, alpha, x) for x in t]
     cumulative[-1] = alpha

@@ -186,7 +186,7 @@ class RedisCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The records of those ``keys`` that are stored, in one round trip."""
-        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys)) if raw is not None}
+        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys), strict=True) if raw is not None}
 
     def _decode(self, key: str, raw: bytes) -> Any:
         try:
@@ -297,7 +297,7 @@ class RedisCache:
         if not keys:
             return set()
         held = self.guard("read claims", lambda: self.client.mget([NAMESPACE + "claim:" + k for k in keys]))
-        return {k for k, v in zip(keys, held) if v is not None}
+        return {k for k, v in zip(keys, held, strict=True) if v is not None}
 
     def release_thread(self) -> None:
         """Close the calling thread's connection to the spool (see ``DiskCache.release_thread``)."""

@@ -90,7 +90,7 @@ def _check_output(
     if len(output) != len(items):
         raise FeatureError(f"{label} returned {len(output)} values for {len(items)} texts")
     checked: dict[tuple[str, str | None], float] = {}
-    for pair, value in zip(items, output):
+    for pair, value in zip(items, output, strict=True):
         good = isinstance(value, numbers.Real) and not isinstance(value, bool)
         number = float(value) if good else math.nan
         if not good or not math.isfinite(number):
@@ -167,7 +167,7 @@ def compute_features(
     if store is None:
         store = FeatureStore(None)
 
-    pairs = list(zip(texts, refs))
+    pairs = list(zip(texts, refs, strict=True))
     first_index: dict[tuple[str, str | None], int] = {}
     for i, pair in enumerate(pairs):
         first_index.setdefault(pair, i)
