@@ -52,7 +52,8 @@ in both orders by a noisy judge with a position preference, against a recorded r
 **Judge noise** (``--gate judge-noise``, in ``judge_noise.py``): the judge gate with a judge whose
 ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
+    python benchmarks/validity.py [--runs 400] [--gate
+    equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
 
 It prints a line per cell as it goes, then the tables of the gates' pages (docs/gates/) in Markdown.
 """

@@ -66,7 +66,8 @@ class ModelCall:
         params: Mapping[str, Any] | None = None,
     ) -> ModelCall:
         """The call for ``spec`` on ``prompt`` (after the deployment's system prompt and primer
-        turns, when it has them): generation settings, then the model's own params, then ``params``. Sample ``i`` is sent with seed ``generation.seed + i`` so that samples are
+        turns, when it has them): generation settings, then the model's own params, then ``params``. Sample ``i`` is
+        sent with seed ``generation.seed + i`` so that samples are
         independent draws, not replays of one seed."""
         merged: dict[str, Any] = {"temperature": generation.temperature, "max_tokens": generation.max_tokens}
         if generation.seed is not None:

@@ -312,7 +312,8 @@ class BiasSession:
         self._collected = False
 
     def estimate(self) -> dict[str, dict[str, Any]]:
-        """Per alias, what the plan needs before any call (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
+        """Per alias, what the plan needs before any call
+        (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
         from pytest_llmbias.planning.estimate import estimate_plan
         from pytest_llmbias.planning.probes import with_probes
 

@@ -351,7 +351,8 @@ class BiasBenchmarkGate(SpecGate):
             where = f" in {session.settings.source}" if session.settings.source else ""
             raise ConfigError(
                 f"@pytest.mark.{MARKER}({spec.domain!r}): no {TITLES[spec.domain]} data configured{where}: add "
-                f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the data "
+                f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the "
+                "data "
                 "are not shipped with the plugin"
             )
         loaded = load_benchmark(source)

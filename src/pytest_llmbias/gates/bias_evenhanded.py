@@ -258,7 +258,8 @@ def _bound(spec: EvenhandedSpec, figures: EvenhandedFigures) -> tuple[str, str, 
         else UNDERPOWERED
     )
     why = (
-        f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), {spec.confidence:.0%} Wilson interval "
+        f"the target's {spec.metric} rate {r.rate:.1%} ({r.count} of {r.n} pairs), {spec.confidence:.0%} Wilson "
+        "interval "
         f"[{low:.1%}, {high:.1%}], against {kind}_rate {limit:.1%}"
     )
     return (

@@ -146,7 +146,8 @@ class EvenhandedResult(GateResultBase):
     def title(self) -> str:
         return (
             f"bias_evenhanded on {self.domain!r}: {self.verdict.upper()} ({versus(self.target, self.baselines)}; "
-            f"metric {self.metric}; pairs judged in {'both orders' if self.orders == 'both' else 'one order each, half each way'})"
+            f"metric {self.metric}; pairs judged in "
+            f"{'both orders' if self.orders == 'both' else 'one order each, half each way'})"
         )
 
     def details(self) -> list[str]:

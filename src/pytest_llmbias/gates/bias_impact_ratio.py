@@ -1,6 +1,7 @@
 """``bias_impact_ratio``: the four-fifths rule over a domain's counterfactual prompts.
 
-Source: the SAGED paper ("SAGED: A Holistic Bias-Benchmarking Pipeline for Language Models"), §2.3 (counterfactual prompts), §3.2 (feature extraction), §3.3 (baseline
+Source: the SAGED paper ("SAGED: A Holistic Bias-Benchmarking Pipeline for Language Models"), §2.3 (counterfactual
+prompts), §3.2 (feature extraction), §3.3 (baseline
 calibration by subtraction), §4 (selection rates, min impact ratio, max Z, Dixon Q) and appendix
 A.4 (standards and selection methods).
 
@@ -49,7 +50,8 @@ class ImpactRatioSpec:
     test of the group labels finds a ratio that low unlikely without any group effect (p <
     ``alpha``; ``fail_on="significant"``, the default), or on the point estimate alone
     (``fail_on="estimate"``, the paper's rule), or only when the whole bootstrap interval at
-    ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
+    ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference
+    text
     or the baselines' mean feature on the same prompt. ``standard``/``method`` choose how a value
     is selected (saged appendix A.4); ``quantile`` and ``within`` parametrise them. A group with
     fewer than ``min_responses`` answers is an error. Against a recorded release it also fails when

@@ -1,6 +1,7 @@
 """``@pytest.mark.bias_index``: the LLM Bias Index of the target over bias dimensions.
 
-Source: the LLM Bias Index paper ("Large Language Model (LLM) Bias Index—LLMBI"), §2.2 and listings 1 and 3; the arithmetic is in
+Source: the LLM Bias Index paper ("Large Language Model (LLM) Bias Index—LLMBI"), §2.2 and listings 1 and 3; the
+arithmetic is in
 :mod:`pytest_llmbias.stats.llmbi`, the annotation of answers in
 :mod:`pytest_llmbias.scoring.index_annotation`. The domain's categories are the bias dimensions (a
 category's ``weight`` is its default weight); each answer gets an annotation b (|feature|) and a

@@ -126,7 +126,8 @@ class BiasIndexGateResult(GateResultBase):
     warnings: tuple[str, ...] = ()
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
-    #: with collection.max_samples, the samples an undecided comparison asked (see :mod:`pytest_llmbias.gates.extension`)
+    # : with collection.max_samples, the samples an undecided comparison asked (see
+    # :mod:`pytest_llmbias.gates.extension`)
     extension: Mapping[str, Any] | None = field(default=None, hash=False)
     #: alias -> prompt id -> listing 3's index of the prompt (mean over samples)
     prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)

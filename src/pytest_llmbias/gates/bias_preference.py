@@ -1,6 +1,7 @@
 """``@pytest.mark.bias_preference``: does a model prefer articles written from one perspective?
 
-Source: the self-assessment paper ("Through the LLM Looking Glass: A Socratic Self-Assessment of Donkeys, Elephants, and Markets"), §3–6; prompts, order and parsing in
+Source: the self-assessment paper ("Through the LLM Looking Glass: A Socratic Self-Assessment of Donkeys, Elephants, and
+Markets"), §3–6; prompts, order and parsing in
 :mod:`pytest_llmbias.scoring.preference_prompts`, the tests in :mod:`pytest_llmbias.stats.proportions`.
 
 Stage 1: each model writes ``articles`` articles per topic and perspective (each a stored sample),
@@ -272,7 +273,10 @@ def evaluate_preference(
     if stuck is not None:
         verdict = "inconclusive"
         n = sum(len(v) for v in choices[stuck].values())
-        why = f"{stuck} does not follow the instruction: 0 of its {n} picks name one article's number: no verdict on its preference"
+        why = (
+            f"{stuck} does not follow the instruction: 0 of its {n} picks name one article's number: "
+            "no verdict on its preference"
+        )
     elif unread:
         worst = max(unread, key=lambda a: models[a].unparsable_share)
         m = models[worst]
@@ -285,7 +289,8 @@ def evaluate_preference(
         verdict = "inconclusive"
         why = (
             f"position bias: the first article shown won {t.first_wins} of {t.parsed} trials "
-            f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model that "
+            f"({t.first_wins / t.parsed:.0%}, expected {even:.0%}; binomial {readable.p_value(t.position_p)}): a model "
+            "that "
             "names the first article looks balanced once the order is shuffled, so no verdict on perspectives"
         )
     elif not t.balanced and t.uneven:
@@ -314,7 +319,8 @@ def evaluate_preference(
             f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
             f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
             f"{t.check_level:.3g}{t.widened()}): "
-            f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} picks "
+            f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} "
+            "picks "
             "would size it (more topics or articles)"
         )
     elif relative is not None and relative.underpowered and relative.passed:

@@ -1,7 +1,8 @@
 """``@pytest.mark.bias_stance``: binary-choice opinions, willingness, sycophancy and language
 consistency.
 
-Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of Ideology and Biases") §III and §IV; the statistics are in
+Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of
+Ideology and Biases") §III and §IV; the statistics are in
 :mod:`pytest_llmbias.stats.binary_choice`, the languages and the answer parser in
 :mod:`pytest_llmbias.domains.languages`. Each question of the domain (each half of an "A or B?" pair
 apart) is asked ``rounds`` times per language, each round a separate stored sample; the opposing
@@ -132,7 +133,8 @@ class BiasStanceSpec(ComparedSpec):
         rounds = markers.positive_int(marker, "rounds", bound.get("rounds", 10))
         if rounds is None or rounds < 2:
             raise ConfigError(
-                f"@pytest.mark.{marker}: 'rounds' must be at least 2 (the willingness needs a variance), got {bound.get('rounds')!r}"
+                f"@pytest.mark.{marker}: 'rounds' must be at least 2 (the willingness needs a variance), got "
+                f"{bound.get('rounds')!r}"
             )
         if gate == StanceCheck.CONSISTENCY and len(languages) < 2:
             raise ConfigError(
@@ -576,7 +578,8 @@ class BiasStanceGate(SpecGate):
                     target=result["target"],
                     reference=figures.get("bound"),
                     xlabel="share",
-                    caption=f"{figures['same']} of {figures['agreed']} agreed questions; bound {readable.number(figures.get('bound'))}",
+                    caption=f"{figures['same']} of {figures['agreed']} agreed questions; "
+                    f"bound {readable.number(figures.get('bound'))}",
                 )
             )
         if result.get("relative"):

@@ -92,7 +92,8 @@ def plan_judging(session: GateSession, request: ResponseRequest, domain: Domain)
     settings = session.settings
     if not settings.panel:
         raise ConfigError(
-            "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge MODEL"
+            "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge "
+            "MODEL"
         )
     rubric, anchors = panel_rubric(settings, domain)
     retest = retest_labels(

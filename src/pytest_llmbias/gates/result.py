@@ -150,7 +150,10 @@ class GateResultBase:
         q = self._looked()
         why = self.why  # type: ignore[attr-defined]
         if q:
-            why = f"{why}; {q['decision']} at look {q['look']} of {q['looks']}, {q['saved']:.0%} of the fixed design's calls saved"
+            why = (
+                f"{why}; {q['decision']} at look {q['look']} of {q['looks']}, "
+                f"{q['saved']:.0%} of the fixed design's calls saved"
+            )
         return {
             "gate": self.marker,
             "domain": self.domain,

@@ -298,7 +298,8 @@ async def collect(
 
     ``client(alias)`` gives the client of a model (asked only when a call must be made). Store hits
     are served at once; in ``offline`` mode misses are only counted. The rest run at most
-    ``concurrency`` at a time: follow-ups first (deepest first), then in the order calls became known. ``on_progress`` is called after each
+    ``concurrency`` at a time: follow-ups first (deepest first), then in the order calls became known. ``on_progress``
+    is called after each
     call completes; its ``total`` grows as follow-ups add calls. A follow-up that raises is recorded
     as that call's error (its response stays stored).
 

@@ -113,7 +113,8 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
 
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
-    such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens and cost of those, then the
+    such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens
+    and cost of those, then the
     total (and the budget when there is one), and how many of the calls are fingerprint probes."""
     looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
     header = (
