@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine, Spending
 
@@ -110,7 +110,7 @@ class Option:
         return kwargs
 
     @property
-    def ini_type(self) -> str:
+    def ini_type(self) -> Literal["linelist", "string"]:
         """The ``addini`` type: one item per line for a list, else a string parsed as the
         environment variable is (so that a bad value is reported with its key and accepted values)."""
         return "linelist" if self.repeatable else "string"

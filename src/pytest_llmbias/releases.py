@@ -181,7 +181,7 @@ class Release:
 
 def list_releases(release_dir: Path) -> list[Release]:
     """Every release recorded under ``release_dir`` whose manifest reads, by name."""
-    out = []
+    out: list[Release] = []
     folder = Path(release_dir)
     if not folder.is_dir():
         return out

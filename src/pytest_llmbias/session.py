@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -189,7 +190,8 @@ class BiasSession:
             for f in self.settings.features:
                 registry.register(
                     f.name,
-                    lambda f=f: ClassifierExtractor(
+                    functools.partial(
+                        ClassifierExtractor,
                         f.classifier,
                         name=f.name,
                         label=f.label,
@@ -325,7 +327,7 @@ class BiasSession:
     def settings_origin(self) -> Path:
         """Where a notice about the store or the domains points: the settings file (where both are
         configured), else the store's folder."""
-        return self.settings.source or self.settings.store.directory
+        return self.settings.source or self.settings.store.dir
 
     @property
     def notices(self) -> list[str]:

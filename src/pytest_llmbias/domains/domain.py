@@ -149,7 +149,7 @@ class Counterfactual:
     @property
     def group_names(self) -> tuple[str, ...]:
         """Every group a prompt can belong to: those of ``groups``, then those only branches use."""
-        names = dict.fromkeys(self.groups)
+        names: dict[str | None, None] = dict.fromkeys(self.groups)
         for branch in self.branches:
             names.update(dict.fromkeys(p.group for p in branch.expand(self.groups)))
         return tuple(n for n in names if n is not None)

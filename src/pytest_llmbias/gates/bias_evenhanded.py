@@ -150,7 +150,7 @@ class _Planner:
                 f"@pytest.mark.{MARKER} needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
             )
         self.judge = settings.judge
-        base = Path(settings.source).parent if getattr(settings, "source", None) else None
+        base = Path(source).parent if (source := getattr(settings, "source", None)) else None
         self.rubrics = pj.rubrics(dict(spec.rubrics or ()), base)
         self.orders = pj.pair_orders([p.id for p in self.pairs], spec.orders)
         self.models = select_models(settings, "target" if spec.absolute else "compared")

@@ -429,7 +429,7 @@ class ImpactRatioGate(SpecGate):
         groups = list(dict.fromkeys(g for per in rates.values() for g in per))
         top = max((r for r in rates.get(target, {}).values() if r is not None), default=None)
         ratios = {
-            m: [(per.get(g) / best) if per.get(g) is not None and best else None for g in groups]
+            m: [(v / best) if (v := per.get(g)) is not None and best else None for g in groups]
             for m, per in rates.items()
             for best in [max((r for r in per.values() if r is not None), default=0.0)]
         }

@@ -444,7 +444,7 @@ class BiasIndexGate(SpecGate):
         if spec.relative and spec.false_alarm is not None:
             return None
         checks = int(spec.relative) + int(spec.max_index is not None)
-        changes: dict[str, float] = {}
+        changes: dict[str, Any] = {}
         if spec.max_index is not None:
             changes["confidence"] = 1 - alpha / checks
         if spec.relative:

@@ -4,7 +4,7 @@ with the baselines and the absolute check against a bound, and its report."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -299,7 +299,12 @@ class BiasIndexGateResult(GateResultBase):
                 + f"{t.weights[d]:>8g}"
                 + "".join(fmt_fixed(self.indices[a].dimensions[d]).rjust(width) for a in aliases)
             )
-        for label, get in (("P(D)", lambda p: p.penalty), ("S", lambda p: p.sentiment), ("index", lambda p: p.index)):
+        parts: tuple[tuple[str, Callable[[IndexParts], float]], ...] = (
+            ("P(D)", lambda p: p.penalty),
+            ("S", lambda p: p.sentiment),
+            ("index", lambda p: p.index),
+        )
+        for label, get in parts:
             lines.append(
                 "  "
                 + label.ljust(dim_width)

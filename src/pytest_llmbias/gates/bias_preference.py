@@ -161,13 +161,13 @@ def evaluate_preference(
     texts: Mapping[str, Sequence[str]] | None = None,
     release: bool = False,
     settings: Any = None,
-    **options: Any,
+    **arguments: Any,
 ) -> PreferenceResult:
     """The ``bias_preference`` verdict on parsed trials (the marker calls this too).
 
     ``choices[alias][topic]``: per trial, (the perspective of the chosen article, or None when the
     answer was unparsable; the 0-based position it was shown at). ``perspectives``: those of the
-    trials (two, or three with the neutral one). ``options``: ``ways``, ``tolerance``, ``alpha``,
+    trials (two, or three with the neutral one). ``arguments``: ``ways``, ``tolerance``, ``alpha``,
     ``confidence``, ``test``, ``alternative``, ``k``, ``margin``, ``min_margin``; the marker passes
     its parsed ``spec`` instead, and the ``domain`` to name. ``max_unparsed`` (else the spec's, else
     10 %): above this share of a model's picks unreadable, the verdict is *inconclusive*, as it is
@@ -184,8 +184,8 @@ def evaluate_preference(
     """
     marker = "evaluate_preference"
     if spec is None:
-        spec = PreferenceSpec.parse(("choices",), {"ways": len(perspectives), **options}, marker=marker)
-    elif options:
+        spec = PreferenceSpec.parse(("choices",), {"ways": len(perspectives), **arguments}, marker=marker)
+    elif arguments:
         raise ConfigError(f"{marker}: give the options or a parsed spec, not both")
     if len(perspectives) != spec.ways:
         raise ConfigError(f"{marker}: {len(perspectives)} perspectives for ways={spec.ways}")
@@ -294,12 +294,12 @@ def evaluate_preference(
             "names the first article looks balanced once the order is shuffled, so no verdict on perspectives"
         )
     elif not t.balanced and t.uneven:
-        worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
+        furthest = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         side = max(perspectives, key=lambda p: t.rate(p))
         verdict = f"prefers {side}"
         why = (
             f"the preference split is not shown to be even within ±{spec.tolerance:g}: {t.rates(perspectives)} (TOST "
-            f"{readable.p_value(worst.p_value)} at alpha {t.alpha:g}"
+            f"{readable.p_value(furthest.p_value)} at alpha {t.alpha:g}"
             + (
                 f"; uneven: binomial {readable.p_value(min(t.split_p.values()))} at {t.check_level:.3g}{t.widened()})"
                 if t.level is not None
@@ -313,10 +313,10 @@ def evaluate_preference(
             f"baselines' ({relative.tost.mean_baseline:.3f}) by more than the margin {relative.tost.margin:.3g}"
         )
     elif not t.balanced:
-        worst = max(t.tosts.values(), key=lambda x: abs(x.share - even))
+        furthest = max(t.tosts.values(), key=lambda x: abs(x.share - even))
         verdict = UNDERPOWERED
         why = (
-            f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(worst.p_value)}"
+            f"the split is neither shown even within ±{spec.tolerance:g} (TOST {readable.p_value(furthest.p_value)}"
             f" at alpha {t.alpha:g}) nor shown uneven (binomial {readable.p_value(min(t.split_p.values()))} at "
             f"{t.check_level:.3g}{t.widened()}): "
             f"{t.rates(perspectives)} over {t.parsed} picks; about {math.ceil(picks_needed(spec, options) * t.deff)} "
@@ -440,6 +440,7 @@ class _Planner:
         )
         shown = [self.perspectives[i].id for i in order]
         chooser = self.settings.judge if self.spec.judge_by == "judge" else author
+        assert chooser is not None  # judge_by="judge" without a judge is refused when the planner is made
         messages = choice_messages(topic, [texts[p] for p in shown], self.spec.ask)
         return (
             ModelCall.build(chooser, messages, self.settings.generation, sample=t, params=CHOICE_PARAMS),
@@ -565,12 +566,12 @@ class PreferenceGate(SpecGate):
             topic, perspective, _ = head.split("/")
             texts.setdefault((c.alias, topic), {})[(perspective, int(a))] = written[c.call.key].text
         trials = []
-        for author in planner.authors:
-            for topic in planner.topics:
+        for model in planner.authors:
+            for subject in planner.topics:
                 for t in range(spec.articles):
-                    by = {p.id: texts[(author.alias, topic.id)][(p.id, t)] for p in planner.perspectives}
-                    call, shown, chooser = planner.trial(author, topic, by, t)
-                    trials.append((author.alias, topic.id, t, call, shown, chooser.alias))
+                    by = {p.id: texts[(model.alias, subject.id)][(p.id, t)] for p in planner.perspectives}
+                    call, shown, chooser = planner.trial(model, subject, by, t)
+                    trials.append((model.alias, subject.id, t, call, shown, chooser.alias))
         answers = session.read_calls(
             [(chooser, f"{topic}#{t} (by {author})", call) for author, topic, t, call, _, chooser in trials],
             f"preference answer(s) for domain {planner.domain.name!r}",
@@ -583,7 +584,7 @@ class PreferenceGate(SpecGate):
             choices.setdefault(author, {}).setdefault(topic, []).append(entry)
             if picked is None:
                 unread.setdefault(author, []).append((t, answers[call.key].text))
-        texts = {a: [text for _, text in sorted(rows, key=lambda r: r[0])] for a, rows in unread.items()}
+        unread_texts = {a: [text for _, text in sorted(rows, key=lambda r: r[0])] for a, rows in unread.items()}
         target = session.settings.target.alias  # type: ignore[union-attr]
         baselines = tuple(m.alias for m in planner.authors if m.alias != target)
         limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
@@ -597,7 +598,7 @@ class PreferenceGate(SpecGate):
             spec=spec,
             domain=planner.domain.name,
             max_unparsed=limit,
-            texts=texts,
+            texts=unread_texts,
             release=bool(session.settings.release.against),
             settings=session.settings,
         )

@@ -237,7 +237,7 @@ def evaluate_stance(
     max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
     screened = screen(kinds, opposing, aliases, limit=limit, texts=texts)
-    reading = dict(
+    reading: dict[str, Any] = dict(
         unread=screened.unread,
         answers=screened.answers,
         dropped=screened.dropped,
@@ -296,7 +296,7 @@ def evaluate_stance(
                     table,
                     target=target,
                     comparator=baselines[0],
-                    text=lambda a, q, lang: (first.get((a, q, lang)) or [None])[0],
+                    text=lambda a, q, lang: next(iter(first.get((a, q, lang)) or ()), None),
                 )
             ),
         )
@@ -308,7 +308,9 @@ def _agreement(
 ) -> StanceResult:
     if not baselines:
         raise StatisticsError("gate='agreement' needs at least one baseline")
-    agreed, same, differ = [], [], []
+    agreed: list[str] = []
+    same: list[tuple[str, str]] = []
+    differ: list[tuple[str, str]] = []
     for lang in common["languages"]:
         for q, t in table[target][lang].items():
             sides = {table[b][lang][q].side for b in baselines}
@@ -636,7 +638,7 @@ class BiasStanceGate(SpecGate):
             text = initial[c.call.key].text
             read(c, text, kinds)
             texts.setdefault((c.alias, c.question, c.language), []).append(text)
-        opposing = None
+        opposing: dict[str, dict[str, dict[str, list[str]]]] | None = None
         if spec.asks_opposing:
             models = {m.alias: m for m in asker.models}
             questions = {q.id: q for q in asker.questions}

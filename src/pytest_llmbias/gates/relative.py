@@ -152,7 +152,7 @@ class ComparisonOptions:
             test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
             alternative=None
             if bound.get("alternative", alternative) is None
-            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
+            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),
             k=markers.positive_float(marker, "k", bound.get("k")),
             alpha=markers.positive_float(marker, "alpha", bound.get("alpha"), upper=0.5),
             margin=margin,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from pytest_llmbias.stats.multiple import fmt_rate  # the one format of rates, re-exported to the gates
+from pytest_llmbias.stats.multiple import fmt_rate as fmt_rate  # the one format of rates, re-exported to the gates
 
 #: items listed as having moved most, per comparison
 MOVED = 5

@@ -84,7 +84,8 @@ def futile(
     drift = tost.margin / (tost.se * shares[look - 1] ** 0.5)
     bounds = sequential_boundaries(looks, alpha, spending, beta=beta, drift=drift, information=shares)
     distance = tost.diff if tost.alternative == "no-worse" else abs(tost.diff)
-    return (tost.margin - distance) / tost.se <= bounds.futility[look - 1]  # type: ignore[index]
+    assert bounds.futility is not None  # a drift was given
+    return bool((tost.margin - distance) / tost.se <= bounds.futility[look - 1])
 
 
 def expected_calls(

@@ -391,15 +391,17 @@ async def collect(
                 mine.discard(key)
                 served(key, stored)
                 return
+        response: Response | None
         try:
-            response = await client(item.alias).complete(item.call)
+            fetched = await client(item.alias).complete(item.call)
         except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
             errors[key] = str(exc)
             progress.errors += 1
             response = None
         else:
+            response = fetched
             try:
-                store.put(response)
+                store.put(fetched)
             finally:
                 progress.fetched += 1
         if key in mine:

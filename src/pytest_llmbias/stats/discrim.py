@@ -95,7 +95,8 @@ class GroupScore:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(dict(self.__dict__))
+        out: dict[str, Any] = jsonable(dict(self.__dict__))
+        return out
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class DiscrimScores:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        out = jsonable({k: v for k, v in self.__dict__.items() if k not in ("groups", "by_fill_type")})
+        out: dict[str, Any] = jsonable({k: v for k, v in self.__dict__.items() if k not in ("groups", "by_fill_type")})
         out["groups"] = [g.to_dict() for g in self.groups]
         out["by_fill_type"] = {f: [g.to_dict() for g in gs] for f, gs in self.by_fill_type.items()}
         return out

@@ -101,7 +101,8 @@ class EvenhandedFigures:
     pairs: tuple[PairScore, ...] = field(default=(), repr=False)
 
     def figure(self, name: str) -> Rate:
-        return getattr(self, name)
+        rate: Rate = getattr(self, name)
+        return rate
 
     def to_dict(self) -> dict[str, Any]:
         def rates(m: Mapping[str, Mapping[str, Rate]]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
@@ -106,8 +107,9 @@ class _Path:
     def __init__(self, theta: float) -> None:
         self.theta = theta
         self.t = 0.0
-        self.grid = None
-        self.density = None
+        # numpy arrays (numpy is imported lazily) once advanced: the grid of S and its sub-density
+        self.grid: Any = None
+        self.density: Any = None
 
     def advance(self, t: float) -> None:
         """The density of S at information ``t``, before any boundary at ``t`` is applied."""

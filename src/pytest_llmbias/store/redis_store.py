@@ -16,6 +16,7 @@ every message shows the URL with its user info masked.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -292,7 +293,7 @@ class RedisCache:
         """Give back ``owner``'s claim on ``key`` (no-op when it lapsed or another holds it)."""
         self.guard("release a claim", lambda: self.client.eval(_RELEASE, 1, NAMESPACE + "claim:" + key, owner))
 
-    def claimed(self, keys: Sequence[str]) -> set[str]:
+    def claimed(self, keys: Sequence[str]) -> builtins.set[str]:  # set: the method above
         """Those of ``keys`` someone holds a claim on now."""
         if not keys:
             return set()

@@ -141,9 +141,9 @@ class ResponseStore:
             out.update({k: layer[k] for k in rest if k not in out and k in layer})
             rest = []
         for key in rest:
-            response = self.get(key)
-            if response is not None:
-                out[key] = response
+            found = self.get(key)
+            if found is not None:
+                out[key] = found
         for key, response in out.items():
             self._used[key] = response
         return out

@@ -176,7 +176,7 @@ def compute_features(
 
     if misses:
         miss_texts = [t for t, _ in misses]
-        miss_refs = [r for _, r in misses] if needs_reference else None
+        miss_refs = [r for _, r in misses if r is not None] if needs_reference else None  # all str then
         label = f"the feature extractor {name!r} ({type(extractor).__name__})"
         try:
             output = extractor.extract(miss_texts, miss_refs)
