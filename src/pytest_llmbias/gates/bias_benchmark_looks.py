@@ -164,13 +164,13 @@ class NextBatch:
         self._pending = [len(part) for part in calls]
         self._asked: set[int] = set()
 
-    def __call__(self, item: PlannedCall, response: Response) -> list[PlannedCall]:
-        k = self._batch.get(item.call.key)
+    def __call__(self, planned: PlannedCall, response: Response) -> list[PlannedCall]:
+        k = self._batch.get(planned.call.key)
         if k is None:
             return []
-        per = self._answers.setdefault(item.alias, {}).setdefault(item.question or "", {})
-        if item.call.sample not in per:
-            per[item.call.sample] = self.read(item.question or "", response.text)
+        per = self._answers.setdefault(planned.alias, {}).setdefault(planned.question or "", {})
+        if planned.call.sample not in per:
+            per[planned.call.sample] = self.read(planned.question or "", response.text)
             self._pending[k] -= 1
         if self._pending[k] or k + 1 >= len(self.calls) or k + 1 in self._asked:
             return []

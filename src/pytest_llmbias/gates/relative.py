@@ -149,7 +149,7 @@ class ComparisonOptions:
                 if min_margin < 0:
                     raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
         return cls(
-            test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
+            test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),
             alternative=None
             if bound.get("alternative", alternative) is None
             else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),

@@ -50,7 +50,7 @@ class FollowUp(Protocol):
     """What runs on a planned call's response: the further calls it needs, and, before any call,
     which calls those will be."""
 
-    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+    def __call__(self, item: PlannedCall, response: Response, /) -> Iterable[PlannedCall]:
         """Given a planned call and its response, the further calls it needs (possibly none)."""
         ...
 
