@@ -233,7 +233,7 @@ def discrim_cell(
             moved = logit - (shift * black if alias == "target" else 0.0)
             p = 1 / (1 + np.exp(-moved))
             draws = rng.random((len(recs), samples)) < p[:, None]
-            answers[alias] = {k: [bool(y) for y in row] for k, row in zip(keys, draws)}
+            answers[alias] = {k: [bool(y) for y in row] for k, row in zip(keys, draws, strict=True)}
         options = {} if margin is None else {"margin": margin}
         result = evaluate_benchmark("discrim_eval", recs, answers, target="target", baselines=names, **options)
         failed += not result.passed

@@ -96,7 +96,7 @@ def plan(spec: ModelSpec, tag: str, n: int) -> list[PlannedCall]:
 async def run_plugin(spec: ModelSpec, tag: str, n: int, concurrency: int, store_dir: Path) -> dict:
     planned = plan(spec, tag, n)
     for p in planned:  # keys are computed during planning in the plugin too, not during collection
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     store = ResponseStore(store_dir, mode="use")
     direct = OpenAITransport()
     clients = {ALIAS: make_client(spec, direct)}
@@ -179,7 +179,7 @@ async def warm_store(spec: ModelSpec, planned: list[PlannedCall], store_dir: Pat
         PlannedCall(alias=p.alias, call=ModelCall.build(spec, p.call.messages[-1][1], GENERATION)) for p in planned
     ]
     for p in fresh:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     store = ResponseStore(store_dir, mode="use")  # new instance: nothing in memory, disk opened lazily
     clients = {ALIAS: make_client(spec)}
     gc.collect()
@@ -316,7 +316,8 @@ async def bench_network(args: argparse.Namespace, base: str, workdir: Path) -> d
                 raise RuntimeError(f"{path} round {r}: the server saw {served} requests, expected {n}")
             order.append(path)
             print(
-                f"  round {r + 1} {path:7s}: {res['calls_per_s']:6.1f} calls/s, {res['cpu_ms_per_call']:.2f} ms CPU/call",
+                f"  round {r + 1} {path:7s}: {res['calls_per_s']:6.1f} calls/s, {res['cpu_ms_per_call']:.2f} ms "
+                "CPU/call",
                 flush=True,
             )
 
@@ -554,13 +555,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  cold pytest run, {args.calls} calls: median {cold['median_wall_s']:.1f} s = {cold['ratio']:.2f} x the "
             f"network ideal {cold['ideal_s']:.1f} s (target <= 1.15); first request "
-            f"{max(r['first_request_after_collection_s'] for r in runs):.2f} s at most after collection (target <= 1 s); "
+            f"{max(r['first_request_after_collection_s'] for r in runs):.2f} s at most after collection (target <= 1 "
+            "s); "
             f"process ended {max(r['after_last_answer_s'] for r in runs):.2f} s at most after the last answer; "
             f"warm re-run {cold['warm_wall_s']:.2f} s"
         )
     if quota is not None:
         print(
-            f"  quota {args.quota}/s: {quota['failed_calls']} failed calls (target 0), {quota['calls_per_s']:.1f} calls/s "
+            f"  quota {args.quota}/s: {quota['failed_calls']} failed calls (target 0), {quota['calls_per_s']:.1f} "
+            "calls/s "
             f"= {quota['share_of_quota']:.0%} of the quota (target >= 85 %), {quota['requests']} requests for "
             f"{quota['ok']} answers"
         )

@@ -204,10 +204,12 @@ def main() -> None:
         f"   speed-up {figures['rescore_speedup']:.0f}x (>= 50x {ok})"
     )
     print(
-        f"{'bundled verification, first call':<38}{verify_first_s:>10.3f}   (sha256 of 90 MB: {hash_s:.3f} s, once per process)"
+        f"{'bundled verification, first call':<38}{verify_first_s:>10.3f}   (sha256 of 90 MB: {hash_s:.3f} s, once per "
+        "process)"
     )
     print(
-        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (other work on the machine makes wall times noisy)"
+        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (other work on the machine makes wall "
+        "times noisy)"
     )
 
     shutil.rmtree(tmp, ignore_errors=True)

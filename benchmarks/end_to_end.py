@@ -155,7 +155,8 @@ def main() -> int:
             print(
                 f"scenario {number}: {cold['calls']} calls at concurrency {scenario['concurrency']}, "
                 f"latency {options.latency:g} s: network ideal {ideal:.1f} s; cold phase {cold['phase_s']:.1f} s "
-                f"(collect {cold['collect_s']:.1f} s + evaluate {cold['evaluate_s']:.2f} s) = {row['ratio']:.2f} x ideal; "
+                f"(collect {cold['collect_s']:.1f} s + evaluate {cold['evaluate_s']:.2f} s) = {row['ratio']:.2f} x "
+                "ideal; "
                 f"warm phase {warm['phase_s']:.2f} s, warm process {warm['wall_s']:.2f} s, "
                 f"warm pytest {pytest_warm:.2f} s; verdict {cold['verdict']}",
                 flush=True,

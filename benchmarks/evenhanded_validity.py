@@ -56,7 +56,7 @@ def _rows(n: int) -> list[dict[str, str]]:
 
 def _judgements(rng: np.random.Generator, uneven: np.ndarray, declined: np.ndarray) -> list[dict[str, Any]]:
     out = []
-    for bad, declines in zip(uneven, declined):
+    for bad, declines in zip(uneven, declined, strict=True):
         alike = []
         for _ in range(2):  # both orders
             seen = bad != (rng.random() < JUDGE_NOISE)
@@ -89,7 +89,7 @@ def cell(rng: np.random.Generator, runs: int, *, pairs: int, shift: float, metri
             added = (rng.random(pairs) < extra) & ~base if alias == "target" else np.zeros(pairs, bool)
             declined = (base & (rng.random(pairs) < 0.5)) | added  # the added pairs: one side declined
             figures = evaluate_evenhanded(rows, _judgements(rng, base | added, declined))
-            scores[alias] = {q: s.score(metric) for q, s in zip(ids, figures.pairs)}
+            scores[alias] = {q: s.score(metric) for q, s in zip(ids, figures.pairs, strict=True)}
         try:
             result = compare(
                 metric,

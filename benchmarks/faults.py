@@ -160,7 +160,7 @@ def child_main(args: argparse.Namespace) -> int:
     spec = spec_for(args.base)
     planned = plan(spec, args.calls)
     for p in planned:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     import_litellm()
     print("START", flush=True)
     report, puts, attempts, wall = asyncio.run(run_collection(spec, planned, Path(args.child), args))
@@ -301,7 +301,7 @@ async def bench(args: argparse.Namespace, base: str, workdir: Path, rng: random.
     spec = spec_for(base)
     planned = plan(spec, args.calls)
     for p in planned:
-        p.call.key
+        _ = p.call.key  # computed now, as the plugin computes it during planning
     import_litellm()
     print(f"  fault run: {args.calls} calls ...", flush=True)
     fault = await fault_run(spec, planned, base, workdir, args)
@@ -311,7 +311,8 @@ async def bench(args: argparse.Namespace, base: str, workdir: Path, rng: random.
         row = await kill_rep(rep, spec, planned, base, workdir, args, fault["wall_s"], rng)
         reps.append(row)
         print(
-            f"  kill {rep + 1}/{args.repeats}: killed after {row['kill_after_s']:.1f} s, {row['stored_before']} stored, "
+            f"  kill {rep + 1}/{args.repeats}: killed after {row['kill_after_s']:.1f} s, {row['stored_before']} "
+            "stored, "
             f"{row['missing']} missing, re-run answered {row['rerun_ok']} in {row['rerun_wall_s']:.1f} s: "
             f"{'match' if row['match'] else 'MISMATCH'}",
             flush=True,
@@ -350,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {args.calls} calls, concurrency {args.concurrency}, "
-        f"server latency {args.latency:g} s, {args.fault_rate:.0%} of requests faulted (429 / 500 / timeout, a third each; "
+        f"server latency {args.latency:g} s, {args.fault_rate:.0%} of requests faulted (429 / 500 / timeout, a third "
+        "each; "
         f"timeout = no answer for {args.fault_timeout:g} s), client timeout {args.client_timeout:g} s, "
         f"retries {args.retries} (RetryPolicy backoff, no rate cap); {args.repeats} kill -9 repetitions; seed {seed}",
         flush=True,
@@ -374,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if fault["duplicates_server"] or fault["duplicates_store"]:
         failures.append(
-            f"fault run: duplicates {fault['duplicates_server']} at the server, {fault['duplicates_store']} in the store"
+            f"fault run: duplicates {fault['duplicates_server']} at the server, {fault['duplicates_store']} in the "
+            "store"
         )
     if fault["unreadable"]:
         failures.append(f"fault run: {fault['unreadable']}")
@@ -411,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in reps:
         ratio = row["rerun_requests"] / row["missing"] if row["missing"] else float("nan")
         print(
-            f"  {row['rep']:>3} {row['kill_after_s']:>8.1f}s {row['killed_run_ok']:>11,} {row['stored_before']:>7,} {row['missing']:>7,} "
+            f"  {row['rep']:>3} {row['kill_after_s']:>8.1f}s {row['killed_run_ok']:>11,} {row['stored_before']:>7,} "
+            f"{row['missing']:>7,} "
             f"{row['rerun_ok']:>11,} {row['rerun_requests']:>11,} {ratio:>11.3f} {row['stored_after']:>12,} "
             f"{'yes' if row['match'] else 'NO':>5}"
         )

@@ -75,7 +75,7 @@ def costs() -> None:
         values = rng.normal(size=k * n)
         groups = [f"g{i:02d}" for i in range(k) for _ in range(n)]
 
-        def gate() -> None:
+        def gate(values: np.ndarray = values, groups: list[str] = groups) -> None:  # this size's data
             impact_ratio(values, groups)
             bootstrap_impact_ratio(values, groups, resamples=2000)
             permutation_null(values, groups, permutations=2000)

@@ -61,7 +61,7 @@ def one_run(rng: np.random.Generator, *, sigma: float, shift: float, retest: int
         alpha = judge_agreement(
             {
                 "first": {str(k): float(first.reshape(-1)[k]) for k in picked},
-                "retest": {str(k): float(v) for k, v in zip(picked, again)},
+                "retest": {str(k): float(v) for k, v in zip(picked, again, strict=True)},
             },
             resamples=1,
         ).alpha
@@ -90,7 +90,7 @@ def table(runs: int, seed: int, retest: int = 20) -> list[dict[str, Any]]:
         }
         for minimum in MINIMUMS:
 
-            def fails(run: tuple[bool, float | None]) -> bool:
+            def fails(run: tuple[bool, float | None], minimum: float = minimum) -> bool:
                 passed, alpha = run
                 return not passed or (alpha is not None and alpha < minimum)
 

@@ -95,7 +95,7 @@ def kind_table(name: str, runs: int, seed: int) -> list[dict[str, Any]]:
             data, units = kind.simulate(rng, shift)
             units = [str(u) for u in rng.permutation(units)]  # the marker's seeded order: unrelated to the data
 
-            def evaluate(kept: tuple[str, ...], nominal: float, first: Any) -> Any:
+            def evaluate(kept: tuple[str, ...], nominal: float, first: Any, data: Any = data) -> Any:
                 return kind.evaluate(data, kept, nominal, first)
 
             for looks, spending in DESIGNS:

@@ -88,7 +88,7 @@ def _stance_data(rng: np.random.Generator, shift: float) -> tuple[Any, list[str]
         p = lean.copy()
         if alias == "target" and shift:
             p = np.where(rng.random(n) < shift, 1 - p, p)
-        kinds[alias] = {"en": dict(zip(qs, _draws(rng, p)))}
+        kinds[alias] = {"en": dict(zip(qs, _draws(rng, p), strict=True))}
     return kinds, qs
 
 

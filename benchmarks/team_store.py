@@ -244,7 +244,8 @@ def main() -> None:
                 "overhead_us_per_call": round(per_call_us, 1),
             }
             print(
-                f"warm read of {len(keys)} stored calls: {warm['redis']:.0f} us a call from Redis, {warm['disk']:.0f} us "
+                f"warm read of {len(keys)} stored calls: {warm['redis']:.0f} us a call from Redis, {warm['disk']:.0f} "
+                "us "
                 f"from disk ({per_call_us:+.0f} us a call)",
                 flush=True,
             )

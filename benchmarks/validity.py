@@ -52,7 +52,8 @@ in both orders by a noisy judge with a position preference, against a recorded r
 **Judge noise** (``--gate judge-noise``, in ``judge_noise.py``): the judge gate with a judge whose
 ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
 
-    python benchmarks/validity.py [--runs 400] [--gate equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
+    python benchmarks/validity.py [--runs 400] [--gate
+    equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
 
 It prints a line per cell as it goes, then the tables of the gates' pages (docs/gates/) in Markdown.
 """
@@ -165,7 +166,7 @@ def simulate_annotations(
         raw = np.abs(p + offsets[j] + rng.normal(0.0, INDEX["noise_sd"], size=len(prompts)))
         if j == 0 and shift:
             raw = raw + np.array([shift if dims[q] in loaded else 0.0 for q in prompts])
-        values[name] = {q: [float(v)] for q, v in zip(prompts, raw)}
+        values[name] = {q: [float(v)] for q, v in zip(prompts, raw, strict=True)}
     return values, dims, names[1:]
 
 
@@ -257,16 +258,16 @@ def stance_cell(rng: np.random.Generator, runs: int, *, gate: str, biased: bool,
                     flip = rng.random(n) < STANCE["flip"]
                     p = np.where(flip, 1 - p, p)
                 initial = _draws(rng, p)
-                kinds[alias][lang] = dict(zip(qs, initial))
+                kinds[alias][lang] = dict(zip(qs, initial, strict=True))
                 if gate == "sycophancy":
                     give = STANCE["sycophant"] if biased and alias == "target" else STANCE["give_way"]
                     own = _draws(rng, p)
                     rows = []
-                    for answers, mine in zip(initial, own):
+                    for answers, mine in zip(initial, own, strict=True):
                         b = sum(1 if a == "yes" else -1 for a in answers) / len(answers)
                         told = "yes" if b < 0 else "no"
                         rows.append([told if rng.random() < give else m for m in mine])
-                    opposing[alias][lang] = dict(zip(qs, rows))
+                    opposing[alias][lang] = dict(zip(qs, rows, strict=True))
         compared = [] if gate == "consistency" else names
         target_kinds = kinds if gate != "consistency" else {"target": kinds["target"]}
         result = evaluate_stance(

@@ -5,7 +5,8 @@ illustrative/countries.yaml); one with ``kind: binary`` composes yes/no answers 
 the stance probes from its rules (see illustrative/binary_opinions.yaml); one with ``kind:
 preference`` composes articles and picks for the self-preference probe (see
 illustrative/political_topics.yaml); one with ``kind: bbq`` writes BBQ-format items to data/ and
-each model's letter answers (see illustrative/bbq.yaml); the others hold every answer in full. For those, it also writes the
+each model's letter answers (see illustrative/bbq.yaml); the others hold every answer in full. For those, it also writes
+the
 demo judge's ratings of every answer, unless the file says ``judged: false``. They are illustrative too: the
 baselines are rated 1-3 (each answer's rating drawn from its model and question), the target
 1-3 on US politics and 7-10 on China-sensitive questions, where it evades.

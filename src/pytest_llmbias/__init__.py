@@ -83,50 +83,69 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.errors import (
-        ConfigError,
-        DomainError,
-        FeatureError,
-        JudgeDataError,
-        JudgeParseError,
-        LLMBiasError,
-        LLMBiasWarning,
-        MissingResponsesError,
-        ProviderError,
-        ScorerError,
-        StatisticsError,
-        StoreError,
+        ConfigError as ConfigError,
+        DomainError as DomainError,
+        FeatureError as FeatureError,
+        JudgeDataError as JudgeDataError,
+        JudgeParseError as JudgeParseError,
+        LLMBiasError as LLMBiasError,
+        LLMBiasWarning as LLMBiasWarning,
+        MissingResponsesError as MissingResponsesError,
+        ProviderError as ProviderError,
+        ScorerError as ScorerError,
+        StatisticsError as StatisticsError,
+        StoreError as StoreError,
     )
-    from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark
-    from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
-    from pytest_llmbias.gates.bias_equivalent import evaluate_equivalence
-    from pytest_llmbias.gates.bias_equivalent_result import EquivalentResult
-    from pytest_llmbias.gates.bias_evenhanded_result import EvenhandedResult
-    from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio
-    from pytest_llmbias.gates.bias_impact_ratio_result import ImpactRatioGateResult, ModelImpact
-    from pytest_llmbias.gates.bias_index import evaluate_bias_index
-    from pytest_llmbias.gates.bias_index_result import BiasIndexGateResult
-    from pytest_llmbias.gates.bias_preference import evaluate_preference
-    from pytest_llmbias.gates.bias_preference_result import PreferenceResult
-    from pytest_llmbias.gates.bias_stance import evaluate_stance
-    from pytest_llmbias.gates.bias_stance_result import StanceResult
-    from pytest_llmbias.gates.protocol import Gate, GateResult
-    from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare
-    from pytest_llmbias.gates.relative_report import method_lines
-    from pytest_llmbias.gates.result import GateResultBase
-    from pytest_llmbias.gates.sequential_design import run_looks
-    from pytest_llmbias.planning.request import ResponseRequest
-    from pytest_llmbias.planning.response_set import ResponseSet
-    from pytest_llmbias.report.frames import Table
-    from pytest_llmbias.scoring.features import FeatureExtractor, FeatureRegistry
-    from pytest_llmbias.scoring.index_annotation import BiasIndexResult, bias_index
-    from pytest_llmbias.stats.agreement import Agreement, judge_agreement
-    from pytest_llmbias.stats.bbq import BBQFigures, BBQScores, evaluate_bbq
-    from pytest_llmbias.stats.discrim import DiscrimScores, GroupScore, evaluate_discrim
-    from pytest_llmbias.stats.evenhanded import EvenhandedFigures, evaluate_evenhanded
-    from pytest_llmbias.stats.multiple import FamilyBound, HolmResult, familywise_bound, holm
-    from pytest_llmbias.stats.selection import ImpactRatioResult
-    from pytest_llmbias.stats.sequential import Boundaries, sequential_boundaries
-    from pytest_llmbias.stats.tost import TostResult
+    from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark as evaluate_benchmark
+    from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult as BenchmarkResult
+    from pytest_llmbias.gates.bias_equivalent import evaluate_equivalence as evaluate_equivalence
+    from pytest_llmbias.gates.bias_equivalent_result import EquivalentResult as EquivalentResult
+    from pytest_llmbias.gates.bias_evenhanded_result import EvenhandedResult as EvenhandedResult
+    from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio as evaluate_impact_ratio
+    from pytest_llmbias.gates.bias_impact_ratio_result import (
+        ImpactRatioGateResult as ImpactRatioGateResult,
+        ModelImpact as ModelImpact,
+    )
+    from pytest_llmbias.gates.bias_index import evaluate_bias_index as evaluate_bias_index
+    from pytest_llmbias.gates.bias_index_result import BiasIndexGateResult as BiasIndexGateResult
+    from pytest_llmbias.gates.bias_preference import evaluate_preference as evaluate_preference
+    from pytest_llmbias.gates.bias_preference_result import PreferenceResult as PreferenceResult
+    from pytest_llmbias.gates.bias_stance import evaluate_stance as evaluate_stance
+    from pytest_llmbias.gates.bias_stance_result import StanceResult as StanceResult
+    from pytest_llmbias.gates.protocol import Gate as Gate, GateResult as GateResult
+    from pytest_llmbias.gates.relative import (
+        ComparisonOptions as ComparisonOptions,
+        MethodResult as MethodResult,
+        compare as compare,
+    )
+    from pytest_llmbias.gates.relative_report import method_lines as method_lines
+    from pytest_llmbias.gates.result import GateResultBase as GateResultBase
+    from pytest_llmbias.gates.sequential_design import run_looks as run_looks
+    from pytest_llmbias.planning.request import ResponseRequest as ResponseRequest
+    from pytest_llmbias.planning.response_set import ResponseSet as ResponseSet
+    from pytest_llmbias.report.frames import Table as Table
+    from pytest_llmbias.scoring.features import FeatureExtractor as FeatureExtractor, FeatureRegistry as FeatureRegistry
+    from pytest_llmbias.scoring.index_annotation import BiasIndexResult as BiasIndexResult, bias_index as bias_index
+    from pytest_llmbias.stats.agreement import Agreement as Agreement, judge_agreement as judge_agreement
+    from pytest_llmbias.stats.bbq import BBQFigures as BBQFigures, BBQScores as BBQScores, evaluate_bbq as evaluate_bbq
+    from pytest_llmbias.stats.discrim import (
+        DiscrimScores as DiscrimScores,
+        GroupScore as GroupScore,
+        evaluate_discrim as evaluate_discrim,
+    )
+    from pytest_llmbias.stats.evenhanded import (
+        EvenhandedFigures as EvenhandedFigures,
+        evaluate_evenhanded as evaluate_evenhanded,
+    )
+    from pytest_llmbias.stats.multiple import (
+        FamilyBound as FamilyBound,
+        HolmResult as HolmResult,
+        familywise_bound as familywise_bound,
+        holm as holm,
+    )
+    from pytest_llmbias.stats.selection import ImpactRatioResult as ImpactRatioResult
+    from pytest_llmbias.stats.sequential import Boundaries as Boundaries, sequential_boundaries as sequential_boundaries
+    from pytest_llmbias.stats.tost import TostResult as TostResult
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_equivalent",
         signature="domain, *, method='embedding', test='paired', alternative=None, k=None, "
-        "alpha=None, margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, looks=None, "
+        "alpha=None, margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, "
+        "looks=None, "
         "spending=None, against=None",
         help="fail unless the target's bias scores on the domain are equivalent to the baselines' "
         "(paired TOST on the shared questions, or test='welch'; margin k x SD of the baseline models' means, "
@@ -63,7 +64,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_index",
         signature="domain='bias_dimensions', *, feature='sentiment', weights=None, diversity_penalty=0.2, "
         "lambda_=1.5, max_index=None, relative=True, confidence=0.95, test='paired', alternative='no-worse', "
-        "k=None, alpha=None, margin=None, min_margin=None, false_alarm=None, resamples=2000, categories=None, samples=None, looks=None, "
+        "k=None, alpha=None, margin=None, min_margin=None, false_alarm=None, resamples=2000, categories=None, "
+        "samples=None, looks=None, "
         "spending=None, against=None",
         help="the LLM Bias Index over the domain's bias dimensions (sum of w_i x B_i / n + P(D) + lambda x S; "
         "B_i the mean |feature| of a dimension's answers, S the mean sentiment extremity); relative (default): "
@@ -75,7 +77,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_stance",
         signature="domain='binary_opinions', *, gate='agreement', languages=('en',), rounds=10, opposing=None, "
         "min_agreement=None, confidence=0.95, max_shift=None, test='paired', alternative='no-worse', k=None, "
-        "alpha=None, margin=None, min_margin=None, false_alarm=None, max_inconsistent=0.1, categories=None, explainers='zero', "
+        "alpha=None, margin=None, min_margin=None, false_alarm=None, max_inconsistent=0.1, categories=None, "
+        "explainers='zero', "
         "max_unparsed=None, looks=None, spending=None, against=None",
         help="binary-choice stance probes: each question asked `rounds` times per language for 'Yes.' or 'No.' "
         "(explainers='side': a longer answer counts as the side it states, unread ones dropped up to max_unparsed); "
@@ -88,7 +91,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_preference",
         signature="domain, *, ways=2, configuration='user', ask='prefer', tolerance=0.15, articles=5, "
         "judge_by='author', alpha=None, confidence=0.95, test='paired', alternative='no-worse', k=None, "
-        "margin=None, min_margin=None, false_alarm=None, topics=None, max_unparsed=None, looks=None, spending=None, against=None",
+        "margin=None, min_margin=None, false_alarm=None, topics=None, max_unparsed=None, looks=None, spending=None, "
+        "against=None",
         help="self-preference probes: each model writes articles on the domain's topics from each perspective "
         "(configuration: user | agent), then picks among its own (ways: 2 | 3; ask: prefer | least_biased); fails "
         "unless its preference split is even within the tolerance (binomial TOST), with a significant position bias "
@@ -98,7 +102,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_benchmark",
         signature="domain, *, metric=None, max_bias=None, alternative='no-worse', test='paired', alpha=None, "
-        "margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, convention='lm-eval', looks=None, "
+        "margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, "
+        "convention='lm-eval', looks=None, "
         "spending=None, against=None",
         help="a public bias benchmark as a gate: domain 'bbq' (BBQ's multiple choices; metric bias_ambiguous | "
         "bias_disambiguated | accuracy_ambiguous | accuracy_disambiguated, reported as lm-evaluation-harness or "
@@ -119,7 +124,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "answers at once, in both orders (orders='half': half the pairs each way), and says whether both sides were "
         "served alike; refusals and opposing views are rated per answer; metric: evenhandedness | refusal_gap | "
         "opposing, per pair no worse than the baselines' or a recorded release's (paired TOST, margin in percentage "
-        "points), or shown above min_rate (below max_rate for refusal_gap). The `bias_result` fixture holds the result.",
+        "points), or shown above min_rate (below max_rate for refusal_gap). The `bias_result` fixture holds the "
+        "result.",
         gate="pytest_llmbias.gates.bias_evenhanded",
     ),
 )

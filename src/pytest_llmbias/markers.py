@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pytest_llmbias.choices import Choice
 from pytest_llmbias.errors import ConfigError
@@ -83,13 +83,17 @@ def positive_float(marker: str, key: str, value: Any, *, upper: float | None = N
 
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value != value:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0 or value != value:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be a positive number, got {value!r}")
     if upper is not None and not value < upper:
         raise ConfigError(f"@pytest.mark.{marker}: {key!r} must be below {upper}, got {value!r}")
     return float(value)
 
 
+@overload
+def choice(marker: str, key: str, value: Any, enum: type[C], *, optional: Literal[False] = False) -> C: ...
+@overload
+def choice(marker: str, key: str, value: Any, enum: type[C], *, optional: bool) -> C | None: ...
 def choice(marker: str, key: str, value: Any, enum: type[C], *, optional: bool = False) -> C | None:
     """``value`` as a member of ``enum`` (None allowed when ``optional``); an error lists the
     accepted values."""

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.stash.get(_session_key, None)
     if plugin is not None:
         plugin.close()
+
+
+def _line_writer(reporter: Any) -> Callable[[str], None]:
+    """Writes a line to the terminal reporter, on a line of its own."""
+
+    def write(line: str) -> None:
+        reporter.ensure_newline()
+        reporter.write_line(line)
+
+    return write
 
 
 def plugin_of(config: pytest.Config) -> _Plugin:
@@ -204,7 +215,7 @@ class _Plugin:
                 core,
                 [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
                 worker=self.is_worker,
-                write=(lambda line: (reporter.ensure_newline(), reporter.write_line(line))) if reporter else None,
+                write=_line_writer(reporter) if reporter else None,
             )
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
@@ -260,7 +271,7 @@ class _Plugin:
                     LLMBiasWarning,
                     filename=str(path),
                     lineno=(lineno or 0) + 1,
-                    module=item.module.__name__ if getattr(item, "module", None) else None,
+                    module=module.__name__ if (module := getattr(item, "module", None)) else None,
                 )
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
@@ -324,7 +335,9 @@ class _Reports:
         return self._record.usage_error if self._record is not None else None
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Mask every known credential in what the report carries (the traceback with its locals,
         captured output and logs, user properties) before the terminal or JUnit XML sees it: a
         safety net behind the plugin's own messages, for whatever a test or a library printed."""

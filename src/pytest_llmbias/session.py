@@ -273,7 +273,8 @@ class BiasSession:
         self._collected = False
 
     def estimate(self) -> dict[str, dict[str, Any]]:
-        """Per alias, what the plan needs before any call (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
+        """Per alias, what the plan needs before any call
+        (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`)."""
         from pytest_llmbias.planning.estimate import estimate_plan
         from pytest_llmbias.planning.probes import with_probes
 
@@ -285,7 +286,7 @@ class BiasSession:
     def settings_origin(self) -> Path:
         """Where a notice about the store or the domains points: the settings file (where both are
         configured), else the store's folder."""
-        return self.settings.source or self.settings.store.directory
+        return self.settings.source or self.settings.store.dir
 
     @property
     def notices(self) -> list[str]:

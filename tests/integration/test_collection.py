@@ -125,7 +125,8 @@ def test_an_rpm_cap_spaces_even_the_first_calls(pytester, server, write_config, 
     run_project().assert_outcomes(passed=1)
     times = sorted(r["time"] for r in server.requests)
     assert len(times) == 10
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    # neighbouring calls: the shifted copy is one shorter
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert min(gaps[1:]) > 0.25, gaps
 
 
@@ -423,6 +424,8 @@ def test_the_opposing_phase_is_asked_once_the_initial_rounds_are_in(pytester, se
     initial = [p for p in prompts if "I think the answer is" not in p]
     opposing = [p for p in prompts if "I think the answer is 'No'." in p]
     assert len(initial) == len(opposing) == 3 * 6 * 2 and len(prompts) == 72
-    assert len(set(zip(prompts, (r["model"] for r in server.requests)))) == 72 // 2  # 2 rounds: seeds differ
+    assert (
+        len(set(zip(prompts, (r["model"] for r in server.requests), strict=True))) == 72 // 2
+    )  # 2 rounds: seeds differ
     assert Counter(r["params"].get("seed") for r in server.requests) == {0: 36, 1: 36}
     result.stdout.fnmatch_lines(["llmbias: 72 calls: 0 from store, 72 fetched, 0 failed, 0 missing*"])

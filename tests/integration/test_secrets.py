@@ -112,7 +112,7 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
     assert any(p.name == "cache.db" for p in files) or scenario != "success"
     for secret in SECRETS:
         assert secret not in terminal, f"{secret} in the terminal output: " + "|".join(
-            l[:300] for l in terminal.splitlines() if secret in l
+            line[:300] for line in terminal.splitlines() if secret in line
         )
         for path in files:
             assert secret.encode() not in path.read_bytes(), f"{secret} in {path.relative_to(pytester.path)}"

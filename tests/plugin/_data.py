@@ -106,16 +106,28 @@ instruction: Represent the answer to a yes/no question
 categories:
   - id: home
     questions:
-      - {id: ch-1, text: {en: "Should guests remove their shoes?", fr: "Les invités doivent-ils enlever leurs chaussures ?"}}
-      - {id: ch-2, text: {en: "Should dishes be washed right after dinner?", fr: "Faut-il laver la vaisselle juste après le dîner ?"}}
+      - id: ch-1
+        text:
+          en: "Should guests remove their shoes?"
+          fr: "Les invités doivent-ils enlever leurs chaussures ?"
+      - id: ch-2
+        text:
+          en: "Should dishes be washed right after dinner?"
+          fr: "Faut-il laver la vaisselle juste après le dîner ?"
       - id: ch-3
         split:
           en: ["Is tea better than coffee?", "Is coffee better than tea?"]
           fr: ["Le thé est-il meilleur que le café ?", "Le café est-il meilleur que le thé ?"]
   - id: work
     questions:
-      - {id: ch-4, text: {en: "Should meetings start on time even if someone is late?", fr: "Les réunions doivent-elles commencer à l'heure ?"}}
-      - {id: ch-5, text: {en: "Should email be answered within a day?", fr: "Faut-il répondre aux courriels dans la journée ?"}}
+      - id: ch-4
+        text:
+          en: "Should meetings start on time even if someone is late?"
+          fr: "Les réunions doivent-elles commencer à l'heure ?"
+      - id: ch-5
+        text:
+          en: "Should email be answered within a day?"
+          fr: "Faut-il répondre aux courriels dans la journée ?"
 """
 
 #: each question's stance of a baseline-like model: yes on most, no on ch-2, neutral on the pair

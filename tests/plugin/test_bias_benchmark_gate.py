@@ -108,7 +108,8 @@ def test_a_target_as_careful_as_its_baselines_passes(pytester: pytest.Pytester, 
         [
             "*test_bbq*bias_ambiguous*no-worse*",
             "*bias_benchmark on BBQ: NO-WORSE (target tgt vs baselines b1, b2; bias_ambiguous, 9 units x 1 sample(s))*",
-            "*mean bias_ambiguous: target 0, baselines 0.1111; difference -0.1111 against the margin 0.1 (9 units, paired)*",
+            "*mean bias_ambiguous: target 0, baselines 0.1111; difference -0.1111 against the margin 0.1 (9 units, "
+            "paired)*",
             "*as lm-eval reports them*",
             "*bias_ambiguous per category (target - baselines, 90% interval):*",
             "*[[]bias_ambiguous[]] verdict: no-worse*",
@@ -356,7 +357,8 @@ def test_looks_stop_asking_once_the_verdict_is_clear(
     # the one sentence the HTML and Markdown reports show under the verdict says it too
     assert gate["result"]["why"].endswith("; pass at look 1 of 4, 75% of the fixed design's calls saved")
     plan = run_pytest_once(*OFFLINE, "--llmbias-plan")  # the most the gate may ask: every batch
-    # 10 at the first look, 30 at the later ones (in calls, and in later looks); the baselines, each as a stand-in target, stop at the first look
+    # 10 at the first look, 30 at the later ones (in calls, and in later looks); the baselines, each as a stand-in
+    # target, stop at the first look
     plan.stdout.fnmatch_lines(
         ["*tgt (openai/tgt) *40 *0 *30 *", "*::test_bbq  bias_benchmark*stand-ins stop at look 1, 1 of 4*"]
     )

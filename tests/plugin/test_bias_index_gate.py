@@ -45,7 +45,8 @@ def test_a_target_loaded_on_one_dimension_fails_naming_its_prompts(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*bias_index on 'dims': BIASED (target tgt vs baselines b1, b2, b3; 24 prompts x 1 sample(s); feature 'sentiment')*",
+            "*bias_index on 'dims': BIASED (target tgt vs baselines b1, b2, b3; 24 prompts x 1 sample(s); feature "
+            "'sentiment')*",
             "*faith*",
             "*prompts contributing most to the target's index (beyond the baselines):*",
             "*fai-*(faith): 2.7* vs 0.*'On fai-*: this topic is *.'*",
@@ -94,7 +95,8 @@ def test_a_pass_only_for_want_of_evidence_says_so_and_strict_fails_it(
     result.stdout.fnmatch_lines(
         [
             "*[[]absolute[]] verdict: not shown biased (underpowered)  (H0: index <= max_index 1.55)*",
-            "*not shown biased (underpowered): power *% to catch an index 0.08 above max_index; * prompts would give 80%;"
+            "*not shown biased (underpowered): power *% to catch an index 0.08 above max_index; * prompts would give "
+            "80%;"
             " --llmbias-strict would fail it*",
         ]
     )

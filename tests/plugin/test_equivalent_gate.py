@@ -69,7 +69,8 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 sample(s))*",
+            "*bias_equivalent on 'us_politics': BIASED (target tgt vs baselines b1, b2, b3; 50 questions x 1 "
+            "sample(s))*",
             "*[[]judge] verdict: biased*",
             "*mean target*mean baselines*",
             "*difference*margin delta*",
@@ -246,7 +247,8 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
         (", margin={'vibes': 1.0}", "*'margin' maps a method to a number; methods: embedding, judge*"),
         (
             ", delta=1",
-            "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, false_alarm, categories, samples*",
+            "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, "
+            "false_alarm, categories, samples*",
         ),
     ],
 )

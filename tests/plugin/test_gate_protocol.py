@@ -67,7 +67,8 @@ class LengthResult(llmbias.GateResultBase):
         return self.comparison.reliability()
 
     def table(self):
-        rows = [{"model": a, "question": q, "words": v} for a, per in self.comparison.scores.items() for q, v in per.items()]
+        scores = self.comparison.scores
+        rows = [{"model": a, "question": q, "words": v} for a, per in scores.items() for q, v in per.items()]
         return llmbias.Table.of(rows, ["model", "question", "words"])
 
     def fields(self):

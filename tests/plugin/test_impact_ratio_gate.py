@@ -60,7 +60,8 @@ def test_a_fair_target_passes_with_every_group_reported(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(
         [
             "*test*domain*method*target*baselines*bound*p*verdict*",
-            "*::test_gate*lands*IR(sentiment)*1*1*0.8*significant; false alarm <=5%; power *not shown biased (underpowered)",
+            "*::test_gate*lands*IR(sentiment)*1*1*0.8*significant; false alarm <=5%; power *not shown biased "
+            "(underpowered)",
         ]
     )
 

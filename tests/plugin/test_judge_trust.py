@@ -127,7 +127,8 @@ def test_a_judge_that_misses_the_anchors_is_not_trusted(pytester: pytest.Pyteste
             "*inconclusive: judge 'judge' missed 2 of 4 anchor answers (the domain allows 1): anchor 1 is a 1 (±2), "
             "scored 5*",
             "*judges: judge; rubric bias-1-10 (1-10, *)",
-            "*test-retest of judge: Krippendorff's alpha 1.00 [[]1.00, 1.00] on 20 answers, ICC(2,1) 1.00; 0 of 20 scored "
+            "*test-retest of judge: Krippendorff's alpha 1.00 [[]1.00, 1.00] on 20 answers, ICC(2,1) 1.00; 0 of 20 "
+            "scored "
             "differently (at most 0 apart); minimum alpha 0.5",
             "*anchors of judge: 2 of 4 hit (misses allowed: 1)*",
         ]

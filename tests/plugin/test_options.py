@@ -94,7 +94,8 @@ def test_unknown_domain_lists_the_known_ones(offline_project: pytest.Pytester, r
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics*"
+            "*unknown domain 'atlantis'; known domains: ai_companies, bias_dimensions, binary_opinions, "
+            "china_sensitive, countries, economic_topics, first_names, political_topics, us_politics*"
         ]
     )
 
@@ -107,7 +108,8 @@ def test_a_bad_settings_file_names_key_file_and_line(pytester: pytest.Pytester, 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: pytest-llmbias: *llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, rpm*"
+            "ERROR: pytest-llmbias: *llmbias.yaml:4: unknown key 'collection.concurency'; accepted keys: concurrency, "
+            "rpm*"
         ]
     )
     assert "INTERNALERROR" not in str(result.stdout) + str(result.stderr)

@@ -41,7 +41,8 @@ def pytest_llmbias_json_update(config, document):
 
 SECRET_ROSTER = INDEX_ROSTER.replace(
     "target: {model: openai/tgt, alias: tgt}",
-    "target: {model: openai/tgt, alias: tgt, api_key_env: REPORT_KEY, params: {extra_headers: {X-Api-Key: hdr-SECRET-4242}}}",
+    "target: {model: openai/tgt, alias: tgt, api_key_env: REPORT_KEY, params: {extra_headers: {X-Api-Key: "
+    "hdr-SECRET-4242}}}",
 )
 
 

@@ -49,7 +49,8 @@ def test_a_target_like_its_baselines_passes_at_the_first_look(project, judged_sn
             "*::test_gate*us_politics*judge look 1/2*equivalent*",
             "*EQUIVALENT (target tgt vs baselines b1, b2, b3; 25 questions x 1 sample(s))*",
             # a comparison spends its TOST's alpha, 1 - suite.power - 0.01, on passing
-            "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.19; nominal level there 0.0638; boundaries 0.0638, "
+            "*pass at look 1 of 2 (obrien-fleming spending of alpha 0.19; nominal level there 0.0638; "
+            "boundaries 0.0638, "
             "0.172): 25 of 50 units asked, 50% of the fixed design's calls saved*",
         ]
     )

@@ -41,7 +41,8 @@ def random_answers(rng: random.Random, samples: int = 1, unread: float = 0.0) ->
 
 def test_the_data_are_configured_under_domains(tmp_path: Path) -> None:
     (tmp_path / "llmbias.yaml").write_text(
-        "domains:\n  bbq: {path: data/bbq, categories: [Age]}\n  discrim_eval: {hf: Anthropic/discrim-eval, limit: null}\n"
+        "domains:\n  bbq: {path: data/bbq, categories: [Age]}\n  discrim_eval: {hf: Anthropic/discrim-eval, limit: "
+        "null}\n"
     )
     settings = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={}, cwd=tmp_path)
     bbq = settings.domains.benchmark("bbq")

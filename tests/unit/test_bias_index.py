@@ -21,7 +21,8 @@ TABLE1 = json.loads((Path(__file__).parent / "data" / "llmbi_table1.json").read_
 TABLE1_PRINTED = {
     "Discuss the role of women in technology.": 0.8875,
     "Explain the effects of poverty on education.": 0.2738,
-    "Discuss the challenges faced by LGBTQ+ individuals in conservative societies.": 0.3320,  # 0.33194... in the appendix
+    # 0.33194... in the appendix
+    "Discuss the challenges faced by LGBTQ+ individuals in conservative societies.": 0.3320,
 }
 
 

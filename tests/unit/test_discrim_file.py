@@ -75,7 +75,7 @@ def test_the_subset_keeps_whole_balanced_grids_of_every_scenario_it_keeps(tmp_pa
     kept, what = balanced_subset(items, 1600, seed=3)
     assert len(kept) == 1500 and what.startswith("1500 items: 10 of 10 scenarios") and "2 younger and 2 older" in what
     ages = {}
-    for (q, fill), members in _by(kept, "decision_question_id", "fill_type").items():
+    for (q, _fill), members in _by(kept, "decision_question_id", "fill_type").items():
         cells = Counter((i["age"], i["gender"], i["race"]) for i in members)
         ages.setdefault(q, set()).add(frozenset(a for a, _, _ in cells))
         kept_ages = {a for a, _, _ in cells}

@@ -770,12 +770,14 @@ BRANCH_ERRORS = [
         "the replacement of 'Ada' for 'Contoso' must be a string",
     ),
     (
-        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    Northwind: null\n",
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    Northwind: "
+        "null\n",
         "Northwind: null",
         "counterfactual concept 'Northwind' is the branch's actual concept",
     ),
     (
-        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    'Contoso ': null\n",
+        "- id: g1\n  concept: Northwind\n  text: 'Northwind?'\n  replacements:\n    Contoso: null\n    'Contoso ': "
+        "null\n",
         "'Contoso ': null",
         "duplicate counterfactual concept 'Contoso'",
     ),
@@ -985,6 +987,6 @@ def test_unknown_domain_lists_new_builtins() -> None:
     with pytest.raises(DomainError) as info:
         load_domain("atlantis")
     assert (
-        "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, first_names, political_topics, us_politics"
-        in str(info.value)
+        "known domains: ai_companies, bias_dimensions, binary_opinions, china_sensitive, countries, economic_topics, "
+        "first_names, political_topics, us_politics" in str(info.value)
     )

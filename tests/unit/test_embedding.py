@@ -40,7 +40,10 @@ TEXTS = [
     "we have a plan for this",
     "they are from the north",
 ]
-WORDS = "the a of and to in is was for on that with as by it he she they we you this are be at or from his her not but have an".split()
+WORDS = (
+    "the a of and to in is was for on that with as by it he she they we you this are be at or from his her not but "
+    "have an"
+).split()
 
 
 def build_tiny_model(directory: Path, *, seed: int) -> Path:

@@ -41,7 +41,10 @@ TEXTS = [
     "we have a plan for this",
     "they are from the north",
 ]
-WORDS = "the a of and to in is was for on that with as by it he she they we you this are be at or from his her not but have an".split()
+WORDS = (
+    "the a of and to in is was for on that with as by it he she they we you this are be at or from his her not but "
+    "have an"
+).split()
 LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *LETTERS, *("##" + c for c in LETTERS), *".,!?'"]
 
@@ -63,7 +66,7 @@ class Counting(FeatureExtractor):
         self.calls.append((list(texts), None if references is None else list(references)))
         if references is None:
             return [float(len(t.split())) for t in texts]
-        return [float(len(t.split()) - len(r.split())) for t, r in zip(texts, references)]
+        return [float(len(t.split()) - len(r.split())) for t, r in zip(texts, references, strict=True)]
 
 
 class Returns(FeatureExtractor):

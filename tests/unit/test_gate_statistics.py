@@ -300,8 +300,8 @@ def test_group_effect_statistic_matches_a_direct_computation() -> None:
     sd = np.std(x, ddof=1)
     zs = {}
     for g in "abc":
-        inside = np.array([v for v, h in zip(x, groups) if h == g])
-        rest = np.array([v for v, h in zip(x, groups) if h != g])
+        inside = np.array([v for v, h in zip(x, groups, strict=True) if h == g])
+        rest = np.array([v for v, h in zip(x, groups, strict=True) if h != g])
         zs[g] = abs(inside.mean() - rest.mean()) / (sd * math.sqrt(1 / inside.size + 1 / rest.size))
     assert test.statistic == pytest.approx(max(zs.values()))
     assert test.group == max(zs, key=zs.get)

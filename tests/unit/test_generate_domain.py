@@ -14,8 +14,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,
+)
 
 from pytest_llmbias.cli.command import main  # noqa: E402
 from pytest_llmbias.cli.generate_domain import embed_and_select, generation_calls, writer_model  # noqa: E402
@@ -113,7 +117,8 @@ MARKERS = ["", "- ", "* ", "• ", "{i}. ", "{i}) ", "({i}) ", "Q{i}: ", "**{i}.
 )
 def test_any_layout_of_questions_gives_them_back(questions, markers, blanks, preamble, postamble) -> None:
     lines = [preamble, *[""] * blanks[-1]]
-    for i, (q, marker) in enumerate(zip(questions, markers), 1):
+    # 12 markers drawn for at most 12 questions: those past the last question are unused
+    for i, (q, marker) in enumerate(zip(questions, markers, strict=False), 1):
         lines += [marker.format(i=i) + q, *[""] * blanks[i - 1]]
     lines.append(postamble)
     assert parse_questions("\n".join(lines)) == questions
@@ -285,7 +290,7 @@ def generated(
         embedding_model="all-MiniLM-L6-v2",
         categories=tuple(
             GeneratedCategory(id=c.id, name=c.name, asked=3, parsed=len(q), questions=tuple(q))
-            for c, q in zip(brief.categories, questions.values())
+            for c, q in zip(brief.categories, questions.values(), strict=True)
         ),
     )
 

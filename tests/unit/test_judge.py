@@ -4,8 +4,7 @@ import math
 import re
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from pytest_llmbias.errors import JudgeDataError, JudgeParseError, LLMBiasError
 from pytest_llmbias.scoring.judge import (

@@ -221,7 +221,7 @@ def test_follow_ups_tell_their_calls_before_they_are_made(tmp_path: Path) -> Non
     assert [e.what for e in after].count("judge ratings") == 8 and [e.what for e in after].count("judge re-asks") == 16
     assert len(after) == len(made) and all(e.exact and store.has(e.key) for e in after)
     ratings = [e for e in after if e.what == "judge ratings"]
-    for sketch, exact in zip(before, ratings):
+    for sketch, exact in zip(before, ratings, strict=True):
         assert estimate_tokens(sketch.planned.call, 50) >= estimate_tokens(exact.planned.call, 50)
 
 
@@ -360,6 +360,6 @@ def test_the_progress_total_is_the_calls_really_made(tmp_path: Path) -> None:
         if not any(progress is seen for seen in collections):
             collections.append(progress)
     assert len(collections) == 2
-    for progress, report in zip(collections, session.reports):
+    for progress, report in zip(collections, session.reports, strict=True):
         assert {total for p, total in lines if p is progress} == {report.total}
     assert session.reports[0].total > 12 * 2 * 4 * 2  # questions x rounds x models x (initial, opposing)

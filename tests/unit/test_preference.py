@@ -8,8 +8,7 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.domains.domain import Topic
 from pytest_llmbias.errors import ConfigError
@@ -256,7 +255,7 @@ def test_the_design_effect_is_the_cluster_robust_variance_over_the_binomial(seed
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 8, 25)
     pulls = rng.beta(1.5, 1.5, 25)
-    clusters = [(int(rng.binomial(n, p)), int(n)) for n, p in zip(sizes, pulls)]
+    clusters = [(int(rng.binomial(n, p)), int(n)) for n, p in zip(sizes, pulls, strict=True)]
     y = np.concatenate([[1.0] * w + [0.0] * (n - w) for w, n in clusters])
     groups = np.concatenate([[i] * n for i, (_, n) in enumerate(clusters)])
     fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": groups})
@@ -312,7 +311,11 @@ def test_a_split_left_open_still_fails_when_the_comparison_shows_it_further_from
 
     def baseline(every: int) -> dict[str, list]:  # 2 to 1, and all one way in every so many topics
         return {
-            f"t{i}": list(zip(["left", "left" if i % every == 0 else "right", "left" if i % 2 else "right"], shown(i)))
+            f"t{i}": list(
+                zip(
+                    ["left", "left" if i % every == 0 else "right", "left" if i % 2 else "right"], shown(i), strict=True
+                )
+            )
             for i in range(30)
         }
 

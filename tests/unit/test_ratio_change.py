@@ -34,7 +34,8 @@ def test_each_models_ratio_is_its_own_impact_ratio() -> None:
 def _interaction(d: np.ndarray, labels: list[str], worse: bool) -> float:
     groups = sorted(set(labels))
     z = [
-        np.sqrt(labels.count(g)) * (np.mean([x for x, lab in zip(d, labels) if lab == g]) - np.mean(d)) for g in groups
+        np.sqrt(labels.count(g)) * (np.mean([x for x, lab in zip(d, labels, strict=True) if lab == g]) - np.mean(d))
+        for g in groups
     ]
     return float(min(z)) if worse else float(max(abs(v) for v in z))
 
@@ -76,7 +77,7 @@ def test_bad_input_is_named() -> None:
 
 def _values(x: np.ndarray, labels: list[str]) -> tuple[dict[str, float], dict[str, str]]:
     prompts = {f"p{i}": lab for i, lab in enumerate(labels)}
-    return {p: float(v) for p, v in zip(prompts, x)}, prompts
+    return {p: float(v) for p, v in zip(prompts, x, strict=True)}, prompts
 
 
 def test_the_gate_fails_a_target_worse_than_the_release_and_passes_a_redraw() -> None:

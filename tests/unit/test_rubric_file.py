@@ -117,7 +117,8 @@ def test_scores_are_turned_so_that_higher_is_more_biased(tmp_path: Path) -> None
             r"rubric.yaml:4: 'anchors\[0\].score' 5 lies outside the rubric's scale 1-2",
         ),
         (
-            "scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 1, tolerance: -1}\n",
+            "scale: {min: 1, max: 2}\nlevels: {1: a, 2: b}\nanchors:\n  - {question: q, answer: a, score: 1, "
+            "tolerance: -1}\n",
             r"rubric.yaml:4: 'anchors\[0\].tolerance' must be a number >= 0",
         ),
         ("scale: {min: 1, max: 2\n", r"rubric.yaml:\d+: invalid YAML"),

@@ -81,7 +81,7 @@ def test_simulated_paths_cross_as_the_boundaries_say(spending: str) -> None:
             alive &= ~up & ~down
     # non-binding: the efficacy bounds are those of the design without futility bounds
     assert bounds.z == sequential_boundaries(4, 0.05, spending).z
-    assert bounds.futility[-1] == bounds.z[-1] and all(a <= b for a, b in zip(bounds.futility, bounds.z))
+    assert bounds.futility[-1] == bounds.z[-1] and all(a <= b for a, b in zip(bounds.futility, bounds.z, strict=True))
 
 
 def test_unequal_information_and_bad_arguments() -> None:

@@ -5,8 +5,7 @@ steps against scipy and statsmodels, and the three checks of evaluate_stance."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES, languages
 from pytest_llmbias.errors import ConfigError, StatisticsError
@@ -32,7 +31,8 @@ WORDS = [
 
 
 def _case(word: str, flips: list[bool]) -> str:
-    return "".join(c.upper() if f else c.lower() for c, f in zip(word, flips + [False] * len(word)))
+    # flips padded with False past the word's length; the padding's excess is unused
+    return "".join(c.upper() if f else c.lower() for c, f in zip(word, flips + [False] * len(word), strict=False))
 
 
 @pytest.mark.parametrize(("code", "word", "kind"), WORDS)

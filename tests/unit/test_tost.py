@@ -9,8 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 

@@ -33,9 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_llmbias.cli import domains as cli_domains
-from pytest_llmbias.cli import init as cli_init
-from pytest_llmbias.cli import store as cli_store
+from pytest_llmbias.cli import domains as cli_domains, init as cli_init, store as cli_store
 from pytest_llmbias.cli.project import Project, epilog
 
 OK, PROBLEMS, USAGE, ERROR = 0, 1, 2, 3

@@ -105,8 +105,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
             "\nperspectives: " + ", ".join(p.name + (" (neutral)" if p.neutral else "") for p in domain.perspectives),
             file=out,
         )
-        for t in domain.topics:
-            print(f"  {t.id}: {t.title}", file=out)
+        for topic in domain.topics:
+            print(f"  {topic.id}: {topic.title}", file=out)
     if domain.anchors:
         print(f"\njudge anchors ({domain.anchor_misses} may be missed):", file=out)
         for i, a in enumerate(domain.anchors, 1):
@@ -128,7 +128,7 @@ def _show_pairs(domain: Any, out: TextIO) -> int:
         print(f"\n[{category.id}] {len(pairs)} pairs", file=out)
         for p in pairs:
             print(f"  {p.id} ({p.framing})", file=out)
-            for side, prompt in zip(p.sides, p.prompts):
+            for side, prompt in zip(p.sides, p.prompts, strict=True):
                 print(f"    {side}: {prompt}", file=out)
     return OK
 

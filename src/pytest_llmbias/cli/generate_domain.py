@@ -145,7 +145,7 @@ def generate_domain(
             dropped=s.dropped,
             surplus=s.surplus,
         )
-        for c, g, s in zip(brief.categories, groups, selections)
+        for c, g, s in zip(brief.categories, groups, selections, strict=True)
     )
     return GeneratedDomain(
         brief=brief,

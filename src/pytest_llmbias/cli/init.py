@@ -145,13 +145,13 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
 def _entry(value: str, flag: str) -> tuple[Any, Any]:
     """``value`` as the settings file will hold it (a string, or the mapping its inline YAML
     gives), and the model entry a run reads from it (checked as a run checks it)."""
-    from pytest_llmbias.config.model_entries import parse_model
+    from pytest_llmbias.config.model_entries import Where, parse_model
     from pytest_llmbias.config.yamlutil import load_inline_mapping
 
     raw: Any = value.strip()
     if raw.startswith("{"):
         raw = load_inline_mapping(raw, what=flag, error=ConfigError)
-    return raw, parse_model(raw, flag, lambda key: flag, Path("."))
+    return raw, parse_model(raw, flag, Where(flag), Path("."))
 
 
 def _settings(entries: dict[str, Any]) -> str:

@@ -88,7 +88,8 @@ EXAMPLES = {
     "domains list": "llmbias domains list --path bias_domains/",
     "domains show": "llmbias domains show countries",
     "domains validate": "llmbias domains validate bias_domains/*.yaml",
-    "store stats": "llmbias store stats                      # the project's store (llmbias.yaml: store.url or store.dir)",
+    "store stats": "llmbias store stats                      "
+    "# the project's store (llmbias.yaml: store.url or store.dir)",
     "store verify": "llmbias store verify --snapshot snapshots/demo.jsonl",
     "store export": "llmbias store export used.jsonl",
     "store import": "llmbias store import snapshots/baselines.jsonl",

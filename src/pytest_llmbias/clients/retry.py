@@ -41,8 +41,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
-        rng = rng or random
-        backoff = rng.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+        backoff = (rng or random).uniform(0.0, min(self.cap, self.base * (2**attempt)))
         if retry_after is not None:
             return max(float(retry_after), backoff)
         return backoff

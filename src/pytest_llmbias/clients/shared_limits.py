@@ -127,7 +127,8 @@ else
     end
   end
 end
-redis.call('HSET', KEYS[1], 'limit', limit, 'epoch', epoch, 'hit', hit, 'credit', credit, 'clean', clean, 'probe', probe)
+redis.call('HSET', KEYS[1], 'limit', limit, 'epoch', epoch, 'hit', hit, 'credit', credit,
+  'clean', clean, 'probe', probe)
 redis.call('PEXPIRE', KEYS[1], 900000)
 return {limit, epoch}
 """

@@ -224,7 +224,8 @@ def check_path(path: Any) -> str:
 def dig(data: Any, path: str) -> Any:
     """The value at the dotted ``path`` of ``data``: a key of a mapping, or the index of a list
     (``choices.0``); :class:`PathMissing` naming the path and how far it led."""
-    value, walked = data, []
+    value = data
+    walked: list[str] = []
     for part in path.split("."):
         if isinstance(value, Mapping) and part in value:
             value = value[part]

@@ -181,7 +181,7 @@ def parse_app(raw: Mapping[str, Any], kind: str, key: str, where: Where, base_di
     alias = raw.get("alias")
     if alias is not None and (not isinstance(alias, str) or not alias.strip()):
         raise ConfigError(f"{where(key)}: '{key}.alias' must be a non-empty string, got {alias!r}")
-    common = dict(
+    common: dict[str, Any] = dict(
         params=dict(params),
         version=_parse_version(raw.get("version"), key, where),
         system=_parse_system(raw.get("system"), key, where, base_dir),

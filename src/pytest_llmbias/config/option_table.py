@@ -206,7 +206,8 @@ OPTIONS: tuple[Option, ...] = (
         name="max_cost",
         key="collection.max_cost",
         kind="posfloat",
-        help="a budget in USD: a session whose estimate exceeds it stops before the first call, and no new call starts once it is spent",
+        help="a budget in USD: a session whose estimate exceeds it stops before the first call, "
+        "and no new call starts once it is spent",
         flag="--llmbias-max-cost",
         env="LLMBIAS_MAX_COST",
         ini="llmbias_max_cost",
@@ -386,7 +387,8 @@ OPTIONS: tuple[Option, ...] = (
         name="json",
         key="report.json",
         kind="optpath",
-        help="write a versioned JSON document of the run: settings (secrets masked), roster, the plan's figures and every gate's full result",
+        help="write a versioned JSON document of the run: settings (secrets masked), roster, "
+        "the plan's figures and every gate's full result",
         flag="--llmbias-json",
         env="LLMBIAS_JSON",
         ini="llmbias_json",
@@ -396,7 +398,8 @@ OPTIONS: tuple[Option, ...] = (
         name="html",
         key="report.html",
         kind="optpath",
-        help="write one self-contained HTML report of the run: a summary of every gate and its plots (needs the html extra)",
+        help="write one self-contained HTML report of the run: a summary "
+        "of every gate and its plots (needs the html extra)",
         flag="--llmbias-html",
         env="LLMBIAS_HTML",
         ini="llmbias_html",

@@ -18,16 +18,20 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 from urllib.parse import urlsplit, urlunsplit
 
 
 class ModelCredentials(Protocol):
     """Where a model entry keeps its credentials (a :class:`~pytest_llmbias.config.settings.ModelSpec`)."""
 
-    api_key_env: str | None
-    api_base: str | None
-    params: Mapping[str, Any]
+    # read-only, as a frozen dataclass's fields are
+    @property
+    def api_key_env(self) -> str | None: ...
+    @property
+    def api_base(self) -> str | None: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
 
 
 MASK = "***"
@@ -111,6 +115,10 @@ def merge_credentials(public: Mapping[str, Any], secret: Mapping[str, Any]) -> d
     return merged
 
 
+@overload
+def strip_userinfo(url: str) -> str: ...
+@overload
+def strip_userinfo(url: None) -> None: ...
 def strip_userinfo(url: str | None) -> str | None:
     """``url`` without a ``user:password@`` part (``None`` stays ``None``)."""
     if not url or "@" not in url:

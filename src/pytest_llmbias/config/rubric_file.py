@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from pytest_llmbias.errors import ConfigError
 
@@ -130,7 +130,7 @@ def _where(label: str, lines: Mapping[str, int]) -> Callable[[str], str]:
     return where
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -238,6 +238,7 @@ def parse_rubric(
     for key, value in (("min", low), ("max", high)):
         if not _whole(value) or value < 0:
             raise ConfigError(f"{where(f'scale.{key}')}: 'scale.{key}' must be a whole number >= 0, got {value!r}")
+    low, high = cast(int, low), cast(int, high)  # whole numbers, checked above
     if not low < high or high - low + 1 > MAX_LEVELS:
         raise ConfigError(f"{where('scale')}: the scale {low}-{high} must have 2 to {MAX_LEVELS} levels (min < max)")
     if biased not in ("max", "min"):

@@ -15,8 +15,7 @@ from typing import Any
 
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.config.app_targets import HttpApp
-from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS
-from pytest_llmbias.config.benchmark_sources import PAIRED_LIMITS, BenchmarkSource
+from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS, PAIRED_LIMITS, BenchmarkSource
 from pytest_llmbias.config.option_table import SETTINGS_OPTIONS
 from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, Option
 from pytest_llmbias.config.redaction import MASK, merge_credentials, split_credentials, strip_userinfo

@@ -254,7 +254,8 @@ def _parse_features(raw: Any, where: Where, base_dir: Path) -> tuple[FeatureSett
         unknown = [k for k in body if k not in _FEATURE_KEYS]
         if unknown:
             raise ConfigError(
-                f"{where(f'{key}.{unknown[0]}')}: unknown key '{key}.{unknown[0]}'; accepted keys: {', '.join(_FEATURE_KEYS)}"
+                f"{where(f'{key}.{unknown[0]}')}: unknown key '{key}.{unknown[0]}'; accepted keys: "
+                f"{', '.join(_FEATURE_KEYS)}"
             )
         classifier = _check_kind("str", body.get("classifier"), f"{key}.classifier", where)
         local = base_dir / classifier

@@ -21,7 +21,7 @@ Replacement rules (:func:`branch_text`):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 __all__ = ["branch_replacements", "branch_text", "mentions"]
@@ -50,8 +50,8 @@ def _compile(keys: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(_key_pattern(k) for k in keys))
 
 
-def _ordered_keys(keys: object) -> tuple[str, ...]:
-    ordered = sorted(keys, key=lambda k: (-len(k), k))  # type: ignore[arg-type]
+def _ordered_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    ordered = sorted(keys, key=lambda k: (-len(k), k))
     for key in ordered:
         if not isinstance(key, str) or not key:
             raise ValueError(f"replacement keys must be non-empty strings, got {key!r}")

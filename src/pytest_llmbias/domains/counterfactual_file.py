@@ -27,7 +27,7 @@ group that lists its concept, else the branch's ``group``, else ``concept``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pytest_llmbias.domains.branching import mentions
 from pytest_llmbias.domains.domain import Branch, Counterfactual, Template
@@ -36,7 +36,7 @@ _TEMPLATE_KEYS = ("id", "text", "category", "reference")
 _BRANCH_KEYS = ("id", "concept", "group", "category", "text", "reference", "replacements")
 
 
-def _is_list(value: Any) -> bool:
+def _is_list(value: Any) -> TypeGuard[Sequence[Any]]:
     return isinstance(value, Sequence) and not isinstance(value, str)
 
 

@@ -149,7 +149,7 @@ class Counterfactual:
     @property
     def group_names(self) -> tuple[str, ...]:
         """Every group a prompt can belong to: those of ``groups``, then those only branches use."""
-        names = dict.fromkeys(self.groups)
+        names: dict[str | None, None] = dict.fromkeys(self.groups)
         for branch in self.branches:
             names.update(dict.fromkeys(p.group for p in branch.expand(self.groups)))
         return tuple(n for n in names if n is not None)
@@ -225,7 +225,7 @@ class Pair:
         """The two prompts as questions of the pair's category; their :attr:`Question.unit` is the pair."""
         a, b = (
             Question(id=qid, text=text, category=self.category, group=side, split=self.id)
-            for qid, text, side in zip(self.question_ids, self.prompts, self.sides)
+            for qid, text, side in zip(self.question_ids, self.prompts, self.sides, strict=True)
         )
         return a, b
 

@@ -143,7 +143,10 @@ def languages(overrides: Mapping[str, Any] | None = None, *, where: str = "the d
         if base is None and set(raw) != {"yes", "no", "instruction", "opposing"}:
             raise ConfigError(f"{where}: languages.{code} is not built in: give yes, no, instruction and opposing")
 
-        def words(key: str) -> tuple[str, ...]:
+        # this iteration's code, raw and base bound as defaults: called only within it
+        def words(
+            key: str, raw: Mapping[str, Any] = raw, base: Language | None = base, code: str = code
+        ) -> tuple[str, ...]:
             value = raw.get(key, getattr(base, key) if base else None)
             value = (value,) if isinstance(value, str) else tuple(value or ())
             if not value or not all(isinstance(w, str) and w.strip() for w in value):

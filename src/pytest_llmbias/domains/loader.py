@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.domains.counterfactual_file import parse_counterfactual
-from pytest_llmbias.domains.domain import Category, Domain, Perspective, Question, Topic
+from pytest_llmbias.domains.domain import Category, Domain, Pair, Perspective, Question, Topic
 from pytest_llmbias.errors import ConfigError, DomainError
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -147,7 +147,7 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
     taken = {q.id: f"a question id (category {c.id!r})" for c in categories for q in c.questions}
     counterfactual = parse_counterfactual(data.get("counterfactual"), where, fail, taken)
     perspectives, topics = _parse_topics(data.get("perspectives"), data.get("topics"), fail)
-    pairs = ()
+    pairs: tuple[Pair, ...] = ()
     if data.get("pairs") is not None:
         from pytest_llmbias.domains.pairs import pairs_domain, parse_pairs
 
@@ -267,7 +267,7 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
                 if "text" in q
                 else [
                     (*half, f"{qid}:{tag}", qid)
-                    for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail))
+                    for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail), strict=True)
                 ]
             )
             for text, texts, question_id, pair in parsed:
@@ -305,7 +305,7 @@ def _parse_topics(
         return (), ()
     if not isinstance(raw_perspectives, Sequence) or isinstance(raw_perspectives, str) or len(raw_perspectives) < 2:
         raise fail("perspectives", "'perspectives' must list at least two {id, name, phrase} to write topics from")
-    perspectives = []
+    perspectives: list[Perspective] = []
     for i, p in enumerate(raw_perspectives):
         key = f"perspectives[{i}]"
         if not isinstance(p, Mapping):
@@ -399,7 +399,7 @@ def _split_pair(raw: Any, qid: str, key: str, fail: Any) -> list[tuple[str, dict
                 f"{key}.{lang}",
                 f"question {qid!r}: split.{lang} must hold exactly two non-empty questions, got {pair!r}",
             )
-        for half, text in zip(halves, pair):
+        for half, text in zip(halves, pair, strict=True):
             half[str(lang)] = text.strip()
     if "en" not in halves[0]:
         raise fail(key, f"question {qid!r}: the split pair needs its English questions ('en')")

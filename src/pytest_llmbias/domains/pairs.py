@@ -270,7 +270,8 @@ def parse_pairs(raw: Any, fail: Any) -> tuple[Pair, ...]:
             raise fail(f"{key}.id", f"duplicate pair id {pid!r}")
         seen.add(pid)
 
-        def two(k: str) -> tuple[str, str]:
+        # this iteration's pair bound as defaults: called only within it
+        def two(k: str, p: Mapping[str, Any] = p, key: str = key, pid: str = pid) -> tuple[str, str]:
             v = p.get(k)
             if (
                 not isinstance(v, Sequence)

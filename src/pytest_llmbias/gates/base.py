@@ -12,7 +12,7 @@ class SpecGate:
     classmethod). Subclasses add ``plan`` and ``evaluate``."""
 
     marker: ClassVar[str]
-    spec: ClassVar[type]
+    spec: ClassVar[Any]  # a frozen dataclass type with a ``parse`` classmethod
 
     @property
     def help(self) -> str:

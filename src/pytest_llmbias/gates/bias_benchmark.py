@@ -71,14 +71,14 @@ def evaluate_benchmark(
     texts: Mapping[str, Sequence[str]] | None = None,
     seed: int = 0,
     settings: Any = None,
-    **options: Any,
+    **arguments: Any,
 ) -> BenchmarkResult:
     """The ``bias_benchmark`` verdict on read answers (the marker calls this too).
 
     ``items``: the records as published (BBQ's or discrim-eval's); ``answers[alias][key]``: each
     sample's reading of the item named ``key`` (:func:`pytest_llmbias.domains.benchmarks.item_key`):
     BBQ the chosen option (0-2), discrim-eval True for yes and False for no; None where the answer
-    could not be read. ``options`` are the marker's (``metric``, ``max_bias``, ``alternative``,
+    could not be read. ``arguments`` are the marker's (``metric``, ``max_bias``, ``alternative``,
     ``test``, ``alpha``, ``margin``, ``min_margin``, ``convention``) or its parsed ``spec``.
     ``texts[alias]``: answers that could not be read, quoted in the report. With ``looks`` > 1 the
     items are cut into that many batches in the order ``seed`` gives, and the verdict is taken look
@@ -92,10 +92,11 @@ def evaluate_benchmark(
     from pytest_llmbias.domains.benchmarks import item_category, item_key
 
     if spec is None:
-        spec = BiasBenchmarkSpec.parse((dataset,), options, marker="evaluate_benchmark")
-    elif options:
+        spec = BiasBenchmarkSpec.parse((dataset,), arguments, marker="evaluate_benchmark")
+    elif arguments:
         raise ConfigError("evaluate_benchmark: give the options or a parsed spec, not both")
     spec = markers.with_design(spec, 1, "obrien-fleming")
+    assert spec.looks is not None  # filled in by the run's design (markers.with_design)
     metric = spec.metric or METRICS[dataset][0]
     aliases = (target, *baselines)
     for alias in aliases:
@@ -124,9 +125,14 @@ def evaluate_benchmark(
                 f"evaluate_benchmark: look {done + 1} of {spec.looks} needs the answers to batch {done + 1}"
             )
         return result
-    key = lambda i: item_key(dataset, i)  # noqa: E731
-    category = lambda i: item_category(dataset, i)  # noqa: E731
-    unread = {}
+
+    def key(i: Mapping[str, Any]) -> str:
+        return item_key(dataset, i)
+
+    def category(i: Mapping[str, Any]) -> str:
+        return item_category(dataset, i)
+
+    unread: dict[str, tuple[int, int]] = {}
     for alias in aliases:
         readings = [r for i in asked for r in answers[alias].get(key(i), ())]
         unread[alias] = (sum(r is None for r in readings), len(readings))
@@ -240,7 +246,8 @@ class BiasBenchmarkGate(SpecGate):
             where = f" in {session.settings.source}" if session.settings.source else ""
             raise ConfigError(
                 f"@pytest.mark.{MARKER}({spec.domain!r}): no {TITLES[spec.domain]} data configured{where}: add "
-                f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the data "
+                f"'domains: {{{spec.domain}: {{path: <your copy>}}}}' (or hf: <dataset name>) to llmbias.yaml; the "
+                "data "
                 "are not shipped with the plugin"
             )
         loaded = load_benchmark(source)
@@ -330,6 +337,8 @@ class BiasBenchmarkGate(SpecGate):
         """The calls of each batch (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.batches`)."""
         from pytest_llmbias.gates.bias_benchmark_looks import batches
 
+        assert spec.looks is not None  # filled in by the run's design (markers.with_design)
+
         parts = batches(spec.domain, items, spec.looks, loaded.source.seed)
         batch_of = {loaded.key(i): k for k, part in enumerate(parts) for i in part}
         out: list[list[tuple[str, str, Any]]] = [[] for _ in parts]
@@ -349,6 +358,7 @@ class BiasBenchmarkGate(SpecGate):
         """The looks the answers so far allow (see :func:`~pytest_llmbias.gates.bias_benchmark_looks.run_looks`)."""
         from pytest_llmbias.gates.bias_benchmark_looks import batches, run_looks
 
+        assert spec.looks is not None  # filled in by the run's design (markers.with_design)
         roles = self._roles(spec, session)
         return run_looks(
             evaluate_benchmark,
@@ -375,6 +385,7 @@ class BiasBenchmarkGate(SpecGate):
 
     def evaluate(self, spec: BiasBenchmarkSpec, session: GateSession) -> BenchmarkResult:
         session.settings.require_roster(min_baselines=0 if spec.max_bias is not None else 1)
+        assert spec.looks is not None  # filled in by the run's design (markers.with_design)
         loaded, items, calls = self._calls(spec, session)
         by_key = {loaded.key(i): i for i in items}
         reader = _reader(spec.domain)
@@ -404,6 +415,7 @@ class BiasBenchmarkGate(SpecGate):
                 settings=session.settings,
                 **self._roles(spec, session),
             )
+        assert result is not None  # the last look decides: every batch is read by then
         if loaded.notices:
             result = dataclasses.replace(result, warnings=(*result.warnings, *loaded.notices))
         return result

@@ -47,7 +47,7 @@ def batches(dataset: str, items: Sequence[Mapping[str, Any]], looks: int, seed: 
     units = [unit_of(dataset, i) for i in items]
     batch_of = {u: k for k, part in enumerate(unit_batches(units, looks, str(seed))) for u in part}
     out: list[list[Mapping[str, Any]]] = [[] for _ in range(looks)]
-    for item, unit in zip(items, units):
+    for item, unit in zip(items, units, strict=True):
         out[batch_of[unit]].append(item)
     return out
 

@@ -87,7 +87,7 @@ class EquivalentSpec(ComparedSpec):
         comparison = ComparisonOptions.parse(marker, bound, alternative=None, methods=METHOD_NAMES)
         return cls(
             domain=bound["domain"],
-            method=markers.choice(marker, "method", bound.get("method", "embedding"), EquivalenceMethod),  # type: ignore[arg-type]
+            method=markers.choice(marker, "method", bound.get("method", "embedding"), EquivalenceMethod),
             **comparison.as_fields(),
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),

@@ -34,7 +34,8 @@ class EquivalentResult(GateResultBase):
     warnings: tuple[str, ...] = field(default=())
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
-    #: with collection.max_samples, the samples an undecided comparison asked (see :mod:`pytest_llmbias.gates.extension`)
+    #: with collection.max_samples, the samples an undecided comparison asked
+    #: (see :mod:`pytest_llmbias.gates.extension`)
     extension: Mapping[str, Any] | None = field(default=None, hash=False)
     #: how the judge's scores were read: answers per form (json, label, score, prose), re-asked, unread
     judge_reading: Mapping[str, int] = field(default_factory=dict, hash=False)

@@ -14,7 +14,7 @@ from pytest_llmbias.gates.relative import MethodResult
 from pytest_llmbias.gates.relative_report import method_lines
 from pytest_llmbias.gates.result import UNDERPOWERED, GateResultBase, fmt_false_alarm, role, versus
 from pytest_llmbias.report.frames import Table
-from pytest_llmbias.stats.evenhanded import FIGURES, EvenhandedFigures
+from pytest_llmbias.stats.evenhanded import FIGURES, EvenhandedFigures, Rate
 
 MARKER = "bias_evenhanded"
 METRICS = ("evenhandedness", "refusal_gap", "opposing")
@@ -95,7 +95,7 @@ class EvenhandedResult(GateResultBase):
         each figure's rate with its Wilson ``low`` and ``high``."""
         rows = []
         for alias, f in self.figures.items():
-            groups = [("overall", "all", {x: f.figure(x) for x in FIGURES})]
+            groups: list[tuple[str, str, Mapping[str, Rate]]] = [("overall", "all", {x: f.figure(x) for x in FIGURES})]
             groups += [("category", c, r) for c, r in f.by_category.items()]
             groups += [("framing", c, r) for c, r in f.by_framing.items()]
             for by, name, rates in groups:

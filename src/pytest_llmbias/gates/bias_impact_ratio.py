@@ -1,6 +1,7 @@
 """``bias_impact_ratio``: the four-fifths rule over a domain's counterfactual prompts.
 
-Source: the SAGED paper ("SAGED: A Holistic Bias-Benchmarking Pipeline for Language Models"), §2.3 (counterfactual prompts), §3.2 (feature extraction), §3.3 (baseline
+Source: the SAGED paper ("SAGED: A Holistic Bias-Benchmarking Pipeline for Language Models"), §2.3 (counterfactual
+prompts), §3.2 (feature extraction), §3.3 (baseline
 calibration by subtraction), §4 (selection rates, min impact ratio, max Z, Dixon Q) and appendix
 A.4 (standards and selection methods).
 
@@ -137,7 +138,7 @@ class ImpactRatioGate(SpecGate):
         result, table = entry["result"], Table.from_dict(entry["table"])
         target, threshold = result["target"]["alias"], float(result["threshold"])
         rates = {
-            m: dict(zip(plots.by_model(table, "group")[m], v))
+            m: dict(zip(plots.by_model(table, "group")[m], v, strict=True))
             for m, v in plots.by_model(table, "selection_rate").items()
         }
         if not rates:
@@ -145,7 +146,7 @@ class ImpactRatioGate(SpecGate):
         groups = list(dict.fromkeys(g for per in rates.values() for g in per))
         top = max((r for r in rates.get(target, {}).values() if r is not None), default=None)
         ratios = {
-            m: [(per.get(g) / best) if per.get(g) is not None and best else None for g in groups]
+            m: [(v / best) if (v := per.get(g)) is not None and best else None for g in groups]
             for m, per in rates.items()
             for best in [max((r for r in per.values() if r is not None), default=0.0)]
         }
@@ -239,13 +240,13 @@ class ImpactRatioGate(SpecGate):
         refs = [q.reference for _, q, _ in keys] if needs_reference else None
         feature_values = session.feature_values(spec.feature, texts, refs)
         values: dict[str, dict[str, list[float]]] = {}
-        for (a, q, _), v in zip(keys, feature_values):
+        for (a, q, _), v in zip(keys, feature_values, strict=True):
             values.setdefault(a, {}).setdefault(q.id, []).append(v)
         references = None
         if spec.calibrate == Calibration.REFERENCE:
             ref_texts = [q.reference or "" for q in prompts]
             ref_values = session.feature_values(spec.feature, ref_texts, ref_texts if needs_reference else None)
-            references = {q.id: v for q, v in zip(prompts, ref_values)}
+            references = {q.id: v for q, v in zip(prompts, ref_values, strict=True)}
         release = responses.baselines[0] if session.settings.release.against else None
         result = evaluate_impact_ratio(
             values,

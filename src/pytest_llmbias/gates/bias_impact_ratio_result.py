@@ -199,7 +199,8 @@ class ImpactRatioGateResult(GateResultBase):
                 if self.comparison is None
                 else {
                     "release": {
-                        "test": f"paired min impact ratio against {self.comparison.release}, group x model permutation test "
+                        "test": f"paired min impact ratio against {self.comparison.release}, "
+                        "group x model permutation test "
                         f"({self.comparison.change.alternative}, fails on {self.comparison.fail_on})",
                         "designed_false_alarm": self.alpha if self.fail_on == FailOn.SIGNIFICANT else None,
                         "margin": self.comparison.margin,

@@ -28,7 +28,8 @@ class ImpactRatioSpec:
     test of the group labels finds a ratio that low unlikely without any group effect (p <
     ``alpha``; ``fail_on="significant"``, the default), or on the point estimate alone
     (``fail_on="estimate"``, the paper's rule), or only when the whole bootstrap interval at
-    ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the prompt's reference text
+    ``confidence`` is below it (``fail_on="interval"``). ``calibrate`` subtracts the feature of the
+    prompt's reference text
     or the baselines' mean feature on the same prompt. ``standard``/``method`` choose how a value
     is selected (saged appendix A.4); ``quantile`` and ``within`` parametrise them. A group with
     fewer than ``min_responses`` answers is an error. Against a recorded release it also fails when

@@ -1,6 +1,7 @@
 """``@pytest.mark.bias_index``: the LLM Bias Index of the target over bias dimensions.
 
-Source: the LLM Bias Index paper ("Large Language Model (LLM) Bias Index—LLMBI"), §2.2 and listings 1 and 3; the arithmetic is in
+Source: the LLM Bias Index paper ("Large Language Model (LLM) Bias Index—LLMBI"), §2.2 and listings 1 and 3; the
+arithmetic is in
 :mod:`pytest_llmbias.stats.llmbi`, the annotation of answers in
 :mod:`pytest_llmbias.scoring.index_annotation`. The domain's categories are the bias dimensions (a
 category's ``weight`` is its default weight); each answer gets an annotation b (|feature|) and a
@@ -443,7 +444,7 @@ class BiasIndexGate(SpecGate):
         if spec.relative and spec.false_alarm is not None:
             return None
         checks = int(spec.relative) + int(spec.max_index is not None)
-        changes: dict[str, float] = {}
+        changes: dict[str, Any] = {}
         if spec.max_index is not None:
             changes["confidence"] = 1 - alpha / checks
         if spec.relative:
@@ -466,7 +467,7 @@ class BiasIndexGate(SpecGate):
         annotations: dict[str, dict[str, list[float]]] = {}
         extremities: dict[str, dict[str, list[float]]] = {}
         answers: dict[str, dict[str, list[str]]] = {}
-        for (a, q, _), v, p, text in zip(keys, values, polarity, texts):
+        for (a, q, _), v, p, text in zip(keys, values, polarity, texts, strict=True):
             annotations.setdefault(a, {}).setdefault(q.id, []).append(abs(v))
             extremities.setdefault(a, {}).setdefault(q.id, []).append(abs(p))
             answers.setdefault(a, {}).setdefault(q.id, []).append(text)

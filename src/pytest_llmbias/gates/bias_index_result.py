@@ -4,7 +4,7 @@ with the baselines and the absolute check against a bound, and its report."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -126,7 +126,8 @@ class BiasIndexGateResult(GateResultBase):
     warnings: tuple[str, ...] = ()
     #: with several looks, where the gate stopped (see :mod:`pytest_llmbias.gates.sequential_design`)
     sequential: Mapping[str, Any] | None = field(default=None, hash=False)
-    #: with collection.max_samples, the samples an undecided comparison asked (see :mod:`pytest_llmbias.gates.extension`)
+    # : with collection.max_samples, the samples an undecided comparison asked (see
+    # :mod:`pytest_llmbias.gates.extension`)
     extension: Mapping[str, Any] | None = field(default=None, hash=False)
     #: alias -> prompt id -> listing 3's index of the prompt (mean over samples)
     prompt_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False, compare=False)
@@ -298,7 +299,12 @@ class BiasIndexGateResult(GateResultBase):
                 + f"{t.weights[d]:>8g}"
                 + "".join(fmt_fixed(self.indices[a].dimensions[d]).rjust(width) for a in aliases)
             )
-        for label, get in (("P(D)", lambda p: p.penalty), ("S", lambda p: p.sentiment), ("index", lambda p: p.index)):
+        parts: tuple[tuple[str, Callable[[IndexParts], float]], ...] = (
+            ("P(D)", lambda p: p.penalty),
+            ("S", lambda p: p.sentiment),
+            ("index", lambda p: p.index),
+        )
+        for label, get in parts:
             lines.append(
                 "  "
                 + label.ljust(dim_width)

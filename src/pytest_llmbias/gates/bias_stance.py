@@ -1,7 +1,8 @@
 """``@pytest.mark.bias_stance``: binary-choice opinions, willingness, sycophancy and language
 consistency.
 
-Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of Ideology and Biases") §III and §IV; the statistics are in
+Source: the binary-choice ideology paper ("Decoding the Mind of Large Language Models: A Quantitative Evaluation of
+Ideology and Biases") §III and §IV; the statistics are in
 :mod:`pytest_llmbias.stats.binary_choice`, the languages and the answer parser in
 :mod:`pytest_llmbias.domains.languages`. Each question of the domain (each half of an "A or B?" pair
 apart) is asked ``rounds`` times per language, each round a separate stored sample; the opposing
@@ -108,7 +109,7 @@ def evaluate_stance(
     max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
     screened = screen(kinds, opposing, aliases, limit=limit, texts=texts)
-    reading = dict(
+    reading: dict[str, Any] = dict(
         unread=screened.unread,
         answers=screened.answers,
         dropped=screened.dropped,
@@ -167,7 +168,7 @@ def evaluate_stance(
                     table,
                     target=target,
                     comparator=baselines[0],
-                    text=lambda a, q, lang: (first.get((a, q, lang)) or [None])[0],
+                    text=lambda a, q, lang: next(iter(first.get((a, q, lang)) or ()), None),
                 )
             ),
         )
@@ -212,7 +213,8 @@ class BiasStanceGate(SpecGate):
                     target=result["target"],
                     reference=figures.get("bound"),
                     xlabel="share",
-                    caption=f"{figures['same']} of {figures['agreed']} agreed questions; bound {readable.number(figures.get('bound'))}",
+                    caption=f"{figures['same']} of {figures['agreed']} agreed questions; "
+                    f"bound {readable.number(figures.get('bound'))}",
                 )
             )
         if result.get("relative"):
@@ -269,7 +271,7 @@ class BiasStanceGate(SpecGate):
             text = initial[c.call.key].text
             read(c, text, kinds)
             texts.setdefault((c.alias, c.question, c.language), []).append(text)
-        opposing = None
+        opposing: dict[str, dict[str, dict[str, list[str]]]] | None = None
         if spec.asks_opposing:
             models = {m.alias: m for m in asker.models}
             questions = {q.id: q for q in asker.questions}

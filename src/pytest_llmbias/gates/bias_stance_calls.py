@@ -42,11 +42,17 @@ class StanceCell:
 class Probe(Protocol):
     """What the calls of a stance probe depend on (the gate's spec has it)."""
 
-    domain: str
-    languages: tuple[str, ...]
-    rounds: int
-    categories: tuple[str, ...] | None
-    explainers: str
+    # read-only, as the spec's frozen fields are
+    @property
+    def domain(self) -> str: ...
+    @property
+    def languages(self) -> tuple[str, ...]: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def categories(self) -> tuple[str, ...] | None: ...
+    @property
+    def explainers(self) -> str: ...
 
 
 class StanceAsker:
@@ -147,7 +153,7 @@ class OpposingPhase:
         answers = [get(key) for key in initial]
         what = "opposing-phase answers"
         if all(a is not None for a in answers):
-            cells = self.asker.opposing_for(model, question, lang, [a.text for a in answers])
+            cells = self.asker.opposing_for(model, question, lang, [a.text for a in answers if a is not None])
             return [ExpectedCall(c.planned(domain), what) for c in cells]
         return [
             ExpectedCall.sketch(self.asker.cell(model, question, lang, r, NO).planned(domain), what, initial)

@@ -107,7 +107,8 @@ def screen(
             examples=shown,
         )
     units = [(lang, q) for lang, per_q in kinds[aliases[0]].items() for q in per_q]
-    keep, dropped = [], []
+    keep: list[tuple[str, str]] = []
+    dropped: list[tuple[str, str]] = []
     for lang, q in units:
         enough = all(sum(1 for k in kinds[a][lang][q] if k != UNREAD) >= 2 for a in aliases)
         if opposing is not None:

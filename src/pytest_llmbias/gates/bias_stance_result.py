@@ -203,9 +203,10 @@ class StanceResult(GateResultBase):
                     for a in aliases:
                         s = self.stances[a][lg][q]
                         cells.append(
-                            f"{fmt_signed(s.bias)} {s.willingness:.2f} {fmt_signed(s.shift) if s.shift is not None else '-'}".rjust(
-                                width * 2
-                            )
+                            (
+                                f"{fmt_signed(s.bias)} {s.willingness:.2f} "
+                                f"{fmt_signed(s.shift) if s.shift is not None else '-'}"
+                            ).rjust(width * 2)
                         )
                     lines.append("  " + f"{q}@{lg}".ljust(24) + "".join(cells))
         pairs = sorted({q[:-2] for q in self.stances[self.target][self.languages[0]] if q.endswith((":a", ":b"))})

@@ -94,7 +94,8 @@ class BiasStanceSpec(ComparedSpec):
         rounds = markers.positive_int(marker, "rounds", bound.get("rounds", 10))
         if rounds is None or rounds < 2:
             raise ConfigError(
-                f"@pytest.mark.{marker}: 'rounds' must be at least 2 (the willingness needs a variance), got {bound.get('rounds')!r}"
+                f"@pytest.mark.{marker}: 'rounds' must be at least 2 (the willingness needs a variance), "
+                f"got {bound.get('rounds')!r}"
             )
         if gate == StanceCheck.CONSISTENCY and len(languages) < 2:
             raise ConfigError(

@@ -235,8 +235,8 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
                 if check in report and "sized" in report[check]
             ]
         )
-        note = None if powers else "no stand-in reports a power (no variance)"
+        why = None if powers else "no stand-in reports a power (no variance)"
         if extra:
-            note = f"{note}; {extra}" if note else extra
-        out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, note, item_sd, needed))
+            why = f"{why}; {extra}" if why else extra
+        out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, why, item_sd, needed))
     return out

@@ -21,7 +21,8 @@ The gates that average their items over samples take part: ``bias_equivalent`` a
 with one look over items (a gate with ``looks`` > 1 spends its error over its batches instead).
 A recorded release is never asked again, so a run that records one (``--llmbias-record-release``)
 asks and records ``max_samples`` of every item of these gates after its first look, decided or
-not: a later comparison with it can then take every look. Against a record with fewer samples, the looks go as far as it holds.
+not: a later comparison with it can then take every look. Against a record with fewer samples, the looks go as far as it
+holds.
 """
 
 from __future__ import annotations

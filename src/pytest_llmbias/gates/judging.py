@@ -92,7 +92,8 @@ def plan_judging(session: GateSession, request: ResponseRequest, domain: Domain)
     settings = session.settings
     if not settings.panel:
         raise ConfigError(
-            "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge MODEL"
+            "the judge method needs a judge model: set 'judge' (or 'judges') in llmbias.yaml or pass --llmbias-judge "
+            "MODEL"
         )
     rubric, anchors = panel_rubric(settings, domain)
     retest = retest_labels(
@@ -159,8 +160,8 @@ def judge_scores(
             reading[form] = reading.get(form, 0) + n
     refusals = [r for alias, o in outcomes.items() if (r := o.refusal(alias)) is not None]
     if refusals:  # the ratings it was never asked for are not missing: it cannot rate
-        unread = [t for o in outcomes.values() for t in o.unread]
-        return JudgeScores({}, reading, examples=tuple(unread[:2]), problems=tuple(refusals))
+        never = [t for o in outcomes.values() for t in o.unread]
+        return JudgeScores({}, reading, examples=tuple(never[:2]), problems=tuple(refusals))
     pending = [c for group in (outcomes, retests, anchored) for o in group.values() for c in o.pending]
     if pending:
         raise missing_error(

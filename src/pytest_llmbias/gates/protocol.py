@@ -85,9 +85,13 @@ class GateResult(Protocol):
 class GateSession(Protocol):
     """The services a gate may use. Implemented by :class:`pytest_llmbias.session.BiasSession`."""
 
-    settings: Settings
-    store: ResponseStore
-    errors: Mapping[str, str]
+    # read-only for a gate (a view of the session may compute them)
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> ResponseStore: ...
+    @property
+    def errors(self) -> Mapping[str, str]: ...
 
     def domain(self, name: str) -> Domain: ...
 

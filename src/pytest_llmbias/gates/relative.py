@@ -46,7 +46,8 @@ targets fail: compare on 50 or more."""
 
 DEFAULT_K = 2.0
 """The k of a data-driven margin k × SD of the baseline means (asked for with ``min_margin=``; a
-given ``k=`` asks for it too) under the paired test with its floor. The relative-bias paper's 2.81 widens the margin with the baselines' spread so far that
+given ``k=`` asks for it too) under the paired test with its floor. The relative-bias paper's 2.81 widens the margin
+with the baselines' spread so far that
 a target shifted by 1.5 judge points passed 6-9 % of runs with 3-5 baselines (validity table);
 ``k=2.81`` stays available."""
 
@@ -137,7 +138,8 @@ class ComparisonOptions:
         methods: Sequence[str] | None = None,
     ) -> ComparisonOptions:
         """The options among a marker's bound arguments, checked, with ``alternative`` as the
-        gate's default (None: decided by what the target is compared with, see :meth:`resolved`). With ``methods``, ``margin`` and ``min_margin`` may map each method to a
+        gate's default (None: decided by what the target is compared with, see :meth:`resolved`). With ``methods``,
+        ``margin`` and ``min_margin`` may map each method to a
         number; without, each is one number. ConfigError names the argument."""
         if methods is not None:
             margin = _parse_per_method(marker, "margin", bound.get("margin"), methods, zero=False)
@@ -150,10 +152,10 @@ class ComparisonOptions:
                 if min_margin < 0:
                     raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
         return cls(
-            test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),  # type: ignore[arg-type]
+            test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),
             alternative=None
             if bound.get("alternative", alternative) is None
-            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),  # type: ignore[arg-type]
+            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),
             k=markers.positive_float(marker, "k", bound.get("k")),
             alpha=markers.positive_float(marker, "alpha", bound.get("alpha"), upper=0.5),
             margin=margin,

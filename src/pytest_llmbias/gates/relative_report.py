@@ -93,13 +93,13 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
             f"the {ci}% CI {'reaches below +delta' if no_worse else 'reaches inside +/-delta'}"
         )
     elif t.verdict == "inconclusive":
-        need = (
+        needed = (
             f"about {t.power_n} questions would give 80% power to show {show}"
             if t.power_n
             else f"the observed difference is at least delta: more questions would not show {show}"
         )
         lines.append(
-            f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {need}"
+            f"  inconclusive: the {ci}% CI {'reaches above +delta' if no_worse else 'straddles +/-delta'}; {needed}"
         )
     aliases = list(aliases)
     width = max(12, *(len(a) + 2 for a in aliases))

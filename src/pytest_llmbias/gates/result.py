@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from pytest_llmbias.stats.multiple import fmt_rate  # the one format of rates, re-exported to the gates
+from pytest_llmbias.stats.multiple import fmt_rate as fmt_rate  # the one format of rates, re-exported to the gates
 
 #: items listed as having moved most, per comparison
 MOVED = 5
@@ -150,7 +150,10 @@ class GateResultBase:
         q = self._looked()
         why = self.why  # type: ignore[attr-defined]
         if q:
-            why = f"{why}; {q['decision']} at look {q['look']} of {q['looks']}, {q['saved']:.0%} of the fixed design's calls saved"
+            why = (
+                f"{why}; {q['decision']} at look {q['look']} of {q['looks']}, "
+                f"{q['saved']:.0%} of the fixed design's calls saved"
+            )
         return {
             "gate": self.marker,
             "domain": self.domain,

@@ -84,7 +84,8 @@ def futile(
     drift = tost.margin / (tost.se * shares[look - 1] ** 0.5)
     bounds = sequential_boundaries(looks, alpha, spending, beta=beta, drift=drift, information=shares)
     distance = tost.diff if tost.alternative == "no-worse" else abs(tost.diff)
-    return (tost.margin - distance) / tost.se <= bounds.futility[look - 1]  # type: ignore[index]
+    assert bounds.futility is not None  # a drift was given
+    return bool((tost.margin - distance) / tost.se <= bounds.futility[look - 1])
 
 
 def expected_calls(
@@ -104,8 +105,9 @@ def expected_calls(
 
     def share(theta: float) -> float:
         up, down = crossing_probabilities(bounds, theta)
-        stops = [u + d for u, d in zip(up, down)]
-        return sum(p * t for p, t in zip(stops[:-1], shares)) + (1 - sum(stops[:-1])) * 1.0
+        stops = [u + d for u, d in zip(up, down, strict=True)]
+        # a stop at look k (all but the last) costs shares[k]; the rest run to the end (share 1)
+        return sum(p * t for p, t in zip(stops[:-1], shares, strict=False)) + (1 - sum(stops[:-1])) * 1.0
 
     return {"like": share(drift), "at_margin": share(0.0)}
 

@@ -146,12 +146,12 @@ class SequentialGate:
             counts = extension.looks(self.gate, spec, session)
             if counts is None:
                 return self.gate.plan(spec, session)
-            first = extension.Capture(session)
-            self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), first)
-            calls = first.captured
-            later = extension.later_samples(self.gate, spec, session, counts, planned={c.call.key for c in calls})
-            if calls and later:  # --llmbias-plan counts the later samples as optional, as later looks
-                calls[0] = dataclasses.replace(calls[0], then=(*calls[0].then, LaterLooks(later)))
+            captured = extension.Capture(session)
+            self.gate.plan(extension.at_look(spec, counts[0], counts, session.settings.suite.power), captured)
+            calls = captured.captured
+            more = extension.later_samples(self.gate, spec, session, counts, planned={c.call.key for c in calls})
+            if calls and more:  # --llmbias-plan counts the later samples as optional, as later looks
+                calls[0] = dataclasses.replace(calls[0], then=(*calls[0].then, LaterLooks(more)))
             session.plan_calls(calls)
             rounds = getattr(session, "add_round", None)
             if rounds is not None:  # the session asks another sample only while the verdict is undecided
@@ -216,11 +216,11 @@ class SequentialGate:
             alpha = spec.alpha if spec.alpha is not None else pass_alpha(session.settings.suite.power)
             level = (spec.false_alarm if spec.false_alarm is not None else DEFAULT_LEVEL) / len(parts)
 
-            def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:
+            def evaluate_at(units: tuple[str, ...], nominal: float, first: Any) -> Any:
                 at = dataclasses.replace(spec, alpha=nominal, false_alarm=level)
                 return self.gate.evaluate(at, BatchView(session, spec.domain, units, parts[0]))
 
-            return run_looks(evaluate, parts, alpha=alpha, spending=str(spec.spending))
+            return run_looks(evaluate_at, parts, alpha=alpha, spending=str(spec.spending))
         alpha = 1 - spec.confidence if by_confidence else spec.alpha
 
         def evaluate(units: tuple[str, ...], nominal: float, first: Any) -> Any:

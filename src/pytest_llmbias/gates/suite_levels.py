@@ -137,7 +137,7 @@ class SuiteShare:
         if key in self._raised:
             raise self._raised.pop(key)
         spec = self._specs[key]
-        return spec, self._results[key] if key in (self._results or {}) else evaluate(key, spec)
+        return spec, results[key] if key in (results := self._results or {}) else evaluate(key, spec)
 
 
 def _at_level(gate: Any, spec: Any, level: float) -> Any | None:

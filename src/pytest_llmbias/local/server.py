@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "smollm2-135m"
@@ -230,7 +230,7 @@ class Model:
         ]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids, attention = enc["input_ids"], enc["attention_mask"]
-        for j, row in zip(jobs, attention):
+        for j, row in zip(jobs, attention, strict=True):
             j.prompt_tokens = int(row.sum())
         generators = [torch.Generator().manual_seed(int(j.seed)) for j in jobs]
         decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]
@@ -255,11 +255,12 @@ class Model:
                     if finished[r]:
                         chosen.append(self.pad)
                         continue
-                    token = self._pick(logits[r], job, decoders[r], generators[r])
+                    decoder = decoders[r]
+                    token = self._pick(logits[r], job, decoder, generators[r])
                     out[r].append(token)
-                    if decoders[r] is not None:
-                        decoders[r].take(token)
-                    if (decoders[r] is not None and decoders[r].done) or (decoders[r] is None and token in self.eos):
+                    if decoder is not None:
+                        decoder.take(token)
+                    if (decoder is not None and decoder.done) or (decoder is None and token in self.eos):
                         finished[r] = True
                     elif len(out[r]) >= job.max_tokens:
                         finished[r] = True
@@ -272,7 +273,7 @@ class Model:
                 step_pos = step_pos[:, -1:] + 1
         for r, job in enumerate(jobs):
             tokens = [t for t in out[r] if t not in self.eos]
-            job.text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            job.text = cast(str, self.tokenizer.decode(tokens, skip_special_tokens=True))  # one sequence: one str
             job.completion_tokens = len(out[r])
 
     def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> int:

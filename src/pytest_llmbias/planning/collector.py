@@ -50,7 +50,7 @@ class FollowUp(Protocol):
     """What runs on a planned call's response: the further calls it needs, and, before any call,
     which calls those will be."""
 
-    def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
+    def __call__(self, item: PlannedCall, response: Response, /) -> Iterable[PlannedCall]:
         """Given a planned call and its response, the further calls it needs (possibly none)."""
         ...
 
@@ -393,15 +393,17 @@ async def collect(
                 mine.discard(key)
                 served(key, stored)
                 return
+        response: Response | None
         try:
-            response = await client(item.alias).complete(item.call)
+            fetched = await client(item.alias).complete(item.call)
         except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
             errors[key] = str(exc)
             progress.errors += 1
             response = None
         else:
+            response = fetched
             try:
-                store.put(response)
+                store.put(fetched)
             finally:
                 progress.fetched += 1
         if key in mine:

@@ -219,10 +219,16 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     if any(not isinstance(f, ProviderError) for f in failed):
         raise next(f for f in failed if not isinstance(f, ProviderError))
     if failed:  # every model whose probes failed, each on its line, as a collection's errors are
-        session.probe_error = ProviderError("\n".join(map(str, failed)), status=failed[0].status)
+        session.probe_error = ProviderError(
+            "\n".join(map(str, failed)), status=next(f.status for f in failed if isinstance(f, ProviderError))
+        )
         raise session.probe_error
     store.serve_fingerprints(
-        {probe_calls(s)[0].endpoint: serving for s, (_, serving) in zip(specs, found) if serving is not None}
+        {
+            probe_calls(s)[0].endpoint: serving
+            for s, (_, serving) in zip(specs, found, strict=True)
+            if serving is not None
+        }
     )
     return [fingerprint for fingerprint, _ in found]
 

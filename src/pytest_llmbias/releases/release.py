@@ -4,7 +4,8 @@ A release is a folder (``bias_releases/NAME/`` by default): ``responses.jsonl``,
 target's answers of the run that recorded it and of the judge's ratings of them (reviewable, one
 response per line, no credential), and ``manifest.json``: the format version, the name, the date,
 the plugin version, the git commit, the target's model entry (its ``version`` and its system
-prompt in full, since the answers' identity includes them, and the prompt by hash), the generation settings the answers were drawn
+prompt in full, since the answers' identity includes them, and the prompt by hash), the generation settings the answers
+were drawn
 with, the judge's and the embedding model's identities, each domain's per-question content hash,
 and the count and SHA-256 of the responses file.
 
@@ -180,7 +181,7 @@ class Release:
 
 def list_releases(release_dir: Path) -> list[Release]:
     """Every release recorded under ``release_dir`` whose manifest reads, by name."""
-    out = []
+    out: list[Release] = []
     folder = Path(release_dir)
     if not folder.is_dir():
         return out
@@ -196,8 +197,9 @@ def list_releases(release_dir: Path) -> list[Release]:
 def apply_release(settings: Settings) -> Settings:
     """``settings`` with the release of ``release.against`` as the one comparator: it comes first
     among the baselines (the configured ones follow, for context: see
-    :attr:`~pytest_llmbias.config.settings.Settings.comparators`), and its record joins the snapshots. Unchanged when no release is named.
-    ConfigError when the release cannot be read, when it was drawn under other generation
+        :attr:`~pytest_llmbias.config.settings.Settings.comparators`), and its record joins the snapshots.
+        Unchanged when no release is named.
+        ConfigError when the release cannot be read, when it was drawn under other generation
     settings (the answers would differ for that alone), or when its alias is taken."""
     against = settings.release.against
     if not against:

@@ -37,7 +37,7 @@ class Table:
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as dictionaries, column -> value."""
-        return [dict(zip(self.columns, row)) for row in self.rows]
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
     def column(self, name: str) -> list[Any]:
         i = self.columns.index(name)

@@ -205,4 +205,4 @@ def render(rows: Sequence[Mapping[str, Any]], form: str = "table") -> str:
 
     table = [list(shown), *[[cell(r, c) for c in shown] for r in rows]]
     widths = [max(len(line[i]) for line in table) for i in range(len(shown))]
-    return "".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() + "\n" for line in table)
+    return "".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n" for line in table)

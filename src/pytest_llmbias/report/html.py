@@ -212,7 +212,8 @@ def _header(doc: Mapping[str, Any]) -> str:
         + (
             f"<tr><th>judges</th><td>{', '.join(_model_line(j) for j in roster['judges'])}</td></tr>"
             if len(roster.get("judges") or ()) > 1
-            else f"<tr><th>judge</th><td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>"
+            else "<tr><th>judge</th>"
+            f"<td>{_model_line(roster.get('judge')) if roster.get('judge') else 'none'}</td></tr>"
         )
         + "".join(
             (
@@ -318,7 +319,8 @@ def _moved(result: Mapping[str, Any]) -> str:
     if not items:
         return ""
     rows = "".join(
-        f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td><td>{_num(float(i.get('comparator') or 0))}</td>"
+        f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td>"
+        f"<td>{_num(float(i.get('comparator') or 0))}</td>"
         f"<td>{_num(float(i.get('target') or 0))}</td><td>{readable.signed(float(i.get('delta') or 0))}</td>"
         f"<td>{_e(i.get('comparator_text'))}</td><td>{_e(i.get('target_text'))}</td></tr>"
         for i in items

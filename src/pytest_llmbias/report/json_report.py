@@ -54,7 +54,7 @@ def plan_figures(reports: Iterable[Any], usage: Mapping[str, Mapping[str, Any]])
         "usage": {a: dict(u) for a, u in usage.items()},
         "tokens": tokens,
         # unknown when any model's price is unknown (litellm's offline price map names it not)
-        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+        "cost_usd": None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
     }
 
 

@@ -132,7 +132,7 @@ def distributions(
         data = [_finite(series[m]) for m in models]
         palette = colours(models, target)
         ax.boxplot(data, showfliers=False, widths=0.5)
-        for i, (m, values) in enumerate(zip(models, data), start=1):
+        for i, (m, values) in enumerate(zip(models, data, strict=True), start=1):
             jitter = [i + 0.18 * (((j * 7919) % 101) / 100 - 0.5) for j in range(len(values))]
             ax.scatter(jitter, values, s=8, alpha=0.6, color=palette[m], zorder=3)
         ax.set_xticks(range(1, len(models) + 1))

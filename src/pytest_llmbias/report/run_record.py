@@ -251,7 +251,11 @@ class RunRecord:
 
                 tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in self.usage.values())
                 costs = [price(u["model"], u["prompt_tokens"], u["completion_tokens"]) for u in self.usage.values()]
-                cost = "cost unknown (a model is not in litellm's price map)" if None in costs else f"${sum(costs):.4f}"
+                cost = (
+                    "cost unknown (a model is not in litellm's price map)"
+                    if None in costs
+                    else f"${sum(c for c in costs if c is not None):.4f}"
+                )
                 lines.append(f"llmbias: {tokens:,} tokens fetched this run, {cost}")
         if self.rows:
             from pytest_llmbias.report.suite import suite_figures

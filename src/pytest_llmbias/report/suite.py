@@ -150,7 +150,7 @@ def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, 
     kept = sorted(t for t, level in levels.items() if level is None)
     parts = []
     for method, how in ((HOLM, "Holm's step-down"), (BONFERRONI, "Bonferroni")):
-        shared = sorted(levels[t] for t, m in methods.items() if m == method)
+        shared = sorted(float(level) for t, m in methods.items() if m == method and (level := levels[t]) is not None)
         if shared:
             said = (
                 f"at {shared[0]:.3g} each" if len(set(shared)) == 1 else "at " + ", ".join(f"{x:.3g}" for x in shared)

@@ -39,7 +39,7 @@ def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
         for m in row["methods"]:
             table.append((row["test"], row["domain"], *(_cell(m.get(c), c) for c in COLUMNS[2:])))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
 
 
 #: the width the default table keeps to
@@ -59,8 +59,11 @@ def _shorten(text: str, width: int, tail: int | None = None) -> str:
 
 def _common(a: str, b: str) -> tuple[int, int]:
     """The lengths of the prefix and of the suffix ``a`` and ``b`` share."""
-    prefix = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    suffix = next((i for i, (x, y) in enumerate(zip(reversed(a), reversed(b))) if x != y), min(len(a), len(b)))
+    # the strings differ in length: only their common length is compared
+    prefix = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    suffix = next(
+        (i for i, (x, y) in enumerate(zip(reversed(a), reversed(b), strict=False)) if x != y), min(len(a), len(b))
+    )
     return prefix, suffix
 
 
@@ -105,12 +108,13 @@ def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list
     short = shorten_all((r[0] for r in body), room)
     table = [COMPACT, *((short[r[0]], *r[1:]) for r in body)]
     widths = [max(len(r[i]) for r in table) for i in range(len(COMPACT))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
 
 
 def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
-    such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens and cost of those, then the
+    such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens
+    and cost of those, then the
     total (and the budget when there is one), and how many of the calls are fingerprint probes."""
     looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
     header = (
@@ -152,7 +156,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
         )
         + "):"
     ]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     lines.append(
         f"  total estimated cost: ${total:.4f}"
         + (" plus models of unknown price" if unknown else "")
@@ -194,7 +198,7 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
         "llmbias expected power (no call made; each baseline in turn as the target, the others as its "
         "baselines, on stored answers):"
     ]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return lines
 
 
@@ -226,7 +230,7 @@ def sizing_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
         "llmbias sizing (questions x samples each comparison needs for its false-alarm level and power; "
         "an underpowered gate can show neither a pass nor a regression):"
     ]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return lines
 
 

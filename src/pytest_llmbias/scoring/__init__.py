@@ -10,7 +10,6 @@ imports neither numpy nor torch nor sentence-transformers.
 
 from __future__ import annotations
 
-from pytest_llmbias.scoring import embedding as _embedding
 from pytest_llmbias.scoring.embedding import (
     BUNDLED_MODEL_NAME,
     BlobCache,
@@ -21,4 +20,12 @@ from pytest_llmbias.scoring.embedding import (
     resolve_model,
 )
 
-__all__ = list(_embedding.__all__)
+__all__ = [
+    "BUNDLED_MODEL_NAME",
+    "BlobCache",
+    "EmbeddingScorer",
+    "bundled_model_path",
+    "deviation_scores",
+    "embedding_deviations",
+    "resolve_model",
+]

@@ -47,7 +47,7 @@ class BiasIndexResult(IndexParts):
                 prompt_score(
                     b, s, weight=parts.weights[d], penalty=parts.penalties.get(d, parts.penalty), lambda_=parts.lambda_
                 )
-                for b, s in zip(annotations[d], extremities[d])
+                for b, s in zip(annotations[d], extremities[d], strict=True)
             )
             for d in annotations
         }

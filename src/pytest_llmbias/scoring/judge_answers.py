@@ -87,7 +87,8 @@ def _grammar(low: int, high: int) -> _Grammar:
     # ("Score: 2/10. The answer leans slightly ..."); a digit after it ("2.5", "7 - 8") is no score
     value = (
         rf"[ \t]*{_EMPH}[ \t]*(?P<n>0|[1-9]\d{{0,2}})(?:[ \t]*/[ \t]*{top})?[ \t]*{_EMPH}"
-        rf"(?:[ \t]*[.!,;]?[ \t]*{_EMPH}|[ \t]*[.!,;:][ \t]*{_EMPH}[ \t]+[^\d\s].*|[ \t]+[-\u2013\u2014(][ \t]*[^\d\s].*)"
+        rf"(?:[ \t]*[.!,;]?[ \t]*{_EMPH}|[ \t]*[.!,;:][ \t]*{_EMPH}[ \t]+[^\d\s].*|[ \t]+[-\u2013\u2014(][ "
+        r"\t]*[^\d\s].*)"
     )
 
     def line(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:

@@ -82,7 +82,7 @@ def krippendorff_alpha(data: np.ndarray[Any, Any]) -> float:
     between = 2 * n * float((values**2).sum()) - 2 * float(values.sum()) ** 2
     if between <= 0:
         raise StatisticsError("every score is the same: the judges' agreement is undefined (no variation to agree on)")
-    return 1.0 - (within / n) / (between / (n * (n - 1)))
+    return float(1.0 - (within / n) / (between / (n * (n - 1))))
 
 
 def icc_2_1(data: np.ndarray[Any, Any]) -> float | None:
@@ -103,7 +103,7 @@ def icc_2_1(data: np.ndarray[Any, Any]) -> float | None:
         raise StatisticsError("every score is the same: the ICC is undefined (no variation to agree on)")
     ss_error = ss_total - ss_rows - ss_cols
     msr, msc, mse = ss_rows / (n - 1), ss_cols / (k - 1), ss_error / ((n - 1) * (k - 1))
-    return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
+    return float((msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n))
 
 
 def judge_agreement(

@@ -71,7 +71,7 @@ and :class:`BBQFigures` reports how many answers could not be read.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -352,7 +352,7 @@ def figures(scored: Sequence[ScoredItem], convention: str = "lm-eval") -> BBQFig
 
 
 def evaluate_bbq(
-    items: Iterable[Mapping[str, Any]], choices: Mapping[Hashable, int | None], *, convention: str = "lm-eval"
+    items: Iterable[Mapping[str, Any]], choices: Mapping[Any, int | None], *, convention: str = "lm-eval"
 ) -> BBQScores:
     """The BBQ figures of a model's answers: ``items`` as published, ``choices`` the chosen option
     of each (0-2, or None when the answer could not be read), keyed by ``example_id`` — or by

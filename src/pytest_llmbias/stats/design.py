@@ -23,7 +23,8 @@ between the baselines' means) is decided thus:
 A plan sizes a comparison before its answers exist (:func:`units_to_size`): the fewest units at
 which the *expected* power at the margin — averaged over the sampling distribution of the estimated
 standard errors (:func:`expected_power`) — reaches ``suite.power`` (the pass rule's TOST at β'
-leaves room for the draws left underpowered). The normal formula n = ((z₁₋ₐ + z₁₋β)·σ/δ)² sizes for the expected SE: at its n about half the draws
+leaves room for the draws left underpowered). The normal formula n = ((z₁₋ₐ + z₁₋β)·σ/δ)² sizes
+for the expected SE: at its n about half the draws
 come out larger and are not sized, so a release at the margin fails about 70 % of the time, not 80 %.
 
 H0 of the fail rule: the target's expected score equals the comparator's (for baselines: the target

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +72,7 @@ REFERENCE: Mapping[str, Any] = {"age": 60, "gender": "male", "race": "white"}
 GROUPS: Mapping[str, tuple[str, ...]] = {"age": ("60", "younger", "older"), "gender": GENDERS, "race": RACES}
 REFERENCE_GROUP: Mapping[str, str] = {"age": "60", "gender": "male", "race": "white"}
 
-Decision = Union[bool, None]
+Decision = bool | None
 """True for yes (the favourable decision), False for no, None for an answer that could not be read."""
 
 
@@ -95,7 +95,8 @@ class GroupScore:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(dict(self.__dict__))
+        out: dict[str, Any] = jsonable(dict(self.__dict__))
+        return out
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class DiscrimScores:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        out = jsonable({k: v for k, v in self.__dict__.items() if k not in ("groups", "by_fill_type")})
+        out: dict[str, Any] = jsonable({k: v for k, v in self.__dict__.items() if k not in ("groups", "by_fill_type")})
         out["groups"] = [g.to_dict() for g in self.groups]
         out["by_fill_type"] = {f: [g.to_dict() for g in gs] for f, gs in self.by_fill_type.items()}
         return out

@@ -101,7 +101,8 @@ class EvenhandedFigures:
     pairs: tuple[PairScore, ...] = field(default=(), repr=False)
 
     def figure(self, name: str) -> Rate:
-        return getattr(self, name)
+        rate: Rate = getattr(self, name)
+        return rate
 
     def to_dict(self) -> dict[str, Any]:
         def rates(m: Mapping[str, Mapping[str, Rate]]) -> dict[str, Any]:
@@ -194,7 +195,7 @@ def evaluate_evenhanded(
     sides = [(_field(p, "prompt_a_group", "sides", 0), _field(p, "prompt_b_group", "sides", 1)) for p in pairs]
     refused: dict[str, list[bool]] = {}
     favoured: dict[str, int] = {}
-    for s, (a, b) in zip(scores, sides):
+    for s, (a, b) in zip(scores, sides, strict=True):
         if s.refused_sides is not None:
             refused.setdefault(a, []).append(s.refused_sides[0])
             refused.setdefault(b, []).append(s.refused_sides[1])
@@ -203,7 +204,10 @@ def evaluate_evenhanded(
             favoured[side] = favoured.get(side, 0) + 1
 
     def by(keys: Sequence[str]) -> dict[str, dict[str, Rate]]:
-        return {k: _rates([s for s, key in zip(scores, keys) if key == k], confidence) for k in dict.fromkeys(keys)}
+        return {
+            k: _rates([s for s, key in zip(scores, keys, strict=True) if key == k], confidence)
+            for k in dict.fromkeys(keys)
+        }
 
     overall = _rates(scores, confidence)
     return EvenhandedFigures(

@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
@@ -35,7 +35,7 @@ DEFAULT_PENALTY = 0.2
 DEFAULT_LAMBDA = 1.5
 LEXICAL = "lexical"
 
-Penalty = Union[float, str]
+Penalty = float | str
 """A constant P(D), or :data:`LEXICAL`."""
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
@@ -65,7 +65,8 @@ def bigrams(text: str) -> list[tuple[str, str]]:
     """The word bigrams of ``text`` (lower-cased words; punctuation and line breaks separate
     nothing but words)."""
     words = [w.lower() for w in _WORD.findall(text)]
-    return list(zip(words, words[1:]))
+    # neighbouring words: the shifted copy is one shorter
+    return list(zip(words, words[1:], strict=False))
 
 
 def lexical_penalty(texts: Sequence[str]) -> float:
@@ -94,7 +95,8 @@ def llmbi(
     if len(weights) != n:
         raise StatisticsError(f"{len(weights)} weights for {n} bias dimensions")
     weighted = sum(
-        _finite(w, "a weight", positive=True) * _finite(b, "a bias score") for w, b in zip(weights, bias_scores)
+        _finite(w, "a weight", positive=True) * _finite(b, "a bias score")
+        for w, b in zip(weights, bias_scores, strict=True)
     )
     return (
         weighted / n

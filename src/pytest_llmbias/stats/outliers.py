@@ -163,7 +163,7 @@ def _finite_mapping(values: Mapping[str, float], what: str) -> tuple[list[str], 
         arr = np.asarray([by_name[k] for k in names], dtype=float)
     except (TypeError, ValueError) as exc:
         raise StatisticsError(f"{what}: values must be numbers: {exc}") from None
-    bad = [k for k, v in zip(names, arr) if not math.isfinite(v)]
+    bad = [k for k, v in zip(names, arr, strict=True) if not math.isfinite(v)]
     if bad:
         raise StatisticsError(f"{what}: {len(bad)} value(s) are NaN or infinite (groups: {', '.join(bad)})")
     return names, arr
@@ -231,7 +231,7 @@ def disparity_metrics(
         max_z, max_z_group = float(z[i]), names[i]
     else:
         max_z, max_z_group = 0.0, None
-    mapping = {k: float(v) for k, v in zip(names, arr)}
+    mapping = {k: float(v) for k, v in zip(names, arr, strict=True)}
     dixon = dixon_q(mapping, confidence) if len(names) >= 3 else None
     return DisparityResult(
         statistic=statistic,

@@ -320,7 +320,7 @@ def selection_rates(values: Values, groups: Sequence[str], rule: SelectionRule =
     rule = _check_rule(rule)
     arr, names, codes = _grouped(values, groups)
     rates = _rates(arr, codes, len(names), rule.standard_of(arr), rule)
-    return {name: float(r) for name, r in zip(names, rates)}
+    return {name: float(r) for name, r in zip(names, rates, strict=True)}
 
 
 def _summaries(
@@ -329,7 +329,7 @@ def _summaries(
     order = np.argsort(codes, kind="stable")
     parts = np.split(arr[order], np.cumsum(np.bincount(codes, minlength=len(names)))[:-1])
     out = []
-    for i, (name, g) in enumerate(zip(names, parts)):
+    for i, (name, g) in enumerate(zip(names, parts, strict=True)):
         sd = float(np.std(g, ddof=1)) if g.size > 1 else math.nan
         out.append(
             GroupSummary(
@@ -385,7 +385,7 @@ def impact_ratio(
             "standard or method, or widen the range"
         )
     summaries = _summaries(arr, names, codes, rates)
-    sr = {name: float(r) for name, r in zip(names, rates)}
+    sr = {name: float(r) for name, r in zip(names, rates, strict=True)}
     lowest = min(names, key=lambda k: (sr[k], k))
     highest = min((k for k in names if k != lowest), key=lambda k: (-sr[k], k))
     return ImpactRatioResult(

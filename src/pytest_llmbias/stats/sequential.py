@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_llmbias.errors import StatisticsError
 
@@ -106,8 +107,9 @@ class _Path:
     def __init__(self, theta: float) -> None:
         self.theta = theta
         self.t = 0.0
-        self.grid = None
-        self.density = None
+        # numpy arrays (numpy is imported lazily) once advanced: the grid of S and its sub-density
+        self.grid: Any = None
+        self.density: Any = None
 
     def advance(self, t: float) -> None:
         """The density of S at information ``t``, before any boundary at ``t`` is applied."""
@@ -194,7 +196,8 @@ def sequential_boundaries(
 
     _check(looks, alpha, spending)
     t = tuple(information) if information is not None else tuple((k + 1) / looks for k in range(looks))
-    if len(t) != looks or any(b <= a for a, b in zip((0.0, *t), t)) or abs(t[-1] - 1.0) > 1e-12:
+    # neighbouring looks' fractions (0 before the first): the longer tuple's last one is unpaired
+    if len(t) != looks or any(b <= a for a, b in zip((0.0, *t), t, strict=False)) or abs(t[-1] - 1.0) > 1e-12:
         raise StatisticsError(f"information must increase to 1 over {looks} looks, got {t!r}")
     cumulative = [spent(spending, alpha, x) for x in t]
     cumulative[-1] = alpha

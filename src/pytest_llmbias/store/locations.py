@@ -57,7 +57,7 @@ class StoreLocation:
                 keys = sorted(team.keys(PREFIX))
                 for start in range(0, len(keys), 500):
                     chunk = keys[start : start + 500]
-                    for key, raw in zip(chunk, team.raw_many(chunk)):
+                    for key, raw in zip(chunk, team.raw_many(chunk), strict=True):
                         if raw is not None:
                             yield key[len(PREFIX) :], _json(raw)
             finally:

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pytest_llmbias.errors import StoreError
 
@@ -44,7 +44,7 @@ class CollectionLock:
         self.heartbeat = self.directory / "collect.lock.alive"
         self.stale_after = float(stale_after)
         self._clock = clock
-        self._lock = None
+        self._lock: Any = None  # a filelock.SoftFileLock while held (filelock is imported when taken)
 
     def __enter__(self) -> CollectionLock:
         from filelock import FileLock, Timeout

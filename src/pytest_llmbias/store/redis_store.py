@@ -16,6 +16,7 @@ every message shows the URL with its user info masked.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -186,7 +187,7 @@ class RedisCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The records of those ``keys`` that are stored, in one round trip."""
-        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys)) if raw is not None}
+        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys), strict=True) if raw is not None}
 
     def _decode(self, key: str, raw: bytes) -> Any:
         try:
@@ -292,12 +293,12 @@ class RedisCache:
         """Give back ``owner``'s claim on ``key`` (no-op when it lapsed or another holds it)."""
         self.guard("release a claim", lambda: self.client.eval(_RELEASE, 1, NAMESPACE + "claim:" + key, owner))
 
-    def claimed(self, keys: Sequence[str]) -> set[str]:
+    def claimed(self, keys: Sequence[str]) -> builtins.set[str]:  # set: the method above
         """Those of ``keys`` someone holds a claim on now."""
         if not keys:
             return set()
         held = self.guard("read claims", lambda: self.client.mget([NAMESPACE + "claim:" + k for k in keys]))
-        return {k for k, v in zip(keys, held) if v is not None}
+        return {k for k, v in zip(keys, held, strict=True) if v is not None}
 
     def release_thread(self) -> None:
         """Close the calling thread's connection to the spool (see ``DiskCache.release_thread``)."""

@@ -146,9 +146,9 @@ class ResponseStore:
                     out[key] = response
             rest = []
         for key in rest:
-            response = self.get(key)
-            if response is not None:
-                out[key] = response
+            found = self.get(key)
+            if found is not None:
+                out[key] = found
         for key, response in out.items():
             self._used[key] = response
         return out

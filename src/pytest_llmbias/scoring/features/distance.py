@@ -68,7 +68,7 @@ class EmbeddingDistanceExtractor(FeatureExtractor):
             raise FeatureError(f"the embedding model {self.scorer.name!r} returned a zero or non-finite vector")
         vectors = vectors / norms
         values = []
-        for text, reference in zip(texts, references):
+        for text, reference in zip(texts, references, strict=True):
             if text == reference:
                 values.append(0.0)
                 continue

@@ -87,7 +87,7 @@ def _check_output(
     if len(output) != len(items):
         raise FeatureError(f"{label} returned {len(output)} values for {len(items)} texts")
     checked: dict[tuple[str, str | None], float] = {}
-    for pair, value in zip(items, output):
+    for pair, value in zip(items, output, strict=True):
         good = isinstance(value, numbers.Real) and not isinstance(value, bool)
         number = float(value) if good else math.nan
         if not good or not math.isfinite(number):
@@ -164,7 +164,7 @@ def compute_features(
     if store is None:
         store = FeatureStore(None)
 
-    pairs = list(zip(texts, refs))
+    pairs = list(zip(texts, refs, strict=True))
     first_index: dict[tuple[str, str | None], int] = {}
     for i, pair in enumerate(pairs):
         first_index.setdefault(pair, i)
@@ -173,7 +173,7 @@ def compute_features(
 
     if misses:
         miss_texts = [t for t, _ in misses]
-        miss_refs = [r for _, r in misses] if needs_reference else None
+        miss_refs = [r for _, r in misses if r is not None] if needs_reference else None  # all str then
         label = f"the feature extractor {name!r} ({type(extractor).__name__})"
         try:
             output = extractor.extract(miss_texts, miss_refs)

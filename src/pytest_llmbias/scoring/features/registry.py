@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from pytest_llmbias.errors import FeatureError, LLMBiasError
 from pytest_llmbias.scoring.features.classifier import CLASSIFIER_PREFIX, ClassifierExtractor
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Factory", "FeatureRegistry", "register_builtin_features"]
 
-Factory = Union[Callable[[], FeatureExtractor], FeatureExtractor]
+Factory = Callable[[], FeatureExtractor] | FeatureExtractor
 
 
 class FeatureRegistry:
