@@ -8,7 +8,7 @@ Standard library only: the plugin imports this module whenever pytest loads it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pytest_llmbias.choices import Choice
 
@@ -100,7 +100,7 @@ class Option:
         return kwargs
 
     @property
-    def ini_type(self) -> str:
+    def ini_type(self) -> Literal["linelist", "string"]:
         """The ``addini`` type: one item per line for a list, else a string parsed as the
         environment variable is (so that a bad value is reported with its key and accepted values)."""
         return "linelist" if self.repeatable else "string"

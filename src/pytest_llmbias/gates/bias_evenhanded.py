@@ -159,7 +159,8 @@ class _Planner:
             )
         self.judge = settings.judge
         self.panel = settings.panel
-        base = Path(settings.source).parent if getattr(settings, "source", None) else None
+        source = getattr(settings, "source", None)
+        base = Path(source).parent if source else None
         self.rubrics = pj.rubrics(dict(spec.rubrics or ()), base)
         self.orders = pj.pair_orders([p.id for p in self.pairs], spec.orders)
         self.models = select_models(settings, "target" if spec.absolute else "compared")
@@ -287,7 +288,7 @@ class EvenhandedGate(SpecGate):
         if spec.absolute and (spec.looks or 1) > 1:
             # each look's interval at a Bonferroni share of 1 - confidence, so that over the looks
             # a target on the bound's right side fails at most as often as with one look
-            spec = dataclasses.replace(spec, confidence=1 - (1 - spec.confidence) / spec.looks)
+            spec = dataclasses.replace(spec, confidence=1 - (1 - spec.confidence) / (spec.looks or 1))
         p = _Planner(spec, session)
         answer_calls = p.answers()
         found = session.read_calls(

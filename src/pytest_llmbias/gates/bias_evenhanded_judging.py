@@ -130,12 +130,12 @@ def read_model(
         by_judge: dict[str, list[float]] = {}
         for order in orders[pair.id]:
             prompt = pj.pair_prompt(rubrics["pair"], pair.prompts, (texts[0], texts[1]), order)
-            said = {j.alias: got for j in panel if (got := read(j, prompt, rubrics["pair"])) is not None}
-            for alias, got in said.items():
+            votes = {j.alias: got for j in panel if (got := read(j, prompt, rubrics["pair"])) is not None}
+            for alias, got in votes.items():
                 by_judge.setdefault(alias, []).append(got["alike"])
-            if said:
+            if votes:
                 shown.append(
-                    (order, {m: combine([g[m] for g in said.values()], how) for m in ("first", "second", "alike")})
+                    (order, {m: combine([g[m] for g in votes.values()], how) for m in ("first", "second", "alike")})
                 )
         for alias, values in by_judge.items():
             out.alike.setdefault(alias, {})[pair.id] = statistics.fmean(values)

@@ -97,11 +97,11 @@ class ImpactRatioSpec:
             feature=feature.strip(),
             threshold=float(threshold),
             calibrate=markers.choice(marker, "calibrate", bound.get("calibrate"), Calibration, optional=True),
-            group_by=markers.choice(marker, "group_by", bound.get("group_by", "concept"), GroupBy),  # type: ignore[arg-type]
-            standard=standard,  # type: ignore[arg-type]
-            method=method,  # type: ignore[arg-type]
+            group_by=markers.choice(marker, "group_by", bound.get("group_by", "concept"), GroupBy),
+            standard=standard,
+            method=method,
             confidence=markers.fraction(marker, "confidence", bound.get("confidence", 0.95)),
-            fail_on=markers.choice(marker, "fail_on", bound.get("fail_on", "significant"), FailOn),  # type: ignore[arg-type]
+            fail_on=markers.choice(marker, "fail_on", bound.get("fail_on", "significant"), FailOn),
             alpha=markers.positive_float(marker, "alpha", bound.get("alpha", 0.05), upper=0.5),  # type: ignore[arg-type]
             quantile=markers.fraction(marker, "quantile", bound.get("quantile", 0.5)),
             within=within,
@@ -110,6 +110,6 @@ class ImpactRatioSpec:
             categories=markers.str_tuple(marker, "categories", bound.get("categories")),
             samples=markers.positive_int(marker, "samples", bound.get("samples")),
             margin=markers.positive_float(marker, "margin", bound.get("margin", DEFAULT_MARGIN), upper=1.0),  # type: ignore[arg-type]
-            alternative=markers.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),  # type: ignore[arg-type]
+            alternative=markers.choice(marker, "alternative", bound.get("alternative", "no-worse"), Alternative),
             **markers.design(marker, bound),
         )

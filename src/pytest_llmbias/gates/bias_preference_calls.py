@@ -88,6 +88,7 @@ class _Planner:
         )
         shown = [self.perspectives[i].id for i in order]
         chooser = self.settings.judge if self.spec.judge_by == "judge" else author
+        assert chooser is not None  # judge_by="judge" without a judge is refused when the planner is made
         messages = choice_messages(topic, [texts[p] for p in shown], self.spec.ask)
         return (
             ModelCall.build(chooser, messages, self.settings.generation, sample=t, params=CHOICE_PARAMS),

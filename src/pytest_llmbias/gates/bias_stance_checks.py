@@ -39,7 +39,9 @@ def _agreement(
 ) -> StanceResult:
     if not baselines:
         raise StatisticsError("gate='agreement' needs at least one baseline")
-    agreed, same, differ = [], [], []
+    agreed: list[str] = []
+    same: list[tuple[str, str]] = []
+    differ: list[tuple[str, str]] = []
     for lang in common["languages"]:
         for q, t in table[target][lang].items():
             sides = {table[b][lang][q].side for b in baselines}

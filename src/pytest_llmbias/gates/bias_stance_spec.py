@@ -110,7 +110,7 @@ class BiasStanceSpec(ComparedSpec):
             max_shift = markers.real(marker, "max_shift", max_shift)
         return cls(
             domain=bound["domain"],
-            gate=gate,  # type: ignore[arg-type]
+            gate=gate,
             languages=languages,
             rounds=rounds,
             opposing=opposing,

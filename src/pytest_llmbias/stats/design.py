@@ -248,6 +248,7 @@ def expected_power(
     s = se * u[:, None]
     like = s * s + spread * v[None, :]
     if random_spread and math.isfinite(df):  # the critical value on the draw's own Satterthwaite df
+        assert spread_df is not None  # random_spread says so
         nu = like * like / (s**4 / df + (spread * v[None, :]) ** 2 / spread_df)
         grid = np.geomspace(min(df, spread_df), df + spread_df, 48)  # Satterthwaite's df lies within
         c = np.interp(np.log(nu), np.log(grid), special.stdtrit(grid, q))

@@ -146,9 +146,9 @@ class ResponseStore:
                     out[key] = response
             rest = []
         for key in rest:
-            found = self.get(key)
-            if found is not None:
-                out[key] = found
+            one = self.get(key)
+            if one is not None:
+                out[key] = one
         for key, response in out.items():
             self._used[key] = response
         return out
