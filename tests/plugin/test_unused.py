@@ -11,6 +11,8 @@ import pytest
 LIGHT = (
     "pytest_llmbias",
     "pytest_llmbias.plugin",
+    "pytest_llmbias.plugin.reporting",
+    "pytest_llmbias.plugin.screen",
     "pytest_llmbias.fixtures",
     "pytest_llmbias.hookspecs",
     "pytest_llmbias.config",

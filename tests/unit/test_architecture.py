@@ -65,7 +65,6 @@ LAYERS: dict[str, int] = {
 ROOT_MODULES = {
     "__init__",
     "__main__",
-    "plugin",
     "fixtures",
     "hookspecs",
     "catalog",

@@ -1,4 +1,6 @@
 """pytest glue: options, ini keys, markers, fixtures and hooks. Everything else is in the core.
+What the run records for its reports is in :mod:`~pytest_llmbias.plugin.reporting`, what it shows
+on the terminal in :mod:`~pytest_llmbias.plugin.screen`.
 
 Loading this module imports only the standard library and pytest. The core (and litellm, diskcache,
 numpy...) is imported the first time a collected test carries one of the plugin's markers or asks
@@ -7,23 +9,19 @@ for one of its fixtures: a project that uses neither pays nothing, writes nothin
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
-import time
-from collections.abc import Callable, Generator
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
+from pytest_llmbias.plugin.reporting import ROW, SECTION, RunReports  # pytest only
+from pytest_llmbias.plugin.screen import RunTerminal  # pytest only
 
 if TYPE_CHECKING:
     from pytest_llmbias.catalog import MarkerRegistry
-    from pytest_llmbias.planning.collector import Progress
-    from pytest_llmbias.report.run_record import RunRecord
     from pytest_llmbias.session import BiasSession
 
 _session_key = pytest.StashKey["_Plugin"]()
@@ -31,7 +29,6 @@ SPEC_KEY = pytest.StashKey[dict]()
 #: marker name -> the release its ``against=`` names (None: the run's)
 AGAINST_KEY = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
-_ROW = _SECTION = "llmbias"  # the user property of a gate's row; the report section of its text
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,8 +92,8 @@ class _Plugin:
         self.registry = registry
         self._session: BiasSession | None = None
         self._closed = False
-        self.terminal = _Terminal(self)
-        self.reports = _Reports(self)
+        self.terminal = RunTerminal(self)
+        self.reports = RunReports(self)
         self.plan_only = False  # --llmbias-plan: every test deselected, the session a success
         self.suite: Any = None  # with --llmbias-suite-alpha: the gates' shares (gates.suite_levels.SuiteShare)
 
@@ -275,7 +272,7 @@ class _Plugin:
                 )
             if not result.passed:
                 pytest.fail(result.report(), pytrace=False)
-            item.add_report_section("call", _SECTION, result.report())
+            item.add_report_section("call", SECTION, result.report())
         return (yield)
 
     def gate_result(self, item: pytest.Item) -> Any:
@@ -297,7 +294,7 @@ class _Plugin:
                 suite=share.to_dict() if share is not None else None,
             )
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
-            item.user_properties.append((_ROW, json.dumps(row, default=str)))
+            item.user_properties.append((ROW, json.dumps(row, default=str)))
             item.stash[_result_key] = result
         result = item.stash[_result_key]
         if isinstance(result, Exception):
@@ -308,244 +305,3 @@ class _Plugin:
         from pytest_llmbias.gates import evaluate_marker
 
         return evaluate_marker(self.registry.gate(key[1]), spec, self.session_for(*key))
-
-
-class _Reports:
-    """What the run records for its reports, merged across pytest-xdist workers, and the reports
-    written at its end (see :class:`~pytest_llmbias.report.run_record.RunRecord`). Registered
-    beside :class:`_Plugin`."""
-
-    def __init__(self, plugin: _Plugin) -> None:
-        self.plugin = plugin
-        self.config = plugin.config
-        self._record: RunRecord | None = None
-
-    @property
-    def record(self) -> RunRecord:
-        """What the run's reports need (see :mod:`pytest_llmbias.report.run_record`)."""
-        if self._record is None:
-            from pytest_llmbias.report.run_record import RunRecord
-
-            self._record = RunRecord()
-        return self._record
-
-    @property
-    def usage_error(self) -> str | None:
-        """A usage error a pytest-xdist worker found (in the worker, and then in the controller)."""
-        return self._record.usage_error if self._record is not None else None
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Mask every known credential in what the report carries (the traceback with its locals,
-        captured output and logs, user properties) before the terminal or JUnit XML sees it: a
-        safety net behind the plugin's own messages, for whatever a test or a library printed."""
-        report: pytest.TestReport = yield
-        if self.plugin._session is not None:
-            from pytest_llmbias.config.redaction import mask_report
-
-            mask_report(report, self.plugin._session.redact)
-        return report
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_llmbias.report.run_record import test_outcome
-
-        outcome = test_outcome(report)
-        if outcome is not None:
-            self.record.outcomes[report.nodeid] = outcome
-        for name, value in getattr(report, "user_properties", ()) if report.when == "teardown" else ():
-            if name == _ROW and isinstance(value, str):
-                self.record.rows.append(json.loads(value))
-        if report.when == "call" and report.passed:
-            self.record.passed_reports.extend(
-                (report.nodeid, text) for title, text in report.sections if title == f"Captured {_SECTION} call"
-            )
-
-    def _run_settings(self) -> Any:
-        """The run's settings: the session's, or (a pytest-xdist controller has none) resolved
-        again as the workers did; None when they do not resolve (the run said why already)."""
-        from pytest_llmbias.errors import ConfigError
-
-        if self.plugin._session is not None:
-            return self.plugin._session.settings
-        try:
-            return self.plugin._settings()
-        except (ConfigError, pytest.UsageError):
-            return None
-
-    def _finish_release(self, record: Any) -> None:
-        from pytest_llmbias import __version__
-        from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.store.release_record import finish_release
-
-        settings = self._run_settings()
-        if settings is None:
-            return
-        try:
-            written = finish_release(
-                settings, [Path(p) for p in record.release_parts], cwd=self.config.rootpath, plugin_version=__version__
-            )
-        except ConfigError as exc:
-            self.config.get_terminal_writer().line(f"llmbias: {exc}", red=True)
-            return
-        if written is not None:
-            self.config.get_terminal_writer().line(
-                f"llmbias: release {settings.release.record!r} recorded in {written.parent}"
-            )
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        record, core = self.record, self.plugin._session
-        if self.plugin.is_worker:
-            self.config.workeroutput.update(record.worker_output(core))  # type: ignore[attr-defined]
-            self.plugin.close()
-            if core is not None:
-                self.config.workeroutput.update(record.export_output(core))  # type: ignore[attr-defined]
-            return
-        if core is not None:
-            from pytest_llmbias.report.run_record import add_usage
-
-            add_usage(record.usage, core.usage())
-            self.plugin.close()
-        record.finish_exports(core)
-        if record.release_parts or (core is not None and core.recorded is not None):
-            self._finish_release(record)
-        if record.gate_docs:
-            self._write_reports(self._append_history())
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary and record.gate_docs:
-            record.step_summary(summary)
-
-    def _append_history(self) -> Path | None:
-        """Append the run to the run history; its database's path (None when off or unwritten)."""
-        settings = self._run_settings()
-        if settings is None:
-            return None
-        path, warning = self.record.append_history(settings, self.config.rootpath)
-        if warning is not None:
-            self.config.get_terminal_writer().line(f"llmbias: warning: {warning}", yellow=True)
-            return None
-        return path
-
-    def _write_reports(self, history: Path | None = None) -> None:
-        """The run's JSON document and HTML page, when ``report.json`` or ``report.html`` is set
-        (under pytest-xdist the controller resolves the settings here, as workers did)."""
-        from pytest_llmbias import __version__
-        from pytest_llmbias.report.html import gate_figures
-
-        settings = self._run_settings()
-        if settings is None:
-            return
-        hook, config, registry = self.config.hook, self.config, self.plugin.registry
-
-        def figures(entry: Any) -> Any:
-            gate = registry.added.get(str(entry.get("gate")))
-            return gate.figures(entry) if gate is not None else gate_figures(entry)  # type: ignore[attr-defined]
-
-        self.record.write_reports(
-            settings,
-            self.plugin._session,
-            version=__version__,
-            figures_for=figures,
-            history=history,
-            generate=lambda e: hook.pytest_llmbias_json_generate(config=config, gate=e),
-            update=lambda d: hook.pytest_llmbias_json_update(config=config, document=d),
-        )
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist controller: take what a finished worker recorded (see RunRecord.merge_worker)."""
-        self.record.merge_worker(getattr(node, "workeroutput", None) or {})
-
-
-class _Terminal:
-    """What the run shows on the terminal: the header line, the live progress line, the collection
-    line, the notices and the end-of-run section. Registered beside :class:`_Plugin`."""
-
-    def __init__(self, plugin: _Plugin) -> None:
-        self.plugin = plugin
-        self.config = plugin.config
-        self._last_draw = 0.0
-        self._last_line = ""
-        self._notices_shown = 0
-        #: the collection line is on screen already (this process collected and printed it)
-        self._collection_shown = False
-
-    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-        """One header line when the plugin is in use: the roster, the judge, the store and its mode."""
-        if self.plugin.is_worker or config.get_verbosity() < 0 or not self.plugin.marked(items):
-            return []
-        from pytest_llmbias.report.terminal import header_line
-
-        return [header_line(self.plugin.session.settings)]
-
-    def ensure_collected(self) -> None:
-        """Collect what the plan needs (once), showing progress and then one line on it."""
-        if not self.plugin.session.pending:
-            return
-        from pytest_llmbias.report.run_record import collection_lines
-
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-            reporter = self._reporter()
-            # without -v the file's results go on under the line, its name not printed a second time
-            shown = reporter.currentfspath if reporter is not None and self.config.get_verbosity() <= 0 else None
-            if reporter is not None:
-                reporter.ensure_newline()
-            report = self.plugin.session.ensure_collected()
-            if report is not None and reporter is not None:
-                prefix = "\r" if self._tty(reporter) else ""
-                lines = collection_lines(
-                    report, self.plugin.session, first=not self._collection_shown
-                )  # fingerprints first
-                reporter.write(
-                    prefix + lines[0].ljust(len(self._last_line)) + "".join(f"\n{x}" for x in lines[1:]) + "\n",
-                    flush=True,
-                )
-                self._last_line, self._collection_shown, reporter.currentfspath = "", True, shown
-        import warnings
-
-        for notice in self.plugin.session.notices[self._notices_shown :]:  # at the settings, not here
-            warnings.warn_explicit(LLMBiasWarning(notice), LLMBiasWarning, str(self.plugin.session.settings_origin), 0)
-        self._notices_shown = len(self.plugin.session.notices)
-
-    def _reporter(self) -> Any:
-        """The terminal reporter while this process may print: not in an xdist worker (the
-        controller prints for it) and not under -q."""
-        if self.plugin.is_worker or self.config.get_verbosity() < 0:
-            return None
-        return self.config.pluginmanager.getplugin("terminalreporter")
-
-    @staticmethod
-    def _tty(reporter: Any) -> bool:
-        return bool(getattr(reporter, "isatty", sys.stdout.isatty)())
-
-    def progress(self, p: Progress) -> None:
-        reporter = self._reporter()
-        if reporter is None or p.done >= p.shown_total:
-            return
-        now, tty = time.monotonic(), self._tty(reporter)
-        if now - self._last_draw < (0.2 if tty else 10.0):
-            return
-        self._last_draw = now
-        line = p.line(self.plugin._session.backoff_note() if self.plugin._session is not None else None)
-        if tty:
-            reporter.write("\r" + line.ljust(len(self._last_line)), flush=True)
-            self._last_line = line
-        else:
-            reporter.write_line(line)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        verbosity = self.config.get_verbosity()
-        record = self.plugin.reports._record
-        lines = (
-            None
-            if self.plugin.is_worker or verbosity < -1 or record is None
-            else record.summary(self.plugin._session, verbosity, collection_shown=self._collection_shown)
-        )
-        if lines is not None:
-            terminalreporter.ensure_newline()
-            terminalreporter.section("llmbias", sep="-")
-            for kind, text in lines:
-                terminalreporter.write_sep("-", text) if kind == "sep" else terminalreporter.write_line(text)
