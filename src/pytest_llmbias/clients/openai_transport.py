@@ -85,6 +85,8 @@ class OpenAITransport:
 
     def __init__(self) -> None:
         self._session: Any = None
+        self._endpoints: dict[str, tuple[str, str | None]] = {}  # api_base -> (URL, Basic header)
+        self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
 
     @property
     def open(self) -> bool:
@@ -121,16 +123,32 @@ class OpenAITransport:
         if isinstance(params.get("extra_body"), Mapping):
             body.update(params["extra_body"])
         query = params.get("extra_query") if isinstance(params.get("extra_query"), Mapping) else None
-        base = api_base or OPENAI_BASE
-        parts = urlsplit(base)
-        if parts.username is not None or parts.password is not None:
-            # user:password@ in the api_base: HTTP Basic, unless a key gives a bearer token
-            if not any(k.lower() == "authorization" for k in headers):
-                token = base64.b64encode(f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode())
-                headers["Authorization"] = "Basic " + token.decode("ascii")
-            base = strip_userinfo(base) or base
-        url = base.rstrip("/") + "/chat/completions"
+        url, basic = self._endpoint(api_base or OPENAI_BASE)
+        # user:password@ in the api_base: HTTP Basic, unless a key gives a bearer token
+        if basic is not None and not any(k.lower() == "authorization" for k in headers):
+            headers["Authorization"] = basic
         return parse_completion(await self.send("POST", url, json.dumps(body), headers, query=query, timeout=timeout))
+
+    def _endpoint(self, base: str) -> tuple[str, str | None]:
+        """The chat-completions URL of ``base`` (its user:password@ left out) and, where it holds
+        one, the HTTP Basic header value of its user:password@; worked out once per base."""
+        known = self._endpoints.get(base)
+        if known is None:
+            parts = urlsplit(base)
+            basic = None
+            bare = base
+            if parts.username is not None or parts.password is not None:
+                token = base64.b64encode(f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode())
+                basic = "Basic " + token.decode("ascii")
+                bare = strip_userinfo(base) or base
+            known = self._endpoints[base] = (bare.rstrip("/") + "/chat/completions", basic)
+        return known
+
+    def _timeout(self, seconds: float) -> Any:
+        """aiohttp's timeout of ``seconds`` in all, made once per figure."""
+        import aiohttp
+
+        return self._timeouts.setdefault(seconds, aiohttp.ClientTimeout(total=seconds))
 
     async def send(
         self,
@@ -155,7 +173,7 @@ class OpenAITransport:
                 data=body,
                 headers=dict(headers),
                 params=query,
-                timeout=aiohttp.ClientTimeout(total=timeout),
+                timeout=self._timeouts.get(timeout) or self._timeout(timeout),
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
