@@ -312,11 +312,18 @@ async def collect(
     """
     unique = deduplicate(planned)
     # what the store holds of the plan, read in batches: each call's lookup below is then a dict's
-    store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
+    found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
+    # the plan's calls the store does not hold, read just now: not looked up again one by one
+    absent = {key for key in unique if key not in found}
+
+    def get(key: str) -> Response | None:
+        """What ``store.get`` gives, without reading again a call of the plan found absent."""
+        return None if key in absent else store.get(key)
+
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
     # out: it is asked, if ever, by a later collection, and counted there
-    told = expected_follow_ups(unique.values(), store.get)
+    told = expected_follow_ups(unique.values(), get)
     progress = Progress(total=0, expected=len(unique) + sum(not e.optional for e in told))
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
@@ -359,7 +366,8 @@ async def collect(
         depth[key] = level
         progress.total += 1
         store.label(key, alias=item.alias, domain=item.domain, question=item.question)
-        response = store.get(key)
+        response = get(key)
+        absent.discard(key)  # once submitted, its answer may be stored: read through from now on
         if response is not None:
             progress.from_store += 1
             progress.done += 1
