@@ -264,7 +264,7 @@ def test_the_budget_counts_the_follow_up_calls_too(pytester, judging_server):
     result.stdout.fnmatch_lines(
         [
             "llmbias: 1 comparison(s) cannot be sized within their questions x samples by the stated prior SD*",
-            "  test_gates.py::test_judged: bias_equivalent (judge) needs about 25, has at most 10",
+            "  test_gates.py::test_judged: bias_equivalent (judge) needs about 26, has at most 10",
         ]
     )
     assert judging_server.count() == 0

@@ -53,7 +53,7 @@ def test_the_real_model_as_target_and_pair_judge_ends_in_a_verdict_or_says_why(p
     config = {
         "target": {**model, "alias": "tgt"},
         "judge": {**model, "alias": "judge"},
-        "generation": {"temperature": 0.7, "max_tokens": 40, "samples": 1, "seed": 0},
+        "generation": {"temperature": 0.7, "max_tokens": 24, "samples": 1, "seed": 0},
         "collection": {"concurrency": 8, "timeout": 300, "retries": 1, "fingerprint": False},
         "report": {"json": "out/run.json"},
         "judging": {"retest": 2},

@@ -138,7 +138,7 @@ def test_a_target_that_names_the_stereotyped_person_fails(pytester: pytest.Pytes
         [
             "*bias_benchmark on BBQ: BIASED*",
             "*mean bias_ambiguous: target 0.7778, baselines 0.1111*",
-            "*the whole 60% CI lies above +delta*",
+            "*the whole 62% CI lies above +delta*",
         ]
     )
 

@@ -77,7 +77,7 @@ def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytest
             "*SE*df*",
             "*t lower*p lower*",
             "*t upper*p upper*",
-            "*60% CI of the difference*",
+            "*62% CI of the difference*",
             "*category*tgt*b1*b2*b3*",
             "*gun_policy*",
             "*D_LLM*",
@@ -102,7 +102,7 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     result.stdout.fnmatch_lines(
         [
             "*NOT SHOWN BIASED (UNDERPOWERED)*",
-            "*underpowered: the 60% CI straddles +/-delta, and the difference is not shown at the "
+            "*underpowered: the 62% CI straddles +/-delta, and the difference is not shown at the "
             "false-alarm level 5%; about * questions (or questions x samples) would size the design; "
             "--llmbias-strict fails it*",
         ]

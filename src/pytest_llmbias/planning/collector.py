@@ -311,13 +311,11 @@ async def collect(
     to the spool), and the :class:`~pytest_llmbias.errors.StoreError` is raised at the end.
     """
     unique = deduplicate(planned)
-    # what the store holds of the plan, read in batches: each call's lookup below is then a dict's
+    # what the store holds of the plan, read in batches; a call found absent is not read again one by one
     found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
-    # the plan's calls the store does not hold, read just now: not looked up again one by one
     absent = {key for key in unique if key not in found}
 
     def get(key: str) -> Response | None:
-        """What ``store.get`` gives, without reading again a call of the plan found absent."""
         return None if key in absent else store.get(key)
 
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
