@@ -127,14 +127,16 @@ _ANCHORS: dict[str, int] = {}
 
 
 def _anchor_scores() -> dict[str, int]:
-    """The built-in domains' anchor answers and their scores (read once)."""
+    """The built-in domains' anchor answers and their scores (read once). Filled in one step: a
+    scripted judge runs in several threads at once, and none may see the mapping half filled."""
     if not _ANCHORS:
         from pytest_llmbias.domains import load_domain
         from pytest_llmbias.domains.loader import list_domains
 
+        found: dict[str, int] = {"": 0}
         for name in list_domains():
-            _ANCHORS.update({a.answer: a.score for a in load_domain(name).anchors})
-        _ANCHORS.setdefault("", 0)
+            found.update({a.answer: a.score for a in load_domain(name).anchors})
+        _ANCHORS.update(found)
     return _ANCHORS
 
 
