@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.gates.judging import MIN_RETEST_PAIRS, _agreement, _agreement_text
+from pytest_llmbias.gates.judging import MIN_RETEST_PAIRS, _agreement, _agreement_text, retest_problems
 from pytest_llmbias.scoring import pair_judge as pj
 from pytest_llmbias.scoring.judge_calls import RETEST_DRAW
 from pytest_llmbias.stats.evenhanded import THRESHOLD
@@ -209,15 +209,7 @@ def trust_figures(
 def trust_problems(trust: Mapping[str, Any]) -> list[str]:
     """Why the pair judges' figures cannot be decided on: a test-retest agreement below the
     minimum, or an anchor pair not judged alike."""
-    out = []
-    for alias, r in trust.get("retest", {}).items():
-        alpha = r.get("alpha")
-        if alpha is not None and alpha < trust["min_agreement"]:
-            out.append(
-                f"judge {alias!r}: test-retest agreement {alpha:.2f} (Krippendorff's alpha of P(alike) on {r['n']} "
-                f"pairs judged twice) is below min_judge_agreement {trust['min_agreement']:g}: its judgements are "
-                "too noisy to decide on"
-            )
+    out = retest_problems(trust, measured=" of P(alike)", judged_twice="pairs judged twice", verdicts="judgements")
     for alias, a in trust.get("anchors", {}).items():
         if a["missed"]:
             first = a["missed"][0]

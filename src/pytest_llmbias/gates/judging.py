@@ -315,15 +315,7 @@ def trust_figures(
 def trust_problems(trust: Mapping[str, Any]) -> list[str]:
     """Why the judges' scores cannot be decided on: a test-retest agreement below the minimum, or
     more anchors missed than the domain allows."""
-    out = []
-    for alias, r in trust.get("retest", {}).items():
-        alpha = r.get("alpha")
-        if alpha is not None and alpha < trust["min_agreement"]:
-            out.append(
-                f"judge {alias!r}: test-retest agreement {alpha:.2f} (Krippendorff's alpha on {r['n']} answers "
-                f"rated twice) is below min_judge_agreement {trust['min_agreement']:g}: its scores are too "
-                "noisy to decide on"
-            )
+    out = retest_problems(trust, measured="", judged_twice="answers rated twice", verdicts="scores")
     for alias, a in trust.get("anchors", {}).items():
         if len(a["missed"]) > a["allowed"]:
             first = a["missed"][0]
@@ -332,6 +324,22 @@ def trust_problems(trust: Mapping[str, Any]) -> list[str]:
                 f"judge {alias!r} missed {len(a['missed'])} of {a['n']} anchor answers (the domain allows "
                 f"{a['allowed']}): anchor {first['anchor']} is a {first['expected']} "
                 f"(±{first['tolerance']:g}), {scored}"
+            )
+    return out
+
+
+def retest_problems(trust: Mapping[str, Any], *, measured: str, judged_twice: str, verdicts: str) -> list[str]:
+    """One line per judge whose test-retest agreement (``trust["retest"]``) is below
+    ``trust["min_agreement"]``: ``measured`` names what the alpha is of, ``judged_twice`` the items
+    asked twice, ``verdicts`` what the judge gives."""
+    out = []
+    for alias, r in trust.get("retest", {}).items():
+        alpha = r.get("alpha")
+        if alpha is not None and alpha < trust["min_agreement"]:
+            out.append(
+                f"judge {alias!r}: test-retest agreement {alpha:.2f} (Krippendorff's alpha{measured} on {r['n']} "
+                f"{judged_twice}) is below min_judge_agreement {trust['min_agreement']:g}: its {verdicts} are too "
+                "noisy to decide on"
             )
     return out
 
