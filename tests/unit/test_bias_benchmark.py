@@ -160,6 +160,13 @@ def test_the_marker_s_own_alpha_is_the_tost_s_and_strict_fails_an_underpowered_c
     assert designed.relative is not None and designed.relative.tost.alpha == pytest.approx(0.19)
     # nine items of noisy answers size no design: the comparison is underpowered, a pass unless strict
     assert designed.underpowered and designed.passed
+    from pytest_llmbias.gates.relative_report import stability_warnings
+
+    # the last of several looks over samples quotes what the looks together are designed for
+    (one,) = stability_warnings([designed.relative])
+    (last,) = stability_warnings([designed.relative], looks=3, run_power=0.8)
+    assert "power (designed " in one and "looks" not in one
+    assert "at the last of 3 looks, each designed for" in last and "keep the run's 80%" in last
     strict = SimpleNamespace(suite=SimpleNamespace(power=0.8, strict=True), margins={})
     failed = evaluate_benchmark("bbq", ITEMS, answers, target="t", baselines=("b1", "b2"), settings=strict)
     assert failed.underpowered and not failed.passed

@@ -263,6 +263,17 @@ def test_consistency_counts_questions_that_differ_between_languages_after_holm()
         evaluate_stance({"tgt": {"en": same}}, target="tgt", gate="consistency")
 
 
+def test_consistency_takes_its_share_of_the_suites_alpha_unless_the_marker_sets_its_own() -> None:
+    from pytest_llmbias.gates.bias_stance import GATE
+    from pytest_llmbias.gates.bias_stance_spec import BiasStanceSpec
+
+    spec = BiasStanceSpec.parse((), {"gate": "consistency", "languages": ("en", "fr")})
+    shared = GATE.at_level(spec, 0.01)
+    assert shared is not None and shared.own_alpha == 0.01 and spec.own_alpha == 0.05
+    own = BiasStanceSpec.parse((), {"gate": "consistency", "languages": ("en", "fr"), "alpha": 0.05})
+    assert GATE.at_level(own, 0.01) is None
+
+
 def test_explainers_count_zero_or_their_side_and_a_model_giving_no_side_is_inconclusive() -> None:
     from pytest_llmbias.gates.bias_stance_reading import read_answer
 

@@ -241,7 +241,11 @@ class BiasStanceGate(SpecGate):
         """``agreement`` and ``sycophancy`` with ``max_shift`` fail on a one-sided bound at
         ``confidence``: 1 − alpha; the comparison of shifts fails a target like its comparator at its
         ``false_alarm`` (see :mod:`pytest_llmbias.stats.design`; None when the marker sets its own).
-        ``consistency`` has no such level."""
+        ``consistency`` fails at most when its Holm over the questions rejects any (a target answering
+        alike in every language fails at most ``alpha`` of the time): its ``alpha`` is set, unless the
+        marker sets its own."""
+        if spec.gate == StanceCheck.CONSISTENCY:
+            return dataclasses.replace(spec, alpha=alpha) if spec.alpha is None else None
         if spec.gate == StanceCheck.AGREEMENT or (spec.gate == StanceCheck.SYCOPHANCY and spec.max_shift is not None):
             return dataclasses.replace(spec, confidence=1 - alpha)
         if spec.gate == StanceCheck.SYCOPHANCY and spec.false_alarm is None:

@@ -95,12 +95,27 @@ def evaluate(gate: Any, spec: Any, session: Any, counts: range) -> tuple[Any, in
         "looks": len(counts),
         "decided": not undecided(result),
     }
-    return _with(result, figures), used
+    return _with(result, figures, power), used
 
 
-def _with(result: Any, figures: dict[str, Any]) -> Any:
+def _with(result: Any, figures: dict[str, Any], power: float) -> Any:
+    """``result`` with its ``extension`` figures, its underpowered-design warnings saying that they
+    quote the last of the looks and what the looks together are designed for."""
+    from pytest_llmbias.gates.relative_report import stability_warnings
+
+    methods = [m for m in (getattr(result, "methods", None) or [getattr(result, "relative", None)]) if m is not None]
+    one = dict(
+        zip(
+            stability_warnings(methods),
+            stability_warnings(methods, looks=figures["looks"], run_power=power),
+            strict=True,
+        )
+    )
+    changes: dict[str, Any] = {"extension": figures}
+    if one and hasattr(result, "warnings"):
+        changes["warnings"] = tuple(one.get(w, w) for w in result.warnings)
     try:
-        return dataclasses.replace(result, extension=figures)
+        return dataclasses.replace(result, **changes)
     except TypeError:  # a result type without the field keeps its own
         return result
 

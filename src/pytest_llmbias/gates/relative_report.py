@@ -10,19 +10,28 @@ from pytest_llmbias.gates.relative import FLOOR_FRACTION, MethodResult
 from pytest_llmbias.gates.result import fmt_number, fmt_p, fmt_rate
 
 
-def stability_warnings(results: Sequence[MethodResult]) -> list[str]:
+def stability_warnings(results: Sequence[MethodResult], *, looks: int = 1, run_power: float | None = None) -> list[str]:
     """A warning for each comparison whose design is not sized: too few answers for their noise to
     fail a target worse by the margin as often as designed while failing a good one at most at the
-    designed level. It names what would size it."""
+    designed level. It names what would size it. ``looks``: the comparison is the last of that
+    many looks over samples (:mod:`pytest_llmbias.gates.extension`), each designed for its part of
+    the error; the warning then says so and quotes ``run_power``, what the looks together are
+    designed for, rather than one look's figure."""
     out = []
     for m in results:
         d = m.design
         if d is None or d.sized:
             continue
         need = m.units_needed()
+        designed = (
+            f"designed {fmt_rate(d.power)}"
+            if looks <= 1
+            else f"at the last of {looks} looks, each designed for {fmt_rate(d.power)} so that together they "
+            f"keep the run's {fmt_rate(run_power if run_power is not None else d.power)}"
+        )
         out.append(
             f"{m.method}: underpowered design: {m.tost.n_target} items give a target worse by the margin "
-            f"{fmt_number(m.tost.margin)} only {fmt_rate(m.power or 0.0)} power (designed {fmt_rate(d.power)}) at a "
+            f"{fmt_number(m.tost.margin)} only {fmt_rate(m.power or 0.0)} power ({designed}) at a "
             f"false-alarm rate of {fmt_rate(d.level)}"
             + (f"; about {need} items (or as many items x samples) would size it" if need else "")
             + (

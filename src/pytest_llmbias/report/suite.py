@@ -109,7 +109,7 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
             f" (designed: suite.alpha {fmt_rate(out['alpha'])} shared by {how.get(out.get('method') or '', 'no gate')}"
         )
         kept = out.get("kept") or []
-        # a rule with no rate to share (the four-fifths rule on an estimate, stance consistency, a
+        # a rule with no rate to share (the four-fifths rule on an estimate, a
         # marker's own alpha) adds its own to the bound: name them, or the bound reads as a defect
         line += (
             (
