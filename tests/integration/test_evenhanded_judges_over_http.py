@@ -28,6 +28,15 @@ def letter_judge(prompt: str, payload: dict):
     return said["content"] if isinstance(said, dict) else said
 
 
+def json_judge(prompt: str, payload: dict):
+    """The scripted pair judge answering ``{"choice": letter}`` when it is given the JSON schema of
+    the rubric's letters, and nothing readable otherwise."""
+    schema = (payload.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    if "logprobs" in payload or "choice" not in schema.get("properties", {}):
+        return "I would rather describe both conversations at length."
+    return json.dumps({"choice": letter_judge(prompt, payload).strip("*")})
+
+
 def noisy_judge(prompt: str, payload: dict):
     """Like :func:`judge`, but its second draw (seed 1) of a pair says the opposite."""
     said = judge(prompt, payload)
@@ -48,7 +57,7 @@ def anchor_blind_judge(prompt: str, payload: dict):
 
 @pytest.fixture
 def project(pytester):
-    def write(judges: list[str]) -> None:
+    def write(judges: list[str], structured: bool | None = None) -> None:
         def entry(alias, name):
             return {
                 "model": f"openai/{name}",
@@ -56,7 +65,7 @@ def project(pytester):
                 "api_base": server.base_url,
                 "api_key_env": KEY_ENV,
                 "transport": "openai",
-            }
+            } | ({"structured": structured} if structured is not None and alias.startswith("judge") else {})
 
         shutil.copy(DATA, pytester.path / "eval_set.csv")
         config = {
@@ -72,6 +81,7 @@ def project(pytester):
         "one-sided": model(True),
         "judge-logprobs": judge,
         "judge-letters": letter_judge,
+        "judge-json": json_judge,
         "judge-noisy": noisy_judge,
         "judge-anchor-blind": anchor_blind_judge,
     }
@@ -116,3 +126,16 @@ def test_a_noisy_or_anchor_blind_judge_leaves_the_verdict_inconclusive(project, 
     blind = _gate(pytester, "blind.json")
     assert blind["verdict"] == "inconclusive"
     assert "missed 2 of 2 anchor pairs" in blind["why"] and "was not judged alike" in blind["why"]
+
+
+def test_a_judge_asked_for_structured_output_answers_json_and_is_read(project, pytester, run_project):
+    project(["judge-json"], structured=True)
+    run = run_project("--llmbias-json", "json.json")
+    run.assert_outcomes(failed=1)
+    assert "BELOW THE BOUND" in run.stdout.str()
+    gate = _gate(pytester, "json.json")
+    assert gate["reading"] == {"vote": 90} and gate["trust"]["anchors"]["judge-json"] == {"n": 2, "missed": []}
+    project(["judge-json"], structured=False)  # asked for letters, the same judge answers nothing readable
+    run_project("--llmbias-json", "letters.json").assert_outcomes(failed=1)
+    unread = _gate(pytester, "letters.json")
+    assert unread["verdict"] == "inconclusive", unread

@@ -110,6 +110,27 @@ def test_option_probabilities_from_logprobs_or_the_letter():
     assert pj.option_probabilities(_response("N."), yes) == ({"yes": 0.0, "no": 1.0}, "vote")
 
 
+def test_a_structured_judge_is_asked_for_a_json_choice_and_read_as_a_vote():
+    from pytest_llmbias.config.settings import ModelSpec
+
+    pair = pj.rubrics()["pair"]
+    letters = ModelSpec(alias="j", model="openai/j")
+    asked = pj.judge_call(letters, "prompt", pair)
+    assert dict(asked.params)["logprobs"] is True and "response_format" not in dict(asked.params)
+    json_judge = ModelSpec(alias="j", model="openai/j", structured=True)
+    call = pj.judge_call(json_judge, "prompt", pair)
+    fmt = dict(call.params)["response_format"]
+    assert fmt["json_schema"]["schema"]["properties"]["choice"]["enum"] == ["A", "B", "C"]
+    assert "logprobs" not in dict(call.params) and call.key != asked.key
+    assert pj.option_probabilities(_response('{"choice": "C"}'), pair) == (
+        {"first": 0.0, "second": 0.0, "alike": 1.0},
+        "vote",
+    )
+    assert pj.option_probabilities(_response('```json\n{"choice": "a"}\n```'), pair)[0]["first"] == 1.0
+    assert pj.option_probabilities(_response('{"choice": "Z"}'), pair) is None
+    assert pj.option_probabilities(_response('{"choice": '), pair) is None
+
+
 def test_orders_are_both_or_half_balanced_and_seeded():
     ids = [f"p{i}" for i in range(9)]
     assert set(pj.pair_orders(ids, "both").values()) == {(pj.AB, pj.BA)}

@@ -31,12 +31,14 @@ def _ratings(said):
         for pair in PAIRS:
             for h in (0, 1):
                 for what in ej.RATINGS:
-                    call = pj.judge_call(judge, pj.answer_prompt(RUBRICS[what], pair.prompts[h], ANSWERS[pair.id][h]))
+                    prompt = pj.answer_prompt(RUBRICS[what], pair.prompts[h], ANSWERS[pair.id][h])
+                    call = pj.judge_call(judge, prompt, RUBRICS[what])
                     out[call.key] = Response(call, said(judge, what, pair, h))
             for order in (pj.AB, pj.BA):
                 call = pj.judge_call(
                     judge,
                     pj.pair_prompt(RUBRICS["pair"], pair.prompts, (ANSWERS[pair.id][0], ANSWERS[pair.id][1]), order),
+                    RUBRICS["pair"],
                 )
                 got = said(judge, "pair", pair, order)
                 text, top = got if isinstance(got, tuple) else (got, None)
@@ -109,4 +111,4 @@ def test_trust_figures_and_the_problems_they_raise():
 
 def test_the_retest_draw_is_another_call():
     first, again = ej.retest_calls(J1, RUBRICS["pair"], PAIRS[0], ANSWERS["p0"], pj.AB)
-    assert first.key != again.key and first == pj.judge_call(J1, first.messages[-1][1])
+    assert first.key != again.key and first == pj.judge_call(J1, first.messages[-1][1], RUBRICS["pair"])

@@ -196,11 +196,13 @@ class _Planner:
             for h, text in sorted(texts.items()):
                 for what in ev_judging.RATINGS:
                     prompt = pj.answer_prompt(self.rubrics[what], pair.prompts[h], text)
-                    out.append((judge, f"{what}:{alias}:{pair.question_ids[h]}", pj.judge_call(judge, prompt)))
+                    call = pj.judge_call(judge, prompt, self.rubrics[what])
+                    out.append((judge, f"{what}:{alias}:{pair.question_ids[h]}", call))
             if len(texts) == 2:
                 for order in self.orders[pair.id]:
                     prompt = pj.pair_prompt(self.rubrics["pair"], pair.prompts, (texts[0], texts[1]), order)
-                    out.append((judge, f"pair:{alias}:{pair.id}:{''.join(order)}", pj.judge_call(judge, prompt)))
+                    call = pj.judge_call(judge, prompt, self.rubrics["pair"])
+                    out.append((judge, f"pair:{alias}:{pair.id}:{''.join(order)}", call))
                 if f"{alias}:{pair.id}" in self.retest:
                     order = self.orders[pair.id][0]
                     again = ev_judging.retest_calls(judge, self.rubrics["pair"], pair, texts, order)[1]

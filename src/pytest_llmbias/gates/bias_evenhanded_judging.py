@@ -68,7 +68,7 @@ def anchor_calls(judge: ModelSpec, rubric: pj.ChoiceRubric, pairs: Sequence[Pair
     return [
         (
             f"anchor:{p.id}:{''.join(order)}",
-            pj.judge_call(judge, pj.pair_prompt(rubric, p.prompts, (ANCHOR_ANSWER, ANCHOR_ANSWER), order)),
+            pj.judge_call(judge, pj.pair_prompt(rubric, p.prompts, (ANCHOR_ANSWER, ANCHOR_ANSWER), order), rubric),
         )
         for p in pairs
         for order in (pj.AB, pj.BA)
@@ -108,7 +108,7 @@ def read_model(
     out = PanelReading()
 
     def read(judge: ModelSpec, prompt: str, rubric: pj.ChoiceRubric) -> dict[str, float] | None:
-        r = ratings[pj.judge_call(judge, prompt).key]
+        r = ratings[pj.judge_call(judge, prompt, rubric).key]
         got = pj.option_probabilities(r, rubric)
         if got is None:
             out.unread.append(r.text)
@@ -156,7 +156,7 @@ def retest_calls(
 ) -> tuple[ModelCall, ModelCall]:
     """``judge``'s first judgement of ``pair`` in ``order`` and its second draw."""
     prompt = pj.pair_prompt(rubric, pair.prompts, (texts[0], texts[1]), order)
-    return pj.judge_call(judge, prompt), pj.judge_call(judge, prompt, RETEST_DRAW)
+    return pj.judge_call(judge, prompt, rubric), pj.judge_call(judge, prompt, rubric, RETEST_DRAW)
 
 
 def trust_figures(

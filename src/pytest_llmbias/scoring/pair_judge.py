@@ -7,7 +7,8 @@ under ``rubrics/``, replaceable): the pair rubric's meanings are ``first``, ``se
 temperature 0, with ``logprobs`` and ``top_logprobs``: where the endpoint returns them, the
 options' probabilities are the first answer token's probabilities of each letter, renormalised
 over the letters (:func:`option_probabilities`); otherwise the sampled letter counts as
-probability 1 (a vote). An answer that names no option is unreadable: it is counted and quoted,
+probability 1 (a vote). A judge whose entry says ``structured: true`` is asked instead for a JSON
+object ``{"choice": letter}`` through ``response_format`` (:func:`choice_format`), read as a vote. An answer that names no option is unreadable: it is counted and quoted,
 never guessed.
 
 Order: a pair shown as (first, second) = (prompt a, prompt b) or (b, a). :func:`pair_orders`
@@ -50,6 +51,8 @@ AB, BA = ("a", "b"), ("b", "a")
 #: the judge's calls: greedy, a letter, with the first token's alternatives where the endpoint gives them
 JUDGE_GENERATION = GenerationSettings(temperature=0.0, max_tokens=8, samples=1, seed=0)
 LOGPROB_PARAMS = {"logprobs": True, "top_logprobs": 10}
+#: a structured judgement's room: ``{"choice": "A"}`` and a little whitespace
+STRUCTURED_TOKENS = 24
 _STRIP = " \n\t*#\"'`().:[]"
 
 
@@ -136,10 +139,35 @@ def rubrics(given: Mapping[str, str | Path] | None = None, base: Path | None = N
     return out
 
 
-def judge_call(judge: ModelSpec, prompt: str, draw: int = 0) -> ModelCall:
-    """The judge's call on one filled rubric prompt: greedy, short, with log-probabilities asked;
-    ``draw`` > 0 is an independent draw (seed ``draw``: a test-retest's second rating)."""
+def structured(judge: ModelSpec) -> bool:
+    """Whether ``judge`` is asked for a JSON answer (``{"choice": letter}``, the letters its
+    rubric's) through ``response_format``: only when its entry says ``structured: true``. A letter
+    read with its log-probabilities is the published method and gives the options' probabilities,
+    where a JSON answer's first token is a brace and gives only a vote, so ``auto`` keeps letters."""
+    return judge.structured is True
+
+
+def choice_format(rubric: ChoiceRubric) -> dict[str, Any]:
+    """The ``response_format`` of a structured judgement on ``rubric``: a JSON schema whose one
+    property, ``choice``, is one of the rubric's letters."""
+    schema = {
+        "type": "object",
+        "properties": {"choice": {"type": "string", "enum": sorted(rubric.options)}},
+        "required": ["choice"],
+        "additionalProperties": False,
+    }
+    return {"type": "json_schema", "json_schema": {"name": f"{rubric.kind}_choice", "schema": schema, "strict": True}}
+
+
+def judge_call(judge: ModelSpec, prompt: str, rubric: ChoiceRubric, draw: int = 0) -> ModelCall:
+    """The judge's call on one filled ``rubric`` prompt: greedy, short, with log-probabilities
+    asked, or, for a judge asked for structured output (:func:`structured`), with the JSON schema
+    of the rubric's letters as ``response_format`` and room for the object; ``draw`` > 0 is an
+    independent draw (seed ``draw``: a test-retest's second rating)."""
     generation = JUDGE_GENERATION if draw == 0 else dataclasses.replace(JUDGE_GENERATION, seed=draw)
+    if structured(judge):
+        generation = dataclasses.replace(generation, max_tokens=STRUCTURED_TOKENS)
+        return ModelCall.build(judge, prompt, generation, params={"response_format": choice_format(rubric)})
     return ModelCall.build(judge, prompt, generation, params=LOGPROB_PARAMS)
 
 
@@ -190,11 +218,33 @@ def option_probabilities(response: Response, rubric: ChoiceRubric) -> tuple[dict
 
 def read_letter(text: str, letters: Mapping[str, str]) -> str | None:
     """The option letter of an answer: the answer is the letter alone (bold, quoted or with a
-    full stop), or says ``Answer: X``; None otherwise."""
+    full stop), a JSON object ``{"choice": X}`` (a structured judgement), or says ``Answer: X``;
+    None otherwise."""
     alone = _letter(text)
     if alone in letters:
         return alone
+    chosen = _json_choice(text)
+    if chosen is not None:
+        return chosen if chosen in letters else None
     found = re.findall(r"(?i)\banswer\s*(?:is)?\s*[:=]?\s*\**\(?([A-Z])\)?\**(?![A-Za-z])", text)
     if found and found[-1].upper() in letters:
         return found[-1].upper()
     return None
+
+
+def _json_choice(text: str) -> str | None:
+    """The ``choice`` of a JSON object answer (in a code fence or not), upper-cased; None when the
+    text is no such object."""
+    import json
+
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.strip("`").removeprefix("json").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    choice = data.get("choice") if isinstance(data, dict) else None
+    return choice.strip().upper() if isinstance(choice, str) else None
