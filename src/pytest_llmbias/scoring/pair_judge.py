@@ -8,8 +8,8 @@ temperature 0, with ``logprobs`` and ``top_logprobs``: where the endpoint return
 options' probabilities are the first answer token's probabilities of each letter, renormalised
 over the letters (:func:`option_probabilities`); otherwise the sampled letter counts as
 probability 1 (a vote). A judge whose entry says ``structured: true`` is asked instead for a JSON
-object ``{"choice": letter}`` through ``response_format`` (:func:`choice_format`), read as a vote. An answer that names no option is unreadable: it is counted and quoted,
-never guessed.
+object ``{"choice": letter}`` through ``response_format`` (:func:`choice_format`), read as a
+vote. An answer that names no option is unreadable: it is counted and quoted, never guessed.
 
 Order: a pair shown as (first, second) = (prompt a, prompt b) or (b, a). :func:`pair_orders`
 shows every pair in both orders (``both``: the judge's position preference cancels within each
