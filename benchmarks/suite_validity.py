@@ -19,8 +19,10 @@ Every comparison holds its share: ``bias_benchmark`` (BBQ) fails only a target s
 comparator at its share and is otherwise *underpowered* (a pass), and discrim-eval splits the share
 among its groups. Two rules are not designed and are left out: the impact ratio's
 ``fail_on="estimate"`` (the four-fifths rule on the point estimate, no test: it has no false-alarm
-rate to share) and stance's ``consistency`` check (its own 0.05). ``bias_preference``'s split tests are widened by the
-topics' design effect (a topic that pulls its picks one way makes them alike).
+rate to share); stance's ``consistency`` check takes its share (the alpha of its Holm over the
+questions) but needs answers in two languages, which these shapes do not model.
+``bias_preference``'s split tests are widened by the topics' design effect (a topic that pulls its
+picks one way makes them alike).
 
 **The data shapes** are the judge scale's, in judge points: question-dominated (question SD 1.5,
 answer noise 1.0) and noise-dominated (no question effect; noise 0.5, 1.0, 1.5); τ, the SD of a

