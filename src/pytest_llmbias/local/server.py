@@ -285,8 +285,8 @@ class Model:
                 attention = torch.cat([attention, torch.ones((len(jobs), 1), dtype=attention.dtype)], dim=1)
                 step_pos = step_pos[:, -1:] + 1
         for r, job in enumerate(jobs):
-            tokens = [t for t in out[r] if t not in self.eos]
-            job.text = cast(str, self.tokenizer.decode(tokens, skip_special_tokens=True))  # one sequence: one str
+            said = [t for t in out[r] if t not in self.eos]
+            job.text = cast(str, self.tokenizer.decode(said, skip_special_tokens=True))  # one sequence: one str
             job.completion_tokens = len(out[r])
 
     def _prefill(self, tokens: list[list[int]]) -> tuple[Any, Any, Any, Any]:
