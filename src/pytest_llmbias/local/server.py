@@ -475,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 class SmolLMServer:
-    """The server in a subprocess: ``with SmolLMServer() as s: s.base_url``."""
+    """The server in a subprocess, started as ``llmbias serve`` is (:meth:`command`):
+    ``with SmolLMServer() as s: s.base_url``."""
 
     def __init__(self, model: str = MODEL_NAME, *, batch: int = 8, timeout: float = 180.0) -> None:
         self.model = model
@@ -494,19 +495,15 @@ class SmolLMServer:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as r:
             return json.loads(r.read())
 
+    def command(self, port: int = 0) -> list[str]:
+        """The ``llmbias`` command's arguments that start this server on ``port``: ``serve``, the
+        model, the port, and the batch where it is not the default."""
+        return ["serve", self.model, "--port", str(port)] + (["--batch", str(self.batch)] if self.batch != 8 else [])
+
     def __enter__(self) -> SmolLMServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest_llmbias.local.server",
-                self.model,
-                "--port",
-                "0",
-                "--batch",
-                str(self.batch),
-            ],
+            [sys.executable, "-m", "pytest_llmbias", *self.command()],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
