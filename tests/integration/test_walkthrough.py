@@ -134,7 +134,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path, smollm) -> None:
             # own main), on a free port: the model is loaded once for every real-model test
             command = shlex.split(content.strip().rstrip("&").strip())
             assert command[:3] == ["HF_HUB_OFFLINE=1", ".venv/bin/llmbias", "serve"], command
-            assert smollm.command(port=8000)[2:] == command[2:], (smollm.command(port=8000), command)
+            assert smollm.command(port=8000) == command[2:], (smollm.command(port=8000), command)
             port = smollm.port
         elif info == "bash":
             for step in content.strip().split(" && "):
