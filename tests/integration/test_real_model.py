@@ -128,6 +128,7 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
     # thirty answers: this small judge, sampled, rates most answers alike, and answers all rated
     # alike leave the judge method without a verdict (an error, by design); twelve were too few
     _project(pytester, smollm, JUDGED, transport=transport)
+    runs = smollm.stats()["prefix_runs"]
     result = _run(pytester, "-v")
     _verdict_or_reason(result)
     (gate,) = _gates(pytester)
@@ -146,6 +147,8 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
         assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
         assert gate["verdict"] in ("no-worse", "biased", "inconclusive", "not shown biased (underpowered)")
     result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
+    # the judge's rubric, the same in each of its 39 calls, is run once per beginning the server keeps
+    assert 1 <= smollm.stats()["prefix_runs"] - runs < 10
 
 
 INDEX = """

