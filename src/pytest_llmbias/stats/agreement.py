@@ -71,15 +71,19 @@ def krippendorff_alpha(data: np.ndarray[Any, Any]) -> float:
     mean squared difference within items (each item's pairs weighted 1 / (m_u − 1)) and D_e the
     mean squared difference between all pairable values. Raises :class:`StatisticsError` when no
     item has two scores or every pairable score is the same (α is then undefined)."""
-    columns = [col[~np.isnan(col)] for col in np.asarray(data, dtype=float).T]
-    columns = [c for c in columns if c.size >= 2]
-    if not columns:
+    arr = np.asarray(data, dtype=float)
+    scored = ~np.isnan(arr)
+    m = scored.sum(axis=0)
+    pairable = m >= 2
+    if not pairable.any():
         raise StatisticsError("no item was scored by two judges or more: their agreement cannot be measured")
-    values = np.concatenate(columns)
-    n = values.size
-    within = sum(float(((c[:, None] - c[None, :]) ** 2).sum()) / (c.size - 1) for c in columns)
-    # sum over ordered pairs of all values: 2n·Σv² − 2(Σv)²
-    between = 2 * n * float((values**2).sum()) - 2 * float(values.sum()) ** 2
+    values = np.where(scored, arr, 0.0)[:, pairable]
+    m = m[pairable]
+    s1, s2 = values.sum(axis=0), (values**2).sum(axis=0)
+    n = int(m.sum())
+    # the sum over ordered pairs of m values: 2m·Σv² − 2(Σv)², within each item and over all values
+    within = float(((2 * m * s2 - 2 * s1**2) / (m - 1)).sum())
+    between = 2 * n * float(s2.sum()) - 2 * float(s1.sum()) ** 2
     if between <= 0:
         raise StatisticsError("every score is the same: the judges' agreement is undefined (no variation to agree on)")
     return float(1.0 - (within / n) / (between / (n * (n - 1))))
