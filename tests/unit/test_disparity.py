@@ -744,3 +744,18 @@ def test_results_name_the_rule_in_plain_strings():
 def test_a_rule_must_be_a_selection_rule(func):
     with pytest.raises(TypeError, match="rule must be a SelectionRule, got 'median'"):
         func(FIG6_VALUES, FIG6_GROUPS, "median")
+
+
+def test_a_bootstrap_read_at_another_confidence_is_the_one_drawn_afresh() -> None:
+    """The replicates are kept for the suite's Holm rounds, which read them at several levels: what
+    a kept draw gives at any confidence is what a fresh draw with the same seed gives."""
+    from pytest_llmbias.stats import resampling
+
+    rng = np.random.default_rng(5)
+    values = list(rng.normal(0.5, 0.2, 120))
+    groups = [g for g in ("a", "b", "c") for _ in range(40)]
+    kept = [resampling.bootstrap_impact_ratio(values, groups, confidence=c, resamples=400) for c in (0.95, 0.99)]
+    resampling._BOOTSTRAPS.clear()
+    fresh = resampling.bootstrap_impact_ratio(values, groups, confidence=0.99, resamples=400)
+    assert kept[1] == fresh and kept[0].low >= fresh.low and kept[0] != fresh
+    assert resampling.bootstrap_impact_ratio(values, groups, confidence=0.99, resamples=400, seed=1) != fresh

@@ -101,6 +101,33 @@ def _check_resampling(resamples: Any, seed: Any) -> None:
         raise StatisticsError(f"seed must be an integer, got {seed!r}")
 
 
+#: the replicates of the last few bootstraps: a gate decides at several levels (the suite's Holm
+#: rounds), and the replicates do not depend on the level, only the quantiles read from them do
+_BOOTSTRAPS: dict[tuple[Any, ...], np.ndarray[Any, Any]] = {}
+_BOOTSTRAPS_KEPT = 16
+
+
+def _bootstrap_rates(
+    data: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any], rule: SelectionRule, resamples: int, seed: int
+) -> np.ndarray[Any, Any]:
+    """Each replicate's selection rate per group (replicates x groups), the same for the same input
+    and seed; kept for the last :data:`_BOOTSTRAPS_KEPT` inputs (read-only)."""
+    key = (data.tobytes(), sizes.tobytes(), rule, resamples, seed)
+    rates = _BOOTSTRAPS.get(key)
+    if rates is None:
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        col_size, col_start = np.repeat(sizes, sizes), np.repeat(starts, sizes)
+        rng = np.random.default_rng(seed)
+        rates = _replicate_rates(
+            data, sizes, lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)), resamples, rule
+        )
+        rates.setflags(write=False)
+        if len(_BOOTSTRAPS) >= _BOOTSTRAPS_KEPT:
+            _BOOTSTRAPS.pop(next(iter(_BOOTSTRAPS)))
+        _BOOTSTRAPS[key] = rates
+    return rates
+
+
 def bootstrap_impact_ratio(
     values: Values,
     groups: Sequence[str],
@@ -135,12 +162,7 @@ def bootstrap_impact_ratio(
     _check_resampling(resamples, seed)
     data, sizes = _sorted_by_group(values, groups)
     k = sizes.size
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    col_size, col_start = np.repeat(sizes, sizes), np.repeat(starts, sizes)
-    rng = np.random.default_rng(int(seed))
-    rates = _replicate_rates(
-        data, sizes, lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)), int(resamples), rule
-    )
+    rates = _bootstrap_rates(data, sizes, rule, int(resamples), int(seed))
     undefined = int(np.sum(rates.max(axis=1) == 0))
     if undefined == rates.shape[0]:
         raise StatisticsError(
