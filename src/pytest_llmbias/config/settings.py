@@ -43,8 +43,9 @@ class ModelSpec:
     #: an answer stored through one transport is served to the other
     transport: str = "auto"
     #: as a judge, ask for a JSON answer through ``response_format`` (a JSON schema): True, False,
-    #: or None for auto (yes at an ``api_base``, where OpenAI-compatible servers take a schema;
-    #: elsewhere when litellm says the model supports one)
+    #: or None for auto (the 1-10 judge: yes at an ``api_base``, where OpenAI-compatible servers
+    #: take a schema, elsewhere when litellm says the model supports one; the pair judge of
+    #: ``bias_evenhanded``: no, it reads a letter's log-probabilities unless True)
     structured: bool | None = None
     #: a deployment's system prompt, sent first with every call to this entry (part of the call's
     #: identity: a changed prompt asks again)
