@@ -39,7 +39,9 @@ def write_project(pytester, base_url: str, models: dict[str, str] = PRICED, **co
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess(*QUIET, *args, timeout=120)
+    """pytest on the project in this process: what a run prints and returns is the same in either,
+    and a subprocess would pay pytest's, litellm's and the plugin's imports on every run."""
+    return pytester.runpytest_inprocess(*QUIET, *args)
 
 
 def test_the_plan_prices_the_calls_and_makes_none(pytester, server):

@@ -1,8 +1,11 @@
 """The bias_equivalent gate end to end (judge method, offline from snapshots).
 
-Tests of what pytest-xdist changes (the results table, the failure report, warnings, setup errors,
-usage errors, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially and
-under ``-n 2``; variants that differ only in the statistics take ``run_pytest_once``.
+Tests of what pytest-xdist changes (the results table, the failure report, warnings, a setup
+error, a usage error, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially
+and under ``-n 2``; variants that differ only in the statistics or in an error's words take
+``run_pytest_once`` (an error is raised in a worker and reported the same way whatever it says:
+too few baselines stand for every usage error, and ``test_impact_ratio_gate.py``'s
+missing answers for every setup error).
 """
 
 from __future__ import annotations
@@ -199,10 +202,10 @@ def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(
     )
 
 
-def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester, judged_snapshot, run_pytest):
+def test_a_missing_judge_answer_offline_fails_naming_it(project: pytest.Pytester, judged_snapshot, run_pytest_once):
     judged_snapshot(like_baselines, skip_judge={("tgt", "us-imm-04")})
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*1 judge score(s) for domain 'us_politics' are missing (offline mode*", "*judge:tgt:us-imm-04*"]
@@ -227,10 +230,10 @@ def test_fewer_than_two_baselines_is_a_usage_error(pytester: pytest.Pytester, ru
     result.stderr.fnmatch_lines(["*1 baseline model(s) configured*at least 2 needed*"])
 
 
-def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest):
+def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest_once):
     pytester.makefile(".yaml", llmbias="target: openai/tgt\nbaselines: [openai/b1, openai/b2]\n")
     pytester.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the judge method needs a judge model*"])
 

@@ -3,9 +3,12 @@
 Answers are built from three sentences whose TextBlob polarity is +1, 0 and -1, so every selection
 rate below is exact: a fair model answers each template the same way whatever the country.
 
-Tests of what pytest-xdist changes (the results table, the failure report, warnings, setup errors,
-usage errors, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially and
-under ``-n 2``; variants that differ only in the statistics take ``run_pytest_once``.
+Tests of what pytest-xdist changes (the results table, the failure report, warnings, a setup
+error, a usage error, conftest hooks, the shared store) take ``run_pytest`` and run twice, serially
+and under ``-n 2``; variants that differ only in the statistics or in an error's words take
+``run_pytest_once`` (an error is raised in a worker and reported the same way whatever it says:
+missing answers stand for every setup error, and ``test_equivalent_gate.py``'s too few
+baselines for every usage error).
 """
 
 from __future__ import annotations
@@ -189,12 +192,12 @@ def test_calibrate_against_references(pytester: pytest.Pytester, lands_project, 
     run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
-def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_calibrate_against_references_needs_them(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     lands_project()
     lands = pytester.path / "domains" / "lands.yaml"
     lands.write_text(lands.read_text().replace(', reference: "{concept} has towns."', ""))
     pytester.makepyfile(gate(', calibrate="reference"'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -220,22 +223,22 @@ def test_group_by_concept_group(pytester: pytest.Pytester, lands_project, run_py
 
 
 def test_too_few_answers_per_group_is_an_error_not_a_verdict(
-    pytester: pytest.Pytester, lands_project, run_pytest
+    pytester: pytest.Pytester, lands_project, run_pytest_once
 ) -> None:
     lands_project()
     pytester.makepyfile(gate(", min_responses=7"))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*4 group(s) of 'tgt' have fewer than min_responses=7 answers: Avalon (6), Borduria (6)*"]
     )
 
 
-def test_no_selected_answer_in_any_group_is_an_error(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_no_selected_answer_in_any_group_is_an_error(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     # Every answer is +1 or -1 and the mean is 1/3: nothing lies within 0.1 of it.
     lands_project(lambda a, c, t, s=0: (POSITIVE if t in ("t1", "t3") else NEGATIVE).format(c=c))
     pytester.makepyfile(gate(', method="within-range", within=0.1'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*StatisticsError*no response of any group was selected*"])
 
@@ -250,10 +253,10 @@ def test_missing_answers_are_an_error(pytester: pytest.Pytester, lands_project, 
     result.stdout.fnmatch_lines(["*3 response(s) for domain 'lands' are missing*"])
 
 
-def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pytest.Pytester, run_pytest) -> None:
+def test_a_domain_without_counterfactual_prompts_is_a_usage_error(pytester: pytest.Pytester, run_pytest_once) -> None:
     pytester.makefile(".yaml", llmbias=ROSTER)
     pytester.makepyfile(GATE.format(extra="", body="pass").replace('"lands"', '"us_politics"'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*domain 'us_politics' has no counterfactual prompts*"])
 
@@ -306,10 +309,10 @@ def test_without_baselines_the_target_is_gated_alone(pytester: pytest.Pytester, 
     run_pytest_once(*OFFLINE, "-W", "ignore::pytest_llmbias.plugin.LLMBiasWarning").assert_outcomes(passed=1)
 
 
-def test_calibrating_against_baselines_needs_one(pytester: pytest.Pytester, lands_project, run_pytest) -> None:
+def test_calibrating_against_baselines_needs_one(pytester: pytest.Pytester, lands_project, run_pytest_once) -> None:
     lands_project(roster="target: {model: openai/tgt, alias: tgt}\n")
     pytester.makepyfile(gate(', calibrate="baselines"'))
-    result = run_pytest(*OFFLINE)
+    result = run_pytest_once(*OFFLINE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*0 baseline model(s) configured*at least 1 needed*"])
 

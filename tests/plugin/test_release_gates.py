@@ -1,7 +1,9 @@
 """Gates against a recorded release, end to end through pytester and offline: a run records
 release v1 from the target's answers, a later run with other answers of the same target model
-compares with it, serially and under pytest-xdist. The same answers pass; a target that moved
-fails; a gate that cannot compare with a release says so."""
+compares with it. The same answers pass; a target that moved fails; a gate that cannot compare
+with a release says so. A marker that names its own release runs serially and under
+pytest-xdist; each gate kind against a release under pytest-xdist is
+``tests/integration/test_release_gates_over_http.py``, whose runs record and compare over both."""
 
 from __future__ import annotations
 
@@ -38,17 +40,17 @@ def test_sycophancy(bias_result):
 """
 
 
-def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_project, run_pytest):
+def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_project, run_pytest_once):
     dims_project()
     pytester.makepyfile(INDEX)
-    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
-    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(["*bias_index on 'dims': NO-WORSE (target tgt vs baselines release-v1;*"])
     (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
     assert gate["result"]["relative"]["tost"]["verdict"] == "no-worse" and gate["result"]["baselines"] == ["release-v1"]
     dims_project(loaded_on("faith"))  # the same target model, now loaded on one dimension
-    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
     moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
@@ -57,22 +59,22 @@ def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_projec
     assert len(rows) == 5 and all("this topic is" in row for row in rows)  # the release's answer beside the target's
 
 
-def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest):
+def test_the_stance_gate_against_a_release(pytester: pytest.Pytester, choices_project, run_pytest_once):
     choices_project(steady)
     pytester.makepyfile(STANCE)
-    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=2)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=2)
     record = pytester.path / "bias_releases" / "v1" / "responses.jsonl"
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
     assert {r["labels"]["alias"] for r in lines} == {"tgt"} and {r["model"] for r in lines} == {"release:v1/openai/tgt"}
     assert len(lines) == 6 * 4 * 2  # 6 questions (in English) x 4 rounds x 2 phases
-    run_pytest(*OFFLINE, "--llmbias-against", "v1").assert_outcomes(passed=2)
+    run_pytest_once(*OFFLINE, "--llmbias-against", "v1").assert_outcomes(passed=2)
     choices_project(sycophant)  # the same target model now gives way to a stated opinion
-    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1")
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1")
     moved.assert_outcomes(passed=1, failed=1)
     moved.stdout.fnmatch_lines(
         ["*bias_stance (sycophancy) on 'choices': GIVES WAY (target tgt vs baselines release-v1;*"]
     )
-    run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
     assert "What moved most (shift s\\_q; the target's score minus release\\-v1's, worse first):" in pr
     assert "What moved most (lean b\\_q;" in pr
@@ -97,11 +99,11 @@ def test_impact(bias_result):
 """
 
 
-def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, lands_project, run_pytest):
+def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, lands_project, run_pytest_once):
     lands_project(samples=4)
     pytester.makepyfile(IMPACT)
-    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
-    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v", "--llmbias-json=run.json")
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(
         [
@@ -114,7 +116,7 @@ def test_the_impact_ratio_gate_against_a_release(pytester: pytest.Pytester, land
     release = gate["result"]["release"]
     assert release["against"] == "release-v1" and release["difference"] == 0 and not release["regressed"]
     lands_project(against("Dorvania"), samples=4)  # the same target model, now negative about one country
-    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
     moved.stdout.fnmatch_lines(
         [
@@ -255,15 +257,15 @@ def uneven_chooser(alias: str, topic: str, shown: list[str], trial: int) -> str:
     return str(shown.index("blue" if trial < blue_wins else "red") + 1)
 
 
-def test_the_preference_gate_against_a_release(pytester: pytest.Pytester, topics_project, run_pytest):
+def test_the_preference_gate_against_a_release(pytester: pytest.Pytester, topics_project, run_pytest_once):
     topics_project(uneven_chooser)
     pytester.makepyfile(PREFERENCE)
-    run_pytest(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
-    same = run_pytest(*OFFLINE, "--llmbias-against", "v1", "-v")
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    same = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "-v")
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(["*bias_preference on 'topics': BALANCED (target tgt vs baselines release-v1;*"])
     topics_project(blue_chooser)  # the same target model now always picks the blue article
-    moved = run_pytest(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
     moved.stdout.fnmatch_lines(["*bias_preference on 'topics': PREFERS BLUE (target tgt vs baselines release-v1;*"])
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")

@@ -24,6 +24,7 @@ error rate below α. At the last look a_K = b_K.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,12 +83,12 @@ class Boundaries:
 
 def spent(spending: str, alpha: float, t: float) -> float:
     """α(t): the error spent by information share ``t`` (0 < t ≤ 1) under ``spending``."""
-    from scipy import stats
+    from scipy.special import ndtr, ndtri
 
     if t <= 0:
         return 0.0
     if spending == "obrien-fleming":
-        return float(2.0 - 2.0 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / math.sqrt(t)))
+        return float(2.0 - 2.0 * ndtr(ndtri(1 - alpha / 2) / math.sqrt(t)))
     return float(alpha * math.log(1 + (math.e - 1) * min(t, 1.0)))
 
 
@@ -114,17 +115,16 @@ class _Path:
     def advance(self, t: float) -> None:
         """The density of S at information ``t``, before any boundary at ``t`` is applied."""
         import numpy as np
-        from scipy import stats
 
         dt = t - self.t
         centre, sd = self.theta * t, math.sqrt(t)
         lo, hi = centre - _REACH * sd, centre + _REACH * sd
         grid = np.linspace(lo, hi, int(2 * _REACH * _POINTS_PER_SD) + 1)
         if self.grid is None:
-            density = stats.norm.pdf(grid, loc=self.theta * t, scale=sd)
+            density = _phi((grid - centre) / sd) / sd
         else:
             step = math.sqrt(dt)
-            kernel = stats.norm.pdf((grid[:, None] - self.grid[None, :] - self.theta * dt) / step) / step
+            kernel = _phi((grid[:, None] - self.grid[None, :] - self.theta * dt) / step) / step
             density = np.trapezoid(kernel * self.density[None, :], self.grid, axis=1)
         self.t, self.grid, self.density = t, grid, density
 
@@ -165,6 +165,16 @@ class _Path:
         self.grid = grid
 
 
+def _phi(x: Any) -> Any:
+    """The standard normal density, elementwise."""
+    import numpy as np
+
+    return np.exp(-0.5 * x * x) / _ROOT_2PI
+
+
+_ROOT_2PI = math.sqrt(2 * math.pi)
+
+
 def _solve(f: object, target: float, lo: float = -10.0, hi: float = 12.0) -> float:
     """The z with f(z) = target for a decreasing f (bisection to 1e-7)."""
     for _ in range(80):
@@ -191,11 +201,19 @@ def sequential_boundaries(
     information shares ``information``, increasing to 1) spending ``alpha`` by ``spending``, and,
     with ``beta`` and ``drift`` (θ: the expected Z at the last look under the alternative),
     non-binding futility boundaries spending ``beta`` the same way. One look is the fixed test:
-    z = Φ⁻¹(1 − α). Raises :class:`StatisticsError` for a bad argument."""
-    from scipy import stats
-
+    z = Φ⁻¹(1 − α). Raises :class:`StatisticsError` for a bad argument. The same design asked again
+    is the same (frozen) result, computed once: a gate asks for its boundaries at every look."""
     _check(looks, alpha, spending)
     t = tuple(information) if information is not None else tuple((k + 1) / looks for k in range(looks))
+    return _boundaries(looks, alpha, spending, beta, drift, tuple(map(float, t)))
+
+
+@functools.lru_cache(maxsize=256)
+def _boundaries(
+    looks: int, alpha: float, spending: str, beta: float | None, drift: float | None, t: tuple[float, ...]
+) -> Boundaries:
+    from scipy.special import ndtr, ndtri
+
     # neighbouring looks' fractions (0 before the first): the longer tuple's last one is unpaired
     if len(t) != looks or any(b <= a for a, b in zip((0.0, *t), t, strict=False)) or abs(t[-1] - 1.0) > 1e-12:
         raise StatisticsError(f"information must increase to 1 over {looks} looks, got {t!r}")
@@ -206,7 +224,7 @@ def sequential_boundaries(
     for k, share in enumerate(t):
         null.advance(share)
         increment = cumulative[k] - (cumulative[k - 1] if k else 0.0)
-        z.append(float(stats.norm.ppf(1 - increment)) if k == 0 else _solve(null.tail, increment))
+        z.append(float(ndtri(1 - increment)) if k == 0 else _solve(null.tail, increment))
         null.cut(None, z[-1])
     futility = None
     if beta is not None or drift is not None:
@@ -223,7 +241,7 @@ def sequential_boundaries(
         information=t,
         spent=tuple(cumulative),
         z=tuple(z),
-        nominal=tuple(float(stats.norm.sf(b)) for b in z),
+        nominal=tuple(float(ndtr(-b)) for b in z),
         futility=futility,
         beta=beta,
         drift=drift,
