@@ -312,6 +312,43 @@ def test_a_line_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None
         read_snapshot(snap)
 
 
+def test_a_snapshot_is_checked_once_per_content(tmp_path: Path) -> None:
+    """The store remembers the digest of a file whose every key it checked: the same bytes are
+    read again with each line's key as written; other bytes (an edited line) are checked again."""
+    import hashlib
+
+    from pytest_llmbias.store.response_store import CHECKED_SNAPSHOTS
+
+    snap = tmp_path / "snap.jsonl"
+    one, two = call("one"), call("two")
+    write_snapshot(snap, [response(one), response(two)])
+    store = ResponseStore(tmp_path / "s", snapshots=[snap])
+    assert store.get(one.key) is not None
+    store.close()
+    checked = json.loads((tmp_path / "s" / CHECKED_SNAPSHOTS).read_text(encoding="utf-8"))
+    assert checked == [hashlib.sha256(snap.read_bytes()).hexdigest()]
+
+    again = ResponseStore(tmp_path / "s", snapshots=[snap])
+    got = again.get(two.key)
+    assert got is not None and got.call.key == two.key and got.text == response(two).text
+    again.close()
+
+    # a line whose key no longer matches its prompt: new bytes, so checked again, and refused
+    snap.write_text(snap.read_text(encoding="utf-8").replace('"content": "one"', '"content": "uno"'), encoding="utf-8")
+    edited = ResponseStore(tmp_path / "s", snapshots=[snap])
+    with pytest.raises(StoreError, match=r"snap\.jsonl:\d: the line's key does not match its request fields"):
+        edited.get(two.key)
+    edited.close()
+    # the same edited bytes, listed as checked (as a store that had checked them would list them),
+    # are read with the keys as written: what the list promises is that they were checked
+    (tmp_path / "s" / CHECKED_SNAPSHOTS).write_text(
+        json.dumps([hashlib.sha256(snap.read_bytes()).hexdigest()]), encoding="utf-8"
+    )
+    trusted = ResponseStore(tmp_path / "s", snapshots=[snap])
+    assert trusted.get(one.key) is not None
+    trusted.close()
+
+
 @pytest.mark.parametrize("mode", ["refresh", "off"])
 def test_snapshots_ignored_outside_use_mode(tmp_path: Path, mode: str) -> None:
     c = call()

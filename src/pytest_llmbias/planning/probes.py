@@ -198,6 +198,8 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     the store serve only what each model's current fingerprint allows. ``run`` runs a coroutine
     to its end. Offline: the histories read, nothing asked."""
     settings, store, run_id = session.settings, session.store, session.run_id
+    if settings.store.offline and not _any_history(session):
+        return []  # nothing known to say: the models probed (which tells every follow-up) are not worked out
     specs = probed_models(settings, session.planned, session.model, store)
     if settings.store.offline:
         out = []
@@ -231,6 +233,18 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
         }
     )
     return [fingerprint for fingerprint, _ in found]
+
+
+def _any_history(session: Any) -> bool:
+    """Whether the store holds a fingerprint history for any model the run could probe: those it
+    plans to ask, the roster's and the judges' (every follow-up asks one of these)."""
+    settings = session.settings
+    aliases = {*(p.alias for p in session.planned), *(s.alias for s in (*settings.roster, *settings.panel))}
+    for alias in aliases:
+        spec = session.model(alias)
+        if spec.recorded is None and session.store.read_meta(HISTORY_PREFIX + probe_calls(spec)[0].endpoint):
+            return True
+    return False
 
 
 def served_under(used: Iterable[tuple[Response, Mapping[str, Any]]]) -> dict[str, dict[str, int]]:

@@ -171,7 +171,11 @@ class Design:
         the fewest at which :func:`expected_power` is at least ``power``, the
         standard error shrinking as 1/√units, its degrees of freedom growing with the items, se_like
         in the same ratio to se (the baselines' spread, on their m − 1 degrees of freedom read back
-        from ``df_like``). More than ``units``; None when the design is sized."""
+        from ``df_like``). More than ``units``; None when the design is sized. Worked out once per
+        design and units (a report, a warning and a table all ask)."""
+        return _units_needed(self, units)
+
+    def _units_needed(self, units: int) -> int | None:
         if self.sized or self.se <= 0:
             return None
         rho, k = (self.se_like / self.se) ** 2 - 1, None  # the spread over se², its degrees of freedom
@@ -201,6 +205,11 @@ class Design:
             "false_alarm": self.false_alarm,
             "power_at_margin": self.power_at_margin,
         }
+
+
+@functools.lru_cache(maxsize=256)
+def _units_needed(design: Design, units: int) -> int | None:
+    return design._units_needed(units)
 
 
 def expected_power(

@@ -12,12 +12,14 @@ from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
-from pytest_llmbias.store.snapshot import SnapshotLayer, write_snapshot
+from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
     from pytest_llmbias.store.redis_store import RedisCache
 
 _PREFIX = "response:"
+#: the store's list of snapshot files already checked line by line (see CheckedSnapshots)
+CHECKED_SNAPSHOTS = "checked-snapshots.json"
 
 
 class ResponseStore:
@@ -81,7 +83,7 @@ class ResponseStore:
 
     def _snapshot_layer(self) -> dict[str, Response]:
         if self._snapshots is None:
-            layer = SnapshotLayer()
+            layer = SnapshotLayer(CheckedSnapshots(self.directory / CHECKED_SNAPSHOTS))
             for path in self._snapshot_paths:
                 layer.add(path)
             self._snapshots = layer.responses

@@ -3,11 +3,13 @@
 A line is a response record (see :meth:`pytest_llmbias.store.calls.Response.to_dict`) plus optional
 ``labels`` (alias, domain, question id) for the reader. The ``key`` of every line is recomputed from
 its request fields on reading; a line whose key does not match was edited by hand or written by an
-incompatible version, and is an error rather than a silent miss.
+incompatible version, and is an error rather than a silent miss. A run's store remembers the
+digests of the files it has checked (:class:`CheckedSnapshots`), so the same bytes are checked once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -24,28 +26,80 @@ def iter_snapshot(path: Path) -> Iterator[tuple[int, Response, dict[str, Any]]]:
     :class:`StoreError` naming the file and line of a line that is not UTF-8, not JSON, not a
     response record, or whose key does not match its request fields."""
     path = Path(path)
+    return _lines(path, _read(path), trusted=False)
+
+
+def _read(path: Path) -> bytes:
     try:
-        handle = path.open("rb")
+        return path.read_bytes()
     except OSError as exc:
         raise StoreError(f"snapshot {path} cannot be read: {exc}") from None
-    with handle:
-        for lineno, raw in enumerate(handle, 1):
+
+
+def _lines(path: Path, content: bytes, *, trusted: bool) -> Iterator[tuple[int, Response, dict[str, Any]]]:
+    """The records of ``content`` (the file ``path``). ``trusted``: these very bytes were checked
+    before, so each line's key is taken as written instead of recomputed from its request fields."""
+    for lineno, raw in enumerate(content.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+            if not line.strip():
+                continue
+            data = json.loads(line)
+            response = Response.from_dict(data, source=f"snapshot:{path.name}")
+            written = data.get("key")
+        except UnicodeDecodeError as exc:
+            raise StoreError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreError(f"{path}:{lineno}: not a response record ({type(exc).__name__}: {exc})") from None
+        if trusted and isinstance(written, str):
+            # the call's cached key, set as its cached property would (see ModelCall._build)
+            object.__setattr__(response.call, "key", written)
+        elif written not in (None, response.key):
+            raise StoreError(
+                f"{path}:{lineno}: the line's key does not match its request fields (edited by hand, "
+                "or written by an incompatible version); export the snapshot again"
+            )
+        yield lineno, response, dict(data.get("labels") or {})
+
+
+class CheckedSnapshots:
+    """The digests of snapshot files whose every line's key was checked, kept in ``path`` (a JSON
+    list, the last :attr:`KEPT`): the same bytes read again are not checked again. Nothing is
+    written where the folder does not exist; an unreadable or broken file counts as empty."""
+
+    KEPT = 32
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._digests: list[str] | None = None
+
+    def _load(self) -> list[str]:
+        if self._digests is None:
             try:
-                line = raw.decode("utf-8")
-                if not line.strip():
-                    continue
-                data = json.loads(line)
-                response = Response.from_dict(data, source=f"snapshot:{path.name}")
-            except UnicodeDecodeError as exc:
-                raise StoreError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise StoreError(f"{path}:{lineno}: not a response record ({type(exc).__name__}: {exc})") from None
-            if data.get("key") not in (None, response.key):
-                raise StoreError(
-                    f"{path}:{lineno}: the line's key does not match its request fields (edited by hand, "
-                    "or written by an incompatible version); export the snapshot again"
-                )
-            yield lineno, response, dict(data.get("labels") or {})
+                value = json.loads(self.path.read_text(encoding="utf-8"))
+                self._digests = [d for d in value if isinstance(d, str)] if isinstance(value, list) else []
+            except (OSError, ValueError):
+                self._digests = []
+        return self._digests
+
+    def __contains__(self, digest: str) -> bool:
+        return digest in self._load()
+
+    def add(self, digest: str) -> None:
+        digests = [d for d in self._load() if d != digest][-(self.KEPT - 1) :] + [digest]
+        self._digests = digests
+        if not self.path.parent.is_dir():
+            return
+        try:
+            fd, tmp = _create_temporary(self.path)
+        except OSError:  # a read-only folder: the file is checked again next time
+            return
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(digests, handle)
+            os.replace(tmp, self.path)
+        except OSError:  # a read-only folder: the file is checked again next time
+            Path(tmp).unlink(missing_ok=True)
 
 
 class SnapshotLayer:
@@ -56,13 +110,19 @@ class SnapshotLayer:
     :class:`StoreError` naming both lines.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, checked: CheckedSnapshots | None = None) -> None:
         self.responses: dict[str, Response] = {}
         self.labels: dict[str, dict[str, Any]] = {}
         self._where: dict[str, str] = {}
+        #: files already checked line by line (see :class:`CheckedSnapshots`), or None: check each
+        self.checked = checked
 
     def add(self, path: Path) -> SnapshotLayer:
-        for lineno, response, labels in iter_snapshot(path):
+        path = Path(path)
+        content = _read(path)
+        digest = hashlib.sha256(content).hexdigest() if self.checked is not None else ""
+        trusted = self.checked is not None and digest in self.checked
+        for lineno, response, labels in _lines(path, content, trusted=trusted):
             key, here = response.key, f"{path}:{lineno}"
             known = self.responses.get(key)
             if known is not None:
@@ -76,6 +136,8 @@ class SnapshotLayer:
             self._where[key] = here
             if labels:
                 self.labels[key] = labels
+        if self.checked is not None and not trusted:
+            self.checked.add(digest)
         return self
 
 
