@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
+from pytest_llmbias.plugin.garbage import fewer_collections  # standard library only
 from pytest_llmbias.plugin.reporting import ROW, SECTION, RunReports  # pytest only
 from pytest_llmbias.plugin.screen import RunTerminal  # pytest only
 
@@ -170,7 +171,8 @@ class _Plugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         try:
-            self._plan(session.items)
+            with fewer_collections():
+                self._plan(session.items)
         except pytest.UsageError as exc:
             if not self.is_worker:
                 raise
@@ -283,7 +285,8 @@ class _Plugin:
             name = self.gate_marker(item)
             assert name is not None
             # with --llmbias-suite-alpha: Holm's step-down over the session's one-look gates first
-            spec, result = self.suite.verdict((item, name), self._evaluate)
+            with fewer_collections():
+                spec, result = self.suite.verdict((item, name), self._evaluate)
             item.stash[SPEC_KEY][name], share = spec, self.suite.share((item, name))
             row, self.reports.record.gate_docs[item.nodeid] = gate_entry(
                 item.nodeid,
