@@ -25,6 +25,7 @@ from pytest_llmbias.config.settings import ModelSpec, Settings
 from pytest_llmbias.domains import Domain, load_domain
 from pytest_llmbias.errors import MissingResponsesError
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
+from pytest_llmbias.planning.garbage import fewer_collections
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.scoring.session_scorers import SessionScorers
@@ -306,6 +307,10 @@ class BiasSession:
         whichever runs first makes the calls and the others read them from the store."""
         if not self.pending:
             return None
+        with fewer_collections():
+            return self._collect_rounds()
+
+    def _collect_rounds(self) -> CollectionReport:
         report, done = self.collect(self.planned), len(self.planned)
         while True:  # the rounds of group-sequential gates: each asks its next batch while its verdict is open
             self.scorers.drain()

@@ -1,4 +1,4 @@
-"""While the plugin works, the youngest generation's threshold is raised; the thresholds are then
+"""While a run works, the youngest generation's threshold is raised; the thresholds are then
 as they were, an exception or not."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from pytest_llmbias.plugin.garbage import YOUNGEST, fewer_collections
+from pytest_llmbias.planning.garbage import YOUNGEST, fewer_collections
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
-from pytest_llmbias.plugin.garbage import fewer_collections  # standard library only
+from pytest_llmbias.planning.garbage import fewer_collections  # standard library only
 from pytest_llmbias.plugin.reporting import ROW, SECTION, RunReports  # pytest only
 from pytest_llmbias.plugin.screen import RunTerminal  # pytest only
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
-from pytest_llmbias.plugin.garbage import fewer_collections  # standard library only
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import Progress
@@ -50,8 +49,7 @@ class RunTerminal:
             shown = reporter.currentfspath if reporter is not None and self.config.get_verbosity() <= 0 else None
             if reporter is not None:
                 reporter.ensure_newline()
-            with fewer_collections():
-                report = self.plugin.session.ensure_collected()
+            report = self.plugin.session.ensure_collected()
             if report is not None and reporter is not None:
                 prefix = "\r" if self._tty(reporter) else ""
                 lines = collection_lines(

@@ -1,10 +1,11 @@
-"""Fewer garbage collections while the plugin plans, collects and decides.
+"""Fewer garbage collections while a run plans, collects and decides.
 
 A run builds many thousands of objects that live to its end at once (every stored answer, its
 call, the gates' tables). At CPython's default thresholds a collection starts every 700 new
 container objects, and every 70,000 or so a full one walks every object of the process, the test
 dependencies' (torch's, numpy's) included: about 0.3-0.5 s of the warm example suite's 2-3 s, for
-no garbage found. While the plugin works, the first generation's threshold is raised; the
+no garbage found. While the run works (:meth:`~pytest_llmbias.session.BiasSession.ensure_collected`,
+and the plugin's planning and verdicts), the youngest generation's threshold is raised; the
 thresholds are restored as they were when it is done, so the tests themselves run under their own.
 """
 
@@ -14,7 +15,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-#: new container objects between two collections of the youngest generation while the plugin works
+#: new container objects between two collections of the youngest generation while the run works
 YOUNGEST = 100_000
 
 
