@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
-from pytest_llmbias.planning.garbage import fewer_collections  # standard library only
 from pytest_llmbias.plugin.reporting import ROW, SECTION, RunReports  # pytest only
 from pytest_llmbias.plugin.screen import RunTerminal  # pytest only
 
@@ -171,8 +170,7 @@ class _Plugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         try:
-            with fewer_collections():
-                self._plan(session.items)
+            self._plan(session.items)
         except pytest.UsageError as exc:
             if not self.is_worker:
                 raise
@@ -186,6 +184,12 @@ class _Plugin:
         marked = self.marked(items)
         if not marked:
             return
+        from pytest_llmbias.planning.garbage import fewer_collections
+
+        with fewer_collections():
+            self._plan_marked(items, marked)
+
+    def _plan_marked(self, items: list[pytest.Item], marked: list[tuple[pytest.Item, str, pytest.Mark]]) -> None:
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
         from pytest_llmbias.spending import check_spending
@@ -285,6 +289,8 @@ class _Plugin:
             name = self.gate_marker(item)
             assert name is not None
             # with --llmbias-suite-alpha: Holm's step-down over the session's one-look gates first
+            from pytest_llmbias.planning.garbage import fewer_collections
+
             with fewer_collections():
                 spec, result = self.suite.verdict((item, name), self._evaluate)
             item.stash[SPEC_KEY][name], share = spec, self.suite.share((item, name))
