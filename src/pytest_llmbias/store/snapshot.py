@@ -91,15 +91,9 @@ class CheckedSnapshots:
         if not self.path.parent.is_dir():
             return
         try:
-            fd, tmp = _create_temporary(self.path)
+            _write_atomically(self.path, [json.dumps(digests)])
         except OSError:  # a read-only folder: the file is checked again next time
-            return
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(digests, handle)
-            os.replace(tmp, self.path)
-        except OSError:  # a read-only folder: the file is checked again next time
-            Path(tmp).unlink(missing_ok=True)
+            pass
 
 
 class SnapshotLayer:
@@ -170,16 +164,21 @@ def write_snapshot(
     rows.sort(key=order)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n" for record in rows))
+    return len(rows)
+
+
+def _write_atomically(path: Path, chunks: Iterable[str]) -> None:
+    """Write ``chunks`` to a new file beside ``path``, then put it in ``path``'s place: a reader
+    sees the old file or the new one, never part of one. The new file is removed on any failure."""
     fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for record in rows:
-                handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            handle.writelines(chunks)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return len(rows)
 
 
 def _create_temporary(path: Path) -> tuple[int, str]:
