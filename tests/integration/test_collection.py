@@ -64,8 +64,14 @@ def prompt_of(request) -> str:
 
 
 def stored_count(store_dir: Path) -> int:
+    """The answers in the store's database, once the journals of dead runs are written to it."""
     import diskcache
 
+    from pytest_llmbias.store.disk import DiskCache
+
+    store = DiskCache(store_dir / "responses")
+    store.recover()
+    store.close()
     with diskcache.Cache(str(store_dir / "responses")) as cache:
         return sum(1 for k in cache.iterkeys() if str(k).startswith("response:"))
 
@@ -305,6 +311,7 @@ def test_killed_collection_resumes_with_only_the_missing_calls(pytester, write_c
         time.sleep(0.5)  # requests in flight at the kill reach the server before n0 is read
         n0 = server.count()
         assert 10 <= n0 < 30
+        assert list((pytester.path / ".llmbias" / "responses").glob("journal-*.log"))  # the killed run's
         stored = stored_count(pytester.path / ".llmbias")
         assert stored >= n0 - 5  # at most `concurrency` calls were sent but not stored
 

@@ -1,6 +1,7 @@
 """Run planned calls: store first, then concurrent, bounded, retried model calls, pipelined.
 
-Every response is written to the store the moment it arrives, so an interrupted batch resumes
+Every response is written to the store the moment it arrives (to the store's journal, and to its
+database a batch at a time: :mod:`pytest_llmbias.store.journal`), so an interrupted batch resumes
 with only the missing calls. Failed calls are reported, never stored.
 
 A planned call may carry *follow-ups*: functions that, given the call's response, return further
@@ -19,15 +20,17 @@ import dataclasses
 import hashlib
 import heapq
 import os
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_llmbias.errors import ConfigError, ProviderError, StoreError
+from pytest_llmbias.planning.progress import CollectionReport, Progress, merge_worker_reports
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.response_store import ResponseStore
+
+__all__ = ["CollectionReport", "Progress", "merge_worker_reports"]  # imported from here too
 
 
 class Client(Protocol):
@@ -130,122 +133,10 @@ def expected_follow_ups(planned: Iterable[PlannedCall], get: Callable[[str], Res
     return out
 
 
-@dataclass
-class Progress:
-    """Live counts during a batch (passed to the progress callback)."""
-
-    total: int
-    done: int = 0
-    from_store: int = 0
-    #: the calls the batch is expected to make in all, its follow-ups told in advance (see
-    #: :func:`expected_follow_ups`; optional ones left out); ``total`` counts those known so far
-    expected: int = 0
-    fetched: int = 0
-    errors: int = 0
-    missing: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-    @property
-    def calls_per_s(self) -> float:
-        return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
-
-    @property
-    def shown_total(self) -> int:
-        """The calls to count towards: those expected in all, or more once calls told by no
-        follow-up in advance are added (a rating's re-ask, a benchmark's next batch)."""
-        return max(self.total, self.expected)
-
-    def line(self, note: str | None = None) -> str:
-        """The live progress line, with ``note`` (a backed-off rate limit, say) after it."""
-        missing = f", {self.missing} missing" if self.missing else ""
-        line = (
-            f"llmbias: {self.done}/{self.shown_total} calls ({self.from_store} from store, {self.fetched} fetched, "
-            f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s"
-        )
-        return f"{line}; {note}" if note else line
-
-
-@dataclass(frozen=True)
-class CollectionReport:
-    """What a batch did. ``errors`` and ``missing`` hold the keys that have no response."""
-
-    total: int
-    from_store: int
-    fetched: int
-    errors: Mapping[str, str]
-    missing: tuple[str, ...]
-    elapsed_s: float
-    #: of ``total``, the calls asked after the first look (a gate whose verdict was still open asked them)
-    later: int = 0
-
-    @property
-    def calls_per_s(self) -> float:
-        return self.fetched / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "from_store": self.from_store,
-            "fetched": self.fetched,
-            "errors": dict(self.errors),
-            "missing": list(self.missing),
-            "elapsed_s": self.elapsed_s,
-            "calls_per_s": self.calls_per_s,
-            "later": self.later,
-        }
-
-    def merged(self, later: CollectionReport) -> CollectionReport:
-        """This batch and a ``later`` one of the same process (a group-sequential gate's next batch)."""
-        return CollectionReport(
-            total=self.total + later.total,
-            from_store=self.from_store + later.from_store,
-            fetched=self.fetched + later.fetched,
-            errors={**self.errors, **later.errors},
-            missing=tuple(dict.fromkeys((*self.missing, *later.missing))),
-            elapsed_s=self.elapsed_s + later.elapsed_s,
-            later=self.later + later.total,
-        )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CollectionReport:
-        return cls(
-            total=int(data["total"]),
-            from_store=int(data["from_store"]),
-            fetched=int(data["fetched"]),
-            errors=dict(data["errors"]),
-            missing=tuple(data["missing"]),
-            elapsed_s=float(data["elapsed_s"]),
-            later=int(data.get("later", 0)),
-        )
-
-
-def merge_worker_reports(reports: Sequence[CollectionReport]) -> CollectionReport:
-    """One report for a session whose pytest-xdist workers each ran the same plan on a shared
-    store: the calls of the plan (the largest worker total), every call any worker made, every
-    error and miss once, and the longest collection time. The rest came from the store."""
-    if not reports:
-        return CollectionReport(total=0, from_store=0, fetched=0, errors={}, missing=(), elapsed_s=0.0)
-    total = max(r.total for r in reports)
-    fetched = sum(r.fetched for r in reports)
-    errors = {k: v for r in reports for k, v in r.errors.items()}
-    missing = tuple(dict.fromkeys(k for r in reports for k in r.missing))
-    return CollectionReport(
-        total=total,
-        from_store=max(0, total - fetched - len(errors) - len(missing)),
-        fetched=fetched,
-        errors=errors,
-        missing=missing,
-        elapsed_s=max(r.elapsed_s for r in reports),
-        later=max(r.later for r in reports),
-    )
-
-
 #: how often a process looks for the answers of calls another process has claimed, in seconds
 WAIT_POLL_S = 0.25
+#: turns of the event loop the gate's calls are given to be sent before the collection's
+GATE_TURNS = 10
 
 
 @dataclass(frozen=True)
@@ -292,6 +183,7 @@ async def collect(
     offline: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
     claim_ttl: float = 120.0,
+    gate: Awaitable[object] | None = None,
 ) -> CollectionReport:
     """Make sure every planned call, and every call its follow-ups lead to, has a response in
     ``store`` (or a recorded error).
@@ -309,14 +201,31 @@ async def collect(
     claim lapses (``claim_ttl`` seconds without its holder's heartbeat), the call is claimed and
     made here. A store lost mid-run stops new calls; the calls in flight finish (their answers go
     to the spool), and the :class:`~pytest_llmbias.errors.StoreError` is raised at the end.
+
+    ``gate`` (the fingerprint probes: :func:`~pytest_llmbias.planning.probes.fingerprint_probes`)
+    runs beside the calls: until it ends, no stored answer is served and no new answer is stored.
+    The calls the store holds nothing of are made meanwhile, each answer held (its call's place
+    too) until the gate ends; the calls it holds an answer of wait, then are served or made as the
+    store then says. When the gate raises, no further call is made, the answers held are dropped
+    and its exception is raised.
     """
     unique = deduplicate(planned)
-    # what the store holds of the plan, read in batches; a call found absent is not read again one by one
-    found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
-    absent = {key for key in unique if key not in found}
+    opening = asyncio.ensure_future(gate) if gate is not None else None
+    gate_open = asyncio.Event()
+    gate_error: list[BaseException] = []
+    deferred: list[tuple[PlannedCall, int]] = []  # waiting for the gate: their stored answers may be refused
+    if opening is None:
+        gate_open.set()
+        held: set[str] = set()
+        # what the store holds of the plan, read in batches; a call found absent is not read again one by one
+        found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
+        absent = {key for key in unique if key not in found}
+    else:
+        held = store.may_serve(list(unique))
+        absent = {key for key in unique if key not in held}
 
     def get(key: str) -> Response | None:
-        return None if key in absent else store.get(key)
+        return None if key in absent or key in held else store.get(key)
 
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
@@ -351,6 +260,9 @@ async def collect(
 
     def submit(item: PlannedCall, level: int = 0) -> None:
         key = item.call.key
+        if key in held:
+            deferred.append((item, level))
+            return
         known = seen.get(key)
         if known is not None:
             new = tuple(f for f in item.then if f not in known.then)
@@ -393,7 +305,7 @@ async def collect(
                 waiting[key] = None
                 return
             mine.add(key)
-            stored = store.get(key)  # answered between our look and our claim
+            stored = store.get(key) if gate_open.is_set() else None  # answered between our look and our claim
             if stored is not None:
                 team.release(key, owner)
                 mine.discard(key)
@@ -408,10 +320,15 @@ async def collect(
             response = None
         else:
             response = fetched
-            try:
-                store.put(fetched)
-            finally:
-                progress.fetched += 1
+            if not gate_open.is_set():  # stored only under its model's fingerprint, once the probes tell it
+                await gate_open.wait()
+            if gate_error:
+                response = None  # no fingerprint to store it under: dropped
+            else:
+                try:
+                    store.put(fetched, later=True)
+                finally:
+                    progress.fetched += 1
         if key in mine:
             mine.discard(key)
             team.release(key, owner)  # type: ignore[union-attr]
@@ -435,6 +352,24 @@ async def collect(
                 del waiting[key]
                 heapq.heappush(queue, (-depth[key], len(seen), key))
 
+    async def open_gate() -> None:
+        """Once the gate ends: read the held calls' stored answers (in batches) and submit them."""
+        assert opening is not None
+        try:
+            await opening
+            keys = [item.call.key for item, _ in deferred]
+            served = store.fetch_many(keys, {item.call.key: item.call for item, _ in deferred})
+            absent.update(k for k in keys if k not in served)
+            held.clear()
+            for item, level in deferred:
+                submit(item, level)
+            deferred.clear()
+        except Exception as exc:  # a failed probe, or the store lost while reading
+            gate_error.append(exc)
+        finally:
+            gate_open.set()
+            wake.set()
+
     async def heartbeat() -> None:
         while True:
             await asyncio.sleep(max(0.2, claim_ttl / 3))
@@ -451,8 +386,8 @@ async def collect(
     async def worker() -> None:
         nonlocal in_flight, looking
         while True:
-            while not queue or stopped:
-                if stopped or (in_flight == 0 and not waiting):
+            while not queue or stopped or gate_error:
+                if stopped or gate_error or (in_flight == 0 and not waiting and gate_open.is_set()):
                     wake.set()  # nothing queued, nothing in flight or set aside: let every worker finish
                     return
                 if waiting and not looking:
@@ -481,13 +416,26 @@ async def collect(
         submit(item)
     if on_progress:
         on_progress(progress)
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) or 1)))]
-    beat = asyncio.ensure_future(heartbeat()) if team is not None else None
+    if opening is not None:
+        # the gate's own calls first: a few turns of the loop hand the probes (nested in a few
+        # gathers) to the transport before any worker starts
+        for _ in range(GATE_TURNS):
+            await asyncio.sleep(0)
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) + len(deferred))))]
+    helpers = [asyncio.ensure_future(heartbeat())] if team is not None else []
+    if opening is not None:
+        helpers.append(asyncio.ensure_future(open_gate()))
     try:
         await asyncio.gather(*workers)
     finally:
-        for task in workers if beat is None else [*workers, beat]:
+        for task in [*workers, *helpers] if opening is None or opening.done() else [*workers, *helpers, opening]:
             task.cancel()
+        try:
+            store.flush()  # the journal's last answers, into the database before the lock is let go
+        except StoreError as exc:
+            stopped.append(exc)
+    if gate_error:
+        raise gate_error[0]
     if stopped:
         raise stopped[0]
     return CollectionReport(

@@ -2,7 +2,8 @@
 
 ``Cache`` (not ``FanoutCache``, which drops writes silently on timeout) is safe across processes,
 so pytest-xdist workers share one store. Eviction is off: a bias store must never forget a response
-on its own.
+on its own. A collection's answers go through the store's journal (:mod:`pytest_llmbias.store.journal`):
+on disk as each arrives, in the database a batch at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import StoreError
+from pytest_llmbias.store import journal
 
 
 def reset_hint(directory: Path) -> str:
@@ -40,6 +42,15 @@ def open_cache(directory: Path, *, timeout: float, label: str = "store") -> Any:
 _DB = "cache.db"
 #: keys read by one query of :meth:`DiskCache.get_many` (well under SQLite's limit on parameters)
 _BATCH = 500
+#: answers kept in the journal are written to the database once this many wait ...
+WRITE_BATCH = 64
+#: ... or once the first of them has waited this many seconds (told at the next answer; a
+#: collection writes what is left when it ends)
+WRITE_WINDOW_S = 0.25
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class DiskCache:
@@ -58,6 +69,9 @@ class DiskCache:
         self._cache: Any = None
         self._absent = False
         self.notices: list[str] = []
+        self._journal = journal.Journal(self.directory) if journal.available() else None
+        self._pending: dict[str, str] = {}  # in the journal, not yet in the database
+        self._since = 0.0
 
     def _open(self) -> Any:
         if self._cache is None and not self._absent:
@@ -73,19 +87,44 @@ class DiskCache:
                 self._absent = True
                 return None
             self._cache = open_cache(self.directory, timeout=self._timeout)
+            self.recover()
         return self._cache
 
+    def recover(self) -> int:
+        """Write to the database the answers in the journals of processes that died before they
+        did (see :mod:`pytest_llmbias.store.journal`); an answer the database holds already is
+        kept. Returns how many were recovered. Read-only (offline), a store that cannot be written
+        keeps its journals for the next writer."""
+        cache = self._open()
+        if cache is None:
+            return 0
+
+        def write(entries: Sequence[tuple[str, str]]) -> None:
+            with cache.transact():
+                for key, text in entries:
+                    cache.add(key, text)
+
+        try:
+            return journal.replay(self.directory, write)
+        except Exception as exc:
+            if not self._create:
+                return 0
+            raise StoreError(
+                f"the store at {self.directory} cannot take in the answers of an interrupted run "
+                f"({type(exc).__name__}: {exc}). " + reset_hint(self.directory)
+            ) from None
+
     def get(self, key: str) -> Any | None:
+        kept = self._pending.get(key)
+        if kept is not None:
+            return self._decode(key, kept)
         cache = self._open()
         if cache is None:
             return None
         try:
             raw = cache.get(key)
         except Exception as exc:
-            raise StoreError(
-                f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). "
-                + reset_hint(self.directory)
-            ) from None
+            raise self._unreadable(exc) from None
         if raw is None:
             return None
         return self._decode(key, raw)
@@ -96,10 +135,35 @@ class DiskCache:
         cache = self._open()
         if cache is None or not keys:
             return {}
+        pending = self._pending  # the same dictionary throughout, whatever another thread flushes
+        kept = {k: self._decode(k, pending[k]) for k in keys if k in pending} if pending else {}
         try:
-            return self._select_many(cache, keys)
+            return {**self._select_many(cache, keys), **kept}
         except (AttributeError, TypeError):  # diskcache without the internals read here: key by key
             return {k: v for k in keys if (v := self.get(k)) is not None}
+
+    def has_many(self, keys: Sequence[str]) -> set[str]:
+        """Those ``keys`` that are stored, read in a few queries of the keys alone (no value read)."""
+        cache = self._open()
+        if cache is None or not keys:
+            return set()
+        sql = getattr(cache, "_sql", None)
+        if sql is None:  # diskcache without the internals read here
+            return set(self.get_many(keys))
+        out = {k for k in keys if k in self._pending} if self._pending else set()
+        for start in range(0, len(keys), _BATCH):
+            chunk = [k for k in keys[start : start + _BATCH] if type(k) is str]
+            query = f"SELECT key FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
+            try:
+                out.update(key for (key,) in sql(query, chunk).fetchall())
+            except Exception as exc:
+                raise self._unreadable(exc) from None
+        return out
+
+    def _unreadable(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). " + reset_hint(self.directory)
+        )
 
     def _select_many(self, cache: Any, keys: Sequence[str]) -> dict[str, Any]:
         # diskcache's own read (Cache.get) without its per-key query: string keys are stored raw,
@@ -117,10 +181,7 @@ class DiskCache:
             try:
                 rows = cache._sql(query, (*chunk, time.time())).fetchall()
             except Exception as exc:
-                raise StoreError(
-                    f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). "
-                    + reset_hint(self.directory)
-                ) from None
+                raise self._unreadable(exc) from None
             for key, mode, filename, value in rows:
                 try:
                     raw = cache._disk.fetch(mode, filename, value, False)
@@ -142,13 +203,57 @@ class DiskCache:
         if not self._create:
             raise StoreError(f"the store at {self.directory} was opened read-only (offline mode)")
         cache = self._open()
+        text = _encode(value)
+        self._pending.pop(key, None)
         try:
-            cache.set(key, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+            cache.set(key, text)
         except Exception as exc:
-            raise StoreError(
-                f"the store at {self.directory} cannot be written ({type(exc).__name__}: {exc}). "
-                + reset_hint(self.directory)
-            ) from None
+            raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"the store at {self.directory} cannot be written ({type(exc).__name__}: {exc}). "
+            + reset_hint(self.directory)
+        )
+
+    def set_later(self, key: str, value: Any) -> None:
+        """Write ``value`` under ``key`` to this process's journal now, and to the database with
+        the next batch (:data:`WRITE_BATCH` answers, or :data:`WRITE_WINDOW_S` seconds, or
+        :meth:`flush`). Read back at once by this process; by others once written in a batch.
+        Without a journal (see :func:`journal.available`), to the database at once."""
+        if self._journal is None:
+            self.set(key, value)
+            return
+        if not self._create:
+            raise StoreError(f"the store at {self.directory} was opened read-only (offline mode)")
+        self._open()
+        text = _encode(value)
+        try:
+            self._journal.append(key, text)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        if not self._pending:
+            self._since = time.monotonic()
+        self._pending[key] = text
+        if len(self._pending) >= WRITE_BATCH or time.monotonic() - self._since >= WRITE_WINDOW_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the answers kept in the journal to the database, in one transaction, and empty
+        the journal. On failure they stay in the journal (a later writer recovers them)."""
+        if not self._pending:
+            return
+        cache = self._open()
+        pending = self._pending
+        try:
+            with cache.transact():
+                for key, text in pending.items():
+                    cache.set(key, text)
+        except Exception as exc:
+            raise self._unwritable(exc) from None
+        self._pending = {}
+        assert self._journal is not None
+        self._journal.clear()
 
     def release_thread(self) -> None:
         """Close the calling thread's connection. diskcache opens one per thread and ``close``
@@ -159,6 +264,19 @@ class DiskCache:
             self._cache.close()
 
     def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
+        """Write what the journal keeps, delete the journal, close the database. Where the write
+        fails the journal is kept for the next writer, and the error raised."""
+        try:
+            self.flush()
+        except StoreError:
+            if self._journal is not None:
+                self._journal.path = None  # not deleted: its answers are not in the database
+                self._journal.close()
+            self._pending = {}
+            raise
+        finally:
+            if self._cache is not None:
+                self._cache.close()
+                self._cache = None
+        if self._journal is not None:
+            self._journal.close()

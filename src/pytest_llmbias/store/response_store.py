@@ -155,6 +155,25 @@ class ResponseStore:
             self._used[key] = response
         return out
 
+    def may_serve(self, keys: Sequence[str]) -> set[str]:
+        """Those ``keys`` this store holds an answer of that :meth:`get` could serve, whatever the
+        answer's fingerprint (which :meth:`serve_fingerprints` may yet refuse). Counts nothing as used."""
+        out = {k for k in keys if k in self._memory}
+        rest = [k for k in keys if k not in out]
+        if rest and isinstance(self._disk, DiskCache) and self.mode == "use":  # the keys alone, no answer read
+            out.update(k[len(_PREFIX) :] for k in self._disk.has_many([_PREFIX + k for k in rest]))
+        elif rest and self._disk is not None and (self.mode == "use" or (self.mode == "refresh" and self.run_id)):
+            found = self._disk.get_many([_PREFIX + k for k in rest])
+            out.update(
+                k[len(_PREFIX) :]
+                for k, data in found.items()
+                if self.mode == "use" or (isinstance(data, dict) and data.get("run") == self.run_id)
+            )
+        if rest and self.mode == "use" and self._snapshot_paths:
+            layer = self._snapshot_layer()
+            out.update(k for k in rest if k in layer)
+        return out
+
     def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
         assert self._disk is not None
         data = self._disk.get(_PREFIX + key)
@@ -207,8 +226,10 @@ class ResponseStore:
         object.__setattr__(response.call, "key", key)
         return response
 
-    def put(self, response: Response) -> None:
-        """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now."""
+    def put(self, response: Response, *, later: bool = False) -> None:
+        """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now.
+        ``later`` (a collection's answers): to the disk store's journal now and to its database
+        with the next batch (see :mod:`pytest_llmbias.store.journal`); :meth:`flush` writes the rest."""
         if not isinstance(response, Response):
             raise TypeError("only responses are stored")
         serving = self._serving.get(response.call.endpoint) if self._serving else None
@@ -218,9 +239,17 @@ class ResponseStore:
             record = response.to_dict()
             if self.run_id:
                 record["run"] = self.run_id
-            self._disk.set(_PREFIX + response.key, record)
+            if later and isinstance(self._disk, DiskCache):
+                self._disk.set_later(_PREFIX + response.key, record)
+            else:
+                self._disk.set(_PREFIX + response.key, record)
         self._memory[response.key] = response
         self._used[response.key] = response
+
+    def flush(self) -> None:
+        """Write to the database the answers :meth:`put` kept in the journal (see ``later``)."""
+        if isinstance(self._disk, DiskCache):
+            self._disk.flush()
 
     def label(self, key: str, **labels: Any) -> None:
         """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
