@@ -40,8 +40,18 @@ PERSONAS = {
 
 
 def _project(
-    pytester: pytest.Pytester, server: SmolLMServer, test: str, *, transport: str = "auto", max_tokens: int = 40
+    pytester: pytest.Pytester,
+    server: SmolLMServer,
+    test: str,
+    *,
+    transport: str = "auto",
+    max_tokens: int = 40,
+    fingerprint: bool = False,
 ) -> None:
+    """The project: the three personas and the judge on ``server``. The fingerprint probes are
+    asked only where ``fingerprint`` (the collection test's: a gate's test is about its gate, and
+    each probe costs a batch of the CPU-bound model)."""
+
     def model(alias: str) -> dict:
         return {
             "model": f"openai/{MODEL_NAME}",
@@ -61,10 +71,13 @@ def _project(
             "alias": "judge",
             "api_base": server.base_url,
             "transport": transport,
-            "params": {"temperature": 1.0},
+            # the score is the JSON object's first value, decoded before its explanation: 24 tokens
+            # hold the object, the server closing the explanation as the budget runs out (the
+            # judge's default 400 would let every rating ramble on, on a CPU-bound model)
+            "params": {"temperature": 1.0, "max_tokens": 24},
         },
         "generation": {"temperature": 0.7, "max_tokens": max_tokens, "samples": 1, "seed": 0},
-        "collection": {"concurrency": 8, "timeout": 300, "retries": 1},
+        "collection": {"concurrency": 8, "timeout": 300, "retries": 1, "fingerprint": fingerprint},
         "report": {"json": "out/run.json"},
         # 5 second draws of the judge (20 by default): enough to measure it, on a CPU-bound model
         "judging": {"retest": 5},
@@ -74,7 +87,9 @@ def _project(
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*QUIET, "-rA", *args, timeout=600)
+    """pytest on the project, in this process: the model is reached over HTTP either way, and a
+    subprocess would pay pytest's and the plugin's imports on every run."""
+    return pytester.runpytest_inprocess(*QUIET, "-rA", *args)
 
 
 def _gates(pytester: pytest.Pytester) -> list[dict]:
@@ -102,7 +117,7 @@ def test_answers(bias_responses):
 
 @TRANSPORTS
 def test_real_answers_are_collected_stored_and_replayed(pytester, smollm, transport):
-    _project(pytester, smollm, RESPONSES, transport=transport)
+    _project(pytester, smollm, RESPONSES, transport=transport, fingerprint=True)
     started = time.perf_counter()
     result = _run(pytester)
     result.assert_outcomes(passed=1)
