@@ -1,6 +1,7 @@
 """The team store end to end: several pytest processes, each in its own project folder (as on its
 own CI machine), on one real ``redis-server`` (``tests/redis_server.py``) and the scripted local
-server, which counts every request it receives. Nothing stands in for Redis.
+server, which counts every request it receives. Nothing stands in for Redis. A machine whose run
+alone is checked (a fresh machine, the run after a failure) runs in the test's own process.
 
 Each distinct call is made once across processes; a killed claimant's calls are taken over; a
 Redis lost mid-run stops the run without losing an answer, and the next run pays nothing twice; a
@@ -90,6 +91,17 @@ def start(folder: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     )
 
 
+def run_here(pytester: pytest.Pytester, folder: Path, *args: str) -> str:
+    """A run in this process, in ``folder``, and what it printed (stdout, then stderr, as a
+    subprocess's screen): for a machine whose run alone is what a test checks (a fresh machine, the
+    run after a failure), where a subprocess would only add Python's start and the plugin's imports.
+    Machines that run side by side, or are killed or stopped, are processes (:func:`start`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        result = pytester.runpytest_inprocess(*QUIET, "-p", "no:randomly", *args)
+    return "\n".join([*result.outlines, *result.errlines])
+
+
 def start_and_wait(folder: Path, server: OpenAIServer, *, requests: int) -> subprocess.Popen[str]:
     """A run started, once the server has received ``requests`` of its calls."""
     run = start(folder)
@@ -119,7 +131,7 @@ def stored(url: str) -> int:
 
 
 @pytest.mark.parametrize("machines", [2, 4])
-def test_several_machines_on_one_redis_make_each_call_once(tmp_path, redis_server, machines):
+def test_several_machines_on_one_redis_make_each_call_once(tmp_path, pytester, redis_server, machines):
     with OpenAIServer(latency=0.3) as server:
         folders = [project(tmp_path / f"m{i}", server, redis_server.url) for i in range(machines)]
         outputs = [finish(p) for p in [start(f) for f in folders]]
@@ -138,11 +150,11 @@ def test_several_machines_on_one_redis_make_each_call_once(tmp_path, redis_serve
         # nothing was written to a local response store: the team store is the store
         assert not any((f / ".llmbias" / "responses").exists() for f in folders)
         # a re-run on a fresh machine makes no call
-        again = finish(start(project(tmp_path / "fresh", server, redis_server.url)))
+        again = run_here(pytester, project(tmp_path / "fresh", server, redis_server.url))
         assert "llmbias: 30 calls: 30 from store, 0 fetched" in again and server.count() == 30
 
 
-def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_path, redis_server):
+def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_path, pytester, redis_server):
     with OpenAIServer(latency=2.0) as server:
         first = start(project(tmp_path / "a", server, redis_server.url, lock_timeout=3))
         try:
@@ -160,7 +172,10 @@ def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_pat
         assert in_flight_at_kill >= 1
         answered_before = {key for key, n in asked(server).items()}
         took_over = time.monotonic()
-        out = finish(start(project(tmp_path / "b", server, redis_server.url, lock_timeout=3)))
+        # the machine taking over asks all it may at once: the rest at once, the dead claims'
+        # calls once they lapse (at least 2 s after the kill: their last renewal was at most
+        # 1 s before it), each then answered after the server's 2 s
+        out = run_here(pytester, project(tmp_path / "b", server, redis_server.url, lock_timeout=3, concurrency=30))
         assert " 1 passed" in out, out[-3000:]
         assert time.monotonic() - took_over >= 2.5  # it waited for the dead claims to lapse
         counts = asked(server)
@@ -171,7 +186,7 @@ def test_a_killed_claimant_s_calls_are_taken_over_and_none_is_paid_twice(tmp_pat
         assert max(counts.values()) == 2
 
 
-def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twice(tmp_path, redis_server):
+def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twice(tmp_path, pytester, redis_server):
     with OpenAIServer(latency=0.5) as server:
         folder = project(tmp_path / "a", server, redis_server.url)
         run = start_and_wait(folder, server, requests=6)
@@ -183,14 +198,15 @@ def test_redis_lost_mid_run_keeps_every_answer_and_the_next_run_pays_nothing_twi
         before = server.count()
         kept = stored(redis_server.url)
         assert kept < before  # some answers arrived after the loss: they are in the spool, not in Redis
-        out = finish(start(folder))
+        server.latency = 0.0  # the rest at once
+        out = run_here(pytester, folder)
         assert " 1 passed" in out, out[-3000:]
         assert f"uploaded {before - kept} answer(s) kept in" in out
         counts = asked(server)
         assert len(counts) == 30 and set(counts.values()) == {1}, "an answer received before the loss was bought again"
 
 
-def test_redis_restarted_mid_run_loses_nothing_and_pays_nothing_twice(tmp_path, redis_server):
+def test_redis_restarted_mid_run_loses_nothing_and_pays_nothing_twice(tmp_path, pytester, redis_server):
     with OpenAIServer(latency=0.5) as server:
         folder = project(tmp_path / "a", server, redis_server.url)
         run = start_and_wait(folder, server, requests=6)
@@ -199,7 +215,8 @@ def test_redis_restarted_mid_run_loses_nothing_and_pays_nothing_twice(tmp_path, 
         # the client reconnects within its retries, or the run stops and keeps the answers in flight
         assert " 1 passed" in out or "stopped answering" in out, out[-3000:]
         assert "Traceback" not in out
-        out = finish(start(folder))
+        server.latency = 0.0  # the rest at once
+        out = run_here(pytester, folder)
         assert " 1 passed" in out, out[-3000:]
         counts = asked(server)
         assert len(counts) == 30 and set(counts.values()) == {1}
@@ -257,17 +274,17 @@ def test_a_429_seen_by_one_process_backs_off_every_process(tmp_path, redis_serve
         assert min(b_target) >= wait - 0.5, sorted(b_target)  # ... and held its target's calls until A's wait was out
 
 
-def test_an_unreachable_redis_is_one_error_naming_the_url_with_its_password_masked(tmp_path):
+def test_an_unreachable_redis_is_one_error_naming_the_url_with_its_password_masked(tmp_path, pytester):
     with OpenAIServer(latency=0.0) as server:
         url = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"
-        out = finish(start(project(tmp_path / "a", server, url)))
+        out = run_here(pytester, project(tmp_path / "a", server, url))
         assert "ERROR: pytest-llmbias: the Redis store at redis://***@127.0.0.1:" in out, out[-3000:]
         assert "cannot be reached" in out and "is the server running" in out
         assert "hunter2-secret" not in out and "Traceback" not in out
         assert server.count() == 0
 
 
-def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_path, redis_server):
+def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_path, pytester, redis_server):
     client = redis_server.client()
     client.set("filler", "x" * 65536)
     client.config_set("maxmemory-policy", "noeviction")
@@ -275,14 +292,15 @@ def test_a_full_redis_is_an_error_naming_maxmemory_and_the_answer_is_kept(tmp_pa
     client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) - 32768))
     client.close()
     with OpenAIServer(latency=0.0) as server:
-        folder = project(tmp_path / "a", server, redis_server.url)
-        out = finish(start(folder))
+        out = run_here(pytester, project(tmp_path / "a", server, redis_server.url))
         assert "is full" in out and "maxmemory" in out, out[-3000:]
         # the first write refused was a call's claim: no call was made, so none is lost or unpaid for
         assert server.count() == 0 and "Traceback" not in out
 
 
-def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_run_uploads_it(tmp_path, redis_server):
+def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_run_uploads_it(
+    tmp_path, pytester, redis_server
+):
     """The calls are claimed and in flight when Redis fills up: their answers arrive, Redis refuses
     to store them, and they go to the spool; the next run uploads them and pays for none again."""
     client = redis_server.client()
@@ -301,7 +319,7 @@ def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_
             assert paid - kept >= 1, (paid, kept)  # answers Redis refused: in the spool
             client.config_set("maxmemory", "0")
             server.latency = 0.0  # the rest at once
-            out = finish(start(folder))
+            out = run_here(pytester, folder)
             assert " 1 passed" in out, out[-3000:]
             assert f"uploaded {paid - kept} answer(s) kept in" in out, out[-3000:]
             counts = asked(server)
@@ -363,12 +381,14 @@ def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_sto
     assert not [f for f in files if secret.encode() in f.read_bytes()]
 
 
-def test_the_store_commands_work_on_the_team_store_and_migrate_both_ways(tmp_path, redis_server, capsys, monkeypatch):
+def test_the_store_commands_work_on_the_team_store_and_migrate_both_ways(
+    tmp_path, pytester, redis_server, capsys, monkeypatch
+):
     from pytest_llmbias.cli.command import main
 
     with OpenAIServer(latency=0.0) as server:
         folder = project(tmp_path / "a", server, redis_server.url)
-        assert " 1 passed" in finish(start(folder))
+        assert " 1 passed" in run_here(pytester, folder)
     monkeypatch.chdir(folder)  # the project's llmbias.yaml names the team store
     assert main(["store", "stats"]) == 0
     out = capsys.readouterr().out
