@@ -149,3 +149,29 @@ def test_a_journal_line_holds_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one line of JSON"):
         journal.Journal(tmp_path).append("a", "{\n}")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_batch_is_written_as_diskcache_writes_each_key(tmp_path: Path) -> None:
+    """The batch's own statements leave the database as ``Cache.set`` would: diskcache reads each
+    value back, counts each key once (an overwrite too), keeps a large value in a file of its own
+    and removes the file of a large value overwritten."""
+    large = {"text": "x" * 40_000}  # over diskcache's 32 KB: kept in a file
+    store = DiskCache(tmp_path)
+    store.set("response:kept", {"v": 0})
+    store.set("response:large", large)
+    with diskcache.Cache(str(tmp_path)) as cache:
+        (large_file,) = [f for (f,) in cache._sql("SELECT filename FROM Cache WHERE filename IS NOT NULL")]
+    store.set_later("response:kept", {"v": 1})  # overwritten in the batch
+    store.set_later("response:large", {"v": "small now"})
+    store.set_later("response:new", large)
+    store.flush()
+    store.close()
+    assert in_database(tmp_path) == {
+        "response:kept": {"v": 1},
+        "response:large": {"v": "small now"},
+        "response:new": large,
+    }
+    with diskcache.Cache(str(tmp_path)) as cache:
+        assert len(cache) == 3 and cache.volume() > 40_000
+        assert cache.check() == []  # diskcache's own consistency check: no stray file, no missing one
+    assert not (tmp_path / large_file).exists()

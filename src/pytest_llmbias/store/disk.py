@@ -53,6 +53,47 @@ def _encode(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+_COLUMNS = "store_time, expire_time, access_time, access_count, tag, size, mode, filename, value"
+
+
+def _write_many(cache: Any, texts: dict[str, str]) -> None:
+    """Write ``texts`` (key -> JSON text) in one transaction: what ``Cache.set`` writes of each,
+    with one statement for the new keys and one for those stored already instead of a few per
+    key (a collection's batch of answers). The files of overwritten large values are removed
+    after the commit, as ``Cache.set`` removes them."""
+    disk, con = getattr(cache, "_disk", None), getattr(cache, "_con", None)
+    if disk is None or con is None or cache.eviction_policy != "none":  # without those internals: key by key
+        with cache.transact():
+            for key, text in texts.items():
+                cache.set(key, text)
+        return
+    now = time.time()
+    rows = {}
+    for key, text in texts.items():
+        db_key, raw = disk.put(key)
+        rows[db_key] = (raw, *disk.store(text, False, key=key))  # (raw, size, mode, filename, value)
+    keys = list(rows)
+    old_files = []
+    with cache.transact():
+        stored: dict[Any, tuple[int, str | None]] = {}
+        for start in range(0, len(keys), _BATCH):
+            chunk = keys[start : start + _BATCH]
+            query = f"SELECT key, rowid, filename FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
+            stored.update((k, (rowid, name)) for k, rowid, name in con.execute(query, chunk).fetchall())
+        old_files = [name for _, name in stored.values() if name is not None]
+        con.executemany(
+            f"INSERT INTO Cache(key, raw, {_COLUMNS}) VALUES (?, ?, ?, NULL, ?, 0, NULL, ?, ?, ?, ?)",
+            [(k, r[0], now, now, *r[1:]) for k, r in rows.items() if k not in stored],
+        )
+        con.executemany(
+            "UPDATE Cache SET store_time = ?, expire_time = NULL, access_time = ?, access_count = 0, tag = NULL,"
+            " size = ?, mode = ?, filename = ?, value = ? WHERE rowid = ?",
+            [(now, now, *rows[k][1:], stored[k][0]) for k in stored],
+        )
+    for name in old_files:
+        disk.remove(name)
+
+
 class DiskCache:
     """JSON values under string keys in a ``diskcache.Cache`` at ``directory``, opened on first use.
 
@@ -246,9 +287,7 @@ class DiskCache:
         cache = self._open()
         pending = self._pending
         try:
-            with cache.transact():
-                for key, text in pending.items():
-                    cache.set(key, text)
+            _write_many(cache, pending)
         except Exception as exc:
             raise self._unwritable(exc) from None
         self._pending = {}
