@@ -331,7 +331,7 @@ def test_a_full_redis_refusing_an_answer_already_paid_for_keeps_it_and_the_next_
 
 
 def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_stored_nowhere(
-    tmp_path, capsys, monkeypatch
+    tmp_path, pytester, capsys, monkeypatch
 ):
     from pytest_llmbias.cli.command import main
 
@@ -346,22 +346,20 @@ def test_a_password_from_store_password_env_opens_the_store_and_is_shown_and_sto
         config["judge"] = {**config["target"], "model": "openai/judge-model", "alias": "judge"}
         (folder / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
         (folder / "test_team.py").write_text(TEST + JUDGED, encoding="utf-8")  # a gate: the run writes its JSON report
-        out = finish(
-            start(
-                folder,
-                "-l",
-                "--tb=long",
-                "-rA",
-                "--log-cli-level=DEBUG",
-                "--llmbias-json=report.json",
-                "--llmbias-export=snapshot.jsonl",
-                env={"TEAM_REDIS_PASSWORD": secret},
-            )
+        monkeypatch.setenv("TEAM_REDIS_PASSWORD", secret)
+        out = run_here(
+            pytester,
+            folder,
+            "-l",
+            "--tb=long",
+            "-rA",
+            "--log-cli-level=DEBUG",
+            "--llmbias-json=report.json",
+            "--llmbias-export=snapshot.jsonl",
         )
         # the answers' test passes; the gate's verdict (on scripted answers) is no matter here
         assert "PASSED test_team.py::test_answers" in out and "JSON document is written" in out, out[-3000:]
         monkeypatch.chdir(folder)
-        monkeypatch.setenv("TEAM_REDIS_PASSWORD", secret)
         assert main(["store", "export", "exported.jsonl"]) == 0 and main(["store", "stats"]) == 0
         out += "".join(capsys.readouterr())
         exported = (folder / "exported.jsonl").read_text().splitlines()
