@@ -19,7 +19,8 @@ is not charged to the client; on a small machine it still shares the cores):
    ``--suite-runs`` after one run to warm the file cache.
 3. *Cold ratio*: the same cold collection with 1,280 prompts at concurrency 64 and latency 1 s, and
    with 10,240 prompts at concurrency 128 and latency 0.5 s: wall time from plan to the last
-   answer read, against the network ideal ``N x latency / concurrency``.
+   answer read, against the network ideal ``N x latency / concurrency``; each as a run is by
+   default (the fingerprint probes' 6 calls inside the concurrency) and without the probes.
 
 No target is asserted: the figures are printed (and written with ``--json``); docs/performance.md
 quotes them.
@@ -66,8 +67,9 @@ print(json.dumps(out))
 """
 
 
-def write_project(project: Path, base: str, n: int, concurrency: int, tag: str) -> None:
-    """A project of one model on the direct transport and one domain of ``n`` distinct prompts."""
+def write_project(project: Path, base: str, n: int, concurrency: int, tag: str, *, probes: bool = True) -> None:
+    """A project of one model on the direct transport and one domain of ``n`` distinct prompts
+    (``probes=False``: without the fingerprint probes, ``collection.fingerprint: false``)."""
     (project / "domains").mkdir(parents=True)
     questions = "".join(
         f"      - {{id: q{i:05d}, text: '[{tag}] question {i}: is this prompt distinct?'}}\n" for i in range(n)
@@ -79,7 +81,7 @@ def write_project(project: Path, base: str, n: int, concurrency: int, tag: str) 
     config = {
         "target": {"model": "openai/bench", "alias": "bench", "api_base": base, "api_key_env": KEY_ENV},
         "domains": {"paths": ["domains"]},
-        "collection": {"concurrency": concurrency, "rpm": 0},
+        "collection": {"concurrency": concurrency, "rpm": 0, "fingerprint": probes},
         "store": {"dir": str(project / "store")},
     }
     (project / "llmbias.yaml").write_text(json.dumps(config))
@@ -91,11 +93,13 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_child(base: str, n: int, concurrency: int, workdir: Path, tag: str, *, cold_only: bool = False) -> dict:
+def run_child(
+    base: str, n: int, concurrency: int, workdir: Path, tag: str, *, cold_only: bool = False, probes: bool = True
+) -> dict:
     """Two child processes on one project of ``n`` prompts: the cold collection, then (unless
     ``cold_only``) the warm one, each a fresh process as a re-run is; their figures."""
     project = workdir / tag
-    write_project(project, base, n, concurrency, tag)
+    write_project(project, base, n, concurrency, tag, probes=probes)
     data = {}
     for phase in ("cold",) if cold_only else ("cold", "warm"):
         command = [sys.executable, "-c", CHILD, str(project)]
@@ -162,22 +166,28 @@ RATIOS = ((1280, 64, 1.0), (10240, 128, 0.5))
 
 
 def cold_ratios(workdir: Path) -> list[dict]:
+    """Each of :data:`RATIOS` as a run is by default (the fingerprint probes asked first: 6 calls
+    for a model not yet fingerprinted, inside the concurrency), and without the probes, which
+    tells the plugin's own share from theirs."""
     out = []
     for n, concurrency, latency in RATIOS:
-        proc, base = start_server(latency=latency)
-        try:
-            data = run_child(base, n, concurrency, workdir, f"ratio-{n}", cold_only=True)
-        finally:
-            stop_server(proc)
-        ideal = n * latency / concurrency
-        row = {"calls": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": ideal}
-        row.update(wall_s=data["cold"]["wall_s"], ratio=data["cold"]["wall_s"] / ideal)
-        print(
-            f"  cold {n} prompts, concurrency {concurrency}, latency {latency:g} s: {row['wall_s']:.1f} s = "
-            f"{row['ratio']:.3f} x the ideal {ideal:.1f} s",
-            flush=True,
-        )
-        out.append(row)
+        for probes in (True, False):
+            proc, base = start_server(latency=latency)
+            try:
+                tag = f"ratio-{n}-{'probes' if probes else 'bare'}"
+                data = run_child(base, n, concurrency, workdir, tag, cold_only=True, probes=probes)
+            finally:
+                stop_server(proc)
+            ideal = n * latency / concurrency
+            row = {"calls": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": ideal, "probes": probes}
+            row.update(wall_s=data["cold"]["wall_s"], ratio=data["cold"]["wall_s"] / ideal)
+            print(
+                f"  cold {n} prompts, concurrency {concurrency}, latency {latency:g} s, "
+                f"{'with' if probes else 'without'} the probes: {row['wall_s']:.1f} s = "
+                f"{row['ratio']:.3f} x the ideal {ideal:.1f} s",
+                flush=True,
+            )
+            out.append(row)
     return out
 
 
@@ -189,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.02, help="server latency for the CPU figures (s)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--suite-runs", type=int, default=3)
-    parser.add_argument("--skip-ratios", action="store_true", help="leave out the cold ratio runs (about 70 s)")
+    parser.add_argument("--skip-ratios", action="store_true", help="leave out the cold ratio runs (about 130 s)")
     parser.add_argument("--skip-suite", action="store_true", help="leave out the example suite")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -219,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warm example suite in pytest: {s['wall_s']:.2f} s wall, {s['cpu_s']:.2f} s CPU (target <= 2 s)")
     for row in results.get("cold_ratios", []):
         print(
-            f"cold ratio, {row['calls']} prompts, concurrency {row['concurrency']}, latency {row['latency_s']:g} s: "
+            f"cold ratio, {row['calls']} prompts, concurrency {row['concurrency']}, latency {row['latency_s']:g} s, "
+            f"{'with' if row['probes'] else 'without'} the fingerprint probes: "
             f"{row['ratio']:.3f} x the network ideal (target <= 1.05)"
         )
     print(f"total {results['total_s']:.0f} s")
