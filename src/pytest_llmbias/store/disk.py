@@ -43,7 +43,7 @@ _DB = "cache.db"
 #: keys read by one query of :meth:`DiskCache.get_many` (well under SQLite's limit on parameters)
 _BATCH = 500
 #: answers kept in the journal are written to the database once this many wait ...
-WRITE_BATCH = 64
+WRITE_BATCH = 256
 #: ... or once the first of them has waited this many seconds (told at the next answer; a
 #: collection writes what is left when it ends)
 WRITE_WINDOW_S = 0.25

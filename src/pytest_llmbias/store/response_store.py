@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,7 +234,8 @@ class ResponseStore:
             raise TypeError("only responses are stored")
         serving = self._serving.get(response.call.endpoint) if self._serving else None
         if serving is not None and response.fingerprint is None and response.source == "network":
-            response = dataclasses.replace(response, fingerprint=serving.current)
+            response = copy.copy(response)  # what dataclasses.replace gives, without __init__ again
+            object.__setattr__(response, "fingerprint", serving.current)
         if self._disk is not None:
             record = response.to_dict()
             if self.run_id:
