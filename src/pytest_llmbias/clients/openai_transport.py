@@ -27,7 +27,7 @@ from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.errors import ProviderError
-from pytest_llmbias.store.calls import ModelCall
+from pytest_llmbias.store.calls import ModelCall, first_token_alternatives
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -221,8 +221,6 @@ def parse_completion(raw: bytes) -> Completion:
 
 
 def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:
-    from pytest_llmbias.store.calls import first_token_alternatives
-
     logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
     return first_token_alternatives(logprobs.get("content")) if isinstance(logprobs, Mapping) else None
 
