@@ -3,8 +3,14 @@ estimate for calls not yet made, and the budget that stops new calls once it is 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import math
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_llmbias.config.app_targets import is_app_model
 from pytest_llmbias.errors import ProviderError
@@ -13,9 +19,13 @@ from pytest_llmbias.store.calls import ModelCall
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """The cost in USD of that usage; None for a model litellm's price map does not know; 0 for
-    an application (a Python target or an HTTP app: what it spends is its own)."""
+    an application (a Python target or an HTTP app: what it spends is its own). A model whose
+    name no entry of the map holds is told unknown without importing litellm (seconds of a run's
+    end, for a local server's model or one behind an application)."""
     if is_app_model(model):
         return 0.0
+    if not _may_be_priced(model):
+        return None
     from pytest_llmbias.clients.litellm_import import import_litellm
 
     try:
@@ -25,6 +35,35 @@ def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | Non
     except Exception:  # litellm raises for a model absent from its map
         return None
     return float(prompt_cost) + float(completion_cost)
+
+
+@functools.cache
+def _map_keys() -> tuple[str, ...] | None:
+    """The model names of the price map litellm reads offline (the file it ships), lower-cased,
+    read without importing litellm; None where that is not the map it would read (litellm
+    imported already, perhaps with models registered at run time, or told to fetch the map)."""
+    if "litellm" in sys.modules or os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").lower() != "true":
+        return None
+    spec = importlib.util.find_spec("litellm")
+    folders = spec.submodule_search_locations if spec is not None else None
+    if not folders:
+        return None
+    try:
+        with open(Path(next(iter(folders))) / "model_prices_and_context_window_backup.json", encoding="utf-8") as f:
+            return tuple(str(k).lower() for k in json.load(f))
+    except (OSError, ValueError):
+        return None
+
+
+@functools.cache
+def _may_be_priced(model: str) -> bool:
+    """Whether litellm's price map may price ``model``: true unless no entry's name holds the
+    model's own name (after its provider's prefix), nor is it a fine-tune (priced as its base)."""
+    keys = _map_keys()
+    if keys is None or "ft:" in model:
+        return True
+    bare = model.rsplit("/", 1)[-1].lower()
+    return any(bare in k for k in keys)
 
 
 def estimate_tokens(call: ModelCall, default_max_tokens: int) -> tuple[int, int]:
