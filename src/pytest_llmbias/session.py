@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -343,15 +343,10 @@ class BiasSession:
         """Make sure every call in ``planned`` (and its follow-ups) has a response or a recorded error."""
         s = self.settings
         with self._collection_lock() as lock:
-            gate = None
-            if self.fingerprints is None:  # the probes first: no answer served or stored before they end
-                from pytest_llmbias.planning.probes import fingerprint_probes
+            if self.fingerprints is None:  # the probes first, before any answer is served
+                from pytest_llmbias.planning.probes import check_fingerprints
 
-                found = fingerprint_probes(self)
-                if isinstance(found, list):
-                    self.fingerprints = found
-                else:
-                    gate = self._fingerprinted(found)
+                self.fingerprints = check_fingerprints(self, lambda c: self._loop.run(lock.beating(c) if lock else c))
             work = collect(
                 planned,
                 store=self.store,
@@ -360,15 +355,11 @@ class BiasSession:
                 offline=s.store.offline,
                 on_progress=self.on_progress,
                 claim_ttl=s.collection.lock_timeout,
-                gate=gate,
             )
             report = self._loop.run(lock.beating(work) if lock is not None else work)
         self.errors.update(report.errors)
         self.reports.append(report)
         return report
-
-    async def _fingerprinted(self, probes: Awaitable[list[Any]]) -> None:
-        self.fingerprints = await probes
 
     def _collection_lock(self) -> contextlib.AbstractContextManager[CollectionLock | None]:
         """The store's collection lock (see :mod:`pytest_llmbias.store.lock`); none when nothing

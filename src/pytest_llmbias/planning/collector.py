@@ -21,7 +21,7 @@ import hashlib
 import heapq
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -135,8 +135,6 @@ def expected_follow_ups(planned: Iterable[PlannedCall], get: Callable[[str], Res
 
 #: how often a process looks for the answers of calls another process has claimed, in seconds
 WAIT_POLL_S = 0.25
-#: turns of the event loop the gate's calls are given to be sent before the collection's
-GATE_TURNS = 10
 
 
 @dataclass(frozen=True)
@@ -183,7 +181,6 @@ async def collect(
     offline: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
     claim_ttl: float = 120.0,
-    gate: Awaitable[object] | None = None,
 ) -> CollectionReport:
     """Make sure every planned call, and every call its follow-ups lead to, has a response in
     ``store`` (or a recorded error).
@@ -201,31 +198,14 @@ async def collect(
     claim lapses (``claim_ttl`` seconds without its holder's heartbeat), the call is claimed and
     made here. A store lost mid-run stops new calls; the calls in flight finish (their answers go
     to the spool), and the :class:`~pytest_llmbias.errors.StoreError` is raised at the end.
-
-    ``gate`` (the fingerprint probes: :func:`~pytest_llmbias.planning.probes.fingerprint_probes`)
-    runs beside the calls: until it ends, no stored answer is served and no new answer is stored.
-    The calls the store holds nothing of are made meanwhile, each answer held (its call's place
-    too) until the gate ends; the calls it holds an answer of wait, then are served or made as the
-    store then says. When the gate raises, no further call is made, the answers held are dropped
-    and its exception is raised.
     """
     unique = deduplicate(planned)
-    opening = asyncio.ensure_future(gate) if gate is not None else None
-    gate_open = asyncio.Event()
-    gate_error: list[BaseException] = []
-    deferred: list[tuple[PlannedCall, int]] = []  # waiting for the gate: their stored answers may be refused
-    if opening is None:
-        gate_open.set()
-        held: set[str] = set()
-        # what the store holds of the plan, read in batches; a call found absent is not read again one by one
-        found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
-        absent = {key for key in unique if key not in found}
-    else:
-        held = store.may_serve(list(unique))
-        absent = {key for key in unique if key not in held}
+    # what the store holds of the plan, read in batches; a call found absent is not read again one by one
+    found = store.fetch_many(list(unique), {key: item.call for key, item in unique.items()})
+    absent = {key for key in unique if key not in found}
 
     def get(key: str) -> Response | None:
-        return None if key in absent or key in held else store.get(key)
+        return None if key in absent else store.get(key)
 
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
@@ -260,9 +240,6 @@ async def collect(
 
     def submit(item: PlannedCall, level: int = 0) -> None:
         key = item.call.key
-        if key in held:
-            deferred.append((item, level))
-            return
         known = seen.get(key)
         if known is not None:
             new = tuple(f for f in item.then if f not in known.then)
@@ -305,7 +282,7 @@ async def collect(
                 waiting[key] = None
                 return
             mine.add(key)
-            stored = store.get(key) if gate_open.is_set() else None  # answered between our look and our claim
+            stored = store.get(key)  # answered between our look and our claim
             if stored is not None:
                 team.release(key, owner)
                 mine.discard(key)
@@ -320,15 +297,10 @@ async def collect(
             response = None
         else:
             response = fetched
-            if not gate_open.is_set():  # stored only under its model's fingerprint, once the probes tell it
-                await gate_open.wait()
-            if gate_error:
-                response = None  # no fingerprint to store it under: dropped
-            else:
-                try:
-                    store.put(fetched, later=True)
-                finally:
-                    progress.fetched += 1
+            try:
+                store.put(fetched, later=True)
+            finally:
+                progress.fetched += 1
         if key in mine:
             mine.discard(key)
             team.release(key, owner)  # type: ignore[union-attr]
@@ -352,24 +324,6 @@ async def collect(
                 del waiting[key]
                 heapq.heappush(queue, (-depth[key], len(seen), key))
 
-    async def open_gate() -> None:
-        """Once the gate ends: read the held calls' stored answers (in batches) and submit them."""
-        assert opening is not None
-        try:
-            await opening
-            keys = [item.call.key for item, _ in deferred]
-            served = store.fetch_many(keys, {item.call.key: item.call for item, _ in deferred})
-            absent.update(k for k in keys if k not in served)
-            held.clear()
-            for item, level in deferred:
-                submit(item, level)
-            deferred.clear()
-        except Exception as exc:  # a failed probe, or the store lost while reading
-            gate_error.append(exc)
-        finally:
-            gate_open.set()
-            wake.set()
-
     async def heartbeat() -> None:
         while True:
             await asyncio.sleep(max(0.2, claim_ttl / 3))
@@ -386,8 +340,8 @@ async def collect(
     async def worker() -> None:
         nonlocal in_flight, looking
         while True:
-            while not queue or stopped or gate_error:
-                if stopped or gate_error or (in_flight == 0 and not waiting and gate_open.is_set()):
+            while not queue or stopped:
+                if stopped or (in_flight == 0 and not waiting):
                     wake.set()  # nothing queued, nothing in flight or set aside: let every worker finish
                     return
                 if waiting and not looking:
@@ -416,26 +370,17 @@ async def collect(
         submit(item)
     if on_progress:
         on_progress(progress)
-    if opening is not None:
-        # the gate's own calls first: a few turns of the loop hand the probes (nested in a few
-        # gathers) to the transport before any worker starts
-        for _ in range(GATE_TURNS):
-            await asyncio.sleep(0)
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) + len(deferred))))]
-    helpers = [asyncio.ensure_future(heartbeat())] if team is not None else []
-    if opening is not None:
-        helpers.append(asyncio.ensure_future(open_gate()))
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(queue) or 1)))]
+    beat = asyncio.ensure_future(heartbeat()) if team is not None else None
     try:
         await asyncio.gather(*workers)
     finally:
-        for task in [*workers, *helpers] if opening is None or opening.done() else [*workers, *helpers, opening]:
+        for task in workers if beat is None else [*workers, beat]:
             task.cancel()
         try:
             store.flush()  # the journal's last answers, into the database before the lock is let go
         except StoreError as exc:
             stopped.append(exc)
-    if gate_error:
-        raise gate_error[0]
     if stopped:
         raise stopped[0]
     return CollectionReport(

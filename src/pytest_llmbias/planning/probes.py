@@ -1,18 +1,17 @@
-"""The fingerprint probes: a few fixed prompts asked of each model a run may call, first of its
-calls (see :mod:`pytest_llmbias.store.fingerprints` for what the answers tell).
+"""The fingerprint probes: a few fixed prompts asked of each model a run may call, before its
+first call (see :mod:`pytest_llmbias.store.fingerprints` for what the answers tell).
 
 Promises:
 
 - The probes are asked live every run that may call a model (never served from the store: an
   answer from the store cannot tell whether the model changed since), at temperature 0 with a
   fixed seed, without the deployment's system prompt or priming turns, once; and once more when
-  their answers differ from the model's current fingerprint (at once, beside the first ask, for a
-  model with no fingerprint yet: the second ask checks the first whatever it says). A warm run of
-  an unchanged model costs these calls and no other. Their answers are stored (and counted in the
-  run's usage), never recorded as a release's answers.
-- Until every probe has answered, no stored answer is served and no new answer is stored: the
-  calls with nothing stored are made meanwhile, and their answers wait for the probes (which were
-  sent first), so that each is stored under its model's fingerprint.
+  their answers differ from the model's current fingerprint. A warm run of an unchanged model
+  costs these calls and no other. They go alone, the run's other calls after their answers: a
+  server that batches what it has at once may answer a greedy prompt differently beside other
+  requests (the local server's walkthrough saw its model "change" when they went together).
+  Their answers are stored (and counted in the run's usage), never recorded as a release's
+  answers.
 - The models probed are those the plan asks (the target, baselines, judges its follow-ups call);
   never a recorded release, whose manifest's fingerprint is shown instead. Two entries that reach
   the same model (endpoint, version) are probed once.
@@ -31,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.clients.pricing import estimate_tokens, price
@@ -172,15 +171,11 @@ async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> t
     history = History.from_dict(store.read_meta(key))
     if run is not None and history.run == run and history.state is not None:  # a worker before us probed
         return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history)
-    if history.current is None:  # no fingerprint known: the second ask checks the first whatever it says
-        asks = list(await asyncio.gather(_ask(client, spec, calls), _ask(client, spec, calls)))
-    else:
-        asks = [await _ask(client, spec, calls)]
+    asks = [await _ask(client, spec, calls)]
     first = digest((r.text for r in asks[0]), (r.system_fingerprint for r in asks[0]))
     second = None
-    if len(asks) == 2 or needs_second_ask(history, first):
-        if len(asks) == 1:
-            asks.append(await _ask(client, spec, calls))
+    if needs_second_ask(history, first):
+        asks.append(await _ask(client, spec, calls))
         second = digest((r.text for r in asks[1]), (r.system_fingerprint for r in asks[1]))
     system = next((r.system_fingerprint for r in asks[0] if r.system_fingerprint), None)
     state, history = judge(history, first, second, now=time.time(), system_fingerprint=system, run=run)
@@ -205,18 +200,7 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     plans to ask (see the module's promises), record each model's history in its store and have
     the store serve only what each model's current fingerprint allows. ``run`` runs a coroutine
     to its end. Offline: the histories read, nothing asked."""
-    found = fingerprint_probes(session)
-    return found if isinstance(found, list) else run(found)
-
-
-def fingerprint_probes(session: Any) -> list[ModelFingerprint] | Coroutine[Any, Any, list[ModelFingerprint]]:
-    """What :func:`check_fingerprints` finds, at once where nothing is asked (offline, or no
-    model to probe), else the probes to run: a coroutine that asks them, records each model's
-    history and has the store serve what each model's fingerprint allows. A collection may make
-    its calls meanwhile if it serves no stored answer and stores no new one before the probes end
-    (see :func:`~pytest_llmbias.planning.collector.collect`'s ``gate``). A failed probe raises a
-    :class:`ProviderError`, then and at every later call of this function."""
-    settings, store = session.settings, session.store
+    settings, store, run_id = session.settings, session.store, session.run_id
     if settings.store.offline and not _any_history(session):
         return []  # nothing known to say: the models probed (which tells every follow-up) are not worked out
     specs = probed_models(settings, session.planned, session.model, store)
@@ -227,16 +211,15 @@ def fingerprint_probes(session: Any) -> list[ModelFingerprint] | Coroutine[Any, 
             if history.current is not None:  # with no fingerprint known there is nothing to say
                 out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
         return out
+
+    async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model
+        return list(
+            await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs), return_exceptions=True)
+        )
+
     if session.probe_error is not None:  # a failed probe fails every later collection alike, asking nothing
         raise ProviderError(str(session.probe_error)) from None
-    if not specs:
-        return []
-    return _probe_all(session, specs)
-
-
-async def _probe_all(session: Any, specs: Sequence[ModelSpec]) -> list[ModelFingerprint]:
-    store, run_id = session.store, session.run_id
-    found = await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs), return_exceptions=True)
+    found = run(probe_all()) if specs else []
     failed = [f for f in found if isinstance(f, BaseException)]
     if any(not isinstance(f, ProviderError) for f in failed):
         raise next(f for f in failed if not isinstance(f, ProviderError))
@@ -245,15 +228,14 @@ async def _probe_all(session: Any, specs: Sequence[ModelSpec]) -> list[ModelFing
             "\n".join(map(str, failed)), status=next(f.status for f in failed if isinstance(f, ProviderError))
         )
         raise session.probe_error
-    probed = [f for f in found if not isinstance(f, BaseException)]
     store.serve_fingerprints(
         {
             probe_calls(s)[0].endpoint: serving
-            for s, (_, serving) in zip(specs, probed, strict=True)
+            for s, (_, serving) in zip(specs, found, strict=True)
             if serving is not None
         }
     )
-    return [fingerprint for fingerprint, _ in probed]
+    return [fingerprint for fingerprint, _ in found]
 
 
 def _any_history(session: Any) -> bool:

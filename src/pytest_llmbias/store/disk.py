@@ -183,24 +183,6 @@ class DiskCache:
         except (AttributeError, TypeError):  # diskcache without the internals read here: key by key
             return {k: v for k in keys if (v := self.get(k)) is not None}
 
-    def has_many(self, keys: Sequence[str]) -> set[str]:
-        """Those ``keys`` that are stored, read in a few queries of the keys alone (no value read)."""
-        cache = self._open()
-        if cache is None or not keys:
-            return set()
-        sql = getattr(cache, "_sql", None)
-        if sql is None:  # diskcache without the internals read here
-            return set(self.get_many(keys))
-        out = {k for k in keys if k in self._pending} if self._pending else set()
-        for start in range(0, len(keys), _BATCH):
-            chunk = [k for k in keys[start : start + _BATCH] if type(k) is str]
-            query = f"SELECT key FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
-            try:
-                out.update(key for (key,) in sql(query, chunk).fetchall())
-            except Exception as exc:
-                raise self._unreadable(exc) from None
-        return out
-
     def _unreadable(self, exc: Exception) -> StoreError:
         return StoreError(
             f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). " + reset_hint(self.directory)

@@ -155,25 +155,6 @@ class ResponseStore:
             self._used[key] = response
         return out
 
-    def may_serve(self, keys: Sequence[str]) -> set[str]:
-        """Those ``keys`` this store holds an answer of that :meth:`get` could serve, whatever the
-        answer's fingerprint (which :meth:`serve_fingerprints` may yet refuse). Counts nothing as used."""
-        out = {k for k in keys if k in self._memory}
-        rest = [k for k in keys if k not in out]
-        if rest and isinstance(self._disk, DiskCache) and self.mode == "use":  # the keys alone, no answer read
-            out.update(k[len(_PREFIX) :] for k in self._disk.has_many([_PREFIX + k for k in rest]))
-        elif rest and self._disk is not None and (self.mode == "use" or (self.mode == "refresh" and self.run_id)):
-            found = self._disk.get_many([_PREFIX + k for k in rest])
-            out.update(
-                k[len(_PREFIX) :]
-                for k, data in found.items()
-                if self.mode == "use" or (isinstance(data, dict) and data.get("run") == self.run_id)
-            )
-        if rest and self.mode == "use" and self._snapshot_paths:
-            layer = self._snapshot_layer()
-            out.update(k for k in rest if k in layer)
-        return out
-
     def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
         assert self._disk is not None
         data = self._disk.get(_PREFIX + key)
