@@ -222,10 +222,14 @@ class DiskCache:
                 + reset_hint(self.directory)
             ) from None
 
-    def set(self, key: str, value: Any) -> None:
+    def _writable(self) -> Any:
+        """The cache, opened; a :class:`StoreError` when the store was opened read-only."""
         if not self._create:
             raise StoreError(f"the store at {self.directory} was opened read-only (offline mode)")
-        cache = self._open()
+        return self._open()
+
+    def set(self, key: str, value: Any) -> None:
+        cache = self._writable()
         text = _encode(value)
         self._pending.pop(key, None)
         try:
@@ -247,9 +251,7 @@ class DiskCache:
         if self._journal is None:
             self.set(key, value)
             return
-        if not self._create:
-            raise StoreError(f"the store at {self.directory} was opened read-only (offline mode)")
-        self._open()
+        self._writable()
         text = _encode(value)
         try:
             self._journal.append(key, text)
@@ -291,8 +293,7 @@ class DiskCache:
             self.flush()
         except StoreError:
             if self._journal is not None:
-                self._journal.path = None  # not deleted: its answers are not in the database
-                self._journal.close()
+                self._journal.close(keep=True)
             self._pending = {}
             raise
         finally:

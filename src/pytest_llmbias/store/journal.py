@@ -86,10 +86,11 @@ class Journal:
         if self._fd is not None and self._pid == os.getpid():
             os.ftruncate(self._fd, 0)
 
-    def close(self) -> None:
-        """Delete the journal (its answers are in the database) and let go of its lock."""
+    def close(self, *, keep: bool = False) -> None:
+        """Delete the journal (its answers are in the database) and let go of its lock; ``keep``:
+        leave it for the next writer to recover (its answers did not reach the database)."""
         if self._fd is not None and self._pid == os.getpid():
-            if self.path is not None:
+            if self.path is not None and not keep:
                 self.path.unlink(missing_ok=True)
             os.close(self._fd)
         self._fd = None
