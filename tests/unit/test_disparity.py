@@ -304,6 +304,18 @@ def test_dixon_critical_agrees_with_sorting_normal_samples(n):
         assert dixon_critical(n, confidence) == pytest.approx(np.quantile(q, confidence), abs=0.006)
 
 
+@pytest.mark.parametrize("n", [3, 19, 100])
+def test_the_written_dixon_table_is_the_simulation(n):
+    """The table read instead of the simulation (``scripts/dixon_table.py``) holds its values."""
+    from pytest_llmbias.stats.dixon_table import CONFIDENCES, CRITICAL
+    from pytest_llmbias.stats.outliers import _dixon_null
+
+    assert sorted(CRITICAL) == list(range(3, 101))
+    for confidence, written in zip(CONFIDENCES, CRITICAL[n], strict=True):
+        assert dixon_critical(n, confidence) == written
+        assert written == pytest.approx(float(np.quantile(_dixon_null(n), confidence)), abs=1e-9)
+
+
 def test_dixon_critical_is_reproducible_and_monotone():
     assert dixon_critical(7, 0.95) == dixon_critical(7, 0.95)
     assert dixon_critical(7, 0.90) < dixon_critical(7, 0.95) < dixon_critical(7, 0.99)

@@ -630,3 +630,15 @@ def test_a_thread_that_releases_its_connection_leaves_the_store_free_to_reset(tm
         again.close()
     finally:
         gc.enable()
+
+
+def test_blob_reads_in_batches_give_what_key_by_key_reads_give(tmp_path: Path) -> None:
+    from pytest_llmbias.store.blobs import BlobCache
+
+    blobs = BlobCache.for_store(tmp_path / "store", folder="features")
+    small, large = b"\x00\x01" * 10, bytes(range(256)) * 400  # the large one is kept in a file of its own
+    blobs.set_many({"small": small, "large": large, "empty": b""})
+    keys = ["small", "absent", "large", "empty"] * 300  # more keys than one query reads
+    assert blobs.get_many(keys) == {"small": small, "large": large, "empty": b""}
+    assert blobs.get_many(keys) == {k: v for k in keys if (v := blobs._open().get(k)) is not None}
+    blobs.close()

@@ -103,10 +103,11 @@ def evaluate_impact_ratio(
                 raw[alias][(prompt, sample)] = float(x)
     calibrated = calibrate(raw, spec.calibrate, baselines=context if release else baselines, references=references)
     samples = max((s + 1 for per in raw.values() for _, s in per), default=0)
+    asked = {p for p, _ in raw[target]}
     return evaluate_gate(
         spec,
         calibrated,
-        {q: g for q, g in groups.items() if any(q == p for p, _ in raw[target])},
+        {q: g for q, g in groups.items() if q in asked},
         domain=domain,
         target=target,
         baselines=baselines,

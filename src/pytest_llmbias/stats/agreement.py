@@ -125,17 +125,11 @@ def judge_agreement(
     data = _matrix(scores)
     alpha = krippendorff_alpha(data)
     pairable = data[:, (~np.isnan(data)).sum(axis=0) >= 2]
-    rng = np.random.default_rng(seed)
-    replicates = []
-    for _ in range(resamples):
-        try:
-            replicates.append(krippendorff_alpha(pairable[:, rng.integers(0, pairable.shape[1], pairable.shape[1])]))
-        except StatisticsError:  # a resample with no variation: no alpha in it
-            continue
+    replicates = _bootstrap_alpha(pairable, resamples, np.random.default_rng(seed))
     tail = (1 - confidence) / 2
     low, high = (
         (float(np.quantile(replicates, tail)), float(np.quantile(replicates, 1 - tail)))
-        if replicates
+        if replicates.size
         else (float("nan"), float("nan"))
     )
     return Agreement(
@@ -148,3 +142,27 @@ def judge_agreement(
         resamples=resamples,
         seed=seed,
     )
+
+
+def _bootstrap_alpha(pairable: np.ndarray[Any, Any], resamples: int, rng: np.random.Generator) -> np.ndarray[Any, Any]:
+    """Alpha of ``resamples`` resamples of the items (columns) of ``pairable`` (every item scored
+    twice or more), each drawn as ``rng.integers(0, items, items)``; a resample with no variation
+    has no alpha and is left out. Alpha is a function of per-item sums (see
+    :func:`krippendorff_alpha`), so a resample is its items' counts times those sums."""
+    scored = ~np.isnan(pairable)
+    values = np.where(scored, pairable, 0.0)
+    m = scored.sum(axis=0).astype(float)
+    s1, s2 = values.sum(axis=0), (values**2).sum(axis=0)
+    per_item = np.stack([(2 * m * s2 - 2 * s1**2) / (m - 1), m, s1, s2], axis=1)  # items x 4
+    items = pairable.shape[1]
+    out = []
+    chunk = max(1, 2_000_000 // max(items * items, 1))
+    for lo in range(0, resamples, chunk):
+        rows = min(chunk, resamples - lo)
+        draws = rng.integers(0, items, (rows, items))
+        counts = np.bincount((draws + np.arange(rows)[:, None] * items).ravel(), minlength=rows * items)
+        within, n, t1, t2 = (counts.reshape(rows, items).astype(float) @ per_item).T
+        between = 2 * n * t2 - 2 * t1**2
+        ok = between > 0
+        out.append(1.0 - (within[ok] / n[ok]) / (between[ok] / (n[ok] * (n[ok] - 1))))
+    return np.concatenate(out) if out else np.empty(0)

@@ -137,7 +137,8 @@ def dixon_critical(n: int, confidence: float = 0.95) -> float:
     from n, so the value is reproducible): max(20 000, min(400 000, 8 000 000 // n)) replicates,
     accurate to about ±0.005 for n ≤ 30. It reproduces the published table (Rorabacher 1991,
     cited by SAGED (Guan et al.) §4.2) and, unlike a table, exists for any n ≥ 3 and any confidence in
-    (0, 1). Results are cached.
+    (0, 1). Results are cached; those for 3 to 100 values at 0.90, 0.95 and 0.99 are the same
+    simulation's, written down (``stats/dixon_table.py``, checked against it by the tests).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise StatisticsError(f"n must be an integer, got {n!r}")
@@ -149,6 +150,10 @@ def dixon_critical(n: int, confidence: float = 0.95) -> float:
 def _dixon_critical(n: int, confidence: float) -> float:
     if n < 3:
         raise StatisticsError(f"Dixon's Q test needs at least 3 values, got n={n}")
+    from pytest_llmbias.stats.dixon_table import CONFIDENCES, CRITICAL
+
+    if n in CRITICAL and confidence in CONFIDENCES:  # the simulation's value, written down
+        return CRITICAL[n][CONFIDENCES.index(confidence)]
     return float(np.quantile(_dixon_null(n), confidence))
 
 

@@ -12,6 +12,7 @@ against the best). H0: both groups select at rate ``p1``; H1: the worst selects 
 
 from __future__ import annotations
 
+import functools
 import math
 
 from pytest_llmbias.stats.tost import POWER_TARGET
@@ -75,6 +76,7 @@ INDEX_VIOLATION = 0.08
 _MAX_QUESTIONS = 100_000
 
 
+@functools.lru_cache(maxsize=4096)  # sizing a check asks the same counts again
 def agreement_power(n: int, bound: float, *, confidence: float, violation: float = AGREEMENT_VIOLATION) -> float:
     """Probability that the stance agreement check fails a target whose true share of agreeing
     questions is ``bound - violation``, with ``n`` questions: the binomial probability that Wilson's

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store.disk import open_cache, reset_hint
+from pytest_llmbias.store.disk import open_cache, reset_hint, select_many
 
 
 class BlobCache:
@@ -44,12 +44,12 @@ class BlobCache:
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The stored values of those ``keys`` that are present."""
         cache = self._open()
-        found: dict[str, bytes] = {}
+        wanted = list(keys)
         try:
-            for key in keys:
-                value = cache.get(key)
-                if value is not None:
-                    found[key] = value
+            try:
+                found = select_many(cache, wanted)
+            except (AttributeError, TypeError):  # a cache whose reads update it: key by key
+                found = {k: v for k in wanted if (v := cache.get(k)) is not None}
         except Exception as exc:
             raise self._fail("cannot be read", exc) from None
         for key, value in found.items():

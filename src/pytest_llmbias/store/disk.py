@@ -189,29 +189,13 @@ class DiskCache:
         )
 
     def _select_many(self, cache: Any, keys: Sequence[str]) -> dict[str, Any]:
-        # diskcache's own read (Cache.get) without its per-key query: string keys are stored raw,
-        # eviction and statistics are off, so a read updates nothing
-        if cache.statistics or cache.eviction_policy != "none":
-            raise TypeError("reads update the cache")
-        out: dict[str, Any] = {}
-        for start in range(0, len(keys), _BATCH):
-            chunk = [k for k in keys[start : start + _BATCH] if type(k) is str]
-            marks = ",".join("?" * len(chunk))
-            query = (
-                f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
-                " AND (expire_time IS NULL OR expire_time > ?)"
-            )
-            try:
-                rows = cache._sql(query, (*chunk, time.time())).fetchall()
-            except Exception as exc:
-                raise self._unreadable(exc) from None
-            for key, mode, filename, value in rows:
-                try:
-                    raw = cache._disk.fetch(mode, filename, value, False)
-                except OSError:  # deleted since the query: a miss, as Cache.get has it
-                    continue
-                out[key] = self._decode(key, raw)
-        return out
+        try:
+            found = select_many(cache, keys)
+        except (AttributeError, TypeError):
+            raise
+        except Exception as exc:
+            raise self._unreadable(exc) from None
+        return {key: self._decode(key, raw) for key, raw in found.items()}
 
     def _decode(self, key: str, raw: Any) -> Any:
         try:
@@ -302,3 +286,27 @@ class DiskCache:
                 self._cache = None
         if self._journal is not None:
             self._journal.close()
+
+
+def select_many(cache: Any, keys: Sequence[str]) -> dict[str, Any]:
+    """The raw stored values of those string ``keys`` that ``cache`` (a ``diskcache.Cache``)
+    holds, read a few hundred keys a query: what ``Cache.get`` gives each, without its query per
+    key. Raises ``TypeError`` (or ``AttributeError``, for a diskcache without the internals read
+    here) where a read would update the cache (statistics or eviction on): read key by key then."""
+    # string keys are stored raw, and with eviction and statistics off a read updates nothing
+    if cache.statistics or cache.eviction_policy != "none":
+        raise TypeError("reads update the cache")
+    out: dict[str, Any] = {}
+    for start in range(0, len(keys), _BATCH):
+        chunk = [k for k in keys[start : start + _BATCH] if type(k) is str]
+        marks = ",".join("?" * len(chunk))
+        query = (
+            f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            " AND (expire_time IS NULL OR expire_time > ?)"
+        )
+        for key, mode, filename, value in cache._sql(query, (*chunk, time.time())).fetchall():
+            try:
+                out[key] = cache._disk.fetch(mode, filename, value, False)
+            except OSError:  # deleted since the query: a miss, as Cache.get has it
+                continue
+    return out
