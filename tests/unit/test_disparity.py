@@ -767,7 +767,31 @@ def test_a_bootstrap_read_at_another_confidence_is_the_one_drawn_afresh() -> Non
     values = list(rng.normal(0.5, 0.2, 120))
     groups = [g for g in ("a", "b", "c") for _ in range(40)]
     kept = [resampling.bootstrap_impact_ratio(values, groups, confidence=c, resamples=400) for c in (0.95, 0.99)]
-    resampling._BOOTSTRAPS.clear()
+    resampling._KEPT.clear()
     fresh = resampling.bootstrap_impact_ratio(values, groups, confidence=0.99, resamples=400)
     assert kept[1] == fresh and kept[0].low >= fresh.low and kept[0] != fresh
     assert resampling.bootstrap_impact_ratio(values, groups, confidence=0.99, resamples=400, seed=1) != fresh
+
+
+def test_a_kept_permutation_test_is_the_one_run_afresh() -> None:
+    """The permutation tests are kept for the suite's Holm rounds too: a kept result is the fresh
+    one, another seed or other values are run again, and bad input still fails."""
+    from pytest_llmbias.stats import resampling
+
+    rng = np.random.default_rng(6)
+    values = list(rng.normal(0.5, 0.2, 90))
+    groups = [g for g in ("a", "b", "c") for _ in range(30)]
+    kept = (
+        resampling.permutation_null(values, groups, permutations=300),
+        resampling.group_effect_test(values, groups, permutations=300),
+    )
+    resampling._KEPT.clear()
+    fresh = (
+        resampling.permutation_null(values, groups, permutations=300),
+        resampling.group_effect_test(values, groups, permutations=300),
+    )
+    assert kept == fresh
+    assert resampling.group_effect_test(values, groups, permutations=300, seed=1) != fresh[1]
+    assert resampling.group_effect_test([v + 1 for v in values[:-1]] + [9.0], groups, permutations=300) != fresh[1]
+    with pytest.raises(StatisticsError):
+        resampling.group_effect_test(values[:-1], groups, permutations=300)

@@ -105,20 +105,43 @@ def _check_resampling(resamples: Any, seed: Any) -> None:
         raise StatisticsError(f"seed must be an integer, got {seed!r}")
 
 
-#: the replicates of the last few bootstraps: a gate decides at several levels (the suite's Holm
-#: rounds), and the replicates do not depend on the level, only the quantiles read from them do
-_BOOTSTRAPS: dict[tuple[Any, ...], np.ndarray[Any, Any]] = {}
-_BOOTSTRAPS_KEPT = 16
+#: the results of the last few resamplings by their inputs: a gate decides at several levels (the
+#: suite's Holm rounds), and the replicates (and a permutation test) do not depend on the level,
+#: only the quantiles read from them do
+_KEPT: dict[tuple[Any, ...], Any] = {}
+_KEPT_COUNT = 32
+
+
+def _kept(key: tuple[Any, ...], compute: Any) -> Any:
+    """``compute()``, or what it gave for the same ``key`` among the last :data:`_KEPT_COUNT`
+    (an immutable result: a frozen dataclass, or an array set read-only). A key that holds None
+    (inputs that are no numbers, see :func:`_bytes`) is computed every time: its error is raised there."""
+    if any(part is None for part in key):
+        return compute()
+    if key in _KEPT:
+        return _KEPT[key]
+    value = compute()
+    if len(_KEPT) >= _KEPT_COUNT:
+        _KEPT.pop(next(iter(_KEPT)))
+    _KEPT[key] = value
+    return value
+
+
+def _bytes(values: Values) -> bytes | None:
+    """The bytes of ``values`` as floats, a part of a :func:`_kept` key; None when they are none."""
+    try:
+        return np.asarray(values, dtype=float).tobytes()
+    except (TypeError, ValueError):
+        return None
 
 
 def _bootstrap_rates(
     data: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any], rule: SelectionRule, resamples: int, seed: int
 ) -> np.ndarray[Any, Any]:
     """Each replicate's selection rate per group (replicates x groups), the same for the same input
-    and seed; kept for the last :data:`_BOOTSTRAPS_KEPT` inputs (read-only)."""
-    key = (data.tobytes(), sizes.tobytes(), rule, resamples, seed)
-    rates = _BOOTSTRAPS.get(key)
-    if rates is None:
+    and seed (read-only, kept: see :func:`_kept`)."""
+
+    def compute() -> np.ndarray[Any, Any]:
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         col_start = np.repeat(starts, sizes)
         # groups of one size draw from one bound: the same numbers, several times faster
@@ -128,10 +151,9 @@ def _bootstrap_rates(
             data, sizes, lambda m: col_start + rng.integers(0, col_size, size=(m, data.size)), resamples, rule
         )
         rates.setflags(write=False)
-        if len(_BOOTSTRAPS) >= _BOOTSTRAPS_KEPT:
-            _BOOTSTRAPS.pop(next(iter(_BOOTSTRAPS)))
-        _BOOTSTRAPS[key] = rates
-    return rates
+        return rates
+
+    return _kept(("bootstrap", data.tobytes(), sizes.tobytes(), rule, resamples, seed), compute)
 
 
 def bootstrap_impact_ratio(
@@ -211,6 +233,13 @@ def permutation_null(
     observed ratio is undefined.
     """
     _check_resampling(permutations, seed)
+    key = ("null", _bytes(values), tuple(groups), rule, threshold, permutations, seed)
+    return _kept(key, lambda: _permutation_null(values, groups, rule, threshold, int(permutations), int(seed)))
+
+
+def _permutation_null(
+    values: Values, groups: Sequence[str], rule: SelectionRule, threshold: float, permutations: int, seed: int
+) -> NullCheck:
     observed = impact_ratio(values, groups, _check_rule(rule)).min_impact_ratio
     data, sizes = _sorted_by_group(values, groups)
     rng = np.random.default_rng(int(seed))
@@ -282,6 +311,11 @@ def group_effect_test(
     ``permutations``/``seed``. Values that are all equal give statistic 0 and p value 1.
     """
     _check_resampling(permutations, seed)
+    key = ("group effect", _bytes(values), tuple(groups), permutations, seed)
+    return _kept(key, lambda: _group_effect_test(values, groups, int(permutations), int(seed)))
+
+
+def _group_effect_test(values: Values, groups: Sequence[str], permutations: int, seed: int) -> GroupEffectTest:
     data = np.asarray(values, dtype=float)
     if data.ndim != 1 or data.size != len(groups):
         raise StatisticsError(f"values and groups differ in length ({data.size} vs {len(groups)})")
