@@ -46,9 +46,9 @@ def run(pytester, *args):
 
 def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
     """The plan counts what the run will fetch, the fingerprint probes included (they are calls the
-    user pays for): 10 answers and 3 probes asked twice (a model not yet fingerprinted has its
-    first ask checked by a second), 16 calls, which the run then makes. Once the answers are
-    stored, a warm run still asks the 3 probes (live every run), and the plan says so."""
+    user pays for): 10 answers and 3 probes asked once (a model not yet fingerprinted adopts its
+    first ask), 13 calls, which the run then makes. Once the answers are stored, a warm run still
+    asks the 3 probes (live every run), and the plan says so."""
     write_project(pytester, server.base_url)
     plan = run(pytester, "--llmbias-plan")
     assert plan.ret == 0
@@ -56,9 +56,9 @@ def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
         [
             "llmbias plan (no call made*",
             "*model*calls*stored*to fetch*est. tokens*est. cost*",
-            "*tgt (openai/gpt-4o-mini)*16*0*0*16*$0.00*",
+            "*tgt (openai/gpt-4o-mini)*13*0*0*13*$0.00*",
             "*total estimated cost: $0.00*",
-            "*of the calls to fetch, 6 are fingerprint probes (asked live every run*",
+            "*of the calls to fetch, 3 are fingerprint probes (asked live every run*",
             "llmbias: plan only (--llmbias-plan): no model was called",
         ]
     )
@@ -66,12 +66,12 @@ def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
     assert "_pytest" not in plan.stdout.str() + plan.stderr.str() and "1 deselected" in plan.stdout.str()
     assert server.count() == 0
     run(pytester).assert_outcomes(passed=1)  # now the ten answers are stored
-    assert server.count() == 16
+    assert server.count() == 13
     again = run(pytester, "--llmbias-plan")
     again.stdout.fnmatch_lines(
         ["*tgt (openai/gpt-4o-mini)*13*0*10*3*$0.000*", "*of the calls to fetch, 3 are fingerprint probes*"]
     )
-    assert server.count() == 16
+    assert server.count() == 13
     # without fingerprints the stored answers are the whole plan: nothing to fetch
     off = run(pytester, "--llmbias-plan", "--llmbias-no-fingerprint")
     off.stdout.fnmatch_lines(["*tgt (openai/gpt-4o-mini)*10*0*10*0*$0.0000*"])
@@ -80,14 +80,14 @@ def test_the_plan_prices_the_calls_and_makes_none(pytester, server):
 
 def test_an_estimate_over_budget_stops_before_the_first_call(pytester, server):
     """Before the first call means before the fingerprint probes too (counted in the estimate:
-    10 answers and 6 probes)."""
+    10 answers and 3 probes)."""
     write_project(pytester, server.base_url)
     result = run(pytester, "--llmbias-max-cost", "0.00001")
     assert result.ret == 4
     result.stderr.fnmatch_lines(
         [
             "*the budget is $1e-05 (--llmbias-max-cost) and the estimate, $0.00*, exceeds it; no call was made.",
-            "*tgt (openai/gpt-4o-mini)*16*0*0*16*",
+            "*tgt (openai/gpt-4o-mini)*13*0*0*13*",
         ]
     )
     assert server.count() == 0

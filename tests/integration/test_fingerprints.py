@@ -1,7 +1,8 @@
-"""Fingerprints end to end: a model swapped behind an unchanged name is asked again and reported;
-a warm run of an unchanged model asks only the probes; a model whose answers vary by themselves at
-temperature 0 is named, not reported changed, and still served; an offline run asks nothing and
-names the fingerprint; pytest-xdist workers probe once between them.
+"""Fingerprints end to end: a new model adopts its first ask of the probes; a model swapped behind
+an unchanged name is asked again and reported; a warm run of an unchanged model asks only the
+probes; a model whose answers vary by themselves at temperature 0 is named on its second run, not
+reported changed, and still served; an offline run asks nothing and names the fingerprint;
+pytest-xdist workers probe once between them.
 
 Each run goes to the scripted local server over the direct transport (the probes' path is the
 same over litellm; the transports' own tests cover that path)."""
@@ -73,12 +74,14 @@ def test_a_swapped_model_is_asked_again_a_warm_run_asks_only_the_probes_offline_
 ):
     first = run_project()
     first.assert_outcomes(passed=1)
-    # no fingerprint known: each model's probes asked twice (the second ask checks the first), then its answers
-    assert server.count() == 3 * 2 * N + 30
+    # no fingerprint known: each model's probes asked once (the first ask is adopted), then its answers
+    assert server.count() == 3 * N + 30
+    assert all(probes_of(server, MODELS[a]) == N for a in (TARGET, *BASELINES))
     adopted = history(project, TARGET).current
     assert f"tgt {adopted} (adopted)" in output(first)
 
-    # the target's model is swapped behind the same name and version
+    # the target's model is swapped behind the same name and version: two asks agree with each other,
+    # not with the one-ask adoption
     server.responders[MODELS[TARGET]] = lambda prompt, payload: f"a newer model: {prompt}"
     server.reset()
     swapped = run_project()
@@ -123,7 +126,13 @@ def test_a_model_whose_answers_vary_by_themselves_is_named_and_still_served(proj
         return f"{prompt} ({next(draws)})" if prompt in PROBES else f"steady: {prompt}"
 
     server.responders[MODELS[TARGET]] = restless
-    run_project().assert_outcomes(passed=1)
+    # its first run: one ask, adopted (nothing yet tells that its answers vary)
+    first = run_project()
+    first.assert_outcomes(passed=1)
+    adopted = history(project, TARGET)
+    assert adopted.state == "new" and f"tgt {adopted.current} (adopted)" in output(first)
+    assert server.count(MODELS[TARGET]) == N + 10
+    # its next run: the first ask differs from the adoption, the second differs too
     server.reset()
     again = run_project()
     again.assert_outcomes(passed=1)
@@ -131,15 +140,16 @@ def test_a_model_whose_answers_vary_by_themselves_is_named_and_still_served(proj
     assert "tgt: cannot be fingerprinted (its answers at temperature 0 vary by themselves)" in out, out
     assert "the model behind this name changed" not in out
     assert server.count(MODELS[TARGET]) == 2 * N  # its probes, twice; its answers served from the store
-    assert history(project, TARGET).state == "unfingerprintable" and history(project, TARGET).current is None
+    now = history(project, TARGET)
+    assert now.state == "unfingerprintable" and now.epochs == adopted.epochs and now.varies_since is not None
 
 
 def test_workers_probe_once_between_them(project, server, run_project):
     project.makepyfile(test_more=MARKED.replace("test_answers", "test_more"))
     result = run_project("-n", "2")
     result.assert_outcomes(passed=2)
-    # one worker probes (twice: no fingerprint known yet), the other reads what it found
-    assert all(probes_of(server, MODELS[a]) == 2 * N for a in (TARGET, *BASELINES))
+    # one worker probes (once: no fingerprint known yet, the first ask is adopted), the other reads what it found
+    assert all(probes_of(server, MODELS[a]) == N for a in (TARGET, *BASELINES))
     out = output(result)
     assert out.count("llmbias: fingerprints:") == 1, out
     assert history(project, TARGET).state == "new"

@@ -97,9 +97,9 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
         result.assert_outcomes(passed=2)
         # the credentials were sent, to the server only
         assert all({k.lower(): v for k, v in r["headers"].items()}.get("x-api-key") == HEADER_KEY for r in requests)
-        # the 11 calls and the 6 fingerprint probes (asked twice: a new model), which carry the
-        # credentials too and whose answers and fingerprint history the store keeps
-        assert len(requests) == 17 and sum(r["params"].get("seed") == 20240917 for r in requests) == 6
+        # the 11 calls and the 3 fingerprint probes (asked once: a new model adopts its first ask),
+        # which carry the credentials too and whose answers and fingerprint history the store keeps
+        assert len(requests) == 14 and sum(r["params"].get("seed") == 20240917 for r in requests) == 3
     else:
         result.assert_outcomes(failed=1, errors=1)
         assert "ProviderError" in terminal
@@ -119,7 +119,7 @@ def test_no_credential_in_any_output(pytester: pytest.Pytester, monkeypatch, sce
 
     if scenario == "success":
         lines = [json.loads(line) for line in (pytester.path / "out.jsonl").read_text().splitlines()]
-        # the 11 answers and the 3 answers of the fingerprint probes' last ask, labelled as such
+        # the 11 answers and the 3 answers of the fingerprint probes, labelled as such
         assert (
             len(lines) == 14
             and sum(line.get("labels", {}).get("domain") == "llmbias-fingerprint" for line in lines) == 3

@@ -1,5 +1,6 @@
-"""Fingerprints: the digest, a model's history (first adopted, a change believed only when seen
-twice, a model that varies by itself named), which stored answers are served, and keys unchanged."""
+"""Fingerprints: the digest, a model's history (first adopted on one ask, a change believed only
+when seen twice, a model that varies by itself named on its next run), which stored answers are
+served, and keys unchanged."""
 
 from __future__ import annotations
 
@@ -36,21 +37,49 @@ def test_the_digest_reads_the_answers_and_the_system_fingerprint_not_their_spaci
     assert digest(["ready"], ["fp_a", None, "fp_b", "fp_a"]) == digest(["ready"], ["fp_b", "fp_a"])
 
 
-def test_the_first_fingerprint_is_adopted_once_seen_twice() -> None:
+def test_the_first_fingerprint_is_adopted_on_one_ask() -> None:
     empty = History()
-    assert needs_second_ask(empty, "a")
-    state, history = judge(empty, "a", "a", now=10.0, system_fingerprint="fp_1", run="r1")
+    assert not needs_second_ask(empty, "a")
+    state, history = judge(empty, "a", None, now=10.0, system_fingerprint="fp_1", run="r1")
     assert state == NEW and history.current == history.first == "a" and history.since == 10.0
     assert history.epochs[0].system_fingerprint == "fp_1" and (history.run, history.state) == ("r1", NEW)
+    # a second ask, where one was made, is judged as ever: agreeing it adopts, differing it varies
+    assert judge(empty, "a", "a", now=10.0, system_fingerprint="fp_1", run="r1") == (state, history)
+    assert judge(empty, "a", "b", now=10.0)[0] == VARIES
     assert not needs_second_ask(history, "a")
     state, same = judge(history, "a", None, now=20.0)
     assert state == UNCHANGED and same.epochs == history.epochs
+    assert needs_second_ask(history, "b")
     with pytest.raises(ValueError):
         judge(history, "b", None, now=20.0)
 
 
+def test_a_model_that_varies_is_adopted_then_found_unfingerprintable_on_its_next_run() -> None:
+    # first run: one ask, adopted
+    state, history = judge(History(), "a", None, now=10.0, run="r1")
+    assert state == NEW
+    # next run: the first ask differs from the adoption, so a second is asked; it differs too
+    assert needs_second_ask(history, "b")
+    state, varied = judge(history, "b", "c", now=20.0, run="r2")
+    assert state == VARIES and varied.varies_since == 20.0 and varied.epochs == history.epochs
+    assert varied.current == "a" and (varied.run, varied.state) == ("r2", VARIES)
+    # and the run after: still found varying, since the first time
+    state, again = judge(varied, "d", "e", now=30.0, run="r3")
+    assert state == VARIES and again.varies_since == 20.0 and again.current == "a"
+
+
+def test_two_agreeing_asks_that_differ_from_the_one_ask_adoption_read_changed() -> None:
+    _, adopted = judge(History(), "a", None, now=10.0)
+    assert needs_second_ask(adopted, "b")
+    state, changed = judge(adopted, "b", "b", now=20.0)
+    assert state == CHANGED and changed.current == "b" and changed.first == "a"
+    # the answers collected under the adoption are not served: they are asked again
+    serving = Serving(changed.current, changed.first)
+    assert not serving.serves("a") and not serving.serves(None) and serving.serves("b")
+
+
 def test_a_change_seen_twice_becomes_current_and_one_seen_once_is_a_model_that_varies() -> None:
-    _, history = judge(History(), "a", "a", now=10.0)
+    _, history = judge(History(), "a", None, now=10.0)
     state, varied = judge(history, "b", "c", now=20.0)
     assert state == VARIES and varied.epochs == history.epochs and varied.varies_since == 20.0
     state, changed = judge(history, "b", "b", now=30.0)
@@ -61,7 +90,7 @@ def test_a_change_seen_twice_becomes_current_and_one_seen_once_is_a_model_that_v
 
 
 def test_a_history_survives_the_store_and_an_unreadable_one_is_empty() -> None:
-    _, history = judge(History(), "a", "a", now=10.0, system_fingerprint="fp", run="r")
+    _, history = judge(History(), "a", None, now=10.0, system_fingerprint="fp", run="r")
     assert History.from_dict(json.loads(json.dumps(history.to_dict()))) == history
     assert History.from_dict(None) == History() == History.from_dict({"epochs": [{"since": 1}]})
 
@@ -156,7 +185,7 @@ def test_the_store_serves_only_answers_of_the_current_fingerprint(tmp_path) -> N
 
 def test_the_json_document_carries_the_fingerprints_and_validates() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    _, history = judge(History(), "a", "a", now=10.0)
+    _, history = judge(History(), "a", None, now=10.0)
     _, history = judge(history, "b", "b", now=20.0)
     entry = ModelFingerprint.of("tgt", "openai/m", CHANGED, history, probes=6)
     doc = json_report.document(
@@ -202,8 +231,10 @@ def test_a_failed_probe_reads_as_any_calls_failure_and_offers_no_false_fix() -> 
     assert "--llmbias-no-fingerprint" not in str(probe_failed(SPEC, ConfigError("model 'm' needs an API key")))
 
 
-def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once(tmp_path, monkeypatch) -> None:
-    """A model with no fingerprint yet has its first ask checked by a second: the plan counts both."""
+def test_the_plan_counts_probes_once_and_twice_over_for_a_model_whose_answers_vary(tmp_path, monkeypatch) -> None:
+    """A model with no fingerprint yet adopts its first ask, one with a fingerprint is asked once:
+    the plan counts the probes once; a fingerprinted model whose answers were last seen to vary
+    has its first ask checked by a second: the plan counts both."""
     from types import SimpleNamespace
 
     import pytest_llmbias.planning.probes as probes
@@ -224,8 +255,13 @@ def test_the_plan_counts_a_new_models_probes_twice_and_a_fingerprinted_ones_once
         store=store,
     )
     new = probes.with_probes({}, session)["m"]
-    assert new["probes"] == new["calls"] == new["to_fetch"] == 2 * len(PROBES)
-    _, history = judge(History(), "a" * 16, "a" * 16, now=1.0)
-    store.write_meta(HISTORY_PREFIX + probe_calls(SPEC)[0].endpoint, history.to_dict())
+    assert new["probes"] == new["calls"] == new["to_fetch"] == len(PROBES)
+    key = HISTORY_PREFIX + probe_calls(SPEC)[0].endpoint
+    _, history = judge(History(), "a" * 16, None, now=1.0)
+    store.write_meta(key, history.to_dict())
     known = probes.with_probes({}, session)["m"]
     assert known["probes"] == known["to_fetch"] == len(PROBES)
+    _, varied = judge(history, "b" * 16, "c" * 16, now=2.0)
+    store.write_meta(key, varied.to_dict())
+    restless = probes.with_probes({}, session)["m"]
+    assert restless["probes"] == restless["to_fetch"] == 2 * len(PROBES)

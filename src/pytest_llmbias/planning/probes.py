@@ -6,8 +6,11 @@ Promises:
 - The probes are asked live every run that may call a model (never served from the store: an
   answer from the store cannot tell whether the model changed since), at temperature 0 with a
   fixed seed, without the deployment's system prompt or priming turns, once; and once more when
-  their answers differ from the model's current fingerprint. A warm run of an unchanged model
-  costs these calls and no other. They go alone, the run's other calls after their answers: a
+  the model has a current fingerprint and their answers differ from it (a model with none adopts
+  its first ask: one round trip, not two; see :mod:`pytest_llmbias.store.fingerprints` for why
+  this keeps every promise, and for what it costs: a model whose answers vary by themselves is
+  found so on its second run, not its first). A warm run of an unchanged model costs these calls
+  and no other. They go alone, the run's other calls after their answers: a
   server that batches what it has at once may answer a greedy prompt differently beside other
   requests (the local server's walkthrough saw its model "change" when they went together).
   Their answers are stored (and counted in the run's usage), never recorded as a release's
@@ -103,15 +106,15 @@ def probed_models(
 def with_probes(estimate: dict[str, dict[str, Any]], session: Any) -> dict[str, dict[str, Any]]:
     """The plan's estimate (see :func:`~pytest_llmbias.planning.estimate.estimate_plan`) with
     the probes ``session`` (the run's :class:`~pytest_llmbias.session.BiasSession`) will ask
-    counted as calls to fetch (``probes``: how many): twice over for a model with no fingerprint
-    yet, or whose answers were last seen to vary (the first ask is always checked by a second);
-    once for one with a fingerprint (a model that has changed since is asked them once more, not
-    counted here). None offline."""
+    counted as calls to fetch (``probes``: how many): once for a model with no fingerprint yet
+    (its first ask is adopted) or with one (a model that has changed since is asked them once
+    more, not counted here); twice over for one with a fingerprint whose answers were last seen to
+    vary (its first ask differs and is checked by a second). None offline."""
     offline = session.settings.store.offline
     for spec in [] if offline else probed_models(session.settings, session.planned, session.model, session.store):
         calls = probe_calls(spec)
         history = History.from_dict(session.store.read_meta(HISTORY_PREFIX + calls[0].endpoint))
-        calls *= 2 if history.current is None or history.state == VARIES else 1
+        calls *= 2 if history.current is not None and history.state == VARIES else 1
         entry = estimate.setdefault(
             spec.alias,
             {

@@ -166,7 +166,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
     if probes:
         lines.append(
             f"  of the calls to fetch, {probes} are fingerprint probes (asked live every run: 3 a model, "
-            "twice over for one not yet fingerprinted; --llmbias-no-fingerprint turns them off)"
+            "twice over for one whose answers were last seen to vary; --llmbias-no-fingerprint turns them off)"
         )
     return lines
 

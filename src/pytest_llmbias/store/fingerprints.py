@@ -9,14 +9,23 @@ request shape), so its fingerprint is one whatever deployment (system prompt, pa
 Each model has a :class:`History` in the store: every fingerprint it has shown, in order, with the
 time it was first seen. Promises:
 
-- The first fingerprint seen is *adopted*: answers stored before fingerprints existed (untagged)
-  count as collected under it, so an existing store keeps serving an unchanged model.
+- The first fingerprint seen is *adopted*, on one ask (no second ask checks it): answers stored
+  before fingerprints existed (untagged) count as collected under it, so an existing store keeps
+  serving an unchanged model.
 - A fingerprint that differs from the current one is only believed when a second ask gives the
   same digest again (:func:`judge`); when the two asks differ, the model's answers vary by
   themselves at temperature 0: it cannot be fingerprinted, its answers keep being served, and
   nothing is recorded as a change.
 - A stored answer is served only when it was collected under the model's current fingerprint, or
   is untagged while the current fingerprint is the adopted one (:class:`Serving`).
+
+Adopting on one ask keeps these promises: a *change* is still believed only when two asks agree
+(a later run whose first ask differs from the current fingerprint asks again). A model whose
+answers vary by themselves shows it on its next run: that run's first ask differs from the
+adopted fingerprint, its second ask differs too, and the model is found ``unfingerprintable``
+then, one run later than when adoption took two asks (its first run reads ``new``). A later run
+whose two asks agree with each other but not with the adopted fingerprint reads ``changed``: the
+answers stored under the adoption are asked again, a cost, never a stale answer served.
 
 Pure logic and plain data: the probes are asked by :mod:`pytest_llmbias.planning.probes`.
 """
@@ -123,9 +132,10 @@ class History:
 
 
 def needs_second_ask(history: History, first: str) -> bool:
-    """Whether a first ask giving ``first`` must be checked by asking the probes again: always,
-    unless it is the model's current fingerprint."""
-    return history.current != first
+    """Whether a first ask giving ``first`` must be checked by asking the probes again: when the
+    model has a current fingerprint and ``first`` is not it; never for a model with none (its
+    first ask is adopted: see the module's promises)."""
+    return history.current is not None and history.current != first
 
 
 def judge(
@@ -140,17 +150,19 @@ def judge(
     """What the asks ``first`` and ``second`` (None when :func:`needs_second_ask` said no) tell
     of a model with ``history``, and its history afterwards (stamped with ``run``):
 
+    - ``new``: no fingerprint known: ``first`` is adopted, on its own when ``second`` is None;
     - ``unchanged``: ``first`` is its current fingerprint;
     - ``unfingerprintable``: the two asks differ: its answers vary by themselves; the history
       keeps its fingerprints (nothing is adopted or changed) and notes since when it varies;
-    - ``new``: no fingerprint known: ``first`` is adopted;
     - ``changed``: a fingerprint other than the current one, seen twice: it becomes current.
+
+    Raises ValueError when ``first`` differs from a current fingerprint and ``second`` is None.
     """
-    if not needs_second_ask(history, first):
+    if history.current == first:
         return UNCHANGED, replace(history, run=run, state=UNCHANGED)
-    if second is None:
+    if second is None and history.current is not None:
         raise ValueError("a fingerprint other than the current one needs a second ask")
-    if second != first:
+    if second is not None and second != first:
         return VARIES, replace(history, varies_since=history.varies_since or now, run=run, state=VARIES)
     state = NEW if history.current is None else CHANGED
     return state, replace(
