@@ -642,3 +642,18 @@ def test_blob_reads_in_batches_give_what_key_by_key_reads_give(tmp_path: Path) -
     assert blobs.get_many(keys) == {"small": small, "large": large, "empty": b""}
     assert blobs.get_many(keys) == {k: v for k in keys if (v := blobs._open().get(k)) is not None}
     blobs.close()
+
+
+def test_a_cache_whose_reads_count_is_read_key_by_key(tmp_path: Path) -> None:
+    """With statistics on, a read updates the cache: the batched read leaves it to ``Cache.get``,
+    which counts each hit and miss, and gives the same values."""
+    import diskcache
+
+    from pytest_llmbias.store.disk import select_many
+
+    cache = diskcache.Cache(str(tmp_path / "counted"), statistics=True, eviction_policy="none")
+    cache.set("a", b"1")
+    cache.set("b", "two")
+    assert select_many(cache, ["a", "absent", "b"]) == {"a": b"1", "b": "two"}
+    assert cache.stats() == (2, 1)  # hits, misses: each key was read by Cache.get
+    cache.close()

@@ -8,6 +8,7 @@ or more judges scored; the ICC needs every judge's score, so it uses the items a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,22 +72,35 @@ def krippendorff_alpha(data: np.ndarray[Any, Any]) -> float:
     mean squared difference within items (each item's pairs weighted 1 / (m_u − 1)) and D_e the
     mean squared difference between all pairable values. Raises :class:`StatisticsError` when no
     item has two scores or every pairable score is the same (α is then undefined)."""
-    arr = np.asarray(data, dtype=float)
+    per_item = _item_sums(np.asarray(data, dtype=float))
+    if not per_item.size:
+        raise StatisticsError("no item was scored by two judges or more: their agreement cannot be measured")
+    alpha = _alpha(*per_item.sum(axis=0))
+    if math.isnan(alpha):
+        raise StatisticsError("every score is the same: the judges' agreement is undefined (no variation to agree on)")
+    return float(alpha)
+
+
+def _item_sums(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Per pairable item (scored m ≥ 2 times; the others are left out) of a judges × items matrix
+    (NaN: no score): the sum over its ordered pairs of squared differences over m − 1, m, Σv and
+    Σv² (items × 4). The sum over ordered pairs of m values is 2m·Σv² − 2(Σv)²."""
     scored = ~np.isnan(arr)
     m = scored.sum(axis=0)
     pairable = m >= 2
-    if not pairable.any():
-        raise StatisticsError("no item was scored by two judges or more: their agreement cannot be measured")
     values = np.where(scored, arr, 0.0)[:, pairable]
-    m = m[pairable]
+    m = m[pairable].astype(float)
     s1, s2 = values.sum(axis=0), (values**2).sum(axis=0)
-    n = int(m.sum())
-    # the sum over ordered pairs of m values: 2m·Σv² − 2(Σv)², within each item and over all values
-    within = float(((2 * m * s2 - 2 * s1**2) / (m - 1)).sum())
-    between = 2 * n * float(s2.sum()) - 2 * float(s1.sum()) ** 2
-    if between <= 0:
-        raise StatisticsError("every score is the same: the judges' agreement is undefined (no variation to agree on)")
-    return float(1.0 - (within / n) / (between / (n * (n - 1))))
+    return np.stack([(2 * m * s2 - 2 * s1**2) / (m - 1), m, s1, s2], axis=1)
+
+
+def _alpha(within: Any, n: Any, s1: Any, s2: Any) -> Any:
+    """Alpha from the totals of :func:`_item_sums` (arrays of them too): 1 − D_o / D_e, with D_o =
+    ``within`` / n and D_e the sum over all ordered pairs of the n values over n(n − 1); NaN where
+    every value is the same (D_e is 0)."""
+    between = 2 * n * s2 - 2 * s1**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(between > 0, 1.0 - (within / n) / (between / (n * (n - 1))), np.nan)
 
 
 def icc_2_1(data: np.ndarray[Any, Any]) -> float | None:
@@ -147,13 +161,9 @@ def judge_agreement(
 def _bootstrap_alpha(pairable: np.ndarray[Any, Any], resamples: int, rng: np.random.Generator) -> np.ndarray[Any, Any]:
     """Alpha of ``resamples`` resamples of the items (columns) of ``pairable`` (every item scored
     twice or more), each drawn as ``rng.integers(0, items, items)``; a resample with no variation
-    has no alpha and is left out. Alpha is a function of per-item sums (see
-    :func:`krippendorff_alpha`), so a resample is its items' counts times those sums."""
-    scored = ~np.isnan(pairable)
-    values = np.where(scored, pairable, 0.0)
-    m = scored.sum(axis=0).astype(float)
-    s1, s2 = values.sum(axis=0), (values**2).sum(axis=0)
-    per_item = np.stack([(2 * m * s2 - 2 * s1**2) / (m - 1), m, s1, s2], axis=1)  # items x 4
+    has no alpha and is left out. Alpha is a function of per-item sums (:func:`_item_sums`), so a
+    resample is its items' counts times those sums."""
+    per_item = _item_sums(pairable)
     items = pairable.shape[1]
     out = []
     chunk = max(1, 2_000_000 // max(items * items, 1))
@@ -161,8 +171,6 @@ def _bootstrap_alpha(pairable: np.ndarray[Any, Any], resamples: int, rng: np.ran
         rows = min(chunk, resamples - lo)
         draws = rng.integers(0, items, (rows, items))
         counts = np.bincount((draws + np.arange(rows)[:, None] * items).ravel(), minlength=rows * items)
-        within, n, t1, t2 = (counts.reshape(rows, items).astype(float) @ per_item).T
-        between = 2 * n * t2 - 2 * t1**2
-        ok = between > 0
-        out.append(1.0 - (within[ok] / n[ok]) / (between[ok] / (n[ok] * (n[ok] - 1))))
+        alphas = _alpha(*(counts.reshape(rows, items).astype(float) @ per_item).T)
+        out.append(alphas[~np.isnan(alphas)])
     return np.concatenate(out) if out else np.empty(0)

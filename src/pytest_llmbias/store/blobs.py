@@ -44,12 +44,8 @@ class BlobCache:
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The stored values of those ``keys`` that are present."""
         cache = self._open()
-        wanted = list(keys)
         try:
-            try:
-                found = select_many(cache, wanted)
-            except (AttributeError, TypeError):  # a cache whose reads update it: key by key
-                found = {k: v for k in wanted if (v := cache.get(k)) is not None}
+            found = select_many(cache, list(keys))
         except Exception as exc:
             raise self._fail("cannot be read", exc) from None
         for key, value in found.items():

@@ -179,23 +179,15 @@ class DiskCache:
         pending = self._pending  # the same dictionary throughout, whatever another thread flushes
         kept = {k: self._decode(k, pending[k]) for k in keys if k in pending} if pending else {}
         try:
-            return {**self._select_many(cache, keys), **kept}
-        except (AttributeError, TypeError):  # diskcache without the internals read here: key by key
-            return {k: v for k in keys if (v := self.get(k)) is not None}
+            found = select_many(cache, keys)
+        except Exception as exc:
+            raise self._unreadable(exc) from None
+        return {**{key: self._decode(key, raw) for key, raw in found.items()}, **kept}
 
     def _unreadable(self, exc: Exception) -> StoreError:
         return StoreError(
             f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). " + reset_hint(self.directory)
         )
-
-    def _select_many(self, cache: Any, keys: Sequence[str]) -> dict[str, Any]:
-        try:
-            found = select_many(cache, keys)
-        except (AttributeError, TypeError):
-            raise
-        except Exception as exc:
-            raise self._unreadable(exc) from None
-        return {key: self._decode(key, raw) for key, raw in found.items()}
 
     def _decode(self, key: str, raw: Any) -> Any:
         try:
@@ -289,13 +281,14 @@ class DiskCache:
 
 
 def select_many(cache: Any, keys: Sequence[str]) -> dict[str, Any]:
-    """The raw stored values of those string ``keys`` that ``cache`` (a ``diskcache.Cache``)
-    holds, read a few hundred keys a query: what ``Cache.get`` gives each, without its query per
-    key. Raises ``TypeError`` (or ``AttributeError``, for a diskcache without the internals read
-    here) where a read would update the cache (statistics or eviction on): read key by key then."""
+    """The raw stored values of those ``keys`` that ``cache`` (a ``diskcache.Cache``) holds: what
+    ``Cache.get`` gives each, read a few hundred string keys a query instead of one query a key;
+    key by key where a read updates the cache (statistics or eviction on) or the diskcache lacks
+    the internals read here."""
+    internals = hasattr(cache, "_disk") and hasattr(cache, "_sql")
+    if getattr(cache, "statistics", True) or cache.eviction_policy != "none" or not internals:
+        return {k: v for k in keys if (v := cache.get(k)) is not None}
     # string keys are stored raw, and with eviction and statistics off a read updates nothing
-    if cache.statistics or cache.eviction_policy != "none":
-        raise TypeError("reads update the cache")
     out: dict[str, Any] = {}
     for start in range(0, len(keys), _BATCH):
         chunk = [k for k in keys[start : start + _BATCH] if type(k) is str]
