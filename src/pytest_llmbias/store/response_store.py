@@ -12,7 +12,7 @@ from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
-from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotLayer, write_snapshot
+from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
     from pytest_llmbias.store.redis_store import RedisCache
@@ -64,7 +64,7 @@ class ResponseStore:
         elif mode != "off":
             self._disk = DiskCache(self.directory / "responses", create=not read_only)
         self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
-        self._snapshots: dict[str, Response] | None = None
+        self._snapshots: SnapshotAnswers | None = None
         self._memory: dict[str, Response] = {}
         self._used: dict[str, Response] = {}
         self._labels: dict[str, dict[str, Any]] = {}
@@ -81,7 +81,7 @@ class ResponseStore:
             self._snapshot_paths += new
             self._snapshots = None
 
-    def _snapshot_layer(self) -> dict[str, Response]:
+    def _snapshot_layer(self) -> SnapshotAnswers:
         if self._snapshots is None:
             layer = SnapshotLayer(CheckedSnapshots(self.directory / CHECKED_SNAPSHOTS))
             for path in self._snapshot_paths:
@@ -136,13 +136,12 @@ class ResponseStore:
         rest = [k for k in keys if k not in out]
         if self._disk is not None and self.mode == "use" and rest:
             found = self._disk.get_many([_PREFIX + k for k in rest])
-            layer = self._snapshot_layer() if len(found) < len(rest) else {}
             asked = calls or {}
             for key in rest:
                 data = found.get(_PREFIX + key)
                 response = self._parse(key, data, asked.get(key)) if data is not None else None
-                if response is None or not self._fresh(response):
-                    response = layer.get(key)
+                if response is None or not self._fresh(response):  # as get() reads it: then the snapshots
+                    response = self._snapshot_layer().answer(key, asked.get(key)) if self._snapshot_paths else None
                 if response is not None:
                     self._memory[key] = response
                     out[key] = response

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store.calls import Response
+from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.snapshot_index import load_index, row_of, write_index
 
 
 def iter_snapshot(path: Path) -> Iterator[tuple[int, Response, dict[str, Any]]]:
@@ -39,13 +40,24 @@ def _read(path: Path) -> bytes:
 def _lines(path: Path, content: bytes, *, trusted: bool) -> Iterator[tuple[int, Response, dict[str, Any]]]:
     """The records of ``content`` (the file ``path``). ``trusted``: these very bytes were checked
     before, so each line's key is taken as written instead of recomputed from its request fields."""
-    for lineno, raw in enumerate(content.splitlines(), 1):
+    for lineno, _, _, response, labels, _ in _records(path, content, trusted=trusted):
+        yield lineno, response, labels
+
+
+def _records(
+    path: Path, content: bytes, *, trusted: bool
+) -> Iterator[tuple[int, int, int, Response, dict[str, Any], dict[str, Any]]]:
+    """(line number, start, end, response, labels, record) of every non-blank line of ``content``
+    (``start:end``: the line's bytes, without its line ending); see :func:`_lines`."""
+    end = 0
+    for lineno, raw in enumerate(content.splitlines(keepends=True), 1):
+        start, end = end, end + len(raw)
         try:
             line = raw.decode("utf-8")
             if not line.strip():
                 continue
             data = json.loads(line)
-            response = Response.from_dict(data, source=f"snapshot:{path.name}")
+            response = _response(data, path)
             written = data.get("key")
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
@@ -59,7 +71,13 @@ def _lines(path: Path, content: bytes, *, trusted: bool) -> Iterator[tuple[int, 
                 f"{path}:{lineno}: the line's key does not match its request fields (edited by hand, "
                 "or written by an incompatible version); export the snapshot again"
             )
-        yield lineno, response, dict(data.get("labels") or {})
+        yield lineno, start, start + len(raw.rstrip(b"\r\n")), response, dict(data.get("labels") or {}), data
+
+
+def _response(data: Any, path: Path, call: ModelCall | None = None) -> Response:
+    if not isinstance(data, dict):
+        raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
+    return Response.from_dict(data, source=f"snapshot:{path.name}", call=call)
 
 
 class CheckedSnapshots:
@@ -85,8 +103,12 @@ class CheckedSnapshots:
     def __contains__(self, digest: str) -> bool:
         return digest in self._load()
 
+    def digests(self) -> list[str]:
+        return list(self._load())
+
     def add(self, digest: str) -> None:
-        digests = [d for d in self._load() if d != digest][-(self.KEPT - 1) :] + [digest]
+        others = [d for d in self._load() if d != digest]
+        digests = others[max(0, len(others) - (self.KEPT - 1)) :] + [digest]
         self._digests = digests
         if not self.path.parent.is_dir():
             return
@@ -96,16 +118,90 @@ class CheckedSnapshots:
             pass
 
 
+class SnapshotAnswers(Mapping[str, Response]):
+    """A snapshot layer's responses by key. Those read from an index
+    (:mod:`~pytest_llmbias.store.snapshot_index`) are built when first asked for: with the call
+    the caller asks (:meth:`answer`), without parsing the line's prompt; else from the line."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Response] = {}
+        self._rows: dict[str, tuple[Path, bytes, tuple[Any, ...]]] = {}
+
+    def __getitem__(self, key: str) -> Response:
+        built = self._built.get(key)
+        if built is None:
+            path, content, row = self._rows[key]
+            built = self._built[key] = self._from_line(key, path, content, row)
+        return built
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._built or key in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._built
+        yield from (k for k in self._rows if k not in self._built)
+
+    def __len__(self) -> int:
+        return len(self._built) + sum(1 for k in self._rows if k not in self._built)
+
+    def answer(self, key: str, call: ModelCall | None = None) -> Response | None:
+        """The response for ``key``, or None; ``call`` (the call asked, whose key is ``key``)
+        becomes the response's call instead of one parsed from the snapshot's line."""
+        built = self._built.get(key)
+        if built is not None:
+            return built
+        entry = self._rows.get(key)
+        if entry is None:
+            return None
+        if call is None or call.key != key:
+            return self[key]
+        path, _, row = entry
+        built = self._built[key] = Response(
+            call=call,
+            text=row[3],
+            finish_reason=row[4],
+            prompt_tokens=row[5],
+            completion_tokens=row[6],
+            latency_s=row[7],
+            created=row[8],
+            source=f"snapshot:{path.name}",
+            top_logprobs=row[9],
+            system_fingerprint=row[10],
+            fingerprint=row[11],
+        )
+        return built
+
+    def text_of(self, key: str) -> str:
+        built = self._built.get(key)
+        return built.text if built is not None else str(self._rows[key][2][3])
+
+    def _add(self, key: str, response: Response) -> None:
+        self._built[key] = response
+
+    def _add_row(self, key: str, path: Path, content: bytes, row: tuple[Any, ...]) -> None:
+        self._rows[key] = (path, content, row)
+
+    @staticmethod
+    def _from_line(key: str, path: Path, content: bytes, row: tuple[Any, ...]) -> Response:
+        try:
+            response = _response(json.loads(content[row[0] : row[1]]), path)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreError(f"{path}:{row[2]}: not a response record ({type(exc).__name__}: {exc})") from None
+        object.__setattr__(response.call, "key", key)  # the checked file's key (see _lines)
+        return response
+
+
 class SnapshotLayer:
     """Responses from several snapshot files by key, each remembering its file and line.
 
     The same call in two lines (of one file or of two) is kept once when the texts agree; when
     they differ, which one a test should see is unknown, and :meth:`add` raises
-    :class:`StoreError` naming both lines.
+    :class:`StoreError` naming both lines. A file already checked is read from its index where
+    it has one (see :mod:`~pytest_llmbias.store.snapshot_index`), which is written after a check.
     """
 
     def __init__(self, checked: CheckedSnapshots | None = None) -> None:
-        self.responses: dict[str, Response] = {}
+        self.responses = SnapshotAnswers()
         self.labels: dict[str, dict[str, Any]] = {}
         self._where: dict[str, str] = {}
         #: files already checked line by line (see :class:`CheckedSnapshots`), or None: check each
@@ -116,26 +212,41 @@ class SnapshotLayer:
         content = _read(path)
         digest = hashlib.sha256(content).hexdigest() if self.checked is not None else ""
         trusted = self.checked is not None and digest in self.checked
-        for lineno, response, labels in _lines(path, content, trusted=trusted):
-            key, here = response.key, f"{path}:{lineno}"
-            known = self.responses.get(key)
-            if known is not None:
-                if known.text != response.text:
-                    raise StoreError(
-                        f"{here}: the same call as {self._where[key]} with a different answer; a "
-                        "snapshot holds one response per call: keep one of the two lines"
-                    )
-                continue
-            self.responses[key] = response
-            self._where[key] = here
-            if labels:
-                self.labels[key] = labels
-        if self.checked is not None and not trusted:
-            self.checked.add(digest)
+        indexed = load_index(self.checked.path.parent, digest, len(content)) if trusted and self.checked else None
+        if indexed is not None:
+            for key, row in indexed:
+                if self._keep(key, row[3], f"{path}:{row[2]}", row[12]):
+                    self.responses._add_row(key, path, content, row)
+            return self
+        rows = []
+        for lineno, start, end, response, labels, data in _records(path, content, trusted=trusted):
+            key = response.key
+            rows.append((key, row_of(start, end, lineno, data, labels)))
+            if self._keep(key, response.text, f"{path}:{lineno}", labels):
+                self.responses._add(key, response)
+        if self.checked is not None:
+            if not trusted:
+                self.checked.add(digest)
+            write_index(self.checked.path.parent, digest, rows, self.checked.digests())
         return self
 
+    def _keep(self, key: str, text: str, here: str, labels: dict[str, Any] | None) -> bool:
+        """Whether the line ``here`` answering ``key`` with ``text`` is new (raises
+        :class:`StoreError` when an earlier line answered the same call otherwise)."""
+        if key in self.responses:
+            if self.responses.text_of(key) != text:
+                raise StoreError(
+                    f"{here}: the same call as {self._where[key]} with a different answer; a "
+                    "snapshot holds one response per call: keep one of the two lines"
+                )
+            return False
+        self._where[key] = here
+        if labels:
+            self.labels[key] = dict(labels)
+        return True
 
-def read_snapshot(path: Path) -> dict[str, Response]:
+
+def read_snapshot(path: Path) -> Mapping[str, Response]:
     """Every response in ``path`` by key. Raises :class:`StoreError` with the file and line."""
     return SnapshotLayer().add(path).responses
 
