@@ -93,3 +93,22 @@ def test_a_batched_read_serves_no_answer_of_another_fingerprint(tmp_path: Path) 
     store = ResponseStore(tmp_path)
     store.serve_fingerprints({calls[0].endpoint: Serving(current="new", first="old")})
     assert store.fetch_many([c.key for c in calls]) == {}
+
+
+def test_a_batched_read_of_answers_of_another_fingerprint_serves_the_snapshots_as_one_read_does(
+    tmp_path: Path,
+) -> None:
+    from pytest_llmbias.store import write_snapshot
+
+    calls = stored(tmp_path / "s", 3)  # every answer on disk, collected under no fingerprint
+    snap = tmp_path / "snap.jsonl"
+    write_snapshot(snap, [Response(call=calls[1], text="from the snapshot")])
+    served = {}
+    for batched in (False, True):
+        store = ResponseStore(tmp_path / "s", snapshots=[snap])
+        store.serve_fingerprints({calls[0].endpoint: Serving(current="new", first="old")})
+        keys = [c.key for c in calls]
+        got = store.fetch_many(keys, {c.key: c for c in calls}) if batched else {k: store.get(k) for k in keys}
+        served[batched] = {k: r.text for k, r in got.items() if r is not None}
+        store.close()
+    assert served[True] == served[False] == {calls[1].key: "from the snapshot"}
