@@ -95,9 +95,7 @@ def test_a_batched_read_serves_no_answer_of_another_fingerprint(tmp_path: Path) 
     assert store.fetch_many([c.key for c in calls]) == {}
 
 
-def test_a_batched_read_of_answers_of_another_fingerprint_serves_the_snapshots_as_one_read_does(
-    tmp_path: Path,
-) -> None:
+def test_a_batched_read_of_answers_of_another_fingerprint_serves_the_snapshots_as_one_read_does(tmp_path: Path) -> None:
     from pytest_llmbias.store import write_snapshot
 
     calls = stored(tmp_path / "s", 3)  # every answer on disk, collected under no fingerprint
@@ -112,3 +110,20 @@ def test_a_batched_read_of_answers_of_another_fingerprint_serves_the_snapshots_a
         served[batched] = {k: r.text for k, r in got.items() if r is not None}
         store.close()
     assert served[True] == served[False] == {calls[1].key: "from the snapshot"}
+
+
+def test_an_answer_read_by_key_alone_keeps_the_call_built_for_that_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_llmbias.store import calls as calls_module
+
+    calls = stored(tmp_path, 2)
+    store = ResponseStore(tmp_path)
+    first = store.get(calls[0].key)
+    assert first is not None and first.call is calls[0] and first.text == "answer 0"
+    store.close()
+    monkeypatch.setattr(calls_module, "_BY_KEY", {})  # a call this process never built: rebuilt from the record
+    store = ResponseStore(tmp_path)
+    again = store.get(calls[1].key)
+    assert again is not None and again.call == calls[1] and again.call is not calls[1]
+    store.close()

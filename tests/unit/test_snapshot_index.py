@@ -12,6 +12,7 @@ import pytest
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot
+from pytest_llmbias.store import calls as calls_module
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotLayer, read_labels
 from pytest_llmbias.store.snapshot_index import INDEX_DIR, load_index, write_index
@@ -60,7 +61,9 @@ def index_file(store: Path, snap: Path) -> Path:
     return store / INDEX_DIR / f"{hashlib.sha256(snap.read_bytes()).hexdigest()}.pickle"
 
 
-def test_a_checked_snapshot_reads_from_its_index_what_its_lines_say(tmp_path: Path) -> None:
+def test_a_checked_snapshot_reads_from_its_index_what_its_lines_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     snap, store = tmp_path / "snap.jsonl", tmp_path / "store"
     store.mkdir()
     calls = snapshot(snap)
@@ -77,10 +80,14 @@ def test_a_checked_snapshot_reads_from_its_index_what_its_lines_say(tmp_path: Pa
         assert asked is not None and asked.call is c  # the call asked, not one parsed from the line
         assert asked.to_dict() == expected[c.key].to_dict()
         assert asked.source == "snapshot:snap.jsonl" and asked.fingerprint == expected[c.key].fingerprint
+    known = layer(store, snap)
+    for c in calls:  # asked by key alone: the call this process built for that key
+        assert known.responses[c.key].call is c
     fresh = layer(store, snap)
-    for c in calls:  # without the call: the line is parsed for it
+    monkeypatch.setattr(calls_module, "_BY_KEY", {})
+    for c in calls:  # no such call built: the line is parsed for it
         whole = fresh.responses[c.key]
-        assert whole.call == c and whole.to_dict() == expected[c.key].to_dict()
+        assert whole.call == c and whole.call is not c and whole.to_dict() == expected[c.key].to_dict()
     assert fresh.responses.answer("0" * 64, None) is None and "0" * 64 not in fresh.responses
 
 

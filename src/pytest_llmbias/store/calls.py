@@ -92,6 +92,10 @@ class ModelCall:
             if len(_BUILT) >= _BUILT_KEPT:
                 drop_oldest(_BUILT)
             _BUILT[memo] = (spec, generation, call)
+            if "key" in vars(call):  # its key known at build (see _build)
+                if len(_BY_KEY) >= _BUILT_KEPT:
+                    drop_oldest(_BY_KEY)
+                _BY_KEY[call.key] = call
         return call
 
     @classmethod
@@ -238,6 +242,15 @@ def drop_oldest(kept: dict[Any, Any]) -> None:
 #: the calls :meth:`ModelCall.build` made lately, by what they were built from (the oldest dropped first)
 _BUILT: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, ModelCall]] = {}
 _BUILT_KEPT = 1 << 17
+#: the same calls by key (see :func:`built_call`)
+_BY_KEY: dict[str, ModelCall] = {}
+
+
+def built_call(key: str) -> ModelCall | None:
+    """A call this process built (:meth:`ModelCall.build`, among the last it kept) whose key is
+    ``key``, or None: a stored answer read by key alone keeps it instead of a call rebuilt from its
+    record (the same call: its key hashes everything that identifies it)."""
+    return _BY_KEY.get(key)
 
 
 def _endpoint_digest(model: str, api_base: str | None, version: str | None, request: Any) -> str:
@@ -314,6 +327,8 @@ class Response:
                 version=data.get("version"),
                 request=data.get("request"),
             )
+        elif data["model"] != call.model or "messages" not in data:  # read by key: still a whole record
+            raise ValueError("the record's request fields are another call's or missing")
         text = data["text"]
         if not isinstance(text, str):
             raise TypeError("'text' must be a string")

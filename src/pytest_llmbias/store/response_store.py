@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import ModelCall, Response, built_call
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
@@ -193,8 +193,8 @@ class ResponseStore:
         try:
             if data["key"] != key:
                 raise ValueError("stored under the wrong key")
-            if call is not None and call.key != key:
-                call = None
+            if call is None or call.key != key:
+                call = built_call(key)
             response = Response.from_dict(data, source="store", call=call)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import ModelCall, Response, built_call
 from pytest_llmbias.store.snapshot_index import load_index, row_of, write_index
 
 
@@ -121,17 +121,17 @@ class CheckedSnapshots:
 class SnapshotAnswers(Mapping[str, Response]):
     """A snapshot layer's responses by key. Those read from an index
     (:mod:`~pytest_llmbias.store.snapshot_index`) are built when first asked for: with the call
-    the caller asks (:meth:`answer`), without parsing the line's prompt; else from the line."""
+    the caller asks (:meth:`answer`), or one this process built with the same key, without parsing
+    the line's prompt; else from the line."""
 
     def __init__(self) -> None:
         self._built: dict[str, Response] = {}
         self._rows: dict[str, tuple[Path, bytes, tuple[Any, ...]]] = {}
 
     def __getitem__(self, key: str) -> Response:
-        built = self._built.get(key)
+        built = self.answer(key)
         if built is None:
-            path, content, row = self._rows[key]
-            built = self._built[key] = self._from_line(key, path, content, row)
+            raise KeyError(key)
         return built
 
     def __contains__(self, key: object) -> bool:
@@ -154,7 +154,10 @@ class SnapshotAnswers(Mapping[str, Response]):
         if entry is None:
             return None
         if call is None or call.key != key:
-            return self[key]
+            call = built_call(key)
+        if call is None:
+            built = self._built[key] = self._from_line(key, *entry)
+            return built
         path, _, row = entry
         built = self._built[key] = Response(
             call=call,
