@@ -11,8 +11,7 @@ import pytest
 
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store import ResponseStore, read_snapshot, write_snapshot
-from pytest_llmbias.store import calls as calls_module
+from pytest_llmbias.store import ResponseStore, calls as calls_module, read_snapshot, write_snapshot
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotLayer, read_labels
 from pytest_llmbias.store.snapshot_index import INDEX_DIR, load_index, write_index
