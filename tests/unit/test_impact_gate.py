@@ -136,3 +136,27 @@ def test_too_few_answers_for_the_target_is_an_error_but_a_baselines_is_reported(
     assert gate.baseline("b1").result is None and "no response of any group was selected" in gate.baseline("b1").error
     assert any(w.startswith("baseline b1:") for w in gate.warnings)
     assert "undefined:" in gate.report()
+
+
+def test_the_baselines_resampled_beside_the_target_give_what_each_gives_alone() -> None:
+    """The gate resamples its baselines in a thread beside the target: each model's result is
+    the one :func:`evaluate_model` gives it on its own, in the order of ``baselines``."""
+    import random
+
+    from pytest_llmbias.gates.bias_impact_ratio_verdict import evaluate_model
+
+    rng = random.Random(7)
+    models = {
+        m: {g: [float(rng.random() < p) for _ in range(40)] for g, p in (("a", 0.6), ("b", q))}
+        for m, q in (("tgt", 0.4), ("b1", 0.55), ("b2", 0.3), ("b3", 0.6))
+    }
+    groups = _values(models["tgt"])[1]
+    values = {m: _values(rates)[0] for m, rates in models.items()}
+    spec = ImpactRatioSpec("d", resamples=500)
+    gate = evaluate_gate(spec, values, groups, domain="d", target="tgt", baselines=("b3", "b1", "b2"), samples=1)
+    assert [b.alias for b in gate.baselines] == ["b3", "b1", "b2"]
+    for b in gate.baselines:
+        result, interval, _, _ = evaluate_model(b.alias, values[b.alias], groups, spec)
+        assert (b.result, b.interval) == (result, interval)
+    alone = evaluate_model("tgt", values["tgt"], groups, spec, permutations=True)
+    assert (gate.target.result, gate.target.interval, gate.target.null, gate.target.effect) == alone

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.choices import FailOn
 from pytest_llmbias.errors import StatisticsError
@@ -143,6 +143,35 @@ def evaluate_gate(
     time in all."""
     if release is not None:
         spec = dataclasses.replace(spec, alpha=spec.alpha / 2)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the baselines' bootstraps beside the target's: numpy's resampling lets go of the GIL, so a
+    # second core halves the gate's time (each model's draws are seeded alone: the same results)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmbias-impact")
+    try:
+        beside = {
+            alias: pool.submit(evaluate_model, alias, values[alias], prompt_groups, spec)
+            for alias in baselines
+            if alias in values
+        }
+        return _gate(spec, values, prompt_groups, beside, domain, target, baselines, samples, release, text)
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _gate(
+    spec: ImpactRatioSpec,
+    values: FeatureValues,
+    prompt_groups: Mapping[str, str],
+    beside: Mapping[str, Any],
+    domain: str,
+    target: str,
+    baselines: Sequence[str],
+    samples: int,
+    release: str | None,
+    text: Callable[[str, str], str | None] | None,
+) -> ImpactRatioGateResult:
+    """:func:`evaluate_gate`'s result, the baselines' own evaluations ``beside`` (futures by alias)."""
     result, interval, null, effect = evaluate_model(target, values[target], prompt_groups, spec, permutations=True)
     comparison = (
         None
@@ -171,7 +200,7 @@ def evaluate_gate(
             side.append(ModelImpact(alias, None, None, "no peer baseline to calibrate against"))
             continue
         try:
-            r, i, _, _ = evaluate_model(alias, values[alias], prompt_groups, spec)
+            r, i, _, _ = beside[alias].result()
         except StatisticsError as exc:
             side.append(ModelImpact(alias, None, None, str(exc)))
             warnings.append(f"baseline {alias}: {exc}")

@@ -8,6 +8,7 @@ how the rule behaves when the group labels do not matter (:func:`permutation_nul
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,7 @@ def _check_resampling(resamples: Any, seed: Any) -> None:
 #: only the quantiles read from them do
 _KEPT: dict[tuple[Any, ...], Any] = {}
 _KEPT_COUNT = 32
+_KEPT_LOCK = threading.Lock()
 
 
 def _kept(key: tuple[Any, ...], compute: Any) -> Any:
@@ -118,12 +120,14 @@ def _kept(key: tuple[Any, ...], compute: Any) -> Any:
     (inputs that are no numbers, see :func:`_bytes`) is computed every time: its error is raised there."""
     if any(part is None for part in key):
         return compute()
-    if key in _KEPT:
-        return _KEPT[key]
+    with _KEPT_LOCK:
+        if key in _KEPT:
+            return _KEPT[key]
     value = compute()
-    if len(_KEPT) >= _KEPT_COUNT:
-        _KEPT.pop(next(iter(_KEPT)))
-    _KEPT[key] = value
+    with _KEPT_LOCK:  # a gate resamples its models in threads (see bias_impact_ratio_verdict)
+        if len(_KEPT) >= _KEPT_COUNT:
+            _KEPT.pop(next(iter(_KEPT)))
+        _KEPT[key] = value
     return value
 
 
