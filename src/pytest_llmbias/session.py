@@ -75,6 +75,9 @@ class BiasSession:
         #: collection began; the error of a probe that failed (each later collection raises it, asking nothing)
         self.fingerprints: list[Any] | None = None
         self.probe_error: Exception | None = None
+        #: (alias, answer) of calls made but not stored: a probe ask before the last, whose keys the
+        #: last ask's answers took (see :mod:`pytest_llmbias.planning.probes`); counted in :meth:`usage`
+        self.unstored_calls: list[tuple[str, Response]] = []
         #: per endpoint (model, api_base): its adaptive limit and caps, shared by the aliases that call it
         self.limits = EndpointLimits(settings.collection.concurrency, settings.collection.rpm, settings.collection.tpm)
         self._direct: OpenAITransport | None = None  # one pooled HTTP session for direct calls
@@ -417,10 +420,10 @@ class BiasSession:
         out: dict[str, dict[str, Any]] = {}
         if self._store is None:
             return out
-        for key, response in self._store.used.items():
+        used = [(self._store.labels_of(k).get("alias", r.call.model), r) for k, r in self._store.used.items()]
+        for alias, response in (*used, *self.unstored_calls):
             if response.source != "network":
                 continue
-            alias = self._store.labels_of(key).get("alias", response.call.model)
             entry = out.setdefault(
                 alias, {"model": response.call.model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
             )

@@ -363,3 +363,16 @@ def test_the_progress_total_is_the_calls_really_made(tmp_path: Path) -> None:
     for progress, report in zip(collections, session.reports, strict=True):
         assert {total for p, total in lines if p is progress} == {report.total}
     assert session.reports[0].total > 12 * 2 * 4 * 2  # questions x rounds x models x (initial, opposing)
+
+
+def test_usage_counts_every_call_made_stored_or_not(tmp_path: Path) -> None:
+    """A probe asked twice stores its second ask's answers under the first's keys: the first
+    ask's calls were made all the same, and the run's usage counts them."""
+    session = BiasSession(settings(tmp_path))
+    call = ModelCall.build(session.model("tgt"), "a probe", GEN)
+    stored = Response(call=call, text="second ask", prompt_tokens=3, completion_tokens=2)
+    session.store.label(call.key, alias="tgt")
+    session.store.put(stored)
+    session.unstored_calls.append(("tgt", Response(call=call, text="first ask", prompt_tokens=3, completion_tokens=4)))
+    assert session.usage() == {"tgt": {"model": call.model, "calls": 2, "prompt_tokens": 6, "completion_tokens": 6}}
+    session.close()

@@ -168,12 +168,16 @@ def probe_failed(spec: ModelSpec, exc: Exception) -> ProviderError:
     )
 
 
-async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> tuple[ModelFingerprint, Serving | None]:
+async def _probe(
+    spec: ModelSpec, client: Any, store: Any, run: str | None
+) -> tuple[ModelFingerprint, Serving | None, list[Response]]:
+    """What the probes tell of ``spec``'s model, which stored answers it may be served, and the
+    answers of an ask before the last (not stored: the last ask's have the same keys)."""
     calls = probe_calls(spec)
     key = HISTORY_PREFIX + calls[0].endpoint
     history = History.from_dict(store.read_meta(key))
     if run is not None and history.run == run and history.state is not None:  # a worker before us probed
-        return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history)
+        return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history), []
     asks = [await _ask(client, spec, calls)]
     first = digest((r.text for r in asks[0]), (r.system_fingerprint for r in asks[0]))
     second = None
@@ -189,6 +193,7 @@ async def _probe(spec: ModelSpec, client: Any, store: Any, run: str | None) -> t
     return (
         ModelFingerprint.of(spec.alias, spec.model, state, history, probes=sum(map(len, asks))),
         None if state == VARIES else _serving(history),
+        [r for ask in asks[:-1] for r in ask],
     )
 
 
@@ -215,7 +220,7 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
                 out.append(ModelFingerprint.of(spec.alias, spec.model, OFFLINE, history))
         return out
 
-    async def probe_all() -> list[Any]:  # (fingerprint, serving) or the model's failure, for each model
+    async def probe_all() -> list[Any]:  # (fingerprint, serving, earlier asks) or the model's failure, for each model
         return list(
             await asyncio.gather(*(_probe(s, session.client(s), store, run_id) for s in specs), return_exceptions=True)
         )
@@ -234,11 +239,13 @@ def check_fingerprints(session: Any, run: Callable[[Any], Any]) -> list[ModelFin
     store.serve_fingerprints(
         {
             probe_calls(s)[0].endpoint: serving
-            for s, (_, serving) in zip(specs, found, strict=True)
+            for s, (_, serving, _) in zip(specs, found, strict=True)
             if serving is not None
         }
     )
-    return [fingerprint for fingerprint, _ in found]
+    for s, (_, _, earlier) in zip(specs, found, strict=True):
+        session.unstored_calls.extend((s.alias, r) for r in earlier)
+    return [fingerprint for fingerprint, _, _ in found]
 
 
 def _any_history(session: Any) -> bool:
