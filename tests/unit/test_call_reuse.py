@@ -127,3 +127,25 @@ def test_an_answer_read_by_key_alone_keeps_the_call_built_for_that_key(
     again = store.get(calls[1].key)
     assert again is not None and again.call == calls[1] and again.call is not calls[1]
     store.close()
+
+
+def test_a_key_built_string_by_string_is_the_canonical_jsons() -> None:
+    """The key computed at build writes the messages' JSON string by string: the same bytes as
+    ``json.dumps(canonical, sort_keys=True, ensure_ascii=False)`` for quotes, escapes, control
+    characters, non-ASCII text, system prompts, primer turns and endpoints."""
+    import random
+
+    rng = random.Random(3)
+    alphabet = 'aé"\\\n\t\x00\x1f\u2028😀</>{}[],:'
+    for _ in range(500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        spec = ModelSpec(
+            model="openai/m",
+            alias="m",
+            api_base=rng.choice([None, "http://h/v1", 'http://é/"x']),
+            system=rng.choice([None, text[::-1]]),
+            messages=rng.choice([(), (("assistant", "ok " + text),)]),
+        )
+        built = ModelCall.build(spec, text, GenerationSettings(temperature=0.5, max_tokens=9, samples=1, seed=1))
+        blob = json.dumps(built.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert vars(built)["key"] == hashlib.sha256(blob.encode("utf-8")).hexdigest()

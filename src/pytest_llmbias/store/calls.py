@@ -124,8 +124,10 @@ class ModelCall:
             request=identity.request,
         )
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
-            listed = _dumps([{"content": c, "role": r} for r, c in messages])
-            blob = '{"api_base":' + _dumps(identity.api_base) + ',"messages":' + listed + "," + identity.tail
+            # the JSON json.dumps(..., sort_keys=True, ensure_ascii=False) writes, string by string
+            listed = ",".join('{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}" for r, c in messages)
+            api_base = "null" if identity.api_base is None else _json_str(identity.api_base)
+            blob = '{"api_base":' + api_base + ',"messages":[' + listed + "]," + identity.tail
             # set as an attribute (the cached property's own slot), not through __dict__, which
             # would give every call a dictionary of its own
             object.__setattr__(call, "key", hashlib.sha256(blob.encode("utf-8")).hexdigest())
@@ -170,6 +172,8 @@ class ModelCall:
 
 
 _dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+#: one string as :data:`_dumps` writes it (the encoder's own function, without building an encoder)
+_json_str = json.encoder.encode_basestring
 
 
 @dataclass(frozen=True)
