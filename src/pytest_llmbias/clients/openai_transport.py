@@ -87,11 +87,13 @@ class OpenAITransport:
         self._session: Any = None
         self._endpoints: dict[str, tuple[str, str | None]] = {}  # api_base -> (URL, Basic header)
         self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
+        self._lean: dict[str, tuple[str, int, str] | None] = {}  # URL -> (host, port, path) when plain http
+        self._pool: Any = None  # the lean client's connections (clients.http1.HTTP1Pool)
 
     @property
     def open(self) -> bool:
         """Whether an HTTP session is open (and :meth:`aclose` has something to close)."""
-        return self._session is not None and not self._session.closed
+        return (self._session is not None and not self._session.closed) or self._pool is not None
 
     def _client(self) -> Any:
         if self._session is None or self._session.closed:
@@ -127,7 +129,58 @@ class OpenAITransport:
         # user:password@ in the api_base: HTTP Basic, unless a key gives a bearer token
         if basic is not None and not any(k.lower() == "authorization" for k in headers):
             headers["Authorization"] = basic
-        return parse_completion(await self.send("POST", url, json.dumps(body), headers, query=query, timeout=timeout))
+        data = json.dumps(body)
+        lean = self._lean_target(url) if query is None else None
+        if lean is not None:
+            return parse_completion(await self._post_lean(lean, data, headers, timeout))
+        return parse_completion(await self.send("POST", url, data, headers, query=query, timeout=timeout))
+
+    def _lean_target(self, url: str) -> tuple[str, int, str] | None:
+        """(host, port, path) of a plain-``http://`` URL, which :mod:`~pytest_llmbias.clients.http1`
+        serves; None for any other (aiohttp's); worked out once per URL."""
+        if url not in self._lean:
+            parts = urlsplit(url)
+            lean = None
+            if parts.scheme == "http" and parts.hostname and not parts.query and not parts.fragment:
+                try:
+                    lean = (parts.hostname, parts.port or 80, parts.path or "/")
+                except ValueError:  # a port that is no number: aiohttp says what is wrong
+                    lean = None
+            self._lean[url] = lean
+        return self._lean[url]
+
+    async def _post_lean(
+        self, target: tuple[str, int, str], body: str, headers: Mapping[str, str], timeout: float
+    ) -> bytes:
+        """:meth:`send` of a chat completion on the lean HTTP/1.1 client: the same errors."""
+        from pytest_llmbias.clients.http1 import HTTP1Pool
+
+        if self._pool is None:
+            self._pool = HTTP1Pool()
+        host, port, path = target
+        try:
+            resp = await self._pool.post(host, port, path, headers, body.encode("utf-8"), timeout)
+        except asyncio.TimeoutError:
+            raise ProviderError(f"Timeout: no complete answer within {timeout:g}s", retryable=True) from None
+        except ValueError as exc:  # a header with a line break
+            raise ProviderError(str(exc), retryable=False) from None
+        except OSError as exc:  # refused or dropped connections, a body cut short: worth another try
+            raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from None
+        if 300 <= resp.status < 400:
+            raise ProviderError(
+                f"HTTP {resp.status}: the endpoint redirects to {resp.headers.get('location', '?')!r}: give that "
+                "address as the api_base",
+                status=resp.status,
+                retryable=False,
+            )
+        if resp.status >= 400:
+            raise ProviderError(
+                f"{_error_message(resp.body) or resp.reason or 'error'}",
+                status=resp.status,
+                retryable=retryable_status(resp.status),
+                retry_after=parse_retry_after(resp.headers.get("retry-after")),
+            )
+        return resp.body
 
     def _endpoint(self, base: str) -> tuple[str, str | None]:
         """The chat-completions URL of ``base`` (its user:password@ left out) and, where it holds
@@ -196,6 +249,9 @@ class OpenAITransport:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        if self._pool is not None:
+            await self._pool.aclose()
+        self._pool = None
 
 
 def parse_completion(raw: bytes) -> Completion:
