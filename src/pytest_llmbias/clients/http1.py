@@ -31,10 +31,6 @@ from typing import Any
 _NO_BODY = frozenset({204, 304})
 
 
-class CannotConnect(ConnectionError):
-    """No connection could be made (refused, unreachable, a name that does not resolve)."""
-
-
 @dataclass(frozen=True)
 class HTTPResponse:
     status: int
@@ -231,7 +227,7 @@ class HTTP1Pool:
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(_Connection, host, port), deadline - loop.time())
         except OSError as exc:
-            raise CannotConnect(f"Cannot connect to host {host}:{port} ({type(exc).__name__}: {exc})") from exc
+            raise ConnectionError(f"Cannot connect to host {host}:{port} ({type(exc).__name__}: {exc})") from exc
         return await self._use(loop, conn, idle, data, deadline)
 
     @staticmethod
