@@ -240,3 +240,41 @@ def test_nothing_listening_reads_as_an_unreachable_server() -> None:
 
     error = run(main())
     assert error.retryable and f"Cannot connect to host 127.0.0.1:{port}" in str(error)
+
+
+def test_the_timeout_covers_the_connect() -> None:
+    """A listener whose backlog is full holds a new connect (Linux drops its SYNs): the exchange's
+    timeout ends it as a timeout, not as a server that cannot be reached."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filling = []
+    for _ in range(4):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        filling.append(s)
+    time.sleep(0.1)
+
+    async def main():
+        try:
+            await HTTP1Pool().post("127.0.0.1", port, "/", {}, b"", 0.5)
+        except (asyncio.TimeoutError, ConnectionError) as exc:
+            return exc
+        return None
+
+    try:
+        error = run(main())
+    finally:
+        for s in (*filling, listener):
+            s.close()
+    if not isinstance(error, asyncio.TimeoutError) and isinstance(error, ConnectionError):
+        pytest.skip("this platform refuses a connect to a full backlog instead of holding it")
+    assert isinstance(error, asyncio.TimeoutError)

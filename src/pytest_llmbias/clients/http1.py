@@ -226,6 +226,8 @@ class HTTP1Pool:
                 break
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(_Connection, host, port), deadline - loop.time())
+        except asyncio.TimeoutError:  # the whole exchange's time ran out (an OSError too, from 3.11)
+            raise
         except OSError as exc:
             raise ConnectionError(f"Cannot connect to host {host}:{port} ({type(exc).__name__}: {exc})") from exc
         return await self._use(loop, conn, idle, data, deadline)
