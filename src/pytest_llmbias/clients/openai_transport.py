@@ -174,12 +174,7 @@ class OpenAITransport:
                 retryable=False,
             )
         if resp.status >= 400:
-            raise ProviderError(
-                f"{_error_message(resp.body) or resp.reason or 'error'}",
-                status=resp.status,
-                retryable=retryable_status(resp.status),
-                retry_after=parse_retry_after(resp.headers.get("retry-after")),
-            )
+            raise status_error(resp.status, resp.body, resp.reason, resp.headers.get("retry-after"))
         return resp.body
 
     def _endpoint(self, base: str) -> tuple[str, str | None]:
@@ -237,12 +232,7 @@ class OpenAITransport:
             # refused, reset or dropped connections, a body cut short: worth another try
             raise ProviderError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         if status >= 400:
-            raise ProviderError(
-                f"{_error_message(raw) or resp.reason or 'error'}",
-                status=status,
-                retryable=retryable_status(status),
-                retry_after=parse_retry_after(retry_after),
-            )
+            raise status_error(status, raw, resp.reason, retry_after)
         return raw
 
     async def aclose(self) -> None:
@@ -252,6 +242,17 @@ class OpenAITransport:
         if self._pool is not None:
             await self._pool.aclose()
         self._pool = None
+
+
+def status_error(status: int, body: bytes, reason: str | None, retry_after: str | None) -> ProviderError:
+    """An error status's ProviderError: the error body's message (else the reason phrase), whether
+    a retry can help (:func:`~pytest_llmbias.clients.retry.retryable_status`) and Retry-After."""
+    return ProviderError(
+        f"{_error_message(body) or reason or 'error'}",
+        status=status,
+        retryable=retryable_status(status),
+        retry_after=parse_retry_after(retry_after),
+    )
 
 
 def parse_completion(raw: bytes) -> Completion:

@@ -250,10 +250,13 @@ _BUILT_KEPT = 1 << 17
 _BY_KEY: dict[str, ModelCall] = {}
 
 
-def built_call(key: str) -> ModelCall | None:
-    """A call this process built (:meth:`ModelCall.build`, among the last it kept) whose key is
-    ``key``, or None: a stored answer read by key alone keeps it instead of a call rebuilt from its
-    record (the same call: its key hashes everything that identifies it)."""
+def built_call(key: str, asked: ModelCall | None = None) -> ModelCall | None:
+    """``asked`` when its key is ``key``, else a call this process built (:meth:`ModelCall.build`,
+    among the last it kept) whose key is ``key``, or None: a stored answer read by key keeps it
+    instead of a call rebuilt from its record (the same call: its key hashes everything that
+    identifies it)."""
+    if asked is not None and asked.key == key:
+        return asked
     return _BY_KEY.get(key)
 
 

@@ -193,9 +193,7 @@ class ResponseStore:
         try:
             if data["key"] != key:
                 raise ValueError("stored under the wrong key")
-            if call is None or call.key != key:
-                call = built_call(key)
-            response = Response.from_dict(data, source="store", call=call)
+            response = Response.from_dict(data, source="store", call=built_call(key, call))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(
                 f"the store at {self.where} holds a malformed response {key} ({exc}). "

@@ -153,8 +153,7 @@ class SnapshotAnswers(Mapping[str, Response]):
         entry = self._rows.get(key)
         if entry is None:
             return None
-        if call is None or call.key != key:
-            call = built_call(key)
+        call = built_call(key, call)
         if call is None:
             built = self._built[key] = self._from_line(key, *entry)
             return built
