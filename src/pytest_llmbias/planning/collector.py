@@ -21,7 +21,7 @@ import hashlib
 import heapq
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -107,12 +107,15 @@ class ExpectedCall:
         return cls(planned, what, exact=False, stand_in_key="sketch:" + hashlib.sha256(blob.encode()).hexdigest())
 
 
-def expected_follow_ups(planned: Iterable[PlannedCall], get: Callable[[str], Response | None]) -> list[ExpectedCall]:
-    """Every call the follow-ups of ``planned`` will lead to, told before any call: each
+def expected_follow_ups(
+    planned: Iterable[PlannedCall] | Mapping[str, PlannedCall], get: Callable[[str], Response | None]
+) -> list[ExpectedCall]:
+    """Every call the follow-ups of ``planned`` (or of a mapping :func:`deduplicate` gave) will
+    lead to, told before any call: each
     follow-up's :meth:`~FollowUp.expect`, then the follow-ups of each exact call it tells, and so
     on. One entry per key, in the order first told; a call that is itself in ``planned`` is left
     out (it is counted there); a call told after an optional one is optional too."""
-    unique = deduplicate(list(planned))
+    unique = planned if isinstance(planned, Mapping) else deduplicate(list(planned))
     seen = set(unique)
     out: list[ExpectedCall] = []
 
@@ -129,7 +132,8 @@ def expected_follow_ups(planned: Iterable[PlannedCall], get: Callable[[str], Res
                     visit(expected.planned, expected.optional)
 
     for item in unique.values():
-        visit(item, False)
+        if item.then:
+            visit(item, False)
     return out
 
 
@@ -210,7 +214,7 @@ async def collect(
     # the follow-ups told in advance, so that the progress line counts the calls really made (a
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
     # out: it is asked, if ever, by a later collection, and counted there
-    told = expected_follow_ups(unique.values(), get)
+    told = expected_follow_ups(unique, get)
     progress = Progress(total=0, expected=len(unique) + sum(not e.optional for e in told))
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
@@ -258,7 +262,8 @@ async def collect(
         if response is not None:
             progress.from_store += 1
             progress.done += 1
-            follow(item, response)
+            if item.then:
+                follow(item, response)
         elif offline:
             missing.append(key)
             progress.missing += 1

@@ -19,7 +19,7 @@ from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall
 from pytest_llmbias.planning.response_set import ResponseSet
-from pytest_llmbias.store.calls import ModelCall, Response, drop_oldest
+from pytest_llmbias.store.calls import ModelCall, Response, construct, drop_oldest
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class GridCell:
     call: ModelCall
 
     def planned(self, domain: str, then: Sequence[FollowUp] = ()) -> PlannedCall:
-        return PlannedCall(
-            alias=self.model.alias, call=self.call, domain=domain, question=self.question.id, then=tuple(then)
-        )
+        fields = {"alias": self.model.alias, "call": self.call, "domain": domain, "question": self.question.id}
+        fields["then"] = tuple(then)
+        return construct(PlannedCall, fields)
 
 
 def select_models(settings: Settings, models: str | tuple[str, ...]) -> tuple[ModelSpec, ...]:
@@ -119,7 +119,8 @@ def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iter
     for model in select_models(settings, request.models):
         for q in questions:
             for s in range(samples):
-                yield GridCell(model, q, s, ModelCall.build(model, q.text, settings.generation, sample=s))
+                call = ModelCall.build(model, q.text, settings.generation, sample=s)
+                yield construct(GridCell, {"model": model, "question": q, "sample": s, "call": call})
 
 
 def plan_calls(

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_llmbias.config.redaction import split_credentials, strip_userinfo
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
@@ -18,6 +18,7 @@ from pytest_llmbias.errors import ConfigError
 KEY_VERSION = 1
 
 Messages = tuple[tuple[str, str], ...]
+_T = TypeVar("_T")
 
 
 def as_messages(prompt: str | Sequence[Mapping[str, str]]) -> Messages:
@@ -33,6 +34,16 @@ def as_messages(prompt: str | Sequence[Mapping[str, str]]) -> Messages:
     if not out:
         raise ConfigError("a prompt needs at least one message")
     return tuple(out)
+
+
+def construct(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """An instance of ``cls`` (a frozen dataclass with no ``__post_init__``, no slots) holding
+    ``fields``, which name every field without a plain default: what ``cls(**fields)`` gives,
+    without the generated ``__init__``'s one ``object.__setattr__`` a field (a third of the
+    object's cost where a run builds one a call)."""
+    obj = object.__new__(cls)
+    vars(obj).update(fields)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -113,26 +124,25 @@ class ModelCall:
             messages = (*spec.messages, *messages)
         if spec.system is not None:
             messages = (("system", spec.system), *messages)
-        call = cls(
-            model=spec.model,
-            api_base=identity.api_base,
-            messages=messages,
-            params=identity.params,
-            sample=sample,
-            credentials=identity.credentials,
-            version=spec.version,
-            request=identity.request,
-        )
+        fields = {
+            "model": spec.model,
+            "api_base": identity.api_base,
+            "messages": messages,
+            "params": identity.params,
+            "sample": sample,
+            "credentials": identity.credentials,
+            "version": spec.version,
+            "request": identity.request,
+        }
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
             # the JSON json.dumps(..., sort_keys=True, ensure_ascii=False) writes, string by string
             listed = ",".join('{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}" for r, c in messages)
             api_base = "null" if identity.api_base is None else _json_str(identity.api_base)
             blob = '{"api_base":' + api_base + ',"messages":[' + listed + "]," + identity.tail
-            # set as an attribute (the cached property's own slot), not through __dict__, which
-            # would give every call a dictionary of its own
-            object.__setattr__(call, "key", hashlib.sha256(blob.encode("utf-8")).hexdigest())
+            fields["key"] = hashlib.sha256(blob.encode("utf-8")).hexdigest()  # the cached property's value
         if identity.endpoint is not None:
-            object.__setattr__(call, "endpoint", identity.endpoint)
+            fields["endpoint"] = identity.endpoint
+        call = construct(cls, fields)
         return call
 
     def canonical(self) -> dict[str, Any]:
@@ -303,10 +313,12 @@ class Response:
     def key(self) -> str:
         return self.call.key
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.call.key,
-            **{k: v for k, v in self.call.canonical().items() if k != "v"},
+    def to_dict(self, *, answer_first: bool = False) -> dict[str, Any]:
+        """The response as a record: its call's key and request fields, then its answer's;
+        ``answer_first``: the answer's first, as the stores keep it (see
+        :mod:`pytest_llmbias.store.records`)."""
+        request = {"key": self.call.key, **{k: v for k, v in self.call.canonical().items() if k != "v"}}
+        answer = {
             "text": self.text,
             "finish_reason": self.finish_reason,
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
@@ -318,6 +330,7 @@ class Response:
             **({"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}),
             **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
         }
+        return {**answer, **request} if answer_first else {**request, **answer}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str, call: ModelCall | None = None) -> Response:
@@ -336,12 +349,20 @@ class Response:
             )
         elif data["model"] != call.model or "messages" not in data:  # read by key: still a whole record
             raise ValueError("the record's request fields are another call's or missing")
+        return cls.answering(call, data, source=source)
+
+    @classmethod
+    def answering(cls, call: ModelCall, data: Mapping[str, Any], *, source: str) -> Response:
+        """The response to ``call`` whose answer fields (``text``, ``usage``, ...) ``data``
+        holds, the record's request fields unread; raises ``KeyError``/``TypeError``/``ValueError``
+        on malformed ones."""
         text = data["text"]
         if not isinstance(text, str):
             raise TypeError("'text' must be a string")
         usage = data.get("usage") or {}
         top = data.get("top_logprobs")
-        return cls(
+        response = object.__new__(cls)  # as construct() does, inline: once a stored answer read
+        vars(response).update(
             call=call,
             text=text,
             finish_reason=data.get("finish_reason"),
@@ -354,6 +375,7 @@ class Response:
             system_fingerprint=data.get("system_fingerprint"),
             fingerprint=data.get("fingerprint"),
         )
+        return response
 
 
 def first_token_alternatives(content: Any) -> tuple[tuple[str, float], ...] | None:

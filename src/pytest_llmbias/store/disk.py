@@ -40,6 +40,8 @@ def open_cache(directory: Path, *, timeout: float, label: str = "store") -> Any:
 
 
 _DB = "cache.db"
+#: diskcache's mode of a value stored as it is (``diskcache.core.MODE_RAW``): a string is read back as it is
+_MODE_RAW = 1
 #: keys read by one query of :meth:`DiskCache.get_many` (well under SQLite's limit on parameters)
 _BATCH = 500
 #: answers kept in the journal are written to the database once this many wait ...
@@ -156,9 +158,14 @@ class DiskCache:
             ) from None
 
     def get(self, key: str) -> Any | None:
+        raw = self.get_raw(key)
+        return None if raw is None else self.decode(key, raw)
+
+    def get_raw(self, key: str) -> str | None:
+        """The JSON text stored under ``key`` (what :meth:`get` decodes), or None."""
         kept = self._pending.get(key)
         if kept is not None:
-            return self._decode(key, kept)
+            return kept
         cache = self._open()
         if cache is None:
             return None
@@ -166,30 +173,35 @@ class DiskCache:
             raw = cache.get(key)
         except Exception as exc:
             raise self._unreadable(exc) from None
-        if raw is None:
-            return None
-        return self._decode(key, raw)
+        return raw
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The values of those ``keys`` that are stored, by key: what :meth:`get` gives each, read
         in a few queries (one per 500 keys) instead of one per key."""
+        return {key: self.decode(key, raw) for key, raw in self.get_raw_many(keys).items()}
+
+    def get_raw_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """The JSON texts of those ``keys`` that are stored (what :meth:`get_many` decodes)."""
         cache = self._open()
         if cache is None or not keys:
             return {}
         pending = self._pending  # the same dictionary throughout, whatever another thread flushes
-        kept = {k: self._decode(k, pending[k]) for k in keys if k in pending} if pending else {}
         try:
             found = select_many(cache, keys)
         except Exception as exc:
             raise self._unreadable(exc) from None
-        return {**{key: self._decode(key, raw) for key, raw in found.items()}, **kept}
+        if pending:
+            found.update((k, pending[k]) for k in keys if k in pending)
+        return found
 
     def _unreadable(self, exc: Exception) -> StoreError:
         return StoreError(
             f"the store at {self.directory} cannot be read ({type(exc).__name__}: {exc}). " + reset_hint(self.directory)
         )
 
-    def _decode(self, key: str, raw: Any) -> Any:
+    def decode(self, key: str, raw: Any) -> Any:
+        """The value of ``key`` stored as ``raw``; an unreadable one is a :class:`StoreError`
+        with the reset hint."""
         try:
             return json.loads(raw)
         except (TypeError, ValueError) as exc:
@@ -298,6 +310,9 @@ def select_many(cache: Any, keys: Sequence[str]) -> dict[str, Any]:
             " AND (expire_time IS NULL OR expire_time > ?)"
         )
         for key, mode, filename, value in cache._sql(query, (*chunk, time.time())).fetchall():
+            if mode == _MODE_RAW and filename is None and type(value) is str:  # what fetch() gives it
+                out[key] = value
+                continue
             try:
                 out[key] = cache._disk.fetch(mode, filename, value, False)
             except OSError:  # deleted since the query: a miss, as Cache.get has it

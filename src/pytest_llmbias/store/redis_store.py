@@ -178,8 +178,12 @@ class RedisCache:
     # -- records ---------------------------------------------------------------------------
 
     def get(self, key: str) -> Any | None:
-        raw = self.guard("read", lambda: self.client.get(NAMESPACE + key))
-        return None if raw is None else self._decode(key, raw)
+        raw = self.get_raw(key)
+        return None if raw is None else self.decode(key, raw)
+
+    def get_raw(self, key: str) -> bytes | None:
+        """The JSON bytes stored under ``key`` (what :meth:`get` decodes), or None."""
+        return self.guard("read", lambda: self.client.get(NAMESPACE + key))
 
     def raw_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The stored bytes of each of ``keys`` (None where nothing is stored), in one round trip."""
@@ -187,9 +191,15 @@ class RedisCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The records of those ``keys`` that are stored, in one round trip."""
-        return {k: self._decode(k, raw) for k, raw in zip(keys, self.raw_many(keys), strict=True) if raw is not None}
+        return {k: self.decode(k, raw) for k, raw in self.get_raw_many(keys).items()}
 
-    def _decode(self, key: str, raw: bytes) -> Any:
+    def get_raw_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The JSON bytes of those ``keys`` that are stored (what :meth:`get_many` decodes)."""
+        return {k: raw for k, raw in zip(keys, self.raw_many(keys), strict=True) if raw is not None}
+
+    def decode(self, key: str, raw: bytes | str) -> Any:
+        """The record of ``key`` stored as ``raw``; an unreadable one is a :class:`StoreError`
+        saying how to delete it."""
         try:
             return json.loads(raw)
         except (TypeError, ValueError) as exc:

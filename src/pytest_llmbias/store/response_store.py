@@ -12,6 +12,7 @@ from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.calls import ModelCall, Response, built_call
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
+from pytest_llmbias.store.records import answer_fields, record
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
@@ -135,12 +136,13 @@ class ResponseStore:
         out = {k: self._memory[k] for k in keys if k in self._memory}
         rest = [k for k in keys if k not in out]
         if self._disk is not None and self.mode == "use" and rest:
-            found = self._disk.get_many([_PREFIX + k for k in rest])
+            stored = [_PREFIX + k for k in rest]
+            found = self._disk.get_raw_many(stored)
             asked = calls or {}
-            for key in rest:
-                data = found.get(_PREFIX + key)
-                response = self._parse(key, data, asked.get(key)) if data is not None else None
-                if response is None or not self._fresh(response):  # as get() reads it: then the snapshots
+            for key, at in zip(rest, stored, strict=True):
+                raw = found.get(at)
+                response = self._read(key, raw, asked.get(key)) if raw is not None else None
+                if response is None or (self._serving and not self._fresh(response)):  # as get(): then the snapshots
                     response = self._snapshot_layer().answer(key, asked.get(key)) if self._snapshot_paths else None
                 if response is not None:
                     self._memory[key] = response
@@ -150,17 +152,35 @@ class ResponseStore:
             one = self.get(key)
             if one is not None:
                 out[key] = one
-        for key, response in out.items():
-            self._used[key] = response
+        self._used.update(out)
         return out
 
     def _read_disk(self, key: str, run_id: str | None = None) -> Response | None:
         assert self._disk is not None
-        data = self._disk.get(_PREFIX + key)
-        if data is None or (run_id is not None and data.get("run") != run_id):
+        raw = self._disk.get_raw(_PREFIX + key)
+        response = None if raw is None else self._read(key, raw, run_id=run_id)
+        return response if response is not None and self._fresh(response) else None
+
+    def _read(
+        self, key: str, raw: str | bytes, asked: ModelCall | None = None, run_id: str | None = None
+    ) -> Response | None:
+        """The response stored as ``raw`` under ``key`` (None: written by another run than
+        ``run_id``, when given): with a call built for ``key`` (``asked``, or one this process
+        built), its answer fields alone are parsed (see :mod:`pytest_llmbias.store.records`)."""
+        assert self._disk is not None
+        call = built_call(key, asked)
+        head = answer_fields(key, raw) if call is not None else None
+        if call is None or head is None:
+            data = self._disk.decode(_PREFIX + key, raw)
+            if run_id is not None and (not isinstance(data, dict) or data.get("run") != run_id):
+                return None
+            return self._parse(key, data, call)
+        if run_id is not None and head.get("run") != run_id:
             return None
-        response = self._parse(key, data)
-        return response if self._fresh(response) else None
+        try:  # the answer fields alone, of a record cut at its key (which answer_fields checked)
+            return Response.answering(call, head, source="store")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._malformed(key, exc) from None
 
     def _fresh(self, response: Response) -> bool:
         """Whether ``response`` may be served under its model's current fingerprint: always for
@@ -193,16 +213,18 @@ class ResponseStore:
         try:
             if data["key"] != key:
                 raise ValueError("stored under the wrong key")
-            response = Response.from_dict(data, source="store", call=built_call(key, call))
+            response = Response.from_dict(data, source="store", call=call)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StoreError(
-                f"the store at {self.where} holds a malformed response {key} ({exc}). "
-                + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
-            ) from None
-        # verified above; saves rehashing on the hot read path (an attribute, not through __dict__,
-        # which would give every call a dictionary of its own)
+            raise self._malformed(key, exc) from None
+        # verified above: a call rebuilt from its record is not hashed again
         object.__setattr__(response.call, "key", key)
         return response
+
+    def _malformed(self, key: str, exc: Exception) -> StoreError:
+        return StoreError(
+            f"the store at {self.where} holds a malformed response {key} ({exc}). "
+            + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
+        )
 
     def put(self, response: Response, *, later: bool = False) -> None:
         """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now.
@@ -215,13 +237,11 @@ class ResponseStore:
             response = copy.copy(response)  # what dataclasses.replace gives, without __init__ again
             object.__setattr__(response, "fingerprint", serving.current)
         if self._disk is not None:
-            record = response.to_dict()
-            if self.run_id:
-                record["run"] = self.run_id
+            kept = record(response, self.run_id)
             if later and isinstance(self._disk, DiskCache):
-                self._disk.set_later(_PREFIX + response.key, record)
+                self._disk.set_later(_PREFIX + response.key, kept)
             else:
-                self._disk.set(_PREFIX + response.key, record)
+                self._disk.set(_PREFIX + response.key, kept)
         self._memory[response.key] = response
         self._used[response.key] = response
 
@@ -230,14 +250,22 @@ class ResponseStore:
         if isinstance(self._disk, DiskCache):
             self._disk.flush()
 
-    def label(self, key: str, **labels: Any) -> None:
-        """Attach reader-facing labels (alias, domain, question) used when exporting a snapshot."""
-        given = {k: v for k, v in labels.items() if v is not None}
+    def label(
+        self, key: str, alias: str | None = None, domain: str | None = None, question: str | None = None, **more: Any
+    ) -> None:
+        """Attach reader-facing labels (alias, domain, question, any ``more``: those not None)
+        used when exporting a snapshot."""
         known = self._labels.get(key)
         if known is None:
-            self._labels[key] = given
-        else:
-            known.update(given)
+            known = self._labels[key] = {}
+        if alias is not None:
+            known["alias"] = alias
+        if domain is not None:
+            known["domain"] = domain
+        if question is not None:
+            known["question"] = question
+        if more:
+            known.update((k, v) for k, v in more.items() if v is not None)
 
     def labels_of(self, key: str) -> dict[str, Any]:
         """The reader-facing labels attached to ``key`` (alias, domain, question), if any."""
