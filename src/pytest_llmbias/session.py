@@ -29,9 +29,11 @@ from pytest_llmbias.planning.garbage import fewer_collections
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
 from pytest_llmbias.planning.response_set import ResponseSet
 from pytest_llmbias.scoring.session_scorers import SessionScorers
+from pytest_llmbias.stats.shelf import keep_between_runs
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.lock import CollectionLock
 from pytest_llmbias.store.response_store import ResponseStore
+from pytest_llmbias.store.result_shelf import ResultShelf
 from pytest_llmbias.store.snapshot import export_part_path
 
 if TYPE_CHECKING:
@@ -91,6 +93,9 @@ class BiasSession:
         self.exported: Path | None = None
         #: the release's answers file (or a worker's part of it) written at close
         self.recorded: Path | None = None
+        #: where the statistics keep their resamplings between runs (none with ``cache: off``)
+        self._shelf = None if settings.store.cache == "off" else ResultShelf(Path(settings.store.dir) / "resampled")
+        self._shelf_before = keep_between_runs(self._shelf) if self._shelf is not None else None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -420,8 +425,11 @@ class BiasSession:
         out: dict[str, dict[str, Any]] = {}
         if self._store is None:
             return out
-        used = [(self._store.labels_of(k).get("alias", r.call.model), r) for k, r in self._store.used.items()]
-        for alias, response in (*used, *self.unstored_calls):
+        store = self._store
+        asked = [
+            (store.labels_of(k).get("alias", r.call.model), r) for k, r in store.used.items() if r.source == "network"
+        ]
+        for alias, response in (*asked, *self.unstored_calls):
             if response.source != "network":
                 continue
             entry = out.setdefault(
@@ -471,3 +479,6 @@ class BiasSession:
             if self._store is not None:
                 self._store.close()
             self.scorers.close()
+            if self._shelf is not None:
+                self._shelf.prune()
+                keep_between_runs(self._shelf_before)

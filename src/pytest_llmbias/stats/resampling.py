@@ -8,6 +8,9 @@ how the rule behaves when the group labels do not matter (:func:`permutation_nul
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.stats import shelf
 from pytest_llmbias.stats._common import Values, check_confidence, jsonable
 from pytest_llmbias.stats.selection import DEFAULT_RULE, FOUR_FIFTHS, SelectionRule, _check_rule, _grouped, impact_ratio
 
@@ -116,19 +120,75 @@ _KEPT_LOCK = threading.Lock()
 
 def _kept(key: tuple[Any, ...], compute: Any) -> Any:
     """``compute()``, or what it gave for the same ``key`` among the last :data:`_KEPT_COUNT`
-    (an immutable result: a frozen dataclass, or an array set read-only). A key that holds None
-    (inputs that are no numbers, see :func:`_bytes`) is computed every time: its error is raised there."""
+    (an immutable result: a frozen dataclass, or an array set read-only), or on the run's shelf
+    (see :mod:`pytest_llmbias.stats.shelf`: a warm run's unchanged inputs are not resampled again).
+    A key that holds None (inputs that are no numbers, see :func:`_bytes`) is computed every time:
+    its error is raised there."""
     if any(part is None for part in key):
         return compute()
     with _KEPT_LOCK:
         if key in _KEPT:
             return _KEPT[key]
-    value = compute()
+    kept_on = shelf.current()
+    name = _shelf_key(key) if kept_on is not None else None
+    value = _unshelve(kept_on.get(name)) if kept_on is not None and name is not None else None
+    if value is None:
+        value = compute()
+        if kept_on is not None and name is not None:
+            kept_on.set(name, _shelve(value))
     with _KEPT_LOCK:  # a gate resamples its models in threads (see bias_impact_ratio_verdict)
         if len(_KEPT) >= _KEPT_COUNT:
             _KEPT.pop(next(iter(_KEPT)))
         _KEPT[key] = value
     return value
+
+
+#: the layout of the results kept on a shelf; a change to how a resampling is computed changes it,
+#: so that no run reads a result computed otherwise
+SHELF_LAYOUT = "resampling-1"
+
+
+def _shelf_key(key: tuple[Any, ...]) -> str:
+    """The shelf's name of ``key``'s result: a digest of every part (bytes as they are, the rest
+    as their repr: strings, numbers, a rule's fields, group names), :data:`SHELF_LAYOUT` and
+    numpy's version (whose generator draws the replicates)."""
+    digest = hashlib.sha256(f"{SHELF_LAYOUT}/{np.__version__}".encode())
+    for part in key:
+        blob = part if isinstance(part, bytes) else repr(part).encode("utf-8")
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.hexdigest()
+
+
+def _shelve(value: Any) -> bytes:
+    """``value`` (a float array, or a :class:`NullCheck` or :class:`GroupEffectTest`) as bytes:
+    a JSON header (its kind; an array's shape and dtype) on one line, then an array's bytes."""
+    if isinstance(value, np.ndarray):
+        header = {"array": list(value.shape), "dtype": value.dtype.str}
+        return json.dumps(header).encode() + b"\n" + np.ascontiguousarray(value).tobytes()
+    return json.dumps({type(value).__name__: dataclasses.asdict(value)}).encode() + b"\n"
+
+
+def _unshelve(raw: bytes | None) -> Any:
+    """What :func:`_shelve` wrote, or None where ``raw`` is none, unreadable or of another shape
+    (computed again)."""
+    if raw is None:
+        return None
+    head, _, body = raw.partition(b"\n")
+    try:
+        header = json.loads(head)
+        if "array" in header:
+            shape, dtype = tuple(int(n) for n in header["array"]), np.dtype(header["dtype"])
+            if dtype != np.float64 or len(body) != int(np.prod(shape)) * dtype.itemsize:
+                return None
+            array = np.frombuffer(body, dtype=dtype).reshape(shape)
+            array.setflags(write=False)
+            return array
+        (kind, fields), *rest = header.items()
+        result = {"NullCheck": NullCheck, "GroupEffectTest": GroupEffectTest}[kind](**fields)
+        return None if rest or body else result
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _bytes(values: Values) -> bytes | None:
