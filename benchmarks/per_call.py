@@ -2,7 +2,7 @@
 the network ideal.
 
     python benchmarks/per_call.py [--small 1280] [--large 10240] [--concurrency 128] [--latency 0.02]
-                                  [--rounds 2] [--suite-runs 3] [--skip-ratios] [--json out.json]
+                                  [--rounds 2] [--suite-runs 3] [--skip-ratios] [--instructions] [--json out.json]
 
 Against the local OpenAI-compatible server (``tests/openai_server.py``, its own process, so its CPU
 is not charged to the client; on a small machine it still shares the cores):
@@ -14,6 +14,10 @@ is not charged to the client; on a small machine it still shares the cores):
    Then a second process does the same on the same store, every call stored. Each figure is
    the slope between ``--small`` and ``--large`` prompts, so start-up, imports and the fingerprint
    probes cancel; the median over ``--rounds`` rounds.
+   With ``--instructions`` (valgrind installed), the warm figure also as instructions a call,
+   counted by callgrind over the same clocked part at the same two sizes: CPU time on a shared
+   machine moved by a third within an hour, a count of instructions does not, so a change is told
+   from the machine's load by it.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -60,10 +64,16 @@ request = ResponseRequest("bench", models="target")
 settings = resolve_settings(config_path=project / "llmbias.yaml", cwd=project)
 session = BiasSession(settings)
 session.domain("bench")  # the domain file is read before the clock starts
+counted = sys.argv[2:] == ["--instructions"]  # under callgrind: count the clocked part's instructions only
+if counted:
+    import os, subprocess
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
 cpu0, t0 = time.process_time(), time.perf_counter()
 session.plan(request)
 report = session.ensure_collected()
 answers = session.responses(request)
+if counted:
+    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)
 out = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - t0,
        "fetched": report.fetched, "from_store": report.from_store, "answers": len(answers.responses)}
 session.close()
@@ -140,6 +150,32 @@ def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, w
         "cold_rounds_us": [1e6 * s for s in slopes["cold"]],
         "warm_rounds_us": [1e6 * s for s in slopes["warm"]],
     }
+
+
+def warm_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> dict | None:
+    """Instructions a warm call as callgrind counts them (the same slope as the CPU figure): a
+    count that the machine's load does not move, where CPU time moved by a third within an hour.
+    None where valgrind is not installed."""
+    import shutil
+
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    counts = {}
+    for n in (small, large):
+        tag = f"instructions-{n}"
+        run_child(base, n, concurrency, workdir, tag, cold_only=True)  # the store, filled
+        command = [
+            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+            sys.executable, "-c", CHILD, str(workdir / tag), "--instructions",
+        ]  # fmt: skip
+        done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"the benchmark's session under callgrind failed:\n{done.stderr[-4000:]}")
+        counts[n] = int(found.group(1))
+    slope = (counts[large] - counts[small]) / (large - small)
+    print(f"  warm: {slope:,.0f} instructions a call ({counts[small]:,} at {small}, {counts[large]:,} at {large})")
+    return {"warm_instructions": slope, "counts": counts}
 
 
 #: pytest plugins of this project's development environment that a user's install of the example
@@ -230,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite-runs", type=int, default=3)
     parser.add_argument("--skip-ratios", action="store_true", help="leave out the cold ratio runs (about 130 s)")
     parser.add_argument("--skip-suite", action="store_true", help="leave out the example suite")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count a warm call's instructions under callgrind (about 1 min)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -239,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         proc, base = start_server(latency=args.latency)
         try:
             results["per_call"] = per_call(base, args.small, args.large, args.concurrency, args.rounds, Path(tmp))
+            if args.instructions:
+                results["instructions"] = warm_instructions(base, args.small, args.large, args.concurrency, Path(tmp))
         finally:
             stop_server(proc)
         if not args.skip_suite:
@@ -253,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.small}->{args.large}): {pc['cold_us']:.0f} us (target <= 300 us)"
     )
     print(f"CPU a call, warm (every call stored; same slope): {pc['warm_us']:.1f} us (target <= 40 us)")
+    if results.get("instructions"):
+        print(f"instructions a warm call (callgrind; same slope): {results['instructions']['warm_instructions']:,.0f}")
     if "example_suite" in results:
         for name, what in (("user", "as a user's install runs it"), ("dev", "with the development plugins")):
             s = results["example_suite"][name]
