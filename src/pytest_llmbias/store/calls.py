@@ -87,18 +87,20 @@ class ModelCall:
         object, its key computed once: a run plans a call and reads it back, a judge's rating is
         told before it is asked, and several gates may need one call."""
         memo: tuple[Any, ...] | None = None
+        shape: str | None = None  # the params' JSON, where they are JSON values
         if cls is ModelCall and type(sample) is int:
             try:
                 asked = prompt if isinstance(prompt, str) else as_messages(prompt)
+                shape = _dumps(params) if params else None
                 # by the identity of the spec and settings (kept with the call, so never another's):
                 # equal ones may differ in a number's type, which the key tells apart
-                memo = (id(spec), id(generation), asked, sample, _dumps(params) if params else None)
+                memo = (id(spec), id(generation), asked, sample, shape)
                 kept = _BUILT.get(memo)
             except (TypeError, ValueError):  # params that are no JSON values: built afresh
                 memo = kept = None
             if kept is not None and kept[0] is spec and kept[1] is generation:
                 return kept[2]
-        call = cls._build(spec, prompt, generation, sample, params)
+        call = cls._build(spec, prompt, generation, sample, params, shape)
         if memo is not None:
             if len(_BUILT) >= _BUILT_KEPT:
                 drop_oldest(_BUILT)
@@ -117,8 +119,12 @@ class ModelCall:
         generation: GenerationSettings,
         sample: int,
         params: Mapping[str, Any] | None,
+        shape: str | None = None,
     ) -> ModelCall:
-        identity = _identity(spec, generation, sample, params) if params else _spec_identity(spec, generation, sample)
+        if params and shape is None:  # params that are no JSON values (or a subclass's call): afresh
+            identity = _identity(spec, generation, sample, params)
+        else:
+            identity = _spec_identity(spec, generation, sample, params, shape)
         messages = as_messages(prompt)
         if spec.messages:
             messages = (*spec.messages, *messages)
@@ -230,14 +236,21 @@ def _identity(
     return _Identity(public, credentials, api_base, request, tail, endpoint)
 
 
-def _spec_identity(spec: ModelSpec, generation: GenerationSettings, sample: int) -> _Identity:
-    """:func:`_identity` without extra params, once per model, settings and sample (by identity,
-    as :data:`_BUILT`): the calls of a run share its (read-only) mappings."""
-    memo = (id(spec), id(generation), sample, type(sample))
+def _spec_identity(
+    spec: ModelSpec,
+    generation: GenerationSettings,
+    sample: int,
+    params: Mapping[str, Any] | None = None,
+    shape: str | None = None,
+) -> _Identity:
+    """:func:`_identity`, once per model, settings (by identity, as :data:`_BUILT`), sample and
+    extra ``params`` (by ``shape``, their JSON: a judge's calls share theirs): the calls of a run
+    share its (read-only) mappings."""
+    memo = (id(spec), id(generation), sample, type(sample), shape)
     kept = _IDENTITIES.get(memo)
     if kept is not None and kept[0] is spec and kept[1] is generation:
         return kept[2]
-    identity = _identity(spec, generation, sample, None)
+    identity = _identity(spec, generation, sample, params)
     if len(_IDENTITIES) >= 1024:
         drop_oldest(_IDENTITIES)
     _IDENTITIES[memo] = (spec, generation, identity)
