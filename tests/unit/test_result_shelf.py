@@ -72,7 +72,9 @@ def test_a_kept_result_is_what_is_read(kept: ResultShelf) -> None:
     assert permutation_null(VALUES, GROUPS, permutations=300, seed=3).p_value == 0.123
 
 
-@pytest.mark.parametrize("damage", [b"", b"not json\n", b'{"array": [300, 3], "dtype": "<f8"}\n1234', b'{"Nope": {}}\n'])
+@pytest.mark.parametrize(
+    "damage", [b"", b"not json\n", b'{"array": [300, 3], "dtype": "<f8"}\n1234', b'{"Nope": {}}\n']
+)
 def test_an_unreadable_result_is_computed_again(kept: ResultShelf, damage: bytes) -> None:
     each_result()
     for path in kept.directory.iterdir():
