@@ -15,10 +15,13 @@ import contextlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 #: how many results the folder keeps (a few hundred KB at most each)
 KEPT = 512
+#: a temporary file older than this (seconds) is a crash's leftover, not another writer's
+_PART_LEFT_S = 3600
 _NAME = re.compile(r"[0-9a-f]{64}")
 
 
@@ -68,17 +71,11 @@ class ResultShelf:
             return 0
         values = sorted(((t, p) for t, p in entries if _NAME.fullmatch(p.name)), reverse=True)
         stale = [p for _, p in values[keep:]]
-        stale += [p for t, p in entries if p.name.startswith(".part-") and t < _started()]
+        left_before = time.time() - _PART_LEFT_S
+        stale += [p for t, p in entries if p.name.startswith(".part-") and t < left_before]
         deleted = 0
         for path in stale:
             with contextlib.suppress(OSError):
                 path.unlink()
                 deleted += 1
         return deleted
-
-
-def _started() -> float:
-    """A time before which a temporary file is a crash's leftover, not another writer's (an hour ago)."""
-    import time
-
-    return time.time() - 3600
