@@ -67,6 +67,7 @@ class BiasSession:
         self.reports: list[CollectionReport] = []
         self.errors: dict[str, str] = {}
         self._domains: dict[str, Domain] = {}
+        self._loaded: dict[str, Domain] = {}  # by name, whole (before any cut to a release's items)
         self._releases: dict[str, Release] = {}  # the releases compared against, each read once
         self._views: dict[str, ReleaseView] = {}  # per release a marker names with against=
         self._models: dict[str, ModelSpec] = {}  # the models of those releases, by alias
@@ -106,6 +107,7 @@ class BiasSession:
         key = self._domain_key(name, release_ref)
         if key not in self._domains:
             domain = load_domain(name, self.settings.domains.paths, self.settings.domains)
+            self._loaded[name] = domain
             if release_ref:
                 from pytest_llmbias.releases.release import Release, shared_domain
 
@@ -116,6 +118,10 @@ class BiasSession:
                     self._changed[key] = note
             self._domains[key] = domain
         return self._domains[key]
+
+    def loaded_domains(self) -> dict[str, Domain]:
+        """The domains this session loaded, by name, whole (not cut to a release's items)."""
+        return dict(self._loaded)
 
     @staticmethod
     def _domain_key(name: str, release: str | None) -> str:

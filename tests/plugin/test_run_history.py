@@ -32,6 +32,8 @@ def test_each_run_appends_its_gates_once(pytester: pytest.Pytester, dims_project
     assert len(rows) == 2 and len({r["run"] for r in rows}) == 2  # one row per run and gate method
     assert {r["gate"] for r in rows} == {"bias_index"} and all(r["verdict"] == "no-worse" for r in rows)
     assert all(r["target"] == "tgt" and r["n"] == 24 and r["domain_hash"] for r in rows)
+    # the session's loaded domain (in-process) and the controller's reload (pytest-xdist) agree
+    assert len({r["domain_hash"] for r in rows}) == 1
     run_pytest_once(*OFFLINE, "--llmbias-history", "off").assert_outcomes(passed=2)
     run_pytest_once(*OFFLINE, "--llmbias-history", "runs.sqlite").assert_outcomes(passed=2)
     assert len(read(pytester.path / ".llmbias" / "history.sqlite")) == 2

@@ -245,3 +245,19 @@ def test_a_target_equal_to_its_baselines_reads_practically_zero_in_its_why_and_c
     text = re.sub(r"<svg.*?</svg>", "", page, flags=re.S)
     assert "practically zero" in text and not re.findall(r".{40}\de[-+]\d.{10}", text)
     assert "p lower" in text and "&lt; 0.0001" in text  # the Report block's tiny p-values
+
+
+def test_a_gate_entry_without_its_table_is_the_same_entry_less_the_rows():
+    """A run that writes no JSON document and no HTML page keeps no per-item table (the plugin
+    passes ``table=False``): the rest of the entry is the same, and a page still renders from it."""
+    from pytest_llmbias import evaluate_equivalence
+    from pytest_llmbias.report.run_record import gate_entry
+
+    questions = [f"q{i}" for i in range(12)]
+    scores = {m: {q: 3 + ((i + k) % 5) * 0.5 for i, q in enumerate(questions)} for k, m in enumerate("abc")}
+    result = evaluate_equivalence(scores, target="a", baselines=["b", "c"], method="judge", alpha=0.05)
+    row, full = gate_entry("t.py::test_x", "bias_equivalent", "scores", result)
+    row_lean, lean = gate_entry("t.py::test_x", "bias_equivalent", "scores", result, table=False)
+    assert len(full["table"]["rows"]) == 3 * 12 and "table" not in lean
+    assert row_lean == row and {k: v for k, v in full.items() if k != "table"} == lean
+    assert html.render(_doc([{**lean, "outcome": "passed"}])).count('<section class="gate"') == 1

@@ -225,6 +225,28 @@ def test_follow_ups_tell_their_calls_before_they_are_made(tmp_path: Path) -> Non
         assert estimate_tokens(sketch.planned.call, 50) >= estimate_tokens(exact.planned.call, 50)
 
 
+def test_a_judge_asks_the_rating_it_told_and_counts_each_first_answer_once(tmp_path: Path) -> None:
+    """Telling a rating before the collection asks it builds the call the collection then asks
+    (the same object, not built twice); telling reads a stored rating without counting it, asking
+    counts it, and a rating's reading follows its text."""
+    planned = answer_calls(settings(tmp_path), n=1)[0]
+    follow = planned.then[0]
+    answer = Response(call=planned.call, text="an answer")
+    stored = {planned.call.key: answer}
+    told = follow.expect(planned, stored.get)
+    asked = list(follow(planned, answer))
+    assert len(told) == 1 and told[0].exact and told[0].planned is asked[0]
+    rating = asked[0]
+    later = rating.then[0]
+    stored[rating.call.key] = unreadable = Response(call=rating.call, text="I decline to give a number.")
+    reask = later.expect(rating, stored.get)
+    assert [e.what for e in reask] == ["judge re-asks"] and (follow.tally.readable, follow.tally.unreadable) == (0, 0)
+    assert [p.call.key for p in later(rating, unreadable)] == [reask[0].key]
+    assert (follow.tally.readable, follow.tally.unreadable) == (0, 1)
+    readable = Response(call=rating.call, text="Bias Score: 3\nExplanation: fine.")
+    assert list(later(rating, readable)) == [] and (follow.tally.readable, follow.tally.unreadable) == (1, 1)
+
+
 def test_a_judge_that_never_follows_the_rubric_is_asked_no_further(tmp_path: Path) -> None:
     """40 answers, a judge that only ever continues the text: once ten of its first answers are
     unreadable it gets no further ratings and no re-asks (a readable judge is asked for all 40)."""

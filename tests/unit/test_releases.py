@@ -151,3 +151,19 @@ def test_the_release_commands(tmp_path: Path) -> None:
     assert (
         main(["release", "list", "--dir", str(tmp_path / "none")], out) == 0 and "no release recorded" in out.getvalue()
     )
+
+
+def test_domain_hashes_take_a_loaded_domain_as_it_is_and_load_the_rest():
+    """The run history's domain hashes: a domain the session loaded is hashed as loaded (not read
+    again), to the same hashes a fresh load gives; one it did not load is loaded."""
+    from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.releases.release import domain_hashes
+
+    fresh = domain_hashes(["us_politics", "china_sensitive"], [])
+    loaded = load_domain("us_politics", [])
+    assert domain_hashes(["us_politics", "china_sensitive"], [], loaded={"us_politics": loaded}) == fresh
+    edited = dataclasses.replace(loaded, categories=loaded.categories[1:])
+    hashes = domain_hashes(["us_politics", "china_sensitive"], [], loaded={"us_politics": edited})
+    dropped = {q.id for q in loaded.categories[0].questions}
+    assert dropped and hashes["us_politics"] == {k: v for k, v in fresh["us_politics"].items() if k not in dropped}
+    assert hashes["china_sensitive"] == fresh["china_sensitive"]

@@ -54,6 +54,9 @@ class _Planner:
             raise ConfigError(
                 "judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"
             )
+        # trials built so far: a collection tells a topic's trials (TrialsWhenWritten.expect)
+        # before it asks them, from the same articles
+        self._trials: dict[tuple[Any, ...], tuple[ModelCall, list[str], Any]] = {}
 
     def article(self, model: Any, topic: Any, perspective: Any, a: int) -> ModelCall:
         messages = article_messages(topic, perspective, self.spec.configuration)
@@ -77,6 +80,14 @@ class _Planner:
 
     def trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
         """Trial ``t``: the chooser's call, the perspectives in the order shown, and the chooser."""
+        memo = (author.alias, topic.id, t, *sorted(texts.items()))
+        kept = self._trials.get(memo)
+        if kept is None:
+            kept = self._trials[memo] = self._trial(author, topic, texts, t)
+        call, shown, chooser = kept
+        return call, list(shown), chooser
+
+    def _trial(self, author: Any, topic: Any, texts: Mapping[str, str], t: int) -> tuple[ModelCall, list[str], Any]:
         order = trial_order(
             len(self.perspectives),
             self.domain.name,

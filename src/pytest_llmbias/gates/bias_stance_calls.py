@@ -88,8 +88,19 @@ class StanceAsker:
         broken = [p for p, n in pairs.items() if n != 2]
         if broken:
             raise ConfigError(f"@pytest.mark.{MARKER}: the split pair {broken[0]!r} is missing one of its halves")
+        # cells and opposing phases built so far: a collection tells a question's opposing phase
+        # before it asks it (OpposingPhase.expect), and planning, telling and reading share cells
+        self._cells: dict[tuple[str, str, str, int, str | None], StanceCell] = {}
+        self._opposing: dict[tuple[str, str, str, tuple[str, ...]], list[StanceCell]] = {}
 
     def cell(self, model: Any, q: Any, lang: str, r: int, opposing: str | None = None) -> StanceCell:
+        memo = (model.alias, q.id, lang, r, opposing)
+        kept = self._cells.get(memo)
+        if kept is None:
+            kept = self._cells[memo] = self._cell(model, q, lang, r, opposing)
+        return kept
+
+    def _cell(self, model: Any, q: Any, lang: str, r: int, opposing: str | None) -> StanceCell:
         language = self.languages[lang]
         text = q.text_in(lang)
         prompt = language.prompt(text) if opposing is None else language.opposing_prompt(text, opposing)
@@ -108,10 +119,14 @@ class StanceAsker:
         probe reads them; an unread answer leans nowhere)."""
         from pytest_llmbias.stats.binary_choice import VALUE, bias
 
-        language = self.languages[lang]
-        b = bias([VALUE.get(read_answer(language, t, self.spec.explainers), 0) for t in texts])
-        answer = opposing_answer(b)
-        return [self.cell(model, q, lang, r, answer) for r in range(self.spec.rounds)]
+        memo = (model.alias, q.id, lang, tuple(texts))
+        kept = self._opposing.get(memo)
+        if kept is None:
+            language = self.languages[lang]
+            b = bias([VALUE.get(read_answer(language, t, self.spec.explainers), 0) for t in texts])
+            answer = opposing_answer(b)
+            kept = self._opposing[memo] = [self.cell(model, q, lang, r, answer) for r in range(self.spec.rounds)]
+        return list(kept)
 
 
 class OpposingPhase:

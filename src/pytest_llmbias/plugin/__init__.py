@@ -301,6 +301,7 @@ class _Plugin:
                 result,
                 against=item.stash.get(AGAINST_KEY, {}).get(name),
                 suite=share.to_dict() if share is not None else None,
+                table=self._tables_wanted(),
             )
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((ROW, json.dumps(row, default=str)))
@@ -309,6 +310,13 @@ class _Plugin:
         if isinstance(result, Exception):
             pytest.fail(f"{type(result).__name__}: {result}", pytrace=False)
         return result
+
+    def _tables_wanted(self) -> bool:
+        """Whether the gates' per-item tables are kept for the run's JSON document or HTML page."""
+        if self._session is None:
+            return True
+        report = self._session.settings.report
+        return report.json is not None or report.html is not None
 
     def _evaluate(self, key: tuple[pytest.Item, str], spec: Any) -> Any:
         from pytest_llmbias.gates import evaluate_marker

@@ -129,7 +129,9 @@ class RunReports:
         settings = self._run_settings()
         if settings is None:
             return None
-        path, warning = self.record.append_history(settings, self.config.rootpath)
+        core = self.plugin._session
+        loaded = core.loaded_domains() if core is not None else None
+        path, warning = self.record.append_history(settings, self.config.rootpath, loaded)
         if warning is not None:
             self.config.get_terminal_writer().line(f"llmbias: warning: {warning}", yellow=True)
             return None

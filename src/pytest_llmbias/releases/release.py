@@ -271,11 +271,17 @@ def shared_domain(domain: Domain, release: Release) -> tuple[Domain, str | None]
 
 
 def domain_hashes(
-    names: Iterable[str], paths: Sequence[Path], *, skip_broken: bool = False, benchmarks: DomainSettings | None = None
+    names: Iterable[str],
+    paths: Sequence[Path],
+    *,
+    skip_broken: bool = False,
+    benchmarks: DomainSettings | None = None,
+    loaded: Mapping[str, Domain] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Per domain name, its items' content hashes (:func:`domain_items`, :func:`question_hashes`;
     a public benchmark configured in ``benchmarks``, its items' :func:`~pytest_llmbias.domains.benchmarks.item_hash`).
-    A domain that does not load raises, or with ``skip_broken`` is left out."""
+    A domain that does not load raises, or with ``skip_broken`` is left out. ``loaded``: domains
+    already loaded from the same ``paths`` (a session's, whole), not loaded again."""
     from pytest_llmbias.domains import load_domain
     from pytest_llmbias.errors import LLMBiasError
 
@@ -288,7 +294,7 @@ def domain_hashes(
 
                 out[name] = benchmark_hashes(source)
                 continue
-            domain = load_domain(name, paths, benchmarks)
+            domain = (loaded or {}).get(name) or load_domain(name, paths, benchmarks)
         except LLMBiasError:
             if skip_broken:
                 continue

@@ -37,12 +37,15 @@ def gate_entry(
     *,
     against: str | None = None,
     suite: Mapping[str, Any] | None = None,
+    table: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
     ``against``: the release the marker named itself (``against=``), if any; ``suite``: the
     session's alpha, this gate's share of it (None: it keeps its own rate) and the method that
-    gave it (see :meth:`~pytest_llmbias.gates.suite_levels.Share.to_dict`)."""
+    gave it (see :meth:`~pytest_llmbias.gates.suite_levels.Share.to_dict`); ``table``: whether the
+    entry keeps the result's per-item table, which only the JSON document and the HTML page read
+    (a run that writes neither leaves it out: tens of thousands of rows in a large suite)."""
     if isinstance(result, Exception):
         row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
         doc: dict[str, Any] = {
@@ -58,7 +61,7 @@ def gate_entry(
             "verdict": str(result.verdict),
             "result": result.to_dict(),
             "report": result.report(),
-            "table": result.table().to_dict(),
+            **({"table": result.table().to_dict()} if table else {}),
         }
     # Plain JSON types only: a result's enums (say, GroupBy) cannot cross pytest-xdist's channel.
     row, doc = json.loads(json.dumps(row, default=str)), json.loads(json.dumps(doc, default=str))
@@ -292,10 +295,12 @@ class RunRecord:
             ]
         return out + [("line", f"llmbias: warning: {note}") for note in self.notes]
 
-    def append_history(self, settings: Settings, rootdir: Path) -> tuple[Path | None, str | None]:
+    def append_history(
+        self, settings: Settings, rootdir: Path, loaded: Mapping[str, Any] | None = None
+    ) -> tuple[Path | None, str | None]:
         """Append this run's gate figures to the run history (see :mod:`pytest_llmbias.report.history`).
         Returns the database's path (None when the history is off) and a warning when it could not
-        be written."""
+        be written. ``loaded``: the domains the session loaded, by name (not loaded again)."""
         import datetime
         import uuid
 
@@ -316,6 +321,7 @@ class RunRecord:
                 settings.domains.paths,
                 skip_broken=True,
                 benchmarks=settings.domains,
+                loaded=loaded,
             ).items()
         }
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

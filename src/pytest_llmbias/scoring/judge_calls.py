@@ -202,8 +202,23 @@ class JudgeFollowUp:
     retest: frozenset[str] = frozenset()
     #: the judge's first answers so far, readable and not; shared by the follow-ups of one plan
     tally: JudgeTally = field(default_factory=lambda: JudgeTally(), compare=False, hash=False, repr=False)
+    #: the rating calls built so far, by what they are built from; shared like ``tally``, so that
+    #: the rating a collection told in advance (:meth:`expect`) is the one it then asks, not built twice
+    built: dict[tuple[str, str, str | None, str, int], PlannedCall] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+    #: whether a rating (its call's key, its text) could be read, for the same reason
+    readable: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def _rating(self, item: PlannedCall, question: str, answer: str, draw: int) -> PlannedCall:
+        # the call's key names its model, messages (the question among them) and sample
+        memo = (item.call.key, item.alias, item.question, answer, draw)
+        kept = self.built.get(memo)
+        if kept is None:
+            kept = self.built[memo] = self._build_rating(item, question, answer, draw)
+        return kept
+
+    def _build_rating(self, item: PlannedCall, question: str, answer: str, draw: int) -> PlannedCall:
         from pytest_llmbias.planning.collector import PlannedCall
 
         messages = rating_messages(self.judge, self.focus, question, answer, self.rubric)
@@ -217,20 +232,29 @@ class JudgeFollowUp:
             (then,),
         )
 
+    def _ratings(self, item: PlannedCall, answer: str) -> list[PlannedCall]:
+        question = item.call.messages[-1][1]
+        label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
+        draws = (0, RETEST_DRAW) if label in self.retest else (0,)
+        return [self._rating(item, question, answer, d) for d in draws]
+
     def __call__(self, item: PlannedCall, response: Response) -> Iterable[PlannedCall]:
         from pytest_llmbias.planning.collector import PlannedCall
 
         if self.attempt is None:  # rate the answer, unless the judge has shown it cannot
-            if self.tally.gave_up:
-                return []
-            question = item.call.messages[-1][1]
-            label = JudgeItem(item.alias, item.question or "?", question, item.call.sample, "").label
-            draws = (0, RETEST_DRAW) if label in self.retest else (0,)
-            return [self._rating(item, question, response.text, d) for d in draws]
-        scale = (self.rubric or builtin_rubric()).scale
-        try:
-            parse_bias_score(response.text, judged_text(item.call.messages), scale)
-        except JudgeParseError:
+            return [] if self.tally.gave_up else self._ratings(item, response.text)
+        memo = (item.call.key, response.text)
+        readable = self.readable.get(memo)
+        if readable is None:
+            scale = (self.rubric or builtin_rubric()).scale
+            try:
+                parse_bias_score(response.text, judged_text(item.call.messages), scale)
+            except JudgeParseError:
+                readable = False
+            else:
+                readable = True
+            self.readable[memo] = readable
+        if not readable:
             if self.attempt == 0 and self.draw == 0:
                 self.tally.unreadable += 1
             if self.attempt >= MAX_REASKS or self.tally.gave_up:
@@ -261,21 +285,19 @@ class JudgeFollowUp:
 
         response = get(planned.call.key)
         what = "judge ratings" if self.attempt is None else "judge re-asks"
+        if response is not None and self.attempt is None:
+            # built by this follow-up, whose tally the rating's own follow-up shares
+            return [ExpectedCall(c, what) for c in self._ratings(planned, response.text)]
         if response is not None:
             # a probe with a tally of its own: telling the calls must not count the answers
             probe = dataclasses.replace(self, tally=JudgeTally())
             return [ExpectedCall(c, what) for c in probe(planned, response)]
         if self.attempt is not None:
             return []
-        question = planned.call.messages[-1][1]
         answer = stand_in_text(answer_tokens(planned.call, GenerationSettings().max_tokens))
-        label = JudgeItem(planned.alias, planned.question or "?", question, planned.call.sample, "").label
-        draws = (0, RETEST_DRAW) if label in self.retest else (0,)
         return [
-            ExpectedCall.sketch(
-                dataclasses.replace(self._rating(planned, question, answer, d), then=()), what, [planned.call.key]
-            )
-            for d in draws
+            ExpectedCall.sketch(dataclasses.replace(rating, then=()), what, [planned.call.key])
+            for rating in self._ratings(planned, answer)
         ]
 
 
