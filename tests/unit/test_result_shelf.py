@@ -136,3 +136,35 @@ def test_a_session_keeps_resamplings_in_its_store_and_gives_the_shelf_back(tmp_p
     assert shelf.current() is before
     off.close()
     assert not (tmp_path / "off").exists() and not (tmp_path / "store").exists()  # nothing written unasked
+
+
+def test_a_designs_units_needed_are_kept_between_runs(kept: ResultShelf) -> None:
+    """The units an unsized design needs (a search over its expected power) are kept on the shelf
+    like a resampling: read back in a later process, the same figure; a kept figure is what is
+    read; an unreadable or impossible one is worked out again; a sized design keeps its None."""
+    from pytest_llmbias.stats import design as designs
+
+    def unsized(items: int, margin: float = 1.0) -> designs.Design:
+        se = 1.5 / items**0.5
+        return designs.Design.of(
+            margin=margin, se=se, se_like=se, df=items - 1, level=0.05 / 7, power=0.8, two_sided=False
+        )
+
+    before = shelf.keep_between_runs(None)
+    try:
+        designs._units_needed.cache_clear()
+        alone = unsized(15).units_needed(15)
+    finally:
+        shelf.keep_between_runs(before)
+    designs._units_needed.cache_clear()
+    assert alone is not None and alone > 15 and unsized(15).units_needed(15) == alone
+    (entry,) = kept.directory.iterdir()
+    designs._units_needed.cache_clear()  # as a new process
+    assert unsized(15).units_needed(15) == alone
+    for raw, read in ((b"4000", 4000), (b"3", alone), (b"not json", alone), (b"0", None)):
+        entry.write_bytes(raw)
+        designs._units_needed.cache_clear()
+        assert unsized(15).units_needed(15) == read, raw
+    sized = unsized(400, margin=2.0)
+    assert sized.sized and sized.units_needed(400) is None
+    designs._units_needed.cache_clear()

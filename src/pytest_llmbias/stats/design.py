@@ -37,10 +37,14 @@ baselines" (the target's mean off the baselines' mean by τ·√(1 + 1/m), τ th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from pytest_llmbias.stats import shelf
 
 DEFAULT_LEVEL = 0.05
 """A comparison's false-alarm level when the run shares none (``suite.alpha: off``)."""
@@ -207,9 +211,31 @@ class Design:
         }
 
 
+#: the layout of a design's units needed kept on a shelf (see :mod:`pytest_llmbias.stats.shelf`);
+#: a change to how they are worked out changes it, so that no run reads a figure worked out otherwise
+SHELF_LAYOUT = "units-needed-1"
+
+
 @functools.lru_cache(maxsize=256)
 def _units_needed(design: Design, units: int) -> int | None:
-    return design._units_needed(units)
+    """Kept on the run's shelf as well: a warm run's unchanged designs are not searched again."""
+    key = None
+    if shelf.current() is not None:
+        import scipy  # its special functions compute the expected power
+
+        fields = tuple(getattr(design, f.name) for f in dataclasses.fields(design))
+        key = shelf.name(f"{SHELF_LAYOUT}/{scipy.__version__}", *fields, units)
+
+    def decode(raw: bytes) -> object:
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        # None is no answer here: a design with nothing needed is kept as 0
+        return value if type(value) is int and (value == 0 or value > units) else None
+
+    value = shelf.kept(key, lambda: design._units_needed(units) or 0, lambda v: json.dumps(v).encode(), decode)
+    return int(value) or None  # type: ignore[call-overload]
 
 
 def expected_power(

@@ -9,7 +9,6 @@ how the rule behaves when the group labels do not matter (:func:`permutation_nul
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -129,13 +128,7 @@ def _kept(key: tuple[Any, ...], compute: Any) -> Any:
     with _KEPT_LOCK:
         if key in _KEPT:
             return _KEPT[key]
-    kept_on = shelf.current()
-    name = _shelf_key(key) if kept_on is not None else None
-    value = _unshelve(kept_on.get(name)) if kept_on is not None and name is not None else None
-    if value is None:
-        value = compute()
-        if kept_on is not None and name is not None:
-            kept_on.set(name, _shelve(value))
+    value = shelf.kept(_shelf_key(key) if shelf.current() is not None else None, compute, _shelve, _unshelve)
     with _KEPT_LOCK:  # a gate resamples its models in threads (see bias_impact_ratio_verdict)
         if len(_KEPT) >= _KEPT_COUNT:
             _KEPT.pop(next(iter(_KEPT)))
@@ -152,12 +145,7 @@ def _shelf_key(key: tuple[Any, ...]) -> str:
     """The shelf's name of ``key``'s result: a digest of every part (bytes as they are, the rest
     as their repr: strings, numbers, a rule's fields, group names), :data:`SHELF_LAYOUT` and
     numpy's version (whose generator draws the replicates)."""
-    digest = hashlib.sha256(f"{SHELF_LAYOUT}/{np.__version__}".encode())
-    for part in key:
-        blob = part if isinstance(part, bytes) else repr(part).encode("utf-8")
-        digest.update(len(blob).to_bytes(8, "little"))
-        digest.update(blob)
-    return digest.hexdigest()
+    return shelf.name(f"{SHELF_LAYOUT}/{np.__version__}", *key)
 
 
 def _shelve(value: Any) -> bytes:

@@ -8,6 +8,8 @@ resampling is kept in its process only. Standard library only: naming the shelf 
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -35,4 +37,32 @@ def keep_between_runs(shelf: Shelf | None) -> Shelf | None:
     return previous
 
 
-__all__ = ["Shelf", "current", "keep_between_runs"]
+def name(layout: str, *parts: object) -> str:
+    """The shelf's name of a result: a SHA-256 of ``layout`` (what the result is and how it is
+    computed, with the versions of the libraries that compute it) and of every part of its inputs
+    (bytes as they are, the rest as their repr: exact for floats, strings and frozen records)."""
+    digest = hashlib.sha256(layout.encode())
+    for part in parts:
+        blob = part if isinstance(part, bytes) else repr(part).encode("utf-8")
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.hexdigest()
+
+
+def kept(
+    key: str | None, compute: Callable[[], object], encode: Callable[[object], bytes], decode: Callable[[bytes], object]
+) -> object:
+    """``compute()``, or what the current shelf keeps under ``key`` (None: not kept, as without a
+    shelf). ``decode`` gives None for bytes it cannot read, which are computed and kept again."""
+    on = current()
+    if on is None or key is None:
+        return compute()
+    raw = on.get(key)
+    value = decode(raw) if raw is not None else None
+    if value is None:
+        value = compute()
+        on.set(key, encode(value))
+    return value
+
+
+__all__ = ["Shelf", "current", "keep_between_runs", "kept", "name"]
