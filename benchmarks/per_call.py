@@ -17,7 +17,8 @@ is not charged to the client; on a small machine it still shares the cores):
    With ``--instructions`` (valgrind installed), the warm figure also as instructions a call,
    counted by callgrind over the same clocked part at the same two sizes: CPU time on a shared
    machine moved by a third within an hour, a count of instructions does not, so a change is told
-   from the machine's load by it.
+   from the machine's load by it. So is the warm example suite's (below): the whole pytest
+   process's instructions, once.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -226,6 +227,28 @@ def example_suite(runs: int) -> dict:
     return out
 
 
+def suite_instructions() -> int | None:
+    """The warm example suite's instructions (the whole pytest process, as a user's install runs
+    it) as callgrind counts them, after a run that leaves its stores warm; the same hash seed each
+    time. None where valgrind is not installed."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    env = {**child_env(), "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    args = [sys.executable, "-m", "pytest", "-q", *(a for p in DEV_PLUGINS for a in ("-p", f"no:{p}"))]
+    subprocess.run(args, cwd=ROOT / "example_suite", env=env, capture_output=True, check=False)
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *args]
+    done = subprocess.run(command, cwd=ROOT / "example_suite", env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"the example suite under callgrind failed:\n{done.stderr[-4000:]}")
+    count = int(found.group(1))
+    print(f"  example suite: {count:,} instructions (callgrind, the whole process)", flush=True)
+    return count
+
+
 RATIOS = ((1280, 64, 1.0), (10240, 128, 0.5))
 """(prompts, concurrency, latency in seconds) of the cold ratio runs."""
 
@@ -269,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="also count a warm call's instructions under callgrind (about 1 min)",
+        help="also count a warm call's and the warm example suite's instructions under callgrind (about 3 min)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -286,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             stop_server(proc)
         if not args.skip_suite:
             results["example_suite"] = example_suite(args.suite_runs)
+            if args.instructions:
+                results["suite_instructions"] = suite_instructions()
         if not args.skip_ratios:
             results["cold_ratios"] = cold_ratios(Path(tmp))
     results["total_s"] = time.perf_counter() - started
@@ -305,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"warm example suite, {what}: {s['pytest_s']:.2f} s in pytest (target <= 2 s), "
                 f"{s['wall_s']:.2f} s wall, {s['cpu_s']:.2f} s CPU as a process"
             )
+    if results.get("suite_instructions"):
+        print(f"instructions of the warm example suite (callgrind): {results['suite_instructions']:,}")
     for row in results.get("cold_ratios", []):
         print(
             f"cold ratio, {row['calls']} prompts, concurrency {row['concurrency']}, latency {row['latency_s']:g} s, "
