@@ -277,7 +277,8 @@ class BiasSession:
     def plan(self, request: ResponseRequest, then: Sequence[FollowUp] = ()) -> list[PlannedCall]:
         """Validate ``request`` against the roster and its domain, and add its calls, each with the
         follow-ups ``then``, to the plan."""
-        calls = plan_calls(request, self.settings, self.domain(request.domain), then)
+        with fewer_collections():  # thousands of calls that live to the run's end
+            calls = plan_calls(request, self.settings, self.domain(request.domain), then)
         self.planned.extend(calls)
         self._collected = False
         return calls
@@ -389,7 +390,8 @@ class BiasSession:
         :class:`MissingResponsesError` naming every model and question id without a response
         (offline miss or failed call)."""
         self.ensure_collected()
-        return read_responses(request, self.settings, self.domain(request.domain), self.store.get, self.errors)
+        with fewer_collections():
+            return read_responses(request, self.settings, self.domain(request.domain), self.store.get, self.errors)
 
     def read_calls(self, calls: Sequence[tuple[str, str, ModelCall]], what: str) -> dict[str, Response]:
         """The response of each (alias, label, call) a gate built itself, by call key, collected
@@ -398,7 +400,8 @@ class BiasSession:
         from pytest_llmbias.planning.request import read_calls
 
         self.ensure_collected()
-        return read_calls(calls, what, self.store.get, self.errors, offline=self.settings.store.offline)
+        with fewer_collections():
+            return read_calls(calls, what, self.store.get, self.errors, offline=self.settings.store.offline)
 
     # -- direct calls (fixtures) -------------------------------------------------------------
 

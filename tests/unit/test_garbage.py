@@ -33,3 +33,55 @@ def test_collection_off_or_rarer_already_is_left_as_it_is(thresholds, first: int
     with fewer_collections():
         assert gc.get_threshold() == (first, 10, 10)
     assert gc.get_threshold() == (first, 10, 10)
+
+
+def test_a_session_plans_and_reads_back_under_fewer_collections(thresholds, tmp_path) -> None:
+    """The session's own plan and read-back (code that uses the session without the plugin, as
+    the per-call benchmark does) run under the raised threshold too, as its collection does: no
+    collection of the youngest generation starts while they build thousands of objects, where
+    as many objects built outside start several."""
+    from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
+    from pytest_llmbias.planning.request import ResponseRequest, plan_calls
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.store.calls import Response
+
+    models = [ModelSpec(f"openai/m{i}", f"m{i}") for i in range(4)]
+    settings = Settings(
+        target=models[0],
+        baselines=tuple(models[1:]),
+        store=StoreSettings(dir=tmp_path / "store"),
+        collection=CollectionSettings(fingerprint=False),
+    )
+    session = BiasSession(settings)
+    request = ResponseRequest("us_politics", samples=5)
+    session.domain("us_politics")
+    session.domain("china_sensitive")
+    started: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.set_threshold(700, 10, 10)
+    gc.callbacks.append(count)
+    try:
+        gc.collect()  # counts from zero
+        started.clear()
+        control = plan_calls(ResponseRequest("china_sensitive", samples=5), settings, session.domain("china_sensitive"))
+        alone = len(started)
+        assert len(control) >= 500 and alone >= 5  # planned outside: several collections
+        gc.collect()
+        started.clear()
+        planned = session.plan(request)
+        # at most the one the restored threshold starts at once on leaving
+        assert len(planned) >= len(control) and len(started) <= 1
+        for item in planned:
+            session.store.put(Response(call=item.call, text="stored"))
+        session.ensure_collected()
+        gc.collect()
+        started.clear()
+        assert len(session.responses(request).responses) == len(planned) and len(started) <= 1
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.callbacks.remove(count)
+        session.close()

@@ -4,9 +4,11 @@ A run builds many thousands of objects that live to its end at once (every store
 call, the gates' tables). At CPython's default thresholds a collection starts every 700 new
 container objects, and every 70,000 or so a full one walks every object of the process, the test
 dependencies' (torch's, numpy's) included: about 0.3-0.5 s of the warm example suite's 2-3 s, for
-no garbage found. While the run works (:meth:`~pytest_llmbias.session.BiasSession.ensure_collected`,
-and the plugin's planning and verdicts), the youngest generation's threshold is raised; the
-thresholds are restored as they were when it is done, so the tests themselves run under their own.
+no garbage found. While the run works (the session's plan, collection and read-back:
+:meth:`~pytest_llmbias.session.BiasSession.plan`, ``ensure_collected``, ``responses`` and
+``read_calls``; and the plugin's planning and verdicts), the youngest generation's threshold is
+raised; the thresholds are restored as they were when it is done, so the tests themselves run under
+their own.
 """
 
 from __future__ import annotations
