@@ -142,7 +142,11 @@ class ModelCall:
         }
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
             # the JSON json.dumps(..., sort_keys=True, ensure_ascii=False) writes, string by string
-            listed = ",".join('{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}" for r, c in messages)
+            if len(messages) == 1:  # a prompt alone, most calls: no generator to join
+                ((r, c),) = messages
+                listed = '{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}"
+            else:
+                listed = ",".join('{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}" for r, c in messages)
             api_base = "null" if identity.api_base is None else _json_str(identity.api_base)
             blob = '{"api_base":' + api_base + ',"messages":[' + listed + "]," + identity.tail
             fields["key"] = hashlib.sha256(blob.encode("utf-8")).hexdigest()  # the cached property's value
