@@ -204,10 +204,11 @@ class HTTP1Pool:
         (or an :class:`OSError` of the connect) when no complete response came back."""
         head = [f"POST {target} HTTP/1.1", f"Host: {_host_header(host, port)}", f"Content-Length: {len(body)}"]
         for name, value in headers.items():
-            if any(c in str(name) or c in str(value) for c in "\r\n"):
+            line = f"{name}: {value}"
+            if "\r" in line or "\n" in line:
                 raise ValueError(f"header {name!r} holds a line break")
             if name.lower() not in ("host", "content-length"):
-                head.append(f"{name}: {value}")
+                head.append(line)
         data = ("\r\n".join(head) + "\r\n\r\n").encode("utf-8") + body
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_llmbias.config.redaction import Redactor
 from pytest_llmbias.errors import ConfigError, LLMBiasError, StoreError, StoreLost
-from pytest_llmbias.store.disk import DiskCache
+from pytest_llmbias.store.disk import DiskCache, encode_value
 
 #: the prefix of every key this project writes in Redis
 NAMESPACE = "llmbias:"
@@ -212,7 +212,7 @@ class RedisCache:
         """Write ``value``; when Redis cannot take it, keep it in the spool and raise :class:`StoreLost`."""
         if not self._create:
             raise StoreError(f"the Redis store at {self.where} was opened read-only (offline mode)")
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = encode_value(value)
         try:
             self.guard("write an answer", lambda: self.client.set(NAMESPACE + key, text))
         except StoreLost:
@@ -228,9 +228,7 @@ class RedisCache:
         def write() -> int:
             pipe = self.client.pipeline(transaction=False)
             for key, value in items.items():
-                pipe.set(
-                    NAMESPACE + key, json.dumps(value, ensure_ascii=False, separators=(",", ":")), nx=not overwrite
-                )
+                pipe.set(NAMESPACE + key, encode_value(value), nx=not overwrite)
             return sum(1 for ok in pipe.execute() if ok)
 
         return int(self.guard("write answers", write))
