@@ -42,7 +42,7 @@ import functools
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from pytest_llmbias.stats import shelf
 
@@ -218,24 +218,24 @@ SHELF_LAYOUT = "units-needed-1"
 
 @functools.lru_cache(maxsize=256)
 def _units_needed(design: Design, units: int) -> int | None:
-    """Kept on the run's shelf as well: a warm run's unchanged designs are not searched again."""
-    key = None
-    if shelf.current() is not None:
+    """Kept on the run's shelf as well: a warm run's unchanged designs are not searched again
+    (a design with nothing needed is kept as 0)."""
+
+    def name() -> str:
         import scipy  # its special functions compute the expected power
 
         fields = tuple(getattr(design, f.name) for f in dataclasses.fields(design))
-        key = shelf.name(f"{SHELF_LAYOUT}/{scipy.__version__}", *fields, units)
+        return shelf.name(f"{SHELF_LAYOUT}/{scipy.__version__}", *fields, units)
 
     def decode(raw: bytes) -> object:
         try:
             value = json.loads(raw)
         except ValueError:
             return None
-        # None is no answer here: a design with nothing needed is kept as 0
         return value if type(value) is int and (value == 0 or value > units) else None
 
-    value = shelf.kept(key, lambda: design._units_needed(units) or 0, lambda v: json.dumps(v).encode(), decode)
-    return int(value) or None  # type: ignore[call-overload]
+    value = shelf.kept(name, lambda: design._units_needed(units) or 0, lambda v: json.dumps(v).encode(), decode)
+    return cast(int, value) or None
 
 
 def expected_power(

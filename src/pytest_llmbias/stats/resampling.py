@@ -128,7 +128,7 @@ def _kept(key: tuple[Any, ...], compute: Any) -> Any:
     with _KEPT_LOCK:
         if key in _KEPT:
             return _KEPT[key]
-    value = shelf.kept(_shelf_key(key) if shelf.current() is not None else None, compute, _shelve, _unshelve)
+    value = shelf.kept(lambda: _shelf_key(key), compute, _shelve, _unshelve)
     with _KEPT_LOCK:  # a gate resamples its models in threads (see bias_impact_ratio_verdict)
         if len(_KEPT) >= _KEPT_COUNT:
             _KEPT.pop(next(iter(_KEPT)))

@@ -50,18 +50,23 @@ def name(layout: str, *parts: object) -> str:
 
 
 def kept(
-    key: str | None, compute: Callable[[], object], encode: Callable[[object], bytes], decode: Callable[[bytes], object]
+    key: Callable[[], str | None],
+    compute: Callable[[], object],
+    encode: Callable[[object], bytes],
+    decode: Callable[[bytes], object],
 ) -> object:
-    """``compute()``, or what the current shelf keeps under ``key`` (None: not kept, as without a
-    shelf). ``decode`` gives None for bytes it cannot read, which are computed and kept again."""
+    """``compute()``, or what the current shelf keeps under the name ``key()`` gives (asked only
+    when there is a shelf; None: not kept, as without one). ``decode`` gives None for bytes it
+    cannot read, which are computed and kept again."""
     on = current()
-    if on is None or key is None:
+    name = key() if on is not None else None
+    if on is None or name is None:
         return compute()
-    raw = on.get(key)
+    raw = on.get(name)
     value = decode(raw) if raw is not None else None
     if value is None:
         value = compute()
-        on.set(key, encode(value))
+        on.set(name, encode(value))
     return value
 
 
