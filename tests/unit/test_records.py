@@ -8,12 +8,14 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import StoreError
-from pytest_llmbias.store import ResponseStore
+from pytest_llmbias.store import ResponseStore, records
 from pytest_llmbias.store.calls import ModelCall, Response
-from pytest_llmbias.store.records import answer_fields, record
+from pytest_llmbias.store.disk import encode_value
+from pytest_llmbias.store.records import answer_fields, record, record_text
 
 GEN = GenerationSettings(temperature=0.5, max_tokens=100, samples=3, seed=40)
 SPEC = ModelSpec(model="openai/m", alias="m", api_base="http://127.0.0.1:9/v1")
@@ -71,6 +73,75 @@ def test_cut_record_gives_the_whole_records_response(seed: int) -> None:
         assert cut == whole == r
         assert cut.fingerprint == r.fingerprint
         assert answer_fields(r.key, raw.encode("utf-8")) == head  # the team store's bytes
+
+
+STRINGS = st.text(alphabet=st.characters(codec="utf-8"), max_size=30) | st.sampled_from(TRICKY)
+SCALARS = st.none() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=True, allow_infinity=True) | STRINGS
+PARAMS = st.dictionaries(STRINGS, SCALARS | st.booleans() | st.lists(SCALARS, max_size=3), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), STRINGS), min_size=1, max_size=3),
+    params=PARAMS,
+    text=STRINGS,
+    counts=st.tuples(SCALARS | st.booleans(), SCALARS | st.booleans()),
+    times=st.tuples(SCALARS, SCALARS),
+    finish=st.none() | STRINGS,
+    top=st.none() | st.lists(st.tuples(STRINGS, st.floats(-50, 0)), max_size=3),
+    marks=st.tuples(st.none() | STRINGS, st.none() | STRINGS),
+    run=st.none() | STRINGS,
+    sample=st.integers(0, 3),
+    version=st.none() | STRINGS,
+    api_base=st.none() | STRINGS,
+    request=st.none() | st.dictionaries(STRINGS, SCALARS, max_size=3),
+)
+def test_record_text_is_the_encoders_text_of_the_record(
+    messages, params, text, counts, times, finish, top, marks, run, sample, version, api_base, request
+) -> None:
+    """The stores write record_text: character for character what the encoder writes of the
+    record, whatever the values (those the shortcut does not write go through the encoder)."""
+    call = ModelCall(
+        model="openai/m",
+        api_base=api_base,
+        messages=tuple(messages),
+        params=params,
+        sample=sample,
+        version=version,
+        request=request,
+    )
+    response = Response(
+        call=call,
+        text=text,
+        finish_reason=finish,
+        prompt_tokens=counts[0],
+        completion_tokens=counts[1],
+        latency_s=times[0],
+        created=times[1],
+        top_logprobs=None if top is None else tuple(top),
+        system_fingerprint=marks[0],
+        fingerprint=marks[1],
+    )
+    try:
+        expected = encode_value(record(response, run))
+    except (TypeError, ValueError) as exc:  # no JSON value: the same error either way
+        with pytest.raises(type(exc)):
+            record_text(response, run)
+        return
+    assert record_text(response, run) == expected
+    assert record_text(response, run) == expected  # the call's parts, kept, give the same
+
+
+def test_record_text_of_the_calls_of_one_model_shares_their_parts() -> None:
+    """Two samples and two prompts of one model: each its own record, their parts kept apart."""
+    responses = [answer(f"prompt {i}", f"text {i}") for i in range(3)]
+    responses += [
+        Response(call=ModelCall.build(SPEC, "prompt 0", GEN, sample=s), text="t", created=1.0) for s in (1, 2)
+    ]
+    for r in responses:
+        assert records._call_parts(r.call) is not None  # written by the shortcut, not the encoder
+        assert record_text(r, "run-1") == encode_value(record(r, "run-1"))
+        assert json.loads(record_text(r)) == record(r)
 
 
 def test_older_and_broken_records_are_read_whole() -> None:

@@ -218,8 +218,11 @@ class DiskCache:
         return self._open()
 
     def set(self, key: str, value: Any) -> None:
+        self.set_text(key, encode_value(value))
+
+    def set_text(self, key: str, text: str) -> None:
+        """:meth:`set` of a value already written as JSON (``text``)."""
         cache = self._writable()
-        text = encode_value(value)
         self._pending.pop(key, None)
         try:
             cache.set(key, text)
@@ -237,11 +240,14 @@ class DiskCache:
         the next batch (:data:`WRITE_BATCH` answers, or :data:`WRITE_WINDOW_S` seconds, or
         :meth:`flush`). Read back at once by this process; by others once written in a batch.
         Without a journal (see :func:`journal.available`), to the database at once."""
+        self.set_text_later(key, encode_value(value))
+
+    def set_text_later(self, key: str, text: str) -> None:
+        """:meth:`set_later` of a value already written as JSON (``text``)."""
         if self._journal is None:
-            self.set(key, value)
+            self.set_text(key, text)
             return
         self._writable()
-        text = encode_value(value)
         try:
             self._journal.append(key, text)
         except OSError as exc:

@@ -16,14 +16,18 @@ whose cut part does not parse (whose error is then the whole record's, as it alw
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from pytest_llmbias.store.calls import Response
+from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.disk import encode_value
 
 _KEY_MEMBER = ',"key":"'
 #: the JSON decoder's scanner: one value from an index, without ``json.loads``' checks around it
 #: (the text cut here starts with its object and ends with it)
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+#: one string as :func:`~pytest_llmbias.store.disk.encode_value` writes it (ensure_ascii off)
+_str = json.encoder.encode_basestring
 
 
 def record(response: Response, run: str | None = None) -> dict[str, Any]:
@@ -49,3 +53,104 @@ def answer_fields(key: str, raw: str | bytes) -> dict[str, Any] | None:
         return None
     head["key"] = key
     return head
+
+
+def record_text(response: Response, run: str | None = None) -> str:
+    """The JSON text a store writes of ``response``: ``encode_value(record(response, run))``, the
+    same characters, for a fraction of the work. The call's part after its messages is written once
+    per model, parameters and sample (a run's calls share those objects), the constant member names
+    never encoded, and a value of a type the shortcut does not write (a boolean token count, a
+    float that is no finite number) sends the record through the encoder as before."""
+    call = response.call
+    answer = _answer_text(response, run)
+    parts = _call_parts(call) if answer is not None else None
+    key = call.key
+    if answer is None or parts is None or not (key.isascii() and key.isalnum()):
+        return encode_value(record(response, run))
+    head, tail = parts
+    messages = call.messages
+    try:
+        if len(messages) == 1:
+            ((role, content),) = messages
+            listed = '{"role":' + _str(role) + ',"content":' + _str(content) + "}"
+        else:
+            listed = ",".join('{"role":' + _str(r) + ',"content":' + _str(c) + "}" for r, c in messages)
+    except (TypeError, ValueError):
+        return encode_value(record(response, run))
+    return answer + ',"key":"' + key + '"' + head + listed + tail
+
+
+def _scalar(value: Any) -> str | None:
+    """``value`` as the encoder writes it, for None, a string, an int or a finite float; else None."""
+    kind = type(value)
+    if kind is str:
+        return _str(value)
+    if value is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    return None
+
+
+def _answer_text(response: Response, run: str | None) -> str | None:
+    """The record's opening brace and answer fields (see :meth:`Response.to_dict`); None where a
+    value is not one :func:`_scalar` writes."""
+    fields = [
+        _scalar(response.text),
+        _scalar(response.finish_reason),
+        _scalar(response.prompt_tokens),
+        _scalar(response.completion_tokens),
+        _scalar(response.latency_s),
+        _scalar(response.created),
+    ]
+    if None in fields or (run and type(run) is not str):
+        return None
+    text, finish, prompt, completion, latency, created = fields
+    out = (
+        ('{"run":' + _str(run) + ',"text":' if run else '{"text":')
+        + f'{text},"finish_reason":{finish},"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion}}}'
+        + f',"latency_s":{latency},"created":{created}'
+    )
+    if response.top_logprobs is not None:
+        out += ',"top_logprobs":' + encode_value([list(t) for t in response.top_logprobs])
+    for name, value in (("system_fingerprint", response.system_fingerprint), ("fingerprint", response.fingerprint)):
+        if value:
+            written = _scalar(value)
+            if written is None:
+                return None
+            out += f',"{name}":{written}'
+    return out
+
+
+def _call_parts(call: ModelCall) -> tuple[str, str] | None:
+    """The call's record members around its messages: ``,"model":...,"messages":[`` and
+    ``],"params":...}``, kept per model, endpoint, parameters, sample, version and request shape
+    (by the identity of its mappings, which the calls of one model and sample share); None where
+    one is not a JSON value or the call is no plain :class:`ModelCall`."""
+    if type(call) is not ModelCall or type(call.sample) is not int:
+        return None
+    memo = (call.model, call.api_base, id(call.params), id(call.request), call.sample, call.version)
+    kept = _PARTS.get(memo)
+    if kept is not None and kept[0] is call.params and kept[1] is call.request:
+        return kept[2]
+    try:
+        base = "null" if call.api_base is None else _str(call.api_base)
+        head = ',"model":' + _str(call.model) + ',"api_base":' + base
+        params = encode_value(dict(sorted(call.params.items())))
+        tail = '],"params":' + params + ',"sample":' + int.__repr__(call.sample)
+        if call.version is not None:
+            tail += ',"version":' + _str(call.version)
+        if call.request is not None:
+            tail += ',"request":' + encode_value(call.request)
+    except (TypeError, ValueError):  # no JSON value: the encoder says so, as it always did
+        return None
+    parts = (head + ',"messages":[', tail + "}")
+    if len(_PARTS) >= 1024:
+        _PARTS.clear()
+    _PARTS[memo] = (call.params, call.request, parts)
+    return parts
+
+
+_PARTS: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str]]] = {}

@@ -210,13 +210,16 @@ class RedisCache:
 
     def set(self, key: str, value: Any) -> None:
         """Write ``value``; when Redis cannot take it, keep it in the spool and raise :class:`StoreLost`."""
+        self.set_text(key, encode_value(value))
+
+    def set_text(self, key: str, text: str) -> None:
+        """:meth:`set` of a value already written as JSON (``text``)."""
         if not self._create:
             raise StoreError(f"the Redis store at {self.where} was opened read-only (offline mode)")
-        text = encode_value(value)
         try:
             self.guard("write an answer", lambda: self.client.set(NAMESPACE + key, text))
         except StoreLost:
-            self.spool.set(key, value)
+            self.spool.set_text(key, text)
             raise
 
     def set_many(self, items: Mapping[str, Any], *, overwrite: bool = True) -> int:

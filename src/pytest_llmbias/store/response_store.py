@@ -12,7 +12,7 @@ from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.calls import ModelCall, Response, built_call
 from pytest_llmbias.store.disk import DiskCache, reset_hint
 from pytest_llmbias.store.fingerprints import Serving
-from pytest_llmbias.store.records import answer_fields, record
+from pytest_llmbias.store.records import answer_fields, record_text
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
@@ -237,11 +237,11 @@ class ResponseStore:
             response = copy.copy(response)  # what dataclasses.replace gives, without __init__ again
             object.__setattr__(response, "fingerprint", serving.current)
         if self._disk is not None:
-            kept = record(response, self.run_id)
+            kept = record_text(response, self.run_id)
             if later and isinstance(self._disk, DiskCache):
-                self._disk.set_later(_PREFIX + response.key, kept)
+                self._disk.set_text_later(_PREFIX + response.key, kept)
             else:
-                self._disk.set(_PREFIX + response.key, kept)
+                self._disk.set_text(_PREFIX + response.key, kept)
         self._memory[response.key] = response
         self._used[response.key] = response
 
