@@ -195,6 +195,8 @@ class HTTP1Pool:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        #: (host, port, target, id(headers)) -> (headers, head before the length, after it)
+        self._heads: dict[tuple[Any, ...], tuple[Mapping[str, str], bytes, bytes]] = {}
 
     async def post(
         self, host: str, port: int, target: str, headers: Mapping[str, str], body: bytes, timeout: float
@@ -202,14 +204,15 @@ class HTTP1Pool:
         """``POST target`` with ``headers`` and ``body`` to ``host:port``, within ``timeout``
         seconds in all (:class:`asyncio.TimeoutError` past it). Raises :class:`ConnectionError`
         (or an :class:`OSError` of the connect) when no complete response came back."""
-        head = [f"POST {target} HTTP/1.1", f"Host: {_host_header(host, port)}", f"Content-Length: {len(body)}"]
-        for name, value in headers.items():
-            line = f"{name}: {value}"
-            if "\r" in line or "\n" in line:
-                raise ValueError(f"header {name!r} holds a line break")
-            if name.lower() not in ("host", "content-length"):
-                head.append(line)
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("utf-8") + body
+        memo = (host, port, target, id(headers))
+        kept = self._heads.get(memo)
+        if kept is None or kept[0] is not headers:
+            kept = (headers, *_head(host, port, target, headers))
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            self._heads[memo] = kept
+        _, opening, closing = kept
+        data = b"".join((opening, b"%d" % len(body), closing, body))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         idle = self._idle.setdefault((host, port), [])
@@ -262,6 +265,22 @@ class HTTP1Pool:
 def _expire(answer: asyncio.Future[HTTPResponse]) -> None:
     if not answer.done():
         answer.set_exception(asyncio.TimeoutError())
+
+
+def _head(host: str, port: int, target: str, headers: Mapping[str, str]) -> tuple[bytes, bytes]:
+    """A request's head, before and after its ``Content-Length`` value: the request line, ``Host``,
+    ``Content-Length``, then ``headers`` (their own ``Host`` and ``Content-Length`` left out);
+    ValueError for a header with a line break."""
+    lines = []
+    for name, value in headers.items():
+        line = f"{name}: {value}"
+        if "\r" in line or "\n" in line:
+            raise ValueError(f"header {name!r} holds a line break")
+        if name.lower() not in ("host", "content-length"):
+            lines.append(line)
+    opening = f"POST {target} HTTP/1.1\r\nHost: {_host_header(host, port)}\r\nContent-Length: "
+    closing = "".join("\r\n" + line for line in lines) + "\r\n\r\n"
+    return opening.encode("utf-8"), closing.encode("utf-8")
 
 
 def _host_header(host: str, port: int) -> str:

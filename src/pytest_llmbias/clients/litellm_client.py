@@ -139,6 +139,7 @@ class ModelClient:
         self._rng = rng or random.Random()
         self.attempts = 0
         self._credentials_checked = False
+        self._merged: dict[tuple[int, int], tuple[Any, Any, Mapping[str, Any]]] = {}
 
     async def complete(self, call: ModelCall) -> Response:
         if not self._credentials_checked:  # a missing key is a configuration error: fail now, not after retries
@@ -232,7 +233,7 @@ class ModelClient:
         if self.transport is Transport.OPENAI:
             return await self._direct.complete(
                 call,
-                merge_credentials(call.params, call.credentials),
+                self._sent_params(call),
                 api_base=call.credentials.get("api_base", call.api_base),
                 api_key=self._direct_key(),
                 timeout=self.timeout,
@@ -259,6 +260,20 @@ class ModelClient:
             kwargs["api_key"] = key
         # litellm's own timeout covers the HTTP exchange; this one also covers everything around it.
         return await asyncio.wait_for(completion(**kwargs), timeout=self.timeout + 5.0)
+
+    def _sent_params(self, call: ModelCall) -> Mapping[str, Any]:
+        """``merge_credentials(call.params, call.credentials)``, one object per parameters and
+        credentials objects (which the calls of one model and sample share): the direct
+        transport keeps what it builds of a request per parameters object. Read-only."""
+        memo = (id(call.params), id(call.credentials))
+        kept = self._merged.get(memo)
+        if kept is not None and kept[0] is call.params and kept[1] is call.credentials:
+            return kept[2]
+        merged = merge_credentials(call.params, call.credentials)
+        if len(self._merged) >= 256:
+            self._merged.clear()
+        self._merged[memo] = (call.params, call.credentials, merged)
+        return merged
 
     def _direct_key(self) -> str | None:
         """The key the direct transport sends: the entry's variable, or at OpenAI's own endpoint

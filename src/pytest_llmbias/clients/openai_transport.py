@@ -89,6 +89,8 @@ class OpenAITransport:
         self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
         self._lean: dict[str, tuple[str, int, str] | None] = {}  # URL -> (host, port, path) when plain http
         self._pool: Any = None  # the lean client's connections (clients.http1.HTTP1Pool)
+        #: (model, api_base, key, id(params)) -> (params, what _prepared gives)
+        self._requests: dict[tuple[Any, ...], tuple[Mapping[str, Any], Any]] = {}
 
     @property
     def open(self) -> bool:
@@ -111,6 +113,16 @@ class OpenAITransport:
         """One attempt of ``call``. ``params`` are the call's parameters with its credentials put
         back (``extra_headers`` become headers, ``extra_body`` joins the body, ``extra_query`` the
         URL). Raises ProviderError (status, retryable, retry_after) on any failure."""
+        prepared = self._prepared(call.model, params, api_base, api_key)
+        if prepared is not None:  # the lean client, the request's parts kept (see _prepared)
+            target, kept_headers, opening, closing = prepared
+            try:
+                listed = _messages_json(call.messages)
+            except TypeError:
+                listed = None
+            if listed is not None:
+                text = opening + listed + closing
+                return parse_completion(await self._post_lean(target, text, kept_headers, timeout))
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -134,6 +146,46 @@ class OpenAITransport:
         if lean is not None:
             return parse_completion(await self._post_lean(lean, data, headers, timeout))
         return parse_completion(await self.send("POST", url, data, headers, query=query, timeout=timeout))
+
+    def _prepared(
+        self, model: str, params: Mapping[str, Any], api_base: str | None, api_key: str | None
+    ) -> tuple[tuple[str, int, str], Mapping[str, str], str, str] | None:
+        """For a call the lean client sends: its (host, port, path), headers, and the JSON body's
+        text before and after its messages, as :meth:`complete` builds them (``json.dumps`` of the
+        same body, the same characters); kept per model, endpoint, key and parameters object,
+        which the calls of one model and sample share (see ``ModelClient``). None for any other
+        call (query parameters, no plain ``http://`` endpoint, a body member named ``model`` or
+        ``messages`` among its parameters, a parameter that is no JSON value)."""
+        memo = (model, api_base, api_key, id(params))
+        kept = self._requests.get(memo)
+        if kept is not None and kept[0] is params:
+            return kept[1]
+        prepared = None
+        if not isinstance(params.get("extra_query"), Mapping):
+            headers = {"Content-Type": "application/json"}
+            if api_key:
+                headers["Authorization"] = f"Bearer {api_key}"
+            extra_headers = params.get("extra_headers")
+            if isinstance(extra_headers, Mapping):
+                headers.update({str(k): str(v) for k, v in extra_headers.items()})
+            url, basic = self._endpoint(api_base or OPENAI_BASE)
+            if basic is not None and not any(k.lower() == "authorization" for k in headers):
+                headers["Authorization"] = basic
+            target = self._lean_target(url)
+            members = {k: v for k, v in params.items() if k not in _NOT_BODY}
+            if isinstance(params.get("extra_body"), Mapping):
+                members.update(params["extra_body"])
+            try:
+                rest = json.dumps(members)[1:-1] if "model" not in members and "messages" not in members else None
+            except (TypeError, ValueError):
+                rest = None
+            if target is not None and rest is not None:
+                opening = '{"model": ' + json.dumps(wire_model(model)) + ', "messages": ['
+                prepared = (target, headers, opening, "]" + (", " + rest if rest else "") + "}")
+        if len(self._requests) >= 256:
+            self._requests.clear()
+        self._requests[memo] = (params, prepared)
+        return prepared
 
     def _lean_target(self, url: str) -> tuple[str, int, str] | None:
         """(host, port, path) of a plain-``http://`` URL, which :mod:`~pytest_llmbias.clients.http1`
@@ -253,6 +305,19 @@ def status_error(status: int, body: bytes, reason: str | None, retry_after: str 
         retryable=retryable_status(status),
         retry_after=parse_retry_after(retry_after),
     )
+
+
+def _messages_json(messages: Any) -> str:
+    """``messages`` ((role, content) pairs) as ``json.dumps`` writes their list of
+    ``{"role", "content"}`` objects, without the brackets; TypeError when one is not a string."""
+    if len(messages) == 1:
+        ((role, content),) = messages
+        return '{"role": ' + _ascii(role) + ', "content": ' + _ascii(content) + "}"
+    return ", ".join('{"role": ' + _ascii(r) + ', "content": ' + _ascii(c) + "}" for r, c in messages)
+
+
+#: one string as ``json.dumps`` writes it (ASCII, the encoder's own function)
+_ascii = json.encoder.encode_basestring_ascii
 
 
 def parse_completion(raw: bytes) -> Completion:
