@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pytest_llmbias.choices import Transport
+from pytest_llmbias.clients.http1 import HTTP1Pool
 from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.errors import ProviderError
@@ -88,7 +89,7 @@ class OpenAITransport:
         self._endpoints: dict[str, tuple[str, str | None]] = {}  # api_base -> (URL, Basic header)
         self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
         self._lean: dict[str, tuple[str, int, str] | None] = {}  # URL -> (host, port, path) when plain http
-        self._pool: Any = None  # the lean client's connections (clients.http1.HTTP1Pool)
+        self._pool: HTTP1Pool | None = None  # the lean client's connections
         #: (model, api_base, key, id(params)) -> (params, what _prepared gives)
         self._requests: dict[tuple[Any, ...], tuple[Mapping[str, Any], Any]] = {}
 
@@ -205,8 +206,6 @@ class OpenAITransport:
         self, target: tuple[str, int, str], body: str, headers: Mapping[str, str], timeout: float
     ) -> bytes:
         """:meth:`send` of a chat completion on the lean HTTP/1.1 client: the same errors."""
-        from pytest_llmbias.clients.http1 import HTTP1Pool
-
         if self._pool is None:
             self._pool = HTTP1Pool()
         host, port, path = target

@@ -74,7 +74,9 @@ def _write_many(cache: Any, texts: dict[str, str]) -> None:
     rows = {}
     for key, text in texts.items():
         db_key, raw = disk.put(key)
-        rows[db_key] = (raw, *disk.store(text, False, key=key))  # (raw, size, mode, filename, value)
+        # (raw, size, mode, filename, value); raw as the int SQLite keeps of it: sqlite3 binds a
+        # bool or None only after looking for an adapter, at the cost of two raised errors
+        rows[db_key] = (int(raw), *disk.store(text, False, key=key))
     keys = list(rows)
     old_files = []
     with cache.transact():
@@ -84,9 +86,14 @@ def _write_many(cache: Any, texts: dict[str, str]) -> None:
             query = f"SELECT key, rowid, filename FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
             stored.update((k, (rowid, name)) for k, rowid, name in con.execute(query, chunk).fetchall())
         old_files = [name for _, name in stored.values() if name is not None]
+        new = [(k, r) for k, r in rows.items() if k not in stored]
+        con.executemany(  # those kept in the database, not a file (all but a value over 32 KiB)
+            f"INSERT INTO Cache(key, raw, {_COLUMNS}) VALUES (?, ?, ?, NULL, ?, 0, NULL, ?, ?, NULL, ?)",
+            [(k, r[0], now, now, r[1], r[2], r[4]) for k, r in new if r[3] is None],
+        )
         con.executemany(
             f"INSERT INTO Cache(key, raw, {_COLUMNS}) VALUES (?, ?, ?, NULL, ?, 0, NULL, ?, ?, ?, ?)",
-            [(k, r[0], now, now, *r[1:]) for k, r in rows.items() if k not in stored],
+            [(k, r[0], now, now, *r[1:]) for k, r in new if r[3] is not None],
         )
         con.executemany(
             "UPDATE Cache SET store_time = ?, expire_time = NULL, access_time = ?, access_count = 0, tag = NULL,"
