@@ -78,10 +78,13 @@ class RunTerminal:
         return bool(getattr(reporter, "isatty", sys.stdout.isatty)())
 
     def progress(self, p: Progress) -> None:
+        now = time.monotonic()
+        if now - self._last_draw < 0.2:  # drawn at most every 0.2 s: most answers stop here
+            return
         reporter = self._reporter()
         if reporter is None or p.done >= p.shown_total:
             return
-        now, tty = time.monotonic(), self._tty(reporter)
+        tty = self._tty(reporter)
         if now - self._last_draw < (0.2 if tty else 10.0):
             return
         self._last_draw = now
