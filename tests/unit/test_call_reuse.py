@@ -43,6 +43,22 @@ def test_the_key_computed_at_build_is_the_canonical_one(spec, prompt, params) ->
     call = ModelCall.build(spec, prompt, GEN, sample=2, params=params)
     assert call.key == canonical_key(call)
     assert "sk-x" not in json.dumps(call.canonical()) and "pw@" not in json.dumps(call.canonical())
+    # the messages' JSON its record and request share: each message's strings as the encoder
+    # writes them; the fields left at their defaults are read from the class
+    assert call.messages_json == tuple(
+        (json.dumps(r, ensure_ascii=False), json.dumps(c, ensure_ascii=False)) for r, c in call.messages
+    )
+    again = ModelCall(
+        model=call.model,
+        api_base=call.api_base,
+        messages=call.messages,
+        params=call.params,
+        sample=2,
+        version=spec.version,
+        request=None,
+    )
+    assert again == call and hash(again) == hash(call) and again.key == call.key
+    assert call.version == spec.version and call.request is None
 
 
 def test_the_same_call_asked_again_is_one_object() -> None:

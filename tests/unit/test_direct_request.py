@@ -1,6 +1,7 @@
 """What the direct transport sends on the lean HTTP client, written from parts kept per model and
-parameters (OpenAITransport._prepared, http1._head): the same body ``json.dumps`` writes of the
-request and the same head, whatever the values; the calls it cannot write so take the general way."""
+parameters (OpenAITransport._prepared, http1._head) and the call's own messages' JSON: the body
+``json.dumps(..., ensure_ascii=False)`` writes of the request and the same head, whatever the
+values; the calls it cannot write so take the general way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.clients.http1 import _head
 from pytest_llmbias.clients.openai_transport import _NOT_BODY, OpenAITransport, _messages_json, wire_model
+from pytest_llmbias.store.calls import ModelCall
 
 STRINGS = st.text(alphabet=st.characters(codec="utf-8"), max_size=20) | st.sampled_from(['"', "\\", "\n", "ü✓🙂"])
 VALUES = st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.floats(allow_nan=False) | STRINGS
@@ -24,13 +26,13 @@ PARAMS = st.dictionaries(
 
 
 def body_as_before(model: str, messages: Any, params: dict[str, Any]) -> str:
-    """The body the transport's general way writes: ``json.dumps`` of model, messages, the
-    parameters that go in the body, then ``extra_body``'s members."""
+    """The body the transport's general way builds: model, messages, the parameters that go in
+    the body, then ``extra_body``'s members; written by ``json.dumps``, UTF-8 as it is."""
     body: dict[str, Any] = {"model": wire_model(model), "messages": [{"role": r, "content": c} for r, c in messages]}
     body.update((k, v) for k, v in params.items() if k not in _NOT_BODY)
     if isinstance(params.get("extra_body"), dict):
         body.update(params["extra_body"])
-    return json.dumps(body)
+    return json.dumps(body, ensure_ascii=False)
 
 
 @settings(max_examples=300, deadline=None)
@@ -51,7 +53,11 @@ def test_a_lean_body_is_what_json_dumps_writes_of_the_request(model, messages, p
     assert prepared is not None
     target, headers, opening, closing = prepared
     assert target == ("127.0.0.1", 9, "/v1/chat/completions")
-    assert opening + _messages_json(tuple(messages)) + closing == body_as_before(model, messages, params)
+    call = ModelCall(model=model, api_base=None, messages=tuple(messages), params={})
+    assert opening + _messages_json(call.messages_json) + closing == body_as_before(model, messages, params)
+    assert json.loads(opening + _messages_json(call.messages_json) + closing)["messages"] == [
+        {"role": r, "content": c} for r, c in messages
+    ]
     expected_headers = {"Content-Type": "application/json"}
     if api_key:
         expected_headers["Authorization"] = f"Bearer {api_key}"
@@ -68,8 +74,8 @@ def test_calls_the_lean_client_does_not_write_from_parts_take_the_general_way() 
     assert transport._prepared("openai/m", {}, "https://example.invalid/v1", None) is None  # aiohttp's
     assert transport._prepared("openai/m", {"stop": {1, 2}}, base, None) is None  # no JSON value
     assert transport._prepared("openai/m", {"extra_body": {"messages": []}}, base, None) is None
-    with pytest.raises(TypeError):
-        _messages_json((("user", 5),))  # such a call is written by json.dumps, which says what is wrong
+    with pytest.raises(TypeError):  # such a call is written by json.dumps, which says what is wrong
+        _ = ModelCall(model="openai/m", api_base=None, messages=(("user", 5),), params={}).messages_json  # type: ignore[arg-type]
     # equal parameters in another object: worked out again, to the same parts
     first = transport._prepared("openai/m", {"temperature": 0.0}, base, "k")
     again = transport._prepared("openai/m", {"temperature": 0.0}, base, "k")

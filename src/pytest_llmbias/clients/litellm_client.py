@@ -32,7 +32,7 @@ from pytest_llmbias.clients.retry import RetryPolicy, parse_retry_after, retryab
 from pytest_llmbias.config.redaction import Redactor, merge_credentials, strip_userinfo
 from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import ModelCall, Response, construct
 
 #: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
 #: their own budget (RetryPolicy.throttle_retries)
@@ -295,17 +295,21 @@ class ModelClient:
             system = getattr(raw, "system_fingerprint", None)
         if not isinstance(text, str) or not text.strip():
             raise ProviderError("empty completion (no text in the first choice)", retryable=True)
-        return Response(
-            call=call,
-            text=text,
-            finish_reason=finish_reason,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            latency_s=round(latency, 6),
-            created=time.time(),
-            source="network",
-            top_logprobs=top,
-            system_fingerprint=system if isinstance(system, str) and system else None,
+        return construct(  # Response(...), without its __init__'s one object.__setattr__ a field
+            Response,
+            {
+                "call": call,
+                "text": text,
+                "finish_reason": finish_reason,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "latency_s": round(latency, 6),
+                "created": time.time(),
+                "source": "network",
+                "top_logprobs": top,
+                "system_fingerprint": system if isinstance(system, str) and system else None,
+                "fingerprint": None,
+            },
         )
 
     @staticmethod

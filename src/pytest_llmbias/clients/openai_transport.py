@@ -28,7 +28,7 @@ from pytest_llmbias.clients.http1 import HTTP1Pool
 from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.errors import ProviderError
-from pytest_llmbias.store.calls import ModelCall, first_token_alternatives
+from pytest_llmbias.store.calls import ModelCall, construct, first_token_alternatives
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -118,7 +118,7 @@ class OpenAITransport:
         if prepared is not None:  # the lean client, the request's parts kept (see _prepared)
             target, kept_headers, opening, closing = prepared
             try:
-                listed = _messages_json(call.messages)
+                listed = _messages_json(call.messages_json)
             except TypeError:
                 listed = None
             if listed is not None:
@@ -152,8 +152,10 @@ class OpenAITransport:
         self, model: str, params: Mapping[str, Any], api_base: str | None, api_key: str | None
     ) -> tuple[tuple[str, int, str], Mapping[str, str], str, str] | None:
         """For a call the lean client sends: its (host, port, path), headers, and the JSON body's
-        text before and after its messages, as :meth:`complete` builds them (``json.dumps`` of the
-        same body, the same characters); kept per model, endpoint, key and parameters object,
+        text before and after its messages: the body :meth:`complete` builds, as ``json.dumps``
+        writes it without escaping what is not ASCII (UTF-8 on the wire, as the OpenAI SDK sends
+        it; the messages' JSON is then the call's own, written once for its key); kept per
+        model, endpoint, key and parameters object,
         which the calls of one model and sample share (see ``ModelClient``). None for any other
         call (query parameters, no plain ``http://`` endpoint, a body member named ``model`` or
         ``messages`` among its parameters, a parameter that is no JSON value)."""
@@ -177,11 +179,11 @@ class OpenAITransport:
             if isinstance(params.get("extra_body"), Mapping):
                 members.update(params["extra_body"])
             try:
-                rest = json.dumps(members)[1:-1] if "model" not in members and "messages" not in members else None
+                rest = _dumps(members)[1:-1] if "model" not in members and "messages" not in members else None
             except (TypeError, ValueError):
                 rest = None
             if target is not None and rest is not None:
-                opening = '{"model": ' + json.dumps(wire_model(model)) + ', "messages": ['
+                opening = '{"model": ' + _dumps(wire_model(model)) + ', "messages": ['
                 prepared = (target, headers, opening, "]" + (", " + rest if rest else "") + "}")
         if len(self._requests) >= 256:
             self._requests.clear()
@@ -306,17 +308,18 @@ def status_error(status: int, body: bytes, reason: str | None, retry_after: str 
     )
 
 
-def _messages_json(messages: Any) -> str:
-    """``messages`` ((role, content) pairs) as ``json.dumps`` writes their list of
-    ``{"role", "content"}`` objects, without the brackets; TypeError when one is not a string."""
-    if len(messages) == 1:
-        ((role, content),) = messages
-        return '{"role": ' + _ascii(role) + ', "content": ' + _ascii(content) + "}"
-    return ", ".join('{"role": ' + _ascii(r) + ', "content": ' + _ascii(c) + "}" for r, c in messages)
+def _messages_json(written: Any) -> str:
+    """Messages, given as their (role, content) JSON strings (:attr:`ModelCall.messages_json`),
+    as ``json.dumps(..., ensure_ascii=False)`` writes their list of ``{"role", "content"}``
+    objects, without the brackets."""
+    if len(written) == 1:
+        ((role, content),) = written
+        return '{"role": ' + role + ', "content": ' + content + "}"
+    return ", ".join('{"role": ' + r + ', "content": ' + c + "}" for r, c in written)
 
 
-#: one string as ``json.dumps`` writes it (ASCII, the encoder's own function)
-_ascii = json.encoder.encode_basestring_ascii
+#: the lean body's members as ``json.dumps`` writes them, non-ASCII characters as they are
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def parse_completion(raw: bytes) -> Completion:
@@ -331,13 +334,16 @@ def parse_completion(raw: bytes) -> Completion:
         raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from None
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
-    return Completion(
-        text=text,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        prompt_tokens=token_count(usage.get("prompt_tokens")),
-        completion_tokens=token_count(usage.get("completion_tokens")),
-        top_logprobs=_alternatives(choice),
-        system_fingerprint=_text_or_none(data.get("system_fingerprint")),
+    return construct(  # Completion(...), without its __init__'s one object.__setattr__ a field
+        Completion,
+        {
+            "text": text,
+            "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
+            "prompt_tokens": token_count(usage.get("prompt_tokens")),
+            "completion_tokens": token_count(usage.get("completion_tokens")),
+            "top_logprobs": _alternatives(choice),
+            "system_fingerprint": _text_or_none(data.get("system_fingerprint")),
+        },
     )
 
 

@@ -130,16 +130,20 @@ class ModelCall:
             messages = (*spec.messages, *messages)
         if spec.system is not None:
             messages = (("system", spec.system), *messages)
-        fields = {
+        fields: dict[str, Any] = {
             "model": spec.model,
             "api_base": identity.api_base,
             "messages": messages,
             "params": identity.params,
             "sample": sample,
             "credentials": identity.credentials,
-            "version": spec.version,
-            "request": identity.request,
         }
+        # a field at its default is read from the class: an instance's dictionary of ten entries
+        # or fewer stays at its smallest size
+        if spec.version is not None:
+            fields["version"] = spec.version
+        if identity.request is not None:
+            fields["request"] = identity.request
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
             # the JSON json.dumps(..., sort_keys=True, ensure_ascii=False) writes, string by string
             if len(messages) == 1:  # a prompt alone, most calls: no generator to join
@@ -175,6 +179,18 @@ class ModelCall:
         except TypeError as exc:
             raise ConfigError(f"model parameters must be JSON values: {exc}") from None
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    @property
+    def messages_json(self) -> tuple[tuple[str, str], ...]:
+        """Each message's role and content as JSON strings (the encoder's, ``ensure_ascii`` off),
+        written once per call for both its record and its request body, however long the prompt
+        (not at build, where the key is hashed: a warm run asks for neither). TypeError for a
+        role or content that is not a string."""
+        written: tuple[tuple[str, str], ...] | None = self.__dict__.get("_messages_json")
+        if written is None:
+            written = tuple((_json_str(r), _json_str(c)) for r, c in self.messages)
+            self.__dict__["_messages_json"] = written  # kept as a cached property keeps its value
+        return written
 
     @cached_property
     def endpoint(self) -> str:

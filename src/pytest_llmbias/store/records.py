@@ -57,9 +57,10 @@ def answer_fields(key: str, raw: str | bytes) -> dict[str, Any] | None:
 
 def record_text(response: Response, run: str | None = None) -> str:
     """The JSON text a store writes of ``response``: ``encode_value(record(response, run))``, the
-    same characters, for a fraction of the work. The call's part after its messages is written once
-    per model, parameters and sample (a run's calls share those objects), the constant member names
-    never encoded, and a value of a type the shortcut does not write (a boolean token count, a
+    same characters, for a fraction of the work. The call's messages are the JSON its key was
+    hashed from (:attr:`ModelCall.messages_json`), its part after them written once per model,
+    parameters and sample (a run's calls share those objects), the constant member names never
+    encoded, and a value of a type the shortcut does not write (a boolean token count, a
     float that is no finite number) sends the record through the encoder as before."""
     call = response.call
     answer = _answer_text(response, run)
@@ -68,15 +69,15 @@ def record_text(response: Response, run: str | None = None) -> str:
     if answer is None or parts is None or not (key.isascii() and key.isalnum()):
         return encode_value(record(response, run))
     head, tail = parts
-    messages = call.messages
     try:
-        if len(messages) == 1:
-            ((role, content),) = messages
-            listed = '{"role":' + _str(role) + ',"content":' + _str(content) + "}"
-        else:
-            listed = ",".join('{"role":' + _str(r) + ',"content":' + _str(c) + "}" for r, c in messages)
+        written = call.messages_json
     except (TypeError, ValueError):
         return encode_value(record(response, run))
+    if len(written) == 1:
+        ((role, content),) = written
+        listed = '{"role":' + role + ',"content":' + content + "}"
+    else:
+        listed = ",".join('{"role":' + r + ',"content":' + c + "}" for r, c in written)
     return answer + ',"key":"' + key + '"' + head + listed + tail
 
 
