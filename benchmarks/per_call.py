@@ -14,11 +14,11 @@ is not charged to the client; on a small machine it still shares the cores):
    Then a second process does the same on the same store, every call stored. Each figure is
    the slope between ``--small`` and ``--large`` prompts, so start-up, imports and the fingerprint
    probes cancel; the median over ``--rounds`` rounds.
-   With ``--instructions`` (valgrind installed), the warm figure also as instructions a call,
-   counted by callgrind over the same clocked part at the same two sizes: CPU time on a shared
-   machine moved by a third within an hour, a count of instructions does not, so a change is told
-   from the machine's load by it. So is the warm example suite's (below): the whole pytest
-   process's instructions, once.
+   With ``--instructions`` (valgrind installed), both figures also as instructions a call,
+   counted by callgrind over the same clocked part at the same two sizes (the cold one on a fresh
+   store without the fingerprint probes): CPU time on a shared machine moved by a third within an
+   hour, a count of instructions does not, so a change is told from the machine's load by it. So
+   is the warm example suite's (below): the whole pytest process's instructions, once.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -153,30 +153,37 @@ def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, w
     }
 
 
-def warm_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> dict | None:
-    """Instructions a warm call as callgrind counts them (the same slope as the CPU figure): a
-    count that the machine's load does not move, where CPU time moved by a third within an hour.
-    None where valgrind is not installed."""
+def call_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> dict | None:
+    """Instructions a call, cold and warm, as callgrind counts them (the same slopes as the CPU
+    figures; the cold one without the fingerprint probes, which the slope cancels anyway): a count
+    that the machine's load does not move, where CPU time moved by a third within an hour. None
+    where valgrind is not installed."""
     import shutil
 
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         return None
-    counts = {}
+    counts: dict[str, dict[int, int]] = {"cold": {}, "warm": {}}
     for n in (small, large):
         tag = f"instructions-{n}"
-        run_child(base, n, concurrency, workdir, tag, cold_only=True)  # the store, filled
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-            sys.executable, "-c", CHILD, str(workdir / tag), "--instructions",
-        ]  # fmt: skip
-        done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode != 0 or found is None:
-            raise SystemExit(f"the benchmark's session under callgrind failed:\n{done.stderr[-4000:]}")
-        counts[n] = int(found.group(1))
-    slope = (counts[large] - counts[small]) / (large - small)
-    print(f"  warm: {slope:,.0f} instructions a call ({counts[small]:,} at {small}, {counts[large]:,} at {large})")
-    return {"warm_instructions": slope, "counts": counts}
+        write_project(workdir / tag, base, n, concurrency, tag, probes=False)
+        for phase in ("cold", "warm"):  # a fresh store, then the same store with every call in it
+            command = [
+                "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+                sys.executable, "-c", CHILD, str(workdir / tag), "--instructions",
+            ]  # fmt: skip
+            done = subprocess.run(command, env=child_env(), capture_output=True, text=True, check=False)
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"the benchmark's session under callgrind failed:\n{done.stderr[-4000:]}")
+            out = json.loads(done.stdout.strip().splitlines()[-1])
+            if out["answers"] != n or out["fetched"] != (n if phase == "cold" else 0):
+                raise SystemExit(f"{phase} run of {n} under callgrind: {out}")
+            counts[phase][n] = int(found.group(1))
+    slopes = {phase: (c[large] - c[small]) / (large - small) for phase, c in counts.items()}
+    for phase, slope in slopes.items():
+        c = counts[phase]
+        print(f"  {phase}: {slope:,.0f} instructions a call ({c[small]:,} at {small}, {c[large]:,} at {large})")
+    return {"cold_instructions": slopes["cold"], "warm_instructions": slopes["warm"], "counts": counts}
 
 
 #: pytest plugins of this project's development environment that a user's install of the example
@@ -292,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="also count a warm call's and the warm example suite's instructions under callgrind (about 3 min)",
+        help="also count the instructions of a cold and a warm call and of the warm example suite (about 5 min)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -304,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results["per_call"] = per_call(base, args.small, args.large, args.concurrency, args.rounds, Path(tmp))
             if args.instructions:
-                results["instructions"] = warm_instructions(base, args.small, args.large, args.concurrency, Path(tmp))
+                results["instructions"] = call_instructions(base, args.small, args.large, args.concurrency, Path(tmp))
         finally:
             stop_server(proc)
         if not args.skip_suite:
@@ -322,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"CPU a call, warm (every call stored; same slope): {pc['warm_us']:.1f} us (target <= 40 us)")
     if results.get("instructions"):
-        print(f"instructions a warm call (callgrind; same slope): {results['instructions']['warm_instructions']:,.0f}")
+        for phase in ("cold", "warm"):
+            count = results["instructions"][f"{phase}_instructions"]
+            print(f"instructions a {phase} call (callgrind; same slope): {count:,.0f}")
     if "example_suite" in results:
         for name, what in (("user", "as a user's install runs it"), ("dev", "with the development plugins")):
             s = results["example_suite"][name]

@@ -124,38 +124,44 @@ class OpenAITransport:
             if listed is not None:
                 text = opening + listed + closing
                 return parse_completion(await self._post_lean(target, text, kept_headers, timeout))
-        headers = {"Content-Type": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        extra_headers = params.get("extra_headers")
-        if isinstance(extra_headers, Mapping):
-            headers.update({str(k): str(v) for k, v in extra_headers.items()})
+        url, headers = self._headers(params, api_base, api_key)
         body: dict[str, Any] = {
             "model": wire_model(call.model),
             "messages": [{"role": r, "content": c} for r, c in call.messages],
         }
-        body.update((k, v) for k, v in params.items() if k not in _NOT_BODY)
-        if isinstance(params.get("extra_body"), Mapping):
-            body.update(params["extra_body"])
+        body.update(_members(params))
         query = params.get("extra_query") if isinstance(params.get("extra_query"), Mapping) else None
-        url, basic = self._endpoint(api_base or OPENAI_BASE)
-        # user:password@ in the api_base: HTTP Basic, unless a key gives a bearer token
-        if basic is not None and not any(k.lower() == "authorization" for k in headers):
-            headers["Authorization"] = basic
         data = json.dumps(body)
         lean = self._lean_target(url) if query is None else None
         if lean is not None:
             return parse_completion(await self._post_lean(lean, data, headers, timeout))
         return parse_completion(await self.send("POST", url, data, headers, query=query, timeout=timeout))
 
+    def _headers(
+        self, params: Mapping[str, Any], api_base: str | None, api_key: str | None
+    ) -> tuple[str, dict[str, str]]:
+        """The chat-completions URL and the request's headers: JSON, the key as a bearer token,
+        ``extra_headers``, and the ``user:password@`` of the ``api_base`` as HTTP Basic unless a
+        key or header gives an ``Authorization``."""
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        extra_headers = params.get("extra_headers")
+        if isinstance(extra_headers, Mapping):
+            headers.update({str(k): str(v) for k, v in extra_headers.items()})
+        url, basic = self._endpoint(api_base or OPENAI_BASE)
+        if basic is not None and not any(k.lower() == "authorization" for k in headers):
+            headers["Authorization"] = basic
+        return url, headers
+
     def _prepared(
         self, model: str, params: Mapping[str, Any], api_base: str | None, api_key: str | None
     ) -> tuple[tuple[str, int, str], Mapping[str, str], str, str] | None:
         """For a call the lean client sends: its (host, port, path), headers, and the JSON body's
-        text before and after its messages: the body :meth:`complete` builds, as ``json.dumps``
-        writes it without escaping what is not ASCII (UTF-8 on the wire, as the OpenAI SDK sends
-        it; the messages' JSON is then the call's own, written once for its key); kept per
-        model, endpoint, key and parameters object,
+        text before and after its messages. That is the body :meth:`complete` builds, as
+        ``json.dumps`` writes it without escaping what is not ASCII (UTF-8 on the wire, as the
+        OpenAI SDK sends it), so that the messages' JSON is the call's own, written once for both
+        the request and the stored record. Kept per model, endpoint, key and parameters object,
         which the calls of one model and sample share (see ``ModelClient``). None for any other
         call (query parameters, no plain ``http://`` endpoint, a body member named ``model`` or
         ``messages`` among its parameters, a parameter that is no JSON value)."""
@@ -165,19 +171,9 @@ class OpenAITransport:
             return kept[1]
         prepared = None
         if not isinstance(params.get("extra_query"), Mapping):
-            headers = {"Content-Type": "application/json"}
-            if api_key:
-                headers["Authorization"] = f"Bearer {api_key}"
-            extra_headers = params.get("extra_headers")
-            if isinstance(extra_headers, Mapping):
-                headers.update({str(k): str(v) for k, v in extra_headers.items()})
-            url, basic = self._endpoint(api_base or OPENAI_BASE)
-            if basic is not None and not any(k.lower() == "authorization" for k in headers):
-                headers["Authorization"] = basic
+            url, headers = self._headers(params, api_base, api_key)
             target = self._lean_target(url)
-            members = {k: v for k, v in params.items() if k not in _NOT_BODY}
-            if isinstance(params.get("extra_body"), Mapping):
-                members.update(params["extra_body"])
+            members = _members(params)
             try:
                 rest = _dumps(members)[1:-1] if "model" not in members and "messages" not in members else None
             except (TypeError, ValueError):
@@ -306,6 +302,15 @@ def status_error(status: int, body: bytes, reason: str | None, retry_after: str 
         retryable=retryable_status(status),
         retry_after=parse_retry_after(retry_after),
     )
+
+
+def _members(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The body's members after the model and messages: the parameters that go in the body, then
+    ``extra_body``'s."""
+    members = {k: v for k, v in params.items() if k not in _NOT_BODY}
+    if isinstance(params.get("extra_body"), Mapping):
+        members.update(params["extra_body"])
+    return members
 
 
 def _messages_json(written: Any) -> str:
