@@ -16,9 +16,9 @@ is not charged to the client; on a small machine it still shares the cores):
    probes cancel; the median over ``--rounds`` rounds.
    With ``--instructions`` (valgrind installed), both figures also as instructions a call,
    counted by callgrind over the same clocked part at the same two sizes (the cold one on a fresh
-   store without the fingerprint probes): CPU time on a shared machine moved by a third within an
-   hour, a count of instructions does not, so a change is told from the machine's load by it. So
-   is the warm example suite's (below): the whole pytest process's instructions, once.
+   store, the warm one on the same store filled): CPU time on a shared machine moved by a third
+   within an hour, a count of instructions does not, so a change is told from the machine's load
+   by it. So is the warm example suite's (below): the whole pytest process's instructions, once.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -154,10 +154,10 @@ def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, w
 
 
 def call_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> dict | None:
-    """Instructions a call, cold and warm, as callgrind counts them (the same slopes as the CPU
-    figures; the cold one without the fingerprint probes, which the slope cancels anyway): a count
-    that the machine's load does not move, where CPU time moved by a third within an hour. None
-    where valgrind is not installed."""
+    """Instructions a call, cold and warm, as callgrind counts them (the same slopes, on the same
+    projects, as the CPU figures: the probes' calls cancel, the stamping of each answer with its
+    model's fingerprint does not): a count that the machine's load does not move, where CPU time
+    moved by a third within an hour. None where valgrind is not installed."""
     import shutil
 
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
@@ -165,7 +165,7 @@ def call_instructions(base: str, small: int, large: int, concurrency: int, workd
     counts: dict[str, dict[int, int]] = {"cold": {}, "warm": {}}
     for n in (small, large):
         tag = f"instructions-{n}"
-        write_project(workdir / tag, base, n, concurrency, tag, probes=False)
+        write_project(workdir / tag, base, n, concurrency, tag)
         for phase in ("cold", "warm"):  # a fresh store, then the same store with every call in it
             command = [
                 "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",

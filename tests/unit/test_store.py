@@ -657,3 +657,24 @@ def test_a_cache_whose_reads_count_is_read_key_by_key(tmp_path: Path) -> None:
     assert select_many(cache, ["a", "absent", "b"]) == {"a": b"1", "b": "two"}
     assert cache.stats() == (2, 1)  # hits, misses: each key was read by Cache.get
     cache.close()
+
+
+def test_an_answer_collected_under_a_fingerprint_is_what_replace_gives() -> None:
+    """The store stamps a fresh answer with its model's fingerprint on a copy (the answer itself is
+    frozen and may be held elsewhere): the same as ``dataclasses.replace``, every other field kept."""
+    import dataclasses
+
+    call = ModelCall.build(ModelSpec(model="openai/m", alias="m"), "Q?", GenerationSettings(seed=1))
+    fresh = Response(
+        call=call, text="t", finish_reason="stop", prompt_tokens=1, completion_tokens=2, latency_s=0.5,
+        created=1.0, source="network", top_logprobs=(("a", -0.1),), system_fingerprint="fp",
+    )  # fmt: skip
+    stamped = fresh.collected_under("abcd")
+    expected = dataclasses.replace(fresh, fingerprint="abcd")
+    assert stamped is not fresh and fresh.fingerprint is None
+    assert stamped == expected and stamped.fingerprint == "abcd"
+    assert {f.name: getattr(stamped, f.name) for f in dataclasses.fields(Response)} == {
+        f.name: getattr(expected, f.name) for f in dataclasses.fields(Response)
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stamped.text = "changed"  # type: ignore[misc]

@@ -346,6 +346,14 @@ class Response:
     def key(self) -> str:
         return self.call.key
 
+    def collected_under(self, fingerprint: str | None) -> Response:
+        """This response with ``fingerprint``: what ``dataclasses.replace`` gives, without the
+        generated ``__init__`` nor ``copy.copy`` (which looks for ``__copy__`` and
+        ``__reduce_ex__`` first: three times the cost, once a fresh answer)."""
+        fields = dict(vars(self))
+        fields["fingerprint"] = fingerprint
+        return construct(type(self), fields)
+
     def to_dict(self, *, answer_first: bool = False) -> dict[str, Any]:
         """The response as a record: its call's key and request fields, then its answer's;
         ``answer_first``: the answer's first, as the stores keep it (see

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,8 +233,7 @@ class ResponseStore:
             raise TypeError("only responses are stored")
         serving = self._serving.get(response.call.endpoint) if self._serving else None
         if serving is not None and response.fingerprint is None and response.source == "network":
-            response = copy.copy(response)  # what dataclasses.replace gives, without __init__ again
-            object.__setattr__(response, "fingerprint", serving.current)
+            response = response.collected_under(serving.current)
         if self._disk is not None:
             kept = record_text(response, self.run_id)
             if later and isinstance(self._disk, DiskCache):
