@@ -57,11 +57,11 @@ def answer_fields(key: str, raw: str | bytes) -> dict[str, Any] | None:
 
 def record_text(response: Response, run: str | None = None) -> str:
     """The JSON text a store writes of ``response``: ``encode_value(record(response, run))``, the
-    same characters, for a fraction of the work. The call's messages are the JSON its key was
-    hashed from (:attr:`ModelCall.messages_json`), its part after them written once per model,
-    parameters and sample (a run's calls share those objects), the constant member names never
-    encoded, and a value of a type the shortcut does not write (a boolean token count, a
-    float that is no finite number) sends the record through the encoder as before."""
+    same characters, for a fraction of the work. The call's messages are written once per call
+    (:attr:`ModelCall.messages_json`, which its request shares), its part after them once per
+    model, parameters and sample (a run's calls share those objects), the constant member names
+    never encoded; a value of a type the shortcut does not write (a boolean token count, a float
+    that is no finite number) sends the record through the encoder as before."""
     call = response.call
     answer = _answer_text(response, run)
     parts = _call_parts(call) if answer is not None else None
