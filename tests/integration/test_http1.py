@@ -221,6 +221,44 @@ def test_the_transport_takes_the_lean_client_for_plain_http_and_aiohttp_otherwis
     assert not still_open
 
 
+def test_a_lean_request_from_kept_parts_reaches_the_server_whole_in_utf8() -> None:
+    """Two calls of one model and parameters, written from the parts the transport keeps: each
+    body is the request's JSON, text that is not ASCII sent as UTF-8 (its Content-Length counts
+    bytes), the headers the same for both."""
+    answer = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+
+    async def handler(reader, writer, n):
+        body = json.dumps(answer).encode()
+        writer.write(reply(body, f"Content-Length: {len(body)}"))
+        return True
+
+    params = {"temperature": 0.0, "seed": 7, "extra_headers": {"X-Team": "bias"}, "extra_body": {"top_k": 5}}
+    prompts = ['Grüße, "quoted" \\ and\nnewline \u2028 漢字 🙂', "plain ascii"]
+    calls = [ModelCall(model="openai/m", api_base=None, messages=(("user", p),), params={}) for p in prompts]
+
+    async def main():
+        async with Server(handler) as server:
+            base = f"http://127.0.0.1:{server.port}/v1"
+            transport = OpenAITransport()
+            done = [await transport.complete(c, params, api_base=base, api_key="sk-x", timeout=5) for c in calls]
+            await transport.aclose()
+            return server, done
+
+    server, done = run(main())
+    assert [d.text for d in done] == ["ok", "ok"]
+    for (_, headers, body), prompt in zip(server.requests, prompts, strict=True):
+        assert json.loads(body.decode("utf-8")) == {
+            "model": "m",
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.0,
+            "seed": 7,
+            "top_k": 5,
+        }
+        assert int(headers["content-length"]) == len(body)
+        assert headers["x-team"] == "bias" and headers["authorization"] == "Bearer sk-x"
+    assert "漢字".encode() in server.requests[0][2] and b"\\u" not in server.requests[0][2]
+
+
 def test_nothing_listening_reads_as_an_unreachable_server() -> None:
     import socket
 
