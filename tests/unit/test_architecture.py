@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "config": 2,
     "releases": 2,
     "store.calls": 2,
+    "store.alternatives": 2,
     "markers": 2,
     "domains": 2,
     # where answers are kept and fetched

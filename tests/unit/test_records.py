@@ -64,6 +64,8 @@ def test_cut_record_gives_the_whole_records_response(seed: int) -> None:
         r = answer(prompt, "", top_logprobs=((" yes", -0.1), ("no", -2.5)) if i % 3 == 0 else None)
         text = "".join(rng.choice(TRICKY).replace("{key}", r.key) for _ in range(rng.randrange(4)))
         r = answer(prompt, text, system_fingerprint=rng.choice([None, "fp_x"]), fingerprint=rng.choice([None, "f0"]))
+        if i % 4 == 0:  # a judge's score position, kept with its alternatives
+            r = answer(prompt, text, number_logprobs=(("7", (("7", -0.2), ("8", -1.7))), (",", ())))
         raw = raw_of(r, run=rng.choice([None, "run-1"]))
         head = answer_fields(r.key, raw)
         assert head is not None
@@ -89,6 +91,8 @@ PARAMS = st.dictionaries(STRINGS, SCALARS | st.booleans() | st.lists(SCALARS, ma
     times=st.tuples(SCALARS, SCALARS),
     finish=st.none() | STRINGS,
     top=st.none() | st.lists(st.tuples(STRINGS, st.floats(-50, 0)), max_size=3),
+    number=st.none()
+    | st.lists(st.tuples(STRINGS, st.lists(st.tuples(STRINGS, st.floats(-50, 0)), max_size=2)), max_size=3),
     marks=st.tuples(st.none() | STRINGS, st.none() | STRINGS),
     run=st.none() | STRINGS,
     sample=st.integers(0, 3),
@@ -97,7 +101,7 @@ PARAMS = st.dictionaries(STRINGS, SCALARS | st.booleans() | st.lists(SCALARS, ma
     request=st.none() | st.dictionaries(STRINGS, SCALARS, max_size=3),
 )
 def test_record_text_is_the_encoders_text_of_the_record(
-    messages, params, text, counts, times, finish, top, marks, run, sample, version, api_base, request
+    messages, params, text, counts, times, finish, top, number, marks, run, sample, version, api_base, request
 ) -> None:
     """The stores write record_text: character for character what the encoder writes of the
     record, whatever the values (those the shortcut does not write go through the encoder)."""
@@ -121,6 +125,7 @@ def test_record_text_is_the_encoders_text_of_the_record(
         top_logprobs=None if top is None else tuple(top),
         system_fingerprint=marks[0],
         fingerprint=marks[1],
+        number_logprobs=None if number is None else tuple((t, tuple(a)) for t, a in number),
     )
     try:
         expected = encode_value(record(response, run))

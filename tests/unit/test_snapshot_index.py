@@ -41,6 +41,7 @@ def snapshot(path: Path) -> list[ModelCall]:
             top_logprobs=(("B", -0.01), ("A", -4.5)),
             system_fingerprint="fp_1",
             fingerprint="abcdef0123456789",
+            number_logprobs=(("1", (("1", -0.1), ("2", -2.4))), ("0", (("0", -0.05),)), (",", ())),
         ),
         Response(calls[2], "ja — «oui»\n", None),
     ]
@@ -132,6 +133,7 @@ def test_an_index_that_cannot_be_read_is_ignored_and_written_again(tmp_path: Pat
     again = layer(store, snap)
     got = again.responses.answer(calls[1].key, calls[1])
     assert got is not None and got.text == "B." and got.top_logprobs == (("B", -0.01), ("A", -4.5))
+    assert got.number_logprobs == (("1", (("1", -0.1), ("2", -2.4))), ("0", (("0", -0.05),)), (",", ()))
     assert load_index(store, digest, snap.stat().st_size) is not None  # written again
 
 

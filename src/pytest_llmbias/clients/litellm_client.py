@@ -284,14 +284,13 @@ class ModelClient:
         return key
 
     def _to_response(self, call: ModelCall, raw: Any, latency: float) -> Response:
-        top = None
         if isinstance(raw, Completion):
             text, finish_reason = raw.text, raw.finish_reason
             prompt_tokens, completion_tokens, top = raw.prompt_tokens, raw.completion_tokens, raw.top_logprobs
-            system = raw.system_fingerprint
+            system, number = raw.system_fingerprint, raw.number_logprobs
         else:
             text, finish_reason, prompt_tokens, completion_tokens = self._litellm_parts(raw)
-            top = self._alternatives(raw)
+            top, number = self._alternatives(raw)
             system = getattr(raw, "system_fingerprint", None)
         if not isinstance(text, str) or not text.strip():
             raise ProviderError("empty completion (no text in the first choice)", retryable=True)
@@ -309,20 +308,23 @@ class ModelClient:
                 "top_logprobs": top,
                 "system_fingerprint": system if isinstance(system, str) and system else None,
                 "fingerprint": None,
+                **({"number_logprobs": number} if number is not None else {}),
             },
         )
 
     @staticmethod
-    def _alternatives(raw: Any) -> tuple[tuple[str, float], ...] | None:
-        """The first answer token's alternatives, where litellm returned log-probabilities."""
-        from pytest_llmbias.store.calls import first_token_alternatives
+    def _alternatives(raw: Any) -> tuple[Any, Any]:
+        """The first answer token's alternatives and those at its first number
+        (:func:`~pytest_llmbias.store.calls.answer_alternatives`), where litellm returned
+        log-probabilities."""
+        from pytest_llmbias.store.calls import answer_alternatives
 
         try:
             logprobs = raw.choices[0].logprobs
         except (AttributeError, IndexError, KeyError, TypeError):
-            return None
+            return None, None
         content = logprobs.get("content") if isinstance(logprobs, dict) else getattr(logprobs, "content", None)
-        return first_token_alternatives(content)
+        return answer_alternatives(content)
 
     @staticmethod
     def _litellm_parts(raw: Any) -> tuple[Any, str | None, int | None, int | None]:

@@ -28,7 +28,7 @@ from pytest_llmbias.clients.http1 import HTTP1Pool
 from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.errors import ProviderError
-from pytest_llmbias.store.calls import ModelCall, construct, first_token_alternatives
+from pytest_llmbias.store.calls import ModelCall, answer_alternatives, construct
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -77,6 +77,8 @@ class Completion:
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     #: the provider's ``system_fingerprint`` (its backend's configuration), where it gives one
     system_fingerprint: str | None = None
+    #: the alternatives at the answer's first number (see :attr:`Response.number_logprobs`)
+    number_logprobs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] | None = None
 
 
 class OpenAITransport:
@@ -339,22 +341,18 @@ def parse_completion(raw: bytes) -> Completion:
         raise ProviderError(f"malformed completion ({type(exc).__name__}: {exc})", retryable=True) from None
     usage = data.get("usage") if isinstance(data, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
-    return construct(  # Completion(...), without its __init__'s one object.__setattr__ a field
-        Completion,
-        {
-            "text": text,
-            "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
-            "prompt_tokens": token_count(usage.get("prompt_tokens")),
-            "completion_tokens": token_count(usage.get("completion_tokens")),
-            "top_logprobs": _alternatives(choice),
-            "system_fingerprint": _text_or_none(data.get("system_fingerprint")),
-        },
-    )
-
-
-def _alternatives(choice: Any) -> tuple[tuple[str, float], ...] | None:
+    fields = {
+        "text": text,
+        "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
+        "prompt_tokens": token_count(usage.get("prompt_tokens")),
+        "completion_tokens": token_count(usage.get("completion_tokens")),
+        "system_fingerprint": _text_or_none(data.get("system_fingerprint")),
+    }
     logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
-    return first_token_alternatives(logprobs.get("content")) if isinstance(logprobs, Mapping) else None
+    if logprobs:  # asked for: the alternatives (else the class's None, read without a look-up)
+        first, number = answer_alternatives(logprobs.get("content")) if isinstance(logprobs, Mapping) else (None, None)
+        fields["top_logprobs"], fields["number_logprobs"] = first, number
+    return construct(Completion, fields)  # Completion(...), without its __init__'s one object.__setattr__ a field
 
 
 def _text_or_none(value: Any) -> str | None:

@@ -36,6 +36,7 @@ MODEL_KEYS = (
     "params",
     "transport",
     "structured",
+    "logprobs",
     "system",
     "messages",
     "version",
@@ -117,6 +118,11 @@ def parse_model(
         structured = None
     if structured is not None and not isinstance(structured, bool):
         raise ConfigError(f"{where(key)}: '{key}.structured' must be true, false or auto, got {structured!r}")
+    logprobs = raw.get("logprobs")
+    if logprobs == "auto":
+        logprobs = None
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise ConfigError(f"{where(key)}: '{key}.logprobs' must be true, false or auto, got {logprobs!r}")
     _check_litellm_string(model.strip(), key, where)
     return ModelSpec(
         model=model.strip(),
@@ -127,6 +133,7 @@ def parse_model(
         params=dict(params),
         transport=str(transport),
         structured=structured,
+        logprobs=logprobs,
         system=system,
         messages=primer,
     )

@@ -47,6 +47,10 @@ class ModelSpec:
     #: take a schema, elsewhere when litellm says the model supports one; the pair judge of
     #: ``bias_evenhanded``: no, it reads a letter's log-probabilities unless True)
     structured: bool | None = None
+    #: as a judge, ask for log-probabilities (``logprobs``, ``top_logprobs``) and read its score
+    #: as their expectation: True, False, or None for auto (see
+    #: :func:`~pytest_llmbias.scoring.judge_calls.asks_logprobs`); False for a provider that rejects them
+    logprobs: bool | None = None
     #: a deployment's system prompt, sent first with every call to this entry (part of the call's
     #: identity: a changed prompt asks again)
     system: str | None = None
@@ -115,6 +119,7 @@ class ModelSpec:
             "messages": [{"role": r, "content": c} for r, c in self.messages],
             # only when set: the view of an entry without them stays as it was
             **({"version": self.version} if self.version is not None else {}),
+            **({"logprobs": self.logprobs} if self.logprobs is not None else {}),
             **({"python": self.python} if self.python is not None else {}),
             **({"http": self.http.to_dict()} if self.http is not None else {}),
         }
@@ -215,10 +220,14 @@ class ReleaseSettings:
     """Releases (see :mod:`pytest_llmbias.releases.release`): ``record`` writes the target's answers of this
     run as release NAME under ``dir`` (``force``: over an existing one); ``against`` (a name under
     ``dir``, or a release folder's path) compares the target with that recorded release instead of
-    the baselines."""
+    the baselines; ``anchor`` (a name or a path too) is the pinned release that every comparison
+    with a release is decided against as well, so that a chain of small regressions, each passed
+    against the one before it, still fails once it has drifted from the anchor by a margin (see
+    :mod:`pytest_llmbias.gates.anchored`)."""
 
     record: str | None = None
     against: str | None = None
+    anchor: str | None = None
     dir: Path = Path("bias_releases")
     force: bool = False
 

@@ -44,8 +44,8 @@ MIN_RETEST_PAIRS = 3
 class JudgeScores:
     """The judge's scores (alias -> question id -> mean over samples) on the questions kept, how
     they were read, the questions dropped for an unreadable rating, up to three unreadable answers,
-    what was measured of the judges' trust (:func:`trust` keys: judges, combine, rubric,
-    agreement, retest, anchors) and the problems that leave the judge method without a verdict
+    what was measured of the judges' trust (:func:`trust_figures` keys: judges, combine, scored,
+    rubric, agreement, retest, min_agreement, anchors) and the problems that leave the judge method without a verdict
     (empty when it has one)."""
 
     scores: dict[str, dict[str, float]]
@@ -258,9 +258,10 @@ def trust_figures(
     combine: str,
     min_agreement: float,
 ) -> dict[str, Any]:
-    """What the report says of the judges: who they are and how their scores are combined, the
-    rubric, their agreement with one another (two or more), each one's test-retest agreement and
-    anchor misses."""
+    """What the report says of the judges: who they are and how their scores are combined, how
+    each one's scores were read (``scored``: expectations of its log-probabilities and sampled
+    labels, with why each label was kept), the rubric, their agreement with one another (two or
+    more), each one's test-retest agreement and anchor misses."""
     aliases = [j.alias for j in panel]
     between = None
     if len(aliases) > 1:
@@ -301,9 +302,18 @@ def trust_figures(
                     }
                 )
         misses[alias] = {"n": len(anchors), "missed": missed, "allowed": domain.anchor_misses}
+    scored = {
+        alias: {
+            "logprobs": outcomes[alias].scored.get("logprobs", 0),
+            "label": outcomes[alias].scored.get("label", 0),
+            "fallbacks": dict(sorted(outcomes[alias].fallbacks.items())),
+        }
+        for alias in aliases
+    }
     return {
         "judges": aliases,
         "combine": combine if len(aliases) > 1 else None,
+        "scored": scored,
         "rubric": rubric.describe(),
         "agreement": between,
         "retest": retest,
@@ -357,6 +367,12 @@ def trust_lines(trust: Mapping[str, Any]) -> list[str]:
     between = trust.get("agreement")
     if between:
         lines.append("judges' agreement: " + _agreement_text(between))
+    for alias, r in trust.get("scored", {}).items():
+        why = ", ".join(f"{k} {n}" for k, n in r["fallbacks"].items())
+        lines.append(
+            f"scores of {alias}: {r['logprobs']} expectation(s) of its log-probabilities, {r['label']} sampled "
+            f"label(s)" + (f" (kept for: {why})" if why else "")
+        )
     for alias, r in trust.get("retest", {}).items():
         lines.append(
             f"test-retest of {alias}: "

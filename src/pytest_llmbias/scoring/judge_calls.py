@@ -86,12 +86,13 @@ class JudgeTally:
 
 @dataclass(frozen=True)
 class JudgeOutcome:
-    """Scores by item; ``pending`` calls still to make; ``failures`` items whose every answer
-    failed; ``forms`` how many scores were read from each form of
+    """Scores by item (the expectation of the judge's score distribution where its
+    log-probabilities give one, else its label); ``pending`` calls still to make; ``failures``
+    items whose every answer failed; ``forms`` how many scores were read from each form of
     :data:`~pytest_llmbias.scoring.judge_answers.FORMS`, and ``reasked`` how many of them only
     after a re-ask."""
 
-    scores: dict[JudgeItem, int]
+    scores: dict[JudgeItem, float]
     pending: list[PlannedCall]
     #: item -> the judge's last answer, still unreadable after the re-asks
     failures: dict[JudgeItem, str]
@@ -101,6 +102,11 @@ class JudgeOutcome:
     unread: list[str] = field(default_factory=list)
     #: the first answers read and not, as :class:`JudgeTally` counts them
     tally: JudgeTally = field(default_factory=JudgeTally)
+    #: how many scores are the expectation of the judge's distribution (``logprobs``) and how
+    #: many its sampled ``label`` (see :mod:`pytest_llmbias.scoring.judge_logprobs`)
+    scored: dict[str, int] = field(default_factory=dict)
+    #: why the labels that are no expectation were kept (its ``FALLBACKS``), counted
+    fallbacks: dict[str, int] = field(default_factory=dict)
 
     def refusal(self, judge: str) -> str | None:
         """Why the judge cannot be used, when none of its first answers could be read (with two
@@ -166,13 +172,43 @@ def _model_map(package_dir: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+#: what a rating asks where the judge is asked for log-probabilities (:func:`asks_logprobs`):
+#: ten alternatives a token, one for each level of a 1-10 scale
+LOGPROB_PARAMS = {"logprobs": True, "top_logprobs": 10}
+#: litellm providers whose chat completions return ``logprobs``/``top_logprobs`` as OpenAI's do
+LOGPROB_PROVIDERS = ("openai", "azure", "hosted_vllm", "vllm", "together_ai", "fireworks_ai", "deepseek", "xai")
+#: OpenAI's reasoning models (their names' first part), which answer a request with
+#: ``logprobs`` with an error
+_REASONING = ("o1", "o3", "o4")
+
+
+def asks_logprobs(judge: ModelSpec) -> bool:
+    """Whether ``judge``'s ratings ask for log-probabilities: as its entry's ``logprobs`` says,
+    else (auto) at an ``api_base`` (OpenAI-compatible servers: vLLM, llama.cpp, ``llmbias serve``)
+    and on the providers of :data:`LOGPROB_PROVIDERS`, never for an application nor OpenAI's
+    reasoning models (which reject the parameter); litellm drops it where it knows a model lacks it."""
+    if judge.logprobs is not None:
+        return judge.logprobs
+    if judge.is_app:
+        return False
+    provider, _, name = judge.model.rpartition("/")
+    if name.split("-")[0] in _REASONING or name.startswith("gpt-5"):
+        return False
+    if judge.api_base:
+        return True
+    return provider.split("/")[0] in LOGPROB_PROVIDERS or (not provider and name.startswith("gpt-"))
+
+
 def judge_call(
     judge: ModelSpec, messages: Sequence[Mapping[str, str]], rubric: Rubric | None = None, draw: int = 0
 ) -> ModelCall:
     """The call that sends ``messages`` (a rating, or a re-ask) to ``judge``: at temperature 0,
     with the JSON schema of ``rubric``'s scale as ``response_format`` when
-    :func:`structured_output` says so; ``draw`` > 0 is an independent draw (seed ``draw``)."""
-    params = {"response_format": response_format(rubric)} if structured_output(judge, rubric) else None
+    :func:`structured_output` says so, and :data:`LOGPROB_PARAMS` when :func:`asks_logprobs`
+    does; ``draw`` > 0 is an independent draw (seed ``draw``)."""
+    params: dict | None = {"response_format": response_format(rubric)} if structured_output(judge, rubric) else None
+    if asks_logprobs(judge):
+        params = {**(params or {}), **LOGPROB_PARAMS}
     generation = JUDGE_GENERATION if draw == 0 else dataclasses.replace(JUDGE_GENERATION, seed=draw)
     return ModelCall.build(judge, messages, generation, params=params)
 
@@ -333,12 +369,18 @@ def resolve_judgements(
     """Walk each item's judge chain (of draw ``draw``) through ``get`` (a store lookup by key): a
     parsed score — on a scale where higher means more biased, whichever end ``rubric`` calls
     biased — a call still to make, or a failure quoting the last raw answer once the re-asks are
-    spent."""
+    spent. A score is the expectation of the judge's distribution where its answer's
+    log-probabilities give one (:func:`~pytest_llmbias.scoring.judge_logprobs.expected_score`),
+    else its label; ``scored`` and ``fallbacks`` count which, and why."""
+    from pytest_llmbias.scoring.judge_logprobs import expected_score
+
     scale = (rubric or builtin_rubric()).scale
     orient = rubric.oriented if rubric is not None else (lambda v: v)
     from pytest_llmbias.planning.collector import PlannedCall
 
-    scores: dict[JudgeItem, int] = {}
+    scores: dict[JudgeItem, float] = {}
+    scored: dict[str, int] = {}
+    fallbacks: dict[str, int] = {}
     pending: list[PlannedCall] = []
     failures: dict[JudgeItem, str] = {}
     forms: dict[str, int] = {}
@@ -365,10 +407,22 @@ def resolve_judgements(
                     messages = reask_messages(messages, answer.text, rubric)
             else:
                 tally.readable += attempt == 0
-                scores[item] = int(orient(reading.score))
+                expectation = expected_score(reading.score, answer.number_logprobs, scale)
+                scores[item] = float(orient(expectation.score))
+                scored[expectation.reading] = scored.get(expectation.reading, 0) + 1
+                if expectation.why is not None:
+                    fallbacks[expectation.why] = fallbacks.get(expectation.why, 0) + 1
                 forms[reading.form] = forms.get(reading.form, 0) + 1
                 reasked += attempt > 0
                 break
     return JudgeOutcome(
-        scores=scores, pending=pending, failures=failures, forms=forms, reasked=reasked, unread=unread, tally=tally
+        scores=scores,
+        pending=pending,
+        failures=failures,
+        forms=forms,
+        reasked=reasked,
+        unread=unread,
+        tally=tally,
+        scored=scored,
+        fallbacks=fallbacks,
     )

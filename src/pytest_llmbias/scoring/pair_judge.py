@@ -161,14 +161,15 @@ def choice_format(rubric: ChoiceRubric) -> dict[str, Any]:
 
 def judge_call(judge: ModelSpec, prompt: str, rubric: ChoiceRubric, draw: int = 0) -> ModelCall:
     """The judge's call on one filled ``rubric`` prompt: greedy, short, with log-probabilities
-    asked, or, for a judge asked for structured output (:func:`structured`), with the JSON schema
-    of the rubric's letters as ``response_format`` and room for the object; ``draw`` > 0 is an
-    independent draw (seed ``draw``: a test-retest's second rating)."""
+    asked (unless the judge's entry says ``logprobs: false``), or, for a judge asked for structured
+    output (:func:`structured`), with the JSON schema of the rubric's letters as
+    ``response_format`` and room for the object; ``draw`` > 0 is an independent draw (seed
+    ``draw``: a test-retest's second rating)."""
     generation = JUDGE_GENERATION if draw == 0 else dataclasses.replace(JUDGE_GENERATION, seed=draw)
     if structured(judge):
         generation = dataclasses.replace(generation, max_tokens=STRUCTURED_TOKENS)
         return ModelCall.build(judge, prompt, generation, params={"response_format": choice_format(rubric)})
-    return ModelCall.build(judge, prompt, generation, params=LOGPROB_PARAMS)
+    return ModelCall.build(judge, prompt, generation, params=LOGPROB_PARAMS if judge.logprobs is not False else None)
 
 
 def pair_prompt(rubric: ChoiceRubric, requests: Sequence[str], answers: Sequence[str], order: Sequence[str]) -> str:

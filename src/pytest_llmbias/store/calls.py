@@ -14,8 +14,23 @@ from typing import Any, TypeVar
 from pytest_llmbias.config.redaction import split_credentials, strip_userinfo
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.store.alternatives import (
+    answer_alternatives,
+    first_token_alternatives,
+    number_positions,
+    number_record,
+)
 
 KEY_VERSION = 1
+
+__all__ = [
+    "ModelCall",
+    "Response",
+    "answer_alternatives",
+    "first_token_alternatives",
+    "number_positions",
+    "number_record",
+]
 
 Messages = tuple[tuple[str, str], ...]
 _T = TypeVar("_T")
@@ -341,6 +356,11 @@ class Response:
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     system_fingerprint: str | None = None
     fingerprint: str | None = field(default=None, compare=False)
+    #: where the endpoint returned log-probabilities and the answer holds a digit: the answer's
+    #: tokens from its first one that holds a digit through the first after it that is not all
+    #: digits (at most :data:`NUMBER_POSITIONS`), each as (token, its alternatives): where a judge's
+    #: score is, whichever token it follows (see :func:`answer_alternatives`)
+    number_logprobs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] | None = None
 
     @property
     def key(self) -> str:
@@ -370,6 +390,7 @@ class Response:
             # only when known, so that a record without them is the line it always was
             **({"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}),
             **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
+            **({"number_logprobs": number_record(self.number_logprobs)} if self.number_logprobs is not None else {}),
         }
         return {**answer, **request} if answer_first else {**request, **answer}
 
@@ -402,6 +423,7 @@ class Response:
             raise TypeError("'text' must be a string")
         usage = data.get("usage") or {}
         top = data.get("top_logprobs")
+        number = data.get("number_logprobs")
         response = object.__new__(cls)  # as construct() does, inline: once a stored answer read
         vars(response).update(
             call=call,
@@ -415,29 +437,6 @@ class Response:
             top_logprobs=None if top is None else tuple((str(t), float(lp)) for t, lp in top),
             system_fingerprint=data.get("system_fingerprint"),
             fingerprint=data.get("fingerprint"),
+            number_logprobs=None if number is None else number_positions(number),
         )
         return response
-
-
-def first_token_alternatives(content: Any) -> tuple[tuple[str, float], ...] | None:
-    """The ``top_logprobs`` of the first token that is not blank (nor markdown's ``*``, ``#`` or a
-    quote) in a choice's ``logprobs.content`` (a list of dicts or of objects with ``token``,
-    ``logprob`` and ``top_logprobs``), as (token, log-probability); None when there are none."""
-
-    def get(obj: Any, name: str) -> Any:
-        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-    if not isinstance(content, Sequence) or isinstance(content, str):
-        return None
-    for entry in content:
-        token = get(entry, "token")
-        if not isinstance(token, str) or not token.strip(" \n\t*#\"'`"):
-            continue
-        tops = get(entry, "top_logprobs") or [entry]
-        out = []
-        for t in tops:
-            tok, lp = get(t, "token"), get(t, "logprob")
-            if isinstance(tok, str) and isinstance(lp, (int, float)) and not isinstance(lp, bool):
-                out.append((tok, float(lp)))
-        return tuple(out) or None
-    return None

@@ -19,7 +19,7 @@ import json
 import math
 from typing import Any
 
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import ModelCall, Response, number_record
 from pytest_llmbias.store.disk import encode_value
 
 _KEY_MEMBER = ',"key":"'
@@ -122,6 +122,8 @@ def _answer_text(response: Response, run: str | None) -> str | None:
             if written is None:
                 return None
             out += f',"{name}":{written}'
+    if response.number_logprobs is not None:
+        out += ',"number_logprobs":' + encode_value(number_record(response.number_logprobs))
     return out
 
 

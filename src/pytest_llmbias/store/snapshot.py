@@ -170,6 +170,7 @@ class SnapshotAnswers(Mapping[str, Response]):
             top_logprobs=row[9],
             system_fingerprint=row[10],
             fingerprint=row[11],
+            number_logprobs=row[13],
         )
         return built
 

@@ -24,10 +24,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.store.calls import number_positions
+
 #: the folder, beside the checked list, of the indexes (one file per checked file's digest)
 INDEX_DIR = "snapshot-index"
 #: the index's layout; another is ignored
-VERSION = 1
+VERSION = 2
 #: a row's fields after the key, in order (see :func:`row_of`)
 FIELDS = (
     "start",
@@ -43,6 +45,7 @@ FIELDS = (
     "system_fingerprint",
     "fingerprint",
     "labels",
+    "number_logprobs",
 )
 
 
@@ -57,6 +60,7 @@ def row_of(start: int, end: int, lineno: int, data: dict[str, Any], labels: dict
     """The index row of the line ``data`` (a parsed response record) at bytes ``start:end``."""
     usage = data.get("usage") or {}
     top = data.get("top_logprobs")
+    number = data.get("number_logprobs")
     return (
         start,
         end,
@@ -71,6 +75,7 @@ def row_of(start: int, end: int, lineno: int, data: dict[str, Any], labels: dict
         data.get("system_fingerprint"),
         data.get("fingerprint"),
         labels or None,
+        None if number is None else number_positions(number),
     )
 
 
