@@ -316,6 +316,18 @@ OPTIONS: tuple[Option, ...] = (
         metavar="RELEASE",
     ),
     Option(
+        name="anchor",
+        key="release.anchor",
+        kind="str",
+        help="a pinned release (a name or a release folder's path, say the first one recorded) that every gate "
+        "comparing with a release is decided against as well: it fails when it fails against either, the pair "
+        "sharing its gate's false-alarm share",
+        flag="--llmbias-anchor",
+        env="LLMBIAS_ANCHOR",
+        ini="llmbias_anchor",
+        metavar="RELEASE",
+    ),
+    Option(
         name="release_dir",
         key="release.dir",
         kind="path",

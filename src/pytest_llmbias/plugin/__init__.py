@@ -28,6 +28,8 @@ _session_key = pytest.StashKey["_Plugin"]()
 SPEC_KEY = pytest.StashKey[dict]()
 #: marker name -> the release its ``against=`` names (None: the run's)
 AGAINST_KEY = pytest.StashKey[dict]()
+#: marker name -> its gate as the run decides it (against the anchor release as well, with --llmbias-anchor)
+GATE_KEY = pytest.StashKey[dict]()
 _result_key = pytest.StashKey[Any]()
 
 
@@ -192,18 +194,22 @@ class _Plugin:
     def _plan_marked(self, items: list[pytest.Item], marked: list[tuple[pytest.Item, str, pytest.Mark]]) -> None:
         from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
+        from pytest_llmbias.gates.anchored import anchored
         from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []
         for item, name, marker in marked:
-            gate = looking(self.registry.gate(name))
             try:
                 against, kwargs = marker_release(name, marker.kwargs)
-                spec = plan_marker(gate, core.against(against), name, marker.args, kwargs)  # type: ignore[arg-type]
+                view = core.against(against)
+                # with --llmbias-anchor: decided against the anchor release as well
+                gate = anchored(looking(self.registry.gate(name)), core, view)
+                spec = plan_marker(gate, view, name, marker.args, kwargs)  # type: ignore[arg-type]
             except ConfigError as exc:
                 raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(SPEC_KEY, {})[name] = spec
             item.stash.setdefault(AGAINST_KEY, {})[name] = against
+            item.stash.setdefault(GATE_KEY, {})[name] = gate
             if gate is not None:
                 gates.append((item, name, gate, spec))
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
@@ -321,4 +327,5 @@ class _Plugin:
     def _evaluate(self, key: tuple[pytest.Item, str], spec: Any) -> Any:
         from pytest_llmbias.gates import evaluate_marker
 
-        return evaluate_marker(self.registry.gate(key[1]), spec, self.session_for(*key))
+        gate = key[0].stash.get(GATE_KEY, {}).get(key[1]) or self.registry.gate(key[1])
+        return evaluate_marker(gate, spec, self.session_for(*key))

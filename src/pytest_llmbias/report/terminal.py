@@ -271,6 +271,7 @@ def header_line(settings: Any) -> str:
             [
                 *(f"target {name(s.target)}" for _ in (s.target,) if s.target is not None),
                 *([f"against release {s.release.against} ({s.comparators[0].alias})"] if s.release.against else []),
+                *([f"and anchor release {s.release.anchor}"] if s.release.against and s.release.anchor else []),
                 *(["baselines " + ", ".join(name(b) for b in s.context) + " (context)"] if s.context else []),
                 *(
                     ["baselines " + ", ".join(name(b) for b in s.baselines)]
