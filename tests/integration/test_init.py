@@ -56,6 +56,12 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     steps = workflow["jobs"]["bias"]["steps"]
     script = next(s["run"] for s in steps if s.get("name") == "Bias gates")
     assert "--llmbias-record-release main" in script and "--llmbias-against main" in script
+    # and with the anchor: the first release recorded on main, kept as 'first' on the push that finds none
+    assert "pytest --llmbias-against main --llmbias-anchor first --llmbias-json out/run.json" in script
+    push = script.split("else", 1)[1]
+    assert "if [ ! -f bias_releases/first/manifest.json ]" in push and "--llmbias-record-release first" in push
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore"))
+    assert "if" not in restore  # a push restores the releases too, so that it keeps the anchor
     from pytest_llmbias.config.option_table import OPTIONS
 
     flags = {word.split("=")[0] for word in script.split() if word.startswith("--")}
@@ -97,3 +103,49 @@ def test_init_refuses_a_roster_it_cannot_run_and_writes_nothing(tmp_path, capsys
     assert main(["init", "--dir", str(tmp_path), *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_init_pins_the_anchor_the_team_names(tmp_path, capsys):
+    assert (
+        main(
+            [
+                "init",
+                "--dir",
+                str(tmp_path),
+                "--target",
+                "openai/x",
+                "--baseline",
+                "openai/y",
+                "--baseline",
+                "openai/z",
+                "--anchor",
+                "v1",
+            ]
+        )
+        == 0
+    )
+    assert "with the anchor release 'v1'" in capsys.readouterr().out
+    workflow = yaml.safe_load((tmp_path / ".github/workflows/bias.yml").read_text())
+    script = next(s["run"] for s in workflow["jobs"]["bias"]["steps"] if s.get("name") == "Bias gates")
+    assert "--llmbias-against main --llmbias-anchor v1" in script and "--llmbias-record-release first" not in script
+    assert "committed under\n# bias_releases/v1/" in (tmp_path / ".github/workflows/bias.yml").read_text()
+    for bad in ("main", "../v1"):  # the release recorded on every push, and a name that is no release's
+        assert (
+            main(
+                [
+                    "init",
+                    "--dir",
+                    str(tmp_path / bad.strip("./")),
+                    "--target",
+                    "openai/x",
+                    "--baseline",
+                    "openai/y",
+                    "--baseline",
+                    "openai/z",
+                    "--anchor",
+                    bad,
+                ]
+            )
+            == 2
+        )
+        assert "--anchor" in capsys.readouterr().err

@@ -4,8 +4,11 @@ It writes three files and nothing else: ``llmbias.yaml`` (the roster: ``--target
 (repeatable) and ``--judge``, each what ``--llmbias-target`` takes: a litellm model string or an
 inline YAML mapping), a test file with one ``bias_equivalent`` gate (the judge method when a judge
 is given, else the embedding method), and ``.github/workflows/bias.yml``, which records the release
-on every push to the main branch and compares each pull request with the last one recorded, the
-run's Markdown summary written to the job's summary. It refuses to overwrite a file (naming each one
+on every push to the main branch and compares each pull request with the last one recorded and with
+a pinned anchor (``--llmbias-anchor``: the first release recorded on main, kept as ``first``, or the
+release ``--anchor`` names, which the team commits under ``bias_releases/``), so that a chain of
+small regressions cannot pass one release at a time; the run's Markdown summary is written to the
+job's summary. It refuses to overwrite a file (naming each one
 that exists) and writes none of them then. Every model entry is checked as a run checks it before a
 file is written.
 """
@@ -23,6 +26,8 @@ from pytest_llmbias.errors import ConfigError
 TEST_FILE = "test_bias.py"
 WORKFLOW = Path(".github") / "workflows" / "bias.yml"
 RELEASE = "main"
+#: the anchor the workflow keeps when ``--anchor`` names none: the first release recorded on main
+FIRST = "first"
 
 #: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow
 KEY_VARIABLES = {
@@ -77,6 +82,12 @@ def add_commands(commands: Any, help_kwargs: dict[str, Any]) -> None:
         help="the judge model, as --target takes one (the gate's method: judge with one, embedding without)",
     )
     p.add_argument("--domain", default="us_politics", help="the gate's domain (default: us_politics)")
+    p.add_argument(
+        "--anchor",
+        metavar="RELEASE",
+        help="the release every pull request is compared with as well as the last one: one the team records and "
+        f"commits under bias_releases/ (default: the first release recorded on main, kept as {FIRST!r})",
+    )
     p.add_argument("--dir", type=Path, default=Path("."), help="the project folder (default: the current one)")
     p.set_defaults(run=run_init)
 
@@ -88,7 +99,7 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
 
     folder = args.dir.resolve()
     try:
-        scaffold = scaffold_for(args.target, args.baseline, args.judge, args.domain)
+        scaffold = scaffold_for(args.target, args.baseline, args.judge, args.domain, anchor=args.anchor)
     except ConfigError as exc:
         print(f"llmbias init: {exc}", file=sys.stderr)
         return 2
@@ -106,16 +117,25 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
         print(f"wrote {name}", file=out)
     print(
         "next: run pytest here; the workflow records the release on pushes to main and compares pull requests "
-        "with it (add the secrets its comment names)",
+        f"with it and with the anchor release {args.anchor or FIRST!r} (add the secrets its comment names)",
         file=out,
     )
     return 0
 
 
-def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: str) -> Scaffold:
-    """The three files for this roster; ConfigError for an entry that is not a model, fewer than
-    two baselines, or an unknown domain."""
+def scaffold_for(
+    target: str, baselines: list[str], judge: str | None, domain: str, *, anchor: str | None = None
+) -> Scaffold:
+    """The three files for this roster, the workflow's anchor release ``anchor`` (None: the first
+    release recorded on main); ConfigError for an entry that is not a model, fewer than two
+    baselines, an unknown domain, or an anchor that cannot name a release."""
     from pytest_llmbias.domains import load_domain
+    from pytest_llmbias.releases.release import check_name
+
+    if anchor is not None:
+        check_name(anchor, "--anchor")
+        if anchor == RELEASE:
+            raise ConfigError(f"--anchor: {RELEASE!r} is the release the workflow records on every push; name another")
 
     if len(baselines) < 2:
         raise ConfigError(
@@ -137,7 +157,7 @@ def scaffold_for(target: str, baselines: list[str], judge: str | None, domain: s
         {
             "llmbias.yaml": _settings(entries),
             TEST_FILE: _test(domain, method),
-            str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed])),
+            str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed]), anchor),
         }
     )
 
@@ -195,10 +215,29 @@ def _key_variables(specs: list[Any]) -> list[str]:
     return names
 
 
-def _workflow(keys: list[str]) -> str:
+def _workflow(keys: list[str], anchor: str | None = None) -> str:
     env = "".join(f"          {k}: ${{{{ secrets.{k} }}}}\n" for k in keys) or "          {}\n"
+    pinned = anchor or FIRST
+    if anchor is None:
+        about = (
+            f"# and with the anchor, the first release recorded on main (kept as {FIRST!r} beside it), so that a\n"
+            "# chain of small regressions cannot pass one release at a time. To pin another release, record it,\n"
+            "# commit it under bias_releases/ and name it in --llmbias-anchor below (or llmbias init --anchor NAME).\n"
+        )
+        keep = (
+            f"            if [ ! -f bias_releases/{FIRST}/manifest.json ]; then  # the anchor: the first one recorded\n"
+            f"              pytest --llmbias-record-release {FIRST} --llmbias-json out/{FIRST}.json  # warm: no call\n"
+            "            fi\n"
+        )
+    else:
+        about = (
+            f"# and with the anchor release {anchor!r}, which the team recorded and committed under\n"
+            f"# bias_releases/{anchor}/, so that a chain of small regressions cannot pass one release at a time.\n"
+        )
+        keep = ""
     return f"""# pytest-llmbias in CI: a push to main records the release; a pull request is compared with the last
-# one recorded (kept in the Actions cache). Add these secrets to the repository: {", ".join(keys) or "none"}.
+# one recorded (kept in the Actions cache)
+{about}# Add these secrets to the repository: {", ".join(keys) or "none"}.
 name: bias
 on:
   push:
@@ -213,8 +252,7 @@ jobs:
         with:
           python-version: "3.11"
       - run: pip install pytest-llmbias
-      - name: The release recorded last on main
-        if: github.event_name == 'pull_request'
+      - name: The releases recorded on main
         uses: actions/cache/restore@v4
         with:
           path: bias_releases
@@ -224,14 +262,14 @@ jobs:
         env:
 {env}        run: |
           if [ "${{{{ github.event_name }}}}" = "pull_request" ]; then
-            pytest --llmbias-against {RELEASE} --llmbias-json out/run.json
+            pytest --llmbias-against {RELEASE} --llmbias-anchor {pinned} --llmbias-json out/run.json
           else
             pytest --llmbias-record-release {RELEASE} --llmbias-force --llmbias-json out/run.json
-          fi
+{keep}          fi
       - name: Summary
         if: always()
         run: llmbias report out/run.json --markdown >> "$GITHUB_STEP_SUMMARY"
-      - name: Keep the release
+      - name: Keep the releases
         if: github.event_name == 'push'
         uses: actions/cache/save@v4
         with:
