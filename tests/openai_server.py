@@ -123,6 +123,37 @@ def _rated_answer(prompt: str) -> str | None:
     return prompt[start + len("<response>\n") : end] if 0 <= start < end else None
 
 
+def _logprob_entry(token: str, tops: dict[str, float]) -> dict:
+    """One entry of OpenAI's ``logprobs.content``: ``token`` with its ``tops`` alternatives
+    (probabilities; the token itself, with probability 1, where none are given)."""
+    tops = tops or {token: 1.0}
+    alternatives = [
+        {"token": t, "logprob": math.log(p), "bytes": list(t.encode("utf-8"))}
+        for t, p in sorted(tops.items(), key=lambda kv: -kv[1])
+    ]
+    own = math.log(tops.get(token, min(tops.values())))
+    return {"token": token, "logprob": own, "bytes": list(token.encode("utf-8")), "top_logprobs": alternatives}
+
+
+def judge_tokens(score: int, distribution: dict[int, float] | None = None) -> dict:
+    """A 1-10 judge's answer ``Bias Score: N`` token by token, as a responder returns it: the score
+    one token (as OpenAI's tokenizers write 1-10), its alternatives ``distribution`` (score ->
+    probability; the score alone where None)."""
+    tops = {str(s): p for s, p in (distribution or {score: 1.0}).items()}
+    return {
+        "tokens": [
+            ("Bias", {}),
+            (" Score", {}),
+            (":", {}),
+            (" ", {}),
+            (str(score), tops),
+            ("\n", {}),
+            ("Explanation", {}),
+            (": a scripted rating.", {}),
+        ]
+    }
+
+
 _ANCHORS: dict[str, int] = {}
 
 
@@ -168,7 +199,9 @@ class OpenAIServer:
         # for the built-in domains' anchor answers, which they score as their domain says
         self.judges: frozenset[str] = frozenset(judges)
         # model -> responder(prompt, payload) -> the answer's text (or {"content", "top_logprobs": {token:
-        # probability}}, returned as the first token's alternatives when the request asks logprobs)
+        # probability}}, returned as the first token's alternatives when the request asks logprobs; or
+        # {"tokens": [(token, {alternative: probability})]}, the answer token by token, each with its
+        # alternatives when asked: see judge_tokens)
         self.responders: dict[str, Any] = dict(responders or {})
         # the token an application (POST /app/NAME) wants in X-App-Token (None: any or none)
         self.app_token: str | None = app_token
@@ -500,7 +533,11 @@ class OpenAIServer:
             content = str(step["content"])
         elif model in self.responders:
             answer = self.responders[model](prompt, payload)
-            if isinstance(answer, dict):  # {"content": ..., "top_logprobs": {token: probability}}
+            if isinstance(answer, dict) and "tokens" in answer:  # every token: [(token, {alternative: p})]
+                content = "".join(t for t, _ in answer["tokens"])
+                if payload.get("logprobs"):
+                    logprobs = {"content": [_logprob_entry(t, tops) for t, tops in answer["tokens"]]}
+            elif isinstance(answer, dict):  # {"content": ..., "top_logprobs": {token: probability}}
                 content = str(answer["content"])
                 if answer.get("top_logprobs") and payload.get("logprobs"):
                     tops = [

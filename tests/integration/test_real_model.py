@@ -162,8 +162,58 @@ def test_the_judge_gate_reads_a_real_judge_and_gives_a_verdict(pytester, smollm,
         assert len(scores) == 30 and all(1 <= s <= 10 for s in scores)
         assert gate["verdict"] in ("no-worse", "biased", "inconclusive", "not shown biased (underpowered)")
     result.stdout.fnmatch_lines(["*judge answers read: json 30; 0 after a re-ask, 0 unread*"])
+    # the server returns log-probabilities and the judge asks them: a score is the expectation of
+    # its distribution where its tokens allow (this tokenizer writes 10 as "1", "0": a score
+    # sampled otherwise leaves the weight of "1" split between 1 and 10, and its label is kept)
+    scored = judging["scored"]["judge"]
+    assert scored["logprobs"] + scored["label"] == 30 and scored["logprobs"] >= 1, scored
+    assert set(scored["fallbacks"]) <= {"split"}, scored
     # the judge's rubric, the same in each of its 39 calls, is run once per beginning the server keeps
     assert 1 <= smollm.stats()["prefix_runs"] - runs < 10
+
+
+def test_the_server_returns_log_probabilities_as_openai_does(smollm):
+    import math
+    import urllib.request
+
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": "Rate the weather from 1 to 10."}],
+        "temperature": 0,
+        "max_tokens": 12,
+        "logprobs": True,
+        "top_logprobs": 5,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "r",
+                "schema": {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10}}},
+            },
+        },
+    }
+    request = urllib.request.Request(
+        f"{smollm.base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as r:
+        choice = json.loads(r.read())["choices"][0]
+    content = choice["logprobs"]["content"]
+    assert "".join(e["token"] for e in content) == choice["message"]["content"]
+    for e in content:
+        assert set(e) == {"token", "logprob", "bytes", "top_logprobs"} and e["logprob"] <= 0
+        assert e["bytes"] == list(e["token"].encode("utf-8"))
+        tops = e["top_logprobs"]
+        assert 1 <= len(tops) <= 5 and all(set(t) == {"token", "logprob", "bytes"} for t in tops)
+        assert [t["logprob"] for t in tops] == sorted((t["logprob"] for t in tops), reverse=True)
+        assert tops[0]["token"] == e["token"]  # greedy: the most likely token is the one answered
+    digit = next(e for e in content if e["token"].strip().isdigit())  # the schema's integer
+    tops = digit["top_logprobs"]
+    assert all(t["token"].isdigit() for t in tops) and math.fsum(math.exp(t["logprob"]) for t in tops) <= 1 + 1e-6
+    plain = dict(body, logprobs=False)
+    request = urllib.request.Request(
+        f"{smollm.base_url}/chat/completions", json.dumps(plain).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as r:
+        assert json.loads(r.read())["choices"][0]["logprobs"] is None
 
 
 INDEX = """

@@ -6,6 +6,7 @@ prompts share (a judge's rubric) run once (:class:`Prefixes`)."""
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -49,12 +50,17 @@ class Job:
     temperature: float
     seed: int
     schema: dict[str, Any] | None
+    #: the alternatives to return with each answer token (``top_logprobs``), or None: no
+    #: log-probabilities asked
+    top_logprobs: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     text: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"
     error: str | None = None
+    #: each answer token's log-probability and alternatives, as OpenAI's ``logprobs.content``
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Model:
@@ -109,7 +115,9 @@ class Model:
                         chosen.append(self.pad)
                         continue
                     decoder = decoders[r]
-                    token = self._pick(logits[r], job, decoder, generators[r])
+                    token, scores = self._pick(logits[r], job, decoder, generators[r])
+                    if job.top_logprobs is not None and token not in self.eos:
+                        job.logprobs.append(self._logprobs(token, scores, job.top_logprobs))
                     out[r].append(token)
                     if decoder is not None:
                         decoder.take(token)
@@ -163,21 +171,42 @@ class Model:
         positions = (torch.tensor([[n] for n, _ in held]) + own.cumsum(-1) - 1).clamp(min=0)
         return past, ids, attention, positions
 
-    def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> int:
+    def _pick(self, logits: Any, job: Job, decoder: SchemaDecoder | None, generator: Any) -> tuple[int, Any]:
+        """The next token, and the logits it was chosen from (those a schema allows; None for a
+        token the schema forces)."""
         import torch
 
         if decoder is not None:
             forced, allowed = decoder.choices()
             if forced is not None:
-                return forced
+                return forced, None
             if allowed is not None:
                 mask = torch.full_like(logits, float("-inf"))
                 mask[allowed] = 0.0
                 logits = logits + mask
         if job.temperature <= 0:
-            return int(torch.argmax(logits))
+            return int(torch.argmax(logits)), logits
         probs = torch.softmax(logits / job.temperature, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=generator))
+        return int(torch.multinomial(probs, 1, generator=generator)), logits
+
+    def _logprobs(self, token: int, logits: Any, top: int) -> dict[str, Any]:
+        """One entry of OpenAI's ``logprobs.content``: the token, its log-probability and its
+        ``top`` most likely alternatives, under the model's distribution (at temperature 1, as
+        OpenAI reports them) over the tokens a schema allows; a forced token has probability 1."""
+        import torch
+
+        def entry(i: int, logprob: float) -> dict[str, Any]:
+            text = self.vocab.texts[i]
+            return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+        if logits is None:
+            return {**entry(token, 0.0), "top_logprobs": [entry(token, 0.0)] if top else []}
+        logprobs = torch.log_softmax(logits, dim=-1)
+        alternatives = []
+        if top:
+            values, ids = torch.topk(logprobs, min(top, logprobs.shape[-1]))
+            alternatives = [entry(int(i), float(v)) for v, i in zip(values, ids, strict=True) if math.isfinite(v)]
+        return {**entry(token, float(logprobs[token])), "top_logprobs": alternatives}
 
 
 class Batcher:

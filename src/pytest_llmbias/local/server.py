@@ -10,7 +10,10 @@ arrive together are decoded together: a batcher thread takes every waiting reque
 a beginning that prompts share (a judge's rubric) is run once and kept
 (:mod:`pytest_llmbias.local.model`). A request with a ``response_format`` JSON schema (an object
 of integer and string properties, a string's ``enum`` included) is decoded under that schema
-(:mod:`pytest_llmbias.local.schema`), so the answer always parses.
+(:mod:`pytest_llmbias.local.schema`), so the answer always parses. A request with ``logprobs``
+(and ``top_logprobs``, at most 20) gets each answer token's log-probability and its alternatives
+in OpenAI's shape, ``choices[0].logprobs.content[i] = {token, logprob, bytes, top_logprobs:
+[{token, logprob, bytes}]}``, under the model's distribution over the tokens a schema allows.
 
 Run ``llmbias serve smollm2-135m --port 8000`` (or ``python -m pytest_llmbias.local.server``): it
 prints ``READY <port>`` once the model is loaded, and serves until stopped. :class:`SmolLMServer`
@@ -61,6 +64,7 @@ def make_app(batcher: Batcher) -> Any:
             temperature=float(payload.get("temperature", 0.7)),
             seed=int(payload.get("seed") or 0),
             schema=schema,
+            top_logprobs=min(int(payload.get("top_logprobs") or 0), 20) if payload.get("logprobs") else None,
         )
         batcher.jobs.put(job)
         await asyncio.get_running_loop().run_in_executor(None, job.done.wait)
@@ -76,6 +80,7 @@ def make_app(batcher: Batcher) -> Any:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": job.text},
+                        "logprobs": {"content": job.logprobs} if job.top_logprobs is not None else None,
                         "finish_reason": job.finish_reason,
                     }
                 ],
