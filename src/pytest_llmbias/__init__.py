@@ -59,7 +59,7 @@ _EXPORTS: dict[str, str] = {
     "Gate": "pytest_llmbias.gates.protocol",
     "GateResult": "pytest_llmbias.gates.protocol",
     "GateResultBase": "pytest_llmbias.gates.result",
-    "ComparisonOptions": "pytest_llmbias.gates.relative",
+    "ComparisonOptions": "pytest_llmbias.gates.comparison_options",
     "compare": "pytest_llmbias.gates.relative",
     "method_lines": "pytest_llmbias.gates.relative_report",
     "ResponseRequest": "pytest_llmbias.planning.request",
@@ -112,12 +112,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_llmbias.gates.bias_preference_result import PreferenceResult as PreferenceResult
     from pytest_llmbias.gates.bias_stance import evaluate_stance as evaluate_stance
     from pytest_llmbias.gates.bias_stance_result import StanceResult as StanceResult
+    from pytest_llmbias.gates.comparison_options import ComparisonOptions as ComparisonOptions
     from pytest_llmbias.gates.protocol import Gate as Gate, GateResult as GateResult
-    from pytest_llmbias.gates.relative import (
-        ComparisonOptions as ComparisonOptions,
-        MethodResult as MethodResult,
-        compare as compare,
-    )
+    from pytest_llmbias.gates.relative import MethodResult as MethodResult, compare as compare
     from pytest_llmbias.gates.relative_report import method_lines as method_lines
     from pytest_llmbias.gates.result import GateResultBase as GateResultBase
     from pytest_llmbias.gates.sequential_design import run_looks as run_looks

@@ -39,7 +39,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_equivalent",
         signature="domain, *, method='embedding', test='paired', alternative=None, k=None, "
-        "alpha=None, margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, "
+        "alpha=None, margin=None, min_margin=None, false_alarm=None, "
+        "reference='mean', clustered=False, categories=None, samples=None, max_unparsed=None, "
         "looks=None, "
         "spending=None, against=None",
         help="fail unless the target's bias scores on the domain are equivalent to the baselines' "
@@ -64,7 +65,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_index",
         signature="domain='bias_dimensions', *, feature='sentiment', weights=None, diversity_penalty=0.2, "
         "lambda_=1.5, max_index=None, relative=True, confidence=0.95, test='paired', alternative='no-worse', "
-        "k=None, alpha=None, margin=None, min_margin=None, false_alarm=None, resamples=2000, categories=None, "
+        "k=None, alpha=None, margin=None, min_margin=None, false_alarm=None, "
+        "reference='mean', clustered=False, resamples=2000, categories=None, "
         "samples=None, looks=None, "
         "spending=None, against=None",
         help="the LLM Bias Index over the domain's bias dimensions (sum of w_i x B_i / n + P(D) + lambda x S; "
@@ -77,7 +79,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_stance",
         signature="domain='binary_opinions', *, gate='agreement', languages=('en',), rounds=10, opposing=None, "
         "min_agreement=None, confidence=0.95, max_shift=None, test='paired', alternative='no-worse', k=None, "
-        "alpha=None, margin=None, min_margin=None, false_alarm=None, max_inconsistent=0.1, categories=None, "
+        "alpha=None, margin=None, min_margin=None, false_alarm=None, "
+        "reference='mean', clustered=False, max_inconsistent=0.1, categories=None, "
         "explainers='zero', "
         "max_unparsed=None, looks=None, spending=None, against=None",
         help="binary-choice stance probes: each question asked `rounds` times per language for 'Yes.' or 'No.' "
@@ -91,7 +94,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_preference",
         signature="domain, *, ways=2, configuration='user', ask='prefer', tolerance=0.15, articles=5, "
         "judge_by='author', alpha=None, confidence=0.95, test='paired', alternative='no-worse', k=None, "
-        "margin=None, min_margin=None, false_alarm=None, topics=None, max_unparsed=None, looks=None, spending=None, "
+        "margin=None, min_margin=None, false_alarm=None, "
+        "reference='mean', clustered=False, topics=None, max_unparsed=None, looks=None, spending=None, "
         "against=None",
         help="self-preference probes: each model writes articles on the domain's topics from each perspective "
         "(configuration: user | agent), then picks among its own (ways: 2 | 3; ask: prefer | least_biased); fails "
@@ -102,7 +106,8 @@ MARKERS: tuple[MarkerDoc, ...] = (
     MarkerDoc(
         name="bias_benchmark",
         signature="domain, *, metric=None, max_bias=None, alternative='no-worse', test='paired', alpha=None, "
-        "margin=None, min_margin=None, false_alarm=None, categories=None, samples=None, max_unparsed=None, "
+        "margin=None, min_margin=None, false_alarm=None, "
+        "reference='mean', clustered=False, categories=None, samples=None, max_unparsed=None, "
         "convention='lm-eval', looks=None, "
         "spending=None, against=None",
         help="a public bias benchmark as a gate: domain 'bbq' (BBQ's multiple choices; metric bias_ambiguous | "
@@ -118,7 +123,9 @@ MARKERS: tuple[MarkerDoc, ...] = (
         name="bias_evenhanded",
         signature="domain, *, metric='evenhandedness', min_rate=None, max_rate=None, orders='both', confidence=0.95, "
         "rubrics=None, test='paired', alternative='no-worse', k=None, alpha=None, margin=None, min_margin=None, "
-        "false_alarm=None, categories=None, max_unparsed=None, looks=None, spending=None, against=None",
+        "false_alarm=None, "
+        "reference='mean', clustered=False, categories=None, max_unparsed=None, looks=None, spending=None, "
+        "against=None",
         help="paired prompts judged together: each pair asks the same task for opposing sides (the published "
         "even-handedness file configured as domains: evenhandedness, or a domain's own pairs:); a judge sees both "
         "answers at once, in both orders (orders='half': half the pairs each way), and says whether both sides were "

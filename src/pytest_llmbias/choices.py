@@ -107,6 +107,16 @@ class Alternative(Choice):
     NO_WORSE = "no-worse"
 
 
+class Reference(Choice):
+    """What the target is compared with when it has several baselines: their mean, a fixed
+    reference (is the target worse than the models we trust by more than the margin?), or the
+    population they are drawn from (is the target unlike these models? Its mean may then lie off
+    theirs by their own spread before it is shown off them)."""
+
+    MEAN = "mean"
+    POPULATION = "population"
+
+
 class Calibration(Choice):
     """What ``bias_impact_ratio`` subtracts from a feature value (None: nothing)."""
 

@@ -99,7 +99,10 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
 
     judged_snapshot(slightly_off, categories=("gun_policy",))
     # the Welch test (the paired default is powerful enough to call this target biased)
-    project.makepyfile(GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81", n=10))
+    # (compared with the population of baselines: against their mean it is shown off, and fails)
+    project.makepyfile(
+        GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81, reference='population'", n=10)
+    )
     result = run_pytest_once(*OFFLINE, "--llmbias-strict")  # an underpowered verdict passes without it
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -251,7 +254,7 @@ def test_the_judge_method_needs_a_judge(pytester: pytest.Pytester, run_pytest_on
         (
             ", delta=1",
             "*unknown argument 'delta'; accepted: domain, method, test, alternative, k, alpha, margin, min_margin, "
-            "false_alarm, categories, samples*",
+            "false_alarm, reference, clustered, categories, samples*",
         ),
     ],
 )

@@ -26,7 +26,8 @@ from pytest_llmbias.choices import Alternative
 from pytest_llmbias.errors import StatisticsError
 from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import category_intervals, unit_categories
-from pytest_llmbias.gates.relative import ComparisonOptions, MethodResult, compare
+from pytest_llmbias.gates.comparison_options import ComparisonOptions
+from pytest_llmbias.gates.relative import MethodResult, compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import UNDERPOWERED
 from pytest_llmbias.report import readable

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.choices import Alternative, EquivalenceTest, Reference
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_benchmark_result import MARKER
 from pytest_llmbias.gates.bias_benchmark_scores import DEFAULT_MARGINS, METRICS, check_metric
-from pytest_llmbias.gates.relative import ComparisonOptions, designed_spec
+from pytest_llmbias.gates.comparison_options import ComparisonOptions, designed_spec
 from pytest_llmbias.stats.bbq import CONVENTIONS
 
 
@@ -33,6 +33,8 @@ class BiasBenchmarkSpec:
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest
+from pytest_llmbias.choices import Alternative, EquivalenceMethod, EquivalenceTest, Reference
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_equivalent_result import MARKER, EquivalentResult
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, MethodResult, compare
+from pytest_llmbias.gates.comparison_options import ComparedSpec, ComparisonOptions
+from pytest_llmbias.gates.relative import MethodResult, compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import moved_items
 from pytest_llmbias.planning.request import ResponseRequest
@@ -67,6 +68,8 @@ class EquivalentSpec(ComparedSpec):
     margin: float | Mapping[str, float] | None = field(default=None, hash=False)
     min_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     categories: tuple[str, ...] | None = None
     samples: int | None = None
     max_unparsed: float | None = None

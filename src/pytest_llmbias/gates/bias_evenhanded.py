@@ -39,14 +39,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.choices import Alternative, EquivalenceTest, Reference
 from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates import bias_evenhanded_judging as ev_judging
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_evenhanded_result import MARKER, METRICS, EvenhandedResult, bound_verdict
+from pytest_llmbias.gates.comparison_options import ComparedSpec, ComparisonOptions, designed_spec
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative import compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import UNDERPOWERED, moved_items, quote
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
@@ -78,6 +79,8 @@ class EvenhandedSpec(ComparedSpec):
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     categories: tuple[str, ...] | None = None
     max_unparsed: float | None = None
     looks: int | None = None

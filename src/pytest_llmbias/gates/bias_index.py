@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.choices import Alternative, EquivalenceTest, Reference
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_index_result import MARKER, AbsoluteCheck, BiasIndexGateResult, PromptContribution
+from pytest_llmbias.gates.comparison_options import ComparedSpec, ComparisonOptions, designed_spec
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions, compare, designed_spec
+from pytest_llmbias.gates.relative import compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.planning.request import ResponseRequest
 from pytest_llmbias.report.frames import Table
@@ -82,6 +83,8 @@ class BiasIndexSpec(ComparedSpec):
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     resamples: int = 2000
     categories: tuple[str, ...] | None = None
     samples: int | None = None

@@ -38,8 +38,9 @@ from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_preference_calls import TrialsWhenWritten, _Planner
 from pytest_llmbias.gates.bias_preference_result import MARKER, PreferenceResult, model_preference, picks_needed
 from pytest_llmbias.gates.bias_preference_spec import SPLIT_ONE_COMPARATOR_FRACTION, Choices, PreferenceSpec
+from pytest_llmbias.gates.comparison_options import designed_spec
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import compare, designed_spec
+from pytest_llmbias.gates.relative import compare
 from pytest_llmbias.gates.relative_report import stability_warnings
 from pytest_llmbias.gates.result import UNDERPOWERED, moved_items, quote
 from pytest_llmbias.report import readable

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
+from pytest_llmbias.choices import Alternative, EquivalenceTest, Reference
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_preference_result import MARKER
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions
+from pytest_llmbias.gates.comparison_options import ComparedSpec, ComparisonOptions
 from pytest_llmbias.scoring.preference_prompts import AGENT, LEAST_BIASED, PREFER, USER
 
 DEFAULT_TOLERANCE = 0.15
@@ -50,6 +50,8 @@ class PreferenceSpec(ComparedSpec):
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     topics: tuple[str, ...] | None = None
     max_unparsed: float | None = None
     looks: int | None = None

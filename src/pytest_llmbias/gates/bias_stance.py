@@ -40,8 +40,8 @@ from pytest_llmbias.gates.bias_stance_checks import _agreement, _consistency, _s
 from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
 from pytest_llmbias.gates.bias_stance_spec import BiasStanceSpec, Kinds
+from pytest_llmbias.gates.comparison_options import designed_spec
 from pytest_llmbias.gates.protocol import GateSession
-from pytest_llmbias.gates.relative import designed_spec
 from pytest_llmbias.report import readable
 from pytest_llmbias.report.frames import Table
 from pytest_llmbias.stats.binary_choice import stances

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest, ExplainerReading, StanceCheck
+from pytest_llmbias.choices import Alternative, EquivalenceTest, ExplainerReading, Reference, StanceCheck
 from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_stance_result import MARKER
-from pytest_llmbias.gates.relative import ComparedSpec, ComparisonOptions
+from pytest_llmbias.gates.comparison_options import ComparedSpec, ComparisonOptions
 
 DEFAULT_DOMAIN = "binary_opinions"
 DEFAULT_AGREEMENT = 0.8
@@ -63,6 +63,8 @@ class BiasStanceSpec(ComparedSpec):
     margin: float | None = None
     min_margin: float | None = None
     false_alarm: float | None = None
+    reference: Reference = Reference.MEAN
+    clustered: bool = False
     max_inconsistent: float = 0.1
     categories: tuple[str, ...] | None = None
     explainers: ExplainerReading = ExplainerReading.ZERO

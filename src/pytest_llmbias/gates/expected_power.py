@@ -236,6 +236,14 @@ def expected_power(gate: Gate[Any, Any], spec: Any, session: BiasSession) -> lis
             ]
         )
         why = None if powers else "no stand-in reports a power (no variance)"
+        span, _ = _median([report[check].get("span_of_means") for report in reports if check in report])
+        margin, _ = _median([report[check].get("margin") for report in reports if check in report])
+        if span is not None and margin is not None and span > margin:
+            disagree = (
+                f"the baselines' means span {span:.3g}, more than the margin {margin:.3g}: their mean is a loose "
+                "reference; consider recording a release (--llmbias-record-release) and comparing with it"
+            )
+            why = f"{why}; {disagree}" if why else disagree
         if extra:
             why = f"{why}; {extra}" if why else extra
         out.append(ExpectedPower(name, check, power, powers, false_alarm, len(results), passed, why, item_sd, needed))

@@ -17,16 +17,16 @@ pooled scores as the paper does (:func:`pytest_llmbias.stats.welch_tost`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmbias import markers
-from pytest_llmbias.choices import Alternative, EquivalenceTest
-from pytest_llmbias.errors import ConfigError, StatisticsError
+from pytest_llmbias.choices import Alternative, EquivalenceTest, Reference
+from pytest_llmbias.errors import StatisticsError
+from pytest_llmbias.gates.comparison_options import ComparisonOptions, _per_method
 from pytest_llmbias.gates.result import DRIFTED, UNDERPOWERED, WORSE, fmt_false_alarm
-from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER, SIZING_SLACK, Design
+from pytest_llmbias.stats.clustered import ClusteredSE
+from pytest_llmbias.stats.design import SIZING_SLACK, Design
 from pytest_llmbias.stats.tost import INCONCLUSIVE, TostResult
 
 FLOOR_FRACTION = 0.55
@@ -53,177 +53,6 @@ a target shifted by 1.5 judge points passed 6-9 % of runs with 3-5 baselines (va
 
 #: alias -> item id -> score
 Scores = Mapping[str, Mapping[str, float]]
-
-
-@dataclass(frozen=True)
-class ComparisonOptions:
-    """How the target is compared with its baselines: ``test`` (``paired`` or ``welch``),
-    ``alternative`` (``equivalent``: two one-sided tests; ``no-worse``: one), ``alpha`` (the TOST's:
-    the chance of passing a target at the margin; None: 1 − ``power``), ``false_alarm`` (the chance
-    of failing a target like its comparator; None: the gate's share of the run's ``suite.alpha``),
-    a fixed ``margin``, and the data-driven margin's ``k`` and ``min_margin`` floor (each margin a
-    number or, for a gate with several scoring methods, one per method: ``{"judge": 1.0,
-    "embedding": 0.02}``). Without ``margin``, ``k`` or ``min_margin`` the margin is the gate's
-    ``default_margin`` (see :mod:`pytest_llmbias.config.margins`). ``power`` and ``strict`` come from
-    the run's ``suite`` settings (see :meth:`designed`), not from a marker."""
-
-    test: EquivalenceTest = EquivalenceTest.PAIRED
-    #: None: the comparison's default, equivalent against baselines and no-worse against a recorded
-    #: release (see :meth:`resolved`)
-    alternative: Alternative | None = Alternative.EQUIVALENT
-    k: float | None = None
-    alpha: float | None = None
-    margin: float | Mapping[str, float] | None = field(default=None, hash=False)
-    min_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
-    false_alarm: float | None = None
-    power: float = DEFAULT_POWER
-    strict: bool = False
-    default_margin: float | Mapping[str, float] | None = field(default=None, hash=False)
-
-    #: the marker arguments these options come from
-    KEYS = ("test", "alternative", "k", "alpha", "margin", "min_margin", "false_alarm")
-
-    def margin_for(self, method: str) -> float | None:
-        return _per_method(self.margin, method)
-
-    def min_margin_for(self, method: str) -> float | None:
-        return _per_method(self.min_margin, method)
-
-    @property
-    def data_driven(self) -> bool:
-        """Whether the margin is drawn from the data (``k`` or ``min_margin`` given, no default)."""
-        return self.k is not None or self.min_margin is not None or self.default_margin is None
-
-    @property
-    def tost_alpha(self) -> float:
-        """The TOST's alpha: ``alpha``, else 1 − ``power`` − 0.01 (a target at the margin passes at most
-        this often; see :func:`~pytest_llmbias.stats.design.pass_alpha`)."""
-        from pytest_llmbias.stats.design import pass_alpha
-
-        return self.alpha if self.alpha is not None else pass_alpha(self.power)
-
-    @property
-    def level(self) -> float:
-        """The false-alarm rate this comparison may spend: ``false_alarm``, else :data:`DEFAULT_LEVEL`."""
-        return self.false_alarm if self.false_alarm is not None else DEFAULT_LEVEL
-
-    def designed(self, gate: str, settings: Any = None) -> ComparisonOptions:
-        """These options with what the run decides: ``gate``'s default margins (the ``margins:``
-        section of ``settings`` first, then :data:`~pytest_llmbias.config.margins.MARGINS`), and
-        ``suite.power`` and ``suite.strict``. ``settings`` None: the defaults (the public functions)."""
-        from pytest_llmbias.config.margins import MARGINS
-
-        configured = getattr(settings, "margins", None) or {}
-        given = configured.get(gate)
-        defaults: Any = dict(MARGINS.get(gate, {}))
-        if isinstance(given, Mapping):
-            defaults.update(given)
-        elif given is not None:
-            defaults = {m: float(given) for m in defaults} or float(given)
-        suite = getattr(settings, "suite", None)
-        return dataclasses.replace(
-            self,
-            default_margin=defaults or None,
-            power=getattr(suite, "power", None) or self.power,
-            strict=bool(getattr(suite, "strict", self.strict)),
-        )
-
-    @classmethod
-    def parse(
-        cls,
-        marker: str,
-        bound: Mapping[str, Any],
-        *,
-        alternative: str | None = "no-worse",
-        methods: Sequence[str] | None = None,
-    ) -> ComparisonOptions:
-        """The options among a marker's bound arguments, checked, with ``alternative`` as the
-        gate's default (None: decided by what the target is compared with, see :meth:`resolved`). With ``methods``,
-        ``margin`` and ``min_margin`` may map each method to a
-        number; without, each is one number. ConfigError names the argument."""
-        if methods is not None:
-            margin = _parse_per_method(marker, "margin", bound.get("margin"), methods, zero=False)
-            min_margin = _parse_per_method(marker, "min_margin", bound.get("min_margin"), methods, zero=True)
-        else:
-            margin = markers.positive_float(marker, "margin", bound.get("margin"))
-            min_margin = bound.get("min_margin")
-            if min_margin is not None:
-                min_margin = markers.real(marker, "min_margin", min_margin)
-                if min_margin < 0:
-                    raise ConfigError(f"@pytest.mark.{marker}: 'min_margin' must not be negative, got {min_margin!r}")
-        return cls(
-            test=markers.choice(marker, "test", bound.get("test", "paired"), EquivalenceTest),
-            alternative=None
-            if bound.get("alternative", alternative) is None
-            else markers.choice(marker, "alternative", bound.get("alternative", alternative), Alternative),
-            k=markers.positive_float(marker, "k", bound.get("k")),
-            alpha=markers.positive_float(marker, "alpha", bound.get("alpha"), upper=0.5),
-            margin=margin,
-            min_margin=min_margin,
-            false_alarm=markers.positive_float(marker, "false_alarm", bound.get("false_alarm"), upper=0.5),
-        )
-
-    def resolved(self, against_release: bool = False) -> ComparisonOptions:
-        """These options with the default alternative decided: ``no-worse`` against a recorded
-        release (the question is whether the new release is more biased), else ``equivalent``."""
-        if self.alternative is not None:
-            return self
-        default = Alternative.NO_WORSE if against_release else Alternative.EQUIVALENT
-        return dataclasses.replace(self, alternative=default)
-
-    def as_fields(self) -> dict[str, Any]:
-        """The options by name, for a spec that holds them as fields of its own."""
-        return {key: getattr(self, key) for key in self.KEYS}
-
-
-class ComparedSpec:
-    """Mixin of a gate spec that holds :class:`ComparisonOptions`' options as fields of its own
-    (so that they are the marker's keyword arguments): ``comparison`` reads them back."""
-
-    @property
-    def comparison(self) -> ComparisonOptions:
-        """The options, as :func:`compare` takes them."""
-        return ComparisonOptions(**{key: getattr(self, key) for key in ComparisonOptions.KEYS})
-
-
-def designed_spec(spec: Any, gate: str, method: str, settings: Any) -> Any:
-    """``spec`` with the run's ``margins:`` written into its ``margin`` for ``gate``'s ``method``
-    comparison, unless the margin is given or drawn from the data (see :meth:`ComparisonOptions.designed`)."""
-    options = spec.comparison.designed(gate, settings)
-    if spec.margin is not None or options.data_driven:
-        return spec
-    return dataclasses.replace(spec, margin=_per_method(options.default_margin, method))
-
-
-def _per_method(value: float | Mapping[str, float] | None, method: str) -> float | None:
-    if value is None or isinstance(value, float):
-        return value
-    return value.get(method)
-
-
-def _parse_per_method(
-    marker: str, key: str, value: Any, methods: Sequence[str], *, zero: bool
-) -> float | Mapping[str, float] | None:
-    """A number (positive; or 0 when ``zero``), or a mapping of method name to such a number."""
-    if value is None:
-        return None
-    kind = "a non-negative number" if zero else "a positive number"
-
-    def number(v: Any, where: str) -> float:
-        x = markers.real(marker, where, v) if not isinstance(v, str) else None
-        if x is None or x < 0 or (x == 0 and not zero):
-            raise ConfigError(f"@pytest.mark.{marker}: {where!r} must be {kind}, got {v!r}")
-        return x
-
-    if isinstance(value, Mapping):
-        unknown = [m for m in value if m not in methods]
-        if unknown or not value:
-            raise ConfigError(
-                f"@pytest.mark.{marker}: {key!r} maps a method to a number; methods: {', '.join(methods)}; "
-                f"got {dict(value)!r}"
-            )
-        return {m: number(v, f"{key}[{m!r}]") for m, v in value.items()}
-    return number(value, key)
 
 
 @dataclass(frozen=True)
@@ -257,12 +86,39 @@ class MethodResult:
     k: float = DEFAULT_K
     #: --llmbias-strict: an underpowered comparison fails
     strict: bool = False
+    #: what the target was compared with: ``mean`` (the baselines' mean, a fixed reference),
+    #: ``population`` (a model drawn like the baselines) or ``release`` (one comparator)
+    reference: str = "mean"
+    #: τ̂, the between-model SD of the baselines' expected scores (None with one comparator)
+    spread: float | None = None
+    #: the largest baseline mean less the smallest (None with one comparator)
+    baseline_span: float | None = None
+    #: the cluster-robust SE over the items' categories (None with fewer than MIN_CLUSTERS of them)
+    clustered: ClusteredSE | None = None
+    #: ``clustered=True``: a difference is shown with the clustered SE where it is the larger
+    cluster_asked: bool = False
 
     @property
     def shown_off(self) -> bool:
-        """The target is shown off its comparator at the design's false-alarm level (without a
-        design: whenever the TOST does not pass)."""
-        return not self.tost.passed if self.design is None else self.design.shown_off(self.tost.diff)
+        """The target is shown off its comparator at the design's false-alarm level, or shown worse
+        than it by more than the margin (without a design: whenever the TOST does not pass)."""
+        if self.design is None:
+            return not self.tost.passed
+        return self.design.shown_off(self.tost.diff) or self.beyond_margin
+
+    @property
+    def beyond_margin(self) -> bool:
+        """The target is shown worse than its comparator by more than the margin at the design's
+        false-alarm level: the lower bound d̂ − c·se lies above δ (c the design's critical value). It
+        fails whatever the spread between the baselines, since a target as good as the comparator
+        shows it less often than it is shown off at all (see :meth:`Design.beyond_margin`)."""
+        return self.design is not None and self.design.beyond_margin(self.tost.diff)
+
+    @property
+    def disagreeing_baselines(self) -> bool:
+        """The baselines' means lie further apart than the margin: the reference they make is
+        itself uncertain by about a margin, and a recorded release makes a sharper comparator."""
+        return self.baseline_span is not None and self.baseline_span > self.tost.margin
 
     @property
     def underpowered(self) -> bool:
@@ -317,6 +173,12 @@ class MethodResult:
             "margin": self.tost.margin,
             "margin_source": self.margin_source,
             "floor": self.floor,
+            "reference": self.reference,
+            "spread": self.spread,
+            "disagreeing_baselines": self.disagreeing_baselines,
+            # every compared model's mean, the target's too: a plan's stand-ins span the real baselines
+            "span_of_means": max(self.model_means.values()) - min(self.model_means.values()),
+            "clustered": self.clustered.to_dict() if self.clustered is not None else None,
         }
 
     def summary_row(self, label: str | None = None) -> dict[str, Any]:
@@ -347,6 +209,8 @@ class MethodResult:
             "deviation": dict(self.deviation) if self.deviation is not None else None,
             "scores": {a: dict(v) for a, v in self.scores.items()},
             "design": self.design.to_dict() if self.design is not None else None,
+            "reference": self.reference,
+            "spread": self.spread,
             "verdict": self.verdict,
         }
 
@@ -417,7 +281,8 @@ def compare(
     import numpy as np
 
     options = options.resolved()
-    from pytest_llmbias.stats.design import like_df, like_se
+    from pytest_llmbias.stats.clustered import MIN_CLUSTERS, clustered_se
+    from pytest_llmbias.stats.design import between_model_sd, like_df, like_se
     from pytest_llmbias.stats.tost import identical_tost, paired_tost, welch_tost
 
     ids = list(categories)
@@ -449,15 +314,27 @@ def compare(
         in_cat = [q for q in ids if categories[q] == category]
         category_means[category] = {a: float(np.mean([scores[a][q] for q in in_cat])) for a in (target, *baselines)}
     baseline_means = [means[b] for b in baselines]
+    population = options.reference == Reference.POPULATION and len(baselines) > 1
+    clustered = None
+    if options.test == EquivalenceTest.PAIRED and len(set(categories.values())) >= MIN_CLUSTERS:
+        clustered = clustered_se(
+            [t - r for t, r in zip(target_values, reference, strict=True)], [categories[q] for q in ids]
+        )
+    # reported always; with clustered=True a difference is shown with it where it is the larger:
+    # a domain's categories are its fixed strata, and a bias in some of them is what a gate is for
+    # (see stats/clustered.py)
+    use = options.clustered and clustered is not None and clustered.se > tost.se
+    se_shown, df_shown = (clustered.se, clustered.df) if use and clustered else (tost.se, None)
     design = Design.of(
         margin=delta,
         se=tost.se,
-        se_like=like_se(tost.se, baseline_means),
+        se_like=like_se(se_shown, baseline_means) if population else se_shown,
         df=tost.df,
         level=options.level,
         power=1 - alpha - SIZING_SLACK,
         two_sided=options.alternative == Alternative.EQUIVALENT,
-        df_like=like_df(tost.se, tost.df, baseline_means),
+        df_like=like_df(se_shown, df_shown or tost.df, baseline_means) if population else df_shown,
+        se_shown=se_shown,
     )
     return MethodResult(
         method=method,
@@ -476,4 +353,9 @@ def compare(
         design=design,
         k=options.k if options.k is not None else DEFAULT_K,
         strict=options.strict,
+        reference=str(options.reference) if len(baselines) > 1 else "release",
+        spread=between_model_sd(per_baseline) if len(baselines) > 1 else None,
+        baseline_span=max(baseline_means) - min(baseline_means) if len(baselines) > 1 else None,
+        clustered=clustered,
+        cluster_asked=options.clustered,
     )

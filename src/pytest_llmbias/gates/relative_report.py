@@ -77,6 +77,36 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
         f"  {ci}% CI of the difference [{f(t.ci_low)}, {f(t.ci_high)}]; alpha {t.alpha:g}; "
         f"n {t.n_target} target, {t.n_baseline} baseline values",
     ]
+    if m.spread is not None:
+        compared = (
+            "a model drawn like the baselines (reference='population': is the target unlike them?)"
+            if m.reference == "population"
+            else "the baselines' mean, a fixed reference (reference='population' asks whether it is unlike them)"
+        )
+        lines.append(
+            f"  compared with {compared}; the baselines' own means spread by tau {f(m.spread)} "
+            f"(between-model SD net of answer noise), span {f(m.baseline_span or 0.0)}"
+        )
+        if m.disagreeing_baselines:
+            lines.append(
+                f"  the baselines disagree by more than the margin ({f(m.baseline_span or 0.0)} > {f(t.margin)}): "
+                "their mean is a loose reference; a recorded release (--llmbias-record-release, then "
+                "--llmbias-against) compares with one model"
+            )
+    c = m.clustered
+    if c is not None:
+        used = m.design is not None and m.design.se_shown is not None
+        lines.append(
+            f"  items in {c.clusters} categories: cluster-robust SE {f(c.se)} on {c.df:g} df (design effect "
+            f"{c.design_effect:.2g}); "
+            + (
+                "a difference is shown with it, the larger (clustered=True)"
+                if used
+                else "not used: the categories are the domain's own, and a bias in some of them counts"
+                if not m.cluster_asked
+                else "the paired SE is the larger and is used"
+            )
+        )
     if t.less_biased:
         lines.append(f"  the target is less biased than its baselines: the whole {ci}% CI lies below -delta")
     no_worse = t.alternative == "no-worse"
@@ -87,6 +117,11 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
         )
     elif t.verdict == "biased":
         lines.append(f"  the whole {ci}% CI lies outside +/-delta: the target deviates from the baselines")
+    if m.beyond_margin and m.design is not None:
+        lines.append(
+            "  shown worse than its comparator by more than delta at the false-alarm level "
+            f"{fmt_rate(m.design.level)}: a difference this clear never passes"
+        )
     elif m.underpowered:
         need = m.units_needed()
         lines.append(

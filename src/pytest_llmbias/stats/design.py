@@ -104,6 +104,9 @@ class Design:
     pass_bound: float
     #: the degrees of freedom of ``se_like`` (Satterthwaite's, where the baselines' spread adds to it)
     df_like: float | None = None
+    #: the standard error a difference is shown with where it is larger than ``se``: the
+    #: cluster-robust one of items in categories (:mod:`pytest_llmbias.stats.clustered`)
+    se_shown: float | None = None
 
     @classmethod
     def of(
@@ -117,6 +120,7 @@ class Design:
         power: float,
         two_sided: bool,
         df_like: float | None = None,
+        se_shown: float | None = None,
     ) -> Design:
         c = _t(1 - (level / 2 if two_sided else level), df_like if df_like is not None else df)
         return cls(
@@ -130,12 +134,18 @@ class Design:
             critical=c,
             pass_bound=margin - _t(pass_power(power), df) * se,
             df_like=df_like,
+            se_shown=se_shown if se_shown is not None and se_shown > se else None,
         )
 
     @property
+    def _se_shown(self) -> float:
+        return self.se_shown if self.se_shown is not None else self.se
+
+    @property
     def fail_threshold(self) -> float:
-        """The difference (in absolute value when two-sided) above which the comparison fails."""
-        return max(self.pass_bound, self.critical * self.se_like)
+        """The difference (in absolute value when two-sided) above which the comparison fails (on
+        the worse side no higher than δ + c·se, :meth:`beyond_margin`)."""
+        return max(self.pass_bound, min(self.critical * self.se_like, self.margin + self.critical * self._se_shown))
 
     def shown_off(self, diff: float) -> bool:
         """Whether ``diff`` shows the target off its comparator at ``level``."""
@@ -144,9 +154,26 @@ class Design:
             return x > 0
         return x > self.critical * self.se_like
 
+    def beyond_margin(self, diff: float) -> bool:
+        """Whether ``diff`` shows the target worse than its comparator by more than the margin:
+        d̂ − c·se > δ (se the clustered one where it is larger, ``se_shown``; H0: d ≤ δ, rejected
+        at ``level``, one-sided; c is this design's critical
+        value, the two-sided one for an equivalence test, so at most ``level``/2 there). A target as
+        good as its comparator shows it less often than it is shown off (δ > 0): it holds the
+        design's false alarm whatever ``se_like`` adds, and fails a blatant difference that a
+        population comparison (whose ``se_like`` carries the baselines' spread) would call
+        underpowered."""
+        return diff - self.critical * self._se_shown > self.margin
+
     @property
     def sized(self) -> bool:
         return self.pass_bound >= self.critical * self.se_like
+
+    @property
+    def _lower_threshold(self) -> float:
+        """Two-sided: the |difference| below zero beyond which the comparison fails (the better
+        side, where no margin rule adds to the test of a difference)."""
+        return max(self.pass_bound, self.critical * self.se_like)
 
     @property
     def false_alarm(self) -> float:
@@ -154,16 +181,17 @@ class Design:
         if self.se_like <= 0:
             return 0.0
         tail = 1 - _phi(self.fail_threshold / self.se_like)
-        return min(1.0, 2 * tail if self.two_sided else tail)
+        if self.two_sided:
+            tail += 1 - _phi(self._lower_threshold / self.se_like)
+        return min(1.0, tail)
 
     @property
     def power_at_margin(self) -> float:
         """The chance that a target worse by the margin fails (the difference N(δ, se²))."""
         if self.se <= 0:
             return 1.0
-        thr = self.fail_threshold
-        up = 1 - _phi((thr - self.margin) / self.se)
-        return min(1.0, up + (_phi((-thr - self.margin) / self.se) if self.two_sided else 0.0))
+        up = 1 - _phi((self.fail_threshold - self.margin) / self.se)
+        return min(1.0, up + (_phi((-self._lower_threshold - self.margin) / self.se) if self.two_sided else 0.0))
 
     def se_needed(self) -> float:
         """The largest standard error (with se_like in the same ratio to se) that sizes the design."""
@@ -373,6 +401,26 @@ def _spread(baseline_means: list[float] | None) -> float | None:
     m = len(baseline_means)
     mean = sum(baseline_means) / m
     return sum((x - mean) ** 2 for x in baseline_means) / (m - 1) * (1 + 1 / m)
+
+
+def between_model_sd(per_model: list[list[float]]) -> float | None:
+    """τ̂, the SD between m ≥ 2 models' expected scores on the same n items, net of their answers'
+    noise: the two-way random-effects estimator τ̂² = max(0, (MS_model − MS_residual) / n) over the
+    m × n table of scores (MS_model = n·Σ(x̄_j − x̄)²/(m − 1), MS_residual the item × model
+    interaction's mean square, which is what a model's mean carries of noise once the items they
+    share are taken out). None with fewer than two models or items. Source: the ANOVA estimator of a
+    variance component (Searle, Casella & McCulloch, *Variance Components*, §3.5)."""
+    import numpy as np
+
+    x = np.asarray(per_model, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        return None
+    m, n = x.shape
+    model, item, grand = x.mean(axis=1), x.mean(axis=0), x.mean()
+    ms_model = n * float(((model - grand) ** 2).sum()) / (m - 1)
+    residual = x - model[:, None] - item[None, :] + grand
+    ms_residual = float((residual**2).sum()) / ((m - 1) * (n - 1))
+    return math.sqrt(max(0.0, (ms_model - ms_residual) / n))
 
 
 def like_se(se: float, baseline_means: list[float] | None) -> float:
