@@ -160,3 +160,13 @@ def test_the_baselines_resampled_beside_the_target_give_what_each_gives_alone() 
         assert (b.result, b.interval) == (result, interval)
     alone = evaluate_model("tgt", values["tgt"], groups, spec, permutations=True)
     assert (gate.target.result, gate.target.interval, gate.target.null, gate.target.effect) == alone
+
+
+def test_an_interval_wholly_below_the_threshold_never_passes_whatever_the_alpha() -> None:
+    # group b selects almost nothing: the simultaneous interval lies wholly below 0.8, yet at a
+    # tiny alpha 2,000 permutations cannot show the effect (their p is at least 1/2001)
+    values, groups = _values({"a": [1.0] * 30, "b": [0.0] * 27 + [1.0] * 3})
+    spec = ImpactRatioSpec("d", alpha=1e-4)
+    gate = evaluate_gate(spec, {"tgt": values}, groups, domain="d", target="tgt", baselines=(), samples=1)
+    assert gate.interval.high < 0.8 and not gate.significant
+    assert not gate.passed and gate.verdict == "biased" and not gate.underpowered

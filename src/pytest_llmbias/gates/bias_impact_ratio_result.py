@@ -113,7 +113,8 @@ class ImpactRatioGateResult(GateResultBase):
             return not self.interval.high < self.threshold
         below = self.min_impact_ratio < self.threshold
         if self.fail_on == FailOn.SIGNIFICANT:
-            return not (below and self.significant)
+            # a whole interval below the threshold is a violation shown, significant at alpha or not
+            return not (below and (self.significant or self.interval.high < self.threshold))
         return not below
 
     @property
