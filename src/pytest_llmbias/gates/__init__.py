@@ -27,9 +27,9 @@ when its marker or the run asks for several (see :mod:`pytest_llmbias.gates.sequ
 def looking(gate: Any) -> Any:
     """``gate`` taking its verdict in looks when its marker or the run asks for several (see
     :mod:`pytest_llmbias.gates.sequential_gate`); None stays None (a marker that is no gate)."""
-    from pytest_llmbias.gates.anchored import AnchoredGate
-
-    return gate if gate is None or isinstance(gate, (SequentialGate, AnchoredGate)) else SequentialGate(gate)
+    # a gate decided against several releases (gates.anchored) wraps each comparison's looks itself
+    wrapped = isinstance(gate, SequentialGate) or getattr(gate, "wraps_looks", False)
+    return gate if gate is None or wrapped else SequentialGate(gate)
 
 
 def evaluate_marker(gate: Any, spec: Any, session: Any) -> Any:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmbias.errors import LLMBiasError
 from pytest_llmbias.report.frames import Table
 
 #: the comparisons an anchored gate decides, and so the parts its false-alarm share is split into
@@ -67,6 +68,9 @@ class AnchoredGate:
     is the wrapped gate's. Planned or evaluated on any other view (the plan's stand-ins), it is
     the wrapped gate."""
 
+    #: it wraps a gate that takes its own looks: :func:`pytest_llmbias.gates.looking` leaves it as it is
+    wraps_looks = True
+
     def __init__(self, gate: Any, last: Any, anchor: Any) -> None:
         self.gate, self.last, self.anchor = gate, last, anchor
         self._levels: dict[Any, float] = {}  # a spec set by at_level -> each comparison's level
@@ -95,14 +99,13 @@ class AnchoredGate:
         anchor's naming the anchor)."""
         if session is not self.last:
             return self.gate.evaluate(spec, session)
-        from pytest_llmbias.gates import evaluate_marker
-
-        last = evaluate_marker(self.gate, spec, self.last)
-        if isinstance(last, Exception):
-            raise last
-        anchor = evaluate_marker(self.gate, spec, self.anchor)
-        if isinstance(anchor, Exception):
-            raise _against_anchor(anchor, self.anchor.settings.release.against)
+        last = self.gate.evaluate(spec, self.last)
+        try:
+            anchor = self.gate.evaluate(spec, self.anchor)
+        except (LLMBiasError, ValueError) as exc:
+            raise _against_anchor(
+                self.anchor.inconclusive(exc, spec.domain), self.anchor.settings.release.against
+            ) from None
         return AnchoredResult(
             last=last,
             anchor=anchor,
@@ -120,14 +123,12 @@ class AnchoredGate:
 
 
 def _against_anchor(exc: Exception, name: str | None) -> Exception:
+    """``exc``, the error that stopped the anchor's comparison, as one that names the anchor."""
     message = f"against the anchor release {name!r}: {exc}"
     try:
-        out = type(exc)(message)
-    except TypeError:
-        from pytest_llmbias.errors import LLMBiasError
-
-        out = LLMBiasError(message)
-    return out
+        return type(exc)(message)
+    except TypeError:  # an error whose constructor takes more than a message
+        return LLMBiasError(message)
 
 
 @dataclass(frozen=True)
