@@ -116,3 +116,10 @@ def test_an_anchor_that_is_the_last_release_decides_once(pytester: pytest.Pytest
     same = chain(0, "--llmbias-against", "r0", "--llmbias-anchor", "r0", "-rA")
     same.assert_outcomes(passed=1)
     assert "decided against the last release" not in same.stdout.str()
+
+
+def test_an_anchor_that_is_not_recorded_is_a_usage_error(pytester: pytest.Pytester, chain) -> None:
+    chain(0, "--llmbias-record-release", "r0")
+    bad = chain(1, "--llmbias-against", "r0", "--llmbias-anchor", "nope")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no release 'nope' recorded" in bad.stderr.str() and "recorded: r0" in bad.stderr.str()
