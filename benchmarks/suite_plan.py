@@ -4,6 +4,7 @@ with the summary of the power and false alarm in those cells."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -12,6 +13,14 @@ import numpy as np
 
 from pytest_llmbias.stats.design import units_to_size
 
+DEFAULT_SHAPES = ("question-dominated", "noise 1.0", "question × model 0.4", "category shifts 0.3")
+#: the SDs of the three baselines' offsets, judge points
+TAUS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+REFERENCES = ("mean", "population")
+#: shape -> (question × model interaction SD, category shift SD), judge points; other shapes: none
+TERMS = {"question × model 0.4": (0.4, 0.0), "category shifts 0.3": (0.0, 0.3)}
+CATEGORIES = 5
+
 
 class Cell(NamedTuple):
     against: str
@@ -19,6 +28,8 @@ class Cell(NamedTuple):
     tau: float
     samples: int
     questions: int
+    #: against baselines: ``mean`` (the default, a fixed reference) or ``population``
+    reference: str = "mean"
 
     @property
     def comparators(self) -> list[str]:
@@ -27,6 +38,49 @@ class Cell(NamedTuple):
     @property
     def release(self) -> bool:
         return self.against == "release"
+
+
+def grid(
+    questions: list[int],
+    shapes: tuple[str, ...] = DEFAULT_SHAPES,
+    taus: tuple[float, ...] = TAUS,
+    references: tuple[str, ...] = REFERENCES,
+    samples: tuple[int, ...] = (1, 3),
+) -> list[Cell]:
+    """Against a release: every shape, samples and questions (τ 0, one comparator); against three
+    baselines: each also at every τ and reference."""
+    cells = []
+    for against, shape, tau, reference, k, n in itertools.product(
+        ("release", "baselines"), shapes, taus, references, samples, questions
+    ):
+        if not (against == "release" and (tau or reference != REFERENCES[0])):
+            cells.append(Cell(against, shape, tau, k, n, reference))
+    return cells
+
+
+def _reference(c: Cell) -> dict[str, str]:
+    """The ``reference=`` argument of a cell against several baselines (none against a release)."""
+    return {} if c.release else {"reference": c.reference}
+
+
+def _effects(rng: np.random.Generator, c: Cell, n: int, unit: float = 1.0) -> dict[str, np.ndarray]:
+    """Each model's own effect on each of ``n`` questions, in ``unit`` per judge point: its offset
+    m_j ~ N(0, τ²) (the target's: the comparators' mean offset, the reference the default compares
+    with), plus, in the shapes of :data:`TERMS`, a question × model interaction of its own and its
+    own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋)."""
+    inter, cat = TERMS.get(c.shape, (0.0, 0.0))
+    category = np.arange(n) * CATEGORIES // n
+    offsets = {a: float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0 for a in c.comparators}
+    offsets["tgt"] = float(np.mean(list(offsets.values())))
+    out = {}
+    for a in ("tgt", *c.comparators):
+        own = np.full(n, offsets[a])
+        if inter:
+            own += rng.normal(0.0, inter * unit, n)
+        if cat:
+            own += rng.normal(0.0, cat * unit, CATEGORIES)[category]
+        out[a] = own
+    return out
 
 
 #: items of the draw whose answers stand for the plan's known SD
@@ -40,10 +94,13 @@ def plan_sized(
     :func:`pytest_llmbias.stats.design.units_to_size`, the function ``--llmbias-plan`` sizes with.
     The plan's per-unit SD is taken as known: measured on ``draw`` (the kind's data, a good release)
     at :data:`PLAN_ITEMS` items and the cell's samples, as a recorded release's stored answers would
-    give it. So is the variance between models' offsets, (``unit`` × τ)² in the comparison's score.
+    give it. Against the baselines' mean (the default reference) the plan sizes the paired
+    difference alone, as ``--llmbias-plan`` does; with ``reference="population"`` it adds the
+    variance between models' offsets, (``unit`` × τ)² in the comparison's score, over m baselines.
     Margin, level and sidedness are the comparison's own (``comparison`` picks it from the result)."""
     d = comparison(draw(np.random.default_rng([seed, 7]), c._replace(questions=PLAN_ITEMS), level, False))
     design = d.design
+    population = c.reference == "population" and not c.release
     sd = d.tost.se * math.sqrt(d.tost.n_target * c.samples)  # of one unit: one sample of one item
     needed = units_to_size(
         sd,
@@ -52,8 +109,8 @@ def plan_sized(
         power=design.power,
         two_sided=design.two_sided,
         samples=c.samples,
-        baselines=len(c.comparators),
-        between=(unit * c.tau) ** 2,
+        baselines=len(c.comparators) if population else 1,
+        between=(unit * c.tau) ** 2 if population else 0.0,
     )
     return needed is not None and needed <= c.questions * c.samples
 

@@ -25,9 +25,16 @@ questions) but needs answers in two languages, which these shapes do not model.
 picks one way makes them alike).
 
 **The data shapes** are the judge scale's, in judge points: question-dominated (question SD 1.5,
-answer noise 1.0) and noise-dominated (no question effect; noise 0.5, 1.0, 1.5); τ, the SD of a
-model's offset, 0 or 0.3 against baselines (0 against a release). Each kind maps one judge point to
-its own units as ``validity.py`` scales it; a *worse* target is shifted by the kind's margin:
+answer noise 1.0), noise-dominated (no question effect; noise 1.0, ``--shapes all`` adds 0.5 and
+1.5), and question-dominated with a question × model interaction (each model's own offset per
+question, SD 0.4) or with category shifts (questions in 5 categories, each model its own shift per
+category, SD 0.3): clustered data whose paired standard error assumes independent questions. τ,
+the SD of a baseline's offset m_j: 0, 0.1, 0.2, 0.3, 0.5, 1.0 against three baselines (0 against a
+release). A *good* target sits at the baselines' mean offset, the reference the default
+(``reference="mean"``) compares with; each cell also runs ``reference="population"`` (is the
+target unlike these models?). Its interaction and category terms are its own. Each kind maps one
+judge point to its own units as ``validity.py`` scales it; a *worse* target is shifted by the
+kind's margin:
 
 - **judge**: 5 + q_i + m_j + e, per sample. Worse: +1 (the margin).
 - **embedding**: 0.30 + q_i + m_j + e with a judge point 0.04 of question effect and of τ (EMBEDDING's
@@ -62,6 +69,9 @@ its own units as ``validity.py`` scales it; a *worse* target is shifted by the k
   question-dominated, else 0) + 0.5 + a person effect (SD 0.3) + per model N(0, τ²) per attribute
   value. Worse: 1 logit (the margin) against Black applicants.
 
+The interaction and category terms scale as τ does in each kind (``suite_plan._effects``); impact and
+discrim-eval have none.
+
 The categorical kinds carry their noise in their draws: without a question effect preference, BBQ
 and discrim-eval make no use of the noise SD, so their three noise-dominated rows differ only by chance.
 
@@ -74,10 +84,12 @@ as ``--llmbias-plan`` sizes, the data's per-unit SD and τ taken as known), with
 and false alarm there; the calls per model: units × samples (stance: × 10 rounds; impact: × 4
 groups; preference: × 5 articles × (2 written + 1 pick); discrim: × 45 people; judge ratings not
 counted). A gate that raises (StatisticsError: too few agreed questions, no variance) counts as
-failed. Seeded per cell: the same command prints the same tables whatever ``--jobs``; the
-documentation's 100 runs a cell took 45 minutes on two shared cores (``--jobs 2``).
+failed. The last table lists the cells above 5 % suite false alarm or below 80 % power where the
+plan says sized. Seeded per cell: the same command prints the same tables whatever ``--jobs``. The
+default (20 runs a cell, 104 cells at 50 questions) takes about 15 minutes on two cores; the
+documentation's 60 runs about 45 (``--taus``, ``--shapes``, ``--references``, ``--samples`` narrow it).
 
-    python benchmarks/suite_validity.py --runs 100 --jobs 2  # docs/statistics.md's every-kind tables
+    python benchmarks/suite_validity.py --runs 60 --jobs 2  # docs/statistics.md's every-kind tables
     python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
 """
 
@@ -85,8 +97,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
-import math
 import sys
 import time
 from multiprocessing import Pool
@@ -99,7 +109,8 @@ from scipy import optimize, stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suite_plan import Cell, plan_sized, plan_summary  # noqa: E402
+from suite_plan import DEFAULT_SHAPES, REFERENCES, TAUS, TERMS, Cell, _effects, _reference, grid, plan_sized  # noqa: E402
+from suite_tables import _ref, tables  # noqa: E402
 
 from pytest_llmbias import (  # noqa: E402
     evaluate_benchmark,
@@ -117,6 +128,8 @@ SHAPES = {  # name -> (question SD, answer noise SD), judge points
     "noise 0.5": (0.0, 0.5),
     "noise 1.0": (0.0, 1.0),
     "noise 1.5": (0.0, 1.5),
+    "question × model 0.4": (1.5, 1.0),
+    "category shifts 0.3": (1.5, 1.0),
 }
 KINDS = ("judge", "embedding", "index", "impact", "stance", "preference", "bbq", "discrim")
 DEFAULT_KINDS = KINDS[:-1]
@@ -133,20 +146,17 @@ def _sized(method: Any) -> bool | None:
     return None if method is None or method.design is None else bool(method.design.sized)
 
 
-def _offset(rng: np.random.Generator, c: Cell, unit: float = 1.0) -> float:
-    return float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0
-
-
 def _scores(
     rng: np.random.Generator, c: Cell, worse: bool, mean: float, q_unit: float, e_unit: float, margin: float
 ) -> dict[str, dict[str, list[float]]]:
     q_sd, e_sd = SHAPES[c.shape]
     q = rng.normal(0.0, q_sd * q_unit, c.questions)
+    effects = _effects(rng, c, c.questions, q_unit)
     out = {}
     for a in ("tgt", *c.comparators):
-        m = _offset(rng, c, q_unit) + (margin if worse and a == "tgt" else 0.0)
+        m = effects[a] + (margin if worse and a == "tgt" else 0.0)
         e = rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples))
-        out[a] = {f"q{i}": list(mean + q[i] + m + e[i]) for i in range(c.questions)}
+        out[a] = {f"q{i}": list(mean + q[i] + m[i] + e[i]) for i in range(c.questions)}
     return out
 
 
@@ -161,6 +171,7 @@ def equivalence(rng: np.random.Generator, c: Cell, level: float, worse: bool, me
         method=method,
         alternative="no-worse" if c.release else "equivalent",
         false_alarm=level,
+        **_reference(c),
     )
 
 
@@ -170,12 +181,15 @@ def index(rng: np.random.Generator, c: Cell, level: float, worse: bool) -> Any:
     q_sd, e_sd = SHAPES[c.shape]
     dims = {f"d{i // 10}-p{i}": f"d{i // 10}" for i in range(c.questions)}
     p = mean + rng.normal(0.0, q_sd * q_unit, c.questions)
+    effects = _effects(rng, c, c.questions, q_unit)
     values = {}
     for a in ("tgt", *c.comparators):
-        raw = np.abs(p[:, None] + _offset(rng, c, q_unit) + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
+        raw = np.abs(p[:, None] + effects[a][:, None] + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
         raw += shift if worse and a == "tgt" else 0.0
         values[a] = {k: list(row) for k, row in zip(dims, raw, strict=True)}
-    return evaluate_bias_index(values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level)
+    return evaluate_bias_index(
+        values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level, **_reference(c)
+    )
 
 
 #: the kinds the plan sizes (``suite_plan.plan_sized``): a draw's result, its comparison, a judge point
@@ -213,16 +227,19 @@ def gate_stance(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     q_sd, e_sd = SHAPES[c.shape]
     n = c.questions
     lean = rng.normal(0.0, q_sd, n) if q_sd else np.full(n, STANCE_LEAN)
+    effects = _effects(rng, c, n)
     kinds = {}
     for a in ("tgt", *c.comparators):
-        lam = lean + _offset(rng, c)
+        lam = lean + effects[a]
         if worse and a == "tgt":
             turned = rng.permutation(n)[: round((0.35 if c.release else 0.4) * n)]
             lam = lam.copy()
             lam[turned] *= -1
         yes = rng.random((n, ROUNDS)) < stats.norm.cdf(lam / e_sd)[:, None]
         kinds[a] = {"en": {f"q{i}": ["yes" if y else "no" for y in row] for i, row in enumerate(yes)}}
-    r = evaluate_stance(kinds, target="tgt", baselines=c.comparators, gate="agreement", confidence=1 - level)
+    r = evaluate_stance(
+        kinds, target="tgt", baselines=c.comparators, gate="agreement", confidence=1 - level, **_reference(c)
+    )
     return r.passed, bool(r.figures.get("power", 0.0) >= 0.8)
 
 
@@ -243,9 +260,10 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
     q_sd, e_sd = SHAPES[c.shape]
     n = c.questions
     topic = rng.normal(0.0, q_sd, n)
+    effects = _effects(rng, c, n, e_sd * stats.norm.ppf(0.5 + DEFAULT_TOLERANCE))
     choices = {}
     for a in ("tgt", *c.comparators):
-        latent = topic + _offset(rng, c, e_sd * stats.norm.ppf(0.5 + DEFAULT_TOLERANCE))
+        latent = topic + effects[a]
         if worse and a == "tgt":
             latent = latent + e_sd * stats.norm.ppf(0.5 + preference_shift())
         first = rng.random((n, ARTICLES)) < stats.norm.cdf(latent / e_sd)[:, None]
@@ -255,7 +273,13 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
             for i, (fr, sr) in enumerate(zip(first, shown_first, strict=True))
         }
     r = evaluate_preference(
-        choices, ["left", "right"], target="tgt", baselines=c.comparators, release=c.release, false_alarm=level
+        choices,
+        ["left", "right"],
+        target="tgt",
+        baselines=c.comparators,
+        release=c.release,
+        false_alarm=level,
+        **_reference(c),
     )
     return r.passed, _sized(r.relative)
 
@@ -280,11 +304,14 @@ def gate_bbq(rng: np.random.Generator, c: Cell, level: float, worse: bool):
         if SHAPES[c.shape][0]
         else np.tile(base, (c.questions, 1))
     )
+    effects = _effects(rng, c, c.questions, 0.1)
     answers = {}
     for a in ("tgt", *c.comparators):
-        q = bv._moved(p, _offset(rng, c, 0.1)) if c.tau else p
+        q = bv._moved(p, effects[a]) if c.tau or c.shape in TERMS else p
         answers[a] = bv._answers(rng, bv._moved(q, bv.SHIFT) if worse and a == "tgt" else q, options, keys, c.samples)
-    r = evaluate_benchmark("bbq", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
+    r = evaluate_benchmark(
+        "bbq", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level, **_reference(c)
+    )
     return r.passed, _sized(r.relative)
 
 
@@ -304,13 +331,21 @@ def gate_discrim(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     recs, keys, attrs, scenario = _discrim(c.questions)
     black = np.array([r["race"] == "Black" for r in recs])
     logit = 0.5 + rng.normal(0.0, SHAPES[c.shape][0] / 1.5, c.questions)[scenario] + rng.normal(0.0, 0.3, len(recs))
+    # each model's offset per attribute value, the target's at the baselines' mean (no interaction or
+    # category terms: a scenario's people share its effect already)
+    per_value = {
+        a: rng.normal(0.0, c.tau, attrs.max() + 1) if c.tau else np.zeros(attrs.max() + 1) for a in c.comparators
+    }
+    per_value["tgt"] = np.mean(list(per_value.values()), axis=0)
     answers = {}
     for a in ("tgt", *c.comparators):
-        own = logit + (rng.normal(0.0, c.tau, attrs.max() + 1)[attrs].sum(axis=1) if c.tau else 0.0)
+        own = logit + per_value[a][attrs].sum(axis=1)
         own = own - (1.0 * black if worse and a == "tgt" else 0.0)
         draws = rng.random((len(recs), c.samples)) < (1 / (1 + np.exp(-own)))[:, None]
         answers[a] = {k: [bool(y) for y in row] for k, row in zip(keys, draws, strict=True)}
-    r = evaluate_benchmark("discrim_eval", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level)
+    r = evaluate_benchmark(
+        "discrim_eval", recs, answers, target="tgt", baselines=c.comparators, false_alarm=level, **_reference(c)
+    )
     return r.passed, _sized(r.relative)
 
 
@@ -388,73 +423,20 @@ def run_cell(job: tuple[int, Cell, tuple[str, ...], int, int, float, int]) -> di
     }
 
 
-def grid(questions: list[int]) -> list[Cell]:
-    cells = []
-    for against, shape, tau, samples, n in itertools.product(
-        ("release", "baselines"), SHAPES, (0.0, 0.3), (1, 3), questions
-    ):
-        if not (against == "release" and tau):
-            cells.append(Cell(against, shape, tau, samples, n))
-    return cells
-
-
-def pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.0f}"
-
-
-def tables(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
-    runs = rows[0]["runs"]
-    key = "| against | shape | τ | samples | questions |"
-    own = [k for k in OWN_RATE if k in kinds]
-    without = f" without {'/'.join(own)} |" if own else ""
-    out = [
-        f"**Suite false alarm** (a good release fails any gate; ± one SE at {runs} runs), each kind's false "
-        "alarm, share of designs sized, calls per model; %:",
-        "",
-        f"{key} suite false alarm |{without} {' | '.join(kinds)} | sized | calls |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|",
-    ]
-    for r in rows:
-        c, fa = r["cell"], r["suite_false_alarm"]
-        se = math.sqrt(max(fa * (1 - fa), 1 / runs) / runs)
-        per_kind = " | ".join(
-            ([f"{100 * r['others_false_alarm']:.1f}"] if own else []) + [pct(r["false_alarm"][k]) for k in kinds]
-        )
-        out.append(
-            f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | {100 * fa:.1f} ± {100 * se:.1f} "
-            f"| {per_kind} | {pct(r['sized_all'])} | {r['calls']} |"
-        )
-    out += [
-        "",
-        "**Power at the margin** (the kind's data worse by its margin, one kind at a time: how often its "
-        "gate fails), with the share of its designs sized in brackets, † where the plan says the budget "
-        "suffices; %:",
-        "",
-        key + " " + " | ".join(kinds) + " |",
-        "|---|---|---:|---:|---:|" + "---:|" * len(kinds),
-    ]
-    for r in rows:
-        c = r["cell"]
-        out.append(
-            f"| {c.against} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
-            + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])}){'†' if r['plan'][k] else ''}" for k in kinds)
-            + " |"
-        )
-    out += ["", *plan_summary(rows, [k for k in kinds if k in PLANNED])]
-    errors = {k: sum(r["raised"][k] for r in rows) for k in kinds}
-    if any(errors.values()):
-        out += ["", "Gates that raised (counted as failed): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v)]
-    return "\n".join(out)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=75)
+    parser.add_argument("--runs", type=int, default=20)
     parser.add_argument(
         "--kinds", default=",".join(DEFAULT_KINDS), help=f"comma-separated, of {', '.join(KINDS)}; 'all' for every one"
     )
     parser.add_argument("--gates", type=int, default=1, help="gates of each kind in the suite")
-    parser.add_argument("--questions", type=int, nargs="+", default=[20, 100])
+    parser.add_argument("--questions", type=int, nargs="+", default=[50])
+    parser.add_argument(
+        "--shapes", nargs="+", default=list(DEFAULT_SHAPES), help=f"of {', '.join(SHAPES)}; 'all' for every one"
+    )
+    parser.add_argument("--taus", type=float, nargs="+", default=list(TAUS), help="between-baseline SDs, judge points")
+    parser.add_argument("--references", nargs="+", default=list(REFERENCES), choices=REFERENCES)
+    parser.add_argument("--samples", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
@@ -463,6 +445,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         parser.error(f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    shapes = tuple(SHAPES) if args.shapes == ["all"] else tuple(args.shapes)
+    if any(sh not in SHAPES for sh in shapes):
+        parser.error(f"unknown shape(s); known: {', '.join(SHAPES)}")
     m = len(kinds) * args.gates
     print(
         f"suite of {m} gate(s) ({args.gates} × {', '.join(kinds)}), suite.alpha {args.alpha:g} shared by Bonferroni "
@@ -470,19 +455,24 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     t0 = time.perf_counter()
-    jobs = [(i, c, kinds, args.gates, args.runs, args.alpha, args.seed) for i, c in enumerate(grid(args.questions))]
+    jobs = [
+        (i, c, kinds, args.gates, args.runs, args.alpha, args.seed)
+        for i, c in enumerate(
+            grid(args.questions, shapes, tuple(args.taus), tuple(args.references), tuple(args.samples))
+        )
+    ]
     rows = []
     with Pool(args.jobs) as pool:
         for r in pool.imap(run_cell, jobs):
             rows.append(r)
             c = r["cell"]
             print(
-                f"  {c.against:<9} {c.shape:<18} tau={c.tau:g} samples={c.samples} n={c.questions:<4} suite false "
-                f"alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s",
+                f"  {c.against:<9} {_ref(c):<10} {c.shape:<20} tau={c.tau:g} samples={c.samples} n={c.questions:<4} "
+                f"suite false alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s",
                 file=sys.stderr,
                 flush=True,
             )
-    print(tables(rows, kinds))
+    print(tables(rows, kinds, own_rate=OWN_RATE, planned=tuple(PLANNED)))
     print(f"\n{len(rows)} cells in {time.perf_counter() - t0:.0f} s ({args.jobs} job(s))")
 
 

@@ -4,13 +4,13 @@ Every run goes through the public evaluation functions that the markers themselv
 ``pytest_llmbias.evaluate_equivalence`` and ``pytest_llmbias.evaluate_impact_ratio``, with their
 default arguments unless a row says otherwise. Seeded: the same command prints the same table.
 
-**bias_equivalent, judge scale.** Score of model j on question i: 5 + q_i + m_j + e_ij, with a
-question effect q_i ~ N(0, 1.5²), a model offset m_j ~ N(0, τ²) and answer noise e_ij ~ N(0, 1²).
-A target *like its baselines* draws its offset like them; a *shifted* target adds 1.5 points.
-
-**bias_equivalent, embedding scale.** The same model with the spreads measured from the bundled
-MiniLM's deviation scores of the example suite's answers (``--measure-embedding`` prints them):
-see EMBEDDING below.
+**bias_equivalent** (``--gate equivalent`` and ``--gate shapes``, in ``equivalence_validity.py``):
+judge and embedding scores with a question effect, a model offset of SD τ (0 to 1 judge point),
+optionally a question × model interaction and category shifts, and answer noise; against several
+baselines the target sits at *the baselines' mean* (the fixed reference the default compares
+with) for the false alarm, and at that mean plus the margin for the power, by the default
+reference and by ``reference="population"``. ``--spread-table`` prints the share of runs that fail
+with the target at the baselines' mean plus 0 to 5 judge points, by τ.
 
 **bias_equivalent against a recorded release.** One comparator: the release, the same model whose
 answers were drawn once; the target draws its noise afresh on the same questions (scales as
@@ -53,7 +53,8 @@ in both orders by a noisy judge with a position preference, against a recorded r
 ratings carry noise of SD 0, 0.5, 1 and 2 points, with and without the test-retest rule.
 
     python benchmarks/validity.py [--runs 400] [--gate
-    equivalent|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
+    equivalent|shapes|release|impact|index|stance|preference|benchmark|evenhanded|judge-noise] [--json out.json]
+    python benchmarks/validity.py --spread-table [--runs 200]
 
 It prints a line per cell as it goes, then the tables of the gates' pages (docs/gates/) in Markdown.
 """
@@ -93,7 +94,8 @@ def simulate_scores(
     q = rng.normal(0.0, scale["question_sd"], size=questions)
     names = ["target", *(f"b{i}" for i in range(baselines))]
     offsets = rng.normal(0.0, tau, size=len(names))
-    offsets[0] += shift
+    # the target as good as the baselines' mean, the reference the default compares with
+    offsets[0] = offsets[1:].mean() + shift if baselines else offsets[0] + shift
     scores = {
         name: {
             f"q{i}": float(scale["mean"] + q[i] + offsets[j] + rng.normal(0.0, scale["noise_sd"]))
@@ -102,28 +104,6 @@ def simulate_scores(
         for j, name in enumerate(names)
     }
     return scores, names[1:]
-
-
-def equivalence_cell(
-    rng: np.random.Generator,
-    runs: int,
-    *,
-    method: str,
-    scale: dict[str, float],
-    baselines: int,
-    questions: int,
-    tau: float,
-    shift: float,
-    options: dict[str, Any],
-) -> float:
-    passed = 0
-    for _ in range(runs):
-        scores, names = simulate_scores(
-            rng, baselines=baselines, questions=questions, tau=tau, shift=shift, scale=scale
-        )
-        result = evaluate_equivalence(scores, target="target", baselines=names, method=method, **options)
-        passed += result.passed
-    return passed / runs
 
 
 def impact_cell(
@@ -377,58 +357,6 @@ def preference_table(runs: int, seed: int) -> list[dict[str, Any]]:
 
 def se(p: float, runs: int) -> float:
     return math.sqrt(max(p * (1 - p), 1.0 / runs) / runs)
-
-
-def equivalence_table(runs: int, seed: int) -> list[dict[str, Any]]:
-    rows = []
-    rng = np.random.default_rng(seed)
-    settings = [
-        ("default (paired)", {}),
-        ("paper: welch, k 2.81, no floor", {"test": "welch", "k": 2.81, "min_margin": 0}),
-    ]
-    for method, scale in (("judge", JUDGE), ("embedding", EMBEDDING)):
-        for label, options in settings:
-            for baselines, questions in ((3, 50), (5, 100)):
-                for tau in (0.0, 0.2 * scale["question_sd"]):
-                    t0 = time.perf_counter()
-                    like = equivalence_cell(
-                        rng,
-                        runs,
-                        method=method,
-                        scale=scale,
-                        baselines=baselines,
-                        questions=questions,
-                        tau=tau,
-                        shift=0.0,
-                        options=options,
-                    )
-                    shifted = equivalence_cell(
-                        rng,
-                        runs,
-                        method=method,
-                        scale=scale,
-                        baselines=baselines,
-                        questions=questions,
-                        tau=tau,
-                        shift=scale["shift"],
-                        options=options,
-                    )
-                    rows.append(
-                        {
-                            "gate": "bias_equivalent",
-                            "method": method,
-                            "setting": label,
-                            "baselines": baselines,
-                            "questions": questions,
-                            "tau": tau,
-                            "false_alarm": 1 - like,
-                            "power": 1 - shifted,
-                            "runs": runs,
-                            "seconds": time.perf_counter() - t0,
-                        }
-                    )
-                    print(format_row(rows[-1]), flush=True)
-    return rows
 
 
 #: a shift of one judge point, and its equivalent on the embedding scale (the same share of the
@@ -698,6 +626,7 @@ def main() -> int:
         "--gate",
         choices=(
             "equivalent",
+            "shapes",
             "release",
             "impact",
             "index",
@@ -711,8 +640,19 @@ def main() -> int:
     )
     parser.add_argument("--impact-runs", type=int, help="runs a cell of the impact-ratio table (default: runs / 2)")
     parser.add_argument("--only-default", action="store_true", help="the impact-ratio table's default setting only")
+    parser.add_argument(
+        "--spread-table",
+        action="store_true",
+        help="only the share of runs failing a target at the baselines' mean plus 0-5 judge points, by their spread",
+    )
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
+    import equivalence_validity
+
+    if options.spread_table:
+        print()
+        print(equivalence_validity.markdown(equivalence_validity.spread_table(options.runs, options.seed)))
+        return 0
     gates = options.gate or [
         "equivalent",
         "release",
@@ -725,8 +665,11 @@ def main() -> int:
         "judge-noise",
     ]
     rows: list[dict[str, Any]] = []
+    equivalent = []
     if "equivalent" in gates:
-        rows += equivalence_table(options.runs, options.seed)
+        equivalent += equivalence_validity.table(options.runs, options.seed)
+    if "shapes" in gates:
+        equivalent += equivalence_validity.shapes_table(options.runs, options.seed)
     if "release" in gates:
         rows += release_table(options.runs, options.seed)
     if "impact" in gates:
@@ -753,7 +696,13 @@ def main() -> int:
 
         noise = judge_noise.table(options.runs, options.seed)
     if options.json:
-        options.json.write_text(json.dumps(rows + extra + paired + noise, indent=2))
+        plain = [
+            {**r, "cell": r["cell"]._asdict(), "fails": {str(k): v for k, v in r["fails"].items()}} for r in equivalent
+        ]
+        options.json.write_text(json.dumps(plain + rows + extra + paired + noise, indent=2))
+    if equivalent:
+        print()
+        print(equivalence_validity.markdown(equivalent))
     print()
     print(markdown(rows))
     if extra:
