@@ -243,12 +243,12 @@ OPTIONS: tuple[Option, ...] = (
         kind="posint",
         help="the most samples of each item a comparison gate may ask: one whose verdict is underpowered asks one "
         "more sample of every item (seed + i) and decides again, until it is decisive or has this many "
-        "(1: never ask more than its samples)",
+        "(default 5; 1: never ask more than its samples)",
         flag="--llmbias-max-samples",
         env="LLMBIAS_MAX_SAMPLES",
         ini="llmbias_max_samples",
         metavar="N",
-        default=1,
+        default=5,
     ),
     Option(
         name="spending",

@@ -155,7 +155,8 @@ class CollectionSettings:
     ``plan``: plan and stop, calling nothing. ``looks`` and ``spending``: the group-sequential
     design of every gate whose marker sets none (1: ask everything, then decide). ``max_samples``:
     the most samples of each item an underpowered comparison may ask (see
-    :mod:`pytest_llmbias.gates.extension`; 1: none beyond its own). ``fingerprint``: ask each model
+    :mod:`pytest_llmbias.gates.extension`; 5 by default, chosen in ``benchmarks/sampling_budget.py``;
+    1: none beyond its own). ``fingerprint``: ask each model
     a few fixed probes first and serve no answer of a predecessor (see
     :mod:`pytest_llmbias.store.fingerprints`); ``no_fingerprint`` (the command line's way) turns it off."""
 
@@ -170,7 +171,7 @@ class CollectionSettings:
     plan: bool = False
     looks: int = 1
     spending: str = "obrien-fleming"
-    max_samples: int = 1
+    max_samples: int = 5
     fingerprint: bool = True
     no_fingerprint: bool = False
 
