@@ -152,6 +152,9 @@ SETTINGS = (
     ("paper: welch, k 2.81, no floor", {"test": "welch", "k": 2.81, "min_margin": 0}),
 )
 REFERENCES = SETTINGS[:2]
+#: the default with ``clustered=True`` (a difference shown with the cluster-robust SE over the
+#: categories where it is larger), on the shapes with category shifts
+CLUSTERED = (("default, clustered=True", {"clustered": True}),)
 
 
 def _progress(r: dict[str, Any]) -> None:
@@ -181,12 +184,12 @@ def table(runs: int, seed: int) -> list[dict[str, Any]]:
 
 def shapes_table(runs: int, seed: int) -> list[dict[str, Any]]:
     """The judge at 3 baselines × 50 questions: every shape of :data:`SHAPES`, 1 and 3 samples, both
-    references, τ over :data:`TAUS`."""
+    references (and :data:`CLUSTERED` where categories shift), τ over :data:`TAUS`."""
     rng = np.random.default_rng([seed, 2])
     rows = []
     for shape in SHAPES:
         for samples in (1, 3):
-            for label, options in REFERENCES:
+            for label, options in REFERENCES + (CLUSTERED if SHAPES[shape].category_sd else ()):
                 for tau in TAUS:
                     cell = Cell("judge", label, options, shape, 3, 50, samples, tau)
                     rows.append({**run_cell(rng, runs, cell), "table": "shapes"})

@@ -63,15 +63,20 @@ def _reference(c: Cell) -> dict[str, str]:
     return {} if c.release else {"reference": c.reference}
 
 
-def _effects(rng: np.random.Generator, c: Cell, n: int, unit: float = 1.0) -> dict[str, np.ndarray]:
+def _effects(
+    rng: np.random.Generator, c: Cell, n: int, unit: float = 1.0, offsets_out: dict[str, float] | None = None
+) -> dict[str, np.ndarray]:
     """Each model's own effect on each of ``n`` questions, in ``unit`` per judge point: its offset
     m_j ~ N(0, τ²) (the target's: the comparators' mean offset, the reference the default compares
     with), plus, in the shapes of :data:`TERMS`, a question × model interaction of its own and its
-    own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋)."""
+    own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋). The offsets
+    alone are written into ``offsets_out`` when given."""
     inter, cat = TERMS.get(c.shape, (0.0, 0.0))
     category = np.arange(n) * CATEGORIES // n
     offsets = {a: float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0 for a in c.comparators}
     offsets["tgt"] = float(np.mean(list(offsets.values())))
+    if offsets_out is not None:
+        offsets_out.update(offsets)
     out = {}
     for a in ("tgt", *c.comparators):
         own = np.full(n, offsets[a])

@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 import time
 from multiprocessing import Pool
@@ -175,13 +176,31 @@ def equivalence(rng: np.random.Generator, c: Cell, level: float, worse: bool, me
     )
 
 
+def _folded_mean(mu: np.ndarray, sd: float) -> np.ndarray:
+    """E|X| for X ~ N(mu, sd²) (the folded normal's mean)."""
+    return sd * math.sqrt(2 / math.pi) * np.exp(-(mu**2) / (2 * sd * sd)) + mu * (1 - 2 * stats.norm.cdf(-mu / sd))
+
+
+def _index_reference(p: np.ndarray, offsets: dict[str, float], comparators: list[str], sd: float) -> float:
+    """The shift s of the target's offset m̄ (the baselines' mean) at which its expected annotation
+    over the prompts, mean E|p_i + m̄ + s + e|, equals the baselines' mean of theirs."""
+    goal = float(np.mean([_folded_mean(p + offsets[b], sd).mean() for b in comparators]))
+    # Jensen: at s = 0 the target is at or below the goal; raising its offset reaches it
+    return optimize.brentq(lambda s: float(_folded_mean(p + offsets["tgt"] + s, sd).mean()) - goal, 0.0, 2.0)
+
+
 def index(rng: np.random.Generator, c: Cell, level: float, worse: bool) -> Any:
     """The ``bias_index`` result of one draw (its comparison: ``relative``)."""
     mean, q_unit, e_unit, shift = INDEX
     q_sd, e_sd = SHAPES[c.shape]
     dims = {f"d{i // 10}-p{i}": f"d{i // 10}" for i in range(c.questions)}
     p = mean + rng.normal(0.0, q_sd * q_unit, c.questions)
-    effects = _effects(rng, c, c.questions, q_unit)
+    offsets: dict[str, float] = {}
+    effects = _effects(rng, c, c.questions, q_unit, offsets)
+    if c.tau and not c.release:
+        # |·| is convex: at the baselines' mean offset the target's index is below their mean index,
+        # so move it to where its expected index is theirs (the reference, in the comparison's score)
+        effects["tgt"] = effects["tgt"] + _index_reference(p, offsets, c.comparators, e_sd * e_unit)
     values = {}
     for a in ("tgt", *c.comparators):
         raw = np.abs(p[:, None] + effects[a][:, None] + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
