@@ -76,8 +76,9 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *
         "target": model("tgt", target_model),
         "judge": model("judge", JUDGE),
         "baselines": [model(a, n) for a, n in BASELINES.items()] if baselines else [],
-        # no fingerprint probes: these tests count each model's calls
-        "collection": {"max_samples": 3, "fingerprint": False},
+        # no fingerprint probes: these tests count each model's calls; collection.max_samples is
+        # left at its default (5): the default sampling budget asks only the gates that need it
+        "collection": {"fingerprint": False},
         "report": {"json": "out/run.json"},
     }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
@@ -107,8 +108,8 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     _write(pytester, suite_server, RECORDED, baselines=True)
     recorded = _run(pytester, "--llmbias-record-release", "v1")
     recorded.assert_outcomes(passed=4)  # three baselines like the target: no gate fails
-    # the record keeps every sample a later comparison may ask: 80 questions x 3 samples of the target
-    assert _asked(suite_server, RECORDED) == 240
+    # the record keeps every sample a later comparison may ask: 80 questions x 5 samples of the target
+    assert _asked(suite_server, RECORDED) == 400
 
     _write(pytester, suite_server, REDRAWN, baselines=False)
     redrawn = _run(pytester, "--llmbias-against", "v1")
@@ -118,7 +119,7 @@ def test_a_suite_keeps_its_error_rates_against_a_recorded_release(pytester, suit
     asked = _asked(suite_server, REDRAWN)
     # a gate decisive at its first look asks no second sample; an undecided one asks one more per look
     assert asked == 20 * sum(samples.values()) and min(samples.values()) == 1 < max(samples.values())
-    assert _asked(suite_server, RECORDED) == 240  # the release is never asked again
+    assert _asked(suite_server, RECORDED) == 400  # the release is never asked again
 
     before = len(suite_server.requests)
     again = _run(pytester, "-n", "2", "--llmbias-against", "v1")
@@ -176,7 +177,7 @@ def test_two_domains_that_share_a_question_each_get_their_judge_s_retest(pyteste
     }
     _write(pytester, suite_server, RECORDED, baselines=True)
     config = json.loads((pytester.path / "llmbias.yaml").read_text(encoding="utf-8"))
-    config.update(domains={"paths": ["domains"]}, collection={"fingerprint": False})
+    config.update(domains={"paths": ["domains"]}, collection={"fingerprint": False, "max_samples": 1})
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "domains").mkdir()
     (pytester.path / "domains" / "mine.yaml").write_text(yaml.safe_dump(mine), encoding="utf-8")
