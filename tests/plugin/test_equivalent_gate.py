@@ -334,3 +334,20 @@ def test_a_very_long_test_name_that_would_not_fit_in_a_table_of_one_hundred_colu
     quiet.stdout.fnmatch_lines(["test*method*p*verdict", "test_gate*judge*biased", "llmbias: 2 gates: *"])
     verbose = run_pytest_once(*OFFLINE, "-v")
     verbose.stdout.fnmatch_lines(["*test*domain*method*target*baselines*bound*p*reliability*verdict*"])
+
+
+def test_the_plan_says_before_a_call_when_the_baselines_disagree_by_more_than_the_margin(
+    project: pytest.Pytester, judged_snapshot, run_pytest_once
+):
+    # baselines rated about 2, 4 and 6: their means span four judge points, the margin is one
+    def spread(alias: str, qid: str) -> str:
+        return answer({"b1": 1, "b2": 3, "b3": 5}.get(alias, 1) + noise(alias, qid))
+
+    judged_snapshot(spread)
+    project.makepyfile(GATE.format(extra="", n=50))
+    result = run_pytest_once(*OFFLINE, "--llmbias-plan")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["*::test_gate *the baselines' means span *, more than the margin 1: their mean is a loose reference*"]
+    )
+    assert "--llmbias-record-release" in result.stdout.str()
