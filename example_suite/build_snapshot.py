@@ -30,6 +30,7 @@ from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains import load_domain
 from pytest_llmbias.gates.judging import judge_call_plan
 from pytest_llmbias.scoring.judge_calls import JudgeItem
+from pytest_llmbias.scoring.option_logprobs import choice_call
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot
 
@@ -107,7 +108,7 @@ def binary_answers(data: dict, settings, domain, labels: dict) -> list[Response]
                 )
                 for prompt, texts, phase in phases:
                     for r, answer in enumerate(texts):
-                        call = ModelCall.build(spec, prompt, settings.generation, sample=r)
+                        call = choice_call(spec, prompt, settings.generation, sample=r)
                         out.append(Response(call=call, text=answer, finish_reason="stop", source="illustrative"))
                         label = f"{question.id}@{code}" + (f" (opposing {phase})" if phase else "")
                         labels[call.key] = {"alias": spec.alias, "domain": domain.name, "question": label}
@@ -208,7 +209,7 @@ def bbq_answers(data: dict, settings, labels: dict, root: Path = HERE) -> list[R
             share = slips[item["category"]] if isinstance(slips, dict) else slips
             if item["context_condition"] == "ambig" and _draw(spec.alias, item_key("bbq", item)) % 1000 < 1000 * share:
                 choice = min(biased_options(item))
-            call = ModelCall.build(spec, bbq_prompt(item), settings.generation)
+            call = choice_call(spec, bbq_prompt(item), settings.generation)
             out.append(Response(call=call, text=f"{LETTERS[choice]}.", finish_reason="stop", source="illustrative"))
             labels[call.key] = {"alias": spec.alias, "domain": "bbq", "question": item_key("bbq", item)}
     return out

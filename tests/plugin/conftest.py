@@ -276,6 +276,7 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
     (``stated``: None in the initial phase, else the opinion the opposing prompt states, the
     contrary of the model's initial lean). Returns the snapshot's path."""
     from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES
+    from pytest_llmbias.scoring.option_logprobs import choice_call
     from pytest_llmbias.stats.binary_choice import VALUE, bias, opposing_answer
 
     def make(
@@ -294,15 +295,14 @@ def choices_project(pytester: pytest.Pytester) -> Callable[..., Path]:
                     texts = [answer(spec.alias, q.id, code, r, None) for r in range(rounds)]
                     responses += [
                         Response(
-                            call=ModelCall.build(spec, lang.prompt(q.text_in(code)), settings.generation, sample=r),
-                            text=t,
+                            call=choice_call(spec, lang.prompt(q.text_in(code)), settings.generation, sample=r), text=t
                         )
                         for r, t in enumerate(texts)
                     ]
                     stated = opposing_answer(bias([VALUE[lang.parse(t)] for t in texts]))
                     responses += [
                         Response(
-                            call=ModelCall.build(
+                            call=choice_call(
                                 spec, lang.opposing_prompt(q.text_in(code), stated), settings.generation, sample=r
                             ),
                             text=answer(spec.alias, q.id, code, r, stated),

@@ -13,8 +13,9 @@ import pytest
 
 from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.scoring.bbq_answers import LETTERS, bbq_prompt
+from pytest_llmbias.scoring.option_logprobs import choice_call
 from pytest_llmbias.stats.bbq import UNKNOWN_OPTIONS, biased_options
-from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.calls import Response
 from pytest_llmbias.store.snapshot import write_snapshot
 from tests.plugin._data import ROSTER
 
@@ -86,7 +87,7 @@ def bbq_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         pytester.makefile(".yaml", llmbias=roster + f"domains:\n  bbq: {data}\n" + extra)
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
         responses = [
-            Response(call=ModelCall.build(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
+            Response(call=choice_call(spec, bbq_prompt(item), settings.generation), text=answer(spec.alias, item))
             for spec in settings.roster
             for item in (answered if answered is not None else ITEMS if items is None else items)
         ]
@@ -244,7 +245,7 @@ def discrim_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         pytester.makefile(".yaml", llmbias=ROSTER + "domains:\n  discrim_eval: {path: discrim, limit: null}\n")
         settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
         responses = [
-            Response(call=ModelCall.build(spec, discrim_prompt(r), settings.generation), text=answer(spec.alias, r))
+            Response(call=choice_call(spec, discrim_prompt(r), settings.generation), text=answer(spec.alias, r))
             for spec in settings.roster
             for r in records
         ]

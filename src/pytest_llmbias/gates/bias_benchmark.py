@@ -35,7 +35,7 @@ from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_benchmark_groups import discrim_verdict
-from pytest_llmbias.gates.bias_benchmark_reading import _harness, _prompter, _reader
+from pytest_llmbias.gates.bias_benchmark_reading import _harness, _prompter, _reader, read_by
 from pytest_llmbias.gates.bias_benchmark_result import MARKER, TITLES, BenchmarkResult
 from pytest_llmbias.gates.bias_benchmark_scores import (
     METRICS,
@@ -146,6 +146,7 @@ def evaluate_benchmark(
         convention=spec.convention,
         alpha=spec.level,
         unread=unread,
+        read_by={a: read_by({key(i): answers[a].get(key(i), ()) for i in asked}) for a in aliases},
         samples=max((len(v) for v in answers[target].values()), default=1),
         unread_examples=tuple(
             f"{target}: {' '.join(t.split())[:160]!r}" for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]
@@ -286,7 +287,7 @@ class BiasBenchmarkGate(SpecGate):
         self, spec: BiasBenchmarkSpec, session: GateSession
     ) -> tuple[BenchmarkItems, list[Mapping[str, Any]], list[tuple[str, str, Any]]]:
         from pytest_llmbias.planning.request import select_models
-        from pytest_llmbias.store.calls import ModelCall
+        from pytest_llmbias.scoring.option_logprobs import choice_call
 
         loaded, items = self._items(spec, session)
         prompt = _prompter(spec.domain)
@@ -297,11 +298,7 @@ class BiasBenchmarkGate(SpecGate):
                 text = prompt(item)
                 for r in range(samples):
                     calls.append(
-                        (
-                            model.alias,
-                            loaded.key(item),
-                            ModelCall.build(model, text, session.settings.generation, sample=r),
-                        )
+                        (model.alias, loaded.key(item), choice_call(model, text, session.settings.generation, sample=r))
                     )
         return loaded, items, calls
 
@@ -322,7 +319,7 @@ class BiasBenchmarkGate(SpecGate):
         follow = NextBatch(
             lambda answers: self._look(spec, session, loaded, items, answers),
             planned,
-            lambda label, text: read(text, by_key[label]),
+            lambda label, response: read(response, by_key[label]),
         )
         session.plan_calls([dataclasses.replace(p, then=(follow,)) for _, _, p in planned[0]])
 
@@ -396,11 +393,10 @@ class BiasBenchmarkGate(SpecGate):
         for part in parts:
             found = session.read_calls(part, f"answer(s) to {TITLES[spec.domain]} items")
             for alias, label, call in part:
-                text = found[call.key].text
-                reading = reader(text, by_key[label])
+                reading = reader(found[call.key], by_key[label])
                 answers.setdefault(alias, {}).setdefault(label, []).append(reading)
                 if reading is None:
-                    texts.setdefault(alias, []).append(text)
+                    texts.setdefault(alias, []).append(found[call.key].text)
             if spec.looks > 1:
                 result, _ = self._look(spec, session, loaded, items, answers, texts)
                 if result is not None:

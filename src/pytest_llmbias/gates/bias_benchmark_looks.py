@@ -154,11 +154,11 @@ class NextBatch:
         self,
         look: Callable[[Mapping[str, Mapping[str, Sequence[Any]]]], tuple[Any, int]],
         calls: Sequence[Sequence[tuple[str, str, PlannedCall]]],
-        read: Callable[[str, str], Any],
+        read: Callable[[str, Response], Any],
     ) -> None:
         self.look = look
         self.calls = calls
-        self.read = read  # (item key, answer text) -> the reading
+        self.read = read  # (item key, response) -> the reading
         self._batch = {p.call.key: k for k, part in enumerate(calls) for _, _, p in part}
         self._answers: dict[str, dict[str, dict[int, Any]]] = {}
         self._pending = [len(part) for part in calls]
@@ -170,7 +170,7 @@ class NextBatch:
             return []
         per = self._answers.setdefault(planned.alias, {}).setdefault(planned.question or "", {})
         if planned.call.sample not in per:
-            per[planned.call.sample] = self.read(planned.question or "", response.text)
+            per[planned.call.sample] = self.read(planned.question or "", response)
             self._pending[k] -= 1
         if self._pending[k] or k + 1 >= len(self.calls) or k + 1 in self._asked:
             return []

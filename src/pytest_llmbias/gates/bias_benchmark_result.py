@@ -52,6 +52,9 @@ class BenchmarkResult(GateResultBase):
     bound: Mapping[str, Any] | None = None
     harness: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     unread: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: alias -> how many readable answers were read by their options' probabilities (``logprobs``)
+    #: and by their sampled ``answer``
+    read_by: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     unread_examples: tuple[str, ...] = ()
     dropped: int = 0
     #: discrim-eval: per group, its ``verdict``, ``value`` (the target's difference from its
@@ -119,6 +122,7 @@ class BenchmarkResult(GateResultBase):
             "per_category": {c: dict(v) for c, v in self.per_category.items()},
             "harness": {a: dict(v) for a, v in self.harness.items()},
             "unread": {a: list(v) for a, v in self.unread.items()},
+            "read": {a: dict(v) for a, v in self.read_by.items()},
             "unread_examples": list(self.unread_examples),
             "dropped": self.dropped,
             "groups": {g: dict(v) for g, v in self.groups.items()},
@@ -233,6 +237,12 @@ class BenchmarkResult(GateResultBase):
                 mid = v.get("difference", v.get("value"))
                 interval = "" if v.get("low") is None else f" [{fmt_number(v['low'])}, {fmt_number(v['high'])}]"
                 lines.append(f"    {cat:<28}{fmt_number(mid):>10}{interval}   n {v['n']}")
+        if any(r.get("logprobs") for r in self.read_by.values()):
+            what = "P(yes)" if self.dataset == "discrim_eval" else "the options' probabilities"
+            lines.append(
+                f"  answers read by {what} from logprobs / by the sampled answer: "
+                + ", ".join(f"{a} {r.get('logprobs', 0)} / {r.get('answer', 0)}" for a, r in self.read_by.items())
+            )
         unread = {a: u for a, u in self.unread.items() if u[0]}
         if unread:
             lines.append(

@@ -37,7 +37,7 @@ from pytest_llmbias.errors import ConfigError, StatisticsError
 from pytest_llmbias.gates.base import SpecGate
 from pytest_llmbias.gates.bias_stance_calls import OpposingPhase, StanceAsker
 from pytest_llmbias.gates.bias_stance_checks import _agreement, _consistency, _sycophancy
-from pytest_llmbias.gates.bias_stance_reading import read_answer, screen
+from pytest_llmbias.gates.bias_stance_reading import ChanceTable, read_answer, read_chance, screen
 from pytest_llmbias.gates.bias_stance_result import MARKER, StanceResult, moved_stances
 from pytest_llmbias.gates.bias_stance_spec import BiasStanceSpec, Kinds
 from pytest_llmbias.gates.comparison_options import designed_spec
@@ -66,6 +66,8 @@ def evaluate_stance(
     answers: Mapping[tuple[str, str, str], Sequence[str]] | None = None,
     strict: bool = False,
     settings: Any = None,
+    chances: ChanceTable | None = None,
+    opposing_chances: ChanceTable | None = None,
     **options: Any,
 ) -> StanceResult:
     """The ``bias_stance`` verdict on parsed answers (the marker calls this too).
@@ -108,7 +110,9 @@ def evaluate_stance(
         raise StatisticsError(f"{marker}: gate='sycophancy' needs the opposing phase's answers")
     max_unparsed = markers.share(marker, "max_unparsed", max_unparsed)
     limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
-    screened = screen(kinds, opposing, aliases, limit=limit, texts=texts)
+    screened = screen(
+        kinds, opposing, aliases, limit=limit, texts=texts, chances=chances, opposing_chances=opposing_chances
+    )
     reading: dict[str, Any] = dict(
         unread=screened.unread,
         answers=screened.answers,
@@ -133,9 +137,15 @@ def evaluate_stance(
             **reading,
         )
     kinds, opposing = screened.kinds, screened.opposing
+    ps, opposing_ps = screened.chances or {}, screened.opposing_chances or {}
     table = {
         a: {
-            lang: stances(kinds[a][lang], None if opposing is None else opposing.get(a, {}).get(lang))
+            lang: stances(
+                kinds[a][lang],
+                None if opposing is None else opposing.get(a, {}).get(lang),
+                ps.get(a, {}).get(lang),
+                opposing_ps.get(a, {}).get(lang),
+            )
             for lang in languages
         }
         for a in aliases
@@ -260,22 +270,34 @@ class BiasStanceGate(SpecGate):
             [(c.alias, c.label, c.call) for c in cells], f"answer(s) for domain {asker.domain.name!r}"
         )
         kinds: dict[str, dict[str, dict[str, list[str]]]] = {}
+        chances: dict[str, dict[str, dict[str, list[float | None]]]] = {}
         texts: dict[tuple[str, str, str], list[str]] = {}
         odd: dict[str, list[tuple[int, str, str]]] = {}  # answers giving no yes or no, with their round
 
-        def read(c: Any, text: str, table: dict[str, dict[str, dict[str, list[str]]]]) -> None:
-            kind = read_answer(asker.languages[c.language], text, spec.explainers)
+        def read(
+            c: Any,
+            response: Any,
+            table: dict[str, dict[str, dict[str, list[str]]]],
+            ps: dict[str, dict[str, dict[str, list[float | None]]]],
+        ) -> None:
+            text = response.text
+            language = asker.languages[c.language]
+            kind = read_answer(language, text, spec.explainers)
+            chance = read_chance(language, text, kind, response).probabilities
             table.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(kind)
+            ps.setdefault(c.alias, {}).setdefault(c.language, {}).setdefault(c.question, []).append(
+                None if chance is None else chance["yes"]
+            )
             if kind not in ("yes", "no"):
                 odd.setdefault(c.alias, []).append(
                     (c.round if c.opposing is None else spec.rounds + c.round, kind, text)
                 )
 
         for c in cells:
-            text = initial[c.call.key].text
-            read(c, text, kinds)
-            texts.setdefault((c.alias, c.question, c.language), []).append(text)
+            read(c, initial[c.call.key], kinds, chances)
+            texts.setdefault((c.alias, c.question, c.language), []).append(initial[c.call.key].text)
         opposing: dict[str, dict[str, dict[str, list[str]]]] | None = None
+        opposing_chances: dict[str, dict[str, dict[str, list[float | None]]]] = {}
         if spec.asks_opposing:
             models = {m.alias: m for m in asker.models}
             questions = {q.id: q for q in asker.questions}
@@ -288,7 +310,7 @@ class BiasStanceGate(SpecGate):
             )
             opposing = {}
             for c in opp_cells:
-                read(c, found[c.call.key].text, opposing)
+                read(c, found[c.call.key], opposing, opposing_chances)
         examples = {a: [(kind, text) for _, kind, text in sorted(rows, key=lambda r: r[0])] for a, rows in odd.items()}
         limit = spec.max_unparsed if spec.max_unparsed is not None else session.settings.collection.max_unparsed
         target = session.settings.target.alias  # type: ignore[union-attr]
@@ -305,6 +327,8 @@ class BiasStanceGate(SpecGate):
             answers=texts,
             strict=session.settings.suite.strict,
             settings=session.settings,
+            chances=chances,
+            opposing_chances=opposing_chances if opposing is not None else None,
         )
 
 

@@ -11,6 +11,7 @@ from pytest_llmbias.errors import ConfigError
 from pytest_llmbias.gates.bias_stance_reading import read_answer
 from pytest_llmbias.gates.bias_stance_result import MARKER
 from pytest_llmbias.planning.collector import ExpectedCall, PlannedCall
+from pytest_llmbias.scoring.option_logprobs import choice_call
 from pytest_llmbias.stats.binary_choice import opposing_answer
 from pytest_llmbias.store.calls import ModelCall, Response
 
@@ -104,7 +105,7 @@ class StanceAsker:
         language = self.languages[lang]
         text = q.text_in(lang)
         prompt = language.prompt(text) if opposing is None else language.opposing_prompt(text, opposing)
-        call = ModelCall.build(model, prompt, self.settings.generation, sample=r)
+        call = choice_call(model, prompt, self.settings.generation, sample=r)
         return StanceCell(model.alias, q.id, lang, r, call, opposing)
 
     def initial(self) -> Iterable[StanceCell]:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_llmbias.choices import ExplainerReading
 from pytest_llmbias.config.settings import GIVE_UP_AFTER
 from pytest_llmbias.domains.languages import Language
 from pytest_llmbias.gates.result import quote
+from pytest_llmbias.scoring.option_logprobs import OptionReading
 from pytest_llmbias.stats.binary_choice import EXPLAINER, NO, UNREAD, YES
 
 ZERO, SIDE = ExplainerReading.ZERO, ExplainerReading.SIDE
@@ -32,6 +34,8 @@ EXAMPLES = 3
 
 #: alias -> language -> question id -> the kind of each round's answer
 KindTable = Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]
+#: alias -> language -> question id -> each round's P(yes) where it was read by probability, else None
+ChanceTable = Mapping[str, Mapping[str, Mapping[str, Sequence[float | None]]]]
 
 
 def read_answer(language: Language, text: str, explainers: str = ZERO) -> str:
@@ -41,6 +45,22 @@ def read_answer(language: Language, text: str, explainers: str = ZERO) -> str:
     if explainers == SIDE and kind == EXPLAINER:
         return language.side(text) or UNREAD
     return kind
+
+
+def read_chance(language: Language, text: str, kind: str, response: Any = None) -> OptionReading:
+    """How one answer of ``kind`` (:func:`read_answer`) is read: by P(yes) = p(yes) / (p(yes) +
+    p(no)) at its first token where ``response`` (the stored one) holds its alternatives and the
+    answer takes a side that its opening word states (a yes or a no, or under ``explainers="side"``
+    an explainer opening with its side), else by its sampled kind; the rules are
+    :mod:`pytest_llmbias.scoring.option_logprobs`'s, the tokens read as the language's yes and no
+    words. An explainer read as 0 or a neutral answer is never read by probability."""
+    from pytest_llmbias.scoring.option_logprobs import read_options
+
+    def side(token: str) -> str | None:
+        word = language.parse(token)
+        return word if word in (YES, NO) else None
+
+    return read_options(response, text, kind if kind in (YES, NO) else None, (YES, NO), side)
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,9 @@ class Screened:
     dropped: tuple[str, ...] = ()
     problem: str | None = None
     examples: tuple[str, ...] = field(default=())
+    #: ``chances`` and ``opposing_chances`` screened as the kinds are (None where not given)
+    chances: dict[str, dict[str, dict[str, list[float | None]]]] | None = None
+    opposing_chances: dict[str, dict[str, dict[str, list[float | None]]]] | None = None
 
 
 def _count(table: KindTable | None, alias: str, kind: str | None = None) -> int:
@@ -72,10 +95,14 @@ def screen(
     *,
     limit: float,
     texts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    chances: ChanceTable | None = None,
+    opposing_chances: ChanceTable | None = None,
 ) -> Screened:
     """Apply the house rules (module docstring) to the answers of ``aliases``. ``texts[alias]``:
     the (kind, raw text) of each answer that gives no yes or no, in the order asked (first rounds
-    first), for the examples a report shows."""
+    first), for the examples a report shows. ``chances`` and ``opposing_chances`` (each answer's
+    P(yes) where it was read by probability, aligned with the kinds) lose the same answers and
+    questions as the kinds."""
     texts = texts or {}
     unread = {a: _count(kinds, a, UNREAD) + _count(opposing, a, UNREAD) for a in aliases}
     answers = {a: _count(kinds, a) + _count(opposing, a) for a in aliases}
@@ -127,9 +154,33 @@ def screen(
             if a in table
         }
 
+    def aligned(
+        table: KindTable | None, ps: ChanceTable | None
+    ) -> dict[str, dict[str, dict[str, list[float | None]]]] | None:
+        if table is None or ps is None:
+            return None
+        out: dict[str, dict[str, dict[str, list[float | None]]]] = {}
+        for a in aliases:
+            for lang, per_q in table.get(a, {}).items():
+                for q, ks in per_q.items():
+                    if (lang, q) not in keep:
+                        continue
+                    given = list(ps.get(a, {}).get(lang, {}).get(q) or [None] * len(ks))
+                    kept = [p for k, p in zip(ks, given, strict=True) if k != UNREAD]
+                    out.setdefault(a, {}).setdefault(lang, {})[q] = kept
+        return out
+
     shown = tuple(quote(a, t) for a in aliases for k, t in texts.get(a, ()) if k == UNREAD)[:EXAMPLES]
     labels = tuple(f"{q}@{lang}" for lang, q in dropped)
     problem = None if keep else "no question keeps two readable answers of every model"
     return Screened(
-        clean(kinds), None if opposing is None else clean(opposing), unread, answers, labels, problem, shown
+        clean(kinds),
+        None if opposing is None else clean(opposing),
+        unread,
+        answers,
+        labels,
+        problem,
+        shown,
+        aligned(kinds, chances),
+        aligned(opposing, opposing_chances),
     )

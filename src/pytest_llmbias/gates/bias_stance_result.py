@@ -74,6 +74,19 @@ class StanceResult(GateResultBase):
             for a, by_lang in self.stances.items()
         }
 
+    def read_by(self) -> dict[str, dict[str, int]]:
+        """alias -> how many of the answers the verdict uses were read by their options'
+        probabilities (``logprobs``) and by their sampled ``answer`` (both phases; see
+        :mod:`pytest_llmbias.scoring.option_logprobs`)."""
+        out: dict[str, dict[str, int]] = {}
+        for a, by_lang in self.stances.items():
+            tally = out.setdefault(a, {"logprobs": 0, "answer": 0})
+            for per_q in by_lang.values():
+                for s in per_q.values():
+                    for way, n in (s.read or {}).items():
+                        tally[way] = tally.get(way, 0) + n
+        return out
+
     def reliability(self) -> dict[str, Any]:
         out = {k: v for k, v in self.figures.items() if k in ("test", "designed_false_alarm", "false_alarm", "power")}
         if self.relative is not None:
@@ -138,6 +151,7 @@ class StanceResult(GateResultBase):
             "drivers": list(self.drivers),
             "relative": self.relative.to_dict() if self.relative is not None else None,
             "counts": self.counts(),
+            "read": self.read_by(),
             "explainers": str(self.explainers),
             "unread": dict(self.unread),
             "answers": dict(self.answers),
@@ -172,8 +186,15 @@ class StanceResult(GateResultBase):
         )
 
     def reading_lines(self) -> list[str]:
-        """How the answers were read: unread answers per model, dropped questions, examples."""
+        """How the answers were read: by probability or by the sampled answer (where any was read by
+        probability), unread answers per model, dropped questions, examples."""
         lines = []
+        read = self.read_by()
+        if any(r.get("logprobs") for r in read.values()):
+            lines.append(
+                "  answers read by P(yes) from logprobs / by the sampled answer: "
+                + ", ".join(f"{a} {r.get('logprobs', 0)} / {r.get('answer', 0)}" for a, r in read.items())
+            )
         if any(self.unread.values()) or self.dropped:
             lines.append(
                 "  answers that state no side (dropped): "

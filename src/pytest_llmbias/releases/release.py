@@ -116,6 +116,7 @@ class Release:
             recorded_as=t.get("alias"),
             version=t.get("version"),
             http=HttpApp.from_dict(t["http"]) if t.get("http") else None,
+            logprobs=t.get("logprobs"),
         )
 
     @classmethod

@@ -186,12 +186,16 @@ def asks_logprobs(judge: ModelSpec) -> bool:
     """Whether ``judge``'s ratings ask for log-probabilities: as its entry's ``logprobs`` says,
     else (auto) at an ``api_base`` (OpenAI-compatible servers: vLLM, llama.cpp, ``llmbias serve``)
     and on the providers of :data:`LOGPROB_PROVIDERS`, never for an application nor OpenAI's
-    reasoning models (which reject the parameter); litellm drops it where it knows a model lacks it."""
+    reasoning models (which reject the parameter); litellm drops it where it knows a model lacks it.
+    A recorded release's entry answers as its target's did, so its calls are the recorded ones."""
     if judge.logprobs is not None:
         return judge.logprobs
     if judge.is_app:
         return False
-    provider, _, name = judge.model.rpartition("/")
+    model = judge.model
+    if judge.recorded is not None and model.startswith("release:"):
+        model = model.split("/", 1)[-1]  # a recorded release's calls are its target's
+    provider, _, name = model.rpartition("/")
     if name.split("-")[0] in _REASONING or name.startswith("gpt-5"):
         return False
     if judge.api_base:
