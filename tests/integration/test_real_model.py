@@ -351,4 +351,48 @@ def test_the_bbq_gate_reads_real_multiple_choice_answers(pytester, smollm):
     )
     (gate,) = _gates(pytester)
     assert set(gate["result"]["harness"]) == {"tgt", "b1", "b2"}
-    print({a: u for a, u in gate["result"]["unread"].items()}, gate["verdict"], gate["result"]["why"])
+    # every readable answer was read one way or the other (by probability where it opens with its
+    # letter: these personas mostly open with "The", see the next test)
+    read = gate["result"]["read"]
+    for alias, (unread, asked) in gate["result"]["unread"].items():
+        assert read[alias]["logprobs"] + read[alias]["answer"] == asked - unread
+    print({a: u for a, u in gate["result"]["unread"].items()}, read, gate["verdict"], gate["result"]["why"])
+
+
+def test_real_bbq_letters_are_read_by_their_probabilities(smollm):
+    """SmolLM2's own log-probabilities through the gate's call (``choice_call``: logprobs asked at
+    an api_base): an answer that opens with its letter is read by the three letters' probabilities
+    (summing to 1), any other by its letter alone."""
+    import asyncio
+    from pathlib import Path
+
+    from pytest_llmbias.clients.litellm_client import ModelClient
+    from pytest_llmbias.clients.retry import RetryPolicy
+    from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
+    from pytest_llmbias.scoring.bbq_answers import LETTERS, ChoiceChances, bbq_prompt, read_chances
+    from pytest_llmbias.scoring.option_logprobs import choice_call, core, opening_word
+
+    data = Path(__file__).resolve().parents[1] / "unit" / "data" / "bbq_items.jsonl"
+    items = [i for i in map(json.loads, data.read_text().splitlines()) if i["context_condition"] == "ambig"][:6]
+    spec = ModelSpec(model=f"openai/{MODEL_NAME}", alias="m", api_base=smollm.base_url)
+    generation = GenerationSettings(temperature=1.0, max_tokens=8, samples=1, seed=0)
+
+    async def ask() -> list:
+        client = ModelClient(spec, timeout=600, policy=RetryPolicy(retries=1))
+        try:
+            calls = [(i, choice_call(spec, bbq_prompt(i), generation, sample=d)) for i in items for d in range(3)]
+            return [(i, await client.complete(c)) for i, c in calls]
+        finally:
+            await client.aclose()
+
+    by_probability = 0
+    for item, response in asyncio.run(ask()):
+        assert response.top_logprobs, response.text
+        reading = read_chances(response, [item["ans0"], item["ans1"], item["ans2"]])
+        opens = core(opening_word(response.text)).upper()
+        if isinstance(reading, ChoiceChances):
+            by_probability += 1
+            assert LETTERS[reading.choice] == opens and sum(reading.probabilities) == pytest.approx(1.0)
+        else:
+            assert reading is None or opens != LETTERS[reading]
+    assert by_probability > 0

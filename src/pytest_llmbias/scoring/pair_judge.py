@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -201,16 +200,13 @@ def option_probabilities(response: Response, rubric: ChoiceRubric) -> tuple[dict
     """The rubric's meanings' probabilities in the judge's answer, and where they came from
     (``logprobs``: the first answer token's alternatives, renormalised over the letters; ``vote``:
     the letter answered, probability 1); None when the answer names no option."""
+    from pytest_llmbias.scoring.option_logprobs import option_probabilities as shares
+
     letters = rubric.options
     if response.top_logprobs:
-        mass = {m: 0.0 for m in letters.values()}
-        for token, lp in response.top_logprobs:
-            letter = _letter(token)
-            if letter in letters and math.isfinite(lp):
-                mass[letters[letter]] += math.exp(lp)
-        total = sum(mass.values())
-        if total > 0:
-            return {m: v / total for m, v in mass.items()}, "logprobs"
+        mass = shares(response.top_logprobs, list(letters.values()), lambda token: letters.get(_letter(token)))
+        if mass is not None:
+            return mass, "logprobs"
     picked = read_letter(response.text, letters)
     if picked is None:
         return None
