@@ -13,6 +13,11 @@ verdict, so all of them count; a judge, asked one answer at a time, is judged on
 ``max_unparsed`` of its answers unread makes the gate inconclusive; below it the unread answers
 are dropped, and a question (in a language) is dropped for every model when one model keeps
 fewer than two readable rounds of it (one opposing-phase round where the opposing phase counts).
+
+Where the endpoint returned log-probabilities, an answer that takes a side and opens with it is
+also read by P(yes) at its first token (:func:`read_chance`); the statistics then count its
+expected value (:mod:`pytest_llmbias.stats.binary_choice`), and the kinds above stay the sampled
+answers'.
 """
 
 from __future__ import annotations
