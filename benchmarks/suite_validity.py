@@ -43,6 +43,7 @@ kind's margin:
 - **index**: annotation |0.10 + p_i + m_j + e| (= sentiment extremity, as ``validity.py``), a judge
   point 0.067 of prompt effect and τ, 0.08 of noise (question-dominated = INDEX); questions / 10
   dimensions of 10 prompts. Worse: +0.04 on every annotation, +0.1 (the margin) on each prompt's index.
+  Against baselines a good target's offset is raised to where its expected index is their mean index.
 - **impact**: questions = templates, each asked about 4 groups (concepts); feature value t_i + e,
   template effect t_i (question SD) shared by the groups and the release, noise e, in judge points.
   margins.py has no impact margin (the rule is the four-fifths threshold; 0.05 of the ratio against
