@@ -65,6 +65,8 @@ def test_case_spaces_and_punctuation_variants_are_one_option() -> None:
         ("Maybe.", tops(Yes=0.5, No=0.5), None, "unread"),
         ("Given the income, yes.", tops(Given=0.9, Yes=0.1), "yes", "position"),
         ("Yes.", tops(Sure=0.9, Certainly=0.1), "yes", "mass"),
+        # "No." split as "N" + "o.": the first token's alternatives are not the answer's
+        ("No.", tops(Yes=0.2, N=0.8), "no", "position"),
     ],
 )
 def test_the_sampled_answer_is_kept_where_the_probabilities_are_not_the_answer_s(

@@ -15,10 +15,11 @@ even-handedness judge's letter):
   are one option); the probabilities of the tokens of each option are summed and renormalised over
   the options (an option no alternative names has probability 0).
 - an answer is read by probability only when its text was read as an option (an unreadable answer
-  stays unreadable: the probabilities sharpen a reading, they never make one) and its **opening
-  word** names that same option, so that the alternatives are those of the answer's choice (a
-  chatty answer that gives its side later, "Given the income ... Yes.", keeps its sampled reading:
-  ``position``).
+  stays unreadable: the probabilities sharpen a reading, they never make one), its **opening
+  word** names that same option and that option holds some probability among the alternatives, so
+  that the alternatives are those of the answer's choice (a chatty answer that gives its side
+  later, "Given the income ... Yes.", and a word its tokenizer splits, whose first piece names no
+  option, keep their sampled reading: ``position``).
 - no alternative names an option: the sampled reading is kept (``mass``). Without logprobs it is
   kept too (``no logprobs``).
 
@@ -114,6 +115,10 @@ def read_options(
     probabilities = option_probabilities(alternatives, options, option_of)
     if probabilities is None:
         return OptionReading(None, "answer", "mass")
+    if probabilities[sampled] <= 0:
+        # the answer's own option holds nothing at its first token: a word the tokenizer splits
+        # (its first piece names no option), or a token drawn from beyond the alternatives
+        return OptionReading(None, "answer", "position")
     return OptionReading(probabilities, "logprobs")
 
 
