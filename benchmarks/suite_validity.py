@@ -87,8 +87,8 @@ groups; preference: × 5 articles × (2 written + 1 pick); discrim: × 45 people
 counted). A gate that raises (StatisticsError: too few agreed questions, no variance) counts as
 failed. The last table lists the cells above 5 % suite false alarm or below 80 % power where the
 plan says sized. Seeded per cell: the same command prints the same tables whatever ``--jobs``. The
-default (20 runs a cell, 104 cells at 50 questions) takes about 15 minutes on two cores; the
-documentation's 60 runs about 45 (``--taus``, ``--shapes``, ``--references``, ``--samples`` narrow it).
+default (20 runs a cell, 104 cells at 50 questions) takes about 9 minutes on two shared cores; the
+documentation's 60 runs 23 (``--taus``, ``--shapes``, ``--references``, ``--samples`` narrow it).
 
     python benchmarks/suite_validity.py --runs 60 --jobs 2  # docs/statistics.md's every-kind tables
     python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
