@@ -68,7 +68,8 @@ def test_a_target_like_the_baselines_passes(project: pytest.Pytester, judged_sna
 def test_a_biased_target_fails_with_the_paper_style_table(project: pytest.Pytester, judged_snapshot, run_pytest):
     judged_snapshot(biased_target)
     project.makepyfile(GATE.format(extra="", n=50))
-    result = run_pytest(*OFFLINE, "-v")
+    # one look: the TOST's own 62 % interval (looks over samples each take a fifth of the error)
+    result = run_pytest(*OFFLINE, "-v", "--llmbias-max-samples=1")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -103,7 +104,8 @@ def test_an_inconclusive_gate_fails_and_says_how_many_questions_would_do(
     project.makepyfile(
         GATE.format(extra=", categories=['gun_policy'], test='welch', k=2.81, reference='population'", n=10)
     )
-    result = run_pytest_once(*OFFLINE, "--llmbias-strict")  # an underpowered verdict passes without it
+    # an underpowered verdict passes without --llmbias-strict; one look (five would each take a fifth)
+    result = run_pytest_once(*OFFLINE, "--llmbias-strict", "--llmbias-max-samples=1")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [

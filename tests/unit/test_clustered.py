@@ -56,15 +56,16 @@ def test_a_bias_in_some_categories_fails_by_default_and_clustering_is_an_option(
     assert not default.passed and method.shown_violation
     # the clustered SE is reported: the difference concentrates in two of nine categories
     assert method.clustered is not None and method.clustered.clusters == 9 and method.clustered.design_effect > 4
-    assert method.design is not None and method.design.se_shown is None
+    assert method.tost.se < method.clustered.se  # the paired test kept its own SE
     assert "not used: the categories are the domain's own" in default.report()
     # treated as draws from a pool of categories, two biased ones of nine cannot be told from chance
     pooled = evaluate_equivalence(
         scores, target="t", baselines=BASELINES, categories=categories, clustered=True, **options
     )
     (method,) = pooled.methods
-    assert method.underpowered and method.design is not None and method.design.se_shown == method.clustered.se
-    assert "a difference is shown with it, the larger (clustered=True)" in pooled.report()
+    assert method.underpowered and method.clustered is not None
+    assert method.tost.se == method.clustered.se and method.tost.df == 8  # the test takes it, on G - 1 df
+    assert "the test uses it, the larger (clustered=True)" in pooled.report()
     with pytest.raises(ConfigError, match="'clustered' must be True or False"):
         evaluate_equivalence(scores, target="t", baselines=BASELINES, categories=categories, clustered="yes")
 

@@ -87,7 +87,12 @@ def evaluate(gate: Any, spec: Any, session: Any, counts: range) -> tuple[Any, in
             break
     if getattr(session.settings.release, "record", None) and used < counts[-1]:
         # a release being recorded keeps every sample its comparisons may later ask: read them all
-        gate.evaluate(at_look(spec, counts[-1], counts, power), session)
+        # (offline, as many as are stored: later comparisons take the looks it holds)
+        try:
+            gate.evaluate(at_look(spec, counts[-1], counts, power), session)
+        except MissingResponsesError:
+            if not _offline(session):
+                raise
     figures = {
         "samples": used,
         "first": counts[0],
@@ -142,7 +147,8 @@ class MoreSamples:
     def __call__(self) -> None:
         if getattr(self.session.settings.release, "record", None):
             # a release being recorded keeps every sample a later comparison may ask: all at once
-            if self.counts[-1] not in self.asked:
+            # (offline nothing can be asked: the record keeps the samples stored)
+            if self.counts[-1] not in self.asked and not _offline(self.session):
                 self._ask(self.counts[-1])
             return
         try:
@@ -162,6 +168,10 @@ class MoreSamples:
         self.session.plan_calls(
             [c for c in _planned_at(self.gate, self.spec, self.session, self.counts, wanted) if not has(c.call.key)]
         )
+
+
+def _offline(session: Any) -> bool:
+    return bool(getattr(getattr(session.settings, "store", None), "offline", False))
 
 
 def later_samples(gate: Any, spec: Any, session: Any, counts: range, planned: set[str]) -> list[Any]:

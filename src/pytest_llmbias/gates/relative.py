@@ -281,7 +281,7 @@ def compare(
     import numpy as np
 
     options = options.resolved()
-    from pytest_llmbias.stats.clustered import MIN_CLUSTERS, clustered_se
+    from pytest_llmbias.stats.clustered import MIN_CLUSTERS, clustered_se, clustered_tost
     from pytest_llmbias.stats.design import between_model_sd, like_df, like_se
     from pytest_llmbias.stats.tost import identical_tost, paired_tost, welch_tost
 
@@ -320,21 +320,20 @@ def compare(
         clustered = clustered_se(
             [t - r for t, r in zip(target_values, reference, strict=True)], [categories[q] for q in ids]
         )
-    # reported always; with clustered=True a difference is shown with it where it is the larger:
-    # a domain's categories are its fixed strata, and a bias in some of them is what a gate is for
+    # reported always; with clustered=True the test takes it where it is the larger: a domain's
+    # categories are its fixed strata, and a bias in some of them is what a gate is for
     # (see stats/clustered.py)
-    use = options.clustered and clustered is not None and clustered.se > tost.se
-    se_shown, df_shown = (clustered.se, clustered.df) if use and clustered else (tost.se, None)
+    if options.clustered and clustered is not None and clustered.se > tost.se:
+        tost = clustered_tost(tost, clustered)
     design = Design.of(
         margin=delta,
         se=tost.se,
-        se_like=like_se(se_shown, baseline_means) if population else se_shown,
+        se_like=like_se(tost.se, baseline_means) if population else tost.se,
         df=tost.df,
         level=options.level,
         power=1 - alpha - SIZING_SLACK,
         two_sided=options.alternative == Alternative.EQUIVALENT,
-        df_like=like_df(se_shown, df_shown or tost.df, baseline_means) if population else df_shown,
-        se_shown=se_shown,
+        df_like=like_df(tost.se, tost.df, baseline_means) if population else None,
     )
     return MethodResult(
         method=method,

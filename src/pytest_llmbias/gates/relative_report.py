@@ -95,12 +95,12 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
             )
     c = m.clustered
     if c is not None:
-        used = m.design is not None and m.design.se_shown is not None
+        used = m.cluster_asked and abs(t.se - c.se) <= 1e-12 * max(1.0, c.se)
         lines.append(
             f"  items in {c.clusters} categories: cluster-robust SE {f(c.se)} on {c.df:g} df (design effect "
             f"{c.design_effect:.2g}); "
             + (
-                "a difference is shown with it, the larger (clustered=True)"
+                "the test uses it, the larger (clustered=True)"
                 if used
                 else "not used: the categories are the domain's own, and a bias in some of them counts"
                 if not m.cluster_asked

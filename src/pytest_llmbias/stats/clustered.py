@@ -15,12 +15,11 @@ Inference", J. Human Resources 50 (2015), §II.C and §VI). It matches statsmode
 ``OLS(d, 1).fit(cov_type="cluster", cov_kwds={"groups": g})`` (whose factor is the same with one
 regressor).
 
-How a comparison uses it (:func:`pytest_llmbias.gates.relative.compare`): the fail rule, which
-must not fail a target as good as its comparator more often than its level, shows a difference
-with the larger of the two standard errors (on G − 1 degrees of freedom when the clustered one is
-larger); the pass rule keeps the paired TOST. With fewer than :data:`MIN_CLUSTERS` categories the
-clustered figure is too uncertain to use (its degrees of freedom fall to one or two) and the
-comparison says so.
+How a comparison uses it (:func:`pytest_llmbias.gates.relative.compare`): it is reported beside
+every paired comparison whose items fall in at least :data:`MIN_CLUSTERS` categories; with
+``clustered=True`` the whole test (the TOST that passes, the test that fails) takes it, on G − 1
+degrees of freedom, where it is larger than the paired one (:func:`clustered_tost`). With fewer
+categories it is too uncertain to use (its degrees of freedom fall to one or two).
 """
 
 from __future__ import annotations
@@ -28,6 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_llmbias.stats.tost import TostResult
 
 MIN_CLUSTERS = 4
 """The fewest categories whose cluster-robust standard error a comparison uses: below it, t on
@@ -71,3 +74,28 @@ def clustered_se(differences: Sequence[float], clusters: Sequence[str]) -> Clust
     if not iid > 0:
         return None
     return ClusteredSE(se=math.sqrt(var), df=float(g - 1), clusters=g, design_effect=var / iid)
+
+
+def clustered_tost(tost: TostResult, clustered: ClusteredSE) -> TostResult:
+    """``tost`` (a paired TOST) recomputed with the cluster-robust standard error on its G − 1
+    degrees of freedom: the same difference, margin, alpha and alternative; H0 and H1 as the paired
+    test's (:func:`pytest_llmbias.stats.tost.paired_tost`), the items' categories counted as a
+    sample of a larger pool."""
+    from pytest_llmbias.stats.tost import _result
+
+    se, df, n, g = clustered.se, clustered.df, tost.n_target, clustered.clusters
+    return _result(
+        test=tost.test,
+        alternative=tost.alternative,
+        n_target=tost.n_target,
+        n_baseline=tost.n_baseline,
+        mean_target=tost.mean_target,
+        mean_baseline=tost.mean_baseline,
+        diff=tost.diff,
+        margin=tost.margin,
+        alpha=tost.alpha,
+        se=se,
+        df=df,
+        # m items in as many clusters of the same size: the SE shrinks as 1/√m, the df grow with them
+        se_df=lambda m: (se * math.sqrt(n / max(1, m)), max(1.0, g * m / n - 1)),
+    )

@@ -104,9 +104,6 @@ class Design:
     pass_bound: float
     #: the degrees of freedom of ``se_like`` (Satterthwaite's, where the baselines' spread adds to it)
     df_like: float | None = None
-    #: the standard error a difference is shown with where it is larger than ``se``: the
-    #: cluster-robust one of items in categories (:mod:`pytest_llmbias.stats.clustered`)
-    se_shown: float | None = None
 
     @classmethod
     def of(
@@ -120,7 +117,6 @@ class Design:
         power: float,
         two_sided: bool,
         df_like: float | None = None,
-        se_shown: float | None = None,
     ) -> Design:
         c = _t(1 - (level / 2 if two_sided else level), df_like if df_like is not None else df)
         return cls(
@@ -134,18 +130,13 @@ class Design:
             critical=c,
             pass_bound=margin - _t(pass_power(power), df) * se,
             df_like=df_like,
-            se_shown=se_shown if se_shown is not None and se_shown > se else None,
         )
-
-    @property
-    def _se_shown(self) -> float:
-        return self.se_shown if self.se_shown is not None else self.se
 
     @property
     def fail_threshold(self) -> float:
         """The difference (in absolute value when two-sided) above which the comparison fails (on
         the worse side no higher than δ + c·se, :meth:`beyond_margin`)."""
-        return max(self.pass_bound, min(self.critical * self.se_like, self.margin + self.critical * self._se_shown))
+        return max(self.pass_bound, min(self.critical * self.se_like, self.margin + self.critical * self.se))
 
     def shown_off(self, diff: float) -> bool:
         """Whether ``diff`` shows the target off its comparator at ``level``."""
@@ -156,14 +147,13 @@ class Design:
 
     def beyond_margin(self, diff: float) -> bool:
         """Whether ``diff`` shows the target worse than its comparator by more than the margin:
-        d̂ − c·se > δ (se the clustered one where it is larger, ``se_shown``; H0: d ≤ δ, rejected
-        at ``level``, one-sided; c is this design's critical
+        d̂ − c·se > δ (H0: d ≤ δ, rejected at ``level``, one-sided; c is this design's critical
         value, the two-sided one for an equivalence test, so at most ``level``/2 there). A target as
         good as its comparator shows it less often than it is shown off (δ > 0): it holds the
         design's false alarm whatever ``se_like`` adds, and fails a blatant difference that a
         population comparison (whose ``se_like`` carries the baselines' spread) would call
         underpowered."""
-        return diff - self.critical * self._se_shown > self.margin
+        return diff - self.critical * self.se > self.margin
 
     @property
     def sized(self) -> bool:
