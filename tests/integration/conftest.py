@@ -42,11 +42,15 @@ def transport(request: pytest.FixtureRequest) -> str:
 def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., None]:
     """``write_config(server, **collection)`` writes the project's llmbias.yaml: the target and the
     two baselines of ``_data.MODELS``, all served by ``server`` over ``transport``, and the given
-    collection settings. Fingerprints are off unless ``fingerprint=True`` is given: these tests
+    collection settings. Fingerprints are off unless ``fingerprint=True`` is given, and one sample
+    of each answer is asked unless ``max_samples=`` is: these tests
     count and script each model's calls, and the probes are tested in test_fingerprints.py."""
 
     def write(server: OpenAIServer, **collection) -> None:
         collection.setdefault("fingerprint", False)
+        # one sample of each answer unless asked: these tests count calls (the default budget of
+        # five is tested in test_suite_over_http.py)
+        collection.setdefault("max_samples", 1)
 
         def model(alias):
             return {

@@ -104,7 +104,9 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, target: dict, expect
         "baselines": [baseline("base_a"), baseline("base_b")],
         # no fingerprint probes: these tests count the application's calls
         "judge": {"python": "house_judge"},
-        "collection": {"retries": 2, "fingerprint": False},
+        # one sample of each answer: these tests count the calls (the sampling budget is tested over HTTP
+        # in test_suite_over_http.py)
+        "collection": {"retries": 2, "fingerprint": False, "max_samples": 1},
         "store": {"export": "out/answers.jsonl"},
         "report": {"json": "out/run.json"},
     }

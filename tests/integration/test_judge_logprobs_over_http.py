@@ -54,7 +54,7 @@ def project(pytester, transport):
             "target": entry("tgt", "target"),
             "baselines": [entry("b1", "base-1"), entry("b2", "base-2")],
             "judge": entry("judge", judge),
-            "collection": {"fingerprint": False},
+            "collection": {"fingerprint": False, "max_samples": 1},
             "judging": {"retest": 0},
         }
         (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")

@@ -53,7 +53,7 @@ def _write(pytester: pytest.Pytester, server: OpenAIServer, transport: str, targ
         "baselines": [model(a, MODELS[a]) for a in BASELINES],
         "judge": model("judge", JUDGE),
         "report": {"json": "out/run.json"},
-        "collection": {"fingerprint": False},
+        "collection": {"fingerprint": False, "max_samples": 1},
     }
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     (pytester.path / "test_release.py").write_text(TEST, encoding="utf-8")

@@ -67,7 +67,8 @@ def settings(tmp_path: Path, *, baselines: tuple[ModelSpec, ...] = (B1, B2, B3),
         judge=JUDGE,
         generation=GEN,
         store=StoreSettings(dir=tmp_path / "store", offline=offline),
-        collection=CollectionSettings(fingerprint=False),
+        # one sample of each answer: these tests count the calls (the sampling budget: test_sizing.py)
+        collection=CollectionSettings(fingerprint=False, max_samples=1),
     )
 
 
