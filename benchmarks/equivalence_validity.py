@@ -44,6 +44,10 @@ class Shape(NamedTuple):
     noise_sd: float
     interaction_sd: float = 0.0
     category_sd: float = 0.0
+    #: the domain as written (its questions and categories fixed): a good target's expected score
+    #: over these questions equals the baselines' mean, whatever its own interaction and category
+    #: terms (without it they are drawn afresh, questions and categories a sample of a larger pool)
+    fixed: bool = False
 
 
 SHAPES = {
@@ -51,6 +55,8 @@ SHAPES = {
     "noise-dominated": Shape(0.0, 1.0),
     "question × model 0.4": Shape(1.5, 1.0, interaction_sd=0.4),
     "category shifts 0.3": Shape(1.5, 1.0, category_sd=0.3),
+    "question × model 0.4, fixed": Shape(1.5, 1.0, interaction_sd=0.4, fixed=True),
+    "category shifts 0.3, fixed": Shape(1.5, 1.0, category_sd=0.3, fixed=True),
 }
 
 
@@ -82,13 +88,16 @@ def draw(
     names = [f"b{j}" for j in range(baselines)]
     offsets = rng.normal(0.0, tau * u, baselines) if tau else np.zeros(baselines)
     category = np.arange(n) * CATEGORIES // n
-    scores = {}
+    scores, true = {}, {}
     for alias, offset in (*zip(names, offsets, strict=True), ("target", offsets.mean() + shift)):
         own = q + offset
         if shape.interaction_sd:
             own = own + rng.normal(0.0, shape.interaction_sd * u, n)
         if shape.category_sd:
             own = own + rng.normal(0.0, shape.category_sd * u, CATEGORIES)[category]
+        if shape.fixed and alias == "target":  # its mean over these questions: the baselines' + shift
+            own = own - own.mean() + np.mean([true[b].mean() for b in names]) + shift
+        true[alias] = own
         e = rng.normal(0.0, shape.noise_sd * scale.noise_unit, (n, samples))
         scores[alias] = {f"q{i}": [float(v) for v in scale.mean + own[i] + e[i]] for i in range(n)}
     return scores, {f"q{i}": f"c{category[i]}" for i in range(n)}, names
