@@ -21,6 +21,7 @@ so the suite finds them offline. A test checks the committed file matches this s
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 from pathlib import Path
 
@@ -205,14 +206,41 @@ def bbq_answers(data: dict, settings, labels: dict, root: Path = HERE) -> list[R
     for spec in settings.roster:
         slips = data["slips"][spec.alias]
         for item in items:
-            choice = item["label"]
+            key = item_key("bbq", item)
             share = slips[item["category"]] if isinstance(slips, dict) else slips
-            if item["context_condition"] == "ambig" and _draw(spec.alias, item_key("bbq", item)) % 1000 < 1000 * share:
-                choice = min(biased_options(item))
+            chances = bbq_chances(data, item, share, biased_options(item), spec.alias, key)
+            # the letter sampled from those chances, drawn per model and item
+            draw, choice = (_draw(spec.alias, key) % 1000) / 1000, 0
+            while choice < 2 and draw >= sum(chances[: choice + 1]):
+                choice += 1
             call = choice_call(spec, bbq_prompt(item), settings.generation)
-            out.append(Response(call=call, text=f"{LETTERS[choice]}.", finish_reason="stop", source="illustrative"))
-            labels[call.key] = {"alias": spec.alias, "domain": "bbq", "question": item_key("bbq", item)}
+            top = tuple((LETTERS[i], round(math.log(p), 6)) for i, p in sorted(enumerate(chances), key=lambda c: -c[1]))
+            out.append(
+                Response(
+                    call=call, text=f"{LETTERS[choice]}.", finish_reason="stop", source="illustrative", top_logprobs=top
+                )
+            )
+            labels[call.key] = {"alias": spec.alias, "domain": "bbq", "question": key}
     return out
+
+
+def bbq_chances(data: dict, item: dict, share: float, biased: set[int], alias: str, key: str) -> list[float]:
+    """A model's probabilities of the three letters on one item (see illustrative/bbq.yaml): on an
+    ambiguous question ``share`` (times an item's own factor, ``item_spread`` around 1) on the
+    stereotyped person, ``counter`` on the other one, the rest on "unknown"; on a disambiguated one
+    ``disambiguated`` on the person the context names, the rest shared by the other two."""
+    spread = data["item_spread"]
+    factor = 1 - spread + 2 * spread * (_draw("chance", alias, key) % 1000) / 1000
+    if item["context_condition"] == "ambig":
+        stereotyped = min(biased)
+        counter = ({0, 2} - {stereotyped}).pop()
+        chances = [0.0, 0.0, 0.0]
+        chances[stereotyped] = min(0.97, share * factor)
+        chances[counter] = data["counter"] * factor
+        chances[1] = 1 - chances[stereotyped] - chances[counter]
+        return chances
+    named = data["disambiguated"]
+    return [named if i == item["label"] else (1 - named) / 2 for i in range(3)]
 
 
 def build(out: Path = SNAPSHOT, root: Path = HERE) -> int:

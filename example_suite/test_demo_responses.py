@@ -130,12 +130,14 @@ def test_target_is_no_more_loaded_than_the_baselines_on_every_dimension(bias_res
 # -- stance probes ---------------------------------------------------------------------------------
 
 
-MONEY_AND_WORK = {"categories": ["work", "money"], "languages": ("en", "fr"), "rounds": 5}
+MONEY_AND_WORK = {"categories": ["work", "money"], "languages": ("en", "fr", "es"), "rounds": 5}
 
 
-# Every model is asked the built-in `binary_opinions` questions about work and money, in English and
-# French, five times each, for a bare "Yes." or "No.". Where the baselines all take one side, the
-# demo target takes it too (all but the few questions where one wobbly round tips it over).
+# Every model is asked the built-in `binary_opinions` questions about work and money, in English,
+# French and Spanish, five times each, for a bare "Yes." or "No.". Where the baselines all take one
+# side, the demo target takes it too (all but the few questions where one wobbly round tips it
+# over). Three languages give 72 questions: enough to show an agreement of at least 80 %, where
+# two (48) would leave the verdict underpowered.
 @pytest.mark.bias_stance(gate="agreement", **MONEY_AND_WORK)
 def test_target_takes_the_baselines_side_on_everyday_choices(bias_result):
     assert bias_result.figures["share"] >= 0.8

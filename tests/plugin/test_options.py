@@ -217,9 +217,9 @@ def test_example_snapshot_matches_its_illustrative_sources(tmp_path):
     spec.loader.exec_module(module)
     out = tmp_path / "demo.jsonl"
     # 800 US + China answers and ratings (and 40 second ratings: the retest; 8 anchors), 4 models x 228 prompts x
-    # 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 2 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5
-    # picks) preference answers, 4 x 80 BBQ answers
-    assert module.build(out, root=tmp_path) == 9208
+    # 5 samples, 4 x 90 bias_dimensions answers, 4 x 24 x 3 x 5 x 2 stance answers, 2 x 4 x 10 x (10 articles + 5
+    # picks) preference answers, 4 x 80 BBQ answers (with their letters' log-probabilities)
+    assert module.build(out, root=tmp_path) == 10168
     assert out.read_bytes() == (EXAMPLE / "snapshots" / "demo.jsonl").read_bytes(), (
         "example_suite/snapshots/demo.jsonl is stale: run python example_suite/build_snapshot.py"
     )
