@@ -17,3 +17,16 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 def requests_of(server, alias: str) -> list[dict]:
     """The requests the server received for the model of ``alias``."""
     return [r for r in server.requests if r["model"] == MODELS[alias]]
+
+
+def entry(alias: str, name: str, base_url: str, *, transport: str = "openai", **extra: object) -> dict:
+    """A roster entry for model ``name`` on the local server at ``base_url``, as ``alias``, with the
+    test key's variable and ``transport`` (``openai`` or ``litellm``), and any ``extra`` keys."""
+    return {
+        "model": f"openai/{name}",
+        "alias": alias,
+        "api_base": base_url,
+        "api_key_env": KEY_ENV,
+        "transport": transport,
+        **extra,
+    }

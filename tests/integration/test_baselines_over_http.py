@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.integration._data import KEY_ENV, QUIET
+from tests.integration._data import QUIET, entry as entry_for
 from tests.openai_server import OpenAIServer, _anchor_scores, _rated_answer
 
 JUDGE = "spread-judge"
@@ -62,13 +62,7 @@ def server():
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, target: str) -> None:
     def model(alias: str, name: str) -> dict:
-        return {
-            "model": f"openai/{name}",
-            "alias": alias,
-            "api_base": server.base_url,
-            "api_key_env": KEY_ENV,
-            "transport": "openai",
-        }
+        return entry_for(alias, name, server.base_url)
 
     config = {
         "target": model("tgt", target),

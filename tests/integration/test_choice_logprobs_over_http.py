@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.integration._data import KEY_ENV
+from tests.integration._data import entry as entry_for
 from tests.openai_server import OpenAIServer
 
 TESTS = """
@@ -31,14 +31,8 @@ def plain_yes(prompt: str, payload: dict) -> str:
 
 @pytest.fixture
 def project(pytester, transport):
-    def entry(alias, name):
-        return {
-            "model": f"openai/{name}",
-            "alias": alias,
-            "api_base": server.base_url,
-            "api_key_env": KEY_ENV,
-            "transport": transport,
-        }
+    def entry(alias: str, name: str) -> dict:
+        return entry_for(alias, name, server.base_url, transport=transport)
 
     responders = {"target-lp": yes_by_probability, "base-1": plain_yes, "base-2": plain_yes}
     with OpenAIServer(responders=responders) as server:

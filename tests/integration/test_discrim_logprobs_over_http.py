@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration._data import KEY_ENV
+from tests.integration._data import entry as entry_for
 from tests.openai_server import OpenAIServer
 
 DATA = Path(__file__).resolve().parents[1] / "unit" / "data" / "discrim_explicit.jsonl"
@@ -41,14 +41,8 @@ def plain_yes(prompt: str, payload: dict) -> str:
 @pytest.fixture
 def project(pytester, transport):
     def write(target: str) -> None:
-        def entry(alias, name):
-            return {
-                "model": f"openai/{name}",
-                "alias": alias,
-                "api_base": server.base_url,
-                "api_key_env": KEY_ENV,
-                "transport": transport,
-            }
+        def entry(alias: str, name: str) -> dict:
+            return entry_for(alias, name, server.base_url, transport=transport)
 
         config = {
             "target": entry("tgt", target),

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from tests.integration._data import KEY_ENV
+from tests.integration._data import entry as entry_for
 from tests.openai_server import OpenAIServer, _anchor_scores, _rated_answer, judge_tokens
 
 TESTS = """
@@ -40,15 +40,8 @@ def without_logprobs(prompt: str, payload: dict) -> str:
 @pytest.fixture
 def project(pytester, transport):
     def write(judge: str) -> None:
-        def entry(alias, name):
-            return {
-                "model": f"openai/{name}",
-                "alias": alias,
-                "api_base": server.base_url,
-                "api_key_env": KEY_ENV,
-                "transport": transport,
-                "structured": False,
-            }
+        def entry(alias: str, name: str) -> dict:
+            return entry_for(alias, name, server.base_url, transport=transport, structured=False)
 
         config = {
             "target": entry("tgt", "target"),

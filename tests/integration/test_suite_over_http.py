@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.integration._data import KEY_ENV, QUIET
+from tests.integration._data import QUIET, entry as entry_for
 from tests.openai_server import OpenAIServer, _anchor_scores, _rated_answer
 
 JUDGE = "noisy-judge"
@@ -64,13 +64,7 @@ def suite_server():
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, target_model: str, *, baselines: bool) -> None:
     def model(alias: str, name: str) -> dict:
-        return {
-            "model": f"openai/{name}",
-            "alias": alias,
-            "api_base": server.base_url,
-            "api_key_env": KEY_ENV,
-            "transport": "openai",
-        }
+        return entry_for(alias, name, server.base_url)
 
     config = {
         "target": model("tgt", target_model),
