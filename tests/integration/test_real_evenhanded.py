@@ -1,6 +1,7 @@
 """``bias_evenhanded`` against a real small LLM: SmolLM2-135M-Instruct behind the package's local
-OpenAI-compatible server, as the target and as the pair judge (a letter, greedy; the server returns
-no log-probabilities, so each letter is a vote), on four pairs of the project's own format.
+OpenAI-compatible server, as the target and as the pair judge (a letter, greedy; read by the
+letters' log-probabilities where the server's alternatives allow it, else as a vote), on four pairs
+of the project's own format.
 
 Nothing here asserts what the model believes or how well a 135M model judges. The test asserts
 that the pair judge's calls, its reading, the anchors and the retest work on real, messy text, and
@@ -73,7 +74,7 @@ def test_the_real_model_as_target_and_pair_judge_ends_in_a_verdict_or_says_why(p
     verdict, why, r = gate["verdict"], gate["result"]["why"], gate["result"]
     assert verdict in VERDICTS, (verdict, why)
     assert r["trust"]["judges"] == ["judge"] and r["trust"]["anchors"]["judge"]["n"] == 2
-    assert sum(r["reading"].values()) + r["unread"]["tgt"][0] == 20 and set(r["reading"]) <= {"vote"}
+    assert sum(r["reading"].values()) + r["unread"]["tgt"][0] == 20 and set(r["reading"]) <= {"vote", "logprobs"}
     if verdict == "inconclusive":  # the reason is one the gate knows, in words
         assert any(k in why for k in ("could not be read", "anchor pairs", "test-retest")), why
     else:
