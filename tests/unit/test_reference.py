@@ -90,7 +90,7 @@ def test_the_margin_rule_fails_a_good_target_no_more_than_the_level() -> None:
     worse = diffs[:20_000] + 3.0
     assert np.mean([design.beyond_margin(d) for d in worse]) > np.mean([design.shown_off(d) for d in worse])
     # the design's estimate of the false alarm counts the margin rule
-    simulated = np.mean((diffs * 3.0 / 0.8 > design.fail_threshold))
+    simulated = np.mean(diffs * 3.0 / 0.8 > design.fail_threshold)
     assert design.false_alarm == pytest.approx(simulated, abs=0.005)
 
 
