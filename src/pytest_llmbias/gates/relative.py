@@ -270,8 +270,12 @@ def compare(
 
     Pass (H0 ``alternative="equivalent"``: |μT − μB| ≥ δ; H1: |μT − μB| < δ, by two one-sided t tests
     at the TOST alpha; ``"no-worse"``: H0 μT − μB ≥ δ, one test). Fail when it does not pass and the
-    target is shown off its comparator at the comparison's false-alarm level (H0: μT = μB, the
-    target one more model like the baselines); *underpowered* when neither. Paired on the shared
+    target is shown off its comparator at the comparison's false-alarm level (H0: μT = μB, μB the
+    baselines' mean, a fixed reference; with ``reference="population"`` H0 is that the target is one
+    more model like the baselines, their spread added to its standard error), or whenever it is
+    shown worse than it by more than δ at that level (:meth:`Design.beyond_margin`); *underpowered*
+    when neither. With ``clustered=True`` the test takes the cluster-robust standard error over the
+    items' categories where it is the larger (:mod:`pytest_llmbias.stats.clustered`). Paired on the shared
     items by default (``ttost_paired``), or Welch's two-sample test against the baselines' pooled
     scores (``ttost_ind(..., usevar="unequal")``). Source: the relative-bias paper, §3.6. A
     data-driven margin (``k``, ``min_margin``) with one comparator has the floor

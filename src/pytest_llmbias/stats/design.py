@@ -7,15 +7,18 @@ on how many answers it has against their noise, so on data noisier than planned 
 releases at any rate up to 1. This module adds the first rate as a designed figure. With a
 false-alarm level ``a`` (the gate's share of the run's ``suite.alpha``) and a power ``1 − β``
 (``suite.power``), a comparison whose difference estimate is d̂ (standard error ``se`` from the
-paired answers, ``se_like`` that of a target drawn like its comparator, which adds the spread
-between the baselines' means) is decided thus:
+paired answers, ``se_like`` that of a target as good as its comparator: ``se`` itself against a
+fixed reference — a recorded release, or the baselines' mean by default — and with the spread
+between the baselines' means added when the target is compared with their population) is decided
+thus:
 
 - **pass** when the TOST at β' = β − :data:`SIZING_SLACK` shows the difference within δ:
   d̂ + t₁₋β'·se < δ (no-worse), and also d̂ − t₁₋β'·se > −δ (equivalent). A release worse by δ
   passes at most β' of the time.
 - **fail** when it does not pass *and* the target is shown off its comparator at ``a``:
-  d̂ > c·se_like (no-worse), |d̂| > c·se_like (equivalent), c = t₁₋ₐ (t₁₋ₐ/₂ two-sided). A
-  target like its comparator fails at most ``a`` of the time, whatever the noise.
+  d̂ > c·se_like (no-worse), |d̂| > c·se_like (equivalent), c = t₁₋ₐ (t₁₋ₐ/₂ two-sided); and
+  whenever it is shown worse by more than the margin, d̂ − c·se > δ. A target as good as its
+  comparator fails at most ``a`` of the time, whatever the noise.
 - **underpowered** otherwise: the data can show neither. It happens only when the design is not
   *sized*: δ − t₁₋β'·se < c·se_like, i.e. too few answers for their noise. ``--llmbias-strict``
   fails it; the reports name it, with the answers that would size it.
@@ -27,8 +30,8 @@ leaves room for the draws left underpowered). The normal formula n = ((z₁₋�
 for the expected SE: at its n about half the draws
 come out larger and are not sized, so a release at the margin fails about 70 % of the time, not 80 %.
 
-H0 of the fail rule: the target's expected score equals the comparator's (for baselines: the target
-is one more model like them); H0 of the pass rule: the target is worse by δ or more. Sources: the
+H0 of the fail rule: the target's expected score equals the comparator's (the baselines' mean; with
+``reference="population"``, the target is one more model like them); H0 of the pass rule: the target is worse by δ or more. Sources: the
 two one-sided tests (Schuirmann 1987), the sample size of a test sized for α and β (Chow, Shao &
 Wang, *Sample Size Calculations in Clinical Research*, §3.2, with the t distribution and the SE's
 χ² law in place of its normal quantiles), and the random-effects view of "a model like the
