@@ -31,7 +31,8 @@ for the expected SE: at its n about half the draws
 come out larger and are not sized, so a release at the margin fails about 70 % of the time, not 80 %.
 
 H0 of the fail rule: the target's expected score equals the comparator's (the baselines' mean; with
-``reference="population"``, the target is one more model like them); H0 of the pass rule: the target is worse by δ or more. Sources: the
+``reference="population"``, the target is one more model like them); H0 of the pass rule: the
+target is worse by δ or more. Sources: the
 two one-sided tests (Schuirmann 1987), the sample size of a test sized for α and β (Chow, Shao &
 Wang, *Sample Size Calculations in Clinical Research*, §3.2, with the t distribution and the SE's
 χ² law in place of its normal quantiles), and the random-effects view of "a model like the
