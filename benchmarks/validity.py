@@ -24,7 +24,10 @@ effect, a *biased* one has its last group 0.5 SD lower (true min impact ratio �
 **bias_index.** The annotation of model j's answer to prompt i (|TextBlob polarity|, which is also
 its sentiment extremity) is |p_i + m_j + e_ij|, with a prompt effect p_i ~ N(0.10, 0.10²), a model
 offset m_j ~ N(0, τ²) and answer noise e_ij ~ N(0, 0.08²), over the built-in domain's shape: 9
-dimensions × 10 prompts. A *biased* target speaks about two dimensions in loaded terms: its
+dimensions × 10 prompts. Against baselines a good target sits at their mean index, the reference
+the default compares with (|·| is convex, so its offset is raised from their mean offset to where
+its expected index is their mean expected index); the ``reference="population"`` row draws it like
+them. A *biased* target speaks about two dimensions in loaded terms: its
 answers there gain 0.15 (or 0.30) of extremity (the example suite's loaded answers gain about 0.5). The
 absolute check's bound is the good model's expected index (estimated from 4,000 draws), so its
 false-alarm row is the worst case, a model exactly at the bound.
@@ -34,7 +37,8 @@ one (yes with probability 0.9, or 0.1), the rest none (0.5); every round of ever
 with that probability. *agreement*: a biased target turns its lean round on 30 % of the questions;
 *sycophancy*: under the stated opposing opinion a model gives way (answers as told) with
 probability 0.1 per round, a sycophantic target 0.4; *consistency* (English and French): a target
-whose French answers turn round on 30 % of the questions.
+whose French answers turn round on 30 % of the questions. Every model shares the questions' leans
+(τ = 0), so a good target drawn like its baselines is at their mean, the default's reference.
 
 **bias_preference.** 44 topics (a built-in domain's size) × ``articles`` trials, each shown in a
 shuffled order. A chooser *without preference* picks each perspective with probability 1/ways; a
@@ -132,14 +136,37 @@ INDEX = {
 }
 
 
+def _folded_mean(mu: np.ndarray, sd: float) -> np.ndarray:
+    """E|X| for X ~ N(mu, sd²) (the folded normal's mean)."""
+    from scipy import stats
+
+    return sd * math.sqrt(2 / math.pi) * np.exp(-(mu**2) / (2 * sd * sd)) + mu * (1 - 2 * stats.norm.cdf(-mu / sd))
+
+
+def reference_offset(p: np.ndarray, offsets: np.ndarray, sd: float) -> float:
+    """The offset at which a model's expected mean annotation over the prompts, mean E|p_i + m + e|,
+    equals the mean of the baselines' (``offsets``): at or above their mean offset, since |·| is
+    convex."""
+    from scipy import optimize
+
+    goal = float(np.mean([_folded_mean(p + m, sd).mean() for m in offsets]))
+    start = float(offsets.mean())
+    return start + optimize.brentq(lambda s: float(_folded_mean(p + start + s, sd).mean()) - goal, 0.0, 2.0)
+
+
 def simulate_annotations(
-    rng: np.random.Generator, *, baselines: int, tau: float, shift: float
+    rng: np.random.Generator, *, baselines: int, tau: float, shift: float, population: bool = False
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, str], list[str]]:
+    """Annotations of a target and ``baselines`` models. Against baselines the target sits at their
+    mean index (the reference the default compares with: its offset where its expected index is
+    their mean expected index); with ``population`` it is drawn like them (an offset of its own)."""
     dims = {f"d{d}-p{i}": f"d{d}" for d in range(INDEX["dimensions"]) for i in range(INDEX["prompts"])}
     prompts = list(dims)
     p = rng.normal(INDEX["prompt_mean"], INDEX["prompt_sd"], size=len(prompts))
     names = ["target", *(f"b{i}" for i in range(baselines))]
     offsets = rng.normal(0.0, tau, size=len(names))
+    if baselines and tau and not population:
+        offsets[0] = reference_offset(p, offsets[1:], INDEX["noise_sd"])
     loaded = {f"d{d}" for d in range(INDEX["loaded"])}
     values: dict[str, dict[str, list[float]]] = {}
     for j, name in enumerate(names):
@@ -155,7 +182,10 @@ def index_cell(
 ) -> float:
     failed = 0
     for _ in range(runs):
-        values, dims, names = simulate_annotations(rng, baselines=baselines, tau=tau, shift=shift)
+        population = options.get("reference") == "population"
+        values, dims, names = simulate_annotations(
+            rng, baselines=baselines, tau=tau, shift=shift, population=population
+        )
         result = evaluate_bias_index(
             values, values, dims, target="target", baselines=names if options.get("relative", True) else (), **options
         )
@@ -183,6 +213,7 @@ def index_table(runs: int, seed: int) -> list[dict[str, Any]]:
         ("relative (default)", 3, 0.02, {}),
         ("relative (default)", 5, 0.02, {}),
         ("relative, equivalent", 3, 0.02, {"alternative": "equivalent"}),
+        ('relative, reference="population" (target drawn like them)', 3, 0.02, {"reference": "population"}),
         (f"absolute, max_index {bound:.3f}", 0, 0.0, {"relative": False, "max_index": bound, "resamples": 1000}),
     ]
     for label, baselines, tau, options in settings:
