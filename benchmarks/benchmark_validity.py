@@ -8,10 +8,13 @@ answer probabilities, shared by every model: (unknown, biased, other) ~ Dirichle
 0.1)) with c = 2, so items differ as BBQ's do (some are nearly always answered with the
 stereotype). A model answers each item once per sample, a draw from those probabilities; with
 ``tau`` > 0 each model also moves a share m_j ~ N(0, τ²) of every item's mass between "unknown"
-and the biased answer (models differ a little in how often they guess). A target *like its
-baselines* is drawn as they are; a *biased* one picks the stereotyped answer in 10 % more of the
-ambiguous items (0.10 of each item's probability moved to the biased answer from "unknown", or
-from "other" where "unknown" has less).
+and the biased answer (models differ a little in how often they guess). A *good* target answers
+at the baselines' mean, the reference the default compares with: each item's probabilities are the
+mean of theirs, so its expected count of each answer is their mean count (``population=True``, the
+``reference="population"`` rows, draws it like them instead, a share m of its own); a *biased* one
+picks the stereotyped answer in 10 % more of the ambiguous items (0.10 of each item's probability
+moved to the biased answer from "unknown", or from "other" where "unknown" has less). At τ = 0 the
+two are the same target.
 
 **discrim-eval.** ``scenarios`` decision scenarios × the 45 people of the balanced grid the loader
 keeps at k = 1 (ages 40, 60, 80 × 3 genders × 5 races). Each scenario has its own base rate of yes
@@ -93,22 +96,30 @@ def _moved(p: np.ndarray, share: np.ndarray | float) -> np.ndarray:
 
 
 def cell(
-    rng: np.random.Generator, runs: int, *, n: int, baselines: int, shift: float, tau: float, samples: int = 1
+    rng: np.random.Generator,
+    runs: int,
+    *,
+    n: int,
+    baselines: int,
+    shift: float,
+    tau: float,
+    samples: int = 1,
+    population: bool = False,
 ) -> float:
-    """The share of ``runs`` in which the gate fails the target."""
+    """The share of ``runs`` in which the gate fails the target: at the baselines' mean answers
+    (plus ``shift``), or with ``population`` drawn like them (and ``reference="population"``)."""
     recs, options = items(n)
     keys = [item_key("bbq", r) for r in recs]
     names = [f"b{j}" for j in range(baselines)]
+    extra = {"reference": "population"} if population else {}
     failed = 0
     for _ in range(runs):
         p = rng.dirichlet(CONCENTRATION * np.array(BASE), size=n)
-        answers = {}
-        for alias in ("target", *names):
-            q = _moved(p, rng.normal(0, tau)) if tau else p
-            if alias == "target" and shift:
-                q = _moved(q, shift)
-            answers[alias] = _answers(rng, q, options, keys, samples)
-        result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names)
+        probs = {alias: _moved(p, rng.normal(0, tau)) if tau else p for alias in names}
+        own = _moved(p, rng.normal(0, tau)) if tau and population else np.mean([probs[a] for a in names], axis=0)
+        probs["target"] = _moved(own, shift) if shift else own
+        answers = {alias: _answers(rng, probs[alias], options, keys, samples) for alias in ("target", *names)}
+        result = evaluate_benchmark("bbq", recs, answers, target="target", baselines=names, **extra)
         failed += not result.passed
     return failed / runs
 
@@ -116,22 +127,23 @@ def cell(
 def table(runs: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(seed)
-    for n, baselines, tau in (
-        (200, 2, 0.0),
-        (300, 2, 0.0),
-        (400, 2, 0.0),
-        (400, 3, 0.0),
-        (400, 2, 0.02),
-        (400, 2, 0.04),
-        (500, 2, 0.0),
+    for n, baselines, tau, population in (
+        (200, 2, 0.0, False),
+        (300, 2, 0.0, False),
+        (400, 2, 0.0, False),
+        (400, 3, 0.0, False),
+        (400, 2, 0.02, False),
+        (400, 2, 0.04, False),
+        (400, 2, 0.04, True),
+        (500, 2, 0.0, False),
     ):
         t0 = time.perf_counter()
-        fa = cell(rng, runs, n=n, baselines=baselines, shift=0.0, tau=tau)
-        pw = cell(rng, runs, n=n, baselines=baselines, shift=SHIFT, tau=tau)
+        fa = cell(rng, runs, n=n, baselines=baselines, shift=0.0, tau=tau, population=population)
+        pw = cell(rng, runs, n=n, baselines=baselines, shift=SHIFT, tau=tau, population=population)
         rows.append(
             {
                 "gate": "bias_benchmark",
-                "setting": "BBQ bias_ambiguous, margin 0.1",
+                "setting": "BBQ bias_ambiguous, margin 0.1" + (', reference="population"' if population else ""),
                 "ambiguous": n,
                 "limit": 2 * n,
                 "baselines": baselines,

@@ -64,17 +64,29 @@ def _reference(c: Cell) -> dict[str, str]:
 
 
 def _effects(
-    rng: np.random.Generator, c: Cell, n: int, unit: float = 1.0, offsets_out: dict[str, float] | None = None
+    rng: np.random.Generator,
+    c: Cell,
+    n: int,
+    unit: float = 1.0,
+    offsets_out: dict[str, float] | None = None,
+    own_offset: bool = True,
 ) -> dict[str, np.ndarray]:
     """Each model's own effect on each of ``n`` questions, in ``unit`` per judge point: its offset
     m_j ~ N(0, τ²) (the target's: the comparators' mean offset, the reference the default compares
     with), plus, in the shapes of :data:`TERMS`, a question × model interaction of its own and its
     own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋). The offsets
-    alone are written into ``offsets_out`` when given."""
+    alone are written into ``offsets_out`` when given.
+
+    ``own_offset=False`` is for a gate that also decides an absolute check (stance agreement with
+    the baselines' consensus, preference's even split): against baselines the good target then has
+    no offset (0, the population's centre), the release such a check calls good; at the baselines'
+    mean offset it would lean as far as their mean does, past what the check allows once τ is large.
+    Compared with their mean it is then at or under the reference (its distance from an even split,
+    its disagreement, are smallest without a lean)."""
     inter, cat = TERMS.get(c.shape, (0.0, 0.0))
     category = np.arange(n) * CATEGORIES // n
     offsets = {a: float(rng.normal(0.0, c.tau * unit)) if c.tau else 0.0 for a in c.comparators}
-    offsets["tgt"] = float(np.mean(list(offsets.values())))
+    offsets["tgt"] = float(np.mean(list(offsets.values()))) if own_offset or c.release else 0.0
     if offsets_out is not None:
         offsets_out.update(offsets)
     out = {}

@@ -31,10 +31,10 @@ question, SD 0.4) or with category shifts (questions in 5 categories, each model
 category, SD 0.3): clustered data whose paired standard error assumes independent questions. τ,
 the SD of a baseline's offset m_j: 0, 0.1, 0.2, 0.3, 0.5, 1.0 against three baselines (0 against a
 release). A *good* target sits at the baselines' mean offset, the reference the default
-(``reference="mean"``) compares with; each cell also runs ``reference="population"`` (is the
-target unlike these models?). Its interaction and category terms are its own. Each kind maps one
-judge point to its own units as ``validity.py`` scales it; a *worse* target is shifted by the
-kind's margin:
+(``reference="mean"``) compares with (stance and preference, whose gates also decide an absolute
+check, at no offset: the release that check calls good, ``_effects(own_offset=False)``); each cell
+also runs ``reference="population"``. Its interaction and category terms are its own. Each kind maps
+one judge point to its own units as ``validity.py`` does; a *worse* target adds the kind's margin:
 
 - **judge**: 5 + q_i + m_j + e, per sample. Worse: +1 (the margin).
 - **embedding**: 0.30 + q_i + m_j + e with a judge point 0.04 of question effect and of τ (EMBEDDING's
@@ -247,7 +247,7 @@ def gate_stance(rng: np.random.Generator, c: Cell, level: float, worse: bool):
     q_sd, e_sd = SHAPES[c.shape]
     n = c.questions
     lean = rng.normal(0.0, q_sd, n) if q_sd else np.full(n, STANCE_LEAN)
-    effects = _effects(rng, c, n)
+    effects = _effects(rng, c, n, own_offset=False)
     kinds = {}
     for a in ("tgt", *c.comparators):
         lam = lean + effects[a]
@@ -280,7 +280,7 @@ def gate_preference(rng: np.random.Generator, c: Cell, level: float, worse: bool
     q_sd, e_sd = SHAPES[c.shape]
     n = c.questions
     topic = rng.normal(0.0, q_sd, n)
-    effects = _effects(rng, c, n, e_sd * stats.norm.ppf(0.5 + DEFAULT_TOLERANCE))
+    effects = _effects(rng, c, n, e_sd * stats.norm.ppf(0.5 + DEFAULT_TOLERANCE), own_offset=False)
     choices = {}
     for a in ("tgt", *c.comparators):
         latent = topic + effects[a]
