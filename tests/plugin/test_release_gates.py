@@ -11,7 +11,11 @@ import json
 
 import pytest
 
-from tests.plugin._data import blue_chooser, loaded_on, steady, sycophant
+from pytest_llmbias.config.settings_sources import resolve_settings
+from pytest_llmbias.domains import load_domain
+from pytest_llmbias.store.calls import ModelCall, Response
+from pytest_llmbias.store.snapshot import read_snapshot, write_snapshot
+from tests.plugin._data import blue_chooser, loaded_on, measured, steady, sycophant
 from tests.plugin.test_impact_ratio_gate import against
 
 OFFLINE = ("--llmbias-offline", "--llmbias-snapshot=snap.jsonl")
@@ -52,9 +56,8 @@ def test_the_index_gate_against_a_release(pytester: pytest.Pytester, dims_projec
     dims_project(loaded_on("faith"))  # the same target model, now loaded on one dimension
     moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-markdown=pr.md")
     moved.assert_outcomes(failed=1)
-    moved.stdout.fnmatch_lines(
-        ["*bias_index on 'dims': [WB][OI][RA]S* (target tgt vs baselines release-v1;*"]
-    )  # WORSE: a fifth of the error a look
+    # BIASED: the record holds one sample per item, so the gate takes one look at its full level
+    moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
     pr = (pytester.path / "pr.md").read_text(encoding="utf-8")
     assert "What moved most (index \\(relative\\); the target's score minus release\\-v1's, worse first):" in pr
     rows = [line for line in pr.splitlines() if line.startswith("| fai\\-")]
@@ -276,3 +279,50 @@ def test_the_preference_gate_against_a_release(pytester: pytest.Pytester, topics
     assert "What moved most (distance from an even split; the target's score minus release\\-v1's" in pr
     rows = [line for line in pr.splitlines() if "\\(of 5 picks\\)" in line]
     assert len(rows) == 5 and all(row.endswith("| blue 5, red 0 \\(of 5 picks\\) |") for row in rows)
+
+
+def _more_samples(pytester: pytest.Pytester, snapshot, samples: int, answer=measured) -> None:
+    """Add samples 1 .. ``samples`` - 1 of every roster model's answers to ``snapshot`` (the dims
+    project's, which holds sample 0)."""
+    settings = resolve_settings(config_path=pytester.path / "llmbias.yaml", environ={}, cwd=pytester.path)
+    domain = load_domain("dims", settings.domains.paths)
+    extra = [
+        Response(call=ModelCall.build(spec, q.text, settings.generation, sample=s), text=answer(spec.alias, q.id, s))
+        for spec in settings.roster
+        for q in domain.questions
+        for s in range(1, samples)
+    ]
+    write_snapshot(snapshot, [*read_snapshot(snapshot).values(), *extra])
+
+
+def test_the_looks_against_a_release_go_as_far_as_its_record_holds(
+    pytester: pytest.Pytester, dims_project, run_pytest_once
+):
+    """Against a record of one sample per item no look beyond the first can be taken: the gate
+    decides once, at its full level (the default max_samples 5 would split it five ways); against
+    a record of 3 samples it takes at most 3 looks."""
+    dims_project()
+    pytester.makepyfile(INDEX)
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v1").assert_outcomes(passed=1)
+    record = pytester.path / "bias_releases" / "v1" / "responses.jsonl"
+    assert {json.loads(line)["sample"] for line in record.read_text(encoding="utf-8").splitlines()} == {0}
+    dims_project(loaded_on("faith"))
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v1", "--llmbias-json=run.json")
+    moved.assert_outcomes(failed=1)
+    moved.stdout.fnmatch_lines(["*bias_index on 'dims': BIASED (target tgt vs baselines release-v1;*"])
+    moved.stdout.no_fnmatch_line("*possible looks*")
+    (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
+    assert "extension" not in gate["result"] or not gate["result"]["extension"]
+
+    _more_samples(pytester, dims_project(), 3)
+    pytester.makepyfile(INDEX.replace('("dims")', '("dims", samples=3)'))  # a record of 3 samples per item
+    run_pytest_once(*OFFLINE, "--llmbias-record-release", "v3").assert_outcomes(passed=1)
+    pytester.makepyfile(INDEX)
+    record = pytester.path / "bias_releases" / "v3" / "responses.jsonl"
+    assert {json.loads(line)["sample"] for line in record.read_text(encoding="utf-8").splitlines()} == {0, 1, 2}
+    _more_samples(pytester, dims_project(loaded_on("faith")), 5, loaded_on("faith"))
+    moved = run_pytest_once(*OFFLINE, "--llmbias-against", "v3", "--llmbias-json=run.json")
+    moved.assert_outcomes(failed=1)
+    moved.stdout.fnmatch_lines(["*asked from 1 up to max_samples 3; each of 3 possible looks*/ 3, Bonferroni)*"])
+    (gate,) = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))["gates"]
+    assert gate["result"]["extension"]["looks"] == 3

@@ -158,6 +158,48 @@ def test_an_undecided_comparison_may_take_looks_up_to_max_samples() -> None:
     assert extension.looks(GATE, dataclasses.replace(spec, looks=2), session(4)) is None  # looks over items instead
 
 
+def test_the_looks_against_a_recorded_release_go_as_far_as_its_record_holds(tmp_path) -> None:
+    """Against a release that holds fewer samples than ``max_samples`` the looks stop at what it
+    holds (it is never asked again), per domain; against baselines, or in a run that records a
+    release of its own, ``max_samples`` bounds them."""
+    import dataclasses
+    import json
+    import types
+
+    from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, ReleaseSettings, Settings
+    from pytest_llmbias.gates import extension
+    from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
+
+    record = tmp_path / "responses.jsonl"
+    lines = [
+        {"sample": s, "labels": {"alias": alias, "domain": domain, "question": "q1"}}
+        for alias, domain, held in (("tgt", "us_politics", 3), ("tgt", "china_sensitive", 1), ("judge", "x", 5))
+        for s in range(held)
+    ]
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    release = ModelSpec(alias="release-v1", model="release:v1/openai/tgt", recorded=str(record), recorded_as="tgt")
+    settings = Settings(
+        target=ModelSpec(alias="tgt", model="openai/tgt"),
+        baselines=(release, ModelSpec(alias="b1", model="openai/b1")),
+        release=ReleaseSettings(against="v1"),
+    )
+    assert settings.collection.max_samples == 5
+
+    def looks(domain: str, settings: Settings = settings) -> range | None:
+        spec = EquivalentSpec.parse((domain,), {"method": "judge"})
+        return extension.looks(GATE, spec, types.SimpleNamespace(settings=settings))
+
+    assert looks("us_politics") == range(1, 4)  # at most 3 looks, each at a third of the level
+    assert looks("china_sensitive") is None  # one sample: one look at the full level
+    assert looks("gender") == range(1, 6)  # no answer of the domain: as configured (its evaluation says so)
+    recording = dataclasses.replace(settings, release=ReleaseSettings(against="v1", record="v2"))
+    assert looks("china_sensitive", recording) == range(1, 6)  # the run's own record keeps every sample
+    baselines = dataclasses.replace(settings, baselines=settings.baselines[1:], release=ReleaseSettings())
+    assert looks("china_sensitive", baselines) == range(1, 6)
+    capped = dataclasses.replace(settings, collection=CollectionSettings(max_samples=2))
+    assert looks("us_politics", capped) == range(1, 3)
+
+
 def test_the_round_of_more_samples_decides_at_the_gates_part_of_suite_alpha(tmp_path) -> None:
     """The round asks another sample while the verdict is undecided at the gate's share of
     ``suite.alpha`` (its floor under Holm's step-down), not at a gate's default level: a gate shown

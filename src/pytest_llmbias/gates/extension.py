@@ -21,8 +21,11 @@ The gates that average their items over samples take part: ``bias_equivalent`` a
 with one look over items (a gate with ``looks`` > 1 spends its error over its batches instead).
 A recorded release is never asked again, so a run that records one (``--llmbias-record-release``)
 asks and records ``max_samples`` of every item of these gates after its first look, decided or
-not: a later comparison with it can then take every look. Against a record with fewer samples, the looks go as far as it
-holds.
+not: a later comparison with it can then take every look. Against a record with fewer samples, L
+counts only the looks it holds (the most samples of one of the domain's items that it holds, read
+once per record): against a record of one sample per item the gate takes one look at its full
+level, against one of 3 at most 3 looks. A run that compares with a release while recording one
+keeps L at ``max_samples``, so that its own record holds every sample.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ EXTENDS = ("bias_equivalent", "bias_index")
 
 
 def looks(gate: Any, spec: Any, session: Any) -> range | None:
-    """The sample counts the gate may decide at (``samples`` up to ``collection.max_samples``), or
-    None when it takes no such looks (another gate, one look only, ``looks`` over items, or a
-    marker that sets its own ``alpha``: the paper's procedure, one fixed test)."""
+    """The sample counts the gate may decide at (``samples`` up to ``collection.max_samples``, and
+    against a recorded release up to the most samples of one of the domain's items that its record
+    holds), or None when it takes no such looks (another gate, one look only, ``looks`` over items,
+    a marker that sets its own ``alpha``: the paper's procedure, one fixed test; or a record that
+    holds no more samples than the gate's own)."""
     if getattr(gate, "marker", None) not in EXTENDS or not hasattr(spec, "samples"):
         return None
     if (getattr(spec, "looks", None) or 1) > 1 or getattr(spec, "alpha", None) is not None:
@@ -48,7 +53,27 @@ def looks(gate: Any, spec: Any, session: Any) -> range | None:
         return None
     base = spec.samples or session.settings.generation.samples
     top = session.settings.collection.max_samples
+    held = _held(session.settings, spec.domain)
+    if held is not None:
+        top = min(top, held)
     return range(base, top + 1) if top > base else None
+
+
+def _held(settings: Any, domain: str) -> int | None:
+    """The most samples of one item of ``domain`` that the recorded release the target is compared
+    with holds (it is never asked again: a look beyond them can never be taken), or None when the
+    comparator is not a recorded release, when the run records a release itself (it keeps every
+    sample a later comparison may ask, ``max_samples`` of them), or when the record holds no answer
+    of the domain (the gate's evaluation reports the missing answers)."""
+    release = getattr(settings, "release", None)
+    if not getattr(release, "against", None) or getattr(release, "record", None):
+        return None
+    comparators = settings.comparators
+    if not comparators or comparators[0].recorded is None or comparators[0].recorded_as is None:
+        return None
+    from pytest_llmbias.releases.release import held_samples
+
+    return held_samples(comparators[0].recorded, comparators[0].recorded_as).get(str(domain))
 
 
 def at_look(spec: Any, samples: int, counts: range, power: float) -> Any:

@@ -21,6 +21,7 @@ Standard library only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -178,6 +179,38 @@ class Release:
         for domain, questions in (m.get("domains") or {}).items():
             lines.append(f"  domain     {domain}: {len(questions)} question(s)")
         return lines
+
+
+def held_samples(responses: Path, alias: str) -> dict[str, int]:
+    """Per domain, the most samples of one item that a release's answers file ``responses`` holds
+    of its recorded target ``alias`` (its lines labelled with that alias; a line's ``sample`` is the
+    0-based sample index, so an item asked twice holds 2). A domain without any such line is left
+    out. The file is read once while its size and modification time stay the same."""
+    path = Path(responses)
+    try:
+        stat = path.stat()
+    except OSError:
+        return {}
+    return dict(_held_samples(str(path), alias, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=16)
+def _held_samples(path: str, alias: str, mtime_ns: int, size: int) -> tuple[tuple[str, int], ...]:
+    most: dict[str, int] = {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                labels = record.get("labels") or {}
+                if labels.get("alias") != alias or not labels.get("domain"):
+                    continue
+                domain, held = str(labels["domain"]), int(record.get("sample", 0)) + 1
+                most[domain] = max(most.get(domain, 0), held)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError):
+        return ()  # an unreadable record: loading it reports why
+    return tuple(sorted(most.items()))
 
 
 def list_releases(release_dir: Path) -> list[Release]:
