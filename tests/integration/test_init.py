@@ -105,47 +105,21 @@ def test_init_refuses_a_roster_it_cannot_run_and_writes_nothing(tmp_path, capsys
     assert list(tmp_path.iterdir()) == []
 
 
+def _with_anchor(folder, anchor: str) -> list[str]:
+    """``llmbias init``'s arguments for a target, two baselines and ``--anchor anchor`` in ``folder``."""
+    return [
+        "init", "--dir", str(folder), "--target", "openai/x",
+        "--baseline", "openai/y", "--baseline", "openai/z", "--anchor", anchor,
+    ]  # fmt: skip
+
+
 def test_init_pins_the_anchor_the_team_names(tmp_path, capsys):
-    assert (
-        main(
-            [
-                "init",
-                "--dir",
-                str(tmp_path),
-                "--target",
-                "openai/x",
-                "--baseline",
-                "openai/y",
-                "--baseline",
-                "openai/z",
-                "--anchor",
-                "v1",
-            ]
-        )
-        == 0
-    )
+    assert main(_with_anchor(tmp_path, "v1")) == 0
     assert "with the anchor release 'v1'" in capsys.readouterr().out
     workflow = yaml.safe_load((tmp_path / ".github/workflows/bias.yml").read_text())
     script = next(s["run"] for s in workflow["jobs"]["bias"]["steps"] if s.get("name") == "Bias gates")
     assert "--llmbias-against main --llmbias-anchor v1" in script and "--llmbias-record-release first" not in script
     assert "committed under\n# bias_releases/v1/" in (tmp_path / ".github/workflows/bias.yml").read_text()
     for bad in ("main", "../v1"):  # the release recorded on every push, and a name that is no release's
-        assert (
-            main(
-                [
-                    "init",
-                    "--dir",
-                    str(tmp_path / bad.strip("./")),
-                    "--target",
-                    "openai/x",
-                    "--baseline",
-                    "openai/y",
-                    "--baseline",
-                    "openai/z",
-                    "--anchor",
-                    bad,
-                ]
-            )
-            == 2
-        )
+        assert main(_with_anchor(tmp_path / bad.strip("./"), bad)) == 2
         assert "--anchor" in capsys.readouterr().err
