@@ -154,9 +154,8 @@ def generate_pairs(args: argparse.Namespace, out: TextIO) -> int:
     2 bad arguments or an existing file without --force, 3 a subject left without a pair."""
     import dataclasses
 
-    import yaml
-
     from pytest_llmbias.cli.generate_domain import generate_pairs
+    from pytest_llmbias.config.yamlutil import load_yaml_text
     from pytest_llmbias.domains.draft_file import check_output
     from pytest_llmbias.domains.draft_pairs import PairBrief
     from pytest_llmbias.domains.loader import load_domain, parse_domain
@@ -198,7 +197,8 @@ def generate_pairs(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         return 3
-    parse_domain(yaml.safe_load(draft.text), path=target)  # refuse before writing what the loader would
+    data, lines = load_yaml_text(draft.text, source=str(target), error=DomainError)
+    parse_domain(data, path=target, lines=lines)  # refuse before writing what the loader would
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(draft.text, encoding="utf-8")
     load_domain(target)

@@ -1,37 +1,123 @@
-"""YAML loading that remembers where each key was written, so errors can name the file and line."""
+"""YAML loading that remembers where each key was written, so errors can name the file and line,
+and that cannot explode: every file the plugin reads goes through :func:`compose_bounded`, which
+refuses, before anything is built from it, a document nested deeper than :data:`MAX_DEPTH` levels,
+one whose aliases expand it to more than :data:`MAX_NODES` values (an alias bomb: nine levels of
+nine-fold aliases stand for 387 million strings in a few hundred bytes), and an alias that
+refers to a node containing it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+#: the deepest nesting of mappings and lists a file may hold: a settings file needs 5, a domain 4
+MAX_DEPTH = 64
+#: the most values (every key, value and list item, counted again at each use of an alias) a file
+#: may stand for: a domain of 10,000 questions of three fields holds about 70,000
+MAX_NODES = 250_000
+
 
 def load_yaml_with_lines(path: Path, *, error: type[Exception]) -> tuple[Any, dict[str, int]]:
     """Parse ``path`` safely. Returns the data and a map of dotted key path -> 1-based line.
 
     List items appear in key paths as ``[i]`` (``baselines[0].model``). A syntax error, a duplicate
-    key, or an unreadable file raises ``error`` with the file and line.
+    key, an unreadable file, or a document beyond :data:`MAX_DEPTH` or :data:`MAX_NODES` raises
+    ``error`` with the file (and the line where there is one).
     """
-    import yaml
-
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read: {exc}") from None
+    return load_yaml_text(text, source=str(path), error=error)
+
+
+def load_yaml_text(text: str, *, source: str, error: type[Exception]) -> tuple[Any, dict[str, int]]:
+    """:func:`load_yaml_with_lines` for ``text`` already read; ``source`` names it in errors."""
+    import yaml
+
     loader = _safe_loader(yaml)(text)
     try:
-        node = loader.get_single_node()  # composed once: its marks give the lines, then the data
+        node = compose_bounded(loader, source, error)  # composed once: its marks give the lines, then the data
         if node is None:
             return None, {}
         lines: dict[str, int] = {}
-        _walk(node, "", lines, path, error)
+        _walk(node, "", lines, source, error)
         # Composing accepts any tag; constructing refuses the unsafe ones (!!python/object...).
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise error(_describe(path, exc)) from None
+        raise error(_describe(source, exc)) from None
     finally:
         loader.dispose()
     return data, lines
+
+
+def compose_bounded(loader: Any, source: str, error: type[Exception], *, lines: bool = True) -> Any:
+    """The document's root node from ``loader`` (None for an empty document), checked by
+    :func:`check_bounds`. The pure-Python composer recurses once per level: a document nested
+    deeper than Python's stack is refused as too deep (libyaml refuses 1,000 levels itself).
+    ``lines``: name the line in errors (not for a one-line value given on the command line)."""
+    try:
+        node = loader.get_single_node()
+    except RecursionError:
+        raise error(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels of mappings and lists") from None
+    if node is not None:
+        check_bounds(node, source, error, lines=lines)
+    return node
+
+
+def check_bounds(root: Any, source: str, error: type[Exception], *, lines: bool = True) -> None:
+    """Raise ``error`` naming ``source`` and a line when the node graph under ``root`` nests deeper
+    than :data:`MAX_DEPTH`, stands for more than :data:`MAX_NODES` values once its aliases are
+    expanded, or holds a node inside itself (``&a [*a]``). Each distinct node is visited once (an
+    alias's expanded size is remembered), so a bomb is refused in the time its text takes to read."""
+
+    def at(node: Any) -> str:
+        return f"{source}:{node.start_mark.line + 1}" if lines else source
+
+    size: dict[int, int] = {}  # id(node) -> values under it once expanded, itself included
+    height: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the current path: met again, a node contains itself
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if children_done:
+            open_nodes.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            height[key] = 1 + max((height[id(c)] for c in children), default=0)
+            if height[key] > MAX_DEPTH:
+                raise error(f"{at(node)}: the YAML nests deeper than {MAX_DEPTH} levels of mappings and lists")
+            if size[key] > MAX_NODES:
+                raise error(
+                    f"{at(node)}: the YAML's aliases expand it to more than {MAX_NODES:,} values "
+                    "(an alias bomb?); write the values out, or use fewer aliases"
+                )
+            continue
+        if key in size:
+            continue
+        if len(open_nodes) >= MAX_DEPTH:
+            raise error(f"{at(node)}: the YAML nests deeper than {MAX_DEPTH} levels of mappings and lists")
+        open_nodes.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                raise error(
+                    f"{at(child)}: a YAML alias refers to a mapping or list that "
+                    "contains it; a recursive document cannot be read"
+                )
+            if id(child) not in size:
+                stack.append((child, False))
+
+
+def _children(node: Any) -> list[Any]:
+    """The value nodes directly under ``node``: a list's items, a mapping's keys and values."""
+    value = node.value
+    if not isinstance(value, list):
+        return []  # a scalar
+    if value and isinstance(value[0], tuple):  # a mapping: (key node, value node) pairs
+        return [n for pair in value for n in pair]
+    return value
 
 
 def _safe_loader(yaml: Any) -> type:
@@ -52,7 +138,7 @@ def _safe_loader(yaml: Any) -> type:
     return c_loader if getattr(_yaml, "ScalarNode", None) is yaml.nodes.ScalarNode else yaml.SafeLoader
 
 
-def _walk(node: Any, prefix: str, lines: dict[str, int], path: Path, error: type[Exception]) -> None:
+def _walk(node: Any, prefix: str, lines: dict[str, int], path: str, error: type[Exception]) -> None:
     import yaml
 
     if isinstance(node, yaml.MappingNode):
@@ -73,7 +159,7 @@ def _walk(node: Any, prefix: str, lines: dict[str, int], path: Path, error: type
             _walk(item, dotted, lines, path, error)
 
 
-def _describe(path: Path, exc: Exception) -> str:
+def _describe(path: str, exc: Exception) -> str:
     """``<file>:<line>: invalid YAML: <problem>`` for a YAML error (the line where it has one)."""
     import yaml
 
@@ -93,7 +179,8 @@ def load_inline_mapping(text: str, *, what: str, error: type[Exception]) -> dict
 
     loader = _safe_loader(yaml)(text)
     try:
-        data = loader.get_single_data()
+        node = compose_bounded(loader, f"{what}: the inline model {text!r}", error, lines=False)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         column = f" at column {mark.column + 1}" if mark is not None else ""

@@ -160,9 +160,10 @@ def write_domain(generated: GeneratedDomain, path: Path, *, force: bool = False)
     path = Path(path)
     check_output(path, generated.brief.name, force=force)
     text = render_domain(generated)
-    import yaml
+    from pytest_llmbias.config.yamlutil import load_yaml_text
 
-    parse_domain(yaml.safe_load(text), path=path)  # refuse before writing anything the loader would
+    data, lines = load_yaml_text(text, source=str(path), error=DomainError)
+    parse_domain(data, path=path, lines=lines)  # refuse before writing anything the loader would
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     load_domain(path)
