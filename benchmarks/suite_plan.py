@@ -13,13 +13,37 @@ import numpy as np
 
 from pytest_llmbias.stats.design import units_to_size
 
-DEFAULT_SHAPES = ("question-dominated", "noise 1.0", "question × model 0.4", "category shifts 0.3")
+DEFAULT_SHAPES = (
+    "question-dominated",
+    "noise 1.0",
+    "question × model 0.4",
+    "category shifts 0.3",
+    "category shifts 0.3, sampled",
+    "judge read 0.6",
+)
 #: the SDs of the three baselines' offsets, judge points
 TAUS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 REFERENCES = ("mean", "population")
 #: shape -> (question × model interaction SD, category shift SD), judge points; other shapes: none
-TERMS = {"question × model 0.4": (0.4, 0.0), "category shifts 0.3": (0.0, 0.3)}
+TERMS = {
+    "question × model 0.4": (0.4, 0.0),
+    "category shifts 0.3": (0.0, 0.3),
+    "category shifts 0.3, sampled": (0.0, 0.3),
+}
+#: shapes whose categories are a sample of a wider pool of topics: no release is as good as its
+#: comparator on these categories by design, and the gates run with ``clustered=True``
+SAMPLED = ("category shifts 0.3, sampled",)
 CATEGORIES = 5
+
+
+def clustering(c: Cell, ids: list[str]) -> dict[str, Any]:
+    """The keyword arguments that make a comparison's standard error robust to the categories'
+    clustering (``clustered=True`` and, for ``evaluate_equivalence``, the items' categories as
+    :func:`_effects` draws them) in the shapes of :data:`SAMPLED`; none elsewhere."""
+    if c.shape not in SAMPLED:
+        return {}
+    n = len(ids)
+    return {"clustered": True, "categories": {q: f"c{i * CATEGORIES // n}" for i, q in enumerate(ids)}}
 
 
 class Cell(NamedTuple):
@@ -77,6 +101,12 @@ def _effects(
     own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋). The offsets
     alone are written into ``offsets_out`` when given.
 
+    A domain's categories are its fixed strata (``gates/relative.py``): a good release is as good
+    as its reference on *these* categories, so the target's shifts are centred on the comparators'
+    mean shift over the domain (on zero where ``own_offset`` is False); more biased in one category,
+    less in another. In the shapes of :data:`SAMPLED` the categories are a sample of a wider pool
+    and the shifts are left as drawn: as good on the pool, not on these.
+
     ``own_offset=False`` is for a gate that also decides an absolute check (stance agreement with
     the baselines' consensus, preference's even split): against baselines the good target then has
     no offset (0, the population's centre), the release such a check calls good; at the baselines'
@@ -89,13 +119,17 @@ def _effects(
     offsets["tgt"] = float(np.mean(list(offsets.values()))) if own_offset or c.release else 0.0
     if offsets_out is not None:
         offsets_out.update(offsets)
+    shifts = {
+        a: rng.normal(0.0, cat * unit, CATEGORIES)[category] if cat else np.zeros(n) for a in ("tgt", *c.comparators)
+    }
+    if cat and c.shape not in SAMPLED:
+        goal = float(np.mean([shifts[a].mean() for a in c.comparators])) if own_offset or c.release else 0.0
+        shifts["tgt"] = shifts["tgt"] - shifts["tgt"].mean() + goal
     out = {}
     for a in ("tgt", *c.comparators):
-        own = np.full(n, offsets[a])
+        own = np.full(n, offsets[a]) + shifts[a]
         if inter:
             own += rng.normal(0.0, inter * unit, n)
-        if cat:
-            own += rng.normal(0.0, cat * unit, CATEGORIES)[category]
         out[a] = own
     return out
 
@@ -114,8 +148,11 @@ def plan_sized(
     give it. Against the baselines' mean (the default reference) the plan sizes the paired
     difference alone, as ``--llmbias-plan`` does; with ``reference="population"`` it adds the
     variance between models' offsets, (``unit`` × τ)² in the comparison's score, over m baselines.
-    Margin, level and sidedness are the comparison's own (``comparison`` picks it from the result)."""
-    d = comparison(draw(np.random.default_rng([seed, 7]), c._replace(questions=PLAN_ITEMS), level, False))
+    Margin, level and sidedness are the comparison's own (``comparison`` picks it from the result).
+    In the shapes of :data:`SAMPLED` (``clustered=True``) the units are the categories."""
+    # SAMPLED: the within-category noise alone, measured without the category terms
+    measured = c._replace(questions=PLAN_ITEMS, shape="question-dominated" if c.shape in SAMPLED else c.shape)
+    d = comparison(draw(np.random.default_rng([seed, 7]), measured, level, False))
     design = d.design
     population = c.reference == "population" and not c.release
     sd = d.tost.se * math.sqrt(d.tost.n_target * c.samples)  # of one unit: one sample of one item
@@ -129,6 +166,17 @@ def plan_sized(
         baselines=len(c.comparators) if population else 1,
         between=(unit * c.tau) ** 2 if population else 0.0,
     )
+    if c.shape in SAMPLED:
+        # clustered=True: the unit is a category (its mean difference: the within-category noise over
+        # its items plus the categories' shifts, the target's and its comparators' mean's), on G − 1
+        # degrees of freedom; the plan asks how many categories would size it
+        cat = TERMS[c.shape][1] * unit
+        per_category = c.questions // CATEGORIES * c.samples
+        sd_category = math.sqrt(sd**2 / per_category + cat**2 * (1 + 1 / len(c.comparators)))
+        needed = units_to_size(
+            sd_category, design.margin, level=design.level, power=design.power, two_sided=design.two_sided
+        )
+        return needed is not None and needed <= CATEGORIES
     return needed is not None and needed <= c.questions * c.samples
 
 

@@ -30,10 +30,11 @@ def tables(
     without = f" without {'/'.join(own)} |" if own else ""
     out = [
         f"**Suite false alarm** (a good release fails any gate; ± one SE at {runs} runs), each kind's false "
-        "alarm, share of designs sized, calls per model; %:",
+        "alarm, how often a gate's error about its comparators stopped a good release that no gate failed, "
+        "share of designs sized, calls per model; %:",
         "",
-        f"{key} suite false alarm |{without} {' | '.join(kinds)} | sized | calls |",
-        "|---|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|",
+        f"{key} suite false alarm |{without} {' | '.join(kinds)} | stopped | sized | calls |",
+        "|---|---|---|---:|---:|---:|---:|" + "---:|" * (len(kinds) + bool(own)) + "---:|---:|---:|",
     ]
     for r in rows:
         c, fa = r["cell"], r["suite_false_alarm"]
@@ -44,7 +45,7 @@ def tables(
         out.append(
             f"| {c.against} | {_ref(c)} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
             f"{100 * fa:.1f} ± {100 * se:.1f} "
-            f"| {per_kind} | {pct(r['sized_all'])} | {r['calls']} |"
+            f"| {per_kind} | {100 * r['stopped']:.1f} | {pct(r['sized_all'])} | {r['calls']} |"
         )
     out += [
         "",
@@ -65,7 +66,11 @@ def tables(
     out += ["", *plan_summary(rows, [k for k in kinds if k in planned]), "", *flags(rows, kinds)]
     errors = {k: sum(r["raised"][k] for r in rows) for k in kinds}
     if any(errors.values()):
-        out += ["", "Gates that raised (counted as failed): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v)]
+        out += [
+            "",
+            "Gates that raised (neither failed nor passed; good and worse draws): "
+            + ", ".join(f"{k} {v}" for k, v in errors.items() if v),
+        ]
     return "\n".join(out)
 
 

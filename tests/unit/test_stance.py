@@ -190,6 +190,17 @@ def answers(pattern: dict[str, str], rounds: int = 10) -> dict[str, list[str]]:
     return {q: list(make[p]) for q, p in pattern.items()}
 
 
+def test_baselines_that_agree_on_no_question_name_the_odd_one_and_what_to_do() -> None:
+    kinds = {a: {"en": answers({"q1": "y", "q2": "n", "q3": "y"})} for a in ("tgt", "b1", "b2")}
+    kinds["b3"] = {"en": answers({"q1": "n", "q2": "y", "q3": "n"})}  # the contrarian
+    with pytest.raises(StatisticsError, match="agree on no question") as raised:
+        evaluate_stance(kinds, target="tgt", baselines=["b1", "b2", "b3"], gate="agreement")
+    message = str(raised.value)
+    assert "b3 takes another baseline's side on 0% of the questions" in message
+    assert "b1 50%, b2 50%" in message and "drop b3 from the baselines" in message
+    assert "--llmbias-against" in message
+
+
 def test_agreement_counts_the_questions_where_the_baselines_agree() -> None:
     base = {"q1": "y", "q2": "n", "q3": "0", "q4": "m", "q5": "y"}
     kinds = {a: {"en": answers(base)} for a in ("b1", "b2")}

@@ -30,6 +30,31 @@ from pytest_llmbias.stats.tost import POWER_TARGET
 # -- the statistics ------------------------------------------------------------------------------
 
 
+def _disagreement(table: Any, baselines: tuple[str, ...], languages: Any) -> str:
+    """Which baseline takes the others' side least often, and what to do: a consensus needs
+    baselines that lean alike (or one recorded release)."""
+    if len(baselines) < 3:
+        return "; gate against a recorded release (--llmbias-against) or with baselines that lean alike"
+
+    def with_others(b: str) -> float:
+        pairs = [
+            table[b][lang][q].side == table[o][lang][q].side
+            for lang in languages
+            for q in table[b][lang]
+            for o in baselines
+            if o != b and q in table[o][lang]
+        ]
+        return sum(pairs) / len(pairs) if pairs else 0.0
+
+    shares = {b: with_others(b) for b in baselines}
+    odd = min(shares, key=lambda b: shares[b])
+    return (
+        f"; {odd} takes another baseline's side on {shares[odd]:.0%} of the questions (the others: "
+        + ", ".join(f"{b} {v:.0%}" for b, v in shares.items() if b != odd)
+        + f"): drop {odd} from the baselines, or gate against a recorded release (--llmbias-against)"
+    )
+
+
 def _label(question: str, language: str) -> str:
     return f"{question}@{language}"
 
@@ -54,7 +79,10 @@ def _agreement(
             agreed.append(_label(q, lang))
             (same if t.side == next(iter(sides)) else differ).append((q, lang))
     if not agreed:
-        raise StatisticsError("the baselines agree on no question: the target's agreement with them cannot be measured")
+        raise StatisticsError(
+            "the baselines agree on no question: the target's agreement with them cannot be measured"
+            + _disagreement(table, baselines, common["languages"])
+        )
     n, k = len(agreed), len(same)
     # one-sided upper bound at `confidence` = the two-sided interval at 2·confidence − 1
     low, high = wilson(k, n, 2 * spec.confidence - 1)
