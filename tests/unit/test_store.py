@@ -388,46 +388,52 @@ def test_refresh_with_run_id_serves_same_run_only(tmp_path: Path) -> None:
     use.close()
 
 
-def test_corrupted_store_says_how_to_reset(tmp_path: Path) -> None:
+def test_a_database_that_is_no_database_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
     store = ResponseStore(tmp_path)
     store.put(response())
     store.close()
     db = tmp_path / "responses" / "cache.db"
-    assert db.is_file()
     for extra in (tmp_path / "responses").glob("cache.db-*"):
         extra.unlink()
-    db.write_bytes(b"\x00garbage, not a database\xff" * 200)
+    garbage = b"\x00garbage, not a database\xff" * 200
+    db.write_bytes(garbage)
 
-    broken = ResponseStore(tmp_path)
-    with pytest.raises(StoreError) as info:
-        broken.get(response().key)
-    msg = str(info.value)
-    assert "rm -rf" in msg
-    assert str(tmp_path) in msg
-    broken.close()
+    healed = ResponseStore(tmp_path)
+    assert healed.get(response().key) is None  # nothing of it could be read: asked again
+    (notice,) = healed.notices
+    (aside,) = (tmp_path / "responses").glob("cache.db.damaged-*")
+    assert aside.read_bytes() == garbage  # kept for inspection, as it was
+    assert str(aside) in notice and "moved aside" in notice and "rm -rf" not in notice
+    assert "1 answer(s) this run needs are not in it and are asked again" in notice
+    healed.put(response())
+    healed.close()
+    again = ResponseStore(tmp_path)
+    assert again.get(response().key) is not None and again.notices == []
+    again.close()
 
 
-def test_malformed_disk_entry_says_how_to_reset(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "record",
+    ["not json {", json.dumps({"key": "k", "text": "no request fields"}), json.dumps([1, 2, 3]), "wrong key"],
+    ids=["invalid-json", "no-request-fields", "a-list", "wrong-key"],
+)
+def test_an_unreadable_disk_entry_is_a_miss_and_said(tmp_path: Path, record: str) -> None:
     import diskcache
 
-    r = response()
+    r, other = response(), response(call("other"), text="kept")
+    if record == "wrong key":
+        record = json.dumps(other.to_dict())
     with diskcache.Cache(str(tmp_path / "responses")) as cache:
-        cache.set("response:" + r.key, json.dumps({"key": r.key, "text": "no request fields"}))
+        cache.set("response:" + r.key, record)
+        cache.set("response:" + other.key, json.dumps(other.to_dict()))
     store = ResponseStore(tmp_path)
-    with pytest.raises(StoreError, match="rm -rf"):
-        store.get(r.key)
-    store.close()
-
-
-def test_disk_entry_under_wrong_key_is_an_error(tmp_path: Path) -> None:
-    import diskcache
-
-    r, other = response(), call("other")
-    with diskcache.Cache(str(tmp_path / "responses")) as cache:
-        cache.set("response:" + other.key, json.dumps(r.to_dict()))
-    store = ResponseStore(tmp_path)
-    with pytest.raises(StoreError, match="wrong key"):
-        store.get(other.key)
+    store.label(r.key, alias="m", domain="d", question="q7")
+    assert store.get(r.key) is None  # asked again
+    assert store.get(other.key).text == "kept"  # the rest served
+    (notice,) = store.notices
+    assert "held 1 answer(s) that could not be read" in notice and "question q7" in notice
+    assert r.key[:16] in notice and "rm -rf" not in notice
+    assert store.notices == [notice]  # told once
     store.close()
 
 

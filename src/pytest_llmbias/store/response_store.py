@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.choices import CacheMode
-from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.calls import ModelCall, Response, built_call
-from pytest_llmbias.store.disk import DiskCache, reset_hint
+from pytest_llmbias.store.disk import DiskCache
 from pytest_llmbias.store.fingerprints import Serving
 from pytest_llmbias.store.records import answer_fields, record_text
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 _PREFIX = "response:"
 #: the store's list of snapshot files already checked line by line (see CheckedSnapshots)
 CHECKED_SNAPSHOTS = "checked-snapshots.json"
+#: the unreadable answers a notice names one by one (the rest it counts)
+_NAMED = 5
 
 
 class ResponseStore:
@@ -36,6 +38,12 @@ class ResponseStore:
     Fingerprints (see :mod:`pytest_llmbias.store.fingerprints`): once :meth:`serve_fingerprints`
     names a model's current fingerprint, its stored answers collected under another one are not
     served (snapshots always are), and its new answers are written with the current one.
+
+    Damage costs only what it damaged: a stored answer that cannot be read (not JSON, the wrong
+    shape, a number for its text, bytes that are not text) is a miss, asked again alone and
+    written over; :attr:`notices` counts them and names each one's question. A disk store whose
+    database cannot be read is rebuilt (see :class:`DiskCache`), and the notice says how many of
+    the answers looked up since are not in it (they are asked again).
     """
 
     def __init__(
@@ -62,7 +70,7 @@ class ResponseStore:
                 url, spool=self.directory / "spool", password=password, create=not read_only
             )
         elif mode != "off":
-            self._disk = DiskCache(self.directory / "responses", create=not read_only)
+            self._disk = DiskCache(self.directory / "responses", create=not read_only, watched=True)
         self._snapshot_paths = tuple(Path(p) for p in snapshots) if mode == "use" else ()
         self._snapshots: SnapshotAnswers | None = None
         self._memory: dict[str, Response] = {}
@@ -70,6 +78,10 @@ class ResponseStore:
         self._labels: dict[str, dict[str, Any]] = {}
         self._serving: dict[str, Serving] = {}  # model endpoint -> which stored answers it is served
         self.run_id = run_id
+        self._unreadable: dict[str, str] = {}  # key -> why its stored answer could not be read
+        self._missed: set[str] = set()  # keys looked up in the store and not served by it
+        self._told: list[str] = []
+        self._told_of = [0, 0, 0]  # how many of the disk's notices, repairs and unreadable answers are told
 
     def add_snapshots(self, paths: Iterable[Path]) -> None:
         """Read ``paths`` too (those not read already), beneath the ones given at creation: a
@@ -99,6 +111,8 @@ class ResponseStore:
                 response = self._read_disk(key, run_id=self.run_id)
             if response is not None:
                 self._memory[key] = response
+            elif self.mode == "use":
+                self._missed.add(key)
         if response is not None:
             self._used[key] = response
         return response
@@ -146,6 +160,8 @@ class ResponseStore:
                 if response is not None:
                     self._memory[key] = response
                     out[key] = response
+                else:
+                    self._missed.add(key)
             rest = []
         for key in rest:
             one = self.get(key)
@@ -164,22 +180,25 @@ class ResponseStore:
         self, key: str, raw: str | bytes, asked: ModelCall | None = None, run_id: str | None = None
     ) -> Response | None:
         """The response stored as ``raw`` under ``key`` (None: written by another run than
-        ``run_id``, when given): with a call built for ``key`` (``asked``, or one this process
-        built), its answer fields alone are parsed (see :mod:`pytest_llmbias.store.records`)."""
+        ``run_id``, when given, or unreadable: then noted, to be asked again): with a call built for
+        ``key`` (``asked``, or one this process built), its answer fields alone are parsed (see
+        :mod:`pytest_llmbias.store.records`)."""
         assert self._disk is not None
         call = built_call(key, asked)
         head = answer_fields(key, raw) if call is not None else None
-        if call is None or head is None:
-            data = self._disk.decode(_PREFIX + key, raw)
-            if run_id is not None and (not isinstance(data, dict) or data.get("run") != run_id):
+        try:
+            if call is None or head is None:
+                data = json.loads(raw)
+                if run_id is not None and (not isinstance(data, dict) or data.get("run") != run_id):
+                    return None
+                return self._parse(key, data, call)
+            if run_id is not None and head.get("run") != run_id:
                 return None
-            return self._parse(key, data, call)
-        if run_id is not None and head.get("run") != run_id:
-            return None
-        try:  # the answer fields alone, of a record cut at its key (which answer_fields checked)
+            # the answer fields alone, of a record cut at its key (which answer_fields checked)
             return Response.answering(call, head, source="store")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._malformed(key, exc) from None
+            self._unreadable[key] = f"{type(exc).__name__}: {exc}"
+            return None
 
     def _fresh(self, response: Response) -> bool:
         """Whether ``response`` may be served under its model's current fingerprint: always for
@@ -200,8 +219,15 @@ class ResponseStore:
                 self._used.pop(key, None)
 
     def read_meta(self, key: str) -> Any | None:
-        """A side entry of the store (not a response: a model's fingerprint history), or None."""
-        return self._disk.get(key) if self._disk is not None else None
+        """A side entry of the store (not a response: a model's fingerprint history), or None
+        (also where it cannot be read: it is written afresh)."""
+        if self._disk is None:
+            return None
+        raw = self._disk.get_raw(key)
+        try:
+            return None if raw is None else json.loads(raw)
+        except (TypeError, ValueError):
+            return None
 
     def write_meta(self, key: str, value: Any) -> None:
         """Write a side entry (JSON values); nothing when the store keeps nothing (``off``)."""
@@ -209,21 +235,14 @@ class ResponseStore:
             self._disk.set(key, value)
 
     def _parse(self, key: str, data: Any, call: ModelCall | None = None) -> Response:
-        try:
-            if data["key"] != key:
-                raise ValueError("stored under the wrong key")
-            response = Response.from_dict(data, source="store", call=call)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._malformed(key, exc) from None
+        """The response ``data`` records under ``key``; raises ``KeyError``/``TypeError``/
+        ``ValueError``/``AttributeError`` where it is no record of that call."""
+        if data["key"] != key:
+            raise ValueError("stored under the wrong key")
+        response = Response.from_dict(data, source="store", call=call)
         # verified above: a call rebuilt from its record is not hashed again
         object.__setattr__(response.call, "key", key)
         return response
-
-    def _malformed(self, key: str, exc: Exception) -> StoreError:
-        return StoreError(
-            f"the store at {self.where} holds a malformed response {key} ({exc}). "
-            + ("Delete it and run again." if self.team is not None else reset_hint(self.directory))
-        )
 
     def put(self, response: Response, *, later: bool = False) -> None:
         """Keep ``response`` for this session and, unless the mode is ``off``, write it to disk now.
@@ -271,8 +290,36 @@ class ResponseStore:
 
     @property
     def notices(self) -> list[str]:
-        """Things a user should know about the disk store (see :class:`DiskCache`)."""
-        return list(self._disk.notices) if self._disk is not None else []
+        """Things a user should know about the store: found emptied (see :class:`DiskCache`),
+        rebuilt, answers that could not be read. Only ever grows: each is told once, composed when
+        first read (after the lookups it counts)."""
+        disk = self._disk
+        if disk is not None:
+            told = self._told_of
+            self._told.extend(disk.notices[told[0] :])
+            told[0] = len(disk.notices)
+            repairs = getattr(disk, "repairs", [])
+            self._told.extend(r.message(asked_again=len(self._missed)) for r in repairs[told[1] :])
+            told[1] = len(repairs)
+            for key, why in getattr(disk, "unreadable", {}).items():
+                self._unreadable.setdefault(key.removeprefix(_PREFIX), why)
+            new = list(self._unreadable.items())[told[2] :]
+            told[2] = len(self._unreadable)
+            if new:
+                self._told.append(self._unreadable_notice(new))
+        return list(self._told)
+
+    def _unreadable_notice(self, unread: list[tuple[str, str]]) -> str:
+        shown = []
+        for key, why in unread[:_NAMED]:
+            labels = self._labels.get(key, {})
+            named = ", ".join(f"{k} {labels[k]}" for k in ("alias", "domain", "question") if k in labels)
+            shown.append(f"{key[:16]} ({named or 'a call not asked this run'}): {why}")
+        more = f"; and {len(unread) - _NAMED} more" if len(unread) > _NAMED else ""
+        return (
+            f"the store at {self.where} held {len(unread)} answer(s) that could not be read, each asked again "
+            "alone (the rest of the store is served as usual): " + "; ".join(shown) + more
+        )
 
     @property
     def used(self) -> Mapping[str, Response]:
