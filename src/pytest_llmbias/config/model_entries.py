@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.config.app_targets import (
@@ -25,6 +25,8 @@ from pytest_llmbias.config.app_targets import (
     check_path,
     parse_body,
 )
+from pytest_llmbias.config.bounds import check_params
+from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, TemplateError
 
@@ -97,16 +99,19 @@ def parse_model(
     for opt in ("alias", "api_base", "api_key_env", "transport"):
         if raw.get(opt) is not None and not isinstance(raw[opt], str):
             raise ConfigError(f"{where(key)}: '{key}.{opt}' must be a string, got {type(raw[opt]).__name__}")
+    alias = _parse_alias(raw.get("alias", None), key, where)
+    api_key_env = _parse_env_name(raw.get("api_key_env"), key, where)
     params = raw.get("params") or {}
     if not isinstance(params, Mapping):
         raise ConfigError(f"{where(key)}: '{key}.params' must be a mapping, got {type(params).__name__}")
+    check_params(params, key, _at(where, key, "params"))
     for reserved in ("api_key", "messages", "model", "stream"):
         if reserved in params:
             raise ConfigError(
                 f"{where(key)}: '{key}.params.{reserved}' is not allowed"
                 + (" (name the variable in api_key_env instead)" if reserved == "api_key" else "")
             )
-    api_base = raw.get("api_base")
+    api_base = _parse_api_base(raw.get("api_base"), key, where)
     try:
         transport = Transport.parse(raw.get("transport") or "auto", what=f"'{key}.transport'")
     except ValueError as exc:
@@ -126,10 +131,10 @@ def parse_model(
     _check_litellm_string(model.strip(), key, where)
     return ModelSpec(
         model=model.strip(),
-        alias=raw.get("alias") or default_alias(model.strip()),
+        alias=alias or default_alias(model.strip()),
         version=_parse_version(raw.get("version"), key, where),
-        api_base=api_base.rstrip("/") if api_base else None,
-        api_key_env=raw.get("api_key_env"),
+        api_base=api_base,
+        api_key_env=api_key_env,
         params=dict(params),
         transport=str(transport),
         structured=structured,
@@ -185,9 +190,8 @@ def parse_app(raw: Mapping[str, Any], kind: str, key: str, where: Where, base_di
     for reserved in ("messages", "prompt"):
         if reserved in params:
             raise ConfigError(f"{where(key)}: '{key}.params.{reserved}' is not allowed")
-    alias = raw.get("alias")
-    if alias is not None and (not isinstance(alias, str) or not alias.strip()):
-        raise ConfigError(f"{where(key)}: '{key}.alias' must be a non-empty string, got {alias!r}")
+    check_params(params, key, _at(where, key, "params"))
+    alias = _parse_alias(raw.get("alias"), key, where)
     common: dict[str, Any] = dict(
         params=dict(params),
         version=_parse_version(raw.get("version"), key, where),
@@ -238,13 +242,13 @@ def _parse_http(raw: Any, key: str, where: Where, known: Sequence[str]) -> HttpA
             "and the dotted path of the answer's text in the JSON reply)"
         )
     url = raw["url"]
-    if (
-        not isinstance(url, str)
-        or urlsplit(url.strip()).scheme not in ("http", "https")
-        or not urlsplit(url.strip()).netloc
-    ):
+    parts = _split_url(url)
+    port = _port(parts)
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"{at}: '{key}.url' must be an http:// or https:// URL, got {url!r}")
-    if "@" in urlsplit(url.strip()).netloc:
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{at}: '{key}.url' has a port outside 1-65535, got {url!r}")
+    if "@" in parts.netloc:
         raise ConfigError(
             f"{at}: '{key}.url' carries a user:password@: send credentials in a header that reads "
             "an environment variable (headers: {Authorization: 'Bearer ${APP_TOKEN}'})"
@@ -276,6 +280,86 @@ def _parse_http(raw: Any, key: str, where: Where, known: Sequence[str]) -> HttpA
         headers=tuple(headers.items()),
         usage=paths.get("usage"),
     )
+
+
+def _at(where: Where, key: str, sub: str) -> str:
+    """Where ``key.sub`` was written: its own line where the file gives one, else the entry's."""
+    return where(f"{key}.{sub}") if f"{key}.{sub}" in where.lines else where(key)
+
+
+def _parse_alias(raw: Any, key: str, where: Where) -> str | None:
+    """An entry's ``alias``, stripped; None when absent (the default alias applies). An empty one
+    is an error, not a cue to put the default in its place."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(
+            f"{_at(where, key, 'alias')}: '{key}.alias' must be a non-empty string, got {raw!r}; leave it "
+            "out for the default alias"
+        )
+    return raw.strip()
+
+
+def _parse_env_name(raw: Any, key: str, where: Where) -> str | None:
+    """``api_key_env``: the name of an environment variable (not empty; no ``$``, space or ``=``)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not _ENV_NAME.fullmatch(raw):
+        hint = " (the name alone, without '$')" if isinstance(raw, str) and raw.startswith("$") else ""
+        raise ConfigError(
+            f"{_at(where, key, 'api_key_env')}: '{key}.api_key_env' must name an environment variable "
+            f"such as OPENAI_API_KEY{hint}, got {raw!r}; leave it out for a model that needs no key"
+        )
+    return raw
+
+
+#: a name the environment can hold: no '=', no space, no NUL ('$' is refused: it is how a shell reads one)
+_ENV_NAME = re.compile(r"[^\s=$\x00]+")
+
+
+def _parse_api_base(raw: Any, key: str, where: Where) -> str | None:
+    """``api_base``: an http:// or https:// URL with a host, and a port from 1 to 65535 where it
+    gives one; without its trailing ``/``. Checked here, not at the first call after its retries."""
+    if raw is None:
+        return None
+    parts = _split_url(raw)
+    # a user:password@ is a secret; a URL that does not split is not shown (it may hold one)
+    shown = raw if not isinstance(raw, str) else strip_userinfo(raw) if parts is not None else "<not a URL>"
+
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(
+            f"{_at(where, key, 'api_base')}: '{key}.api_base' must be an http:// or https:// URL such as "
+            f"http://127.0.0.1:8000/v1 ({problem}), got {shown!r}"
+        )
+
+    if not isinstance(raw, str) or not raw.strip():
+        raise fail("it is empty")
+    if parts is None:
+        raise fail("it does not parse")
+    if parts.scheme.lower() not in ("http", "https"):
+        raise fail(f"the scheme is {parts.scheme!r}" if parts.scheme else "no scheme")
+    if not parts.hostname:
+        raise fail("no host")
+    port = _port(parts)
+    if port is not None and not 1 <= port <= 65535:
+        raise fail("a port is a number from 1 to 65535")
+    return raw.strip().rstrip("/")
+
+
+def _split_url(url: Any) -> SplitResult | None:
+    """``url``'s parts; None for no string, or one that does not split (an unclosed ``[IPv6``)."""
+    try:
+        return urlsplit(url.strip()) if isinstance(url, str) else None
+    except ValueError:
+        return None
+
+
+def _port(parts: SplitResult | None) -> int | None:
+    """The URL's port, None where it gives none, -1 where it is no number or beyond 65535."""
+    try:
+        return parts.port if parts is not None else None
+    except ValueError:
+        return -1
 
 
 def _http_alias(url: str) -> str:

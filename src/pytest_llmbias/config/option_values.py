@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.choices import Choice
+from pytest_llmbias.config.bounds import check_bound
 from pytest_llmbias.config.model_entries import Where, parse_baselines, parse_model
 from pytest_llmbias.config.option_table import SETTINGS_OPTIONS
 from pytest_llmbias.config.options import Option
@@ -102,17 +104,28 @@ def _check_option(
 def _check_kind(
     kind: str, value: Any, key: str, where: Where, *, base_dir: Path | None = None, choices: type[Choice] | None = None
 ) -> Any:
+    """``value`` checked as ``kind`` says and converted, then within the key's range (see
+    :mod:`pytest_llmbias.config.bounds`); ConfigError naming the key and where it came from."""
+    checked = _check_type(kind, value, key, where, base_dir=base_dir, choices=choices)
+    check_bound(key, checked, where(key))
+    return checked
+
+
+def _check_type(
+    kind: str, value: Any, key: str, where: Where, *, base_dir: Path | None = None, choices: type[Choice] | None = None
+) -> Any:
     def fail(expected: str) -> ConfigError:
         return ConfigError(f"{where(key)}: '{key}' must be {expected}, got {value!r}")
 
     is_int = isinstance(value, int) and not isinstance(value, bool)
+    # NaN and the infinities mean nothing any numeric setting documents
     if kind == "float":
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise fail("a number")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise fail("a finite number")
         return float(value)
     if kind == "posfloat":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise fail("a positive number")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            raise fail("a positive finite number")
         return float(value)
     if kind == "fraction":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:

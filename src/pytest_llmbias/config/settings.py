@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.config.app_targets import HttpApp
 from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS, PAIRED_LIMITS, BenchmarkSource
+from pytest_llmbias.config.bounds import MAX_CALLS_DEFAULT
 from pytest_llmbias.config.option_table import SETTINGS_OPTIONS
 from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, Option
 from pytest_llmbias.config.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
@@ -174,6 +175,9 @@ class CollectionSettings:
     max_samples: int = 5
     fingerprint: bool = True
     no_fingerprint: bool = False
+    #: the most calls one request (a marker's models x questions x samples) may plan: more is
+    #: refused before the plan is built (see :mod:`pytest_llmbias.config.bounds`)
+    max_calls: int = MAX_CALLS_DEFAULT
 
     @property
     def fingerprints(self) -> bool:

@@ -69,6 +69,7 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("collection", "retries"): "nonnegint",
     ("collection", "lock_timeout"): "posfloat",
     ("collection", "fingerprint"): "bool",
+    ("collection", "max_calls"): "posint",
     ("store", "password_env"): "optstr",
     ("embedding", "model"): "str",
     ("embedding", "instruction"): "optstr",

@@ -116,11 +116,31 @@ def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iter
     if not questions:
         raise ConfigError(f"domain {domain.name!r} has no questions for categories {request.categories}")
     samples = request.samples or settings.generation.samples
-    for model in select_models(settings, request.models):
+    models = select_models(settings, request.models)
+    check_size(request, settings, len(models), len(questions), samples)
+    for model in models:
         for q in questions:
             for s in range(samples):
                 call = ModelCall.build(model, q.text, settings.generation, sample=s)
                 yield construct(GridCell, {"model": model, "question": q, "sample": s, "call": call})
+
+
+def check_size(request: ResponseRequest, settings: Settings, models: int, questions: int, samples: int) -> None:
+    """Raise :class:`ConfigError` when ``request`` would plan more than ``collection.max_calls``
+    calls (``models`` x ``questions`` x ``samples``), counted before a call is built: a plan of a
+    billion samples is refused at once instead of filling the memory. The error gives the figure,
+    the setting each factor comes from and ``--llmbias-plan``."""
+    calls = models * questions * samples
+    bound = settings.collection.max_calls
+    if calls <= bound:
+        return
+    source = "the marker's samples=" if request.samples else "generation.samples"
+    raise ConfigError(
+        f"domain {request.domain!r} would need {calls:,} calls ({models} model(s) x {questions:,} question(s) x "
+        f"{samples:,} sample(s) from {source}), more than collection.max_calls ({bound:,}) allows one "
+        "request; lower the samples, choose fewer categories or models, or raise collection.max_calls "
+        "if you mean it (--llmbias-plan prints what a run would ask and calls nothing)"
+    )
 
 
 def plan_calls(
