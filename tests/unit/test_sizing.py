@@ -135,6 +135,21 @@ def test_the_summary_is_one_line_of_the_designed_rates() -> None:
     assert "\n" not in suite["summary"]
 
 
+def test_a_gate_that_failed_unsized_is_counted_as_failed_not_as_needing_answers() -> None:
+    short = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": False}}
+    sized = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": True}}
+    failed = {**_entry("f", short, verdict="biased"), "passed": False}
+    suite = suite_figures([_entry("a", sized), _entry("c", short), failed])
+    assert suite["sized"] == 1 and suite["designed"] == 2 and suite["caught"] == 1
+    alone = suite_figures([failed])
+    assert alone["summary"].endswith(
+        "(designed: suite.alpha 5% shared by Holm); 1 gate failed (a failure needs no power)"
+    )
+    assert suite["summary"].endswith(
+        "at 1 of 2 designed gates (1 needs more questions x samples); 1 more gate failed (a failure needs no power)"
+    )
+
+
 def test_an_undecided_comparison_may_take_looks_up_to_max_samples() -> None:
     import dataclasses
     import types

@@ -85,17 +85,24 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
     release meets (the union bound over the gates' stated rates, with the ``suite.alpha`` it is
     designed for), the power each sized gate is designed for against a release worse by its
     margin at the gates whose answers size it (``sized`` of ``designed``: the others need more
-    questions x samples), and the gates whose verdict is ``underpowered``. ``power``: the designed
-    figure (None where no gate states one)."""
+    questions x samples), and the gates whose verdict is ``underpowered``. A gate that failed on a
+    design its answers did not size is not counted among them but as failed without needing the
+    power (``caught``): its verdict stands as it is. ``power``: the designed figure (None where no
+    gate states one)."""
     from pytest_llmbias.stats.multiple import fmt_rate
 
-    under, designed, sized, powers = [], 0, 0, []
+    under, designed, sized, caught, powers = [], 0, 0, 0, []
     for e in entries:
         reliability = (e.get("result") or {}).get("reliability")
         flags = _flags(reliability, "sized") if isinstance(reliability, Mapping) else []
         powers += _flags(reliability, "designed_power") if isinstance(reliability, Mapping) else []
         if "underpowered" in str(e.get("verdict", "")):
             under.append(str(e.get("test")))
+        # a gate that failed needs no power to stand: more answers would not change what it showed
+        # (its standard error is its own target's, often wide because the target is off)
+        if flags and not all(flags) and e.get("passed") is False and "underpowered" not in str(e.get("verdict", "")):
+            caught += 1
+            continue
         designed += bool(flags)
         sized += bool(flags) and all(flags)
     power = min(powers) if powers else None
@@ -121,14 +128,28 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
             else ""
         )
         line += ")"
-    if power is not None:
+    if power is not None and designed:
         line += (
             f"; one worse by a gate's margin fails it {fmt_rate(power)} of the time at {sized} of {designed} "
-            "designed gates" + (f" ({designed - sized} need more questions x samples)" if sized < designed else "")
+            "designed gates"
+            + (
+                f" ({designed - sized} need{'s' if designed - sized == 1 else ''} more questions x samples)"
+                if sized < designed
+                else ""
+            )
         )
+    if caught:
+        line += f"; {caught} {'more ' if designed else ''}gate{'s' if caught != 1 else ''} failed (a failure needs no power)"
     if under:
         line += f"; {len(under)} underpowered verdict{'s' if len(under) != 1 else ''}"
-    return {"power": power, "sized": sized, "designed": designed, "underpowered": sorted(under), "summary": line}
+    return {
+        "power": power,
+        "sized": sized,
+        "designed": designed,
+        "caught": caught,
+        "underpowered": sorted(under),
+        "summary": line,
+    }
 
 
 def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
