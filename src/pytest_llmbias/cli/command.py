@@ -1,7 +1,7 @@
 """The ``llmbias`` command (also ``python -m pytest_llmbias``): domains and the response store,
 without running pytest (only ``generate-domain`` calls a model, through the store).
 
-Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``); 2 bad
+Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``, ``store check``); 2 bad
 usage (argparse's); 3 an error (an unknown domain, an unreadable store). Every command reads the
 project's settings as pytest does (``llmbias.yaml`` in the rootdir, see
 :mod:`pytest_llmbias.cli.project`): the store, the snapshots, the releases, the history and the
@@ -14,6 +14,8 @@ domain paths default to the project's.
                                                entries, models, size on disk
     llmbias store verify [--store DIR] [--snapshot FILE ...]
                                                re-hash every entry and snapshot line; list what is wrong
+    llmbias store check [--store DIR]          examine the store for damage, changing nothing
+    llmbias store repair [--store DIR]         heal it, keeping every answer that can be read
     llmbias store export OUT [--store DIR]     every stored response as a JSONL snapshot
     llmbias store import SNAPSHOT... [--store DIR]
                                                write a snapshot's responses into the store

@@ -91,6 +91,8 @@ EXAMPLES = {
     "store stats": "llmbias store stats                      "
     "# the project's store (llmbias.yaml: store.url or store.dir)",
     "store verify": "llmbias store verify --snapshot snapshots/demo.jsonl",
+    "store check": "llmbias store check --store .llmbias     # exit status 1 when it is damaged; changes nothing",
+    "store repair": "llmbias store repair --store .llmbias",
     "store export": "llmbias store export used.jsonl",
     "store import": "llmbias store import snapshots/baselines.jsonl",
     "store migrate": "llmbias store migrate --to redis://ci-redis:6379/0   # the folder's answers into the team store",

@@ -1,10 +1,12 @@
-"""``llmbias store stats|verify|export|import|migrate|clear``: the project's response store (its
+"""``llmbias store stats|verify|check|repair|export|import|migrate|clear``: the project's response store (its
 settings' team store ``store.url`` or folder ``store.dir``, or ``--store DIR|URL``) and its
 snapshots (``store.snapshots``, or ``--snapshot``).
 
 ``stats`` and ``verify`` read the store and the snapshots; either may be missing, not both.
-``migrate --to DIR|URL`` copies every record of the store into another (a folder into Redis, or
-back), keeping what the other already holds.
+``check`` examines a disk store without changing anything (exit status 1 when it is damaged);
+``repair`` heals it as a run would, keeping every answer that can be read (see
+:mod:`pytest_llmbias.store.checkup`). ``migrate --to DIR|URL`` copies every record of the store
+into another (a folder into Redis, or back), keeping what the other already holds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def add_commands(commands: Any) -> None:
     for name, run, help_ in (
         ("stats", _stats, "entries per model and size on disk, of the store and its snapshots"),
         ("verify", _verify, "re-hash every entry and snapshot line; list what is wrong"),
+        ("check", _check, "examine a disk store for damage without changing anything (exit 1 when damaged)"),
+        ("repair", _repair, "heal a damaged disk store, keeping every answer that can still be read"),
         ("export", _export, "write every stored response to a JSONL snapshot"),
         ("import", _import, "write the responses of snapshots into the store"),
         ("migrate", _migrate, "copy every stored response into another store (a folder into Redis, or back)"),
@@ -151,6 +155,54 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
             print(f"bad snapshot: {exc}", file=out)
     print(f"{checked} checked, {problems} problem(s)", file=out)
     return PROBLEMS if problems else OK
+
+
+def _disk_store(args: argparse.Namespace) -> StoreLocation:
+    store = _location(args.store)
+    if store.url is not None:
+        from pytest_llmbias.errors import StoreError
+
+        raise StoreError(f"check and repair examine a disk store; {store.where} is a team store (see `store verify`)")
+    return store
+
+
+def _check(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.store.checkup import check
+
+    found = check(_disk_store(args).directory)
+    _print_checkup(found, out)
+    return PROBLEMS if found.damaged else OK
+
+
+def _print_checkup(found: Any, out: TextIO) -> None:
+    for note in found.notes:
+        print(f"note: {note}", file=out)
+    for problem in found.problems:
+        print(f"damage: {problem}", file=out)
+    verdict = f"{len(found.problems)} problem(s)" if found.damaged else "no damage"
+    print(f"{found.answers} answers read, {verdict} in {found.directory}", file=out)
+
+
+def _repair(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.store.checkup import repair_store
+
+    done = repair_store(_disk_store(args).directory)
+    for notice in done.notices:
+        print(f"found: {notice}", file=out)
+    if done.rebuilt is not None:
+        print(f"rebuilt: {done.rebuilt.message()}", file=out)
+    elif done.recovered:
+        print(f"recovered: {done.recovered} answer(s) of interrupted runs taken in from their journals", file=out)
+    if done.moved_out:
+        print(
+            f"moved out: {done.moved_out} answer(s) that cannot be read, kept as stored in {done.unreadable_file} "
+            "(the next run asks them again)",
+            file=out,
+        )
+    if done.rebuilt is None and not done.moved_out and not done.notices and not done.recovered:
+        print("nothing to repair", file=out)
+    _print_checkup(done.after, out)
+    return PROBLEMS if done.after.damaged else OK
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:

@@ -129,7 +129,7 @@ def inspect(db: Path, *, timeout: float = 60.0) -> Inspection:
     if head != HEADER[: len(head)] or len(head) < len(HEADER):
         return Inspection("its header is not an SQLite database's")
     try:
-        con = sqlite3.connect(str(db), timeout=timeout, isolation_level=None)
+        con = read_only(db, timeout=timeout)
         try:
             tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
         finally:
@@ -139,6 +139,13 @@ def inspect(db: Path, *, timeout: float = 60.0) -> Inspection:
             return Inspection(f"{type(exc).__name__}: {exc}")
         return Inspection(None)  # locked, busy, refused: not damage; opening it says what it is
     return Inspection(None, tables)
+
+
+def read_only(db: Path, *, timeout: float = 5.0) -> sqlite3.Connection:
+    """A connection that reads ``db`` and writes nothing beside it: without a ``-wal`` file (no
+    writer in WAL mode has it open) the file is read as it is, creating no ``-wal`` or ``-shm``."""
+    mode = "ro" if db.with_name(db.name + "-wal").exists() else "ro&immutable=1"
+    return sqlite3.connect(f"file:{db}?mode={mode}", uri=True, timeout=timeout, isolation_level=None)
 
 
 def move_aside(db: Path) -> Path:
@@ -174,23 +181,26 @@ class Salvage:
 def salvage(aside: Path, folder: Path) -> Salvage:
     """Every row of the diskcache table ``Cache`` in the damaged database ``aside`` whose key and
     value can still be read as text (a value kept in a file of its own is read from ``folder``,
-    the store's). The file itself is left as it is: a copy is read where SQLite needs to be told
-    to trust the file's size over its header's (a truncated file)."""
+    the store's). ``aside`` (and its ``-wal``) is left exactly as it is: a copy is read, and where
+    the copy does not open, SQLite is told to trust the file's size over its header's (a
+    truncated file) and it is read again."""
     if not aside.is_file():
         return Salvage((), None)
-    got = _read_rows(aside, folder)
-    if got is not None:
-        return got
     copy = aside.with_name(aside.name + ".reading")
+    wal = aside.with_name(aside.name + "-wal")
     try:
         shutil.copyfile(aside, copy)
-        with copy.open("r+b") as f:  # the header's page count is believed only when these agree
-            f.seek(24)
-            counter = f.read(4)
-            if len(counter) == 4:
-                f.seek(92)
-                f.write(bytes(b ^ 0xFF for b in counter))
+        if wal.is_file():
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         got = _read_rows(copy, folder)
+        if got is None:
+            with copy.open("r+b") as f:  # the header's page count is believed only when these agree
+                f.seek(24)
+                counter = f.read(4)
+                if len(counter) == 4:
+                    f.seek(92)
+                    f.write(bytes(b ^ 0xFF for b in counter))
+            got = _read_rows(copy, folder)
     except OSError:
         got = None
     finally:
@@ -200,22 +210,22 @@ def salvage(aside: Path, folder: Path) -> Salvage:
     return got if got is not None else Salvage((), None)
 
 
-_ROW = "SELECT CAST(key AS BLOB), raw, mode, filename, CAST(value AS BLOB) FROM Cache"
+ROW = "SELECT CAST(key AS BLOB), raw, mode, filename, CAST(value AS BLOB) FROM Cache"
 
 
 def _read_rows(db: Path, folder: Path) -> Salvage | None:
     """The readable rows of ``db``'s ``Cache`` table (None: not one could be read): in one pass
     where the table reads whole, else row by row up to its highest row id."""
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0, isolation_level=None)
+        con = sqlite3.connect(str(db), timeout=5.0, isolation_level=None)
     except Exception:
         return None
     rows: list[tuple[str, str]] = []
     bad = 0
     try:
         try:
-            for row in con.execute(_ROW).fetchall():
-                text = _row_text(row, folder)
+            for row in con.execute(ROW).fetchall():
+                text = row_text(row, folder)
                 if text is None:
                     bad += 1
                 else:
@@ -228,12 +238,12 @@ def _read_rows(db: Path, folder: Path) -> Salvage | None:
             return None
         for rowid in range(1, min(top, MAX_ROWS_PROBED) + 1):
             try:
-                found = con.execute(_ROW + " WHERE rowid = ?", (rowid,)).fetchall()
+                found = con.execute(ROW + " WHERE rowid = ?", (rowid,)).fetchall()
             except Exception:
                 bad += 1
                 continue
             for row in found:
-                text = _row_text(row, folder)
+                text = row_text(row, folder)
                 if text is None:
                     bad += 1
                 else:
@@ -255,7 +265,7 @@ def _highest_rowid(con: sqlite3.Connection) -> int | None:
     return None
 
 
-def _row_text(row: tuple[Any, ...], folder: Path) -> tuple[str, str] | None:
+def row_text(row: tuple[Any, ...], folder: Path) -> tuple[str, str] | None:
     """(key, text) of one row: a string key and a text value (in the row or in its file), else None."""
     key, raw, mode, filename, value = row
     try:
