@@ -60,22 +60,24 @@ def short_of_sizing(
     estimate: Callable[[], dict[str, dict[str, Any]]] | None = None,
 ) -> list[str]:
     """Before a run that calls models: a line for each comparison that cannot be sized even at
-    ``collection.max_samples`` by the stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and
-    only when the run has calls to make (a warm run spends nothing to warn about). Its verdict
+    the most samples its looks may take (``collection.max_samples``; against a recorded release no
+    more than its record holds, as :func:`~pytest_llmbias.gates.extension.looks` says) by the
+    stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and only when the run has calls to make
+    (a warm run spends nothing to warn about). Its verdict
     will likely be *underpowered*; ``--llmbias-plan`` sizes it on the stored answers instead."""
-    from pytest_llmbias.gates.extension import EXTENDS
+    from pytest_llmbias.gates.extension import looks
     from pytest_llmbias.gates.sizing import sizing
 
-    top = core.settings.collection.max_samples
     short = []
     for nodeid, gate, spec in gates:
         try:
             rows = sizing(gate, spec, core)
+            counts = looks(gate, spec, core)  # up to max_samples, or what a recorded release holds
         except (LLMBiasError, ValueError, KeyError):  # the gate's own planning reports a bad spec
             continue
         for z in rows:
             samples = getattr(spec, "samples", None) or core.settings.generation.samples
-            most = z.units * top // samples if gate.marker in EXTENDS and top > samples else z.units
+            most = z.units * counts[-1] // samples if counts is not None else z.units
             if most < z.needed:
                 short.append((nodeid, z, most))
     if not short or not any(e["to_fetch"] for e in (estimate or core.estimate)().values()):
