@@ -21,6 +21,8 @@ from pytest_llmbias import (
     evaluate_stance,
 )
 from pytest_llmbias.gates.bias_preference_spec import DEFAULT_TOLERANCE
+from pytest_llmbias.gates.extension import undecided
+from pytest_llmbias.stats.design import DEFAULT_POWER as POWER, pass_alpha
 
 SHAPES = {  # name -> (question SD, answer noise SD), judge points
     "question-dominated": (1.5, 1.0),
@@ -58,24 +60,47 @@ def _scores(
     out = {}
     for a in ("tgt", *c.comparators):
         m = effects[a] + (margin if worse and a == "tgt" else 0.0)
-        e = rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples))
+        e = rng.normal(0.0, e_sd * e_unit, (c.questions, c.most))
         out[a] = {f"q{i}": list(mean + q[i] + m[i] + e[i]) for i in range(c.questions)}
     return out
+
+
+def _looks(evaluate: Any, values: dict[str, dict[str, list[float]]], c: Cell, level: float) -> Any:
+    """The comparison as the plugin takes it: one look at ``c.samples``, or with a sampling budget
+    (``c.max_samples``) one look after another on the first s samples of every item, s from
+    ``c.samples`` up to the budget, while the result is undecided — each look at level / L and TOST
+    alpha (1 − power − 0.01) / L over its L looks, the arguments ``gates.extension.at_look`` gives."""
+    if not c.max_samples:
+        return evaluate(values, level, {})
+    counts = range(c.samples, c.max_samples + 1)
+    result = None
+    for s in counts:
+        cut = {a: {q: v[:s] for q, v in per.items()} for a, per in values.items()}
+        result = evaluate(cut, level / len(counts), {"alpha": round(pass_alpha(POWER) / len(counts), 12)})
+        if not undecided(result):
+            break
+    return result
 
 
 def equivalence(rng: np.random.Generator, c: Cell, level: float, worse: bool, method: str) -> Any:
     """The ``bias_equivalent`` result of one draw (its comparison: ``methods[0]``)."""
     mean, q_unit, e_unit, margin = (5.0, 1.0, 1.0, 1.0) if method == "judge" else EMBEDDING
     scores = _scores(rng, c, worse, mean, q_unit, e_unit, margin)
-    return evaluate_equivalence(
+    return _looks(
+        lambda values, lev, alpha: evaluate_equivalence(
+            values,
+            target="tgt",
+            baselines=c.comparators,
+            method=method,
+            alternative="no-worse" if c.release else "equivalent",
+            false_alarm=lev,
+            **alpha,
+            **_reference(c),
+            **clustering(c, list(scores["tgt"])),
+        ),
         scores,
-        target="tgt",
-        baselines=c.comparators,
-        method=method,
-        alternative="no-worse" if c.release else "equivalent",
-        false_alarm=level,
-        **_reference(c),
-        **clustering(c, list(scores["tgt"])),
+        c,
+        level,
     )
 
 
@@ -106,13 +131,18 @@ def index(rng: np.random.Generator, c: Cell, level: float, worse: bool) -> Any:
         effects["tgt"] = effects["tgt"] + _index_reference(p, offsets, c.comparators, e_sd * e_unit)
     values = {}
     for a in ("tgt", *c.comparators):
-        raw = np.abs(p[:, None] + effects[a][:, None] + rng.normal(0.0, e_sd * e_unit, (c.questions, c.samples)))
+        raw = np.abs(p[:, None] + effects[a][:, None] + rng.normal(0.0, e_sd * e_unit, (c.questions, c.most)))
         raw += shift if worse and a == "tgt" else 0.0
         values[a] = {k: list(row) for k, row in zip(dims, raw, strict=True)}
     # the dimensions are the categories (⌊i / 10⌋ of 50 prompts, as _effects draws them)
     clustered = {"clustered": True} if clustering(c, list(dims)) else {}
-    return evaluate_bias_index(
-        values, values, dims, target="tgt", baselines=c.comparators, false_alarm=level, **_reference(c), **clustered
+    return _looks(
+        lambda v, lev, alpha: evaluate_bias_index(
+            v, v, dims, target="tgt", baselines=c.comparators, false_alarm=lev, **alpha, **_reference(c), **clustered
+        ),
+        values,
+        c,
+        level,
     )
 
 

@@ -54,6 +54,18 @@ class Cell(NamedTuple):
     questions: int
     #: against baselines: ``mean`` (the default, a fixed reference) or ``population``
     reference: str = "mean"
+    #: the default sampling budget: an undecided comparison asks one more sample of every item, look
+    #: after look, from ``samples`` up to this many (0: one look at ``samples``)
+    max_samples: int = 0
+
+    @property
+    def budget(self) -> str:
+        return f"{self.samples}-{self.max_samples}" if self.max_samples else str(self.samples)
+
+    @property
+    def most(self) -> int:
+        """The most samples of an item the cell may ask."""
+        return max(self.samples, self.max_samples)
 
     @property
     def comparators(self) -> list[str]:
@@ -69,16 +81,18 @@ def grid(
     shapes: tuple[str, ...] = DEFAULT_SHAPES,
     taus: tuple[float, ...] = TAUS,
     references: tuple[str, ...] = REFERENCES,
-    samples: tuple[int, ...] = (1, 3),
+    samples: tuple[str, ...] = ("1", "3", "1-5"),
 ) -> list[Cell]:
     """Against a release: every shape, samples and questions (τ 0, one comparator); against three
-    baselines: each also at every τ and reference."""
+    baselines: each also at every τ and reference. ``samples``: "k" (k samples, one look) or
+    "k-K" (from k up to K while undecided, the default budget being "1-5")."""
     cells = []
     for against, shape, tau, reference, k, n in itertools.product(
         ("release", "baselines"), shapes, taus, references, samples, questions
     ):
+        first, _, top = str(k).partition("-")
         if not (against == "release" and (tau or reference != REFERENCES[0])):
-            cells.append(Cell(against, shape, tau, k, n, reference))
+            cells.append(Cell(against, shape, tau, int(first), n, reference, int(top) if top else 0))
     return cells
 
 
@@ -149,20 +163,24 @@ def plan_sized(
     difference alone, as ``--llmbias-plan`` does; with ``reference="population"`` it adds the
     variance between models' offsets, (``unit`` × τ)² in the comparison's score, over m baselines.
     Margin, level and sidedness are the comparison's own (``comparison`` picks it from the result).
-    In the shapes of :data:`SAMPLED` (``clustered=True``) the units are the categories."""
+    In the shapes of :data:`SAMPLED` (``clustered=True``) the units are the categories. With a
+    sampling budget (``max_samples``) the plan sizes at the most samples the looks may take, each
+    look at its share of the level (Bonferroni over the looks, as the extension shares it)."""
     # SAMPLED: the within-category noise alone, measured without the category terms
     measured = c._replace(questions=PLAN_ITEMS, shape="question-dominated" if c.shape in SAMPLED else c.shape)
-    d = comparison(draw(np.random.default_rng([seed, 7]), measured, level, False))
+    looks = c.most - c.samples + 1
+    measured = measured._replace(samples=c.most, max_samples=0)
+    d = comparison(draw(np.random.default_rng([seed, 7]), measured, level / looks, False))
     design = d.design
     population = c.reference == "population" and not c.release
-    sd = d.tost.se * math.sqrt(d.tost.n_target * c.samples)  # of one unit: one sample of one item
+    sd = d.tost.se * math.sqrt(d.tost.n_target * c.most)  # of one unit: one sample of one item
     needed = units_to_size(
         sd,
         design.margin,
         level=design.level,
         power=design.power,
         two_sided=design.two_sided,
-        samples=c.samples,
+        samples=c.most,
         baselines=len(c.comparators) if population else 1,
         between=(unit * c.tau) ** 2 if population else 0.0,
     )
@@ -171,13 +189,13 @@ def plan_sized(
         # its items plus the categories' shifts, the target's and its comparators' mean's), on G − 1
         # degrees of freedom; the plan asks how many categories would size it
         cat = TERMS[c.shape][1] * unit
-        per_category = c.questions // CATEGORIES * c.samples
+        per_category = c.questions // CATEGORIES * c.most
         sd_category = math.sqrt(sd**2 / per_category + cat**2 * (1 + 1 / len(c.comparators)))
         needed = units_to_size(
             sd_category, design.margin, level=design.level, power=design.power, two_sided=design.two_sided
         )
         return needed is not None and needed <= CATEGORIES
-    return needed is not None and needed <= c.questions * c.samples
+    return needed is not None and needed <= c.questions * c.most
 
 
 def plan_summary(rows: list[dict[str, Any]], kinds: list[str]) -> list[str]:

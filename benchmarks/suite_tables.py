@@ -43,7 +43,7 @@ def tables(
             ([f"{100 * r['others_false_alarm']:.1f}"] if own else []) + [pct(r["false_alarm"][k]) for k in kinds]
         )
         out.append(
-            f"| {c.against} | {_ref(c)} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
+            f"| {c.against} | {_ref(c)} | {c.shape} | {c.tau:g} | {c.budget} | {c.questions} | "
             f"{100 * fa:.1f} ± {100 * se:.1f} "
             f"| {per_kind} | {100 * r['stopped']:.1f} | {pct(r['sized_all'])} | {r['calls']} |"
         )
@@ -59,7 +59,7 @@ def tables(
     for r in rows:
         c = r["cell"]
         out.append(
-            f"| {c.against} | {_ref(c)} | {c.shape} | {c.tau:g} | {c.samples} | {c.questions} | "
+            f"| {c.against} | {_ref(c)} | {c.shape} | {c.tau:g} | {c.budget} | {c.questions} | "
             + " | ".join(f"{pct(r['power'][k])} ({pct(r['sized'][k])}){'†' if r['plan'][k] else ''}" for k in kinds)
             + " |"
         )
@@ -80,7 +80,7 @@ def flags(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[str]:
     out = []
     for r in rows:
         c = r["cell"]
-        where = f"{c.against}, {_ref(c)}, {c.shape}, τ {c.tau:g}, {c.samples} × {c.questions}"
+        where = f"{c.against}, {_ref(c)}, {c.shape}, τ {c.tau:g}, {c.budget} × {c.questions}"
         if r["suite_false_alarm"] > 0.05:
             out.append(f"- suite false alarm {100 * r['suite_false_alarm']:.1f} % at {where}")
         low = [f"{k} {pct(r['power'][k])} %" for k in kinds if r["plan"][k] and r["power"][k] < 0.8]

@@ -83,6 +83,11 @@ discrim-eval have none.
 The categorical kinds carry their noise in their draws: without a question effect preference, BBQ
 and discrim-eval make no use of the noise SD, so their three noise-dominated rows differ only by chance.
 
+**Samples**: 1 or 3 samples of every item, one look; or the default sampling budget, ``1-5``: a
+comparison of ``bias_equivalent`` or ``bias_index`` left undecided asks one more sample of every
+item and decides again, up to ``collection.max_samples`` 5, each of its 5 looks at a fifth of its
+share (``gates.extension``; the other kinds take no looks and answer once).
+
 **Per cell**: the suite's false alarm (a good release fails ANY gate) and each kind's; each kind's
 power: its gate's data worse by its margin, **each kind shifted in its own draw** (one gate at a
 time; its fail rate alone); the share of good gates whose design was sized (the comparison's
@@ -94,8 +99,8 @@ groups; preference: × 5 articles × (2 written + 1 pick); discrim: × 45 people
 counted). A gate that raises (StatisticsError: too few agreed questions, no variance) counts as
 failed. The last table lists the cells above 5 % suite false alarm or below 80 % power where the
 plan says sized. Seeded per cell: the same command prints the same tables whatever ``--jobs``. The
-default (20 runs a cell, 156 cells at 50 questions) takes about 14 minutes on two shared cores; the
-documentation's 60 runs about 35 (``--taus``, ``--shapes``, ``--references``, ``--samples`` narrow it).
+default (20 runs a cell, 234 cells at 50 questions) takes about 25 minutes on two shared cores; the
+documentation's 60 runs about an hour (``--taus``, ``--shapes``, ``--references``, ``--samples`` narrow it).
 
     python benchmarks/suite_validity.py --runs 60 --jobs 2  # docs/statistics.md's every-kind tables
     python benchmarks/suite_validity.py --kinds judge --gates 4 --questions 20 50 100   # the former judge-only suite
@@ -125,7 +130,7 @@ from pytest_llmbias.errors import StatisticsError  # noqa: E402
 def calls(kind: str, c: Cell) -> int:
     """Answers a model gives for one gate of ``kind`` (judge ratings not counted)."""
     per = {"impact": GROUPS * c.samples, "stance": ROUNDS, "preference": ARTICLES * 3, "discrim": PEOPLE * c.samples}
-    return c.questions * per.get(kind, c.samples)
+    return c.questions * per.get(kind, c.most if kind in PLANNED else c.samples)
 
 
 def _evaluate(
@@ -204,7 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--taus", type=float, nargs="+", default=list(TAUS), help="between-baseline SDs, judge points")
     parser.add_argument("--references", nargs="+", default=list(REFERENCES), choices=REFERENCES)
-    parser.add_argument("--samples", type=int, nargs="+", default=[1, 3])
+    parser.add_argument(
+        "--samples", nargs="+", default=["1", "3", "1-5"], help="k samples, or k-K: from k up to K while undecided"
+    )
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
@@ -235,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(r)
             c = r["cell"]
             print(
-                f"  {c.against:<9} {_ref(c):<10} {c.shape:<20} tau={c.tau:g} samples={c.samples} n={c.questions:<4} "
+                f"  {c.against:<9} {_ref(c):<10} {c.shape:<20} tau={c.tau:g} samples={c.budget} n={c.questions:<4} "
                 f"suite false alarm {r['suite_false_alarm']:6.1%}  {r['seconds']:.0f} s",
                 file=sys.stderr,
                 flush=True,
