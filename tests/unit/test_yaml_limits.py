@@ -137,3 +137,33 @@ def test_every_yaml_parse_of_the_package_goes_through_the_bounded_loader() -> No
                 if node.attr in direct or node.attr.endswith("Loader"):
                     found.append(f"{path.relative_to(SRC)}:{node.lineno}: yaml.{node.attr}")
     assert found == []
+
+
+# -- published data: JSON lines and CSV ---------------------------------------------------------------
+
+
+def test_a_json_line_nested_too_deeply_in_published_data_is_a_domain_error(tmp_path: Path) -> None:
+    from pytest_llmbias.domains.bbq_file import read_bbq
+    from pytest_llmbias.domains.discrim_file import read_discrim
+
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"a": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    for read in (read_bbq, read_discrim):
+        with pytest.raises(DomainError, match=r"data\.jsonl:(1|2): "):
+            read(path)
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    for read in (read_bbq, read_discrim):
+        with pytest.raises(DomainError, match=r"data\.jsonl:1: not a JSON line \(maximum recursion depth"):
+            read(path)
+
+
+@pytest.mark.parametrize(
+    "body", [b"a,b\n" + b"x" * 200_000 + b",y\n", b"a,b\n\xff\xfe,y\n"], ids=["over-the-field-limit", "not-utf-8"]
+)
+def test_a_published_csv_that_cannot_be_read_is_a_domain_error_naming_it(tmp_path: Path, body: bytes) -> None:
+    from pytest_llmbias.domains.pairs import COLUMNS, read_pairs_csv
+
+    path = tmp_path / "eval_set.csv"
+    path.write_bytes(",".join(COLUMNS).encode() + b"\n" + body.split(b"\n", 1)[1])
+    with pytest.raises(DomainError, match=r"eval_set\.csv:\d+: "):
+        read_pairs_csv(path)

@@ -52,7 +52,7 @@ def _read_jsonl(path: Path) -> list[Mapping[str, Any]]:
                 continue
             try:
                 record = json.loads(line)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: a line nested too deeply
                 raise DomainError(f"{path}:{number}: not a JSON line ({exc})") from None
             out.append(_check(record, f"{path}:{number}"))
     return out

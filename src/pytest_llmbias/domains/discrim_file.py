@@ -71,7 +71,7 @@ def _read_jsonl(path: Path) -> list[tuple[Mapping[str, Any], str]]:
             where = f"{path}:{number}"
             try:
                 record = json.loads(line)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: a line nested too deeply
                 raise DomainError(f"{where}: not a JSON line ({exc})") from None
             out.append((_check(record, where), where))
     return out

@@ -103,16 +103,19 @@ def read_pairs_csv(path: str | Path) -> list[Pair]:
         raise DomainError(f"{path}: no such file (the even-handedness evaluation's eval_set.csv)")
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
-        if missing:
-            raise DomainError(
-                f"{path}: no column {', '.join(map(repr, missing))}; the file's columns are "
-                f"{', '.join(reader.fieldnames or ()) or 'none'} (expected {', '.join(COLUMNS)})"
-            )
-        pairs: dict[str, Pair] = {}
-        for row in reader:
-            pair = pair_of_row(row, f"{path}:{reader.line_num}")
-            pairs.setdefault(pair.id, pair)
+        try:
+            missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+            if missing:
+                raise DomainError(
+                    f"{path}: no column {', '.join(map(repr, missing))}; the file's columns are "
+                    f"{', '.join(reader.fieldnames or ()) or 'none'} (expected {', '.join(COLUMNS)})"
+                )
+            pairs: dict[str, Pair] = {}
+            for row in reader:
+                pair = pair_of_row(row, f"{path}:{reader.line_num}")
+                pairs.setdefault(pair.id, pair)
+        except (csv.Error, UnicodeDecodeError) as exc:  # a cell over csv's field limit, bytes not UTF-8
+            raise DomainError(f"{path}:{reader.line_num + 1}: not a readable CSV row ({exc})") from None
     if not pairs:
         raise DomainError(f"{path}: no pairs in the file")
     return list(pairs.values())
