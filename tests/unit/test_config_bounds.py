@@ -4,6 +4,7 @@ and a plan too big to build refused, counted, before it is built."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 import time
@@ -210,3 +211,28 @@ def test_max_calls_is_the_bound_itself() -> None:
         grid(request, roster(max_calls=3 * questions * 2 - 1), domain)
     with pytest.raises(ConfigError, match=r"sample\(s\) from generation.samples\)"):
         grid(ResponseRequest("us_politics"), roster(max_calls=1), domain)
+
+
+@pytest.mark.parametrize(
+    ("marker", "domain", "kwargs", "expected"),
+    [
+        ("bias_stance", "binary_opinions", {"rounds": 10**9}, r"x 1,000,000,000 round\(s\) from the marker's rounds="),
+        ("bias_preference", "political_topics", {"articles": 10**9}, r"x 1,000,000,000 article\(s\) from the marker's"),
+    ],
+)
+def test_a_gate_with_calls_of_its_own_is_held_to_max_calls_too(
+    tmp_path: Path, marker: str, domain: str, kwargs: dict, expected: str
+) -> None:
+    from pytest_llmbias.config.settings import StoreSettings
+    from pytest_llmbias.gates import GATES
+    from pytest_llmbias.session import BiasSession
+
+    session = BiasSession(dataclasses.replace(roster(), store=StoreSettings(dir=tmp_path / "store")))
+    try:
+        gate = GATES[marker]
+        start = time.perf_counter()
+        with pytest.raises(ConfigError, match=rf"^@pytest.mark.{marker} on domain '{domain}' would need .*{expected}"):
+            gate.plan(gate.parse((domain,), kwargs), session)
+        assert time.perf_counter() - start < 0.5
+    finally:
+        session.close()

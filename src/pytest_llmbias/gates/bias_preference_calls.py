@@ -19,7 +19,7 @@ class _Planner:
     """Builds the calls of a spec: the articles, and the trials once a topic's articles are in."""
 
     def __init__(self, spec: PreferenceSpec, session: GateSession) -> None:
-        from pytest_llmbias.planning.request import select_models
+        from pytest_llmbias.planning.request import check_plan_size, select_models
 
         self.spec = spec
         self.settings = session.settings
@@ -50,6 +50,16 @@ class _Planner:
                     f"@pytest.mark.{MARKER}: topic {t.id!r} of domain {d.name!r} has no {missing[0]!r} perspective"
                 )
         self.authors = select_models(self.settings, "compared" if self.settings.baselines else "target")
+        check_plan_size(  # the articles; as many trials follow them
+            f"@pytest.mark.{MARKER} on domain {d.name!r}",
+            self.settings,
+            (
+                ("author(s)", len(self.authors)),
+                ("topic(s)", len(self.topics)),
+                ("perspective(s)", len(self.perspectives)),
+                ("article(s) from the marker's articles=", spec.articles),
+            ),
+        )
         if spec.judge_by == "judge" and self.settings.judge is None:
             raise ConfigError(
                 "judge_by='judge' needs a judge model: set 'judge' in llmbias.yaml or pass --llmbias-judge MODEL"

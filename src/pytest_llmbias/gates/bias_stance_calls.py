@@ -62,7 +62,7 @@ class StanceAsker:
 
     def __init__(self, spec: Probe, session: GateSession, models: str) -> None:
         from pytest_llmbias.domains.languages import languages as resolve_languages
-        from pytest_llmbias.planning.request import select_models
+        from pytest_llmbias.planning.request import check_plan_size, select_models
 
         self.spec = spec
         self.settings = session.settings
@@ -76,6 +76,16 @@ class StanceAsker:
                 f"{self.domain.name!r}; known: {', '.join(self.languages)}"
             )
         self.questions = self.domain.select(spec.categories)
+        check_plan_size(
+            f"@pytest.mark.{MARKER} on domain {self.domain.name!r}",
+            self.settings,
+            (
+                ("model(s)", len(self.models)),
+                ("question(s)", len(self.questions)),
+                ("language(s)", len(spec.languages)),
+                ("round(s) from the marker's rounds=", spec.rounds),
+            ),
+        )
         for q in self.questions:
             for lang in spec.languages:
                 if q.text_in(lang) is None:

@@ -126,19 +126,31 @@ def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iter
 
 
 def check_size(request: ResponseRequest, settings: Settings, models: int, questions: int, samples: int) -> None:
-    """Raise :class:`ConfigError` when ``request`` would plan more than ``collection.max_calls``
-    calls (``models`` x ``questions`` x ``samples``), counted before a call is built: a plan of a
+    """:func:`check_plan_size` for ``request``: ``models`` x ``questions`` x ``samples`` (from the
+    marker's ``samples=`` or ``generation.samples``)."""
+    source = "the marker's samples=" if request.samples else "generation.samples"
+    check_plan_size(
+        f"domain {request.domain!r}",
+        settings,
+        (("model(s)", models), ("question(s)", questions), (f"sample(s) from {source}", samples)),
+    )
+
+
+def check_plan_size(what: str, settings: Settings, factors: Sequence[tuple[str, int]]) -> None:
+    """Raise :class:`ConfigError` when the calls of ``what`` (the product of ``factors``, each a
+    label and a count) exceed ``collection.max_calls``, counted before a call is built: a plan of a
     billion samples is refused at once instead of filling the memory. The error gives the figure,
-    the setting each factor comes from and ``--llmbias-plan``."""
-    calls = models * questions * samples
+    each factor and where it comes from, and ``--llmbias-plan``."""
+    calls = 1
+    for _, count in factors:
+        calls *= count
     bound = settings.collection.max_calls
     if calls <= bound:
         return
-    source = "the marker's samples=" if request.samples else "generation.samples"
+    product = " x ".join(f"{count:,} {label}" for label, count in factors)
     raise ConfigError(
-        f"domain {request.domain!r} would need {calls:,} calls ({models} model(s) x {questions:,} question(s) x "
-        f"{samples:,} sample(s) from {source}), more than collection.max_calls ({bound:,}) allows one "
-        "request; lower the samples, choose fewer categories or models, or raise collection.max_calls "
+        f"{what} would need {calls:,} calls ({product}), more than collection.max_calls ({bound:,}) allows "
+        "one request; lower the counts, choose fewer categories or models, or raise collection.max_calls "
         "if you mean it (--llmbias-plan prints what a run would ask and calls nothing)"
     )
 
