@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.plugin import SPEC_KEY, plugin_of
+from pytest_llmbias.plugin.failures import shown
 
 if TYPE_CHECKING:
     from pytest_llmbias.llm import LLM
@@ -27,10 +28,11 @@ def bias_responses(request: pytest.FixtureRequest) -> ResponseSet:
             "the bias_responses fixture needs @pytest.mark.bias_responses(domain=...) on the test", pytrace=False
         )
     plugin = plugin_of(request.config)
-    try:
-        return plugin.session_for(request.node, "bias_responses").responses(specs["bias_responses"])
-    except (MissingResponsesError, StoreError) as exc:
-        message = str(exc)
+    with shown("test"):  # any other error of the plugin's: its class and message
+        try:
+            return plugin.session_for(request.node, "bias_responses").responses(specs["bias_responses"])
+        except (MissingResponsesError, StoreError) as exc:
+            message = str(exc)
     pytest.fail(message, pytrace=False)
 
 
@@ -46,17 +48,19 @@ def bias_result(request: pytest.FixtureRequest) -> Any:
             "bias_impact_ratio, bias_index, bias_stance, bias_preference or one a conftest adds",
             pytrace=False,
         )
-    return plugin_of(request.config).gate_result(request.node)
+    with shown("test"):
+        return plugin_of(request.config).gate_result(request.node)
 
 
 def _llm(config: pytest.Config, which: str) -> Any:
     from pytest_llmbias.errors import ConfigError
     from pytest_llmbias.llm import role_llms
 
-    try:
-        return role_llms(plugin_of(config).session, which)
-    except ConfigError as exc:
-        message = f"pytest-llmbias: {exc}"
+    with shown("test"):
+        try:
+            return role_llms(plugin_of(config).session, which)
+        except ConfigError as exc:
+            message = f"pytest-llmbias: {exc}"
     pytest.fail(message, pytrace=False)
 
 

@@ -23,7 +23,7 @@ from pytest_llmbias.clients.shared_limits import EndpointLimits
 from pytest_llmbias.config.redaction import LogMask, Redactor
 from pytest_llmbias.config.settings import ModelSpec, Settings
 from pytest_llmbias.domains import Domain, load_domain
-from pytest_llmbias.errors import MissingResponsesError
+from pytest_llmbias.errors import MissingResponsesError, StoreError
 from pytest_llmbias.planning.collector import CollectionReport, FollowUp, PlannedCall, Progress, collect
 from pytest_llmbias.planning.garbage import fewer_collections
 from pytest_llmbias.planning.request import ResponseRequest, plan_calls, read_responses
@@ -463,10 +463,12 @@ class BiasSession:
         written, or None when no store was opened (nothing was asked of a model)."""
         if self._store is None:
             return None
-        if self.worker_id:
-            path = export_part_path(path, self.worker_id, self.run_id)
+        asked, path = path, export_part_path(path, self.worker_id, self.run_id) if self.worker_id else path
         models = (*self.settings.roster, *self.settings.panel)
-        self._store.export(path, {m.alias: m.system_hash for m in models if m.system_hash is not None})
+        try:
+            self._store.export(path, {m.alias: m.system_hash for m in models if m.system_hash is not None})
+        except OSError as exc:  # the file asked for named, not a worker's part of it
+            raise StoreError(f"--llmbias-export: {asked} cannot be written ({type(exc).__name__}: {exc})") from None
         return path
 
     def close(self) -> None:

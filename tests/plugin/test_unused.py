@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 #: the plugin's own modules that loading it may import: its fixtures, the hooks' specs, the options, the markers'
-#: catalog, the exceptions and warning, and the run's record of outcomes (all standard library only);
+#: catalog, the exceptions and warning, how its errors are shown and its markers' use checked (pytest only), and
+#: the run's record of outcomes (all standard library only);
 #: the core (settings, store, planning, gates...) must stay out
 LIGHT = (
     "pytest_llmbias",
     "pytest_llmbias.plugin",
     "pytest_llmbias.plugin.reporting",
     "pytest_llmbias.plugin.screen",
+    "pytest_llmbias.plugin.failures",
+    "pytest_llmbias.plugin.marker_use",
     "pytest_llmbias.fixtures",
     "pytest_llmbias.hookspecs",
     "pytest_llmbias.config",

@@ -104,7 +104,13 @@ class ComparisonOptions:
         """The options among a marker's bound arguments, checked, with ``alternative`` as the
         gate's default (None: decided by what the target is compared with, see :meth:`resolved`). With ``methods``,
         ``margin`` and ``min_margin`` may map each method to a
-        number; without, each is one number. ConfigError names the argument."""
+        number; without, each is one number. ConfigError names the argument; ``margin`` with ``k`` is
+        refused (a fixed margin and one drawn from the baselines' spread: which applies would be a guess)."""
+        if bound.get("margin") is not None and bound.get("k") is not None:
+            raise ConfigError(
+                f"@pytest.mark.{marker}: give 'margin' (a fixed margin) or 'k' (k x the SD of the baselines' "
+                f"means), not both; got margin={bound['margin']!r}, k={bound['k']!r}"
+            )
         if methods is not None:
             margin = _parse_per_method(marker, "margin", bound.get("margin"), methods, zero=False)
             min_margin = _parse_per_method(marker, "min_margin", bound.get("min_margin"), methods, zero=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
+from pytest_llmbias.plugin.failures import shown  # pytest only
 from pytest_llmbias.plugin.reporting import ROW, SECTION, RunReports  # pytest only
 from pytest_llmbias.plugin.screen import RunTerminal  # pytest only
 
@@ -53,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     registry = MarkerRegistry()
     try:
-        config.hook.pytest_llmbias_add_gates(registry=registry, config=config)
+        with shown("session", where="pytest_llmbias_add_gates"):
+            config.hook.pytest_llmbias_add_gates(registry=registry, config=config)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmbias: pytest_llmbias_add_gates: {exc}") from None
     for doc in registry.docs:
@@ -69,7 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.stash.get(_session_key, None)
     if plugin is not None:
-        plugin.close()
+        with shown("finish", config=config):
+            plugin.close()
 
 
 def _line_writer(reporter: Any) -> Callable[[str], None]:
@@ -128,12 +131,11 @@ class _Plugin:
         """The run's settings; with ``check_release`` (before any call), also that the release to
         record can be written (at the end of the run it has been)."""
         from pytest_llmbias.config.settings_sources import settings_from_pytest
-        from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.releases.release import apply_release
         from pytest_llmbias.store.release_record import check_recordable
 
         c = self.config
-        try:
+        with shown("session"):
             settings = settings_from_pytest(
                 option=c.option,
                 getini=c.getini,
@@ -145,8 +147,6 @@ class _Plugin:
             if check_release:
                 check_recordable(settings)
             return apply_release(settings)
-        except ConfigError as exc:
-            raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
 
     def close(self) -> None:
         if self._session is not None and not self._closed:
@@ -172,7 +172,8 @@ class _Plugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         try:
-            self._plan(session.items)
+            with shown("session"):
+                self._plan(session.items)
         except pytest.UsageError as exc:
             if not self.is_worker:
                 raise
@@ -183,7 +184,10 @@ class _Plugin:
             session.shouldstop = "pytest-llmbias: usage error"
 
     def _plan(self, items: list[pytest.Item]) -> None:
+        from pytest_llmbias.plugin.marker_use import check_marker_use
+
         marked = self.marked(items)
+        check_marker_use(self.config, self.registry, items, marked)  # misspelt or doubled markers
         if not marked:
             return
         from pytest_llmbias.planning.garbage import fewer_collections
@@ -192,28 +196,25 @@ class _Plugin:
             self._plan_marked(items, marked)
 
     def _plan_marked(self, items: list[pytest.Item], marked: list[tuple[pytest.Item, str, pytest.Mark]]) -> None:
-        from pytest_llmbias.errors import ConfigError
         from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
         from pytest_llmbias.gates.anchored import anchored
         from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []
         for item, name, marker in marked:
-            try:
+            with shown("session", where=item.nodeid):
                 against, kwargs = marker_release(name, marker.kwargs)
                 view = core.against(against)
                 # with --llmbias-anchor: decided against the anchor release as well
                 gate = anchored(looking(self.registry.gate(name)), core, view)
                 spec = plan_marker(gate, view, name, marker.args, kwargs)  # type: ignore[arg-type]
-            except ConfigError as exc:
-                raise pytest.UsageError(f"pytest-llmbias: {item.nodeid}: {exc}") from None
             item.stash.setdefault(SPEC_KEY, {})[name] = spec
             item.stash.setdefault(AGAINST_KEY, {})[name] = against
             item.stash.setdefault(GATE_KEY, {})[name] = gate
             if gate is not None:
                 gates.append((item, name, gate, spec))
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        try:
+        with shown("session"):
             self.suite = session_gates(core.settings, gates)  # one gate a test; --llmbias-suite-alpha
             for item, name in self.suite.keys():
                 item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
@@ -226,8 +227,6 @@ class _Plugin:
                 worker=self.is_worker,
                 write=_line_writer(reporter) if reporter else None,
             )
-        except ConfigError as exc:
-            raise pytest.UsageError(f"pytest-llmbias: {exc}") from None
         if plan_only:  # no test runs; the session ends as a success (see pytest_sessionfinish)
             self.config.hook.pytest_deselected(items=list(items))
             items.clear()
@@ -257,35 +256,37 @@ class _Plugin:
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.stash.get(SPEC_KEY, None):
-            from pytest_llmbias.errors import LLMBiasError
-
-            try:
+            with shown("test"):  # a broken store, a failed probe: its message once, not the frames under it
                 self.terminal.ensure_collected()
-            except LLMBiasError as exc:  # a broken store, a failed probe: its message once, not the frames under it
-                raise pytest.fail.Exception(f"{type(exc).__name__}: {exc}", pytrace=False) from None
-            if self.gate_marker(item) is not None:
-                self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
+                if self.gate_marker(item) is not None:
+                    self.gate_result(item)  # missing or broken data: an error in setup, not a verdict
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         if self.gate_marker(item) is not None:
-            import warnings
-
-            result = self.gate_result(item)
-            path, lineno, _ = item.reportinfo()
-            for message in result.warnings:
-                # Attributed to the test, not to this module: the warning summary points at the gate.
-                warnings.warn_explicit(
-                    LLMBiasWarning(f"{result.domain}: {message}"),
-                    LLMBiasWarning,
-                    filename=str(path),
-                    lineno=(lineno or 0) + 1,
-                    module=module.__name__ if (module := getattr(item, "module", None)) else None,
-                )
-            if not result.passed:
-                pytest.fail(result.report(), pytrace=False)
-            item.add_report_section("call", SECTION, result.report())
+            with shown("test"):
+                self._gate_outcome(item)
         return (yield)
+
+    def _gate_outcome(self, item: pytest.Item) -> None:
+        """The gate's warnings, attributed to the test, and its verdict: a failure with its report,
+        or a pass with the report in a section of its own."""
+        import warnings
+
+        result = self.gate_result(item)
+        path, lineno, _ = item.reportinfo()
+        for message in result.warnings:
+            # Attributed to the test, not to this module: the warning summary points at the gate.
+            warnings.warn_explicit(
+                LLMBiasWarning(f"{result.domain}: {message}"),
+                LLMBiasWarning,
+                filename=str(path),
+                lineno=(lineno or 0) + 1,
+                module=module.__name__ if (module := getattr(item, "module", None)) else None,
+            )
+        if not result.passed:
+            pytest.fail(result.report(), pytrace=False)
+        item.add_report_section("call", SECTION, result.report())
 
     def gate_result(self, item: pytest.Item) -> Any:
         """The item's gate result, computed once; a gate that cannot be computed fails the test."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_llmbias.plugin.failures import report_late, shown, take_worker_errors  # pytest only
+
 if TYPE_CHECKING:
     from pytest_llmbias.report.run_record import RunRecord
 
@@ -26,6 +28,13 @@ class RunReports:
         self.plugin = plugin
         self.config = plugin.config
         self._record: RunRecord | None = None
+        #: the pytest session (from its start), whose exit code an error at the end of the run sets
+        self.session: pytest.Session | None = None
+        #: what the pytest-xdist workers could not finish (see plugin.failures.report_late)
+        self.worker_errors: list[str] = []
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
 
     @property
     def record(self) -> RunRecord:
@@ -103,6 +112,12 @@ class RunReports:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        with shown("finish", config=self.config, session=session):
+            self._finish(session)
+        for message in dict.fromkeys(self.worker_errors):  # each once, however many workers met it
+            report_late(self.config, session, message)
+
+    def _finish(self, session: pytest.Session) -> None:
         record, core = self.record, self.plugin._session
         if self.plugin.is_worker:
             self.config.workeroutput.update(record.worker_output(core))
@@ -164,5 +179,8 @@ class RunReports:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist controller: take what a finished worker recorded (see RunRecord.merge_worker)."""
-        self.record.merge_worker(getattr(node, "workeroutput", None) or {})
+        """pytest-xdist controller: take what a finished worker recorded (see RunRecord.merge_worker)
+        and the errors it met at its end."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.record.merge_worker(output)
+        self.worker_errors.extend(take_worker_errors(output))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmbias.errors import LLMBiasWarning  # standard library only
+from pytest_llmbias.plugin.failures import shown  # pytest only
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import Progress
@@ -34,7 +35,8 @@ class RunTerminal:
             return []
         from pytest_llmbias.report.terminal import header_line
 
-        return [header_line(self.plugin.session.settings)]
+        with shown("session"):
+            return [header_line(self.plugin.session.settings)]
 
     def ensure_collected(self) -> None:
         """Collect what the plan needs (once), showing progress and then one line on it."""
@@ -96,6 +98,10 @@ class RunTerminal:
             reporter.write_line(line)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        with shown("finish", config=self.config, session=self.plugin.reports.session):
+            self._summary(terminalreporter)
+
+    def _summary(self, terminalreporter: Any) -> None:
         verbosity = self.config.get_verbosity()
         record = self.plugin.reports._record
         lines = (

@@ -49,7 +49,13 @@ class CollectionLock:
     def __enter__(self) -> CollectionLock:
         from filelock import FileLock, Timeout
 
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"the store folder {self.directory} cannot be created ({type(exc).__name__}: {exc}); "
+                "point --llmbias-store (store.dir) at a folder"
+            ) from None
         lock = FileLock(str(self.path))
         waiting_since = self._clock()
         while True:
@@ -60,6 +66,12 @@ class CollectionLock:
                 silent = self._clock() - max(self._last_beat(), waiting_since)
                 if silent > self.stale_after:
                     raise StoreError(self._stale_message(silent)) from None
+            except OSError as exc:  # a folder, or a file this process may not open, where the lock file goes
+                raise StoreError(
+                    f"the collection lock {self.path} cannot be taken ({type(exc).__name__}: {exc}); "
+                    "it must be a file this run may write: remove what is there (it holds no answer) "
+                    "and run again"
+                ) from None
         self._lock = lock
         self.beat()
         return self
