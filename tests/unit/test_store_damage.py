@@ -259,3 +259,56 @@ def test_is_damage_tells_corruption_from_a_busy_database() -> None:
     assert repair.is_damage(sqlite3.DatabaseError("file is not a database"))
     assert not repair.is_damage(sqlite3.OperationalError("database is locked"))
     assert not repair.is_damage(OSError("disk full"))
+
+
+def test_a_byte_changed_inside_an_answer_is_told_by_its_seal(store_dir: Path) -> None:
+    """SQLite keeps no checksum of a page: a changed letter still reads as text and JSON. The
+    record's seal tells it, and that answer alone is asked again."""
+    bad = ANSWERS[11]
+    con = sqlite3.connect(str(db_of(store_dir)))
+    con.execute(
+        "UPDATE Cache SET value = replace(value, 'answer 11 words', 'answer 11 wordz') WHERE key = ?",
+        ("response:" + bad.key,),
+    )
+    con.commit()
+    con.close()
+    got, store = served(store_dir)
+    (notice,) = store.notices
+    store.close()
+    assert set(got) == {r.key for r in ANSWERS} - {bad.key}
+    assert "question q11" in notice and "do not match the checksum" in notice
+
+
+def test_answers_stored_without_a_seal_by_earlier_releases_are_read(tmp_path: Path) -> None:
+    import diskcache
+
+    from pytest_llmbias.store.disk import encode_value
+    from pytest_llmbias.store.records import record, seal, unseal
+
+    with diskcache.Cache(str(tmp_path / "responses")) as cache:
+        for r in ANSWERS[:5]:
+            cache.set("response:" + r.key, encode_value(record(r)))
+    got, store = served(tmp_path)
+    store.close()
+    assert len(got) == 5 and store.notices == []
+    text = encode_value(record(ANSWERS[0]))
+    assert unseal(seal(text)) == text and unseal(text) == text
+    assert __import__("json").loads(seal(text))["crc32"] >= 0  # one more member, to a reader that does not look
+
+
+def test_a_rebuilt_sealed_store_keeps_only_the_answers_it_can_vouch_for(store_dir: Path) -> None:
+    """From a damaged file, a row whose seal fails or is gone may have been changed: in a store
+    whose answers are sealed it is left out of the rebuilt database, and asked again."""
+    con = sqlite3.connect(str(db_of(store_dir)))
+    for i, r in enumerate(ANSWERS[:4]):
+        old = "replace(value, 'words', 'wordz')" if i % 2 else "replace(value, ',\"crc32\":', ',\"crd32\":')"
+        con.execute(f"UPDATE Cache SET value = {old} WHERE key = ?", ("response:" + r.key,))
+    con.commit()
+    con.close()
+    data = bytearray(db_of(store_dir).read_bytes())
+    data[:100] = bytes(100)  # the header gone: the store is rebuilt from its rows
+    db_of(store_dir).write_bytes(bytes(data))
+    got, store = served(store_dir)
+    store.close()
+    assert set(got) == {r.key for r in ANSWERS[4:]}
+    assert "4 of its rows could not be read" in store.notices[0]

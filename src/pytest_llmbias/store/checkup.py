@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.store import journal, repair
+from pytest_llmbias.store.records import unseal
 
 RESPONSES = "responses"
 #: the store's own files, each of which must be a file where it exists
@@ -190,7 +191,7 @@ def _read_row(row: tuple[Any, ...], folder: Path, response: Any) -> tuple[str | 
     if text is None:
         return key, "its text cannot be read (not UTF-8, or its file is missing)"
     try:
-        record = json.loads(text[1])
+        record = json.loads(unseal(text[1]))
         if not isinstance(record, dict):
             raise ValueError("not a JSON response record")
         kept = response.from_dict(record, source="store")

@@ -109,14 +109,15 @@ class StoreLocation:
                 return team.set_many({PREFIX + k: v for k, v in records.items()}, overwrite=False)
             finally:
                 team.close()
-        from pytest_llmbias.store.disk import DiskCache
+        from pytest_llmbias.store.disk import DiskCache, encode_value
+        from pytest_llmbias.store.records import seal
 
-        disk = DiskCache(self.directory / "responses")
+        disk = DiskCache(self.directory / "responses", watched=True)
         written = 0
         try:
             for key, record in records.items():
-                if disk.get(PREFIX + key) is None:
-                    disk.set(PREFIX + key, record)
+                if disk.get_raw(PREFIX + key) is None:
+                    disk.set_text(PREFIX + key, seal(encode_value(record)))
                     written += 1
         finally:
             disk.close()
@@ -124,7 +125,11 @@ class StoreLocation:
 
 
 def _json(raw: Any) -> Any:
+    """The record stored as ``raw`` (its seal checked and left out: see
+    :func:`~pytest_llmbias.store.records.unseal`); None where it is no JSON, or its seal fails."""
+    from pytest_llmbias.store.records import unseal
+
     try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
+        return json.loads(unseal(raw))
+    except (TypeError, ValueError, AttributeError):
         return None

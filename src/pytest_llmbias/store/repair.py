@@ -181,33 +181,96 @@ class Salvage:
 def salvage(aside: Path, folder: Path) -> Salvage:
     """Every row of the diskcache table ``Cache`` in the damaged database ``aside`` whose key and
     value can still be read as text (a value kept in a file of its own is read from ``folder``,
-    the store's). ``aside`` (and its ``-wal``) is left exactly as it is: a copy is read, and where
-    the copy does not open, SQLite is told to trust the file's size over its header's (a
-    truncated file) and it is read again."""
+    the store's). ``aside`` (and its ``-wal``) is left exactly as it is: a copy is read, as it is;
+    then, where that did not read every row, with SQLite told to trust the file's size over its
+    header's (a truncated file); then with its first page (the header and the schema, which a
+    damaged byte there makes unreadable) replaced by a new store's. The most rows any of these
+    gives are kept: each row is a record that names its own key, which the reader checks."""
     if not aside.is_file():
         return Salvage((), None)
     copy = aside.with_name(aside.name + ".reading")
     wal = aside.with_name(aside.name + "-wal")
+    best: Salvage | None = None
     try:
         shutil.copyfile(aside, copy)
         if wal.is_file():
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        got = _read_rows(copy, folder)
-        if got is None:
-            with copy.open("r+b") as f:  # the header's page count is believed only when these agree
-                f.seek(24)
-                counter = f.read(4)
-                if len(counter) == 4:
-                    f.seek(92)
-                    f.write(bytes(b ^ 0xFF for b in counter))
+        for prepare in (None, _trust_file_size, _fresh_first_page):
+            if prepare is not None and not prepare(copy):
+                continue
             got = _read_rows(copy, folder)
+            if got is not None and (best is None or len(got.rows) > len(best.rows)):
+                best = got
+            if best is not None and best.unreadable == 0:
+                break
     except OSError:
-        got = None
+        pass
     finally:
         for p in (copy, copy.with_name(copy.name + "-wal"), copy.with_name(copy.name + "-shm")):
             with contextlib.suppress(OSError):
                 p.unlink()
-    return got if got is not None else Salvage((), None)
+    return _trusted(best) if best is not None else Salvage((), None)
+
+
+def _trusted(got: Salvage) -> Salvage:
+    """``got`` without the answers it cannot vouch for: in a store whose answers are sealed (see
+    :func:`~pytest_llmbias.store.records.seal`; any one read with its seal intact says so), an
+    answer whose seal does not check, or is gone, comes from a damaged file and may have been
+    changed: it is left out (counted unreadable) and asked again. A store of earlier releases,
+    none sealed, keeps every row that reads."""
+    from pytest_llmbias.store.records import unseal
+
+    sealed: dict[int, bool] = {}  # row -> whether its seal checks
+    for i, (key, text) in enumerate(got.rows):
+        if key.startswith("response:"):
+            try:
+                sealed[i] = unseal(text) != text
+            except ValueError:
+                sealed[i] = False
+    if not any(sealed.values()):
+        return got
+    kept = tuple(row for i, row in enumerate(got.rows) if sealed.get(i, True))
+    return Salvage(kept, (got.unreadable or 0) + len(got.rows) - len(kept))
+
+
+def _trust_file_size(db: Path) -> bool:
+    """Make SQLite take ``db``'s size in pages from the file, not the header (it believes the
+    header only while its change counter and its version-valid-for number agree)."""
+    with db.open("r+b") as f:
+        f.seek(24)
+        counter = f.read(4)
+        if len(counter) < 4:
+            return False
+        f.seek(92)
+        f.write(bytes(b ^ 0xFF for b in counter))
+    return True
+
+
+#: the page size of a database diskcache creates (SQLite's default)
+_PAGE = 4096
+
+
+def _fresh_first_page(db: Path) -> bool:
+    """Replace ``db``'s first page by that of a new, empty diskcache database (whose schema is the
+    same, at the same pages, for a store this diskcache made), then trust the file's size."""
+    import tempfile
+
+    from pytest_llmbias.store.disk import connect
+
+    with db.open("rb") as f:
+        head = f.read(18)
+    size = int.from_bytes(head[16:18], "big") if len(head) == 18 else 0
+    if head.startswith(HEADER) and size not in (0, _PAGE):  # a header that reads, of another size
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = connect(Path(tmp), timeout=5.0)
+        cache.close()
+        page = (Path(tmp) / DB).read_bytes()[:_PAGE]
+    if len(page) < _PAGE or db.stat().st_size < 2 * _PAGE:
+        return False
+    with db.open("r+b") as f:
+        f.write(page)
+    return _trust_file_size(db)
 
 
 ROW = "SELECT CAST(key AS BLOB), raw, mode, filename, CAST(value AS BLOB) FROM Cache"

@@ -11,7 +11,7 @@ from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.store.calls import ModelCall, Response, built_call
 from pytest_llmbias.store.disk import DiskCache
 from pytest_llmbias.store.fingerprints import Serving
-from pytest_llmbias.store.records import answer_fields, record_text
+from pytest_llmbias.store.records import answer_fields, record_text, seal, unseal
 from pytest_llmbias.store.snapshot import CheckedSnapshots, SnapshotAnswers, SnapshotLayer, write_snapshot
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ class ResponseStore:
     served (snapshots always are), and its new answers are written with the current one.
 
     Damage costs only what it damaged: a stored answer that cannot be read (not JSON, the wrong
-    shape, a number for its text, bytes that are not text) is a miss, asked again alone and
+    shape, a number for its text, bytes that are not text, bytes that no longer match the checksum
+    they were written with: see :func:`~pytest_llmbias.store.records.seal`) is a miss, asked again alone and
     written over; :attr:`notices` counts them and names each one's question. A disk store whose
     database cannot be read is rebuilt (see :class:`DiskCache`), and the notice says how many of
     the answers looked up since are not in it (they are asked again).
@@ -185,8 +186,9 @@ class ResponseStore:
         :mod:`pytest_llmbias.store.records`)."""
         assert self._disk is not None
         call = built_call(key, asked)
-        head = answer_fields(key, raw) if call is not None else None
         try:
+            raw = unseal(raw)
+            head = answer_fields(key, raw) if call is not None else None
             if call is None or head is None:
                 data = json.loads(raw)
                 if run_id is not None and (not isinstance(data, dict) or data.get("run") != run_id):
@@ -254,7 +256,7 @@ class ResponseStore:
         if serving is not None and response.fingerprint is None and response.source == "network":
             response = response.collected_under(serving.current)
         if self._disk is not None:
-            kept = record_text(response, self.run_id)
+            kept = seal(record_text(response, self.run_id))
             if later and isinstance(self._disk, DiskCache):
                 self._disk.set_text_later(_PREFIX + response.key, kept)
             else:
