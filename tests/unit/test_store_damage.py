@@ -283,7 +283,8 @@ def test_answers_stored_without_a_seal_by_earlier_releases_are_read(tmp_path: Pa
     import diskcache
 
     from pytest_llmbias.store.disk import encode_value
-    from pytest_llmbias.store.records import record, seal, unseal
+    from pytest_llmbias.store.records import record
+    from pytest_llmbias.store.seal import seal, unseal
 
     with diskcache.Cache(str(tmp_path / "responses")) as cache:
         for r in ANSWERS[:5]:

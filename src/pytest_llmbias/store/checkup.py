@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmbias.store import journal, repair
-from pytest_llmbias.store.records import unseal
+from pytest_llmbias.store.seal import unseal
 
 RESPONSES = "responses"
 #: the store's own files, each of which must be a file where it exists

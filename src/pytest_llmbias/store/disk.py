@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store import journal, repair
-from pytest_llmbias.store.rows import select_many, select_one, write_many
+from pytest_llmbias.store.row_batches import select_many, select_one, write_many
 
 T = TypeVar("T")
 

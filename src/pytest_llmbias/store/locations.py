@@ -110,7 +110,7 @@ class StoreLocation:
             finally:
                 team.close()
         from pytest_llmbias.store.disk import DiskCache, encode_value
-        from pytest_llmbias.store.records import seal
+        from pytest_llmbias.store.seal import seal
 
         disk = DiskCache(self.directory / "responses", watched=True)
         written = 0
@@ -127,7 +127,7 @@ class StoreLocation:
 def _json(raw: Any) -> Any:
     """The record stored as ``raw`` (its seal checked and left out: see
     :func:`~pytest_llmbias.store.records.unseal`); None where it is no JSON, or its seal fails."""
-    from pytest_llmbias.store.records import unseal
+    from pytest_llmbias.store.seal import unseal
 
     try:
         return json.loads(unseal(raw))

@@ -2,8 +2,8 @@
 (``text``, ``finish_reason``, ``usage``, ...), then the call's (its ``key``, model, endpoint,
 messages, parameters and sample).
 
-The text is sealed (:func:`seal`): a last member ``"crc32"`` holds the CRC-32 of the rest, so a byte
-changed on disk is told from an answer (:func:`unseal`), and the answer asked again.
+The text is sealed (:mod:`pytest_llmbias.store.seal`): a last member ``"crc32"`` holds the CRC-32 of
+the rest, so a byte changed on disk is told from an answer, and the answer asked again.
 
 A run reads back answers to calls it has built (it planned them), so it parses the answer's fields
 alone (:func:`answer_fields`): the record's text up to its top-level ``"key"`` member, closed. On a
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
 from typing import Any
 
 from pytest_llmbias.store.calls import ModelCall, Response, number_record
 from pytest_llmbias.store.disk import encode_value
+from pytest_llmbias.store.seal import seal, unseal
+
+__all__ = ["answer_fields", "record", "record_text", "seal", "unseal"]
 
 _KEY_MEMBER = ',"key":"'
 #: the JSON decoder's scanner: one value from an index, without ``json.loads``' checks around it
@@ -39,34 +41,6 @@ def record(response: Response, run: str | None = None) -> dict[str, Any]:
     ``run`` (the pytest-xdist run that wrote it) before them."""
     fields = response.to_dict(answer_first=True)
     return {"run": run, **fields} if run else fields
-
-
-#: the member a record's text ends with once sealed: the CRC-32 of the text without it
-_SEAL = ',"crc32":'
-
-
-def seal(text: str) -> str:
-    """``text`` (a record: one JSON object) with a last member ``"crc32"``, the CRC-32 of
-    ``text``'s UTF-8 bytes. SQLite keeps no checksum of its pages, and a byte changed on disk inside
-    an answer's text may still read as text and JSON: :func:`unseal` tells. A reader that does not
-    look (an earlier release) reads one more member, which it ignores."""
-    return text[:-1] + _SEAL + str(zlib.crc32(text.encode("utf-8"))) + "}"
-
-
-def unseal(raw: str | bytes) -> str:
-    """The text :func:`seal` sealed into ``raw``; a record written without a seal, as it is.
-    ``ValueError`` where the checksum does not match the bytes (changed since they were written)."""
-    text = raw if isinstance(raw, str) else raw.decode("utf-8")
-    at = text.rfind(_SEAL)
-    if at < 0 or text[-1:] != "}":
-        return text
-    digits = text[at + len(_SEAL) : -1]
-    if not (digits.isascii() and digits.isdigit()):
-        return text  # no seal there (a member of that name inside): parsed whole, as it always was
-    original = text[:at] + "}"
-    if zlib.crc32(original.encode("utf-8")) != int(digits):
-        raise ValueError("its bytes do not match the checksum written with them (changed on disk since)")
-    return original
 
 
 def answer_fields(key: str, raw: str | bytes) -> dict[str, Any] | None:

@@ -218,7 +218,7 @@ def _trusted(got: Salvage) -> Salvage:
     answer whose seal does not check, or is gone, comes from a damaged file and may have been
     changed: it is left out (counted unreadable) and asked again. A store of earlier releases,
     none sealed, keeps every row that reads."""
-    from pytest_llmbias.store.records import unseal
+    from pytest_llmbias.store.seal import unseal
 
     sealed: dict[int, bool] = {}  # row -> whether its seal checks
     for i, (key, text) in enumerate(got.rows):
@@ -255,7 +255,7 @@ def _fresh_first_page(db: Path) -> bool:
     same, at the same pages, for a store this diskcache made), then trust the file's size."""
     import tempfile
 
-    from pytest_llmbias.store.disk import connect
+    import diskcache
 
     with db.open("rb") as f:
         head = f.read(18)
@@ -263,8 +263,7 @@ def _fresh_first_page(db: Path) -> bool:
     if head.startswith(HEADER) and size not in (0, _PAGE):  # a header that reads, of another size
         return False
     with tempfile.TemporaryDirectory() as tmp:
-        cache = connect(Path(tmp), timeout=5.0)
-        cache.close()
+        diskcache.Cache(tmp, timeout=5.0, eviction_policy="none", cull_limit=0).close()
         page = (Path(tmp) / DB).read_bytes()[:_PAGE]
     if len(page) < _PAGE or db.stat().st_size < 2 * _PAGE:
         return False

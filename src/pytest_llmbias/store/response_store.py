@@ -41,7 +41,7 @@ class ResponseStore:
 
     Damage costs only what it damaged: a stored answer that cannot be read (not JSON, the wrong
     shape, a number for its text, bytes that are not text, bytes that no longer match the checksum
-    they were written with: see :func:`~pytest_llmbias.store.records.seal`) is a miss, asked again alone and
+    they were written with: see :func:`~pytest_llmbias.store.seal.seal`) is a miss, asked again alone and
     written over; :attr:`notices` counts them and names each one's question. A disk store whose
     database cannot be read is rebuilt (see :class:`DiskCache`), and the notice says how many of
     the answers looked up since are not in it (they are asked again).
