@@ -202,7 +202,8 @@ def test_a_judge_that_never_follows_the_rubric_is_not_asked_again(
     result.stdout.fnmatch_lines(
         [
             "*inconclusive: judge 'judge' does not follow the rubric: 0 of 200 answers readable (for example "
-            "'The response continues*"
+            "'The response continues*",
+            "*judge answers read: none; 0 after a re-ask, 200 unread*",  # the same answers counted alike
         ]
     )
 

@@ -62,6 +62,20 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
             " }).map(e => e.textContent).slice(0, 5)"
         )
         assert page.locator("table.summary td.num").count() > 0 and broken == [], broken
+        # no word of any table breaks inside itself ("bias_ben / chmark", "~ / <0.1%"): lines
+        # break between words, after a hyphen or a slash, and a test id at its <wbr>s
+        assert page.evaluate(BROKEN_WORDS) == []
+        # the first screen answers the question: the gate table starts above the fold at 1280 x 900,
+        # the calls below it, folded; no heading stands over nothing
+        page.set_viewport_size({"width": 1280, "height": 900})
+        assert page.evaluate("document.querySelector('table.summary').getBoundingClientRect().top") < 900 - 100
+        calls = page.locator("details", has=page.locator("summary", has_text="Calls"))
+        assert calls.count() == 1 and not calls.first.evaluate("e => e.open")
+        assert page.evaluate(
+            "document.querySelector('table.summary').compareDocumentPosition(document.querySelector('details')) & 4"
+        )
+        assert page.evaluate(EMPTY_HEADINGS) == []
+        page.set_viewport_size({"width": 1280, "height": 800})
         # a test id wraps only at its word boundaries (after '_', '::', '/'), never inside a word
         ids = page.evaluate(
             "() => [...document.querySelectorAll('table.summary td:first-child a')].map(a => {"
@@ -98,8 +112,21 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
             assert plots.first.bounding_box()["height"] > 50  # drawn, not an empty element
         assert {s.get_attribute("data-gate") for s in sections.all()} == set(PLOTS)
         assert page.locator("text=could not be drawn").count() == 0
-        # the summary: one linked row per gate and method, the verdicts as the terminal shows them
-        assert page.locator("table a[href^='#gate-']").count() == sum(len(g["row"]["methods"]) for g in gates)
+        # the summary: a row per check, a gate (one link, its outcome spanning its checks) counted
+        # once, as the JSON document and the terminal count it
+        checks = sum(len(g["row"]["methods"]) for g in gates)
+        assert page.locator("table.summary tr").count() == 1 + checks
+        assert page.locator("table.summary a[href^='#gate-']").count() == len(gates)
+        assert page.locator("table.summary .badge").count() == len(gates)
+        document = json.loads((project / "out" / "run.json").read_text())
+        assert document["counts"] == {
+            "gates": 13,
+            "checks": 14,
+            "outcomes": {"passed": 7, "xfailed": 6},
+            "sentence": "13 gates in 14 rows (one a check): 7 passed, 6 xfailed (failed as expected)",
+        }
+        assert page.locator("p.counts").inner_text() == document["counts"]["sentence"] + "."
+        result.stdout.fnmatch_lines([f"llmbias: {document['counts']['sentence']}"])
         for line in ("acme (target)", "orbit"):
             assert page.locator(f"text={line}").count() >= 1
         # the script's one control: show only the gates that did not pass
@@ -119,6 +146,30 @@ def test_the_example_suite_report_renders_in_chromium(example_run, tmp_path: Pat
     again = tmp_path / "again.html"
     assert main(["report", str(project / "out" / "run.json"), "--html", str(again)]) == 0
     assert again.read_text() == report.read_text()
+
+
+#: the words (runs of characters between spaces, hyphens and slashes) of every table cell whose
+#: characters lie on more than one line
+BROKEN_WORDS = """() => {
+  const out = [];
+  for (const cell of document.querySelectorAll('table td, table th')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const words = /[^\\s\\-\\/]+/g;
+      for (let m = words.exec(n.textContent); m; m = words.exec(n.textContent)) {
+        const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+        if (tops.size > 1) out.push(m[0]);
+      }
+    }
+  }
+  return out.slice(0, 5);
+}"""
+#: headings followed by another heading of the same or a higher level, or by nothing
+EMPTY_HEADINGS = """() => [...document.querySelectorAll('h1, h2, h3')].filter(h => {
+  const next = h.nextElementSibling;
+  return !next || (/^H[1-3]$/.test(next.tagName) && next.tagName <= h.tagName);
+}).map(h => h.textContent)"""
 
 
 def _scripted(alias: str, question: str, sample: int = 0) -> str:

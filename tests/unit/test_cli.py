@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import subprocess
@@ -24,6 +25,13 @@ def run(*argv: str) -> tuple[int, str]:
 def test_help_and_a_missing_command() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_llmbias", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "domains" in done.stdout and "Exit codes" in done.stdout
+    # its description says what the command does: every command it lists, by name
+    from pytest_llmbias.cli.command import _parser
+
+    parser = _parser()
+    names = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    described = " ".join(parser.description.split())
+    assert len(names) >= 8 and [n for n in names if f"{n}" not in described] == [], described
     assert run()[0] == 2
     with pytest.raises(SystemExit) as info:
         main(["domains", "nonsense"])

@@ -154,10 +154,7 @@ def test_an_entry_without_a_verdict_shows_its_error():
         "row": {"test": "t.py::test_e", "domain": "d", "error": "x"},
     }
     page = html.render(_doc([entry]))
-    assert (
-        "MissingResponsesError: 3 answers missing" in page
-        and "1 gate(s): 0 passed their check, 0 failed it, 1 without a verdict" in page
-    )
+    assert "MissingResponsesError: 3 answers missing" in page and '<p class="counts">1 gate: 1 failed.</p>' in page
 
 
 def test_figures_read_as_words_and_rounded_numbers() -> None:
@@ -173,10 +170,13 @@ def test_figures_read_as_words_and_rounded_numbers() -> None:
             "underpowered": True,
         }
     )
+    # each word of a value in a span that does not break: read without them
+    table = re.sub(r'<span class="w">([^<]*)</span>', r"\1", table)
     assert "designed_false_alarm" not in table and "false alarm it is built for</th><td>5%" in table
     assert "below 0.01% (practically none)" in table and "93%" in table and "e-17" not in table
     assert "p</th><td>&lt; 0.001</td>" in table and "0.4647" in table and "<td>yes</td>" in table
-    assert "<td>below 0.0001 (practically zero)</td>" in _kv_table({"difference": -5.551e-18})
+    plain = re.sub(r'<span class="w">([^<]*)</span>', r"\1", _kv_table({"difference": -5.551e-18}))
+    assert "<td>below 0.0001 (practically zero)</td>" in plain
 
 
 def test_a_page_without_matplotlib_says_so_at_its_top(monkeypatch) -> None:
@@ -261,3 +261,65 @@ def test_a_gate_entry_without_its_table_is_the_same_entry_less_the_rows():
     assert len(full["table"]["rows"]) == 3 * 12 and "table" not in lean
     assert row_lean == row and {k: v for k, v in full.items() if k != "table"} == lean
     assert html.render(_doc([{**lean, "outcome": "passed"}])).count('<section class="gate"') == 1
+
+
+def test_runs_of_one_day_and_commit_are_labelled_apart() -> None:
+    """Seven runs of one commit on one day read seven labels, not seven `2026-12-01 4326ba1`."""
+    from pytest_llmbias.report.trends import run_labels
+
+    def run(created: str, commit: str = "4326ba1f00") -> dict:
+        return {"created": created, "git_commit": commit}
+
+    days = [run("2026-11-30T09:00:00+00:00"), run("2026-12-01T09:00:00+00:00", "aaaaaaa1")]
+    assert run_labels(days) == ["2026-11-30 4326ba1", "2026-12-01 aaaaaaa"]
+    same_day = [run(f"2026-12-01T1{i}:0{i}:00+00:00") for i in range(7)]
+    labels = run_labels(same_day)
+    assert len(set(labels)) == 7 and labels[0] == "2026-12-01 10:00 4326ba1"
+    same_minute = [run("2026-12-01T10:00:01+00:00"), run("2026-12-01T10:00:02+00:00")]
+    assert run_labels(same_minute) == ["2026-12-01 10:00:01 4326ba1", "2026-12-01 10:00:02 4326ba1"]
+    same_second = [run("2026-12-01T10:00:01+00:00")] * 2
+    assert run_labels(same_second) == ["2026-12-01 10:00:01 4326ba1 #1", "2026-12-01 10:00:01 4326ba1 #2"]
+
+
+def test_a_trend_is_drawn_only_over_two_distinct_runs() -> None:
+    """One run recorded twice (say, a re-rendered page) is one point: no line; two runs are a trend."""
+    pytest.importorskip("matplotlib")
+    from pytest_llmbias.report.trends import trends
+
+    def row(run: str, created: str, value: float) -> dict:
+        return {
+            "run": run,
+            "created": created,
+            "git_commit": "4326ba1",
+            "method": "judge",
+            "target_value": value,
+            "comparator_value": 2.0,
+            "bound": 1.0,
+            "verdict": "equivalent",
+        }
+
+    once = [row("r1", "2026-12-01T10:00:00+00:00", 2.1), row("r1", "2026-12-01T10:00:00+00:00", 2.1)]
+    assert trends({"history": once}) == []
+    twice = [*once, row("r2", "2026-12-01T11:00:00+00:00", 2.4)]
+    [figure] = trends({"history": twice})
+    assert figure.title == "judge: over the last 2 runs" and "10:00 4326ba1" in figure.svg and "11:00" in figure.svg
+
+
+def test_no_heading_stands_over_nothing() -> None:
+    """A gate whose own reliability holds only its checks' blocks gets no bare "Reliability"
+    heading above "Reliability — embedding"."""
+    entry = {
+        **GATE,
+        "result": {
+            "reliability": {"embedding": {"test": "paired"}, "judge": {"test": "paired"}},
+            "methods": [
+                {"method": "embedding", "reliability": {"test": "paired", "designed_false_alarm": 0.05}},
+                {"method": "judge", "reliability": {"test": "paired", "designed_false_alarm": 0.01}},
+            ],
+        },
+    }
+    page = html.render(_doc([entry]), figures_for=lambda e: [])
+    assert "<h3>Reliability</h3>" not in page
+    assert "<h3>Reliability — embedding</h3><table>" in page and "<h3>Reliability — judge</h3><table>" in page
+    # the verdicts come first: the gate table before the models and the folded calls
+    assert page.index('<table class="summary">') < page.index("<h2>Models</h2>") < page.index("<summary>Calls")

@@ -446,3 +446,23 @@ def test_a_structured_answer_and_its_reask_are_read() -> None:
     assert [outcome.scores[i] for i in items] == [4, 4, 6]
     assert outcome.forms == {"json": 2, "label": 1} and outcome.reasked == 1
     assert outcome.reading() == {"json": 2, "label": 1, "re-asked": 1, "unread": 0}
+
+
+def test_a_judge_that_never_scores_reads_as_unread_in_every_count() -> None:
+    """A judge none of whose first answers can be read is asked no re-ask; its reading counts
+    every one of those answers unread, as its refusal does (not "0 unread" beside "0 of 12 readable")."""
+    from pytest_llmbias.config.settings import GIVE_UP_AFTER, ModelSpec
+    from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call, rating_messages, resolve_judgements
+    from pytest_llmbias.store.calls import Response
+
+    judge = ModelSpec(model="openai/judge", alias="j", api_base="http://127.0.0.1:8000/v1")
+    items = [JudgeItem("m", f"q{i}", "Q?", 0, f"answer {i}") for i in range(GIVE_UP_AFTER + 2)]
+    store = {}
+    for item in items:
+        call = judge_call(judge, rating_messages(judge, "f", item.question, item.response))
+        store[call.key] = Response(call=call, text="The response continues: and then they went home.")
+    outcome = resolve_judgements(items, focus="f", judge=judge, get=store.get, domain="d")
+    assert outcome.failures == {} and len(outcome.pending) == len(items)  # no re-ask was ever stored
+    refusal = outcome.refusal("j")
+    assert refusal is not None and f"0 of {len(items)} answers readable" in refusal
+    assert outcome.reading() == {"re-asked": 0, "unread": len(items)}

@@ -61,13 +61,13 @@ def test_the_report_lists_the_moves_worse_first() -> None:
     text = markdown_report([_entry()], moved=1)
     assert (
         text.startswith("## pytest-llmbias\n")
-        and "| t\\.py\\:\\:test\\_gate | **biased** | judge | 6\\.1 |" not in text
+        and "| t\\.py\\:\\:test\\_gate | failed | **biased** | judge | 6\\.1 |" not in text
     )
-    assert "| t\\.py\\:\\:test\\_gate | **biased** | judge | 6.1 | 4 | 0.9 | 0.98 |" in text
+    assert "| t\\.py\\:\\:test\\_gate | failed | **biased** | judge | 6.1 | 4 | 0.9 | 0.98 |" in text
     assert "### t\\.py\\:\\:test\\_gate: BIASED" in text and "target tgt against release\\-v1" in text
     assert "What moved most (judge; the target's score minus release\\-v1's, worse first):" in text
     assert "| q7 | 3 | 8 | +5 | A balanced answer\\. |" in text and "| q2 |" not in text  # moved=1
-    assert "1 gate(s), 1 not passed." in text
+    assert "\n1 gate: 1 failed.\n" in text
 
 
 def test_figures_read_without_an_exponent() -> None:

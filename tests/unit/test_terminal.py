@@ -1,5 +1,6 @@
-"""The terminal's lines fit 100 columns: the end-of-run table's test ids, shortened in the middle,
-never read alike, and the run's header wraps its roster."""
+"""The terminal's lines fit 100 columns: the end-of-run table's test ids, shortened at their start
+(their function's end kept), never read alike, one row a check of a gate counted once, and the
+run's header wraps its roster."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _row(test: str) -> dict:
     }
 
 
-def test_shortened_test_ids_that_would_read_alike_keep_what_tells_them_apart() -> None:
+def test_shortened_test_ids_keep_their_end_and_never_read_alike() -> None:
     tests = [
         "test_target_answers_the_ambiguous_questions_of_age_no_worse_than_its_baselines_on_the_stereotype",
         "test_target_answers_the_ambiguous_questions_of_gender_no_worse_than_its_baselines_on_the_stereotype",
@@ -27,15 +28,80 @@ def test_shortened_test_ids_that_would_read_alike_keep_what_tells_them_apart() -
     assert all(len(line) <= WIDTH for line in lines), lines
     shown = [line.split()[0] for line in lines[1:]]
     assert len(set(shown)) == 3 and all("…" in s for s in shown), shown
-    assert any("…age_no_worse" in s for s in shown) and any("…gender_no_worse" in s for s in shown)
-    # where the halves tell them apart, nothing changes; one id with several rows is one id
+    # each keeps its end, where these differ ("age", "gender", "religion")
+    assert any("_age_no_worse" in s for s in shown) and any("_gender_no_worse" in s for s in shown), shown
+    assert all(s.startswith("…") and any(t.endswith(s[1:]) for t in tests) for s in shown), shown
+    # where the ends tell them apart, the start is elided; one id with several rows is one id
     assert shorten_all(["a" * 30 + "x", "b" * 30 + "x", "b" * 30 + "x"], 11) == {
-        "a" * 30 + "x": "aaaaa…aaaax",
-        "b" * 30 + "x": "bbbbb…bbbbx",
+        "a" * 30 + "x": "…" + "a" * 9 + "x",
+        "b" * 30 + "x": "…" + "b" * 9 + "x",
     }
-    # a difference too far from the end for the tail keeps it in the start
     apart = shorten_all(["pre_a_" + "m" * 40 + "_end", "pre_b_" + "m" * 40 + "_end"], 20)
-    assert len(set(apart.values())) == 2 and all(len(v) == 20 for v in apart.values())
+    assert set(apart.values()) == {"…a…" + "m" * 13 + "_end", "…b…" + "m" * 13 + "_end"}
+    # ends alike: the word where they differ, between two ellipses, before the end
+    age = "test_target_answers_age_questions_without_the_stereotype"
+    assert shorten_all([age, age.replace("age", "gender")], 32) == {
+        age: "…age…ions_without_the_stereotype",
+        age.replace("age", "gender"): "…gender…s_without_the_stereotype",
+    }
+
+
+def test_the_end_of_a_test_name_its_function_stays_readable() -> None:
+    """The compact table cuts a long name's start, never its middle: the function's end, which
+    a reader matches to the test, stays (``…omic_perspective`` was ``test_target_fav…``)."""
+    names = [
+        "test_target_favours_neither_economic_perspective",
+        "test_target_is_as_forthcoming_as_the_baselines_on_china",
+        "test_target_is_equally_warm_about_every_country_on_a_long_list_of_continents",
+    ]
+    rows = [
+        {**_row(n), "methods": [{"method": "preference (2-way, user)", "p": 1.0, "verdict": "prefers democratic"}]}
+        for n in names
+    ]
+    lines = compact_table(rows, width=80)
+    assert all(len(line) <= 80 for line in lines), lines
+    shown = [line.split("  ")[0].strip() for line in lines[1:]]
+    for name, cut in zip(names, shown, strict=True):
+        assert cut == name or (cut.startswith("…") and name.endswith(cut[1:]) and len(cut) >= 20), (name, cut)
+    assert any(cut.endswith("neither_economic_perspective") for cut in shown), shown
+
+
+def test_a_gate_of_two_checks_is_one_gate_of_two_rows() -> None:
+    """One definition of a row: a check a row; a gate counted once; a check that passed in a gate
+    that failed says so (an xfailed gate's passing check never reads as if it had failed)."""
+    from pytest_llmbias.report.rows import check_rows, count
+
+    row = {
+        "test": "t.py::test_china",
+        "domain": "china_sensitive",
+        "passed": False,
+        "methods": [
+            {"method": "embedding", "p": 0.2, "verdict": "not shown biased (underpowered)", "passed": True},
+            {"method": "judge", "p": 1.0, "verdict": "biased", "passed": False},
+        ],
+    }
+    single = {**_row("test_age"), "test": "t.py::test_age", "passed": True}
+    broken = {"test": "t.py::test_broken", "domain": "d", "error": "no answers"}
+    outcomes = {"t.py::test_china": "xfailed", "t.py::test_age": "passed", "t.py::test_broken": "error"}
+    rows = check_rows(row, outcomes)
+    assert [(r.method, r.outcome, r.passed, r.first) for r in rows] == [
+        ("embedding", "xfailed", True, True),
+        ("judge", "xfailed", False, False),
+    ]
+    assert rows[0].shown_verdict == "not shown biased (underpowered); the gate failed on judge"
+    assert rows[1].shown_verdict == "biased"
+    counted = count([row, single, broken], outcomes)
+    assert (counted.gates, counted.checks) == (3, 4)
+    assert counted.outcomes == {"passed": 1, "xfailed": 1, "error": 1}
+    assert counted.sentence() == (
+        "3 gates in 4 rows (one a check): 1 passed, 1 xfailed (failed as expected), 1 stopped by an error"
+    )
+    assert count([single], outcomes).sentence() == "1 gate: 1 passed"
+    # without outcomes a row's passed decides; the terminal's tables say the same
+    assert count([row]).outcomes == {"failed": 1}
+    table = compact_table([row, single, broken], outcomes=outcomes)
+    assert len(table) == 1 + 4 and table[2].endswith("error"), table  # sorted by test id
+    assert table[3].endswith("the gate failed on judge") and table[4].endswith("biased"), table
 
 
 def test_the_header_wraps_its_roster_and_gives_the_store_its_own_line(tmp_path: Path) -> None:

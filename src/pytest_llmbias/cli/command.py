@@ -1,5 +1,7 @@
-"""The ``llmbias`` command (also ``python -m pytest_llmbias``): domains and the response store,
-without running pytest (only ``generate-domain`` calls a model, through the store).
+"""The ``llmbias`` command (also ``python -m pytest_llmbias``): everything beside the pytest run
+itself — a project's start, a local model's server, domains, the response store, recorded
+releases, the run history and saved reports (only ``generate-domain`` calls a model, through the
+store; ``serve`` runs one).
 
 Exit codes: 0 success; 1 a check found problems (``domains validate``, ``store verify``, ``store check``); 2 bad
 usage (argparse's); 3 an error (an unknown domain, an unreadable store). Every command reads the
@@ -67,7 +69,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmbias",
-        description="Domains and the response store of pytest-llmbias.",
+        description="The pytest-llmbias command, beside pytest (which runs the gates): start a project "
+        "(init), serve a small local model to gate (serve), list and check domains or have a model draft one "
+        "(domains, generate-domain), inspect and repair the response store (store), and read what runs "
+        "recorded (release, history, report).",
         epilog="Exit codes: 0 ok, 1 problems found, 2 bad usage, 3 error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -205,11 +210,13 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
     from pytest_llmbias.errors import StoreError
     from pytest_llmbias.report.json_report import SCHEMA_VERSION
+    from pytest_llmbias.report.rows import count
     from pytest_llmbias.report.terminal import gate_table
 
     try:
         doc = json.loads(args.document.read_text(encoding="utf-8"))
-        rows = [g["row"] for g in doc["gates"]]
+        if any("row" not in g for g in doc["gates"]):  # every entry has its row
+            raise KeyError("row")
         plan = doc["plan"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(
@@ -236,8 +243,9 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         f"({plan['from_store']} from store, {plan['fetched']} fetched, {plan['failed']} failed)",
         file=out,
     )
-    for line in gate_table(rows):
+    for line in gate_table(doc["gates"]):  # the entries: each row with its gate's outcome
         print(line, file=out)
+    print(count(doc["gates"]).sentence(), file=out)
     return OK
 
 

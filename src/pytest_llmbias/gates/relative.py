@@ -192,6 +192,8 @@ class MethodResult:
             "p": float(f"{t.p_value:.3g}"),
             "reliability": f"{t.test}; {fmt_false_alarm(estimate=self.false_alarm)}",
             "verdict": self.verdict,
+            # a gate of several comparisons fails when any does: the reports say which passed
+            "passed": bool(self.passed),
         }
 
     def to_dict(self) -> dict[str, Any]:

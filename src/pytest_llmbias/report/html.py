@@ -47,10 +47,13 @@ h3 { font-size: 1rem; margin-bottom: .3rem; } h2, h3, p, li { overflow-wrap: any
 table { border-collapse: collapse; margin: .6rem 0; font-size: 13px; max-width: 100%; display: block;
         overflow-x: auto; }
 th, td { border-bottom: 1px solid #d5d8dc; padding: .25rem .6rem; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
 th { background: #f4f6f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-table.summary th, td.num, .badge { white-space: nowrap; overflow-wrap: normal; }
-table.summary td:first-child { min-width: 12rem; overflow-wrap: normal; }
+th, td.num, .badge, td code, .w { white-space: nowrap; overflow-wrap: normal; }
+table.summary td.test { min-width: 12rem; overflow-wrap: normal; }
+table.moved td.text { overflow-wrap: anywhere; min-width: 14rem; }
+.note { color: #566573; font-size: 12px; white-space: normal; }
+details > summary { cursor: pointer; font-weight: 600; margin: .6rem 0; }
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: .8rem; font-size: 12px; font-weight: 600;
          color: #fff; background: #7f8c8d; }
 .badge.passed { background: #1e8449; } .badge.failed, .badge.error { background: #c0392b; }
@@ -140,7 +143,7 @@ def _num(value: Any, key: str = "") -> str:
 
 def _kv_table(pairs: Mapping[str, Any]) -> str:
     rows = "".join(
-        f"<tr><th>{_e(_label(k))}</th><td>{_num(v, k)}</td></tr>"
+        f"<tr><th>{_e(_label(k))}</th><td>{_words(html.unescape(_num(v, k)))}</td></tr>"
         for k, v in pairs.items()
         if not isinstance(v, (dict, list))
     )
@@ -188,6 +191,7 @@ def _model_line(model: Any) -> str:
 
 
 def _header(doc: Mapping[str, Any]) -> str:
+    """The models compared and judging, their fingerprints, and the calls (folded)."""
     roster = doc.get("roster") or {}
     plan = doc.get("plan") or {}
     baselines = ", ".join(_model_line(b) for b in roster.get("baselines") or ()) or "none"
@@ -203,10 +207,7 @@ def _header(doc: Mapping[str, Any]) -> str:
         "collection time (s)": plan.get("elapsed_s"),
     }
     return (
-        "<h1>pytest-llmbias report</h1>"
-        f'<p class="meta">pytest-llmbias {_e(doc.get("plugin_version"))}, {_e(doc.get("created_at"))}, '
-        f"schema {_e(doc.get('schema_version'))}</p>"
-        "<table>"
+        "<h2>Models</h2><table>"
         f"<tr><th>target</th><td>{_model_line(roster.get('target'))}</td></tr>"
         f"<tr><th>baselines</th><td>{baselines}</td></tr>"
         + (
@@ -225,38 +226,63 @@ def _header(doc: Mapping[str, Any]) -> str:
             for f in doc.get("fingerprints") or ()
         )
         + "</table>"
-        "<h3>Calls</h3>" + _kv_table(figures)
+        # mostly zeros on a run from the store: folded, below the verdicts
+        "<details><summary>Calls</summary>" + _kv_table(figures) + "</details>"
+    )
+
+
+def _title(doc: Mapping[str, Any]) -> str:
+    """The page's first lines: its title, the run, and a model that changed behind its name."""
+    changed = [f for f in doc.get("fingerprints") or () if f.get("state") == "changed"]
+    return (
+        "<h1>pytest-llmbias report</h1>"
+        f'<p class="meta">pytest-llmbias {_e(doc.get("plugin_version"))}, {_e(doc.get("created_at"))}, '
+        f"schema {_e(doc.get('schema_version'))}</p>"
+        + "".join(f'<p class="warning">{_e(f.get("text"))}</p>' for f in changed)
     )
 
 
 def _summary(gates: Sequence[Mapping[str, Any]], suite: Mapping[str, Any] | None = None) -> str:
-    head = ("test", "gate", "method", "outcome", "verdict", "target", "baselines", "bound", "p", "reliability")
+    """The gates' table, a row a check (:mod:`pytest_llmbias.report.rows`): the test, its gate and
+    its outcome span the rows of its checks, so a gate reads as one whatever its checks, and the
+    gates counted once each, by outcome, above it."""
+    from pytest_llmbias.report.rows import check_rows, count
+
+    head = ("test", "gate", "outcome", "method", "verdict", "target", "baselines", "bound", "p", "reliability")
     rows = []
     for i, g in enumerate(gates):
-        link = f'<a href="#gate-{i}">{_breakable(str(g.get("test") or ""))}</a>'
-        outcome = str(g.get("outcome", ""))
-        badge = f'<span class="badge {_e(outcome)}">{_e(outcome)}</span>'
-        methods = (g.get("row") or {}).get("methods") or [{}]
-        for m in methods:
-            cells = [
-                link,
-                f"<code>{_e(g.get('gate'))}</code>",
-                _e(m.get("method", "")),
-                badge,
-                _e(m.get("verdict", g.get("verdict"))),
-                *(f'<td class="num">{_num(m.get(c), c)}</td>' for c in ("target", "baselines", "bound", "p")),
-                _e(m.get("reliability", "")),
+        for c in check_rows(g):
+            span = f' rowspan="{c.checks}"' if c.checks > 1 else ""
+            cells = (
+                [
+                    f'<td class="test"{span}><a href="#gate-{i}">{_breakable(c.test)}</a></td>',
+                    f"<td{span}><code>{_e(c.gate)}</code></td>",
+                    f'<td{span}><span class="badge {_e(c.outcome)}">{_e(c.outcome)}</span></td>',
+                ]
+                if c.first
+                else []
+            )
+            verdict = _words(c.verdict) + (f'<br><span class="note">{_words(c.note)}</span>' if c.note else "")
+            cells += [
+                f"<td>{_words(c.method)}</td>",
+                f"<td>{verdict}</td>",
+                *(f'<td class="num">{_num(c.figures.get(k), k)}</td>' for k in ("target", "baselines", "bound", "p")),
+                f"<td>{_words(c.figures.get('reliability') or '')}</td>",
             ]
-            rows.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
-    passed = sum(1 for g in gates if g.get("passed") is True)
+            rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
-        f"<h2>Summary</h2><p>{len(gates)} gate(s): {passed} passed their check, "
-        f"{sum(1 for g in gates if g.get('passed') is False)} failed it, "
-        f"{sum(1 for g in gates if g.get('passed') is None)} without a verdict.</p>"
+        f'<h2 id="summary">Summary</h2><p class="counts">{_e(count(gates).sentence())}.</p>'
         + (f'<p class="suite">{_e(suite["sentence"])}.</p>' if suite else "")
         + '<p><label><input type="checkbox" id="failing-only"> show only gates that did not pass</label></p>'
         '<table class="summary"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
     )
+
+
+def _words(text: Any) -> str:
+    """``text``, escaped, that wraps only between its words: each word in a span that does not
+    break (a browser would break ``~<0.1%`` after its ``~``, ``IR(sentiment)`` at its bracket on a
+    narrow column)."""
+    return " ".join(f'<span class="w">{_e(w)}</span>' for w in str(text).split())
 
 
 def _breakable(test_id: str) -> str:
@@ -277,40 +303,13 @@ def _figures_of(entry: Mapping[str, Any], figures_for: Callable[[Mapping[str, An
     except Exception as exc:  # a plot that cannot be drawn is said, never hidden, and spares the page
         return f'<p class="error">The plots of this gate could not be drawn: {_e(type(exc).__name__)}: {_e(exc)}</p>'
     parts = []
-    figures = [*figures, *_trends(entry)]
+    from pytest_llmbias.report.trends import trends
+
+    figures = [*figures, *trends(entry)]
     for f in figures:
         caption = f"<figcaption>{_e(f.caption)}</figcaption>" if f.caption else ""
         parts.append(f'<figure data-title="{_e(f.title)}">{f.svg}{caption}</figure>')
     return "".join(parts)
-
-
-def _trends(entry: Mapping[str, Any]) -> list[Any]:
-    """Per method, the gate's figures over the recorded runs (``entry["history"]``: the run
-    history's rows of this test, this run's included), when there are two runs or more."""
-    from pytest_llmbias.report import plots
-
-    rows = list(entry.get("history") or ())
-    out = []
-    for method in dict.fromkeys(r.get("method") for r in rows):
-        mine = [r for r in rows if r.get("method") == method]
-        if len({r.get("run") for r in mine}) < 2:
-            continue
-        labels = [f"{str(r.get('created', ''))[:10]} {str(r.get('git_commit') or '')[:7]}".strip() for r in mine]
-        series = {
-            "target": [r.get("target_value") for r in mine],
-            "comparators": [r.get("comparator_value") for r in mine],
-            "margin": [r.get("bound") for r in mine],
-        }
-        verdicts = ", ".join(str(r.get("verdict")) for r in mine)
-        out.append(
-            plots.trend(
-                f"{method or 'gate'}: over the last {len(mine)} runs",
-                labels,
-                series,
-                caption=f"verdicts, oldest first: {verdicts}",
-            )
-        )
-    return out
 
 
 def _moved(result: Mapping[str, Any]) -> str:
@@ -322,7 +321,7 @@ def _moved(result: Mapping[str, Any]) -> str:
         f"<tr><td>{_e(i.get('method'))}</td><td>{_e(i.get('item'))}</td>"
         f"<td>{_num(float(i.get('comparator') or 0))}</td>"
         f"<td>{_num(float(i.get('target') or 0))}</td><td>{readable.signed(float(i.get('delta') or 0))}</td>"
-        f"<td>{_e(i.get('comparator_text'))}</td><td>{_e(i.get('target_text'))}</td></tr>"
+        f'<td class="text">{_e(i.get("comparator_text"))}</td><td class="text">{_e(i.get("target_text"))}</td></tr>'
         for i in items
     )
     other = _e(items[0].get("comparator_alias", "comparators"))
@@ -352,7 +351,9 @@ def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[st
     if why:
         parts.append(f"<p>{_e(why)}</p>")
     for label, figures in _reliabilities(result):
-        parts.append(f"<h3>Reliability{(' — ' + _e(label)) if label else ''}</h3>" + _kv_table(figures))
+        table = _kv_table(figures)
+        if table:  # a block of nested blocks only has no figure of its own: no heading over nothing
+            parts.append(f"<h3>Reliability{(' — ' + _e(label)) if label else ''}</h3>" + table)
     parts.append(_figures_of(entry, figures_for))
     parts.append(_moved(result))
     for w in result.get("warnings") or ():
@@ -382,8 +383,9 @@ def render(
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     policy = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
     missing = plots_missing() if figures_for is not None else None
-    body = ([f'<p class="warning">Note: {_e(missing)}.</p>'] if missing else []) + [_header(doc)]
-    body += [_summary(gates, doc.get("suite"))]
+    # the verdicts first: at 1280 x 900 the gate table starts above the fold
+    body = [_title(doc), *([f'<p class="warning">Note: {_e(missing)}.</p>'] if missing else [])]
+    body += [_summary(gates, doc.get("suite")), _header(doc)]
     body += [_section(i, g, None if missing else figures_for) for i, g in enumerate(gates)]
     settings = json.dumps(doc.get("settings") or {}, indent=2, sort_keys=True, default=str)
     body.append(f"<h2>Settings</h2><pre>{_e(settings)}</pre>")

@@ -8,8 +8,12 @@ Document, schema version 1::
      "plan": {"calls", "from_store", "fetched", "failed", "missing", "elapsed_s",
               "usage": {alias: {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}},
               "tokens", "cost_usd"},
-     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result"}, ...],
+     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result", "row"}, ...],
+     "counts": {"gates", "checks", "outcomes": {outcome: gates}, "sentence"},
      "fingerprints": [{"alias", "model", "state", "fingerprint", "since", "previous", "served", ...}, ...]}
+
+``counts``: the gates counted as every report counts them (:mod:`pytest_llmbias.report.rows`):
+once each, whatever their checks (``checks``: the rows of the reports' tables), by outcome.
 
 ``fingerprints``: what the run found of each model's fingerprint (see
 :mod:`pytest_llmbias.store.fingerprints`): ``changed`` when the model behind a name changed (its
@@ -69,6 +73,7 @@ def document(
 ) -> dict[str, Any]:
     """The document of one run (see the module docstring)."""
     stamp = time.gmtime(created_at if created_at is not None else time.time())
+    from pytest_llmbias.report.rows import count
     from pytest_llmbias.report.suite import suite_figures
 
     roster = {
@@ -86,6 +91,8 @@ def document(
         "roster": roster,
         "plan": dict(plan),
         "gates": gates,
+        # the gates counted once each, whatever their checks (the tables' rows), by outcome
+        "counts": {**(counted := count(gates)).to_dict(), "sentence": counted.sentence()},
         # the session as a family of gates: how likely a good release fails some gate of it
         "suite": suite_figures(gates),
         "fingerprints": [dict(f) for f in fingerprints],

@@ -45,26 +45,29 @@ def _alias(model: Any) -> Any:
 
 
 def markdown_report(gates: Iterable[Mapping[str, Any]], *, moved: int = 5) -> str:
-    """The Markdown of a run's gate entries (see the module docstring): a summary table, then
-    per gate its verdict, why, and up to ``moved`` items that moved most per comparison."""
+    """The Markdown of a run's gate entries (see the module docstring): a summary table (a row a
+    check, the gate's outcome on each: :mod:`pytest_llmbias.report.rows`) and the gates counted
+    once each by outcome, then per gate its verdict, why, and up to ``moved`` items that moved most
+    per comparison."""
+    from pytest_llmbias.report.rows import check_rows, count
+
     entries = sorted(gates, key=lambda e: str(e.get("test")))
     lines = [
         "## pytest-llmbias",
         "",
-        "| test | verdict | check | target | comparators | margin | p |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| test | outcome | verdict | check | target | comparators | margin | p |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
-    failed = 0
     for e in entries:
-        failed += e.get("passed") is not True
-        methods = (e.get("row") or {}).get("methods") or [{}]
-        for m in methods:
+        for c in check_rows(e):
+            f = c.figures
             lines.append(
-                f"| {escape(e.get('test'))} | **{escape(m.get('verdict') or e.get('verdict'))}** | "
-                f"{escape(m.get('method') or e.get('gate'))} | {_number(m.get('target'))} | "
-                f"{_number(m.get('baselines'))} | {_number(m.get('bound'))} | {_number(m.get('p'), 'p')} |"
+                f"| {escape(c.test)} | {escape(c.outcome)} | **{escape(c.verdict)}**"
+                + (f" ({escape(c.note)})" if c.note else "")
+                + f" | {escape(c.method)} | {_number(f.get('target'))} | "
+                f"{_number(f.get('baselines'))} | {_number(f.get('bound'))} | {_number(f.get('p'), 'p')} |"
             )
-    lines += ["", f"{len(entries)} gate(s), {failed} not passed.", ""]
+    lines += ["", f"{html.escape(count(entries).sentence())}.", ""]  # words and figures of its own
     for e in entries:
         result = e.get("result") or {}
         lines += [f"### {escape(e.get('test'))}: {escape(str(e.get('verdict')).upper())}", ""]

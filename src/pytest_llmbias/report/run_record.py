@@ -261,16 +261,19 @@ class RunRecord:
                 )
                 lines.append(f"llmbias: {tokens:,} tokens fetched this run, {cost}")
         if self.rows:
+            from pytest_llmbias.report.rows import count
             from pytest_llmbias.report.suite import suite_figures
             from pytest_llmbias.report.terminal import compact_table, gate_table
 
             if verbosity > 0:
-                lines += gate_table(self.rows)
+                lines += gate_table(self.rows, self.outcomes)
             else:
                 shown = self.rows if verbosity == 0 else [r for r in self.rows if not r.get("passed", False)]
-                lines += compact_table(shown) if shown else []
+                lines += compact_table(shown, outcomes=self.outcomes) if shown else []
                 if verbosity == 0:
                     lines.append("(-v: every figure and the reports of the gates that passed)")
+            # the gates as every report counts them: once each, whatever the table's rows
+            lines.append(f"llmbias: {count(self.rows, self.outcomes).sentence()}")
             suite = suite_figures(self.gate_docs.values())
             if suite is not None:
                 import textwrap
@@ -342,8 +345,9 @@ class RunRecord:
         summary (GitHub's)."""
         from pytest_llmbias.report.markdown import markdown_report
 
+        entries = [{**e, "outcome": self.outcomes.get(t, "error")} for t, e in self.gate_docs.items()]
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown_report(self.gate_docs.values()))
+            handle.write(markdown_report(entries))
 
     def write_reports(
         self,

@@ -139,7 +139,8 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
             )
         )
     if caught:
-        line += f"; {caught} {'more ' if designed else ''}gate{'s' if caught != 1 else ''} failed (a failure needs no power)"
+        gates = f"{'more ' if designed else ''}gate{'s' if caught != 1 else ''}"
+        line += f"; {caught} {gates} failed (a failure needs no power)"
     if under:
         line += f"; {len(under)} underpowered verdict{'s' if len(under) != 1 else ''}"
     return {

@@ -24,20 +24,25 @@ def _cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
-def gate_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Lines of a fixed-width table with :data:`COLUMNS`.
+def gate_table(rows: Iterable[Mapping[str, Any]], outcomes: Mapping[str, str] | None = None) -> list[str]:
+    """Lines of a fixed-width table with :data:`COLUMNS`, one line per check of a gate (see
+    :func:`pytest_llmbias.report.rows.check_rows`: a gate's rows, its outcome, and the note of a
+    check that passed in a gate that failed).
 
-    Rows come from each gate result's ``summary_row`` (or an ``error`` row); each holds a list of
-    ``methods``, one table line each, keyed by the columns after ``method``. Rows are sorted by
-    test id so that the table reads the same with or without pytest-xdist.
+    Rows come from each gate result's ``summary_row`` (or an ``error`` row), or a JSON document's
+    gate entries; ``outcomes``: test id -> the test's outcome, where the rows carry none. Rows
+    are sorted by test id so that the table reads the same with or without pytest-xdist.
     """
-    table = [COLUMNS]
-    for row in sorted(rows, key=lambda r: r["test"]):
-        if "error" in row:
-            table.append((row["test"], row["domain"], *("-" for _ in COLUMNS[2:-1]), "error"))
-            continue
-        for m in row["methods"]:
-            table.append((row["test"], row["domain"], *(_cell(m.get(c), c) for c in COLUMNS[2:])))
+    from pytest_llmbias.report.rows import check_rows
+
+    table: list[tuple[str, ...]] = [COLUMNS]
+    for row in sorted(rows, key=lambda r: str(r["test"])):
+        for c in check_rows(row, outcomes):
+            if c.verdict == "error":
+                table.append((c.test, c.domain, *("-" for _ in COLUMNS[2:-1]), "error"))
+                continue
+            figures = (_cell(c.figures.get(k), k) for k in COLUMNS[3:-1])
+            table.append((c.test, c.domain, c.method, *figures, c.shown_verdict))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
 
@@ -47,30 +52,27 @@ WIDTH = 100
 COMPACT = ("test", "method", "p", "verdict")
 
 
-def _shorten(text: str, width: int, tail: int | None = None) -> str:
-    """``text`` cut to ``width`` characters, its middle elided (a test id keeps its file and its
-    function's end): ``tail`` characters of its end kept (default: half)."""
+def _shorten(text: str, width: int, head: int = 0) -> str:
+    """``text`` cut to ``width`` characters, its start elided so that its end — a test's function
+    name, the part a reader matches to the test — stays readable; ``head`` characters of its start
+    kept before the ellipsis (to tell apart ids whose ends are alike)."""
     if len(text) <= width:
         return text
     keep = width - 1
-    tail = keep - keep // 2 if tail is None else tail
-    return text[: keep - tail] + "…" + text[len(text) - tail :]
+    head = max(0, min(head, keep))
+    return text[:head] + "…" + text[len(text) - (keep - head) :]
 
 
-def _common(a: str, b: str) -> tuple[int, int]:
-    """The lengths of the prefix and of the suffix ``a`` and ``b`` share."""
-    # the strings differ in length: only their common length is compared
-    prefix = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    suffix = next(
-        (i for i, (x, y) in enumerate(zip(reversed(a), reversed(b), strict=False)) if x != y), min(len(a), len(b))
-    )
-    return prefix, suffix
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the prefix ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
-    """Each of ``texts`` shortened as :func:`_shorten` does, different ones kept apart where
-    ``width`` allows: those that would read alike each keep the end that tells them apart, from
-    the start of the word where they differ (or, when that end is too far from it, the start)."""
+    """Each of ``texts`` shortened as :func:`_shorten` does (its end kept), different ones kept
+    apart where ``width`` allows: those whose ends read alike each show the word where they
+    differ between two ellipses before their end (``…age…the_stereotype``), or their start up to
+    that word where it is the first."""
     short = {t: _shorten(t, width) for t in dict.fromkeys(texts)}
     keep = width - 1
     groups: dict[str, list[str]] = {}
@@ -78,31 +80,36 @@ def shorten_all(texts: Iterable[str], width: int) -> dict[str, str]:
         groups.setdefault(shown, []).append(text)
     for alike in (g for g in groups.values() if len(g) > 1):
         for text in alike:
-            prefix = max(_common(text, u)[0] for u in alike if u != text)
-            suffix = max(_common(text, u)[1] for u in alike if u != text)
-            if suffix < keep:
-                tail = suffix + 1
-                while tail < keep and text[len(text) - tail - 1].isalnum():  # the whole word that differs
-                    tail += 1
+            differ = max(_common_prefix(text, u) for u in alike if u != text)
+            start, end = differ, differ + 1
+            while start > 0 and text[start - 1].isalnum():  # the whole word that differs
+                start -= 1
+            while end < len(text) and text[end].isalnum():
+                end += 1
+            if start == 0 or end - start + 2 > keep // 2:  # the first word, or one too long: the start
+                short[text] = _shorten(text, width, min(end, keep - 1))
             else:
-                tail = keep - min(keep, prefix + 1)
-            short[text] = _shorten(text, width, tail)
+                tail = width - (end - start) - 2
+                short[text] = f"…{text[start:end]}…{text[len(text) - tail :]}"
     return short
 
 
-def compact_table(rows: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
-    """The gates' table in at most ``width`` columns: the test id (shortened in the middle where it
-    must be, two ids never alike: see :func:`shorten_all`), the method, p and the verdict; ``-v``
-    shows :func:`gate_table`."""
+def compact_table(
+    rows: Iterable[Mapping[str, Any]], width: int = WIDTH, outcomes: Mapping[str, str] | None = None
+) -> list[str]:
+    """The gates' table in at most ``width`` columns, one line per check (see
+    :func:`gate_table`): the test's name without its file (its start elided where it must be, its
+    end kept, two names never alike: see :func:`shorten_all`), the method, p and the verdict;
+    ``-v`` shows :func:`gate_table`."""
+    from pytest_llmbias.report.rows import check_rows
+
     body = []
-    for row in sorted(rows, key=lambda r: r["test"]):
-        test = row["test"].split("::", 1)[-1] if "::" in row["test"] else row["test"]
-        if "error" in row:
-            body.append((test, "-", "-", "error"))
-            continue
-        body += [
-            (test, str(m.get("method", "")), _cell(m.get("p"), "p"), str(m.get("verdict", ""))) for m in row["methods"]
-        ]
+    for row in sorted(rows, key=lambda r: str(r["test"])):
+        for c in check_rows(row, outcomes):
+            test = c.test.split("::", 1)[-1]
+            body.append(
+                (test, c.method, "-" if c.verdict == "error" else _cell(c.figures.get("p"), "p"), c.shown_verdict)
+            )
     fixed = [max(len(r[i]) for r in [COMPACT, *body]) for i in range(1, 4)]
     room = max(12, width - sum(fixed) - 2 * (len(COMPACT) - 1))
     short = shorten_all((r[0] for r in body), room)

@@ -120,8 +120,12 @@ class JudgeOutcome:
         )
 
     def reading(self) -> dict[str, int]:
-        """``forms`` with ``re-asked`` and ``unread`` (the failures) beside them, for reports."""
-        return {**self.forms, "re-asked": self.reasked, "unread": len(self.failures)}
+        """``forms`` with ``re-asked`` (read only after a re-ask) and ``unread`` beside them, for
+        reports: every first answer that could not be read and was not read after a re-ask either
+        (the failures, and the answers a judge that follows no rubric was never re-asked for), so
+        that the forms, ``unread`` and :meth:`refusal`'s figure count the same answers."""
+        unread = max(len(self.failures), self.tally.unreadable - self.reasked)
+        return {**self.forms, "re-asked": self.reasked, "unread": unread}
 
 
 def judged_text(messages: Sequence[tuple[str, str]] | Sequence[Mapping[str, str]]) -> str | None:
