@@ -159,6 +159,16 @@ def test_a_store_folder_that_is_a_file_is_one_usage_error(project: pytest.Pytest
     no_frames(result)
 
 
+def test_a_snapshot_that_is_not_utf8_is_one_usage_error(project: pytest.Pytester, run_pytest_once):
+    # pytest_collection_finish: the plan reads the snapshots to size the run
+    (project.path / "snap.jsonl").write_bytes(b"\xff\xfe not text")
+    project.makepyfile(GATE_TEST)
+    result = run_pytest_once("--llmbias-snapshot=snap.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-llmbias: */snap.jsonl:1: not UTF-8 text*"])
+    no_frames(result)
+
+
 def test_a_store_folder_that_is_a_file_errors_the_tests_of_an_xdist_worker(project: pytest.Pytester, run_pytest_once):
     # a worker leaves the sizing to the controller: its first collection meets the file at setup
     (project.path / "store").write_text("not a folder\n")
