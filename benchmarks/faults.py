@@ -118,9 +118,9 @@ async def run_collection(
     puts: collections.Counter[str] = collections.Counter()
     put = store.put
 
-    def counting_put(response):  # type: ignore[no-untyped-def]
+    def counting_put(response, **how):  # type: ignore[no-untyped-def]
         puts[response.key] += 1
-        put(response)
+        put(response, **how)
 
     store.put = counting_put  # type: ignore[method-assign]
     client = make_client(spec, args)

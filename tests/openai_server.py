@@ -26,6 +26,13 @@ Random faults (for benchmarks/faults.py; off by default)::
     #   was still there for), per distinct request body (duplicates), faults by kind, abandoned 200s
     # POST /_admin/reset -> clears the requests and those counters (not scripts)
 
+A slow CPU server (for the timeout tests)::
+
+    python tests/openai_server.py --work 0.5 --capacity 1
+    # each unscripted answer takes 0.5 s of the server's one slot (--capacity slots in all); requests
+    # wait in line for a slot, and a request whose client has gone is still decoded to its end (as
+    # a server that does not watch its sockets does): counters' "decoded", "abandoned", "max_queue"
+
 A provider's quota (for the adaptive limit's tests and benchmarks)::
 
     python tests/openai_server.py --latency 0.2 --rate-limit 30
@@ -190,6 +197,8 @@ class OpenAIServer:
         rate_retry_after: float = 1.0,
         responders: dict[str, Any] | None = None,
         app_token: str | None = None,
+        work: float = 0.0,
+        capacity: int = 1,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
@@ -215,6 +224,14 @@ class OpenAIServer:
         # are answered 429 at once, with Retry-After: rate_retry_after.
         self.rate_limit: int | None = rate_limit
         self.rate_retry_after: float = rate_retry_after
+        # A slow CPU server: each unscripted answer holds one of `capacity` slots for `work` seconds,
+        # whether or not its client still waits (0: no such work).
+        self.work: float = work
+        self.capacity: int = capacity
+        self._slots: asyncio.Semaphore | None = None
+        self._queued = 0  # requests waiting for a slot or decoding
+        self._max_queue = 0
+        self._decoded = 0
         self._accepted: collections.deque[float] = collections.deque()
         self.throttled = 0
         self._last_answer_at: float | None = None
@@ -274,6 +291,7 @@ class OpenAIServer:
 
     def _clear_counters(self) -> None:  # with self._lock held
         self._ok.clear()
+        self._decoded = self._max_queue = 0
         self._accepted.clear()
         self.throttled = 0
         self._last_answer_at = None
@@ -295,6 +313,9 @@ class OpenAIServer:
                 "faults": {kind: self._faults.get(kind, 0) for kind in self.FAULT_KINDS},
                 "abandoned": self._abandoned,
                 "throttled": self.throttled,
+                # the slow server's answers decoded (abandoned ones too) and its longest line
+                "decoded": self._decoded,
+                "max_queue": self._max_queue,
                 # wall-clock times (time.time()): the first request received, the last 200 sent
                 "first_request_at": self._requests[0]["time"] if self._requests else None,
                 "last_answer_at": self._last_answer_at,
@@ -406,6 +427,28 @@ class OpenAIServer:
             with self._lock:
                 self._in_flight -= 1
 
+    async def _decode(self) -> None:
+        """Wait for one of the `capacity` slots, then hold it `work` seconds, to the end even when the
+        client has gone (the request is shielded from the cancel aiohttp sends on a disconnect)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.capacity)
+        slots = self._slots
+
+        async def decode() -> None:
+            with self._lock:
+                self._queued += 1
+                self._max_queue = max(self._max_queue, self._queued)
+            try:
+                async with slots:
+                    await asyncio.sleep(self.work)
+                    with self._lock:
+                        self._decoded += 1
+            finally:
+                with self._lock:
+                    self._queued -= 1
+
+        await asyncio.shield(asyncio.ensure_future(decode()))
+
     def _draw_fault(self) -> str | None:  # with self._lock held
         if self.fault_rate > 0.0 and self._fault_rng.random() < self.fault_rate:
             return self._fault_rng.choice(self.FAULT_KINDS)
@@ -499,6 +542,9 @@ class OpenAIServer:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)
+
+        if self.work > 0 and not step:
+            await self._decode()
 
         delay = step.get("delay")
         if delay is None and "status" not in step:
@@ -695,9 +741,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rate-retry-after", type=float, default=1.0, help="Retry-After seconds sent with those 429s (default 1)"
     )
+    parser.add_argument("--work", type=float, default=0.0, help="seconds of a slot each answer takes (default 0)")
+    parser.add_argument("--capacity", type=int, default=1, help="answers decoded at once with --work (default 1)")
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
+        work=args.work,
+        capacity=args.capacity,
         port=args.port,
         latency=args.latency,
         judges=tuple(args.judge),

@@ -68,6 +68,7 @@ class ProviderError(LLMBiasError):
         retryable: bool = False,
         retry_after: float | None = None,
         likely_cause: str | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -76,6 +77,9 @@ class ProviderError(LLMBiasError):
         self.retry_after = retry_after
         #: what a newcomer most likely got wrong (already in the message), when it is known
         self.likely_cause = likely_cause
+        #: the kind of the last failed attempt ("timeout", "connection", ...: a
+        #: ``clients.faults.FaultKind`` value), when the client knows it
+        self.kind = kind
 
 
 class TemplateError(ConfigError):

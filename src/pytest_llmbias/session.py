@@ -259,18 +259,15 @@ class BiasSession:
                 adaptive=adaptive,
                 tokens=tokens,
                 registry=self.check_applications() if spec.python is not None else None,
+                faults=self.limits.faults,
             )
         return self._clients[spec.alias]
 
     def backoff_note(self) -> str | None:
-        """What the adaptive limits have backed off to, for the progress line ("openai/m at
-        6 of 32 in flight"); None while every endpoint runs at the configured concurrency."""
-        notes = [
-            f"{model} at {a.limit} of {a.ceiling} in flight"
-            for (model, _), a in self.limits.adaptive.items()
-            if a.backed_off
-        ]
-        return "rate limited: " + ", ".join(notes) if notes else None
+        """What the adaptive limits have backed off to and why, for the progress line ("rate
+        limited: openai/m at 6 of 32 in flight"); None while every endpoint runs at the configured
+        concurrency."""
+        return self.limits.note()
 
     # -- planning and collection -------------------------------------------------------------
 
@@ -370,6 +367,7 @@ class BiasSession:
                 offline=s.store.offline,
                 on_progress=self.on_progress,
                 claim_ttl=s.collection.lock_timeout,
+                faults=self.limits.faults,
             )
             report = self._loop.run(lock.beating(work) if lock is not None else work)
         self.errors.update(report.errors)

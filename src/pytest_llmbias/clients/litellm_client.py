@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pytest_llmbias.choices import Transport
+from pytest_llmbias.clients.faults import OVERLOAD_KINDS, FaultKind, FaultLog, fault_kind
 from pytest_llmbias.clients.http_target import check_headers, complete_http
 from pytest_llmbias.clients.litellm_import import import_litellm
 from pytest_llmbias.clients.openai_transport import Completion, OpenAITransport, resolve_transport
@@ -89,12 +90,14 @@ class ModelClient:
     """Calls one model. ``complete`` returns a :class:`Response` or raises :class:`ProviderError`.
 
     Every attempt passes the model's explicit caps (``limiter``: rpm; ``tokens``: tpm) and takes a
-    place in its endpoint's :class:`AdaptiveLimit` (``adaptive``), which a 429 or 503 halves and
-    successes grow back. Waits between attempts follow the :class:`RetryPolicy` and never undercut
-    a Retry-After; throttled attempts are retried on their own budget. The API key is read from the environment
-    at each call. A final error carries our own message, with every credential ``redact`` knows
-    (by default this model's) masked, and no chained provider exception: a traceback printed with
-    its frames' locals must not show the key.
+    place in its endpoint's :class:`AdaptiveLimit` (``adaptive``), which a 429 or 503, a timeout or
+    a connection error halves and successes grow back. Waits between attempts follow the
+    :class:`RetryPolicy` and never undercut a Retry-After; throttled attempts are retried on their
+    own budget; an attempt that timed out keeps its place for one more timeout before its retry.
+    Every failed attempt is counted by kind in ``faults`` (the first of a kind is told at once).
+    The API key is read from the environment at each call. A final error carries our own message,
+    with every credential ``redact`` knows (by default this model's) masked, and no chained
+    provider exception: a traceback printed with its frames' locals must not show the key.
     """
 
     def __init__(
@@ -113,8 +116,10 @@ class ModelClient:
         adaptive: AdaptiveLimit | None = None,
         tokens: TokenLimiter | None = None,
         registry: Mapping[str, Callable[..., Any]] | None = None,
+        faults: FaultLog | None = None,
     ) -> None:
         self.adaptive = adaptive
+        self.faults = faults
         self.tokens = tokens
         self.spec = spec
         #: the wire this model's calls take (``completion=`` replaces litellm's for tests); None
@@ -179,12 +184,19 @@ class ModelClient:
                     if isinstance(exc, ProviderError)
                     else classify(exc, unknown_retryable=self._python is None)
                 )
+                kind = fault_kind(exc, status)
                 throttled = status in THROTTLE_STATUSES
-                if self.adaptive is not None and throttled:
-                    self.adaptive.throttled(epoch)
+                if self.adaptive is not None and (throttled or kind in OVERLOAD_KINDS):
+                    self.adaptive.overloaded(epoch, "throttled" if throttled else kind.value)
                 if throttled:
                     self.limiter.throttled(retry_after)
-                if throttled and self.policy.should_retry_throttled(throttles, retry_after=retry_after):
+                again = (
+                    self.policy.should_retry_throttled(throttles, retry_after=retry_after)
+                    if throttled
+                    else self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after)
+                )
+                self._record(kind, exc, call, retried=again)
+                if throttled and again:
                     try:
                         # the place is held through the wait: turned-away calls do not come
                         # straight back while the provider's window is still full
@@ -194,13 +206,25 @@ class ModelClient:
                             self.adaptive.release(epoch)
                     throttles += 1
                     continue
-                if self.adaptive is not None:
+                stalled = again and kind is FaultKind.TIMEOUT and status != 504  # 504: a gateway's own timeout
+                if self.adaptive is not None and not stalled:
                     self.adaptive.release(epoch)
-                if throttled or not self.policy.should_retry(attempt, retryable=retryable, retry_after=retry_after):
-                    error = self._final_error(exc, status, retryable, attempt + throttles, retry_after)
+                if not again:
+                    error = self._final_error(exc, status, retryable, attempt + throttles, retry_after, kind)
                     del exc  # the provider's exception (and its frames' locals) go no further
                     raise error from None
-                await self._sleep(self.policy.delay(attempt, retry_after, self._rng))
+                delay = self.policy.delay(attempt, retry_after, self._rng)
+                if stalled:
+                    # Our own timeout: the server may still be decoding the attempt we gave up on.
+                    # Its place is kept, and its retry waits, one more timeout: the retry does not
+                    # queue behind its own predecessor, and the endpoint's in-flight count says so.
+                    try:
+                        await self._sleep(max(delay, self.timeout))
+                    finally:
+                        if self.adaptive is not None:
+                            self.adaptive.release(epoch)
+                else:
+                    await self._sleep(delay)
                 attempt += 1
                 continue
             if self.adaptive is not None:
@@ -337,8 +361,28 @@ class ModelClient:
         usage = getattr(raw, "usage", None)
         return text, finish_reason, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
 
+    def _record(self, kind: FaultKind, exc: BaseException, call: ModelCall, *, retried: bool) -> None:
+        """Count a failed attempt in the run's :class:`FaultLog` (the first of a kind is told at once)."""
+        if self.faults is not None:
+            self.faults.attempt(
+                kind,
+                alias=self.spec.alias,
+                endpoint=describe_endpoint(self.spec),
+                text=self.redact(str(exc)).strip() or type(exc).__name__,
+                timeout=self.timeout,
+                concurrency=self.adaptive.ceiling if self.adaptive is not None else 1,
+                max_tokens=call.params.get("max_tokens"),
+                retried=retried,
+            )
+
     def _final_error(
-        self, exc: BaseException, status: int | None, retryable: bool, attempt: int, retry_after: float | None
+        self,
+        exc: BaseException,
+        status: int | None,
+        retryable: bool,
+        attempt: int,
+        retry_after: float | None,
+        kind: FaultKind | None = None,
     ) -> ProviderError:
         text = self.redact(str(exc)).strip()
         detail = text.splitlines()[0] if text else type(exc).__name__
@@ -360,6 +404,7 @@ class ModelClient:
             status=status,
             retryable=retryable,
             likely_cause=hint,
+            kind=kind.value if kind is not None else None,
         )
 
 

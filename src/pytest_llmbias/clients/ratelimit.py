@@ -1,8 +1,9 @@
 """Client-side limits on the calls to one endpoint (a model at an ``api_base``).
 
 - :class:`AdaptiveLimit`: how many attempts may be in flight. It starts at the configured
-  concurrency, so a healthy run goes at full speed; a rate-limit answer (429, or 503) halves it, and
-  it grows back step by step while calls succeed, so a run settles just under a provider's quota.
+  concurrency, so a healthy run goes at full speed; a rate-limit answer (429, or 503), a timeout
+  or a connection error halves it, and it grows back step by step while calls succeed, so a run
+  settles just under a provider's quota, or at what a slow server answers within the timeout.
 - :class:`RateLimiter`: an explicit cap on attempt starts per minute (``rpm``), off by default.
 - :class:`TokenLimiter`: an explicit cap on tokens per minute (``tpm``, counted from each answer's
   usage), off by default.
@@ -22,16 +23,18 @@ class AdaptiveLimit:
     """Attempts in flight to one endpoint, adjusted to what it accepts (additive increase,
     multiplicative decrease, as TCP's congestion window).
 
-    ``limit`` starts at ``ceiling``. A throttled attempt (:meth:`release` with ``throttled=True``)
-    halves it — once per overload: an attempt that started before the last decrease cannot
-    decrease it again, so the burst of 429s one overload produces counts once; and the client
-    keeps a throttled attempt's place through the wait the endpoint asked for (its Retry-After),
-    so the calls it turned away do not come straight back while its window is still full. Every ``limit`` successful
-    attempts (a round) raise it by one, up to one below the lowest level that was throttled; there
-    it holds for ``probe_rounds`` clean rounds before it probes one higher. A failed probe (a
-    throttle at or above that level) is not a surprise: it steps back to the level that held
-    instead of halving, and the next probe waits twice as long (up to 16 times ``probe_rounds``);
-    a throttle at the level that held steps one below it. So a run settles at the highest level
+    ``limit`` starts at ``ceiling``. A throttled attempt (:meth:`throttled`), or one that timed out
+    or lost its connection (:meth:`overloaded`), halves it — once per overload: an attempt that
+    started before the last decrease cannot decrease it again, so the burst of 429s (or timeouts)
+    one overload produces counts once; and the client keeps such an attempt's place through the
+    wait that follows (the Retry-After the endpoint asked for; for a timed-out attempt, one more
+    timeout, while the server may still be decoding it), so the calls it turned away do not come
+    straight back while its window is still full. Every ``limit`` successful attempts (a round)
+    raise it by one, up to one below the lowest level that was throttled; there it holds for
+    ``probe_rounds`` clean rounds before it probes one higher. A failed probe (a throttle at or
+    above that level) is not a surprise: it steps back to the level that held instead of halving,
+    and the next probe waits twice as long (up to 16 times ``probe_rounds``); a throttle at the
+    level that held steps one below it. So a run settles at the highest level
     its provider accepts, where halving alone would saw between half of it and it (measured in
     ``benchmarks/collect.py``: 83 % of a 30 calls/s quota halving alone, 87-89 % so). Never below
     1 or above ``ceiling``.
@@ -45,6 +48,10 @@ class AdaptiveLimit:
         self.probe_rounds = probe_rounds
         self.in_flight = 0
         self.throttles = 0  # throttled attempts seen
+        #: timed-out and cut-off attempts seen, by kind ("timeout", "connection")
+        self.stalls: dict[str, int] = {}
+        #: what the last overload was ("throttled", "timeout", "connection"; None: none yet)
+        self.reason: str | None = None
         self.decreases = 0
         self._epoch = 0  # bumped by each decrease
         self._ceiling_hit: int | None = None  # the limit at the last decrease
@@ -87,7 +94,22 @@ class AdaptiveLimit:
         limit if it is the first of an overload), keeping the place: the client holds it through
         the wait the endpoint asked for, so turned-away calls do not come straight back, then
         hands it back with a plain :meth:`release`."""
-        self.throttles += 1
+        self.overloaded(epoch, "throttled")
+
+    def overloaded(self, epoch: int, kind: str = "throttled") -> None:
+        """Count an attempt (its place taken at ``epoch``) that says the endpoint has more than it
+        can take: a throttle (429, 503), a timeout or a connection error (``kind``, a
+        :class:`~pytest_llmbias.clients.faults.FaultKind` value). One mechanism for all three:
+        the first of an overload decreases the limit (halves it, or steps back from a probe), the
+        place is kept until the client hands it back with a plain :meth:`release`."""
+        if kind == "throttled":
+            self.throttles += 1
+        else:
+            self.stalls[kind] = self.stalls.get(kind, 0) + 1
+        self.reason = kind
+        self._decrease(epoch)
+
+    def _decrease(self, epoch: int) -> None:
         if epoch == self._epoch:
             if self._ceiling_hit is not None and self.limit >= self._ceiling_hit:
                 self.limit = max(1, self._ceiling_hit - 1)  # a failed probe: back to what held

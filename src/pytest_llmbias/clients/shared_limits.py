@@ -13,9 +13,9 @@ name one endpoint share its quota. The Redis keys name the model and a digest of
   429 or 503: a process that is told to slow down publishes the ``Retry-After`` the provider gave,
   and every process waits it out.
 - :class:`SharedAdaptiveLimit`: the endpoint's adaptive limit (:class:`AdaptiveLimit`) as one value
-  in Redis: a 429 seen by any process halves it (once per overload), the successes of every
-  process raise it back, and each process reads it before each attempt and keeps at most that
-  many of its own attempts in flight.
+  in Redis: a 429, a timeout or a connection error seen by any process halves it (once per
+  overload), the successes of every process raise it back, and each process reads it before each
+  attempt and keeps at most that many of its own attempts in flight.
 - :class:`SharedTokenLimiter`: the ``tpm`` cap over one rolling minute of every process's tokens.
 
 All are used from a session's one event loop; each Redis round trip is one short script.
@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pytest_llmbias.clients.faults import FaultLog
 from pytest_llmbias.clients.ratelimit import AdaptiveLimit, RateLimiter, TokenLimiter
 from pytest_llmbias.errors import StoreError
 from pytest_llmbias.store.redis_store import NAMESPACE, RedisCache
@@ -211,11 +212,17 @@ class SharedAdaptiveLimit(AdaptiveLimit):
         self.update(int(limit), int(new))
         return True
 
-    def throttled(self, epoch: int) -> None:
+    def overloaded(self, epoch: int, kind: str = "throttled") -> None:
+        """A throttle, timeout or connection error, in the shared value (the rules of
+        :meth:`AdaptiveLimit.overloaded`, one Lua script for every kind)."""
         if self._alone or not self._shared("t", epoch):
-            super().throttled(epoch)
+            super().overloaded(epoch, kind)
             return
-        self.throttles += 1
+        if kind == "throttled":
+            self.throttles += 1
+        else:
+            self.stalls[kind] = self.stalls.get(kind, 0) + 1
+        self.reason = kind
 
     def release(self, epoch: int, *, ok: bool = False) -> None:
         if ok and self._lowered and not self._alone and self._shared("ok", epoch):
@@ -318,6 +325,8 @@ class EndpointLimits:
 
     def __init__(self, concurrency: int, rpm: int, tpm: int) -> None:
         self.concurrency, self.rpm, self.tpm = concurrency, rpm, tpm
+        #: the failed attempts of every endpoint's calls, by kind, and the first of each kind
+        self.faults = FaultLog()
         #: endpoint (model, api_base) -> its adaptive limit
         self.adaptive: dict[tuple[str, str | None], Any] = {}
         self._caps: dict[tuple[str, str | None], tuple[Any, Any]] = {}
@@ -338,3 +347,18 @@ class EndpointLimits:
                 self._caps[endpoint] = (RateLimiter(self.rpm), TokenLimiter(self.tpm) if self.tpm else None)
             self.adaptive[endpoint] = adaptive
         return (self.adaptive[endpoint], *self._caps[endpoint])
+
+    def note(self) -> str | None:
+        """What the adaptive limits have backed off to and why, for the progress line ("rate
+        limited: openai/m at 6 of 32 in flight", "timing out: ..."); None while every endpoint runs
+        at the configured concurrency."""
+        by_reason: dict[str, list[str]] = {}
+        for (model, _), a in self.adaptive.items():
+            if a.backed_off:
+                why = _BACKED_OFF.get(a.reason or "throttled", "backed off")
+                by_reason.setdefault(why, []).append(f"{model} at {a.limit} of {a.ceiling} in flight")
+        return "; ".join(f"{why}: " + ", ".join(notes) for why, notes in by_reason.items()) or None
+
+
+#: the progress line's word for an endpoint backed off after each kind of overload
+_BACKED_OFF = {"throttled": "rate limited", "timeout": "timing out", "connection": "connections failing"}

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_llmbias.clients.faults import FaultLog
 from pytest_llmbias.errors import ConfigError, ProviderError, StoreError
 from pytest_llmbias.planning.progress import CollectionReport, Progress, merge_worker_reports
 from pytest_llmbias.store.calls import ModelCall, Response
@@ -185,6 +186,7 @@ async def collect(
     offline: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
     claim_ttl: float = 120.0,
+    faults: FaultLog | None = None,
 ) -> CollectionReport:
     """Make sure every planned call, and every call its follow-ups lead to, has a response in
     ``store`` (or a recorded error).
@@ -194,7 +196,9 @@ async def collect(
     counted. The rest run at most ``concurrency`` at a time: follow-ups first (deepest first), then
     in the order calls became known. ``on_progress`` is called after each call completes; its
     ``total`` grows as follow-ups add calls. A follow-up that raises is recorded as that call's
-    error (its response stays stored).
+    error (its response stays stored). ``faults``: the run's failed attempts; the first of each
+    kind calls ``on_progress`` at once (the terminal prints it then), and each call that fails for
+    good is counted by the kind of its last attempt on the progress line.
 
     With a team store (``store.team``), each call is claimed before it is made (see
     :mod:`pytest_llmbias.store.redis_store`): a call another process has claimed is set aside
@@ -215,7 +219,9 @@ async def collect(
     # judge's ratings too), not only the answers; an optional call (a later look's batch) is left
     # out: it is asked, if ever, by a later collection, and counted there
     told = expected_follow_ups(unique, get)
-    progress = Progress(total=0, expected=len(unique) + sum(not e.optional for e in told))
+    progress = Progress(total=0, expected=len(unique) + sum(not e.optional for e in told), faults=faults)
+    if faults is not None and on_progress is not None:
+        faults.listener = lambda _fault: on_progress(progress)
     seen: dict[str, PlannedCall] = {}
     errors: dict[str, str] = {}
     missing: list[str] = []
@@ -237,7 +243,7 @@ async def collect(
                 more = list(then(item, response))
             except Exception as exc:  # a broken follow-up must not stop the batch
                 errors.setdefault(item.call.key, f"{type(exc).__name__}: {exc}")
-                progress.errors += 1
+                progress.failed("follow-up")
                 continue
             for extra in more:
                 submit(extra, depth.get(item.call.key, 0) + 1)
@@ -298,7 +304,7 @@ async def collect(
             fetched = await client(item.alias).complete(item.call)
         except (ProviderError, ConfigError) as exc:  # ConfigError: e.g. the API key variable is unset
             errors[key] = str(exc)
-            progress.errors += 1
+            progress.failed(exc.kind if isinstance(exc, ProviderError) else "config")
             response = None
         else:
             response = fetched
@@ -380,6 +386,8 @@ async def collect(
     try:
         await asyncio.gather(*workers)
     finally:
+        if faults is not None:
+            faults.listener = None  # this batch's progress is over
         for task in workers if beat is None else [*workers, beat]:
             task.cancel()
         try:

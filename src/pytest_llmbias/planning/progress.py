@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmbias.clients.faults import FaultLog, count_line
+
 
 @dataclass
 class Progress:
@@ -23,6 +25,17 @@ class Progress:
     errors: int = 0
     missing: int = 0
     started: float = field(default_factory=time.perf_counter)
+    #: of ``errors``, the calls that failed for good by kind of their last attempt ("timeout",
+    #: "connection": :class:`~pytest_llmbias.clients.faults.FaultKind` values)
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    #: the run's failed attempts (the first of each kind is printed at once: see ``FaultLog.untold``)
+    faults: FaultLog | None = None
+
+    def failed(self, kind: str | None) -> None:
+        """Count a call that failed for good, its last attempt of ``kind`` (None: unknown)."""
+        self.errors += 1
+        word = kind or "other"
+        self.error_kinds[word] = self.error_kinds.get(word, 0) + 1
 
     @property
     def elapsed(self) -> float:
@@ -41,9 +54,10 @@ class Progress:
     def line(self, note: str | None = None) -> str:
         """The live progress line, with ``note`` (a backed-off rate limit, say) after it."""
         missing = f", {self.missing} missing" if self.missing else ""
+        kinds = f": {count_line(self.error_kinds)}" if self.errors and self.error_kinds else ""
         line = (
             f"llmbias: {self.done}/{self.shown_total} calls ({self.from_store} from store, {self.fetched} fetched, "
-            f"{self.errors} errors{missing}) {self.calls_per_s:.1f} calls/s"
+            f"{self.errors} errors{kinds}{missing}) {self.calls_per_s:.1f} calls/s"
         )
         return f"{line}; {note}" if note else line
 

@@ -25,6 +25,7 @@ class RunTerminal:
         self.config = plugin.config
         self._last_draw = 0.0
         self._last_line = ""
+        self._error_kinds_drawn = 0  # the kinds of error the last progress line drawn counted
         self._notices_shown = 0
         #: the collection line is on screen already (this process collected and printed it)
         self._collection_shown = False
@@ -80,15 +81,18 @@ class RunTerminal:
         return bool(getattr(reporter, "isatty", sys.stdout.isatty)())
 
     def progress(self, p: Progress) -> None:
+        self._tell_faults(p)
         now = time.monotonic()
-        if now - self._last_draw < 0.2:  # drawn at most every 0.2 s: most answers stop here
+        new_kind = len(p.error_kinds) > self._error_kinds_drawn  # a call failed for good in a new way: drawn now
+        if now - self._last_draw < 0.2 and not new_kind:  # drawn at most every 0.2 s: most answers stop here
             return
         reporter = self._reporter()
         if reporter is None or p.done >= p.shown_total:
             return
         tty = self._tty(reporter)
-        if now - self._last_draw < (0.2 if tty else 10.0):
+        if now - self._last_draw < (0.2 if tty else 10.0) and not new_kind:
             return
+        self._error_kinds_drawn = len(p.error_kinds)
         self._last_draw = now
         line = p.line(self.plugin._session.backoff_note() if self.plugin._session is not None else None)
         if tty:
@@ -96,6 +100,20 @@ class RunTerminal:
             self._last_line = line
         else:
             reporter.write_line(line)
+
+    def _tell_faults(self, p: Progress) -> None:
+        """The first failed attempt of each kind, at once, on a line of its own: its reason and
+        what to change (``collection.timeout``, ``collection.concurrency``, ``max_tokens``)."""
+        untold = p.faults.untold() if p.faults is not None else []
+        reporter = self._reporter() if untold else None
+        if reporter is None:
+            return
+        prefix = "\r" if self._tty(reporter) and self._last_line else ""
+        reporter.ensure_newline()
+        for fault in untold:
+            reporter.write(prefix + fault.message.ljust(len(self._last_line) if prefix else 0) + "\n", flush=True)
+            prefix, self._last_line = "", ""
+        self._last_draw = 0.0  # the progress line drawn again under it
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         with shown("finish", config=self.config, session=self.plugin.reports.session):
