@@ -162,7 +162,7 @@ def _read_all(db: Path, folder: Path) -> tuple[int, list[tuple[str, str]], str |
         return 0, [], f"{type(exc).__name__}: {exc}"
     try:
         rows = con.execute(repair.ROW).fetchall()
-        (verdict,) = con.execute("PRAGMA quick_check(1)").fetchone()
+        (verdict,) = con.execute("PRAGMA integrity_check(1)").fetchone()
     except sqlite3.Error as exc:
         return 0, [], f"{type(exc).__name__}: {exc}"
     finally:

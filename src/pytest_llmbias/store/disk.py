@@ -237,7 +237,7 @@ class DiskCache:
 
         def check(cache: Any) -> None:
             select_many(cache, [k for k in cache.iterkeys() if type(k) is str], self.unreadable)
-            (verdict,) = cache._sql("PRAGMA quick_check(1)").fetchone()
+            (verdict,) = cache._sql("PRAGMA integrity_check(1)").fetchone()
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"SQLite's check of its pages: {verdict}")
 

@@ -4,12 +4,15 @@ answer's text may still read as text and JSON)."""
 
 from __future__ import annotations
 
+import re
 import zlib
 
 #: the member a record's text ends with once sealed: the CRC-32 of the text without it
 _SEAL = ',"crc32":'
 #: the most characters a seal takes: its member, ten digits and the closing brace
 _SEAL_MAX = len(_SEAL) + 11
+#: the shape of a seal, whatever its name reads
+_SHAPE = re.compile(r',"[^"\\]{5}":[0-9]{1,10}\}$')
 
 
 def seal(text: str) -> str:
@@ -25,6 +28,11 @@ def unseal(raw: str | bytes) -> str:
     ``ValueError`` where the checksum does not match the bytes (changed since they were written)."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8")
     at = text.rfind(_SEAL, -_SEAL_MAX)  # in the record's last characters, or not there
+    if at < 0 and _SHAPE.search(text, max(0, len(text) - _SEAL_MAX)):
+        # a seal whose name was changed: no record of an earlier release ends with a member of
+        # five characters holding an integer (theirs end with "sample", "version", "request" or
+        # an answer's field)
+        raise ValueError("its seal was changed on disk")
     if at < 0 or text[-1:] != "}":
         return text
     digits = text[at + len(_SEAL) : -1]
