@@ -384,3 +384,19 @@ def test_a_key_changed_in_the_index_is_found_by_the_check_and_repaired(tmp_path:
     got = store.fetch_many([r.key for r in ANSWERS[:60]], {r.key: r.call for r in ANSWERS[:60]})
     store.close()
     assert len(got) == 60 and got[ANSWERS[5].key].text == ANSWERS[5].text
+
+
+def test_a_side_entry_that_cannot_be_read_is_written_afresh_and_counts_no_answer(tmp_path: Path) -> None:
+    store = ResponseStore(tmp_path)
+    store.write_meta("fingerprints:m", {"seen": 1})
+    store.close()
+    con = sqlite3.connect(str(db_of(tmp_path)))
+    con.execute("UPDATE Cache SET value = CAST(X'80FF' AS TEXT) WHERE key = 'fingerprints:m'")
+    con.commit()
+    con.close()
+    again = ResponseStore(tmp_path)
+    assert again.read_meta("fingerprints:m") is None  # as for a model seen for the first time
+    assert again.notices == []
+    again.write_meta("fingerprints:m", {"seen": 2})
+    assert again.read_meta("fingerprints:m") == {"seen": 2}
+    again.close()

@@ -304,7 +304,8 @@ class ResponseStore:
             self._told.extend(r.message(asked_again=len(self._missed)) for r in repairs[told[1] :])
             told[1] = len(repairs)
             for key, why in getattr(disk, "unreadable", {}).items():
-                self._unreadable.setdefault(key.removeprefix(_PREFIX), why)
+                if key.startswith(_PREFIX):  # an answer's row (a side entry that cannot be read is written afresh)
+                    self._unreadable.setdefault(key[len(_PREFIX) :], why)
             new = list(self._unreadable.items())[told[2] :]
             told[2] = len(self._unreadable)
             if new:
