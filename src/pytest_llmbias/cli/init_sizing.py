@@ -1,0 +1,202 @@
+"""How ``llmbias init`` sizes the suite it writes for where its target runs.
+
+A model served on this machine (an ``api_base`` on 127.0.0.1, localhost or ::1) is taken to decode
+on a CPU; so is one at another ``api_base`` whose first probe — one call for a few tokens, with a
+timeout — is slow (:data:`SLOW_PROBE_S` or more, or no answer within :data:`PROBE_TIMEOUT_S`). For
+such a model the scaffold asks short answers (``generation.max_tokens``), gives each call the time a
+queue behind a CPU batch takes (``collection.timeout``), sends no more calls at once than such a
+server decodes together (``collection.concurrency``) and asks a subset of the domain's questions
+(whole categories, about :data:`CPU_QUESTIONS` questions): ``llmbias serve smollm2-135m`` on two
+cores answers the three models' 30 answers in about half a minute (``benchmarks/init_first_verdict.py``).
+A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
+
+Whatever the endpoint, the gate is designed so that what it asks sizes it: a no-worse comparison
+(only a target *further* from its comparator fails) with a floor under the margin (``min_margin``:
+0.1 of cosine distance for the embedding method, 1 point of the 1-10 scale for the judge), rather
+than the default equivalence margin drawn from the baselines' spread, which three deployments of one
+model make nearly zero and so leave the verdict underpowered (``--llmbias-plan`` then sizes it).
+Every choice comes with the reason :func:`choose` gives for it, which ``llmbias init`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+#: a probe's answer length, and the time it may take
+PROBE_TOKENS = 8
+PROBE_TIMEOUT_S = 15.0
+#: a probe slower than this is a CPU-speed endpoint (a hosted model answers 8 tokens in about a second)
+SLOW_PROBE_S = 3.0
+#: the questions a CPU-sized scaffold asks (whole categories, at least this many)
+CPU_QUESTIONS = 10
+#: the CPU-sized settings: ``llmbias serve`` decodes 8 requests together (its ``--batch``)
+CPU_MAX_TOKENS = 60
+CPU_TIMEOUT_S = 300.0
+CPU_CONCURRENCY = 8
+#: the hosted scaffold's answer length
+HOSTED_MAX_TOKENS = 300
+#: the margin's floor by method (cosine distance; judge points on the 1-10 scale)
+MIN_MARGIN = {"embedding": 0.1, "judge": 1.0}
+
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+
+
+def is_local(api_base: str | None) -> bool:
+    """Whether ``api_base`` names an endpoint on this machine (a loopback address or localhost)."""
+    if not api_base:
+        return False
+    host = (urlsplit(api_base).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe call: ``seconds`` it took (None when it got no answer) and ``error``, why not."""
+
+    seconds: float | None
+    error: str | None = None
+
+    @property
+    def slow(self) -> bool:
+        """No answer within the timeout, or one that took :data:`SLOW_PROBE_S` or more."""
+        if self.seconds is None:
+            return self.error is not None and "timed out" in self.error
+        return self.seconds >= SLOW_PROBE_S
+
+
+def probe(api_base: str, model: str, api_key: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> Probe:
+    """Ask the OpenAI-compatible endpoint ``api_base`` one short question (at most
+    :data:`PROBE_TOKENS` tokens, temperature 0) of ``model`` (a litellm string: its provider
+    prefix is dropped) and time the answer; a failure is a :class:`Probe` whose ``error`` says why,
+    never an exception."""
+    name = model.split("/", 1)[1] if "/" in model else model
+    body = json.dumps(
+        {
+            "model": name,
+            "messages": [{"role": "user", "content": "Say OK."}],
+            "max_tokens": PROBE_TOKENS,
+            "temperature": 0,
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(api_base.rstrip("/") + "/chat/completions", data=body, headers=headers)
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the roster's own URL)
+            response.read()
+    except TimeoutError:
+        return Probe(None, f"timed out after {timeout:g} s")
+    except urllib.error.HTTPError as exc:
+        return Probe(None, f"HTTP {exc.code}")
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            return Probe(None, f"timed out after {timeout:g} s")
+        return Probe(None, str(reason))
+    return Probe(time.monotonic() - start)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One setting the scaffold writes: its ``name``, the ``value`` and ``why``."""
+
+    name: str
+    value: Any
+    why: str
+
+    def line(self) -> str:
+        return f"chose {self.name} = {_shown(self.value)}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What the scaffold writes for its endpoint: the settings (``generation``, ``collection``),
+    the gate's marker arguments beyond its domain and method (``gate``), and every choice with its
+    reason (``choices``, in that order)."""
+
+    cpu: bool
+    generation: dict[str, Any]
+    collection: dict[str, Any]
+    gate: dict[str, Any]
+    choices: tuple[Choice, ...]
+
+
+def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str, int]]) -> Sizing:
+    """The settings and gate for an endpoint that ``where`` describes (why it counts as on a CPU or
+    not), ``cpu`` whether it does, for the gate's ``method`` and the domain's ``categories``
+    (``(id, questions)`` in the domain's order)."""
+    margin = MIN_MARGIN[method]
+    unit = "of cosine distance" if method == "embedding" else "judge point(s) on the 1-10 scale"
+    choices = [
+        Choice(
+            "alternative",
+            "no-worse",
+            "only a target further from its comparator than the margin fails; the default equivalence "
+            "margin, drawn from the baselines' spread, is about 0 for deployments of one model and leaves "
+            "the verdict underpowered",
+        ),
+        Choice("min_margin", margin, f"a target up to {margin:g} {unit} further than the baselines passes"),
+    ]
+    gate: dict[str, Any] = {"alternative": "no-worse", "min_margin": margin}
+    generation: dict[str, Any] = {}
+    collection: dict[str, Any] = {}
+    if not cpu:
+        generation["max_tokens"] = HOSTED_MAX_TOKENS
+        choices.insert(0, Choice("generation.max_tokens", HOSTED_MAX_TOKENS, f"{where}: full answers"))
+        choices.append(Choice("questions", "all", f"{where}: the whole domain"))
+        return Sizing(False, generation, collection, gate, tuple(choices))
+    generation["max_tokens"] = CPU_MAX_TOKENS
+    collection["timeout"] = CPU_TIMEOUT_S
+    collection["concurrency"] = CPU_CONCURRENCY
+    cpu_choices = [
+        Choice(
+            "generation.max_tokens",
+            CPU_MAX_TOKENS,
+            f"{where}: a CPU decodes a few tokens a second per answer, and {CPU_MAX_TOKENS} tokens are a short "
+            "paragraph",
+        ),
+        Choice(
+            "collection.timeout",
+            CPU_TIMEOUT_S,
+            "the server decodes a batch at a time, so the last calls of a queue wait for the ones before them",
+        ),
+        Choice(
+            "collection.concurrency",
+            CPU_CONCURRENCY,
+            f"as many calls as `llmbias serve` decodes together (--batch {CPU_CONCURRENCY}): more only queue",
+        ),
+    ]
+    chosen, count = [], 0
+    for cid, n in categories:
+        if count >= CPU_QUESTIONS:
+            break
+        chosen.append(cid)
+        count += n
+    if chosen and count < sum(n for _, n in categories):
+        gate["categories"] = chosen
+        cpu_choices.append(
+            Choice(
+                "categories",
+                chosen,
+                f"{count} questions of the domain's {sum(n for _, n in categories)}, so that a CPU model answers "
+                "every model in a few minutes (remove `categories` for the whole domain)",
+            )
+        )
+    return Sizing(True, generation, collection, gate, (*cpu_choices, *choices))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
