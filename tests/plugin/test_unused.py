@@ -7,7 +7,7 @@ import pytest
 
 #: the plugin's own modules that loading it may import: its fixtures, the hooks' specs, the options, the markers'
 #: catalog, the exceptions and warning, how its errors are shown and its markers' use checked (pytest only), and
-#: the run's record of outcomes (all standard library only);
+#: the run's record of outcomes and what it hands a pipeline at its end (all standard library only);
 #: the core (settings, store, planning, gates...) must stay out
 LIGHT = (
     "pytest_llmbias",
@@ -15,6 +15,7 @@ LIGHT = (
     "pytest_llmbias.plugin.reporting",
     "pytest_llmbias.plugin.screen",
     "pytest_llmbias.plugin.failures",
+    "pytest_llmbias.plugin.ci",
     "pytest_llmbias.plugin.marker_use",
     "pytest_llmbias.fixtures",
     "pytest_llmbias.hookspecs",
@@ -27,7 +28,19 @@ LIGHT = (
     "pytest_llmbias.report",
     "pytest_llmbias.report.run_record",
 )
-HEAVY = ("litellm", "torch", "sentence_transformers", "textblob", "pandas", "scipy", "numpy", "diskcache", "yaml")
+HEAVY = (
+    "litellm",
+    "torch",
+    "sentence_transformers",
+    "textblob",
+    "pandas",
+    "scipy",
+    "numpy",
+    "diskcache",
+    "yaml",
+    "mlflow",
+    "sqlalchemy",
+)
 
 CONFTEST = """
 import socket, sys

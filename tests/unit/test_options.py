@@ -81,6 +81,9 @@ def test_the_options_today() -> None:
         "history",
         "json",
         "html",
+        "mlflow",
+        "mlflow_model",
+        "mlflow_strict",
     ]
     assert CONFIG.ini == "llmbias_config"  # the ini key projects already use
     assert CONFIG not in SETTINGS_OPTIONS and len(SETTINGS_OPTIONS) == len(OPTIONS) - 1
@@ -166,6 +169,9 @@ def test_argparse_options_from_the_table() -> None:
         "llmbias_history": None,
         "llmbias_json": None,
         "llmbias_html": None,
+        "llmbias_mlflow": False,
+        "llmbias_mlflow_model": None,
+        "llmbias_mlflow_strict": False,
     }
     given = vars(
         parser.parse_args(

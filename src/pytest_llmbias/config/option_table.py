@@ -417,6 +417,39 @@ OPTIONS: tuple[Option, ...] = (
         ini="llmbias_html",
         metavar="PATH",
     ),
+    Option(
+        name="mlflow",
+        key="mlflow.enabled",
+        kind="bool",
+        help="log the session as one MLflow run (tracking URI: $MLFLOW_TRACKING_URI or mlflow.tracking_uri; "
+        "needs the mlflow extra)",
+        flag="--llmbias-mlflow",
+        env="LLMBIAS_MLFLOW",
+        ini="llmbias_mlflow",
+        default=False,
+    ),
+    Option(
+        name="mlflow_model",
+        key="mlflow.model",
+        kind="str",
+        help="the registered model version NAME/VERSION this run gates: tagged with the verdicts, and given "
+        "the alias mlflow.alias (bias-approved) only when every gate passed; implies --llmbias-mlflow",
+        flag="--llmbias-mlflow-model",
+        env="LLMBIAS_MLFLOW_MODEL",
+        ini="llmbias_mlflow_model",
+        metavar="NAME/VERSION",
+    ),
+    Option(
+        name="mlflow_strict",
+        key="mlflow.strict",
+        kind="bool",
+        help="fail the run when MLflow cannot be written (by default one line says what failed and the "
+        "verdicts stand)",
+        flag="--llmbias-mlflow-strict",
+        env="LLMBIAS_MLFLOW_STRICT",
+        ini="llmbias_mlflow_strict",
+        default=False,
+    ),
 )
 
 #: the options that set a value of :class:`~pytest_llmbias.config.settings.Settings` (all but CONFIG)

@@ -17,6 +17,7 @@ from pytest_llmbias.choices import CacheMode, Choice, JudgeCombine
 from pytest_llmbias.config.app_targets import HttpApp
 from pytest_llmbias.config.benchmark_sources import DATASETS as BENCHMARK_DATASETS, PAIRED_LIMITS, BenchmarkSource
 from pytest_llmbias.config.bounds import MAX_CALLS_DEFAULT
+from pytest_llmbias.config.mlflow_settings import MlflowSettings
 from pytest_llmbias.config.option_table import SETTINGS_OPTIONS
 from pytest_llmbias.config.options import MIN_AGREEMENT_DEFAULT, RETEST_DEFAULT, Option
 from pytest_llmbias.config.redaction import MASK, merge_credentials, split_credentials, strip_userinfo
@@ -341,6 +342,7 @@ class Settings:
     collection: CollectionSettings = CollectionSettings()
     store: StoreSettings = StoreSettings()
     report: ReportSettings = ReportSettings()
+    mlflow: MlflowSettings = MlflowSettings()
     release: ReleaseSettings = ReleaseSettings()
     suite: SuiteSettings = SuiteSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()

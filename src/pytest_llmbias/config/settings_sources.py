@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.config.benchmark_sources import parse_benchmark
+from pytest_llmbias.config.mlflow_settings import MlflowSettings, parse_tags
 from pytest_llmbias.config.model_entries import Where, parse_named_models
 from pytest_llmbias.config.option_table import CONFIG, SETTINGS_OPTIONS
 from pytest_llmbias.config.option_values import _check_kind, _check_option, _overrides
@@ -45,6 +46,7 @@ _SECTIONS: dict[str, type] = {
     "collection": CollectionSettings,
     "store": StoreSettings,
     "report": ReportSettings,
+    "mlflow": MlflowSettings,
     "release": ReleaseSettings,
     "suite": SuiteSettings,
     "judging": JudgingSettings,
@@ -75,6 +77,11 @@ _FILE_KINDS: dict[tuple[str, str], str] = {
     ("embedding", "instruction"): "optstr",
     ("embedding", "batch_size"): "posint",
     ("domains", "paths"): "paths",
+    ("mlflow", "tracking_uri"): "optstr",
+    ("mlflow", "experiment"): "str",
+    ("mlflow", "alias"): "str",
+    # a mapping of its own, checked by pytest_llmbias.config.mlflow_settings.parse_tags
+    ("mlflow", "tags"): "tags",
     # a mapping of its own, checked by pytest_llmbias.config.benchmark_sources.parse_benchmark
     ("domains", "bbq"): "benchmark",
     ("domains", "discrim_eval"): "benchmark",
@@ -316,13 +323,20 @@ def _parse_section(name: str, raw: Any, where: Where, base_dir: Path) -> Any:
         option = OPTION_BY_KEY.get(f"{name}.{key}")
         if value is None and option is not None:  # `key: null` in the file: not set, as at the top level
             continue
-        if _FILE_KINDS.get((name, key)) == "benchmark":
+        if _FILE_KINDS.get((name, key)) == "tags":
+            values[key] = parse_tags(value, where(f"{name}.{key}"))
+        elif _FILE_KINDS.get((name, key)) == "benchmark":
             if value is not None:
                 values[key] = parse_benchmark(key, value, where(f"{name}.{key}"), base_dir)
         elif option is not None:
             values[key] = _check_option(option, value, where, base_dir)
         else:
             values[key] = _check_kind(_FILE_KINDS[(name, key)], value, f"{name}.{key}", where, base_dir=base_dir)
+    if cls is MlflowSettings:  # its checks of model and alias, with the file's place
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{where(name)}: {exc}") from None
     section = cls(**values)
     if name in ("store", "release") and not section.dir.is_absolute():
         section = dataclasses.replace(section, dir=(base_dir / section.dir).resolve())

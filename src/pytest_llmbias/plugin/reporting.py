@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_llmbias.plugin import ci  # pytest only
 from pytest_llmbias.plugin.failures import report_late, shown, take_worker_errors  # pytest only
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ class RunReports:
         self.session: pytest.Session | None = None
         #: what the pytest-xdist workers could not finish (see plugin.failures.report_late)
         self.worker_errors: list[str] = []
+        #: test id -> (file, line) of the test, for the CI annotations (the controller gets it too)
+        self.locations: dict[str, tuple[str, int]] = {}
+        #: the manifest of the release this run recorded, logged with the reports
+        self.manifest: Path | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -64,15 +69,20 @@ class RunReports:
             mask_report(report, self.plugin._session.redact)
         return report
 
+    @pytest.hookimpl(tryfirst=True)  # before JUnit XML reads the user properties
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from pytest_llmbias.report.run_record import test_outcome
 
         outcome = test_outcome(report)
         if outcome is not None:
             self.record.outcomes[report.nodeid] = outcome
+        if report.location:
+            self.locations.setdefault(report.nodeid, (str(report.location[0]), int(report.location[1] or 0) + 1))
         for name, value in getattr(report, "user_properties", ()) if report.when == "teardown" else ():
             if name == ROW and isinstance(value, str):
                 self.record.rows.append(json.loads(value))
+        if report.when == "teardown":
+            ci.drop_row_property(self.config, report, ROW)
         if report.when == "call" and report.passed:
             self.record.passed_reports.extend(
                 (report.nodeid, text) for title, text in report.sections if title == f"Captured {SECTION} call"
@@ -105,10 +115,16 @@ class RunReports:
         except ConfigError as exc:
             self.config.get_terminal_writer().line(f"llmbias: {exc}", red=True)
             return
+        self.manifest = written
         if written is not None:
             self.config.get_terminal_writer().line(
                 f"llmbias: release {settings.release.record!r} recorded in {written.parent}"
             )
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_junit(self, session: pytest.Session) -> None:
+        """The run's properties in JUnit XML, before pytest writes it (see plugin.ci)."""
+        ci.add_junit_properties(self, ROW)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -135,6 +151,8 @@ class RunReports:
             self._finish_release(record)
         if record.gate_docs:
             self._write_reports(self._append_history())
+            ci.track(self, session)
+            ci.annotate(self)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and record.gate_docs:
             record.step_summary(summary)

@@ -159,6 +159,8 @@ class RunRecord:
     #: warnings on the run's reports (an HTML report without its plots), said once, as the
     #: end-of-run section's last lines: a warning of pytest's would name this module as its place
     notes: list[str] = field(default_factory=list)
+    #: the run's JSON document as written (credentials masked), kept when a tracker logs it
+    document: dict[str, Any] | None = None
 
     # -- pytest-xdist ------------------------------------------------------------------------
 
@@ -364,13 +366,14 @@ class RunRecord:
         masked in both; the page is rendered from the document. ``generate`` and ``update`` extend
         one gate's entry and the whole document (the plugin's hooks); ``figures_for`` draws a
         gate's plots (default: the registry's gates); ``history`` (the run history's database)
-        adds each gate's recorded rows, for its trend plot."""
+        adds each gate's recorded rows, for its trend plot. With ``mlflow`` on, the document is
+        built (and kept in :attr:`document`) even when no file is asked for."""
         from pytest_llmbias.clients.pricing import price
         from pytest_llmbias.config.redaction import Redactor
         from pytest_llmbias.report import json_report
 
         json_path, html_path, md_path = settings.report.json, settings.report.html, settings.report.markdown
-        if json_path is None and html_path is None and md_path is None:
+        if json_path is None and html_path is None and md_path is None and not settings.mlflow.active:
             return
         usage = {
             alias: {
@@ -407,6 +410,8 @@ class RunRecord:
         )
         update(doc)
         redactor = Redactor.for_models([*settings.roster, *settings.panel])
+        if settings.mlflow.active:  # what the tracker logs is what the reports say
+            self.document = json.loads(redactor(json.dumps(doc, default=str)))
         if json_path is not None:
             json_report.write(json_path, doc, redactor)
             self.exported.append(json_path)
