@@ -143,7 +143,15 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         print(f"llmbias serve: {exc}", file=sys.stderr)
         return USAGE
     try:
-        serve(args.model, port=args.port, batch=args.batch, threads=args.threads, host=args.host)
+        serve(
+            args.model,
+            port=args.port,
+            batch=args.batch,
+            threads=args.threads,
+            host=args.host,
+            queue=args.queue,
+            verbose=args.verbose,
+        )
     except KeyboardInterrupt:
         pass
     return OK

@@ -10,7 +10,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -61,6 +61,11 @@ class Job:
     error: str | None = None
     #: each answer token's log-probability and alternatives, as OpenAI's ``logprobs.content``
     logprobs: list[dict[str, Any]] = field(default_factory=list)
+    #: set when nobody waits for the answer any more (its client disconnected or timed out): the
+    #: job is skipped if its batch has not begun, else its row is dropped at the next step
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    #: called (from the batcher's thread) once ``done`` is set
+    notify: Callable[[], Any] | None = None
 
 
 class Model:
@@ -82,6 +87,8 @@ class Model:
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
         self.prefixes = Prefixes()
+        #: rows dropped from a batch mid-decode: their client had gone
+        self.dropped = 0
         self.load_s = time.perf_counter() - started
 
     def generate(self, jobs: Sequence[Job]) -> None:
@@ -97,25 +104,23 @@ class Model:
         decoders = [SchemaDecoder(self.vocab, j.schema, j.max_tokens) if j.schema else None for j in jobs]
         out: list[list[int]] = [[] for _ in jobs]
         finished = [False] * len(jobs)
+        live = list(range(len(jobs)))  # the job of each row of the batch's tensors
         with torch.no_grad():
             past, step_ids, attention, step_pos = self._prefill(tokens)
             for _ in range(max(j.max_tokens for j in jobs)):
                 result = self.model(
-                    input_ids=step_ids,
-                    attention_mask=attention,
-                    position_ids=step_pos,
-                    past_key_values=past,
-                    use_cache=True,
+                    input_ids=step_ids, attention_mask=attention, position_ids=step_pos, cache=past, use_cache=True
                 )
-                past = result.past_key_values
+                past = result.cache
                 logits = result.logits[:, -1, :].float()
                 chosen = []
-                for r, job in enumerate(jobs):
+                for row, r in enumerate(live):
+                    job = jobs[r]
                     if finished[r]:
                         chosen.append(self.pad)
                         continue
                     decoder = decoders[r]
-                    token, scores = self._pick(logits[r], job, decoder, generators[r])
+                    token, scores = self._pick(logits[row], job, decoder, generators[r])
                     if job.top_logprobs is not None and token not in self.eos:
                         job.logprobs.append(self._logprobs(token, scores, job.top_logprobs))
                     out[r].append(token)
@@ -130,8 +135,21 @@ class Model:
                 if all(finished):
                     break
                 step_ids = torch.tensor(chosen).unsqueeze(1)
-                attention = torch.cat([attention, torch.ones((len(jobs), 1), dtype=attention.dtype)], dim=1)
+                attention = torch.cat([attention, torch.ones((len(live), 1), dtype=attention.dtype)], dim=1)
                 step_pos = step_pos[:, -1:] + 1
+                # the rows nobody waits for any more leave the batch: the others go on without them
+                keep = [row for row, r in enumerate(live) if not (jobs[r].cancelled.is_set() and not finished[r])]
+                if len(keep) < len(live):
+                    for row in set(range(len(live))) - set(keep):
+                        finished[live[row]] = True
+                        jobs[live[row]].finish_reason = "cancelled"
+                        self.dropped += 1
+                    if not keep or all(finished[live[row]] for row in keep):
+                        break
+                    index = torch.tensor(keep)
+                    past.batch_select_indices(index)
+                    step_ids, attention, step_pos = step_ids[index], attention[index], step_pos[index]
+                    live = [live[row] for row in keep]
         for r, job in enumerate(jobs):
             said = [t for t in out[r] if t not in self.eos]
             job.text = cast(str, self.tokenizer.decode(said, skip_special_tokens=True))  # one sequence: one str
@@ -210,32 +228,64 @@ class Model:
 
 
 class Batcher:
-    """Takes every waiting job (up to ``size``) into one batch, in a thread of its own."""
+    """Takes every waiting job (up to ``size``) into one batch, in a thread of its own. At most
+    ``bound`` jobs wait for a batch (:meth:`offer` refuses more); a job cancelled while it waits is
+    skipped, one cancelled while its batch decodes leaves the batch at the next step."""
 
-    def __init__(self, model: Model, size: int) -> None:
+    def __init__(self, model: Model, size: int, bound: int = 64) -> None:
         self.model = model
         self.size = size
-        self.jobs: queue.Queue[Job] = queue.Queue()
+        self.jobs: queue.Queue[Job] = queue.Queue(maxsize=max(1, bound))
         self.batches: list[int] = []
+        self.skipped = 0  # jobs cancelled before their batch began
+        self.rejected = 0  # jobs refused: the queue was full
+        self.last_batch_s = 0.0
         threading.Thread(target=self._run, daemon=True).start()
+
+    def offer(self, job: Job) -> bool:
+        """Queue ``job``; False (and counted) when the queue is full."""
+        try:
+            self.jobs.put_nowait(job)
+        except queue.Full:
+            self.rejected += 1
+            return False
+        return True
+
+    def _take(self, batch: list[Job], job: Job) -> None:
+        if job.cancelled.is_set():
+            self.skipped += 1
+            self._finish(job)
+        else:
+            batch.append(job)
 
     def _run(self) -> None:
         while True:
-            batch = [self.jobs.get()]
+            batch: list[Job] = []
+            self._take(batch, self.jobs.get())
+            if not batch:
+                continue
             time.sleep(0.02)  # let the requests sent together arrive together
             while len(batch) < self.size:
                 try:
-                    batch.append(self.jobs.get_nowait())
+                    self._take(batch, self.jobs.get_nowait())
                 except queue.Empty:
                     break
             self.batches.append(len(batch))
+            started = time.perf_counter()
             try:
                 self.model.generate(batch)
             except Exception as exc:  # reported to each request, the server goes on
                 for job in batch:
                     job.error = f"{type(exc).__name__}: {exc}"
+            self.last_batch_s = time.perf_counter() - started
             for job in batch:
-                job.done.set()
+                self._finish(job)
+
+    @staticmethod
+    def _finish(job: Job) -> None:
+        job.done.set()
+        if job.notify is not None:
+            job.notify()
 
 
 #: the fewest leading tokens two prompts must share for their beginning to be kept (a rubric, a
@@ -289,7 +339,7 @@ class Prefixes:
         ids = torch.tensor([list(prefix)])
         with torch.no_grad():
             out = model(input_ids=ids, position_ids=torch.arange(len(prefix)).unsqueeze(0), use_cache=True)
-        layers = out.past_key_values.layers
+        layers = out.cache.layers
         return [layer.keys for layer in layers], [layer.values for layer in layers]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -42,8 +43,34 @@ __all__ = ["GGUF_FILE", "MODEL_NAME", "SmolLMServer", "gguf_dir", "main", "model
 # The HTTP side
 
 
+def _settle(answered: asyncio.Future[None]) -> None:
+    if not answered.done():
+        answered.set_result(None)
+
+
+async def _waited(request: Any, job: Job, answered: asyncio.Future[None]) -> bool:
+    """Wait for ``job``'s answer while its client waits for it: True once answered; False (the job
+    cancelled, so its batch drops it) as soon as the client's connection is found closed (it
+    disconnected, or gave up at its own timeout), looked at every 0.2 s."""
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(asyncio.shield(answered), 0.2)
+                return True
+            except asyncio.TimeoutError:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    job.cancelled.set()
+                    return False
+    except asyncio.CancelledError:  # aiohttp cancels a handler whose client went away
+        job.cancelled.set()
+        raise
+
+
 def make_app(batcher: Batcher) -> Any:
     from aiohttp import web
+
+    gone = [0]
 
     async def chat(request: web.Request) -> web.Response:
         try:
@@ -66,8 +93,18 @@ def make_app(batcher: Batcher) -> Any:
             schema=schema,
             top_logprobs=min(int(payload.get("top_logprobs") or 0), 20) if payload.get("logprobs") else None,
         )
-        batcher.jobs.put(job)
-        await asyncio.get_running_loop().run_in_executor(None, job.done.wait)
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[None] = loop.create_future()
+        job.notify = lambda: loop.call_soon_threadsafe(_settle, answered)
+        if not batcher.offer(job):
+            wait = max(1, math.ceil(batcher.last_batch_s or 1.0))
+            message = f"the server's queue is full ({batcher.jobs.maxsize} waiting): retry after {wait}s"
+            return web.json_response(
+                {"error": {"message": message, "code": 503}}, status=503, headers={"Retry-After": str(wait)}
+            )
+        if not await _waited(request, job, answered):
+            gone[0] += 1
+            return web.Response(status=499)  # nobody reads it: the client has gone
         if job.error:
             return web.json_response({"error": {"message": job.error, "code": 500}}, status=500)
         return web.json_response(
@@ -93,9 +130,22 @@ def make_app(batcher: Batcher) -> Any:
         )
 
     async def stats(request: web.Request) -> web.Response:
-        prefixes = batcher.model.prefixes
+        model = batcher.model
         return web.json_response(
-            {"load_s": batcher.model.load_s, "batches": batcher.batches, "prefix_runs": prefixes.runs}
+            {
+                "load_s": model.load_s,
+                "batches": batcher.batches,
+                "prefix_runs": model.prefixes.runs,
+                # the requests whose client went away before their answer (disconnected, timed out),
+                # of them those dropped from their batch mid-decode and those skipped before it began
+                "gone": gone[0],
+                "dropped": model.dropped,
+                "skipped": batcher.skipped,
+                # the requests refused with 503 and Retry-After because the queue was full, and the
+                # requests waiting now
+                "rejected": batcher.rejected,
+                "queued": batcher.jobs.qsize(),
+            }
         )
 
     app = web.Application()
@@ -104,15 +154,43 @@ def make_app(batcher: Batcher) -> Any:
     return app
 
 
+def quiet_libraries() -> None:
+    """No progress bars, warnings or info logs of transformers, huggingface_hub, tqdm or torch (the
+    dtype notice, "Converting and de-quantizing GGUF tensors", deprecations): the server's own
+    ``READY`` line is what a user reads. Called before they are imported (tqdm reads
+    ``TQDM_DISABLE`` at import)."""
+    import logging
+    import warnings
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category)
+    for name in ("transformers", "huggingface_hub", "torch", "accelerate", "gguf"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def serve(
-    model: str = MODEL_NAME, *, port: int = 0, batch: int = 8, threads: int | None = None, host: str = "127.0.0.1"
+    model: str = MODEL_NAME,
+    *,
+    port: int = 0,
+    batch: int = 8,
+    threads: int | None = None,
+    host: str = "127.0.0.1",
+    queue: int = 64,
+    verbose: bool = False,
 ) -> None:
     """Load ``model`` and serve it on ``host``:``port`` (0: a free port) until stopped; prints
-    ``READY <port>`` once it answers."""
+    ``READY <port>`` once it answers. At most ``queue`` requests wait for a batch (more are
+    answered 503 with Retry-After); ``verbose``: the libraries' logs, warnings and progress bars
+    shown (else :func:`quiet_libraries`)."""
+    if not verbose:
+        quiet_libraries()
     from aiohttp import web
 
     model_file(model)  # a bad name fails before the model loads
-    batcher = Batcher(Model(threads=threads, model=model), batch)
+    batcher = Batcher(Model(threads=threads, model=model), batch, queue)
 
     async def run() -> None:
         runner = web.AppRunner(make_app(batcher))
@@ -138,13 +216,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     parser.add_argument("--batch", type=int, default=8, help="requests decoded together at most")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
+    parser.add_argument(
+        "--queue",
+        type=int,
+        default=64,
+        help="requests waiting for a batch at most; more are answered 503 with Retry-After (default 64)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show the libraries' logs, warnings and progress bars"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    serve(args.model, port=args.port, batch=args.batch, threads=args.threads, host=args.host)
+    serve(
+        args.model,
+        port=args.port,
+        batch=args.batch,
+        threads=args.threads,
+        host=args.host,
+        queue=args.queue,
+        verbose=args.verbose,
+    )
 
 
 class SmolLMServer:
