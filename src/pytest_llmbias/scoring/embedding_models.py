@@ -131,6 +131,24 @@ def resolve_kind(name_or_path: str, *, verify: bool = True) -> tuple[str, str]:
     return name, "hub"
 
 
+def check_installed(name_or_path: str) -> None:
+    """That the embedding model ``name_or_path`` can be loaded, as far as that can be told without
+    loading it: torch and sentence-transformers are importable, and the bundled model's package and
+    weights (by size; the hash is checked when the weights are read) or the local folder are there.
+    Otherwise a :class:`ScorerError` saying what to install. A run calls it when a gate that embeds is
+    planned, before any model is called."""
+    import importlib.util
+
+    resolve_kind(name_or_path, verify=False)
+    missing = [name for name in ("torch", "sentence_transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ScorerError(
+            f"embedding scoring needs {' and '.join(m.replace('_', '-') for m in missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed. Install torch==2.13.0 (the CPU build) first, then "
+            'pip install "pytest-llmbias[embeddings]"'
+        )
+
+
 def resolve_model(name_or_path: str) -> str:
     """What sentence-transformers should load for ``name_or_path``.
 

@@ -23,6 +23,7 @@ class SessionScorers:
     def __init__(self, settings: Settings, add_features: Callable[[FeatureRegistry], None] | None = None) -> None:
         self.settings, self.add_features = settings, add_features
         self._embedders: dict[str, Any] = {}
+        self._checked: set[str] = set()
         self._prefetcher: EmbeddingPrefetcher | None = None
         self._features: FeatureRegistry | None = None
         self._feature_store: FeatureStore | None = None
@@ -63,21 +64,35 @@ class SessionScorers:
         return self._feature_store
 
     def embedding_scorer(self) -> EmbeddingScorer:
-        """The configured embedding model, loaded once per session, with its on-disk cache."""
+        """The configured embedding model, loaded once per session, with its on-disk cache; a
+        :class:`~pytest_llmbias.errors.ScorerError` when what it needs is not installed."""
         from pytest_llmbias.scoring.embedding import EmbeddingScorer
         from pytest_llmbias.store.blobs import BlobCache
 
         e = self.settings.embedding
         if e.model not in self._embedders:
+            self.check_embedding()
             cache = None if self.settings.store.cache == "off" else BlobCache.for_store(self.settings.store.dir)
             self._embedders[e.model] = EmbeddingScorer(e.model, cache=cache, batch_size=e.batch_size)
         return self._embedders[e.model]
 
+    def check_embedding(self) -> None:
+        """That the configured embedding model and the packages it needs are installed (see
+        :func:`~pytest_llmbias.scoring.embedding_models.check_installed`), checked once: a gate
+        that embeds calls it when it is planned, so that a missing extra stops the run before any call."""
+        if self.settings.embedding.model not in self._checked:
+            from pytest_llmbias.scoring.embedding_models import check_installed
+
+            check_installed(self.settings.embedding.model)
+            self._checked.add(self.settings.embedding.model)
+
     def prefetch_embeddings(self, instruction: str | None) -> FollowUp:
         """A follow-up that embeds each answer in the background as it arrives (see
-        :mod:`pytest_llmbias.scoring.prefetch`); one prefetch thread per session."""
+        :mod:`pytest_llmbias.scoring.prefetch`); one prefetch thread per session. Asked for when a
+        gate that embeds is planned, it checks first that the embedding model can be loaded."""
         from pytest_llmbias.scoring.prefetch import EmbeddingPrefetcher, EmbedFollowUp
 
+        self.check_embedding()
         if self._prefetcher is None:
             self._prefetcher = EmbeddingPrefetcher(self.embedding_scorer, batch=self.settings.embedding.batch_size)
         return EmbedFollowUp(self._prefetcher, instruction)
