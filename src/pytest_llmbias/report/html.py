@@ -130,20 +130,25 @@ def _label(key: str) -> str:
     return LABELS.get(key, key.replace("_", " "))
 
 
-def _num(value: Any, key: str = "") -> str:
-    """A cell's value as a reader reads it (see :mod:`pytest_llmbias.report.readable`)."""
+def _reading(value: Any, key: str = "") -> str:
+    """A cell's value as a reader reads it (see :mod:`pytest_llmbias.report.readable`), unescaped."""
     if isinstance(value, bool) or value is None:
         return "-" if value is None else ("yes" if value else "no")
     if isinstance(value, (int, float)):
         if key in RATES:
-            return _e(readable.rate(float(value)))
-        return _e(readable.p_figure(value) if key == "p" else readable.number(value))
-    return _e(value)
+            return readable.rate(float(value))
+        return readable.p_figure(value) if key == "p" else readable.number(value)
+    return str(value)
+
+
+def _num(value: Any, key: str = "") -> str:
+    """:func:`_reading`, escaped."""
+    return _e(_reading(value, key))
 
 
 def _kv_table(pairs: Mapping[str, Any]) -> str:
     rows = "".join(
-        f"<tr><th>{_e(_label(k))}</th><td>{_words(html.unescape(_num(v, k)))}</td></tr>"
+        f"<tr><th>{_e(_label(k))}</th><td>{_words(_reading(v, k))}</td></tr>"
         for k, v in pairs.items()
         if not isinstance(v, (dict, list))
     )
