@@ -193,6 +193,17 @@ def test_the_adaptive_limit_is_one_value_for_every_process(url, tmp_path):
     assert mine.in_flight == 0 and theirs.in_flight == 1
 
 
+def test_a_timeout_in_one_process_lowers_the_shared_limit_as_a_throttle_does(url, tmp_path):
+    a, b = cache(url, tmp_path, "a"), cache(url, tmp_path, "b")
+    mine, theirs = SharedAdaptiveLimit(a, "slow-m", None, 16), SharedAdaptiveLimit(b, "slow-m", None, 16)
+    here = SharedRateLimiter(a, "slow-m", None, 0, adaptive=mine)
+    theirs.in_flight = 1
+    theirs.overloaded(0, "timeout")  # a timed-out attempt in the other process
+    assert (theirs.limit, theirs.stalls, theirs.throttles, theirs.reason) == (8, {"timeout": 1}, 0, "timeout")
+    asyncio.run(here.acquire())
+    assert mine.limit == 8  # read with this process's next start
+
+
 def test_the_shared_limits_are_kept_per_endpoint(url, tmp_path, caplog):
     """Two servers of one model name have a quota each; the aliases of one endpoint (a model at an
     api_base) share it, in the session as in Redis."""

@@ -3,14 +3,22 @@ fixed time, and decodes a request to its end even when its client has gone (as a
 that does not watch its sockets), asked more at once than it answers within the timeout. The run
 halves its calls in flight on the first timeouts, holds each timed-out call's retry back one more
 timeout, prints the first timeout at once with what to change, and finishes; the calls that fail
-for good are counted by kind on the progress line."""
+for good are counted by kind on the progress line. And a 503 with Retry-After, what ``llmbias
+serve`` answers when its queue is full, slows the calls down as a 429 does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 
+from pytest_llmbias.clients import ModelClient, RetryPolicy
+from pytest_llmbias.clients.faults import FaultKind, FaultLog
+from pytest_llmbias.clients.ratelimit import AdaptiveLimit
+from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
+from pytest_llmbias.store.calls import ModelCall
 from tests.integration._data import KEY_ENV, MODELS, TARGET
 from tests.openai_server import OpenAIServer
 
@@ -74,3 +82,27 @@ def test_the_calls_that_fail_for_good_are_counted_by_kind_on_the_progress_line(p
     progress = [line for line in out.splitlines() if line.startswith("llmbias: ") and "calls/s" in line]
     assert progress and any("errors: 1 timeout)" in line for line in progress), out
     result.stdout.fnmatch_lines(["*10 calls: 0 from store, 3 fetched, 7 failed*"])
+
+
+def test_a_full_queue_s_503_with_retry_after_is_a_throttle_on_either_transport(transport):
+    """What ``llmbias serve`` answers when its queue is full: the client waits the Retry-After,
+    halves its calls in flight to the server, and the call is answered; no error retry is spent."""
+    with OpenAIServer() as server:
+        server.script("busy", {"status": 503, "headers": {"Retry-After": "1"}})
+        spec = ModelSpec(model="openai/busy", alias="busy", api_base=server.base_url, transport=transport)
+        client = ModelClient(
+            spec, timeout=10.0, policy=RetryPolicy(retries=0), adaptive=AdaptiveLimit(8), faults=FaultLog()
+        )
+
+        async def ask() -> str:
+            try:
+                return (await client.complete(ModelCall.build(spec, "q?", GenerationSettings()))).text
+            finally:
+                await client.aclose()
+
+        started = time.perf_counter()
+        text = asyncio.run(ask())
+        waited = time.perf_counter() - started
+    assert text and waited >= 1.0
+    assert client.adaptive is not None and (client.adaptive.limit, client.adaptive.throttles) == (4, 1)
+    assert client.faults is not None and client.faults.attempts == {FaultKind.THROTTLED: 1}
