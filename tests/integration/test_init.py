@@ -42,6 +42,19 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
         _entry(judging_server, "judge-model", "judge"),
     ]
     assert main(args) == 0
+    said = capsys.readouterr().out
+    # the endpoint is on this machine: sized for a CPU, each choice printed with its reason
+    for choice in ("generation.max_tokens = 60", "collection.timeout = 300", "collection.concurrency = 8"):
+        assert f"chose {choice}: " in said, said
+    assert "chose categories = [tiananmen_1989]: 10 questions of the domain's 50" in said
+    assert "chose alternative = no-worse: " in said and "chose min_margin = 1: " in said  # judge points
+    # a model llmbias serve does not serve: the workflow cannot start it, and init says so
+    assert f"note: {judging_server.base_url} is on this machine, which a CI runner cannot reach" in said
+    settings = yaml.safe_load((folder / "llmbias.yaml").read_text())
+    assert settings["generation"] == {"max_tokens": 60}
+    assert settings["collection"] == {"timeout": 300, "concurrency": 8}
+    test_source = (folder / "test_bias.py").read_text()
+    assert 'alternative="no-worse", min_margin=1.0, categories=["tiananmen_1989"]' in test_source
     written = {"llmbias.yaml", "test_bias.py", ".github/workflows/bias.yml"}
     assert {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} == written
 
@@ -52,7 +65,9 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     assert judging_server.count("judge-model") > 0  # the judge method, as the roster gave a judge
 
     # the workflow: records the release on main, compares pull requests with it, writes the summary
-    workflow = yaml.safe_load((folder / ".github/workflows/bias.yml").read_text())
+    text = (folder / ".github/workflows/bias.yml").read_text()
+    assert f"# The roster's endpoint {judging_server.base_url} is on the machine that ran `llmbias init`" in text
+    workflow = yaml.safe_load(text)
     steps = workflow["jobs"]["bias"]["steps"]
     script = next(s["run"] for s in steps if s.get("name") == "Bias gates")
     assert "--llmbias-record-release main" in script and "--llmbias-against main" in script
@@ -60,6 +75,9 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     assert "pytest --llmbias-against main --llmbias-anchor first --llmbias-json out/run.json" in script
     push = script.split("else", 1)[1]
     assert "if [ ! -f bias_releases/first/manifest.json ]" in push and "--llmbias-record-release first" in push
+    # a judge gate needs no extra, so no torch either; no server step for a model llmbias serve lacks
+    assert next(s["run"] for s in steps if s.get("name") == "Install") == 'pip install "pytest-llmbias"'
+    assert not any("llmbias serve" in s.get("run", "") for s in steps)
     restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore"))
     assert "if" not in restore  # a push restores the releases too, so that it keeps the anchor
     from pytest_llmbias.config.option_table import OPTIONS
@@ -123,3 +141,51 @@ def test_init_pins_the_anchor_the_team_names(tmp_path, capsys):
     for bad in ("main", "../v1"):  # the release recorded on every push, and a name that is no release's
         assert main(_with_anchor(tmp_path / bad.strip("./"), bad)) == 2
         assert "--anchor" in capsys.readouterr().err
+
+
+def test_a_hosted_model_is_not_probed_and_asks_the_whole_domain(tmp_path, capsys):
+    argv = ["init", "--dir", str(tmp_path), "--target", "openai/x", "--baseline", "openai/y", "--baseline", "openai/z"]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "chose generation.max_tokens = 300: a hosted model: full answers" in said
+    assert "chose questions = all: a hosted model: the whole domain" in said
+    assert "collection" not in yaml.safe_load((tmp_path / "llmbias.yaml").read_text())
+    assert "categories" not in (tmp_path / "test_bias.py").read_text()
+    workflow = yaml.safe_load((tmp_path / ".github/workflows/bias.yml").read_text())
+    install = next(s["run"] for s in workflow["jobs"]["bias"]["steps"] if s.get("name") == "Install")
+    assert install == 'pip install torch==2.13.0 && pip install "pytest-llmbias[embeddings]"'  # the embedding gate's
+
+
+def test_the_first_probe_times_an_endpoint_and_a_slow_one_is_sized_for_a_cpu():
+    from pytest_llmbias.cli.init_sizing import SLOW_PROBE_S, is_local, probe
+
+    assert is_local("http://127.0.0.1:8000/v1") and is_local("http://localhost:11434/v1")
+    assert is_local("http://[::1]:8000/v1") and not is_local("https://api.example.com/v1") and not is_local(None)
+    with OpenAIServer(latency=0.0) as fast, OpenAIServer(latency=SLOW_PROBE_S + 0.5) as slow:
+        quick = probe(fast.base_url, "openai/tgt-model")
+        assert quick.seconds is not None and not quick.slow, quick
+        assert fast.count("tgt-model") == 1  # one short call
+        (request,) = fast.requests
+        assert request["params"]["max_tokens"] == 8 and request["params"]["temperature"] == 0
+        late = probe(slow.base_url, "openai/tgt-model")
+        assert late.seconds is not None and late.seconds >= SLOW_PROBE_S and late.slow, late
+        timed_out = probe(slow.base_url, "openai/tgt-model", timeout=1.0)
+        assert timed_out.seconds is None and timed_out.slow and "timed out" in (timed_out.error or "")
+    refused = probe(fast.base_url, "openai/tgt-model", timeout=1.0)  # the server has stopped
+    assert refused.seconds is None and not refused.slow and refused.error
+
+
+def test_a_slow_remote_endpoint_gets_the_cpu_sizing():
+    from pytest_llmbias.cli.init_sizing import choose
+
+    categories = [("a", 6), ("b", 6), ("c", 6)]
+    slow = choose(where="the first probe took 5.0 s", cpu=True, method="embedding", categories=categories)
+    assert slow.gate == {"alternative": "no-worse", "min_margin": 0.1, "categories": ["a", "b"]}  # >= 10 questions
+    assert slow.generation == {"max_tokens": 60} and slow.collection == {"timeout": 300.0, "concurrency": 8}
+    assert [c.name for c in slow.choices][:3] == [
+        "generation.max_tokens",
+        "collection.timeout",
+        "collection.concurrency",
+    ]
+    small = choose(where="x", cpu=True, method="embedding", categories=[("a", 4), ("b", 4)])
+    assert "categories" not in small.gate  # the whole domain is the subset already
