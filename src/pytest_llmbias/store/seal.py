@@ -10,7 +10,8 @@ import zlib
 #: the member a record's text ends with once sealed: the CRC-32 of the text without it
 _SEAL = ',"crc32":'
 #: the most characters a seal takes: its member, ten digits and the closing brace
-_SEAL_MAX = len(_SEAL) + 11
+_SEAL_LEN = len(_SEAL)
+_SEAL_MAX = _SEAL_LEN + 11
 #: the shape of a seal, whatever its name reads
 _SHAPE = re.compile(r',"[^"\\]{5}":[0-9]{1,10}\}$')
 
@@ -25,20 +26,19 @@ def seal(text: str) -> str:
 
 def unseal(raw: str | bytes) -> str:
     """The text :func:`seal` sealed into ``raw``; a record written without a seal, as it is.
-    ``ValueError`` where the checksum does not match the bytes (changed since they were written)."""
-    text = raw if isinstance(raw, str) else raw.decode("utf-8")
+    ``ValueError`` where the checksum does not match the bytes, or the seal itself was changed
+    (on disk, since they were written)."""
+    text = raw if type(raw) is str else raw.decode("utf-8")  # type: ignore[union-attr]
     at = text.rfind(_SEAL, -_SEAL_MAX)  # in the record's last characters, or not there
-    if at < 0 and _SHAPE.search(text, max(0, len(text) - _SEAL_MAX)):
-        # a seal whose name was changed: no record of an earlier release ends with a member of
-        # five characters holding an integer (theirs end with "sample", "version", "request" or
-        # an answer's field)
-        raise ValueError("its seal was changed on disk")
-    if at < 0 or text[-1:] != "}":
+    if at < 0:
+        if _SHAPE.search(text, max(0, len(text) - _SEAL_MAX)):
+            # a seal whose name was changed: no record of an earlier release ends with a member of
+            # five characters holding an integer (theirs end with "sample", "version", "request" or
+            # an answer's field)
+            raise ValueError("its seal was changed on disk")
         return text
-    digits = text[at + len(_SEAL) : -1]
-    if not (digits.isascii() and digits.isdigit()):
-        return text  # no seal there (a member of that name inside): parsed whole, as it always was
+    digits = text[at + _SEAL_LEN : -1]
     original = text[:at] + "}"
-    if zlib.crc32(original.encode("utf-8")) != int(digits):
+    if not digits.isdigit() or zlib.crc32(original.encode("utf-8")) != int(digits):
         raise ValueError("its bytes do not match the checksum written with them (changed on disk since)")
     return original
