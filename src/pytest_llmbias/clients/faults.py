@@ -151,7 +151,10 @@ class FaultLog:
             self.first[fault.kind] = fault
             self._untold.append(fault)
         if self.listener is not None:
-            self.listener(fault)
+            try:
+                self.listener(fault)
+            except Exception:  # a terminal that cannot be written must not fail the call in hand
+                pass
 
     def attempt(
         self,
