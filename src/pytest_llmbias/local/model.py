@@ -285,7 +285,10 @@ class Batcher:
     def _finish(job: Job) -> None:
         job.done.set()
         if job.notify is not None:
-            job.notify()
+            try:
+                job.notify()
+            except RuntimeError:  # the server's loop has closed (it is stopping): nobody to tell
+                pass
 
 
 #: the fewest leading tokens two prompts must share for their beginning to be kept (a rubric, a

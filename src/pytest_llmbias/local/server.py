@@ -15,6 +15,12 @@ of integer and string properties, a string's ``enum`` included) is decoded under
 in OpenAI's shape, ``choices[0].logprobs.content[i] = {token, logprob, bytes, top_logprobs:
 [{token, logprob, bytes}]}``, under the model's distribution over the tokens a schema allows.
 
+It does no work nobody waits for: a request whose client has disconnected (or given up at its
+own timeout) is dropped from its batch at the next decoding step, or skipped before its batch
+begins; at most ``--queue`` requests wait for a batch, and one more is answered 503 with a
+Retry-After (a client backs off as from a 429). ``GET /stats`` counts them. Quiet by default: the
+libraries' logs, warnings and progress bars only with ``-v``.
+
 Run ``llmbias serve smollm2-135m --port 8000`` (or ``python -m pytest_llmbias.local.server``): it
 prints ``READY <port>`` once the model is loaded, and serves until stopped. :class:`SmolLMServer`
 starts it in a subprocess and stops it. Nothing here reaches the internet.
