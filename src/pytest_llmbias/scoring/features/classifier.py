@@ -23,6 +23,20 @@ __all__ = ["CLASSIFIER_PREFIX", "ClassifierExtractor"]
 CLASSIFIER_PREFIX = "classifier:"
 """Feature names ``classifier:<hub name or local path>`` resolve to a :class:`ClassifierExtractor`."""
 
+
+def _check_installed(name: str) -> None:
+    """That torch and transformers can be imported (without importing them): a feature is made when
+    its gate is planned, so that a missing package stops the run before any call."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise FeatureError(
+            f"the classifier feature {name!r} needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed. " + _TRANSFORMERS_HINT
+        )
+
+
 _TRANSFORMERS_HINT = (
     'Install them with: pip install transformers torch (or pip install "pytest-llmbias[embeddings]", '
     "which includes both; install torch==2.13.0 first to get the CPU build)"
@@ -145,6 +159,7 @@ class ClassifierExtractor(FeatureExtractor):
         self.model = model
         self.resolved, self.kind = _resolve_classifier(model)
         self.name = name if name is not None else CLASSIFIER_PREFIX + self.model.strip()
+        _check_installed(self.name)
         self.requested_weights = requested
         self.batch_size = batch_size
         self.max_length = max_length
