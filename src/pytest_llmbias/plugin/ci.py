@@ -80,8 +80,11 @@ def track(reports: Any, session: pytest.Session) -> None:
 
     files = [*record.exported, *([reports.manifest] if reports.manifest is not None else [])]
     logged, line = publish(record.document, settings.mlflow, artifacts=files, rootdir=reports.config.rootpath)
+    writer = reports.config.get_terminal_writer()
     if logged.ok or not settings.mlflow.strict:
-        reports.config.get_terminal_writer().line(line, **({} if logged.ok else {"yellow": True}))
+        if writer.width_of_current_line:  # say, the progress line's [100%]
+            writer.line()
+        writer.line(line, **({} if logged.ok else {"yellow": True}))
     else:
         report_late(reports.config, session, f"pytest-llmbias: {line.removeprefix('llmbias: ')}")
 

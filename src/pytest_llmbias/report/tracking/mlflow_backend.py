@@ -31,6 +31,8 @@ HTTP_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+    # the run's link is in the plugin's own line: MLflow's "View run" lines would break the terminal's
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 #: where the reports go in the run's artifacts
 ARTIFACT_DIR = "llmbias"
