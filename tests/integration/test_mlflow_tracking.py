@@ -230,6 +230,31 @@ def test_a_refused_credential_is_one_line_and_the_verdicts_stand(
     strict.stdout.fnmatch_lines([f"ERROR: pytest-llmbias: MLflow at {server.uri}: experiment failed (*"])
 
 
+def test_a_saved_run_is_logged_later_by_the_report_command(pytester, project, server, client, monkeypatch, request):
+    import io
+
+    from pytest_llmbias.cli.command import main
+
+    model_version(client, "gated-later")
+    project(PASSING)
+    run(pytester, "--llmbias-json=run.json").assert_outcomes(passed=1)  # no MLflow in the test step
+    assert runs_of(client, request.node.name) == []
+    monkeypatch.chdir(pytester.path)
+    out = io.StringIO()
+    assert main(["report", "run.json", "--mlflow-model", "gated-later/1"], out=out) == 0
+    assert out.getvalue().startswith(f"llmbias: MLflow at {server.uri}: logged run ")
+    (logged,) = runs_of(client, request.node.name)
+    assert [a.path for a in client.list_artifacts(logged.info.run_id, "llmbias")] == ["llmbias/run.json"]
+    assert client.get_model_version_by_alias("gated-later", "bias-approved").version == "1"
+    again = io.StringIO()
+    assert main(["report", "run.json", "--mlflow"], out=again) == 0
+    assert f"already logged as run {logged.info.run_id}" in again.getvalue()
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+    refused = io.StringIO()
+    assert main(["report", "run.json", "--mlflow"], out=refused) == 3
+    assert "failed (MlflowException" in refused.getvalue()
+
+
 def test_a_server_killed_mid_session_is_said_and_the_verdicts_stand(
     pytester, project, server, monkeypatch, request
 ) -> None:

@@ -24,6 +24,7 @@ domain paths default to the project's.
     llmbias store clear [--store DIR] --yes    delete the store folder (snapshots are kept)
     llmbias report RUN.json [--markdown]       the end-of-run table of a saved JSON document
     llmbias report RUN.json --html OUT.html    its HTML report, re-rendered without calling any model
+    llmbias report RUN.json --mlflow [--mlflow-model NAME/VERSION]   log a saved run to MLflow
     llmbias generate-domain --name N --description D --category C... [--questions N] [--model ALIAS]
     llmbias generate-domain --name N --description D --sides A,B... [--questions N] [--model ALIAS]
                                                a model of the roster drafts a domain file to review
@@ -37,7 +38,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_llmbias.cli import domains as cli_domains, init as cli_init, store as cli_store
+from pytest_llmbias.cli import (
+    domains as cli_domains,
+    init as cli_init,
+    report_mlflow as cli_report_mlflow,
+    store as cli_store,
+)
 from pytest_llmbias.cli.project import Project, epilog
 
 OK, PROBLEMS, USAGE, ERROR = 0, 1, 2, 3
@@ -113,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("document", type=Path)
     p.add_argument("--markdown", action="store_true", help="as Markdown, for a pull request or a step summary")
     p.add_argument("--html", type=Path, metavar="OUT", help="render the run's HTML report to OUT (no model is called)")
+    cli_report_mlflow.add_options(p)
     p.set_defaults(run=_report)
     _generate_domain_parser(commands)
     cli_init.add_commands(commands, _help("init"))
@@ -235,6 +242,8 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
             f"{args.document} has schema_version {doc.get('schema_version')!r}; this pytest-llmbias reads "
             f"{SCHEMA_VERSION}"
         )
+    if cli_report_mlflow.wanted(args):
+        return cli_report_mlflow.log_saved(args, doc, out)
     if args.html is not None:
         from pytest_llmbias.report import html
 
