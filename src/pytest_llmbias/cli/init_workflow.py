@@ -108,7 +108,7 @@ jobs:
   bias:
     runs-on: ubuntu-latest
     env:
-      HF_HUB_OFFLINE: "1"
+      HF_HUB_OFFLINE: "1"  # the bundled embedding model needs no download (unset it for a hub model)
     steps:
       - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
