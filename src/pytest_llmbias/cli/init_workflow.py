@@ -133,6 +133,15 @@ jobs:
       - name: Summary
         if: always()
         run: llmbias report out/run.json --markdown >> "$GITHUB_STEP_SUMMARY"
+      # Optional: the run in MLflow, and the registry gate (pip install 'pytest-llmbias[mlflow]';
+      # secrets MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN): the candidate version is tagged with the
+      # verdicts, and the alias bias-approved moves to it only when every gate passed.
+      # - name: MLflow
+      #   if: always()
+      #   env:
+      #     MLFLOW_TRACKING_URI: ${{{{ secrets.MLFLOW_TRACKING_URI }}}}
+      #     MLFLOW_TRACKING_TOKEN: ${{{{ secrets.MLFLOW_TRACKING_TOKEN }}}}
+      #   run: llmbias report out/run.json --mlflow --mlflow-model NAME/VERSION
       - name: Keep the releases
         if: github.event_name == 'push'
         uses: actions/cache/save@v4
