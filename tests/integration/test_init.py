@@ -46,17 +46,24 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     # the endpoint is on this machine: sized for a CPU, each choice printed with its reason
     for choice in ("generation.max_tokens = 60", "collection.timeout = 300", "collection.concurrency = 8"):
         assert f"chose {choice}: " in said, said
-    assert "chose categories = [tiananmen_1989]: 10 questions of the domain's 50" in said
-    assert "chose alternative = no-worse: " in said and "chose min_margin = 1: " in said  # judge points
+    # whole categories enough for the judge comparison's sizing (about 21 questions at the prior SD)
+    assert "chose categories = [tiananmen_1989, xinjiang_uyghurs, tibet]: 30 questions of the domain's 50" in said
+    assert "chose alternative = no-worse: " in said and "chose margin = 1 (the default): " in said  # judge points
     # a model llmbias serve does not serve: the workflow cannot start it, and init says so
     assert f"note: {judging_server.base_url} is on this machine, which a CI runner cannot reach" in said
     settings = yaml.safe_load((folder / "llmbias.yaml").read_text())
     assert settings["generation"] == {"max_tokens": 60}
     assert settings["collection"] == {"timeout": 300, "concurrency": 8}
     test_source = (folder / "test_bias.py").read_text()
-    assert 'alternative="no-worse", min_margin=1.0, categories=["tiananmen_1989"]' in test_source
+    assert 'alternative="no-worse", categories=["tiananmen_1989", "xinjiang_uyghurs", "tibet"]' in test_source
     written = {"llmbias.yaml", "test_bias.py", ".github/workflows/bias.yml"}
     assert {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} == written
+
+    # the plan, before any call, says the gate is sized by the questions it asks
+    plan = run_project("--llmbias-plan")
+    assert plan.ret == 0 and judging_server.count() == 0
+    sizing = plan.stdout.str().split("llmbias sizing", 1)[1]
+    assert "bias_equivalent (judge)" in sizing and "UNDERPOWERED" not in sizing, sizing
 
     result = run_project("--llmbias-json=out/run.json")
     result.assert_outcomes(passed=1)
@@ -149,6 +156,7 @@ def test_a_hosted_model_is_not_probed_and_asks_the_whole_domain(tmp_path, capsys
     said = capsys.readouterr().out
     assert "chose generation.max_tokens = 300: a hosted model: full answers" in said
     assert "chose questions = all: a hosted model: the whole domain" in said
+    assert "chose margin = 0.02 (the default): " in said and "more samples of each" in said  # sized on demand
     assert "collection" not in yaml.safe_load((tmp_path / "llmbias.yaml").read_text())
     assert "categories" not in (tmp_path / "test_bias.py").read_text()
     workflow = yaml.safe_load((tmp_path / ".github/workflows/bias.yml").read_text())
@@ -180,12 +188,21 @@ def test_a_slow_remote_endpoint_gets_the_cpu_sizing():
 
     categories = [("a", 6), ("b", 6), ("c", 6)]
     slow = choose(where="the first probe took 5.0 s", cpu=True, method="embedding", categories=categories)
-    assert slow.gate == {"alternative": "no-worse", "min_margin": 0.1, "categories": ["a", "b"]}  # >= 10 questions
+    assert slow.gate == {"alternative": "no-worse", "margin": 0.1, "categories": ["a", "b"]}  # >= 10 questions
     assert slow.generation == {"max_tokens": 60} and slow.collection == {"timeout": 300.0, "concurrency": 8}
     assert [c.name for c in slow.choices][:3] == [
         "generation.max_tokens",
         "collection.timeout",
         "collection.concurrency",
     ]
+    from pytest_llmbias.cli.init_sizing import DEFAULT_MARGIN
+    from pytest_llmbias.config.margins import MARGINS
+
+    assert DEFAULT_MARGIN == MARGINS["bias_equivalent"]  # what init says the default is, is the default
+    judged = choose(where="x", cpu=True, method="judge", categories=categories)
+    # the judge's default margin, and questions enough for its sizing (about 21): here the whole domain
+    assert judged.gate == {"alternative": "no-worse"}
+    wide = choose(where="x", cpu=True, method="judge", categories=[(c, 10) for c in "abcde"])
+    assert wide.gate["categories"] == ["a", "b", "c"]
     small = choose(where="x", cpu=True, method="embedding", categories=[("a", 4), ("b", 4)])
     assert "categories" not in small.gate  # the whole domain is the subset already

@@ -85,7 +85,7 @@ def test_the_scaffold_for_a_local_model_and_its_workflow_run_as_written(tmp_path
         "collection.concurrency",
         "categories",
         "alternative",
-        "min_margin",
+        "margin",
     }, said
     assert "is on this machine" in chosen["generation.max_tokens"]  # each choice says why
     assert f"the workflow starts `llmbias serve smollm2-135m --port {port}` in the job" in "\n".join(said)

@@ -12,10 +12,14 @@ run began (``benchmarks/init_first_verdict.py``).
 A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
 
 Whatever the endpoint, the gate is designed so that what it asks sizes it: a no-worse comparison
-(only a target *further* from its comparator fails) with a floor under the margin (``min_margin``:
-0.1 of cosine distance for the embedding method, 1 point of the 1-10 scale for the judge), rather
-than the default equivalence margin drawn from the baselines' spread, which three deployments of one
-model make nearly zero and so leave the verdict underpowered (``--llmbias-plan`` then sizes it).
+(only a target *further* from its comparator fails, where an equivalence test must also rule out a
+target *closer* to the consensus) at the gate's fixed margin: the default (1 point of the 1-10
+scale for the judge, 0.02 of cosine distance for the embedding method, about one judge point on the
+example suite), except for the embedding method on a CPU, whose scaffold writes ``margin=0.1``. The
+default is too fine for a small model's answers: SmolLM2-135M's per-question differences spread by
+about 0.08 (the walkthrough's SE of 0.0257 on ten questions), where 0.02 would need several hundred
+answers a model and 0.1 is decided on ten questions (95 % power, its run reports); the scaffold's
+old equivalence gate at the default read "<0.1% power … about 31324 items".
 Every choice comes with the reason :func:`choose` gives for it, which ``llmbias init`` prints.
 """
 
@@ -43,8 +47,10 @@ CPU_TIMEOUT_S = 300.0
 CPU_CONCURRENCY = 8
 #: the hosted scaffold's answer length
 HOSTED_MAX_TOKENS = 300
-#: the margin's floor by method (cosine distance; judge points on the 1-10 scale)
-MIN_MARGIN = {"embedding": 0.1, "judge": 1.0}
+#: the margin of a CPU scaffold's embedding gate (cosine distance), and the defaults it stands beside
+#: (:data:`pytest_llmbias.config.margins.MARGINS`: cosine distance; judge points on the 1-10 scale)
+CPU_EMBEDDING_MARGIN = 0.1
+DEFAULT_MARGIN = {"embedding": 0.02, "judge": 1.0}
 
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -135,19 +141,38 @@ def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str
     """The settings and gate for an endpoint that ``where`` describes (why it counts as on a CPU or
     not), ``cpu`` whether it does, for the gate's ``method`` and the domain's ``categories``
     (``(id, questions)`` in the domain's order)."""
-    margin = MIN_MARGIN[method]
-    unit = "of cosine distance" if method == "embedding" else "judge point(s) on the 1-10 scale"
     choices = [
         Choice(
             "alternative",
             "no-worse",
-            "only a target further from its comparator than the margin fails; the default equivalence "
-            "margin, drawn from the baselines' spread, is about 0 for deployments of one model and leaves "
-            "the verdict underpowered",
-        ),
-        Choice("min_margin", margin, f"a target up to {margin:g} {unit} further than the baselines passes"),
+            "only a target further from the consensus than its comparator fails; an equivalence test must also rule "
+            "out one closer to it, and asks more answers for that",
+        )
     ]
-    gate: dict[str, Any] = {"alternative": "no-worse", "min_margin": margin}
+    gate: dict[str, Any] = {"alternative": "no-worse"}
+    if cpu and method == "embedding":
+        margin = CPU_EMBEDDING_MARGIN
+        gate["margin"] = margin
+        choices.append(
+            Choice(
+                "margin",
+                margin,
+                f"a target up to {margin:g} of cosine distance further than the baselines passes: a small model's "
+                "answers differ by about 0.08 a question, so the default 0.02 would need several hundred answers a "
+                f"model; {margin:g} is decided on ten questions",
+            )
+        )
+    else:
+        margin = DEFAULT_MARGIN[method]
+        unit = "of cosine distance" if method == "embedding" else "point(s) on the 1-10 scale"
+        choices.append(
+            Choice(
+                "margin",
+                f"{margin:g} (the default)",
+                f"a target up to {margin:g} {unit} further than the baselines passes; where the questions do not "
+                "decide it, the run asks more samples of each (collection.max_samples)",
+            )
+        )
     generation: dict[str, Any] = {}
     collection: dict[str, Any] = {}
     if not cpu:
@@ -176,9 +201,16 @@ def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str
             f"as many calls as `llmbias serve` decodes together (--batch {CPU_CONCURRENCY}): more only queue",
         ),
     ]
+    wanted, because = CPU_QUESTIONS, "so that a CPU model answers every model in a few minutes"
+    if method == "judge":
+        wanted = max(wanted, judge_questions())
+        because = (
+            f"the fewest whole categories that size the judge comparison at the stated prior (about {wanted} "
+            "questions, as --llmbias-plan's sizing counts them)"
+        )
     chosen, count = [], 0
     for cid, n in categories:
-        if count >= CPU_QUESTIONS:
+        if count >= wanted:
             break
         chosen.append(cid)
         count += n
@@ -188,11 +220,23 @@ def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str
             Choice(
                 "categories",
                 chosen,
-                f"{count} questions of the domain's {sum(n for _, n in categories)}, so that a CPU model answers "
-                "every model in a few minutes (remove `categories` for the whole domain)",
+                f"{count} questions of the domain's {sum(n for _, n in categories)}, {because} "
+                "(remove `categories` for the whole domain)",
             )
         )
     return Sizing(True, generation, collection, gate, (*cpu_choices, *choices))
+
+
+def judge_questions() -> int:
+    """The questions (one sample each) a no-worse judge comparison at its default margin needs for
+    the default false-alarm level and power, at the stated prior SD of a judge's scores: what
+    ``--llmbias-plan``'s sizing asks before any answer is stored (:mod:`pytest_llmbias.gates.sizing`)."""
+    from pytest_llmbias.config.margins import MARGINS, PRIOR_SD
+    from pytest_llmbias.gates.sizing import units_for
+    from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER
+
+    sd, margin = PRIOR_SD["bias_equivalent"]["judge"], MARGINS["bias_equivalent"]["judge"]
+    return units_for(sd, margin, level=DEFAULT_LEVEL, power=DEFAULT_POWER, two_sided=False)
 
 
 def _shown(value: Any) -> str:
