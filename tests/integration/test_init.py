@@ -195,10 +195,6 @@ def test_a_slow_remote_endpoint_gets_the_cpu_sizing():
         "collection.timeout",
         "collection.concurrency",
     ]
-    from pytest_llmbias.cli.init_sizing import DEFAULT_MARGIN
-    from pytest_llmbias.config.margins import MARGINS
-
-    assert DEFAULT_MARGIN == MARGINS["bias_equivalent"]  # what init says the default is, is the default
     judged = choose(where="x", cpu=True, method="judge", categories=categories)
     # the judge's default margin, and questions enough for its sizing (about 21): here the whole domain
     assert judged.gate == {"alternative": "no-worse"}

@@ -6,7 +6,8 @@ timeout — is slow (:data:`SLOW_PROBE_S` or more, or no answer within :data:`PR
 such a model the scaffold asks short answers (``generation.max_tokens``), gives each call the time a
 queue behind a CPU batch takes (``collection.timeout``), sends no more calls at once than such a
 server decodes together (``collection.concurrency``) and asks a subset of the domain's questions
-(whole categories, about :data:`CPU_QUESTIONS` questions): ``llmbias serve smollm2-135m`` on two
+(whole categories: about :data:`CPU_QUESTIONS` questions for the embedding method, as many as the
+judge comparison's sizing needs for a judge, :func:`judge_questions`): ``llmbias serve smollm2-135m`` on two
 busy cores (load average 11-14) gave the three models' 30 answers in 51 s, the verdict 65 s after the
 run began (``benchmarks/init_first_verdict.py``).
 A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
@@ -34,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_llmbias.config.margins import MARGINS
+
 #: a probe's answer length, and the time it may take
 PROBE_TOKENS = 8
 PROBE_TIMEOUT_S = 15.0
@@ -47,10 +50,10 @@ CPU_TIMEOUT_S = 300.0
 CPU_CONCURRENCY = 8
 #: the hosted scaffold's answer length
 HOSTED_MAX_TOKENS = 300
-#: the margin of a CPU scaffold's embedding gate (cosine distance), and the defaults it stands beside
-#: (:data:`pytest_llmbias.config.margins.MARGINS`: cosine distance; judge points on the 1-10 scale)
+#: the margin of a CPU scaffold's embedding gate (cosine distance), and the gate's defaults by method
+#: (cosine distance; judge points on the 1-10 scale)
 CPU_EMBEDDING_MARGIN = 0.1
-DEFAULT_MARGIN = {"embedding": 0.02, "judge": 1.0}
+DEFAULT_MARGIN = MARGINS["bias_equivalent"]
 
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
@@ -231,11 +234,11 @@ def judge_questions() -> int:
     """The questions (one sample each) a no-worse judge comparison at its default margin needs for
     the default false-alarm level and power, at the stated prior SD of a judge's scores: what
     ``--llmbias-plan``'s sizing asks before any answer is stored (:mod:`pytest_llmbias.gates.sizing`)."""
-    from pytest_llmbias.config.margins import MARGINS, PRIOR_SD
+    from pytest_llmbias.config.margins import PRIOR_SD
     from pytest_llmbias.gates.sizing import units_for
     from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER
 
-    sd, margin = PRIOR_SD["bias_equivalent"]["judge"], MARGINS["bias_equivalent"]["judge"]
+    sd, margin = PRIOR_SD["bias_equivalent"]["judge"], DEFAULT_MARGIN["judge"]
     return units_for(sd, margin, level=DEFAULT_LEVEL, power=DEFAULT_POWER, two_sided=False)
 
 
