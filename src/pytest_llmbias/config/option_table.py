@@ -443,8 +443,7 @@ OPTIONS: tuple[Option, ...] = (
         name="mlflow_strict",
         key="mlflow.strict",
         kind="bool",
-        help="fail the run when MLflow cannot be written (by default one line says what failed and the "
-        "verdicts stand)",
+        help="fail the run when MLflow cannot be written (by default one line says what failed and the verdicts stand)",
         flag="--llmbias-mlflow-strict",
         env="LLMBIAS_MLFLOW_STRICT",
         ini="llmbias_mlflow_strict",

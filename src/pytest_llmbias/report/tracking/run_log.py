@@ -294,7 +294,9 @@ def run_log(
         gates=gates,
         artifacts=files,
         strict=strict,
-        document=None if any(p.suffix == ".json" and p.name != "manifest.json" for p in files) else json.dumps(doc, indent=2, default=str),
+        document=None
+        if any(p.suffix == ".json" and p.name != "manifest.json" for p in files)
+        else json.dumps(doc, indent=2, default=str),
     )
     run_tags = {
         **{str(k): str(v) for k, v in (tags or {}).items()},
