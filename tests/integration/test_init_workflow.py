@@ -145,4 +145,7 @@ def test_the_scaffold_for_a_local_model_and_its_workflow_run_as_written(tmp_path
     finally:
         if serve.poll() is None:
             serve.kill()
-        os.killpg(serve.pid, signal.SIGTERM)  # the server the step left running in the background
+        try:
+            os.killpg(serve.pid, signal.SIGTERM)  # the server the step left running in the background
+        except ProcessLookupError:
+            pass  # it had stopped
