@@ -103,14 +103,15 @@ class StoreLocation:
     def write(self, records: Mapping[str, Any]) -> int:
         """Write ``records`` (call key -> record) where no record is stored under their key;
         returns the number written."""
-        if self.url is not None:
-            team = self._team()
-            try:
-                return team.set_many({PREFIX + k: v for k, v in records.items()}, overwrite=False)
-            finally:
-                team.close()
         from pytest_llmbias.store.disk import DiskCache, encode_value
         from pytest_llmbias.store.seal import seal
+
+        if self.url is not None:
+            team = self._team()
+            try:  # sealed as a run writes them, so a copy holds what a run would have written
+                return team.set_many({PREFIX + k: seal(encode_value(v)) for k, v in records.items()}, overwrite=False)
+            finally:
+                team.close()
 
         disk = DiskCache(self.directory / "responses", watched=True)
         written = 0

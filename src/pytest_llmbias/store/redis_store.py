@@ -224,14 +224,16 @@ class RedisCache:
 
     def set_many(self, items: Mapping[str, Any], *, overwrite: bool = True) -> int:
         """Write many records in one round trip; ``overwrite=False`` keeps those already there.
-        Returns the number written."""
+        A ``str`` value is a record's text as a run wrote it (its seal kept) and is written as it
+        is. Returns the number written."""
         if not items:
             return 0
 
         def write() -> int:
             pipe = self.client.pipeline(transaction=False)
             for key, value in items.items():
-                pipe.set(NAMESPACE + key, encode_value(value), nx=not overwrite)
+                text = value if isinstance(value, str) else encode_value(value)
+                pipe.set(NAMESPACE + key, text, nx=not overwrite)
             return sum(1 for ok in pipe.execute() if ok)
 
         return int(self.guard("write answers", write))
@@ -266,8 +268,7 @@ class RedisCache:
         keys = list(cache.iterkeys())
         if not keys:
             return
-        items = {k: self.spool.get(k) for k in keys}
-        written = self.set_many({k: v for k, v in items.items() if v is not None}, overwrite=False)
+        written = self.set_many(dict(self.spool.get_raw_many(keys)), overwrite=False)  # as written, seals kept
         for key in keys:
             cache.delete(key)
         self.notices.append(
