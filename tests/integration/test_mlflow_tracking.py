@@ -255,6 +255,20 @@ def test_a_saved_run_is_logged_later_by_the_report_command(pytester, project, se
     assert "failed (MlflowException" in refused.getvalue()
 
 
+def test_a_missing_model_version_says_what_was_written(pytester, project, server, client, request) -> None:
+    project(PASSING)
+    result = run(pytester, "--llmbias-mlflow-model", "no-such-model/1")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    line = the_line(result)
+    assert line.startswith(f"llmbias: MLflow at {server.uri}: model version no-such-model/1 failed (")
+    (logged,) = runs_of(client, request.node.name)
+    assert line.endswith(
+        f"; written: run, params, metrics, artifacts, status (run {logged.info.run_id}); the verdicts stand"
+    )
+    assert logged.info.status == "FINISHED"  # the run itself is whole
+
+
 def test_a_server_killed_mid_session_is_said_and_the_verdicts_stand(
     pytester, project, server, monkeypatch, request
 ) -> None:

@@ -201,7 +201,21 @@ def log_to_mlflow(log: RunLog, settings: MlflowSettings, *, environ: Mapping[str
         why = f"MLflow is not installed ({exc.name}): pip install 'pytest-llmbias[mlflow]'"
         return Logged(uri, run_id, tuple(written), error=why)
     except Exception as exc:  # noqa: BLE001 - any failure of the tracker is said, never a verdict's change
+        if run_id is not None and "status" not in written and _mark_failed(uri, run_id, environ):
+            written.append("status FAILED")  # a run cut short is not left RUNNING
         return Logged(uri, run_id, tuple(written), error=f"{step} failed ({_why(exc)})")
+
+
+def _mark_failed(uri: str, run_id: str, environ: Mapping[str, str]) -> bool:
+    """Best effort: end a run whose logging failed part way as FAILED (False when that fails too)."""
+    try:
+        with _http_defaults(environ):
+            from mlflow.tracking import MlflowClient
+
+            MlflowClient(tracking_uri=uri).set_terminated(run_id, "FAILED")
+        return True
+    except Exception:  # noqa: BLE001 - the first failure is the one said
+        return False
 
 
 def _log_artifacts(client: Any, run_id: str, log: RunLog) -> None:
