@@ -7,9 +7,9 @@ such a model the scaffold asks short answers (``generation.max_tokens``), gives 
 queue behind a CPU batch takes (``collection.timeout``), sends no more calls at once than such a
 server decodes together (``collection.concurrency``) and asks a subset of the domain's questions
 (whole categories: about :data:`CPU_QUESTIONS` questions for the embedding method, as many as the
-judge comparison's sizing needs for a judge, :func:`judge_questions`): ``llmbias serve smollm2-135m`` on two
-busy cores (load average 11-14) gave the three models' 30 answers in 51 s, the verdict 65 s after the
-run began (``benchmarks/init_first_verdict.py``).
+judge comparison's sizing needs for a judge, :func:`judge_questions`). ``llmbias serve
+smollm2-135m`` on two cores at load average 5 gave the three models' 30 answers in 19.8 s, the
+verdict 24.2 s after the run began (``benchmarks/init_first_verdict.py``).
 A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
 
 Whatever the endpoint, the gate is designed so that what it asks sizes it: a no-worse comparison
