@@ -161,8 +161,8 @@ SETTINGS = (
     ("paper: welch, k 2.81, no floor", {"test": "welch", "k": 2.81, "min_margin": 0}),
 )
 REFERENCES = SETTINGS[:2]
-#: the default with ``clustered=True`` (a difference shown with the cluster-robust SE over the
-#: categories where it is larger), on the shapes with category shifts
+#: the default with ``clustered=True`` (the test on the cluster-robust SE over the categories, on
+#: their G − 1 degrees of freedom), on the shapes with category shifts
 CLUSTERED = (("default, clustered=True", {"clustered": True}),)
 
 

@@ -65,7 +65,7 @@ def test_a_bias_in_some_categories_fails_by_default_and_clustering_is_an_option(
     (method,) = pooled.methods
     assert method.underpowered and method.clustered is not None
     assert method.tost.se == method.clustered.se and method.tost.df == 8  # the test takes it, on G - 1 df
-    assert "the test uses it, the larger (clustered=True)" in pooled.report()
+    assert "the test uses it (clustered=True)" in pooled.report()
     with pytest.raises(ConfigError, match="'clustered' must be True or False"):
         evaluate_equivalence(scores, target="t", baselines=BASELINES, categories=categories, clustered="yes")
 
@@ -97,3 +97,28 @@ def test_with_clustering_a_category_shifted_target_fails_at_most_the_level() -> 
     # the paired SE counts the items as independent and fails 7-9 % (seeds 9-11); the clustered SE 2-4 %
     assert fails[False] / runs > 0.06
     assert fails[True] / runs <= 0.05
+
+
+def test_asked_for_the_clustered_se_takes_it_even_where_it_is_the_smaller() -> None:
+    # category means alike (the differences pull apart inside each category): the clustered SE is
+    # below the paired one; clustered=True still decides on it, on G - 1 degrees of freedom, since
+    # falling back on the paired SE whenever it is larger is no test at its level
+    rng = np.random.default_rng(3)
+    ids = [f"q{i}" for i in range(50)]
+    categories = {q: f"c{i % 5}" for i, q in enumerate(ids)}
+    base = {q: 5 + rng.normal(0, 1.5) for q in ids}
+    scores = {a: {q: base[q] + rng.normal(0, 0.3) for q in ids} for a in BASELINES}
+    offsets = rng.normal(0, 1, 50)
+    for c in range(5):  # each category's offsets centred: their means are all 0.2
+        members = [i for i in range(50) if i % 5 == c]
+        offsets[members] += 0.2 - offsets[members].mean()
+    reference = {q: float(np.mean([scores[b][q] for b in BASELINES])) for q in ids}
+    scores["t"] = {q: reference[q] + offsets[i] for i, q in enumerate(ids)}
+    paired = evaluate_equivalence(scores, target="t", baselines=BASELINES, categories=categories, margin=1.0)
+    pooled = evaluate_equivalence(
+        scores, target="t", baselines=BASELINES, categories=categories, margin=1.0, clustered=True
+    )
+    (p,), (m,) = paired.methods, pooled.methods
+    assert m.clustered is not None and m.clustered.se < p.tost.se
+    assert m.tost.se == m.clustered.se and m.tost.df == 4 and p.tost.df == 49
+    assert "the test uses it (clustered=True)" in pooled.report()

@@ -95,16 +95,13 @@ def method_lines(m: MethodResult, *, aliases: Sequence[str]) -> list[str]:
             )
     c = m.clustered
     if c is not None:
-        used = m.cluster_asked and abs(t.se - c.se) <= 1e-12 * max(1.0, c.se)
         lines.append(
             f"  items in {c.clusters} categories: cluster-robust SE {f(c.se)} on {c.df:g} df (design effect "
             f"{c.design_effect:.2g}); "
             + (
-                "the test uses it, the larger (clustered=True)"
-                if used
+                "the test uses it (clustered=True)"
+                if m.cluster_asked
                 else "not used: the categories are the domain's own, and a bias in some of them counts"
-                if not m.cluster_asked
-                else "the paired SE is the larger and is used"
             )
         )
     if t.less_biased:
