@@ -170,7 +170,11 @@ def test_a_passing_run_logs_everything_and_moves_the_alias(pytester, project, se
 def test_a_failing_run_is_failed_and_never_moves_the_alias(pytester, project, server, client, request) -> None:
     model_version(client, "candidate", versions=2)
     project(PASSING)
-    run(pytester, "--llmbias-mlflow-model", "candidate/1").assert_outcomes(passed=1)
+    recorded = run(pytester, "--llmbias-mlflow-model", "candidate/1", "--llmbias-record-release", "v1")
+    recorded.assert_outcomes(passed=1)
+    first = next(r for r in runs_of(client, request.node.name))
+    paths = [a.path for a in client.list_artifacts(first.info.run_id, "llmbias")]
+    assert paths == ["llmbias/llmbias-run.json", "llmbias/manifest.json"]  # the release's manifest too
     project(PASSING, FAILING)
     result = run(pytester, "--llmbias-mlflow-model", "candidate/2")
     result.assert_outcomes(passed=1, failed=1)
