@@ -150,3 +150,27 @@ def test_mlflow_settings_are_checked_when_read(tmp_path: Path) -> None:
     assert settings.active and settings.model_name == "m" and settings.alias == "shipped"
     off = resolve_settings(config_path=tmp_path / "llmbias.yaml", environ={"LLMBIAS_MLFLOW_MODEL": "n/4"}, cwd=tmp_path)
     assert off.mlflow.model == "n/4"
+
+
+def test_the_workflow_s_commented_mlflow_step_is_a_step_of_commands_that_exist() -> None:
+    import shlex
+
+    import yaml
+
+    from pytest_llmbias.cli.command import _parser
+    from pytest_llmbias.cli.init_workflow import workflow
+
+    text = workflow(["OPENAI_API_KEY"])
+    lines = text.splitlines()
+    start = lines.index("      # - name: MLflow")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("      # "):
+            break
+        block.append("      " + line[len("      # ") :])
+    enabled = "\n".join(lines[:start] + block + lines[start + len(block) :])
+    (step,) = [s for s in yaml.safe_load(enabled)["jobs"]["bias"]["steps"] if s.get("name") == "MLflow"]
+    assert step["if"] == "always()" and set(step["env"]) == {"MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN"}
+    argv = shlex.split(step["run"].replace("NAME/VERSION", "my-model/3"))
+    args = _parser().parse_args(argv[1:])
+    assert argv[0] == "llmbias" and args.mlflow and args.mlflow_model == "my-model/3"
