@@ -26,7 +26,7 @@ from pytest_llmbias.report.tracking.run_log import RunLog
 
 #: MLflow's HTTP retries, lowered for this logging unless the environment sets them: MLflow's own
 #: (7 retries, backoff factor 2, 120 s a request) would hold a pipeline for minutes on a server
-#: that is down. With these a down server is said in about 2 s, a hung one in about 45 s.
+#: that is down. With these a down server is said in about 3 s, a hung one in about 50 s.
 HTTP_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
