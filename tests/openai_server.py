@@ -33,6 +33,11 @@ A slow CPU server (for the timeout tests)::
     # wait in line for a slot, and a request whose client has gone is still decoded to its end (as
     # a server that does not watch its sockets does): counters' "decoded", "abandoned", "max_queue"
 
+A busy batching server's greedy answers (for the fingerprint tests)::
+
+    python tests/openai_server.py --restless-ends
+    # every other answer asked at temperature 0 goes on where it ended, in other words
+
 A provider's quota (for the adaptive limit's tests and benchmarks)::
 
     python tests/openai_server.py --latency 0.2 --rate-limit 30
@@ -108,6 +113,13 @@ def _last_user_content(messages: Any) -> str:
 
 def _word_count(text: str) -> int:
     return len(text.split())
+
+
+def _other_end(text: str) -> str:
+    """``text`` ending in other words: it goes on where it ended, as a greedy answer decoded beside
+    other requests was measured to (benchmarks/fingerprint_drift.py: "I'm ready." became "I'm ready.
+    I'm ready."; a long answer went on past its full stop in other words)."""
+    return f"{text} And so on, in other words."
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -199,6 +211,7 @@ class OpenAIServer:
         app_token: str | None = None,
         work: float = 0.0,
         capacity: int = 1,
+        restless_ends: bool = False,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
@@ -228,6 +241,11 @@ class OpenAIServer:
         # whether or not its client still waits (0: no such work).
         self.work: float = work
         self.capacity: int = capacity
+        # A busy batching server's greedy decoding: every other answer asked at temperature 0 ends
+        # in other words (it goes on where it ended), as vLLM or llmbias serve may answer a greedy
+        # prompt decoded beside other requests.
+        self.restless_ends: bool = restless_ends
+        self._greedy_answers = 0
         self._slots: asyncio.Semaphore | None = None
         self._queued = 0  # requests waiting for a slot or decoding
         self._max_queue = 0
@@ -608,6 +626,12 @@ class OpenAIServer:
             content = f"{model} answers: {prompt}"
             if "seed" in payload:
                 content += f" [seed={payload['seed']}]"
+        if self.restless_ends and "content" not in step and payload.get("temperature") == 0:
+            with self._lock:
+                self._greedy_answers += 1
+                restless = self._greedy_answers % 2 == 0
+            if restless:
+                content = _other_end(content)
         prompt_tokens = sum(
             _word_count(_content_text(m.get("content")))
             for m in (messages if isinstance(messages, list) else [])
@@ -743,11 +767,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--work", type=float, default=0.0, help="seconds of a slot each answer takes (default 0)")
     parser.add_argument("--capacity", type=int, default=1, help="answers decoded at once with --work (default 1)")
+    parser.add_argument(
+        "--restless-ends",
+        action="store_true",
+        help="every other answer at temperature 0 ends in other words, as a busy batching server's may",
+    )
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
         work=args.work,
         capacity=args.capacity,
+        restless_ends=args.restless_ends,
         port=args.port,
         latency=args.latency,
         judges=tuple(args.judge),

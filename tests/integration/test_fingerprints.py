@@ -1,7 +1,7 @@
 """Fingerprints end to end: a new model adopts its first ask of the probes; a model swapped behind
 an unchanged name is asked again and reported; a warm run of an unchanged model asks only the
-probes; a model whose answers vary by themselves at temperature 0 is named on its second run, not
-reported changed, and still served; an offline run asks nothing and names the fingerprint;
+probes; a model whose answers vary by themselves at temperature 0 (from their first words) is named
+on its second run, not reported changed, and asked again; an offline run asks nothing and names the fingerprint;
 pytest-xdist workers probe once between them.
 
 Each run goes to the scripted local server over the direct transport (the probes' path is the
@@ -119,11 +119,12 @@ def test_a_swapped_model_is_asked_again_a_warm_run_asks_only_the_probes_offline_
     )
 
 
-def test_a_model_whose_answers_vary_by_themselves_is_named_and_still_served(project, server, run_project):
+def test_a_model_whose_answers_vary_by_themselves_is_named_and_asked_again(project, server, run_project):
     draws = itertools.count()
 
-    def restless(prompt, payload):  # at temperature 0, a different answer to each probe every time
-        return f"{prompt} ({next(draws)})" if prompt in PROBES else f"steady: {prompt}"
+    def restless(prompt, payload):  # at temperature 0, an answer unlike the last from its first words, every time
+        n = next(draws)
+        return " ".join(f"w{n}x{i}" for i in range(8)) if prompt in PROBES else f"steady: {prompt}"
 
     server.responders[MODELS[TARGET]] = restless
     # its first run: one ask, adopted (nothing yet tells that its answers vary)
@@ -139,7 +140,10 @@ def test_a_model_whose_answers_vary_by_themselves_is_named_and_still_served(proj
     out = output(again)
     assert "tgt: cannot be fingerprinted (its answers at temperature 0 vary by themselves)" in out, out
     assert "the model behind this name changed" not in out
-    assert server.count(MODELS[TARGET]) == 2 * N  # its probes, twice; its answers served from the store
+    # its probes, twice; its answers asked again (neither ask answered as its fingerprint did: it may be
+    # another model), and the answers it gave are not recorded as a change
+    assert server.count(MODELS[TARGET]) == 2 * N + 10
+    assert "its stored answers are not served, it is asked again" in out
     now = history(project, TARGET)
     assert now.state == "unfingerprintable" and now.epochs == adopted.epochs and now.varies_since is not None
 

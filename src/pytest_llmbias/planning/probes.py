@@ -10,11 +10,17 @@ Promises:
   its first ask: one round trip, not two; see :mod:`pytest_llmbias.store.fingerprints` for why
   this keeps every promise, and for what it costs: a model whose answers vary by themselves is
   found so on its second run, not its first). A warm run of an unchanged model costs these calls
-  and no other. They go alone, the run's other calls after their answers: a
-  server that batches what it has at once may answer a greedy prompt differently beside other
-  requests (the local server's walkthrough saw its model "change" when they went together).
+  and no other. An ask is compared with the fingerprint by
+  :func:`~pytest_llmbias.planning.likeness.alike` (a busy batching server's greedy answers end or go
+  on in other words: the same model). They go alone, the run's other calls after their answers,
+  even for a model seen for the first time (whose first ask is adopted whatever it answers): an
+  ask decoded beside other requests diverged early in 2 of 64 draws on ``llmbias serve``
+  (``benchmarks/fingerprint_drift.py``), and a fingerprint adopted from such an ask would read
+  "changed" on the model's next quiet run; adopted alone, 2 of 4,032 busy runs read so.
   Their answers are stored (and counted in the run's usage), never recorded as a release's
   answers.
+- A model found ``unfingerprintable`` (neither ask like its fingerprint, nor like each other) is
+  served none of its stored answers that run: it is asked again, nothing recorded as a change.
 - The models probed are those the plan asks (the target, baselines, judges its follow-ups call);
   never a recorded release, whose manifest's fingerprint is shown instead. Two entries that reach
   the same model (endpoint, version) are probed once.
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +47,7 @@ from pytest_llmbias.clients.pricing import estimate_tokens, price
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.planning.collector import PlannedCall, expected_follow_ups
+from pytest_llmbias.planning.likeness import alike
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.fingerprints import (
     HISTORY_PREFIX,
@@ -47,10 +55,10 @@ from pytest_llmbias.store.fingerprints import (
     PROBE_DOMAIN,
     RECORDED,
     VARIES,
+    Ask,
     History,
     ModelFingerprint,
     Serving,
-    digest,
     judge,
     needs_second_ask,
 )
@@ -177,29 +185,33 @@ async def _probe(
     key = HISTORY_PREFIX + calls[0].endpoint
     history = History.from_dict(store.read_meta(key))
     if run is not None and history.run == run and history.state is not None:  # a worker before us probed
-        return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history), []
+        return ModelFingerprint.of(spec.alias, spec.model, history.state, history), _serving(history, run), []
     asks = [await _ask(client, spec, calls)]
-    first = digest((r.text for r in asks[0]), (r.system_fingerprint for r in asks[0]))
+    first = Ask.of((r.text for r in asks[0]), (r.system_fingerprint for r in asks[0]))
     second = None
-    if needs_second_ask(history, first):
+    if needs_second_ask(history, first, alike):
         asks.append(await _ask(client, spec, calls))
-        second = digest((r.text for r in asks[1]), (r.system_fingerprint for r in asks[1]))
-    system = next((r.system_fingerprint for r in asks[0] if r.system_fingerprint), None)
-    state, history = judge(history, first, second, now=time.time(), system_fingerprint=system, run=run)
+        second = Ask.of((r.text for r in asks[1]), (r.system_fingerprint for r in asks[1]))
+    state, history = judge(history, first, second, now=time.time(), run=run, like=alike)
     store.write_meta(key, history.to_dict())
     for i, response in enumerate(asks[-1]):
         store.label(response.key, alias=spec.alias, domain=PROBE_DOMAIN, question=f"probe-{i + 1}")
         store.put(response)
     return (
         ModelFingerprint.of(spec.alias, spec.model, state, history, probes=sum(map(len, asks))),
-        None if state == VARIES else _serving(history),
+        _serving(history, run),
         [r for ask in asks[:-1] for r in ask],
     )
 
 
-def _serving(history: History) -> Serving | None:
-    if history.state == VARIES or history.current is None or history.first is None:
+def _serving(history: History, run: str | None) -> Serving | None:
+    """What the store may serve of a model with ``history`` in run ``run``: the answers of its
+    current fingerprint; none stored when neither ask answered as it (``unfingerprintable``): its
+    answers of this run are tagged for this run alone (another run's would be served under it)."""
+    if history.current is None or history.first is None:
         return None
+    if history.state == VARIES:
+        return Serving(f"{VARIES}:{run or uuid.uuid4().hex}", history.first)
     return Serving(history.current, history.first)
 
 

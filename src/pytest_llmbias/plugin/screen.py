@@ -127,6 +127,11 @@ class RunTerminal:
             if self.plugin.is_worker or verbosity < -1 or record is None
             else record.summary(self.plugin._session, verbosity, collection_shown=self._collection_shown)
         )
+        if not self.plugin.is_worker and record is not None:
+            changed = [e for e in record.fingerprint_entries(self.plugin._session) if e.get("state") == "changed"]
+            if changed:  # counted in pytest's last line ("1 passed, 1 model changed"), which -q and -qq keep
+                key = "model changed" if len(changed) == 1 else "models changed"
+                terminalreporter.stats.setdefault(key, []).extend(changed)
         if lines is not None:
             terminalreporter.ensure_newline()
             terminalreporter.section("llmbias", sep="-")

@@ -12,10 +12,14 @@ time it was first seen. Promises:
 - The first fingerprint seen is *adopted*, on one ask (no second ask checks it): answers stored
   before fingerprints existed (untagged) count as collected under it, so an existing store keeps
   serving an unchanged model.
-- A fingerprint that differs from the current one is only believed when a second ask gives the
-  same digest again (:func:`judge`); when the two asks differ, the model's answers vary by
-  themselves at temperature 0: it cannot be fingerprinted, its answers keep being served, and
-  nothing is recorded as a change.
+- An ask is the current fingerprint's model when it gives the same digest, or, compared by a
+  ``like`` function (the probes use :func:`pytest_llmbias.planning.likeness.alike`), answers that
+  differ only as a busy batching server's greedy decoding makes them differ (:func:`same_model`;
+  each epoch keeps the answers it was first seen with, and later asks are compared with those, so
+  that small differences cannot add up). Another model is only believed when a second ask is the
+  same model as the first (:func:`judge`); when the two asks are not, the model's answers vary by
+  themselves at temperature 0: it cannot be fingerprinted, nothing is recorded as a change, and
+  the probes' caller serves none of its stored answers (neither ask answered as the known model).
 - A stored answer is served only when it was collected under the model's current fingerprint, or
   is untagged while the current fingerprint is the adopted one (:class:`Serving`).
 
@@ -35,7 +39,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,6 +82,9 @@ class Epoch:
     digest: str
     since: float
     system_fingerprint: str | None = None
+    #: the probe answers it was first seen with (whitespace normalised; empty in a history written
+    #: before they were kept): what a later ask is compared with (see :func:`judge`)
+    answers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,13 @@ class History:
     def to_dict(self) -> dict[str, Any]:
         return {
             "epochs": [
-                {"digest": e.digest, "since": e.since, "system_fingerprint": e.system_fingerprint} for e in self.epochs
+                {
+                    "digest": e.digest,
+                    "since": e.since,
+                    "system_fingerprint": e.system_fingerprint,
+                    "answers": list(e.answers),
+                }
+                for e in self.epochs
             ],
             "varies_since": self.varies_since,
             "run": self.run,
@@ -124,49 +137,106 @@ class History:
         learnt again: the worst case is one adoption)."""
         try:
             epochs = tuple(
-                Epoch(str(e["digest"]), float(e["since"]), e.get("system_fingerprint")) for e in data["epochs"]
+                Epoch(
+                    str(e["digest"]),
+                    float(e["since"]),
+                    e.get("system_fingerprint"),
+                    tuple(str(a) for a in e.get("answers") or ()),
+                )
+                for e in data["epochs"]
             )
             return cls(epochs, data.get("varies_since"), data.get("run"), data.get("state"))
         except (KeyError, TypeError, ValueError, AttributeError):
             return cls()
 
 
-def needs_second_ask(history: History, first: str) -> bool:
+#: whether two asks' answers (in probe order) come from one model: see
+#: :func:`pytest_llmbias.planning.likeness.alike`; None: only the same digest is the same model
+Likeness = Callable[[Sequence[str], Sequence[str]], bool]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One ask of the probes: its :func:`digest`, its answers (whitespace normalised, in probe
+    order) and the first ``system_fingerprint`` its provider gave. A bare digest (a ``str``) where
+    an ask is taken is an ask whose answers are not known."""
+
+    digest: str
+    answers: tuple[str, ...] = ()
+    system_fingerprint: str | None = None
+
+    @classmethod
+    def of(cls, texts: Iterable[str], system_fingerprints: Iterable[str | None] = ()) -> Ask:
+        texts, systems = list(texts), list(system_fingerprints)
+        return cls(
+            digest(texts, systems), tuple(" ".join(t.split()) for t in texts), next((s for s in systems if s), None)
+        )
+
+
+def _ask(a: Ask | str) -> Ask:
+    return a if isinstance(a, Ask) else Ask(a)
+
+
+def same_model(known: Epoch | Ask, found: Ask, like: Likeness | None = None) -> bool:
+    """Whether ``found`` is an ask of the model that showed ``known``: the same digest; or, with
+    ``like``, the same provider ``system_fingerprint`` and answers ``like`` calls alike (both asks'
+    answers known: a history written before answers were kept compares digests only)."""
+    if known.digest == found.digest:
+        return True
+    if like is None or not known.answers or not found.answers:
+        return False
+    return known.system_fingerprint == found.system_fingerprint and like(known.answers, found.answers)
+
+
+def needs_second_ask(history: History, first: Ask | str, like: Likeness | None = None) -> bool:
     """Whether a first ask giving ``first`` must be checked by asking the probes again: when the
-    model has a current fingerprint and ``first`` is not it; never for a model with none (its
-    first ask is adopted: see the module's promises)."""
-    return history.current is not None and history.current != first
+    model has a current fingerprint and ``first`` is not its model (:func:`same_model` under
+    ``like``); never for a model with none (its first ask is adopted: see the module's promises)."""
+    return bool(history.epochs) and not same_model(history.epochs[-1], _ask(first), like)
 
 
 def judge(
     history: History,
-    first: str,
-    second: str | None,
+    first: Ask | str,
+    second: Ask | str | None,
     *,
     now: float,
     system_fingerprint: str | None = None,
     run: str | None = None,
+    like: Likeness | None = None,
 ) -> tuple[str, History]:
     """What the asks ``first`` and ``second`` (None when :func:`needs_second_ask` said no) tell
-    of a model with ``history``, and its history afterwards (stamped with ``run``):
+    of a model with ``history``, and its history afterwards (stamped with ``run``); "the same
+    model" is :func:`same_model` under ``like`` (None: the same digest):
 
     - ``new``: no fingerprint known: ``first`` is adopted, on its own when ``second`` is None;
-    - ``unchanged``: ``first`` is its current fingerprint;
-    - ``unfingerprintable``: the two asks differ: its answers vary by themselves; the history
-      keeps its fingerprints (nothing is adopted or changed) and notes since when it varies;
-    - ``changed``: a fingerprint other than the current one, seen twice: it becomes current.
+    - ``unchanged``: ``first`` (or, when ``first`` is not, ``second``) is the current
+      fingerprint's model; the current fingerprint stays (its answers are those compared with next
+      time, so that small differences cannot add up over runs), and an epoch written without its
+      answers takes those of an ask with its very digest;
+    - ``unfingerprintable``: the two asks are not the same model as each other: its answers vary
+      by themselves; the history keeps its fingerprints (nothing is adopted or changed) and notes
+      since when it varies;
+    - ``changed``: another model than the current one, seen twice: ``first`` becomes current.
 
-    Raises ValueError when ``first`` differs from a current fingerprint and ``second`` is None.
+    Raises ValueError when ``first`` is not the current model and ``second`` is None.
     """
-    if history.current == first:
-        return UNCHANGED, replace(history, run=run, state=UNCHANGED)
-    if second is None and history.current is not None:
-        raise ValueError("a fingerprint other than the current one needs a second ask")
-    if second is not None and second != first:
+    one, two = _ask(first), None if second is None else _ask(second)
+    system = system_fingerprint if system_fingerprint is not None else one.system_fingerprint
+    current = history.epochs[-1] if history.epochs else None
+    for ask in (one, two):
+        if current is not None and ask is not None and same_model(current, ask, like):
+            if not current.answers and ask.answers and ask.digest == current.digest:
+                epochs = (*history.epochs[:-1], replace(current, answers=ask.answers))
+                history = replace(history, epochs=epochs)
+            return UNCHANGED, replace(history, run=run, state=UNCHANGED)
+        if current is not None and two is None:
+            raise ValueError("a fingerprint other than the current one needs a second ask")
+    if two is not None and not same_model(one, two, like):
         return VARIES, replace(history, varies_since=history.varies_since or now, run=run, state=VARIES)
-    state = NEW if history.current is None else CHANGED
+    state = NEW if current is None else CHANGED
     return state, replace(
-        history, epochs=(*history.epochs, Epoch(first, now, system_fingerprint)), run=run, state=state
+        history, epochs=(*history.epochs, Epoch(one.digest, now, system, one.answers)), run=run, state=state
     )
 
 
@@ -227,7 +297,8 @@ class ModelFingerprint:
         if self.state == VARIES:
             return (
                 f"{self.alias}: cannot be fingerprinted (its answers at temperature 0 vary by themselves): "
-                "its stored answers are served as they are"
+                "neither ask answered as its fingerprint did, so its stored answers are not served, it is asked "
+                "again (--llmbias-no-fingerprint serves them)"
             )
         if self.state == OFFLINE:
             under = ", ".join(f"{n} under {tag}" for tag, n in sorted(self.served.items()))
