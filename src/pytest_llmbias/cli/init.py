@@ -180,6 +180,12 @@ def scaffold_for(
     served, unreachable = _served(specs)
     extras = (("local",) if served is not None else ()) + (("embeddings",) if method == "embedding" else ())
     said = [choice.line() for choice in sizing.choices]
+    if sizing.cpu and method == "judge":
+        said.append(
+            "note: a judge on a CPU rates every answer, which takes most of the run (against `llmbias serve "
+            "smollm2-135m` on 2 cores the judge scaffold's first run took about 6 minutes), and a model as small as "
+            "SmolLM2-135M rates every answer alike, so its gate ends inconclusive: judge with a bigger model"
+        )
     if served is not None:
         said.append(f"the workflow starts `{served.command()}` in the job: the roster's endpoint is on this machine")
     elif unreachable is not None:
