@@ -104,7 +104,9 @@ def test_a_busy_servers_other_ends_are_the_same_model_and_a_swap_on_it_is_still_
     # the target's model swapped behind the same name on the same busy server
     server.responders[MODELS[TARGET]] = lambda prompt, payload: f"Another model altogether replies: {prompt.upper()}"
     server.reset()
-    swapped = run_project("-q", "-n", "2")  # the controller says it, from what its workers found
+    # the controller says it, from what its workers found; with every plugin of this environment on
+    # (hypothesis' reads each entry pytest's last line counts)
+    swapped = project.runpytest_inprocess("-p", "no:cacheprovider", "-rA", "-q", "-n", "2")
     swapped.assert_outcomes(passed=1)
     out = output(swapped)
     # its probes asked twice (the change seen twice), its ten answers asked again; the baselines served

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,6 +15,15 @@ from pytest_llmbias.plugin.failures import shown  # pytest only
 
 if TYPE_CHECKING:
     from pytest_llmbias.planning.collector import Progress
+
+
+@dataclass(frozen=True)
+class ChangedModel:
+    """A model changed behind its name, as an entry of pytest's ``terminalreporter.stats``: pytest
+    counts the entries of any key in its last line; other plugins read every entry's attributes
+    (hypothesis' its ``__dict__``), so an entry is an object, never a bare dict."""
+
+    alias: str
 
 
 class RunTerminal:
@@ -131,7 +141,7 @@ class RunTerminal:
             changed = [e for e in record.fingerprint_entries(self.plugin._session) if e.get("state") == "changed"]
             if changed:  # counted in pytest's last line ("1 passed, 1 model changed"), which -q and -qq keep
                 key = "model changed" if len(changed) == 1 else "models changed"
-                terminalreporter.stats.setdefault(key, []).extend(changed)
+                terminalreporter.stats.setdefault(key, []).extend(ChangedModel(str(e["alias"])) for e in changed)
         if lines is not None:
             terminalreporter.ensure_newline()
             terminalreporter.section("llmbias", sep="-")
