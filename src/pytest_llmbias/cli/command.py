@@ -142,7 +142,7 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     if missing:
         print(f"llmbias serve needs {', '.join(missing)}: pip install 'pytest-llmbias[local]'", file=sys.stderr)
         return USAGE
-    from pytest_llmbias.local.server import model_file, serve
+    from pytest_llmbias.local.server import model_file, serve_parsed
 
     try:
         model_file(args.model)
@@ -150,15 +150,7 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         print(f"llmbias serve: {exc}", file=sys.stderr)
         return USAGE
     try:
-        serve(
-            args.model,
-            port=args.port,
-            batch=args.batch,
-            threads=args.threads,
-            host=args.host,
-            queue=args.queue,
-            verbose=args.verbose,
-        )
+        serve_parsed(args)
     except KeyboardInterrupt:
         pass
     return OK

@@ -233,10 +233,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+def serve_parsed(args: argparse.Namespace) -> None:
+    """:func:`serve` with the options :func:`add_arguments` parsed."""
     serve(
         args.model,
         port=args.port,
@@ -246,6 +244,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         queue=args.queue,
         verbose=args.verbose,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    serve_parsed(parser.parse_args(argv))
 
 
 class SmolLMServer:
