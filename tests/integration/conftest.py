@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.inline import preload
-from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET
+from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET, entry
 from tests.openai_server import OpenAIServer
 
 preload()
@@ -53,13 +53,7 @@ def write_config(pytester: pytest.Pytester, transport: str) -> Callable[..., Non
         collection.setdefault("max_samples", 1)
 
         def model(alias):
-            return {
-                "model": f"openai/{MODELS[alias]}",
-                "alias": alias,
-                "api_base": server.base_url,
-                "api_key_env": KEY_ENV,
-                "transport": transport,
-            }
+            return entry(alias, MODELS[alias], server.base_url, transport=transport)
 
         config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
         if collection:

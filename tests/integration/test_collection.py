@@ -284,30 +284,37 @@ def test_baseline_snapshot_lets_a_teammate_query_only_the_target(pytester, serve
 # -- 9. a killed collection resumes --------------------------------------------------------------
 
 
+def kill_mid_collection(pytester: pytest.Pytester, server: OpenAIServer, *, calls: int, concurrency: int) -> None:
+    """Run the project's pytest in a process of its own at ``concurrency`` and SIGKILL it once
+    ``server`` has received ``calls`` requests (it must still be running then); its output goes to
+    ``killed.log``."""
+    log = (pytester.path / "killed.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUIET, f"--llmbias-concurrency={concurrency}"],
+        cwd=pytester.path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while server.count() < calls and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        assert server.count() >= calls
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
 def test_killed_collection_resumes_with_only_the_missing_calls(pytester, write_config, run_project):
     with OpenAIServer(latency=0.5) as server:
         write_config(server)
         write_marked_test(pytester)
-        log = (pytester.path / "killed.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *QUIET, "--llmbias-concurrency=5"],
-            cwd=pytester.path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while server.count() < 10 and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert proc.poll() is None, "the run finished before it could be killed"
-            assert server.count() >= 10
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
+        kill_mid_collection(pytester, server, calls=10, concurrency=5)
         time.sleep(0.5)  # requests in flight at the kill reach the server before n0 is read
         n0 = server.count()
         assert 10 <= n0 < 30

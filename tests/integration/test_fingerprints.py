@@ -16,7 +16,7 @@ import pytest
 
 from pytest_llmbias.planning.probes import PROBES
 from pytest_llmbias.store.fingerprints import when
-from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
+from tests.integration._data import BASELINES, MODELS, TARGET, entry
 
 MARKED = """
 import pytest
@@ -40,13 +40,7 @@ def probes_of(server, model: str) -> int:
 @pytest.fixture
 def project(pytester, server):
     def model(alias):
-        return {
-            "model": f"openai/{MODELS[alias]}",
-            "alias": alias,
-            "api_base": server.base_url,
-            "api_key_env": KEY_ENV,
-            "transport": "openai",
-        }
+        return entry(alias, MODELS[alias], server.base_url)
 
     config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")

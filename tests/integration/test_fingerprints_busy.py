@@ -11,18 +11,9 @@ import json
 import pytest
 
 from pytest_llmbias.planning.probes import PROBES
-from tests.integration._data import BASELINES, KEY_ENV, MODELS, TARGET
+from tests.integration._data import BASELINES, MODELS, TARGET, entry
+from tests.integration.test_fingerprints import MARKED, N, output
 from tests.openai_server import OpenAIServer
-
-MARKED = """
-import pytest
-
-
-@pytest.mark.bias_responses("china_sensitive", categories=["tibet"])
-def test_answers(bias_responses):
-    assert len(bias_responses) == 30
-"""
-N = len(PROBES)
 
 
 @pytest.fixture
@@ -34,22 +25,12 @@ def server():
 @pytest.fixture
 def project(pytester, server):
     def model(alias):
-        return {
-            "model": f"openai/{MODELS[alias]}",
-            "alias": alias,
-            "api_base": server.base_url,
-            "api_key_env": KEY_ENV,
-            "transport": "openai",
-        }
+        return entry(alias, MODELS[alias], server.base_url)
 
     config = {"target": model(TARGET), "baselines": [model(a) for a in BASELINES]}
     (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
     pytester.makepyfile(test_answers=MARKED)
     return pytester
-
-
-def output(result) -> str:
-    return "\n".join(result.outlines + result.errlines)
 
 
 def probe_texts(server, model: str) -> set[str]:

@@ -8,18 +8,15 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from pytest_llmbias.store.checkup import check
-from tests.integration._data import BASELINES, QUIET, TARGET, requests_of
-from tests.integration.test_collection import output, write_marked_test
+from tests.integration._data import BASELINES, TARGET, requests_of
+from tests.integration.test_collection import kill_mid_collection, output, write_marked_test
 from tests.openai_server import OpenAIServer
 
 ALL = 30
@@ -179,25 +176,7 @@ def test_a_run_killed_mid_collection_loses_no_stored_answer(pytester, write_conf
         run_project().assert_outcomes(passed=1)  # the baselines' 20 answers are stored
         assert server.count() == 20
         write_marked_test(pytester, name="all", which="all")
-        log = (pytester.path / "killed.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *QUIET, "--llmbias-concurrency=3"],
-            cwd=pytester.path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while server.count() < 24 and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert proc.poll() is None, "the run finished before it could be killed"
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
+        kill_mid_collection(pytester, server, calls=24, concurrency=3)
         time.sleep(0.6)  # the requests in flight at the kill reach the server
         killed = server.count() - 20
         assert 4 <= killed < 10
