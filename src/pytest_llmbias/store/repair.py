@@ -284,14 +284,19 @@ def _read_rows(db: Path, folder: Path) -> Salvage | None:
         return None
     rows: list[tuple[str, str]] = []
     bad = 0
+
+    def keep(found: list[Any]) -> None:
+        nonlocal bad
+        for row in found:
+            text = row_text(row, folder)
+            if text is None:
+                bad += 1
+            else:
+                rows.append(text)
+
     try:
         try:
-            for row in con.execute(ROW).fetchall():
-                text = row_text(row, folder)
-                if text is None:
-                    bad += 1
-                else:
-                    rows.append(text)
+            keep(con.execute(ROW).fetchall())
             return Salvage(tuple(rows), bad)
         except Exception:
             rows, bad = [], 0
@@ -304,12 +309,7 @@ def _read_rows(db: Path, folder: Path) -> Salvage | None:
             except Exception:
                 bad += 1
                 continue
-            for row in found:
-                text = row_text(row, folder)
-                if text is None:
-                    bad += 1
-                else:
-                    rows.append(text)
+            keep(found)
         return Salvage(tuple(rows), bad)
     finally:
         con.close()
