@@ -49,8 +49,8 @@ from pytest_llmbias.clients.retry import RetryPolicy  # noqa: E402
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec  # noqa: E402
 from pytest_llmbias.domains import load_domain  # noqa: E402
 from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES  # noqa: E402
-from pytest_llmbias.gates.bias_benchmark_scores import bbq_reading_score, bbq_sample_score  # noqa: E402
-from pytest_llmbias.gates.bias_stance_reading import read_answer, read_chance  # noqa: E402
+from pytest_llmbias.gates.benchmark.scores import bbq_reading_score, bbq_sample_score  # noqa: E402
+from pytest_llmbias.gates.stance.reading import read_answer, read_chance  # noqa: E402
 from pytest_llmbias.scoring.bbq_answers import LETTERS, ChoiceChances, bbq_prompt, chosen, read_chances  # noqa: E402
 from pytest_llmbias.scoring.discrim_answers import discrim_prompt, read_decision, read_probability  # noqa: E402
 from pytest_llmbias.scoring.option_logprobs import choice_call  # noqa: E402

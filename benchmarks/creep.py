@@ -3,7 +3,7 @@ last release only, and against the last release and a pinned anchor (``--llmbias
 
 Every comparison goes through ``pytest_llmbias.evaluate_equivalence`` with a release comparator (one
 comparator, non-inferiority, the default margin of one judge point), as the marker runs it against
-``--llmbias-against``; the anchored verdict is ``pytest_llmbias.gates.anchored.anchored_result`` on
+``--llmbias-against``; the anchored verdict is ``pytest_llmbias.engine.anchored.anchored_result`` on
 the two comparisons, each at half the gate's level, as the plugin decides it.
 
 The data: the scales of ``validity.py``. On the judge scale the score of release r on question i is
@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from pytest_llmbias import evaluate_equivalence  # noqa: E402
-from pytest_llmbias.gates.anchored import anchored_result, split_level  # noqa: E402
+from pytest_llmbias.engine.anchored import anchored_result, split_level  # noqa: E402
 
 #: validity.py's scales, each with its method's default margin
 SCALES = {

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from pytest_llmbias import evaluate_evenhanded  # noqa: E402
 from pytest_llmbias.choices import Alternative  # noqa: E402
+from pytest_llmbias.engine.comparison_options import ComparisonOptions  # noqa: E402
+from pytest_llmbias.engine.relative import compare  # noqa: E402
 from pytest_llmbias.errors import StatisticsError  # noqa: E402
-from pytest_llmbias.gates.comparison_options import ComparisonOptions  # noqa: E402
-from pytest_llmbias.gates.relative import compare  # noqa: E402
 
 JUDGE_NOISE = 0.1
 POSITION = 0.1

@@ -5,7 +5,7 @@ A comparison that can show neither a pass nor a regression is *underpowered*; wi
 ``collection.max_samples`` above the gate's samples it asks one more independent sample of every
 item of every model it compares and decides again, look after look, each look at its share of the
 error (Bonferroni: level / L and TOST alpha / L over L = max_samples − samples + 1 looks; see
-``pytest_llmbias.gates.extension``). This benchmark takes those looks through
+``pytest_llmbias.engine.extension``). This benchmark takes those looks through
 ``evaluate_equivalence`` — the public function the marker calls — with the arguments the
 extension gives each look (``false_alarm=level / L``, ``alpha=(1 − power − 0.01) / L``, the scores
 averaged over the first s samples), on the judge scale with the default margin (one point):

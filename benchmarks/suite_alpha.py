@@ -4,7 +4,7 @@ alpha shared by Bonferroni, and by Holm's step-down (what the plugin does for on
 
 The suite: ``--gates`` ``bias_impact_ratio`` gates (``fail_on="significant"``, 4 groups x
 ``--answers`` answers, feature values N(0, 1)), each on its own simulated answers, decided through
-``evaluate_impact_ratio`` and the plugin's :func:`~pytest_llmbias.gates.suite_levels.step_down`
+``evaluate_impact_ratio`` and the plugin's :func:`~pytest_llmbias.engine.suite_levels.step_down`
 with the result's ``shown_violation``. A biased gate's last group is ``--shift`` SD lower. The
 permutation p-value does not depend on the level, so a gate is evaluated once and re-decided at
 each level by setting its result's ``alpha`` (what ``at_level`` sets on its spec).
@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from pytest_llmbias import evaluate_impact_ratio  # noqa: E402
-from pytest_llmbias.gates.suite_levels import step_down  # noqa: E402
+from pytest_llmbias.engine.suite_levels import step_down  # noqa: E402
 
 GROUPS = 4
 

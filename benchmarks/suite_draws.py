@@ -20,8 +20,8 @@ from pytest_llmbias import (
     evaluate_preference,
     evaluate_stance,
 )
-from pytest_llmbias.gates.bias_preference_spec import DEFAULT_TOLERANCE
-from pytest_llmbias.gates.extension import undecided
+from pytest_llmbias.engine.extension import undecided
+from pytest_llmbias.gates.preference.spec import DEFAULT_TOLERANCE
 from pytest_llmbias.stats.design import DEFAULT_POWER as POWER, pass_alpha
 
 SHAPES = {  # name -> (question SD, answer noise SD), judge points
@@ -69,7 +69,7 @@ def _looks(evaluate: Any, values: dict[str, dict[str, list[float]]], c: Cell, le
     """The comparison as the plugin takes it: one look at ``c.samples``, or with a sampling budget
     (``c.max_samples``) one look after another on the first s samples of every item, s from
     ``c.samples`` up to the budget, while the result is undecided — each look at level / L and TOST
-    alpha (1 − power − 0.01) / L over its L looks, the arguments ``gates.extension.at_look`` gives."""
+    alpha (1 − power − 0.01) / L over its L looks, the arguments ``engine.extension.at_look`` gives."""
     if not c.max_samples:
         return evaluate(values, level, {})
     counts = range(c.samples, c.max_samples + 1)

@@ -115,7 +115,7 @@ def _effects(
     own shift in each of :data:`CATEGORIES` categories (question i in category ⌊5i/n⌋). The offsets
     alone are written into ``offsets_out`` when given.
 
-    A domain's categories are its fixed strata (``gates/relative.py``): a good release is as good
+    A domain's categories are its fixed strata (``engine/relative.py``): a good release is as good
     as its reference on *these* categories, so the target's shifts are centred on the comparators'
     mean shift over the domain (on zero where ``own_offset`` is False); more biased in one category,
     less in another. In the shapes of :data:`SAMPLED` the categories are a sample of a wider pool

@@ -86,7 +86,7 @@ and discrim-eval make no use of the noise SD, so their three noise-dominated row
 **Samples**: 1 or 3 samples of every item, one look; or the default sampling budget, ``1-5``: a
 comparison of ``bias_equivalent`` or ``bias_index`` left undecided asks one more sample of every
 item and decides again, up to ``collection.max_samples`` 5, each of its 5 looks at a fifth of its
-share (``gates.extension``; the other kinds take no looks and answer once).
+share (``engine.extension``; the other kinds take no looks and answer once).
 
 **Per cell**: the suite's false alarm (a good release fails ANY gate) and each kind's; each kind's
 power: its gate's data worse by its margin, **each kind shifted in its own draw** (one gate at a

@@ -13,13 +13,13 @@ __version__ = "0.1.0.dev0"
 
 _EXPORTS: dict[str, str] = {
     # gate statistics, as the markers call them
-    "evaluate_equivalence": "pytest_llmbias.gates.bias_equivalent",
-    "evaluate_impact_ratio": "pytest_llmbias.gates.bias_impact_ratio",
-    "evaluate_bias_index": "pytest_llmbias.gates.bias_index",
+    "evaluate_equivalence": "pytest_llmbias.gates.equivalent.gate",
+    "evaluate_impact_ratio": "pytest_llmbias.gates.impact_ratio.gate",
+    "evaluate_bias_index": "pytest_llmbias.gates.index.gate",
     "bias_index": "pytest_llmbias.scoring.index_annotation",
-    "evaluate_stance": "pytest_llmbias.gates.bias_stance",
-    "evaluate_preference": "pytest_llmbias.gates.bias_preference",
-    "evaluate_benchmark": "pytest_llmbias.gates.bias_benchmark",
+    "evaluate_stance": "pytest_llmbias.gates.stance.gate",
+    "evaluate_preference": "pytest_llmbias.gates.preference.gate",
+    "evaluate_benchmark": "pytest_llmbias.gates.benchmark.gate",
     "evaluate_evenhanded": "pytest_llmbias.stats.evenhanded",
     # the judges' agreement and the session's family of gates
     "judge_agreement": "pytest_llmbias.stats.agreement",
@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "familywise_bound": "pytest_llmbias.stats.multiple",
     "sequential_boundaries": "pytest_llmbias.stats.sequential",
     "Boundaries": "pytest_llmbias.stats.sequential",
-    "run_looks": "pytest_llmbias.gates.sequential_design",
+    "run_looks": "pytest_llmbias.engine.sequential_design",
     "FamilyBound": "pytest_llmbias.stats.multiple",
     # a public benchmark's metrics, as its reference harness computes them
     "evaluate_bbq": "pytest_llmbias.stats.bbq",
@@ -40,28 +40,28 @@ _EXPORTS: dict[str, str] = {
     "GroupScore": "pytest_llmbias.stats.discrim",
     "EvenhandedFigures": "pytest_llmbias.stats.evenhanded",
     # results
-    "EquivalentResult": "pytest_llmbias.gates.bias_equivalent_result",
-    "MethodResult": "pytest_llmbias.gates.relative",
-    "ImpactRatioGateResult": "pytest_llmbias.gates.bias_impact_ratio_result",
-    "ModelImpact": "pytest_llmbias.gates.bias_impact_ratio_result",
+    "EquivalentResult": "pytest_llmbias.gates.equivalent.result",
+    "MethodResult": "pytest_llmbias.engine.relative",
+    "ImpactRatioGateResult": "pytest_llmbias.gates.impact_ratio.result",
+    "ModelImpact": "pytest_llmbias.gates.impact_ratio.result",
     "BiasIndexResult": "pytest_llmbias.scoring.index_annotation",
-    "BiasIndexGateResult": "pytest_llmbias.gates.bias_index_result",
-    "StanceResult": "pytest_llmbias.gates.bias_stance_result",
-    "PreferenceResult": "pytest_llmbias.gates.bias_preference_result",
-    "BenchmarkResult": "pytest_llmbias.gates.bias_benchmark_result",
-    "EvenhandedResult": "pytest_llmbias.gates.bias_evenhanded_result",
+    "BiasIndexGateResult": "pytest_llmbias.gates.index.result",
+    "StanceResult": "pytest_llmbias.gates.stance.result",
+    "PreferenceResult": "pytest_llmbias.gates.preference.result",
+    "BenchmarkResult": "pytest_llmbias.gates.benchmark.result",
+    "EvenhandedResult": "pytest_llmbias.gates.evenhanded.result",
     "TostResult": "pytest_llmbias.stats.tost",
     "ImpactRatioResult": "pytest_llmbias.stats.selection",
     "ResponseSet": "pytest_llmbias.planning.response_set",
     # extension points
     "FeatureExtractor": "pytest_llmbias.scoring.features",
     "FeatureRegistry": "pytest_llmbias.scoring.features",
-    "Gate": "pytest_llmbias.gates.protocol",
-    "GateResult": "pytest_llmbias.gates.protocol",
-    "GateResultBase": "pytest_llmbias.gates.result",
-    "ComparisonOptions": "pytest_llmbias.gates.comparison_options",
-    "compare": "pytest_llmbias.gates.relative",
-    "method_lines": "pytest_llmbias.gates.relative_report",
+    "Gate": "pytest_llmbias.engine.protocol",
+    "GateResult": "pytest_llmbias.engine.protocol",
+    "GateResultBase": "pytest_llmbias.engine.result",
+    "ComparisonOptions": "pytest_llmbias.engine.comparison_options",
+    "compare": "pytest_llmbias.engine.relative",
+    "method_lines": "pytest_llmbias.engine.relative_report",
     "ResponseRequest": "pytest_llmbias.planning.request",
     "Table": "pytest_llmbias.report.frames",
     # warnings and errors
@@ -82,6 +82,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from pytest_llmbias.engine.comparison_options import ComparisonOptions as ComparisonOptions
+    from pytest_llmbias.engine.protocol import Gate as Gate, GateResult as GateResult
+    from pytest_llmbias.engine.relative import MethodResult as MethodResult, compare as compare
+    from pytest_llmbias.engine.relative_report import method_lines as method_lines
+    from pytest_llmbias.engine.result import GateResultBase as GateResultBase
+    from pytest_llmbias.engine.sequential_design import run_looks as run_looks
     from pytest_llmbias.errors import (
         ConfigError as ConfigError,
         DomainError as DomainError,
@@ -96,28 +102,22 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StatisticsError as StatisticsError,
         StoreError as StoreError,
     )
-    from pytest_llmbias.gates.bias_benchmark import evaluate_benchmark as evaluate_benchmark
-    from pytest_llmbias.gates.bias_benchmark_result import BenchmarkResult as BenchmarkResult
-    from pytest_llmbias.gates.bias_equivalent import evaluate_equivalence as evaluate_equivalence
-    from pytest_llmbias.gates.bias_equivalent_result import EquivalentResult as EquivalentResult
-    from pytest_llmbias.gates.bias_evenhanded_result import EvenhandedResult as EvenhandedResult
-    from pytest_llmbias.gates.bias_impact_ratio import evaluate_impact_ratio as evaluate_impact_ratio
-    from pytest_llmbias.gates.bias_impact_ratio_result import (
+    from pytest_llmbias.gates.benchmark.gate import evaluate_benchmark as evaluate_benchmark
+    from pytest_llmbias.gates.benchmark.result import BenchmarkResult as BenchmarkResult
+    from pytest_llmbias.gates.equivalent.gate import evaluate_equivalence as evaluate_equivalence
+    from pytest_llmbias.gates.equivalent.result import EquivalentResult as EquivalentResult
+    from pytest_llmbias.gates.evenhanded.result import EvenhandedResult as EvenhandedResult
+    from pytest_llmbias.gates.impact_ratio.gate import evaluate_impact_ratio as evaluate_impact_ratio
+    from pytest_llmbias.gates.impact_ratio.result import (
         ImpactRatioGateResult as ImpactRatioGateResult,
         ModelImpact as ModelImpact,
     )
-    from pytest_llmbias.gates.bias_index import evaluate_bias_index as evaluate_bias_index
-    from pytest_llmbias.gates.bias_index_result import BiasIndexGateResult as BiasIndexGateResult
-    from pytest_llmbias.gates.bias_preference import evaluate_preference as evaluate_preference
-    from pytest_llmbias.gates.bias_preference_result import PreferenceResult as PreferenceResult
-    from pytest_llmbias.gates.bias_stance import evaluate_stance as evaluate_stance
-    from pytest_llmbias.gates.bias_stance_result import StanceResult as StanceResult
-    from pytest_llmbias.gates.comparison_options import ComparisonOptions as ComparisonOptions
-    from pytest_llmbias.gates.protocol import Gate as Gate, GateResult as GateResult
-    from pytest_llmbias.gates.relative import MethodResult as MethodResult, compare as compare
-    from pytest_llmbias.gates.relative_report import method_lines as method_lines
-    from pytest_llmbias.gates.result import GateResultBase as GateResultBase
-    from pytest_llmbias.gates.sequential_design import run_looks as run_looks
+    from pytest_llmbias.gates.index.gate import evaluate_bias_index as evaluate_bias_index
+    from pytest_llmbias.gates.index.result import BiasIndexGateResult as BiasIndexGateResult
+    from pytest_llmbias.gates.preference.gate import evaluate_preference as evaluate_preference
+    from pytest_llmbias.gates.preference.result import PreferenceResult as PreferenceResult
+    from pytest_llmbias.gates.stance.gate import evaluate_stance as evaluate_stance
+    from pytest_llmbias.gates.stance.result import StanceResult as StanceResult
     from pytest_llmbias.planning.request import ResponseRequest as ResponseRequest
     from pytest_llmbias.planning.response_set import ResponseSet as ResponseSet
     from pytest_llmbias.report.frames import Table as Table

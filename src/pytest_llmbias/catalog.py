@@ -48,7 +48,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "never below a floor); alternative: equivalent | no-worse (default: equivalent, or no-worse against a "
         "recorded release: --llmbias-against); method: embedding | judge | both. "
         "The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_equivalent",
+        gate="pytest_llmbias.gates.equivalent.gate",
     ),
     MarkerDoc(
         name="bias_impact_ratio",
@@ -59,7 +59,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         help="fail when the target's minimum impact ratio over the domain's counterfactual groups is below "
         "the threshold (the four-fifths rule), or below a recorded release's by more than margin; calibrate: "
         "None | reference | baselines. The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_impact_ratio",
+        gate="pytest_llmbias.gates.impact_ratio.gate",
     ),
     MarkerDoc(
         name="bias_index",
@@ -73,7 +73,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "B_i the mean |feature| of a dimension's answers, S the mean sentiment extremity); relative (default): "
         "the target's per-prompt indices no worse than the baselines' (paired TOST); max_index=: fail when the "
         "index is above the bound with the stated confidence. The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_index",
+        gate="pytest_llmbias.gates.index.gate",
     ),
     MarkerDoc(
         name="bias_stance",
@@ -88,7 +88,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "gate='agreement': the target takes the baselines' side where they agree (Wilson bound on the share); "
         "'sycophancy': it gives way to a stated opposing opinion no more than they do; 'consistency': it answers "
         "alike across languages (chi-square, Holm). The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_stance",
+        gate="pytest_llmbias.gates.stance.gate",
     ),
     MarkerDoc(
         name="bias_preference",
@@ -101,7 +101,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "(configuration: user | agent), then picks among its own (ways: 2 | 3; ask: prefer | least_biased); fails "
         "unless its preference split is even within the tolerance (binomial TOST), with a significant position bias "
         "making the verdict inconclusive. The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_preference",
+        gate="pytest_llmbias.gates.preference.gate",
     ),
     MarkerDoc(
         name="bias_benchmark",
@@ -117,7 +117,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "no worse than its baselines' or a recorded release's (paired TOST; margin in the metric's units), or, with "
         "max_bias=, shown below that bound; looks=K asks the items in K seeded batches and stops once the verdict is "
         "clear (spending: obrien-fleming | pocock). The `bias_result` fixture holds the result.",
-        gate="pytest_llmbias.gates.bias_benchmark",
+        gate="pytest_llmbias.gates.benchmark.gate",
     ),
     MarkerDoc(
         name="bias_evenhanded",
@@ -133,7 +133,7 @@ MARKERS: tuple[MarkerDoc, ...] = (
         "opposing, per pair no worse than the baselines' or a recorded release's (paired TOST, margin in percentage "
         "points), or shown above min_rate (below max_rate for refusal_gap). The `bias_result` fixture holds the "
         "result.",
-        gate="pytest_llmbias.gates.bias_evenhanded",
+        gate="pytest_llmbias.gates.evenhanded.gate",
     ),
 )
 """Every marker, in the order they are documented."""
@@ -147,7 +147,7 @@ class MarkerRegistry:
     """The markers of one run: the built-in ones of :data:`MARKERS` and the gates a
     ``conftest.py`` or another plugin adds through the ``pytest_llmbias_add_gates`` hook.
 
-    A gate added here is any object with the :class:`~pytest_llmbias.gates.protocol.Gate`
+    A gate added here is any object with the :class:`~pytest_llmbias.engine.protocol.Gate`
     protocol's ``marker``, ``help``, ``signature()``, ``parse()``, ``plan()``, ``evaluate()`` and
     ``figures()``. Standard library only: nothing of the core is imported until a gate is asked for.
     """

@@ -56,7 +56,7 @@ def pytest_llmbias_add_models(registry: ModelRegistry, config: pytest.Config) ->
 @pytest.hookspec
 def pytest_llmbias_add_gates(registry: MarkerRegistry, config: pytest.Config) -> None:
     """Add gates: call ``registry.register(gate)`` with an object of the
-    :class:`~pytest_llmbias.gates.protocol.Gate` protocol (``marker``, ``help``, ``signature()``,
+    :class:`~pytest_llmbias.engine.protocol.Gate` protocol (``marker``, ``help``, ``signature()``,
     ``parse()``, ``plan()``, ``evaluate()``, ``figures()``); its marker is then declared with its
     signature and help, planned, evaluated and reported like a built-in gate's. Called once per
     run, when the plugin is configured: implement it in a plugin or in a ``conftest.py`` that

@@ -337,12 +337,12 @@ class BiasSession:
 
     def add_round(self, advance: Callable[[], None]) -> None:
         """Call ``advance`` after each collection; the calls it plans are collected next (see
-        :mod:`pytest_llmbias.gates.sequential_gate`)."""
+        :mod:`pytest_llmbias.engine.sequential_gate`)."""
         self._rounds.append(advance)
 
     def share_specs(self, pairs: Sequence[tuple[Any, Any]]) -> None:
         """Each gate's spec as its marker gave it, with the spec at its part of ``suite.alpha``
-        (see :mod:`pytest_llmbias.gates.suite_levels`), for :meth:`at_share`."""
+        (see :mod:`pytest_llmbias.engine.suite_levels`), for :meth:`at_share`."""
         self._shares = {id(given): (given, shared) for given, shared in pairs}
 
     def at_share(self, spec: Any) -> Any:
@@ -474,7 +474,7 @@ class BiasSession:
             if self.settings.store.export is not None:
                 self.exported = self.export(self.settings.store.export)
             if self.settings.release.record and self._store is not None:
-                from pytest_llmbias.store.release_record import write_release_answers
+                from pytest_llmbias.releases.record import write_release_answers
 
                 self.recorded = write_release_answers(self._store, self.settings, self.worker_id, self.run_id)
         finally:

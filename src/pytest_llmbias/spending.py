@@ -33,8 +33,8 @@ def check_spending(
     estimate = estimated()
     if c.plan:
         if write is not None:
-            from pytest_llmbias.gates.expected_power import expected_power
-            from pytest_llmbias.gates.sizing import sizing
+            from pytest_llmbias.engine.expected_power import expected_power
+            from pytest_llmbias.engine.sizing import sizing
 
             powers = [(n, e) for n, gate, spec in gates for e in expected_power(gate, spec, core)]
             sizes = []
@@ -61,12 +61,12 @@ def short_of_sizing(
 ) -> list[str]:
     """Before a run that calls models: a line for each comparison that cannot be sized even at
     the most samples its looks may take (``collection.max_samples``; against a recorded release no
-    more than its record holds, as :func:`~pytest_llmbias.gates.extension.looks` says) by the
-    stated prior SD (:mod:`pytest_llmbias.gates.sizing`), and only when the run has calls to make
+    more than its record holds, as :func:`~pytest_llmbias.engine.extension.looks` says) by the
+    stated prior SD (:mod:`pytest_llmbias.engine.sizing`), and only when the run has calls to make
     (a warm run spends nothing to warn about). Its verdict
     will likely be *underpowered*; ``--llmbias-plan`` sizes it on the stored answers instead."""
-    from pytest_llmbias.gates.extension import looks
-    from pytest_llmbias.gates.sizing import sizing
+    from pytest_llmbias.engine.extension import looks
+    from pytest_llmbias.engine.sizing import sizing
 
     short = []
     for nodeid, gate, spec in gates:

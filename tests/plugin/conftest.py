@@ -22,7 +22,7 @@ from pytest_llmbias.domains import load_domain
 
 # imported here, not in a fixture: pytester forgets the modules a test imports, and numpy (which
 # the gates package brings) cannot be imported twice in one process
-from pytest_llmbias.gates.judging import judge_call_plan
+from pytest_llmbias.engine.judging import judge_call_plan
 from pytest_llmbias.scoring.judge import reask_messages
 from pytest_llmbias.scoring.judge_calls import JudgeItem, judge_call
 from pytest_llmbias.store.calls import ModelCall, Response

@@ -387,7 +387,7 @@ def test_the_plan_reads_stand_ins_when_only_the_batches_asked_are_stored(
 ):
     """After a run that stopped at the first look, only the first batch is stored: the plan still
     evaluates its stand-ins (the later looks' calls are optional), and counts them in its maximum."""
-    from pytest_llmbias.gates.bias_benchmark_looks import batches
+    from pytest_llmbias.gates.benchmark.looks import batches
 
     first = batches("bbq", MANY, 4, 0)[0]
     bbq_project(lambda alias, item: f"{LETTERS[unknown(item)]}.", items=MANY, answered=first)

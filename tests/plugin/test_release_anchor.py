@@ -16,7 +16,7 @@ import pytest
 
 from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains import load_domain
-from pytest_llmbias.gates.judging import judge_call_plan
+from pytest_llmbias.engine.judging import judge_call_plan
 from pytest_llmbias.scoring.judge_calls import JudgeItem
 from pytest_llmbias.store.calls import ModelCall, Response
 from pytest_llmbias.store.snapshot import write_snapshot

@@ -118,7 +118,7 @@ def test_the_familywise_bound() -> None:
 
 
 def test_the_report_says_how_many_second_ratings_stayed_unread() -> None:
-    from pytest_llmbias.gates.judging import trust_lines
+    from pytest_llmbias.engine.judging import trust_lines
 
     trust = {
         "judges": ["judge"],

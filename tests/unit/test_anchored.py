@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from pytest_llmbias import evaluate_equivalence
+from pytest_llmbias.engine.anchored import AnchoredGate, anchored_result, split_level
+from pytest_llmbias.engine.suite_levels import SuiteShare
 from pytest_llmbias.gates import GATES
-from pytest_llmbias.gates.anchored import AnchoredGate, anchored_result, split_level
-from pytest_llmbias.gates.bias_equivalent import EquivalentSpec
-from pytest_llmbias.gates.suite_levels import SuiteShare
+from pytest_llmbias.gates.equivalent.gate import EquivalentSpec
 
 
 def _release(shift: float, seed: int, n: int = 50) -> dict[str, float]:

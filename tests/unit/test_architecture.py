@@ -15,52 +15,38 @@ import pytest
 PACKAGE = "pytest_llmbias"
 ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 
-#: The layer order docs/development.md states, lowest first: a module may import its own layer or lower.
-#: The longest matching prefix names a module's layer.
-LAYERS: dict[str, int] = {
-    # standard library only
-    "errors": 0,
-    "choices": 0,
-    "catalog": 0,
-    "config.yamlutil": 0,
-    "clients.aio": 0,
-    # a local model server, standalone (llmbias serve)
-    "local": 0,
-    # numpy and scipy; tables, plots and figures for a reader that know no gate
-    "stats": 1,
-    "report.frames": 1,
-    "report.plots": 1,
-    "report.readable": 1,
-    # configuration and the data it names
-    "config": 2,
-    "releases": 2,
-    "store.calls": 2,
-    "store.alternatives": 2,
-    "markers": 2,
-    "domains": 2,
-    # where answers are kept and fetched
-    "store": 3,
-    "clients": 3,
-    # what is asked, and how answers are scored
-    "planning": 4,
-    "scoring": 4,
+#: The layer order docs/development.md states, lowest first, once: a folder (or a module at the package
+#: root) may import its own layer or a lower one, never a higher one. A folder is one layer, whole.
+ORDER: tuple[tuple[str, ...], ...] = (
+    # standard library only: the errors, the named choices, the markers' catalog
+    ("errors", "choices", "catalog"),
+    # configuration, and the statistics (numpy and scipy), which know nothing else
+    ("config", "stats"),
+    # the marker arguments' parsing and the domains (question sets, benchmarks) configuration names
+    ("markers", "domains"),
+    # where answers are kept
+    ("store",),
+    # how a model is called
+    ("clients",),
+    # what is asked, and when
+    ("planning",),
+    # how an answer is scored
+    ("scoring",),
+    # recorded releases: their records, their answers, a run's view of one
+    ("releases",),
     # the service a gate uses
-    "session": 5,
-    "releases.view": 5,
-    "llm": 5,
-    # the gates: the comparison engine, the result base, one module (or a few) per gate, the registry
-    "gates": 6,
-    # reports of a run
-    "report": 7,
-    # the entry points
-    "cli": 8,
-    "plugin": 8,
-    "spending": 8,
-    "fixtures": 8,
-    "hookspecs": 8,
-    "__main__": 8,
-    "": 8,
-}
+    ("session", "llm"),
+    # documents of a run (JSON, HTML, terminal, tracking) and their tables and plots: no gate by name
+    ("report",),
+    # what every gate shares: the comparison engine, designs, looks, sizing, the result base
+    ("engine",),
+    # one package per gate marker, and the registry
+    ("gates",),
+    # the entry points: the pytest plugin, the command line, the local model server
+    ("plugin", "cli", "local", "spending", "fixtures", "hookspecs", "__main__", ""),
+)
+LAYERS: dict[str, int] = {name: rank for rank, names in enumerate(ORDER) for name in names}
+
 
 #: The modules the package root may hold; everything else lives in a folder named for its layer's concept.
 ROOT_MODULES = {
@@ -126,12 +112,12 @@ GRAPH: dict[str, set[str]] = {m: _imports(m) for m in MODULES}
 
 
 def layer(module: str) -> int:
-    best = max((p for p in LAYERS if p == "" or module == p or module.startswith(p + ".")), key=len)
-    return LAYERS[best]
+    """The rank of ``module``'s folder (or root module) in :data:`ORDER`."""
+    return LAYERS[module.partition(".")[0]]
 
 
 def test_every_module_has_a_layer() -> None:
-    unplaced = [m for m in MODULES if m and not any(m == p or m.startswith(p + ".") for p in LAYERS if p)]
+    unplaced = [m for m in MODULES if m.partition(".")[0] not in LAYERS]
     assert not unplaced, f"modules with no layer in LAYERS (and docs/development.md's table): {unplaced}"
 
 
@@ -185,13 +171,23 @@ def test_the_core_never_imports_the_plugin() -> None:
 
 
 def _gate_of(module: str) -> str | None:
-    """The marker a gate module belongs to (``gates.bias_stance_calls`` -> ``bias_stance``)."""
-    from pytest_llmbias.catalog import GATE_MARKERS
+    """The gate package a module belongs to (``gates.stance.calls`` -> ``stance``), None outside one."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "gates" else None
 
-    name = module.removeprefix("gates.")
-    if not module.startswith("gates."):
-        return None
-    return next((g for g in sorted(GATE_MARKERS, key=len, reverse=True) if name == g or name.startswith(g + "_")), None)
+
+#: What a gate package shows the rest of the package: its gate (the catalog's ``gate``, the public
+#: ``evaluate_*``) and its result (the public result types). The rest are its own parts.
+GATE_FACES = ("gate", "result")
+
+
+def test_every_gate_marker_has_a_package_of_its_own() -> None:
+    from pytest_llmbias.catalog import MARKERS
+
+    packages = {m.gate for m in MARKERS if m.gate is not None}
+    assert all(g.startswith(f"{PACKAGE}.gates.") and g.endswith(".gate") for g in packages), packages
+    assert len(packages) == len({g.split(".")[2] for g in packages}) == 7
+    assert {g.split(".")[2] for g in packages} == {m for m in (_gate_of(x) for x in MODULES) if m}
 
 
 def test_no_gate_module_imports_another_gates_module() -> None:
@@ -204,16 +200,31 @@ def test_no_gate_module_imports_another_gates_module() -> None:
     assert not crossing, crossing
 
 
-def test_reports_never_import_a_gates_internals() -> None:
-    allowed = {"gates", "gates.protocol"}
+def test_nothing_outside_a_gate_package_imports_its_parts() -> None:
     reaching = sorted(
         f"{a} imports {b}"
         for a, targets in GRAPH.items()
-        if a.startswith("report")
         for b in targets
-        if b.startswith("gates") and b not in allowed
+        if (g := _gate_of(b)) is not None and _gate_of(a) != g and b.split(".")[2] not in GATE_FACES
     )
     assert not reaching, reaching
+
+
+def test_the_engine_and_the_reports_know_no_gate() -> None:
+    reaching = sorted(
+        f"{a} imports {b}"
+        for a, targets in GRAPH.items()
+        if a.partition(".")[0] in ("engine", "report")
+        for b in targets
+        if b.partition(".")[0] == "gates"
+    )
+    assert not reaching, reaching
+
+
+def test_a_gate_package_names_its_modules_by_concept() -> None:
+    # the package is the gate's name: its modules say what part they are (spec, result, calls...)
+    prefixed = sorted(m for m in MODULES if _gate_of(m) and m.split(".")[2].startswith(("bias_", _gate_of(m) + "_")))
+    assert not prefixed, prefixed
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -222,15 +233,16 @@ def test_modules_are_at_most_500_lines(module: str) -> None:
     assert lines <= 500, f"{MODULES[module].relative_to(ROOT)} has {lines} lines"
 
 
-def test_no_two_modules_share_a_file_name() -> None:
-    names = Counter(p.name for p in MODULES.values() if p.name != "__init__.py")
+def test_no_two_modules_share_a_file_name_outside_the_gate_packages() -> None:
+    # inside a gate package the names repeat on purpose (each has its gate, spec, result...)
+    names = Counter(p.name for m, p in MODULES.items() if p.name != "__init__.py" and _gate_of(m) is None)
     assert [n for n, c in names.items() if c > 1] == []
 
 
 def test_the_walk_sees_imports_inside_functions() -> None:
     # the graph is only as good as the walk: session imports the embedding scorer inside a method
     assert "scoring.embedding" in GRAPH["session"]
-    assert "gates" in GRAPH["report.html"]
+    assert "gates" in GRAPH["cli.command"]
 
 
 def test_the_package_root_holds_at_most_twelve_modules() -> None:

@@ -16,8 +16,8 @@ from pytest_llmbias.config.benchmark_sources import DEFAULT_LIMITS, parse_benchm
 from pytest_llmbias.config.settings_sources import resolve_settings
 from pytest_llmbias.domains.benchmarks import item_key
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.bias_benchmark_scores import absolute_bound, bbq_unit_scores, category_intervals
-from pytest_llmbias.gates.bias_benchmark_spec import BiasBenchmarkSpec
+from pytest_llmbias.gates.benchmark.scores import absolute_bound, bbq_unit_scores, category_intervals
+from pytest_llmbias.gates.benchmark.spec import BiasBenchmarkSpec
 from pytest_llmbias.stats.bbq import UNKNOWN_OPTIONS, biased_options
 
 ITEMS = [json.loads(line) for line in (Path(__file__).parent / "data" / "bbq_items.jsonl").read_text().splitlines()]
@@ -160,7 +160,7 @@ def test_the_marker_s_own_alpha_is_the_tost_s_and_strict_fails_an_underpowered_c
     assert designed.relative is not None and designed.relative.tost.alpha == pytest.approx(0.19)
     # nine items of noisy answers size no design: the comparison is underpowered, a pass unless strict
     assert designed.underpowered and designed.passed
-    from pytest_llmbias.gates.relative_report import stability_warnings
+    from pytest_llmbias.engine.relative_report import stability_warnings
 
     # the last of several looks over samples quotes what the looks together are designed for
     (one,) = stability_warnings([designed.relative])
@@ -313,7 +313,7 @@ def test_a_look_without_its_batch_is_named_and_bad_looks_are_refused() -> None:
     items = _many(40)
     rng = random.Random(1)
     answers = _simulated(rng, items, {"t": 0.3, "b1": 0.3, "b2": 0.3})
-    from pytest_llmbias.gates.bias_benchmark_looks import batches
+    from pytest_llmbias.gates.benchmark.looks import batches
 
     first = {key(i) for i in batches("bbq", items, 4, 0)[0]}
     partial = {a: {k: v for k, v in per.items() if k in first} for a, per in answers.items()}

@@ -203,8 +203,8 @@ def test_the_plan_sizes_the_gate_in_pairs_from_the_stated_prior():
 
     from pytest_llmbias.config.settings import Settings
     from pytest_llmbias.domains.pairs import pairs_domain
+    from pytest_llmbias.engine.sizing import sizing, units_for
     from pytest_llmbias.gates import GATES
-    from pytest_llmbias.gates.sizing import sizing, units_for
 
     domain = pairs_domain("evenhandedness", load_evenhandedness(DATA).pairs, title="t", description="d")
     session = types.SimpleNamespace(settings=Settings(), domain=lambda name: domain)

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.domains.domain import Domain, Pair
-from pytest_llmbias.gates import bias_evenhanded_judging as ej
+from pytest_llmbias.gates.evenhanded import judging as ej
 from pytest_llmbias.scoring import pair_judge as pj
 from pytest_llmbias.store.calls import Response
 

@@ -13,8 +13,8 @@ import pytest
 
 import pytest_llmbias
 from pytest_llmbias import evaluate_equivalence, evaluate_impact_ratio
+from pytest_llmbias.engine.relative import DEFAULT_K, FLOOR_FRACTION
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.relative import DEFAULT_K, FLOOR_FRACTION
 from pytest_llmbias.stats import answers_for_power, group_effect_test, power_at
 
 

@@ -234,8 +234,10 @@ def test_a_target_equal_to_its_baselines_reads_practically_zero_in_its_why_and_c
     tost = result.methods[0].tost
     assert abs(tost.diff) < 1e-12 and tost.p_value < 1e-20  # what the page must not show as 5.551e-18
     assert "difference below 0.0001 (practically zero)" in result.why and "(p < 0.001)" in result.why
+    from pytest_llmbias.gates import gate_figures
+
     _, entry = gate_entry("t.py::test_same", "bias_equivalent", "scores", result)
-    page = html.render(_doc([{**entry, "outcome": "passed"}]))
+    page = html.render(_doc([{**entry, "outcome": "passed"}]), figures_for=gate_figures)
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", page)
     assert any(
         "difference below 0.0001 (practically zero), 90% interval [≈0, ≈0]" in c and "p &lt; 0.001" in c

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmbias.errors import StatisticsError
-from pytest_llmbias.gates.bias_impact_ratio_spec import ImpactRatioSpec
-from pytest_llmbias.gates.bias_impact_ratio_verdict import calibrate, evaluate_gate
+from pytest_llmbias.gates.impact_ratio.spec import ImpactRatioSpec
+from pytest_llmbias.gates.impact_ratio.statistics import calibrate, evaluate_gate
 
 RAW = {
     "tgt": {("p1", 0): 0.5, ("p1", 1): 0.3, ("p2", 0): -0.2, ("p2", 1): 0.0},
@@ -143,7 +143,7 @@ def test_the_baselines_resampled_beside_the_target_give_what_each_gives_alone() 
     the one :func:`evaluate_model` gives it on its own, in the order of ``baselines``."""
     import random
 
-    from pytest_llmbias.gates.bias_impact_ratio_verdict import evaluate_model
+    from pytest_llmbias.gates.impact_ratio.statistics import evaluate_model
 
     rng = random.Random(7)
     models = {

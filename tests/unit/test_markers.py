@@ -130,7 +130,7 @@ def test_the_catalog_matches_the_specs_and_the_gates() -> None:
 
 
 def test_impact_ratio_defaults_are_the_papers_with_a_significance_test() -> None:
-    from pytest_llmbias.gates.bias_impact_ratio_spec import ImpactRatioSpec
+    from pytest_llmbias.gates.impact_ratio.spec import ImpactRatioSpec
 
     spec = parse_marker("bias_impact_ratio", ("countries",), {})
     assert spec == ImpactRatioSpec(domain="countries")

@@ -13,10 +13,10 @@ import pytest
 
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec
 from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES
-from pytest_llmbias.gates.bias_benchmark_reading import _harness, read_by
-from pytest_llmbias.gates.bias_benchmark_scores import bbq_unit_scores
-from pytest_llmbias.gates.bias_stance import evaluate_stance
-from pytest_llmbias.gates.bias_stance_reading import read_chance
+from pytest_llmbias.gates.benchmark.reading import _harness, read_by
+from pytest_llmbias.gates.benchmark.scores import bbq_unit_scores
+from pytest_llmbias.gates.stance.gate import evaluate_stance
+from pytest_llmbias.gates.stance.reading import read_chance
 from pytest_llmbias.scoring.bbq_answers import ChoiceChances, read_chances
 from pytest_llmbias.scoring.discrim_answers import read_probability
 from pytest_llmbias.scoring.option_logprobs import (
@@ -166,7 +166,7 @@ ITEMS = [json.loads(line) for line in (Path(__file__).parent / "data" / "bbq_ite
 
 
 def test_bbq_reads_the_letters_probabilities_and_scores_their_expectation() -> None:
-    from pytest_llmbias.gates.bias_benchmark_scores import bbq_sample_score
+    from pytest_llmbias.gates.benchmark.scores import bbq_sample_score
 
     item = next(i for i in ITEMS if i["context_condition"] == "ambig")
     options = [item["ans0"], item["ans1"], item["ans2"]]

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.domains.domain import Topic
 from pytest_llmbias.errors import ConfigError
-from pytest_llmbias.gates.bias_preference import evaluate_preference
+from pytest_llmbias.gates.preference.gate import evaluate_preference
 from pytest_llmbias.scoring.preference_prompts import choice_messages, parse_choice, subject, trial_order
 from pytest_llmbias.stats.proportions import binomial_test, binomial_tost
 
@@ -200,7 +200,7 @@ def test_one_recorded_release_is_enough_for_the_comparison() -> None:
 
 def test_a_split_neither_shown_even_nor_uneven_is_underpowered_and_strict_fails_it() -> None:
     from pytest_llmbias.config.settings import Settings, SuiteSettings
-    from pytest_llmbias.gates.result import UNDERPOWERED
+    from pytest_llmbias.engine.result import UNDERPOWERED
 
     # 12 picks at 7 of 12: not shown within 0.5 +/- 0.15, nor shown off 0.5 (binomial p 0.77)
     few = {"tgt": {"t0": [("left", 0)] * 4 + [("right", 1)] * 3, "t1": [("left", 1)] * 3 + [("right", 0)] * 2}}
@@ -229,8 +229,8 @@ def test_a_split_shown_uneven_fails_on_evidence_at_the_gates_level() -> None:
 
 
 def test_the_gate_shares_its_level_among_its_checks() -> None:
-    from pytest_llmbias.gates.bias_preference import GATE
-    from pytest_llmbias.gates.bias_preference_spec import PreferenceSpec
+    from pytest_llmbias.gates.preference.gate import GATE
+    from pytest_llmbias.gates.preference.spec import PreferenceSpec
 
     spec = PreferenceSpec.parse(("economic_topics",), {})
     assert GATE.at_level(spec, 0.01).false_alarm == 0.01

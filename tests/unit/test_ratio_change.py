@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from pytest_llmbias import evaluate_impact_ratio
+from pytest_llmbias.engine.result import fmt_rate
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.result import fmt_rate
 from pytest_llmbias.stats.ratio_change import ratio_change
 from pytest_llmbias.stats.selection import impact_ratio
 

@@ -13,6 +13,7 @@ import pytest
 from pytest_llmbias.cli.command import main
 from pytest_llmbias.config.settings import GenerationSettings, ModelSpec, ReleaseSettings, Settings
 from pytest_llmbias.errors import ConfigError
+from pytest_llmbias.releases.record import check_recordable
 from pytest_llmbias.releases.release import (
     FORMAT,
     Release,
@@ -23,7 +24,6 @@ from pytest_llmbias.releases.release import (
     recorded_model,
 )
 from pytest_llmbias.store.calls import ModelCall, Response
-from pytest_llmbias.store.release_record import check_recordable
 from pytest_llmbias.store.snapshot import write_snapshot
 
 TARGET = ModelSpec(

@@ -1,4 +1,4 @@
-"""The group-sequential design every gate shares (``pytest_llmbias.gates.sequential_design``): the
+"""The group-sequential design every gate shares (``pytest_llmbias.engine.sequential_design``): the
 batches, the looks, and the error they keep, checked by simulation through ``evaluate_equivalence``
 (the comparison the ``bias_equivalent`` marker runs)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pytest_llmbias import evaluate_equivalence, run_looks
+from pytest_llmbias.engine.sequential_design import batches, decide
 from pytest_llmbias.errors import MissingResponsesError, StatisticsError
-from pytest_llmbias.gates.sequential_design import batches, decide
 
 
 def test_batches_are_a_seeded_partition_as_equal_as_they_divide() -> None:
@@ -54,7 +54,7 @@ def test_a_clear_target_stops_at_the_first_look_and_says_so() -> None:
 
 
 def test_batches_that_do_not_divide_evenly_are_said() -> None:
-    from pytest_llmbias.gates.sequential_design import sequential_line
+    from pytest_llmbias.engine.sequential_design import sequential_line
 
     scores = _scores(np.random.default_rng(1), 0.0, n=42)
     result, _, _ = _looks(scores, 4, "pocock")

@@ -1,5 +1,5 @@
-"""What a comparison needs before any call (gates.sizing), the extension's looks over samples
-(gates.extension), and the run's one-line summary (report.suite)."""
+"""What a comparison needs before any call (engine.sizing), the extension's looks over samples
+(engine.extension), and the run's one-line summary (report.suite)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from statistics import NormalDist
 
 import pytest
 
-from pytest_llmbias.gates.sizing import units_for
+from pytest_llmbias.engine.sizing import units_for
 from pytest_llmbias.report.suite import suite_figures
 from pytest_llmbias.stats.design import Design
 
@@ -155,8 +155,8 @@ def test_an_undecided_comparison_may_take_looks_up_to_max_samples() -> None:
     import types
 
     from pytest_llmbias.config.settings import CollectionSettings, Settings
-    from pytest_llmbias.gates import extension
-    from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
+    from pytest_llmbias.engine import extension as extension
+    from pytest_llmbias.gates.equivalent.gate import GATE, EquivalentSpec
 
     def session(max_samples: int) -> object:
         return types.SimpleNamespace(settings=Settings(collection=CollectionSettings(max_samples=max_samples)))
@@ -182,8 +182,8 @@ def test_the_looks_against_a_recorded_release_go_as_far_as_its_record_holds(tmp_
     import types
 
     from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, ReleaseSettings, Settings
-    from pytest_llmbias.gates import extension
-    from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
+    from pytest_llmbias.engine import extension as extension
+    from pytest_llmbias.gates.equivalent.gate import GATE, EquivalentSpec
 
     record = tmp_path / "responses.jsonl"
     lines = [
@@ -220,8 +220,8 @@ def test_the_round_of_more_samples_decides_at_the_gates_part_of_suite_alpha(tmp_
     ``suite.alpha`` (its floor under Holm's step-down), not at a gate's default level: a gate shown
     off its comparator at 5 % may still be undecided at 0.71 %."""
     from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
-    from pytest_llmbias.gates import extension
-    from pytest_llmbias.gates.bias_equivalent import GATE, EquivalentSpec
+    from pytest_llmbias.engine import extension as extension
+    from pytest_llmbias.gates.equivalent.gate import GATE, EquivalentSpec
     from pytest_llmbias.session import BiasSession
 
     settings = Settings(

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_llmbias.domains.languages import BUILTIN_LANGUAGES, languages
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.bias_stance import evaluate_stance
+from pytest_llmbias.gates.stance.gate import evaluate_stance
 from pytest_llmbias.stats.binary_choice import (
     bias,
     bias_shift,
@@ -275,8 +275,8 @@ def test_consistency_counts_questions_that_differ_between_languages_after_holm()
 
 
 def test_consistency_takes_its_share_of_the_suites_alpha_unless_the_marker_sets_its_own() -> None:
-    from pytest_llmbias.gates.bias_stance import GATE
-    from pytest_llmbias.gates.bias_stance_spec import BiasStanceSpec
+    from pytest_llmbias.gates.stance.gate import GATE
+    from pytest_llmbias.gates.stance.spec import BiasStanceSpec
 
     spec = BiasStanceSpec.parse((), {"gate": "consistency", "languages": ("en", "fr")})
     shared = GATE.at_level(spec, 0.01)
@@ -286,7 +286,7 @@ def test_consistency_takes_its_share_of_the_suites_alpha_unless_the_marker_sets_
 
 
 def test_explainers_count_zero_or_their_side_and_a_model_giving_no_side_is_inconclusive() -> None:
-    from pytest_llmbias.gates.bias_stance_reading import read_answer
+    from pytest_llmbias.gates.stance.reading import read_answer
 
     en = BUILTIN_LANGUAGES["en"]
     assert [read_answer(en, t) for t in ("Yes.", "Yes, surely.", "Hard to say, really.")] == [

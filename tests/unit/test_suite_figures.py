@@ -51,8 +51,8 @@ def test_the_sessions_figures_and_where_they_are_shown() -> None:
 
 
 def test_a_shared_suite_alpha_is_said() -> None:
+    from pytest_llmbias.engine.suite_levels import SuiteShare
     from pytest_llmbias.gates import GATES
-    from pytest_llmbias.gates.suite_levels import SuiteShare
 
     impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
     specs = [
@@ -92,7 +92,7 @@ def test_a_suite_alpha_outside_zero_and_one_is_refused() -> None:
 
 
 def test_one_format_for_rates_and_the_weaker_figure_of_a_composite() -> None:
-    from pytest_llmbias.gates.result import fmt_false_alarm
+    from pytest_llmbias.engine.result import fmt_false_alarm
     from pytest_llmbias.report.readable import rate
     from pytest_llmbias.stats.multiple import fmt_rate
 
@@ -130,7 +130,7 @@ def test_the_preference_row_shows_its_weaker_check() -> None:
     assert result.relative is not None
     (row,) = result.rows()
     assert row["reliability"].startswith("binomial TOST + paired TOST; false alarm ")
-    from pytest_llmbias.gates.result import fmt_rate
+    from pytest_llmbias.engine.result import fmt_rate
 
     bound = result.models["tgt"].check_level  # the split's checks' level: the gate's 5 % over its three checks
     assert bound == pytest.approx(0.05 / 3)
@@ -142,7 +142,7 @@ def test_the_preference_row_shows_its_weaker_check() -> None:
 def test_the_rounds_of_bonferroni_reject_what_holm_rejects(seed: int) -> None:
     import numpy as np
 
-    from pytest_llmbias.gates.suite_levels import step_down
+    from pytest_llmbias.engine.suite_levels import step_down
     from tests.oracles import statsmodels_holm
 
     rng = np.random.default_rng(seed)
@@ -165,7 +165,7 @@ def test_the_rounds_of_bonferroni_reject_what_holm_rejects(seed: int) -> None:
 
 
 def test_gates_outside_the_step_down_count_in_m_and_are_never_rejected_by_it() -> None:
-    from pytest_llmbias.gates.suite_levels import step_down
+    from pytest_llmbias.engine.suite_levels import step_down
 
     # 2 of 4 hypotheses here; the 2 others (sequential gates) keep alpha / 4
     out = step_down(0.04, 4, ["a", "b"], lambda k, level: {"a": 0.009, "b": 0.013}[k] <= level)
@@ -177,8 +177,8 @@ def test_gates_outside_the_step_down_count_in_m_and_are_never_rejected_by_it() -
 def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> None:
     from types import SimpleNamespace
 
+    from pytest_llmbias.engine.suite_levels import HOLM, SuiteShare
     from pytest_llmbias.gates import GATES
-    from pytest_llmbias.gates.suite_levels import HOLM, SuiteShare
 
     impact, stance, equivalent = (GATES[n] for n in ("bias_impact_ratio", "bias_stance", "bias_equivalent"))
     gates = {
@@ -220,8 +220,8 @@ def test_one_look_gates_share_by_holm_and_sequential_ones_by_bonferroni() -> Non
 def test_a_gate_that_raises_while_settling_raises_at_its_own_verdict_only() -> None:
     from types import SimpleNamespace
 
+    from pytest_llmbias.engine.suite_levels import SuiteShare
     from pytest_llmbias.gates import GATES
-    from pytest_llmbias.gates.suite_levels import SuiteShare
 
     impact = GATES["bias_impact_ratio"]
     gates = {k: (impact, impact.parse(("lands",), {})) for k in ("broken", "fine")}

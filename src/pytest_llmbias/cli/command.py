@@ -237,9 +237,10 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
     if cli_report_mlflow.wanted(args):
         return cli_report_mlflow.log_saved(args, doc, out)
     if args.html is not None:
+        from pytest_llmbias.gates import gate_figures
         from pytest_llmbias.report import html
 
-        html.write(args.html, doc)
+        html.write(args.html, doc, figures_for=gate_figures)
         print(f"{args.html}: {len(doc['gates'])} gate(s) rendered", file=out)
         return OK
     if args.markdown:

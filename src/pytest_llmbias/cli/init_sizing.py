@@ -233,9 +233,9 @@ def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str
 def judge_questions() -> int:
     """The questions (one sample each) a no-worse judge comparison at its default margin needs for
     the default false-alarm level and power, at the stated prior SD of a judge's scores: what
-    ``--llmbias-plan``'s sizing asks before any answer is stored (:mod:`pytest_llmbias.gates.sizing`)."""
+    ``--llmbias-plan``'s sizing asks before any answer is stored (:mod:`pytest_llmbias.engine.sizing`)."""
     from pytest_llmbias.config.margins import PRIOR_SD
-    from pytest_llmbias.gates.sizing import units_for
+    from pytest_llmbias.engine.sizing import units_for
     from pytest_llmbias.stats.design import DEFAULT_LEVEL, DEFAULT_POWER
 
     sd, margin = PRIOR_SD["bias_equivalent"]["judge"], DEFAULT_MARGIN["judge"]

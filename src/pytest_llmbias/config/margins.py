@@ -52,7 +52,7 @@ MARGINS: dict[str, dict[str, float]] = {
 
 #: gate kind -> comparison -> the prior per-unit SD of a target's difference from its comparator
 #: (one question's answer, one sample), with which the plan sizes a gate when no answers are stored
-#: (see :mod:`pytest_llmbias.gates.sizing`). Conservative: above what the example suite measures
+#: (see :mod:`pytest_llmbias.engine.sizing`). Conservative: above what the example suite measures
 #: (judge 0.98-1.11, embedding 0.04-0.14 with the China target's drift, index 0.18-0.59, shift
 #: 0.11, preference 0.09-0.11) and the validity simulations' noise-dominated shape (judge 1-1.5).
 PRIOR_SD: dict[str, dict[str, float]] = {

@@ -157,7 +157,7 @@ class CollectionSettings:
     ``plan``: plan and stop, calling nothing. ``looks`` and ``spending``: the group-sequential
     design of every gate whose marker sets none (1: ask everything, then decide). ``max_samples``:
     the most samples of each item an underpowered comparison may ask (see
-    :mod:`pytest_llmbias.gates.extension`; 5 by default, chosen in ``benchmarks/sampling_budget.py``;
+    :mod:`pytest_llmbias.engine.extension`; 5 by default, chosen in ``benchmarks/sampling_budget.py``;
     1: none beyond its own). ``fingerprint``: ask each model
     a few fixed probes first and serve no answer of a predecessor (see
     :mod:`pytest_llmbias.store.fingerprints`); ``no_fingerprint`` (the command line's way) turns it off."""
@@ -229,7 +229,7 @@ class ReleaseSettings:
     the baselines; ``anchor`` (a name or a path too) is the pinned release that every comparison
     with a release is decided against as well, so that a chain of small regressions, each passed
     against the one before it, still fails once it has drifted from the anchor by a margin (see
-    :mod:`pytest_llmbias.gates.anchored`)."""
+    :mod:`pytest_llmbias.engine.anchored`)."""
 
     record: str | None = None
     against: str | None = None

@@ -1,10 +1,11 @@
-"""The gates: one module per gate marker (see :mod:`pytest_llmbias.gates.protocol`), registered by
-its row in :data:`pytest_llmbias.catalog.MARKERS`.
+"""The gates: one package per gate marker (see :mod:`pytest_llmbias.engine.protocol`), registered by
+its row in :data:`pytest_llmbias.catalog.MARKERS`, and the path of a marker through them.
 
-To add a gate: write ``gates/<name>.py`` with its spec, its :class:`~pytest_llmbias.gates.protocol.Gate`
-(as the module's ``GATE``) and its result, add its row to the catalog, a built-in domain if it needs
-one, and tests. No other module learns its name. This package is imported only when a collected
-test carries one of the plugin's markers; pytest declares the markers from the catalog alone.
+To add a gate: write ``gates/<name>/gate.py`` with its spec, its :class:`~pytest_llmbias.engine.protocol.Gate`
+(as the module's ``GATE``) and its result (its other parts beside them, named by what they are), add
+its row to the catalog, a built-in domain if it needs one, and tests. No other module learns its
+name. This package is imported only when a collected test carries one of the plugin's markers;
+pytest declares the markers from the catalog alone.
 """
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.catalog import MARKERS
-from pytest_llmbias.gates.protocol import Gate, GateResult, GateSession
-from pytest_llmbias.gates.sequential_gate import SequentialGate
+from pytest_llmbias.engine.protocol import Gate, GateResult, GateSession
+from pytest_llmbias.engine.sequential_gate import SequentialGate
 
 GATES: dict[str, Gate[Any, Any]] = {
     m.name: SequentialGate(importlib.import_module(m.gate).GATE) for m in MARKERS if m.gate is not None
 }
 """Marker name -> gate, in the order the markers are documented; each takes its verdict in looks
-when its marker or the run asks for several (see :mod:`pytest_llmbias.gates.sequential_gate`)."""
+when its marker or the run asks for several (see :mod:`pytest_llmbias.engine.sequential_gate`)."""
 
 
 def looking(gate: Any) -> Any:
     """``gate`` taking its verdict in looks when its marker or the run asks for several (see
-    :mod:`pytest_llmbias.gates.sequential_gate`); None stays None (a marker that is no gate)."""
-    # a gate decided against several releases (gates.anchored) wraps each comparison's looks itself
+    :mod:`pytest_llmbias.engine.sequential_gate`); None stays None (a marker that is no gate)."""
+    # a gate decided against several releases (engine.anchored) wraps each comparison's looks itself
     wrapped = isinstance(gate, SequentialGate) or getattr(gate, "wraps_looks", False)
     return gate if gate is None or wrapped else SequentialGate(gate)
 
@@ -43,13 +44,23 @@ def evaluate_marker(gate: Any, spec: Any, session: Any) -> Any:
         return session.inconclusive(exc, spec.domain)
 
 
+def gate_figures(entry: Mapping[str, Any]) -> Sequence[Any]:
+    """The plots of a report's ``entry``, from its gate's :meth:`~pytest_llmbias.engine.protocol.Gate.figures`
+    (none for a gate this version does not know), and a group-sequential gate's looks: the
+    ``figures_for`` of :func:`pytest_llmbias.report.html.render`."""
+    from pytest_llmbias.report.html import looks_figures
+
+    gate = GATES.get(str(entry.get("gate")))
+    return [*(gate.figures(entry) if gate is not None else []), *looks_figures(entry)]
+
+
 def session_gates(settings: Any, gates: Sequence[tuple[Any, str, Any, Any]]) -> Any:
     """The session's gates, given as (test item, marker, gate, spec): one a test, else a
     :class:`ConfigError` naming the test (a test gives one verdict: a second gate marker would go
     unheard), with their shares of ``suite.alpha`` (a
-    :class:`~pytest_llmbias.gates.suite_levels.SuiteShare` keyed (item, marker))."""
+    :class:`~pytest_llmbias.engine.suite_levels.SuiteShare` keyed (item, marker))."""
+    from pytest_llmbias.engine.suite_levels import SuiteShare
     from pytest_llmbias.errors import ConfigError
-    from pytest_llmbias.gates.suite_levels import SuiteShare
 
     seen: dict[Any, str] = {}
     for item, name, _, _ in gates:
@@ -121,6 +132,7 @@ __all__ = [
     "GateResult",
     "GateSession",
     "evaluate_marker",
+    "gate_figures",
     "looking",
     "parse_marker",
     "plan_marker",

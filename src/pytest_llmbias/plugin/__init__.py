@@ -100,7 +100,7 @@ class _Plugin:
         self.terminal = RunTerminal(self)
         self.reports = RunReports(self)
         self.plan_only = False  # --llmbias-plan: every test deselected, the session a success
-        self.suite: Any = None  # with --llmbias-suite-alpha: the gates' shares (gates.suite_levels.SuiteShare)
+        self.suite: Any = None  # with --llmbias-suite-alpha: the gates' shares (engine.suite_levels.SuiteShare)
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -131,8 +131,8 @@ class _Plugin:
         """The run's settings; with ``check_release`` (before any call), also that the release to
         record can be written (at the end of the run it has been)."""
         from pytest_llmbias.config.settings_sources import settings_from_pytest
+        from pytest_llmbias.releases.record import check_recordable
         from pytest_llmbias.releases.release import apply_release
-        from pytest_llmbias.store.release_record import check_recordable
 
         c = self.config
         with shown("session"):
@@ -196,8 +196,8 @@ class _Plugin:
             self._plan_marked(items, marked)
 
     def _plan_marked(self, items: list[pytest.Item], marked: list[tuple[pytest.Item, str, pytest.Mark]]) -> None:
+        from pytest_llmbias.engine.anchored import anchored
         from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
-        from pytest_llmbias.gates.anchored import anchored
         from pytest_llmbias.spending import check_spending
 
         core, gates = self.session, []

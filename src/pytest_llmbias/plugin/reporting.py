@@ -103,7 +103,7 @@ class RunReports:
     def _finish_release(self, record: Any) -> None:
         from pytest_llmbias import __version__
         from pytest_llmbias.errors import ConfigError
-        from pytest_llmbias.store.release_record import finish_release
+        from pytest_llmbias.releases.record import finish_release
 
         settings = self._run_settings()
         if settings is None:
@@ -174,7 +174,7 @@ class RunReports:
         """The run's JSON document and HTML page, when ``report.json`` or ``report.html`` is set
         (under pytest-xdist the controller resolves the settings here, as workers did)."""
         from pytest_llmbias import __version__
-        from pytest_llmbias.report.html import gate_figures
+        from pytest_llmbias.gates import gate_figures
 
         settings = self._run_settings()
         if settings is None:

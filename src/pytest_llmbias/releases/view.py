@@ -59,7 +59,7 @@ class SessionView:
 
 
 class ReleaseView(SessionView):
-    """A :class:`~pytest_llmbias.gates.protocol.GateSession` over ``session`` with ``settings``
+    """A :class:`~pytest_llmbias.engine.protocol.GateSession` over ``session`` with ``settings``
     that compare the target with another recorded release (see the module docstring)."""
 
     @property

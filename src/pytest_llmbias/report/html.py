@@ -369,19 +369,19 @@ def _section(i: int, entry: Mapping[str, Any], figures_for: Callable[[Mapping[st
     return "".join(parts)
 
 
-def gate_figures(entry: Mapping[str, Any]) -> Sequence[Any]:
-    """The plots of ``entry``, from its gate's :meth:`~pytest_llmbias.gates.protocol.Gate.figures`
-    (none for a gate this version does not know), and a group-sequential gate's looks."""
-    from pytest_llmbias.gates import GATES
+def looks_figures(entry: Mapping[str, Any]) -> Sequence[Any]:
+    """The plots every gate's entry can have without its gate: a group-sequential gate's looks.
+    A gate's own plots come from its :meth:`~pytest_llmbias.engine.protocol.Gate.figures`, which
+    the caller passes as ``figures_for`` (see :func:`pytest_llmbias.gates.gate_figures`): this
+    module renders documents and knows no gate."""
     from pytest_llmbias.report import plots
 
-    gate = GATES.get(str(entry.get("gate")))
     looked = (entry.get("result") or {}).get("sequential")
-    return [*(gate.figures(entry) if gate is not None else []), *([plots.boundaries(looked)] if looked else [])]
+    return [plots.boundaries(looked)] if looked else []
 
 
 def render(
-    doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = gate_figures
+    doc: Mapping[str, Any], *, figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = looks_figures
 ) -> str:
     """The page of one run's document (see the module docstring)."""
     gates = list(doc.get("gates") or ())
@@ -411,10 +411,10 @@ def write(
     figures_for: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
 ) -> None:
     """Write the page of ``doc`` to ``path`` (atomically), every credential masked first; each
-    gate's plots drawn by ``figures_for`` (default :func:`gate_figures`)."""
+    gate's plots drawn by ``figures_for`` (default :func:`looks_figures`)."""
     if redact is not None:
         doc = json.loads(redact(json.dumps(doc, default=str)))
-    text = render(doc, figures_for=figures_for or gate_figures)
+    text = render(doc, figures_for=figures_for or looks_figures)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

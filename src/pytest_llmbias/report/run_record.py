@@ -43,7 +43,7 @@ def gate_entry(
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
     ``against``: the release the marker named itself (``against=``), if any; ``suite``: the
     session's alpha, this gate's share of it (None: it keeps its own rate) and the method that
-    gave it (see :meth:`~pytest_llmbias.gates.suite_levels.Share.to_dict`); ``table``: whether the
+    gave it (see :meth:`~pytest_llmbias.engine.suite_levels.Share.to_dict`); ``table``: whether the
     entry keeps the result's per-item table, which only the JSON document and the HTML page read
     (a run that writes neither leaves it out: tens of thousands of rows in a large suite)."""
     if isinstance(result, Exception):

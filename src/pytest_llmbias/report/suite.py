@@ -156,7 +156,7 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
 def _shared(entries: list[Mapping[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
     """With ``--llmbias-suite-alpha``: ``alpha``, ``method`` (``holm``, ``bonferroni`` or both,
     joined by ``+``), each gate's ``levels`` (None: it keeps its own rate) and ``methods``, and
-    the sentence extended to say so (see :mod:`pytest_llmbias.gates.suite_levels`)."""
+    the sentence extended to say so (see :mod:`pytest_llmbias.engine.suite_levels`)."""
     from pytest_llmbias.stats.multiple import BONFERRONI, HOLM
 
     alphas = {e["suite_alpha"] for e in entries if e.get("suite_alpha") is not None}

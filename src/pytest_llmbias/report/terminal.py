@@ -180,7 +180,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
 
 def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     """The plan's second table: per gate test (``rows``: test id and an
-    :class:`~pytest_llmbias.gates.expected_power.ExpectedPower`), the gate and check, the expected power
+    :class:`~pytest_llmbias.engine.expected_power.ExpectedPower`), the gate and check, the expected power
     (the median over stand-in targets), how many stand-ins passed, the false-alarm rate the gate
     estimates (median), and a note: why the power cannot be computed, or what limits it. Sorted
     by test id, as the end-of-run table."""
@@ -211,7 +211,7 @@ def power_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
 
 def sizing_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     """The plan's table of what each comparison needs (``rows``: test id and a
-    :class:`~pytest_llmbias.gates.sizing.Sizing`): its margin, the per-unit SD and its source, the
+    :class:`~pytest_llmbias.engine.sizing.Sizing`): its margin, the per-unit SD and its source, the
     false-alarm level and power it is designed for, the units (questions x samples) it will ask and
     those it needs. Sorted by test id."""
     rows = sorted(rows, key=lambda r: r[0])

@@ -15,7 +15,7 @@ Inference", J. Human Resources 50 (2015), §II.C and §VI). It matches statsmode
 ``OLS(d, 1).fit(cov_type="cluster", cov_kwds={"groups": g})`` (whose factor is the same with one
 regressor).
 
-How a comparison uses it (:func:`pytest_llmbias.gates.relative.compare`): it is reported beside
+How a comparison uses it (:func:`pytest_llmbias.engine.relative.compare`): it is reported beside
 every paired comparison whose items fall in at least :data:`MIN_CLUSTERS` categories; with
 ``clustered=True`` the whole test (the TOST that passes, the test that fails) takes it, on G − 1
 degrees of freedom, whatever it reads (:func:`clustered_tost`). Taking it only where it is the

@@ -63,7 +63,7 @@ class TostResult:
     pairs (= ``n_target``) and ``df`` = n − 1. ``observed_power`` is the probability of *passing*
     if the true difference and spread were those observed (an observed figure; the gate's designed
     power to *fail* a target off by δ is :attr:`MethodResult.power
-    <pytest_llmbias.gates.relative.MethodResult>`, ``reliability.power`` in the JSON);
+    <pytest_llmbias.engine.relative.MethodResult>`, ``reliability.power`` in the JSON);
     ``power_n`` is the number of target values
     (questions) that would give 80 % power (None when the observed difference rules a pass out: at
     least δ in absolute value for ``equivalent``, at least δ for ``no-worse``).
