@@ -1,6 +1,8 @@
 """pytest glue: options, ini keys, markers, fixtures and hooks. Everything else is in the core.
 What the run records for its reports is in :mod:`~pytest_llmbias.plugin.reporting`, what it shows
-on the terminal in :mod:`~pytest_llmbias.plugin.screen`.
+on the terminal in :mod:`~pytest_llmbias.plugin.screen`, the plan made at collection in
+:mod:`~pytest_llmbias.plugin.collection_plan`, the core's settings and session as the plugin opens
+them in :mod:`~pytest_llmbias.plugin.core_session`.
 
 Loading this module imports only the standard library and pytest. The core (and litellm, diskcache,
 numpy...) is imported the first time a collected test carries one of the plugin's markers or asks
@@ -10,8 +12,6 @@ for one of its fixtures: a project that uses neither pays nothing, writes nothin
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -75,16 +75,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             plugin.close()
 
 
-def _line_writer(reporter: Any) -> Callable[[str], None]:
-    """Writes a line to the terminal reporter, on a line of its own."""
-
-    def write(line: str) -> None:
-        reporter.ensure_newline()
-        reporter.write_line(line)
-
-    return write
-
-
 def plugin_of(config: pytest.Config) -> _Plugin:
     return config.stash[_session_key]
 
@@ -115,38 +105,17 @@ class _Plugin:
     @property
     def session(self) -> BiasSession:
         if self._session is None:
-            from pytest_llmbias.session import BiasSession
+            from pytest_llmbias.plugin.core_session import open_session
 
-            self._session = BiasSession(
-                self._settings(check_release=True),
-                on_progress=self.terminal.progress,
-                worker_id=self.worker_input.get("workerid"),
-                run_id=self.worker_input.get("testrunuid"),
-                add_features=lambda r: self.config.hook.pytest_llmbias_add_features(registry=r, config=self.config),
-                add_models=lambda r: self.config.hook.pytest_llmbias_add_models(registry=r, config=self.config),
-            )
+            self._session = open_session(self)
         return self._session
 
     def _settings(self, *, check_release: bool = False) -> Any:
         """The run's settings; with ``check_release`` (before any call), also that the release to
         record can be written (at the end of the run it has been)."""
-        from pytest_llmbias.config.settings_sources import settings_from_pytest
-        from pytest_llmbias.releases.record import check_recordable
-        from pytest_llmbias.releases.release import apply_release
+        from pytest_llmbias.plugin.core_session import run_settings
 
-        c = self.config
-        with shown("session"):
-            settings = settings_from_pytest(
-                option=c.option,
-                getini=c.getini,
-                rootdir=c.rootpath,
-                inipath=c.inipath,
-                cwd=c.invocation_params.dir,
-                environ=os.environ,
-            )
-            if check_release:
-                check_recordable(settings)
-            return apply_release(settings)
+        return run_settings(self.config, check_release=check_release)
 
     def close(self) -> None:
         if self._session is not None and not self._closed:
@@ -188,51 +157,10 @@ class _Plugin:
 
         marked = self.marked(items)
         check_marker_use(self.config, self.registry, items, marked)  # misspelt or doubled markers
-        if not marked:
-            return
-        from pytest_llmbias.planning.garbage import fewer_collections
+        if marked:
+            from pytest_llmbias.plugin.collection_plan import plan_marked
 
-        with fewer_collections():
-            self._plan_marked(items, marked)
-
-    def _plan_marked(self, items: list[pytest.Item], marked: list[tuple[pytest.Item, str, pytest.Mark]]) -> None:
-        from pytest_llmbias.engine.anchored import anchored
-        from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
-        from pytest_llmbias.spending import check_spending
-
-        core, gates = self.session, []
-        for item, name, marker in marked:
-            with shown("session", where=item.nodeid):
-                against, kwargs = marker_release(name, marker.kwargs)
-                view = core.against(against)
-                # with --llmbias-anchor: decided against the anchor release as well
-                gate = anchored(looking(self.registry.gate(name)), core, view)
-                spec = plan_marker(gate, view, name, marker.args, kwargs)  # type: ignore[arg-type]
-            item.stash.setdefault(SPEC_KEY, {})[name] = spec
-            item.stash.setdefault(AGAINST_KEY, {})[name] = against
-            item.stash.setdefault(GATE_KEY, {})[name] = gate
-            if gate is not None:
-                gates.append((item, name, gate, spec))
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        with shown("session"):
-            self.suite = session_gates(core.settings, gates)  # one gate a test; --llmbias-suite-alpha
-            for item, name in self.suite.keys():
-                item.stash[SPEC_KEY][name] = self.suite.spec((item, name))
-            core.share_specs([(spec, self.suite.spec((item, name))) for item, name, _, spec in gates])
-            core.open_team_store()  # an unreachable team store is a usage error, before any test
-            core.check_applications()  # and a Python target that names nothing
-            plan_only = check_spending(
-                core,
-                [(i.nodeid, g, self.suite.spec((i, n))) for i, n, g, _ in gates],
-                worker=self.is_worker,
-                write=_line_writer(reporter) if reporter else None,
-            )
-        if plan_only:  # no test runs; the session ends as a success (see pytest_sessionfinish)
-            self.config.hook.pytest_deselected(items=list(items))
-            items.clear()
-            self.plan_only = True
-            if reporter is not None:
-                reporter.write_line("llmbias: plan only (--llmbias-plan): no model was called")
+            plan_marked(self, items, marked, (SPEC_KEY, AGAINST_KEY, GATE_KEY))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.plan_only and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
