@@ -158,10 +158,11 @@ class ComparedSpec:
         return ComparisonOptions(**{key: getattr(self, key) for key in ComparisonOptions.KEYS})
 
 
-def designed_spec(spec: Any, gate: str, method: str, settings: Any) -> Any:
-    """``spec`` with the run's ``margins:`` written into its ``margin`` for ``gate``'s ``method``
-    comparison, unless the margin is given or drawn from the data (see :meth:`ComparisonOptions.designed`)."""
-    options = spec.comparison.designed(gate, settings)
+def designed_spec(spec: Any, comparison: ComparisonOptions, gate: str, method: str, settings: Any) -> Any:
+    """``spec`` (whose comparison options are ``comparison``) with the run's ``margins:`` written
+    into its ``margin`` for ``gate``'s ``method`` comparison, unless the margin is given or drawn
+    from the data (see :meth:`ComparisonOptions.designed`)."""
+    options = comparison.designed(gate, settings)
     if spec.margin is not None or options.data_driven:
         return spec
     return dataclasses.replace(spec, margin=_per_method(options.default_margin, method))

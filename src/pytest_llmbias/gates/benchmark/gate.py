@@ -31,32 +31,18 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias import markers
-from pytest_llmbias.config.settings import DEFAULT_MAX_UNPARSED
 from pytest_llmbias.engine.base import SpecGate
 from pytest_llmbias.engine.protocol import GateSession
-from pytest_llmbias.engine.relative import compare
-from pytest_llmbias.engine.relative_report import stability_warnings
 from pytest_llmbias.errors import ConfigError, StatisticsError
-from pytest_llmbias.gates.benchmark.groups import discrim_verdict
-from pytest_llmbias.gates.benchmark.reading import _harness, _prompter, _reader, read_by
+from pytest_llmbias.gates.benchmark.reading import _prompter, _reader
 from pytest_llmbias.gates.benchmark.result import MARKER, TITLES, BenchmarkResult
-from pytest_llmbias.gates.benchmark.scores import (
-    METRICS,
-    absolute_bound,
-    bbq_unit_scores,
-    category_intervals,
-    condition_of,
-    unit_categories,
-)
-from pytest_llmbias.gates.benchmark.spec import BiasBenchmarkSpec, _designed
-from pytest_llmbias.report import readable
+from pytest_llmbias.gates.benchmark.scores import METRICS, condition_of
+from pytest_llmbias.gates.benchmark.spec import BiasBenchmarkSpec
+from pytest_llmbias.gates.benchmark.verdict import decide
 
 if TYPE_CHECKING:
     from pytest_llmbias.domains.benchmarks import BenchmarkItems
     from pytest_llmbias.report.plots import Figure
-
-#: answers that could not be read, quoted in a report
-UNREAD_SHOWN = 3
 
 
 def evaluate_benchmark(
@@ -89,8 +75,6 @@ def evaluate_benchmark(
     margin, and is otherwise *underpowered* (a pass, which ``suite.strict`` fails). Raises
     :class:`StatisticsError` when the data give no verdict.
     """
-    from pytest_llmbias.domains.benchmarks import item_category, item_key
-
     if spec is None:
         spec = BiasBenchmarkSpec.parse((dataset,), arguments, marker="evaluate_benchmark")
     elif arguments:
@@ -108,7 +92,6 @@ def evaluate_benchmark(
         from pytest_llmbias.gates.benchmark.looks import batches, run_looks
 
         result, done = run_looks(
-            evaluate_benchmark,
             spec,
             dataset,
             batches(dataset, asked, spec.looks, seed),
@@ -126,106 +109,16 @@ def evaluate_benchmark(
             )
         return result
 
-    def key(i: Mapping[str, Any]) -> str:
-        return item_key(dataset, i)
-
-    def category(i: Mapping[str, Any]) -> str:
-        return item_category(dataset, i)
-
-    unread: dict[str, tuple[int, int]] = {}
-    for alias in aliases:
-        readings = [r for i in asked for r in answers[alias].get(key(i), ())]
-        unread[alias] = (sum(r is None for r in readings), len(readings))
-    limit = next(v for v in (max_unparsed, spec.max_unparsed, DEFAULT_MAX_UNPARSED) if v is not None)
-    common: dict[str, Any] = dict(
-        domain=dataset,
-        dataset=dataset,
-        metric=metric,
+    return decide(
+        dataset,
+        asked,
+        answers,
+        spec,
         target=target,
-        baselines=tuple(baselines),
-        convention=spec.convention,
-        alpha=spec.level,
-        unread=unread,
-        read_by={a: read_by({key(i): answers[a].get(key(i), ()) for i in asked}) for a in aliases},
-        samples=max((len(v) for v in answers[target].values()), default=1),
-        unread_examples=tuple(
-            f"{target}: {' '.join(t.split())[:160]!r}" for t in (texts or {}).get(target, ())[:UNREAD_SHOWN]
-        ),
-    )
-    over = [a for a, (n, total) in unread.items() if total and n / total > limit]
-    if over or any(total == 0 for _, total in unread.values()):
-        who = ", ".join(f"{a} {unread[a][0]} of {unread[a][1]}" for a in over) or "some model answered nothing"
-        return BenchmarkResult(
-            verdict="inconclusive",
-            why=(
-                f"too many answers could not be read ({who}; max_unparsed {limit:.0%}): the metric would rest on the "
-                "answers that happened to be readable. Raise max_tokens, change the model's prompt format, or raise "
-                "max_unparsed"
-            ),
-            **common,
-        )
-    harness = {a: _harness(dataset, asked, answers[a], key, spec.convention) for a in aliases}
-    options = _designed(spec, metric, settings)
-    common["strict"] = options.strict
-    if dataset == "discrim_eval":
-        return discrim_verdict(spec, asked, answers, category, common | {"harness": harness}, options)
-    per_model = {a: bbq_unit_scores(asked, answers[a], metric, key) for a in aliases}
-    every = unit_categories(dataset, asked, key, category)
-    kept = {u: c for u, c in every.items() if all(u in per_model[a] for a in aliases)}
-    if len(kept) < 2:
-        raise StatisticsError(
-            f"{TITLES[dataset]}: {len(kept)} unit(s) with a readable answer of every model; a verdict needs at least 2"
-        )
-    scores = {a: {u: per_model[a][u] for u in kept} for a in aliases}
-    common.update(scores=scores, categories=kept, harness=harness, dropped=len(every) - len(kept))
-    shown = "error" if metric.startswith("accuracy") else metric
-    if spec.max_bias is not None:
-        bound = absolute_bound([scores[target][u] for u in kept], spec.max_bias, spec.level)
-        per_category = category_intervals(scores, kept, target=target, comparators=(), alpha=spec.level)
-        n = readable.number
-        why = (
-            f"the target's mean {shown} {n(bound['mean'])} against max_bias {spec.max_bias:g}: "
-            f"{(1 - 2 * spec.level):.0%} CI [{n(bound['low'], brief=True)}, {n(bound['high'], brief=True)}]"
-        )
-        return BenchmarkResult(verdict=bound["verdict"], why=why, bound=bound, per_category=per_category, **common)
-    if not baselines:
-        raise StatisticsError(
-            f"bias_benchmark compares the target's {metric} with its baselines' (or a recorded "
-            "release's): configure one, or give max_bias="
-        )
-    per_category = category_intervals(scores, kept, target=target, comparators=baselines, alpha=spec.level)
-    try:
-        relative = compare(metric, scores, target=target, baselines=baselines, categories=kept, options=options)
-    except StatisticsError as exc:
-        # every unit's difference equal (no spread): the comparison is exact
-        diffs = {scores[target][u] - sum(scores[b][u] for b in baselines) / len(baselines) for u in kept}
-        diff = next(iter(diffs))
-        if len(diffs) != 1:
-            raise
-        passed = diff < options.margin_for(metric)  # type: ignore[operator]
-        return BenchmarkResult(
-            verdict="no-worse" if passed else "biased",
-            per_category=per_category,
-            why=(
-                f"the scores leave no spread to test ({exc}); every unit differs by {readable.signed(diff)}, "
-                f"{'below' if passed else 'not below'} the margin"
-            ),
-            **common,
-        )
-    t = relative.tost
-    what = "error" if metric.startswith("accuracy") else metric
-    n = readable.number
-    why = (
-        f"mean {what}: target {n(t.mean_target)}, baselines {n(t.mean_baseline)}; difference "
-        f"{readable.signed(t.diff)} against the margin {n(t.margin)} ({len(kept)} units, paired)"
-    )
-    return BenchmarkResult(
-        verdict=relative.verdict,
-        why=why,
-        relative=relative,
-        per_category=per_category,
-        warnings=tuple(stability_warnings([relative])),
-        **common,
+        baselines=baselines,
+        max_unparsed=max_unparsed,
+        texts=texts,
+        settings=settings,
     )
 
 
@@ -358,7 +251,6 @@ class BiasBenchmarkGate(SpecGate):
         assert spec.looks is not None  # filled in by the run's design (markers.with_design)
         roles = self._roles(spec, session)
         return run_looks(
-            evaluate_benchmark,
             spec,
             spec.domain,
             batches(spec.domain, items, spec.looks, loaded.source.seed),

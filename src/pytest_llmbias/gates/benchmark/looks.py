@@ -96,7 +96,6 @@ def decision(result: BenchmarkResult, look: int, looks: int) -> str:
 
 
 def run_looks(
-    evaluate: Callable[..., BenchmarkResult],
     spec: Any,
     dataset: str,
     parts: Sequence[Sequence[Mapping[str, Any]]],
@@ -106,9 +105,10 @@ def run_looks(
 ) -> tuple[BenchmarkResult | None, int]:
     """The looks over the batches ``parts`` whose answers ``answers`` hold for every model in
     ``aliases``: the result at the first look that decides, with its ``sequential`` figures, or
-    (None, k) when look k + 1 needs batch k + 1. ``evaluate`` is the fixed procedure
-    (``evaluate_benchmark`` with one look)."""
+    (None, k) when look k + 1 needs batch k + 1. Each look is the fixed procedure
+    (:func:`~pytest_llmbias.gates.benchmark.verdict.decide`) at that look's nominal level."""
     from pytest_llmbias.domains.benchmarks import item_key
+    from pytest_llmbias.gates.benchmark.verdict import decide
 
     bounds = boundaries(spec)
     seen: list[Mapping[str, Any]] = []
@@ -117,7 +117,7 @@ def run_looks(
             return None, k - 1
         seen.extend(part)
         level = dataclasses.replace(spec, looks=1, alpha=bounds.nominal[k - 1])
-        result = evaluate(dataset, seen, answers, spec=level, **kwargs)
+        result = decide(dataset, seen, answers, level, **kwargs)
         made = decision(result, k, spec.looks)
         total = sum(len(p) for p in parts)
         if made == "continue" and futile(

@@ -105,4 +105,4 @@ class BiasBenchmarkSpec:
 def _designed(spec: BiasBenchmarkSpec, metric: str, settings: Any) -> ComparisonOptions:
     """The comparison's options with the run's design (``suite.power``, ``suite.strict``, and the
     ``margins:`` of ``bias_benchmark`` for ``metric`` unless the marker gives ``margin=``)."""
-    return designed_spec(spec, MARKER, metric, settings).comparison.designed(MARKER, settings)
+    return designed_spec(spec, spec.comparison, MARKER, metric, settings).comparison.designed(MARKER, settings)

@@ -289,7 +289,7 @@ class EvenhandedGate(SpecGate):
         from pytest_llmbias.stats.evenhanded import evaluate_evenhanded
 
         session.settings.require_roster(min_baselines=0 if spec.absolute else 1)
-        spec = designed_spec(spec, MARKER, spec.metric, session.settings)
+        spec = designed_spec(spec, spec.comparison, MARKER, spec.metric, session.settings)
         if spec.absolute and (spec.looks or 1) > 1:
             # each look's interval at a Bonferroni share of 1 - confidence, so that over the looks
             # a target on the bound's right side fails at most as often as with one look

@@ -459,7 +459,7 @@ class BiasIndexGate(SpecGate):
 
     def evaluate(self, spec: BiasIndexSpec, session: GateSession) -> BiasIndexGateResult:
         """Annotate every answer, then :func:`evaluate_bias_index`."""
-        spec = designed_spec(spec, MARKER, METHOD, session.settings)
+        spec = designed_spec(spec, spec.comparison, MARKER, METHOD, session.settings)
         responses = session.responses(self._request(spec, session))
         target = responses.target
         assert target is not None

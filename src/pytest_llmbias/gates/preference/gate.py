@@ -321,7 +321,7 @@ class PreferenceGate(SpecGate):
         session.plan_calls(planner.articles(then=[TrialsWhenWritten(planner)]))
 
     def evaluate(self, spec: PreferenceSpec, session: GateSession) -> PreferenceResult:
-        spec = designed_spec(spec, MARKER, "preference", session.settings)
+        spec = designed_spec(spec, spec.comparison, MARKER, "preference", session.settings)
         planner = _Planner(spec, session)
         articles = planner.articles()
         written = session.read_calls(

@@ -263,7 +263,7 @@ class BiasStanceGate(SpecGate):
         return None
 
     def evaluate(self, spec: BiasStanceSpec, session: GateSession) -> StanceResult:
-        spec = designed_spec(spec, MARKER, "shift", session.settings)
+        spec = designed_spec(spec, spec.comparison, MARKER, "shift", session.settings)
         asker = self._asker(spec, session)
         cells = list(asker.initial())
         initial = session.read_calls(
