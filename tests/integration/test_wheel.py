@@ -101,7 +101,7 @@ def test_the_wheel_installs_and_runs_the_example_suite_and_init(tmp_path: Path) 
         text=True,
         timeout=600,
     )
-    assert "10 passed, 7 xfailed" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "9 passed, 8 xfailed" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
 
     project = tmp_path / "project"
     init = subprocess.run(

@@ -135,6 +135,18 @@ def test_the_summary_is_one_line_of_the_designed_rates() -> None:
     assert "\n" not in suite["summary"]
 
 
+def test_the_summary_says_which_underpowered_verdicts_strict_failed() -> None:
+    short = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": False}}
+    under = "not shown biased (underpowered)"
+    failed = {**_entry("d", short, verdict=under), "passed": False}  # suite.strict fails it
+    assert suite_figures([failed])["summary"].endswith("; 1 underpowered verdict (failed: suite.strict)")
+    both = suite_figures([failed, _entry("e", short, verdict=under)])
+    assert both["summary"].endswith("; 2 underpowered verdicts (1 failed: suite.strict)")
+    assert both["underpowered_failed"] == 1 and both["underpowered"] == ["d", "e"]
+    # an underpowered failure is not counted among the gates that failed without needing power
+    assert both["caught"] == 0
+
+
 def test_a_gate_that_failed_unsized_is_counted_as_failed_not_as_needing_answers() -> None:
     short = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": False}}
     sized = {"judge": {"designed_false_alarm": 0.0125, "false_alarm": 0.0125, "designed_power": 0.8, "sized": True}}

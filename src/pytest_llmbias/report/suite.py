@@ -85,19 +85,21 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
     release meets (the union bound over the gates' stated rates, with the ``suite.alpha`` it is
     designed for), the power each sized gate is designed for against a release worse by its
     margin at the gates whose answers size it (``sized`` of ``designed``: the others need more
-    questions x samples), and the gates whose verdict is ``underpowered``. A gate that failed on a
+    questions x samples), and the gates whose verdict is ``underpowered`` (``underpowered_failed``
+    of them failed, under ``suite.strict``). A gate that failed on a
     design its answers did not size is not counted among them but as failed without needing the
     power (``caught``): its verdict stands as it is. ``power``: the designed figure (None where no
     gate states one)."""
     from pytest_llmbias.stats.multiple import fmt_rate
 
-    under, designed, sized, caught, powers = [], 0, 0, 0, []
+    under, designed, sized, caught, powers, failed_under = [], 0, 0, 0, [], 0
     for e in entries:
         reliability = (e.get("result") or {}).get("reliability")
         flags = _flags(reliability, "sized") if isinstance(reliability, Mapping) else []
         powers += _flags(reliability, "designed_power") if isinstance(reliability, Mapping) else []
         if "underpowered" in str(e.get("verdict", "")):
             under.append(str(e.get("test")))
+            failed_under += e.get("passed") is False  # suite.strict fails an underpowered pass
         # a gate that failed needs no power to stand: more answers would not change what it showed
         # (its standard error is its own target's, often wide because the target is off)
         if flags and not all(flags) and e.get("passed") is False and "underpowered" not in str(e.get("verdict", "")):
@@ -143,12 +145,15 @@ def _designed(entries: list[Mapping[str, Any]], out: Mapping[str, Any]) -> dict[
         line += f"; {caught} {gates} failed (a failure needs no power)"
     if under:
         line += f"; {len(under)} underpowered verdict{'s' if len(under) != 1 else ''}"
+        if failed_under:
+            line += f" ({'failed' if failed_under == len(under) else f'{failed_under} failed'}: suite.strict)"
     return {
         "power": power,
         "sized": sized,
         "designed": designed,
         "caught": caught,
         "underpowered": sorted(under),
+        "underpowered_failed": failed_under,
         "summary": line,
     }
 
