@@ -43,6 +43,12 @@ A provider's quota (for the adaptive limit's tests and benchmarks)::
     python tests/openai_server.py --latency 0.2 --rate-limit 30
     # at most 30 requests accepted in any rolling second; the rest are answered 429 at once with
     # Retry-After: 1 (--rate-retry-after)
+
+OpenAI's Batch API on the same scripted answers (``server.batches``; described in tests/batch_api.py)::
+
+    python tests/openai_server.py --batch-step 0.05 --batch-expire-after 100
+    # POST /v1/files, POST /v1/batches, GET /v1/batches/{id}, GET /v1/files/{id}/content; each batch
+    # moves on one state (or one chunk of lines, --batch-chunk) every 0.05 s; GET /_admin/batches
 """
 
 from __future__ import annotations
@@ -62,6 +68,11 @@ import zlib
 from typing import Any
 
 from aiohttp import web
+
+if __package__:
+    from .batch_api import BatchAPI
+else:  # run as a script, from the tests folder
+    from batch_api import BatchAPI  # type: ignore[no-redef]
 
 HOST = "127.0.0.1"
 
@@ -212,6 +223,10 @@ class OpenAIServer:
         work: float = 0.0,
         capacity: int = 1,
         restless_ends: bool = False,
+        batch_step: float = 0.05,
+        batch_chunk: int | None = None,
+        batch_expire_after: int | None = None,
+        batch_seed: int | None = None,
     ):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
@@ -269,6 +284,10 @@ class OpenAIServer:
         self._stopped_event: asyncio.Event | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
+        # OpenAI's Batch API on the same answers (tests/batch_api.py)
+        self.batches = BatchAPI(
+            self, step=batch_step, chunk=batch_chunk, expire_after=batch_expire_after, seed=batch_seed
+        )
 
     # ------------------------------------------------------------------ API
 
@@ -296,16 +315,20 @@ class OpenAIServer:
             return sum(1 for r in self._requests if r["model"] == model)
 
     def reset(self) -> None:
+        """Forget the requests, scripts, counters, and every batch and file of the Batch API."""
         with self._lock:
             self._requests.clear()
             self._scripts.clear()
             self._clear_counters()
+        self.batches.reset()
 
     def reset_counters(self) -> None:
-        """Forget the requests received and the fault/answer counters (scripts are kept)."""
+        """Forget the requests received and the fault/answer counters, the Batch API's too (scripts,
+        batches and files are kept)."""
         with self._lock:
             self._requests.clear()
             self._clear_counters()
+        self.batches.reset_counters()
 
     def _clear_counters(self) -> None:  # with self._lock held
         self._ok.clear()
@@ -392,6 +415,7 @@ class OpenAIServer:
         app.router.add_get("/_admin/stats", self._handle_stats)
         app.router.add_get("/_admin/counters", self._handle_counters)
         app.router.add_post("/_admin/reset", self._handle_reset)
+        self.batches.mount(app)
         app.router.add_route("*", "/{tail:.*}", self._handle_not_found)
         return app
 
@@ -491,13 +515,14 @@ class OpenAIServer:
             if transport is None or transport.is_closing():
                 self._abandoned += 1
                 return False
-            digest = hashlib.sha256(
-                json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
-            ).hexdigest()
-            entry = self._ok.setdefault(digest, [0, _last_user_content(messages)])
-            entry[0] += 1
-            self._last_answer_at = time.time()
+            self._count_ok(payload, messages)
         return True
+
+    def _count_ok(self, payload: dict, messages: Any) -> None:  # with self._lock held
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+        entry = self._ok.setdefault(digest, [0, _last_user_content(messages)])
+        entry[0] += 1
+        self._last_answer_at = time.time()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         received = time.time()
@@ -570,26 +595,72 @@ class OpenAIServer:
         if delay:
             await asyncio.sleep(float(delay))
 
+        status, headers, body = self._scripted_answer(payload, step, dict(request.headers))
+        if "status" not in step:  # a scripted status is not an answer the model computed
+            self._answered(request, payload, messages)
+        if isinstance(body, (dict, list)):
+            return web.json_response(body, status=status, headers=headers)
+        if isinstance(body, bytes):
+            return web.Response(body=body, status=status, headers=headers)
+        return web.Response(text=str(body), status=status, headers=headers)
+
+    def answer_line(self, payload: dict, **record: Any) -> tuple[int, Any] | None:
+        """The status and JSON body that ``POST /v1/chat/completions`` with ``payload`` would get, for a
+        batch line: the same scripted steps and random faults, recorded and counted as that request
+        would be (with ``record``'s keys added), without its wait (latency, delays, --work, the rate
+        limit). A fault that leaves no answer ("drop") is None; a timeout fault is a 504 at once."""
+        model = str(payload.get("model", ""))
+        messages = payload.get("messages", [])
+        params = {k: v for k, v in payload.items() if k not in ("model", "messages")}
+        now = time.time()
+        with self._lock:
+            self._requests.append(
+                {"model": model, "messages": messages, "params": params, "time": now, "headers": {}, **record}
+            )
+            self._models_seen.setdefault(model, int(now))
+        step = self._next_step(model) or {}
+        if not step:
+            with self._lock:
+                fault = self._draw_fault()
+                if fault is not None:
+                    self._faults[fault] += 1
+            if fault is not None:
+                status = 504 if fault == "timeout" else int(fault)
+                return status, _error_body(status, f"Injected fault: {fault}")
+        if step.get("drop"):
+            return None
+        status, _, body = self._scripted_answer(payload, step, {})
+        if "status" not in step:
+            with self._lock:
+                self._count_ok(payload, messages)
+        if isinstance(body, (bytes, str)):  # a body that is not JSON is kept as its text
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = text
+        return status, body
+
+    def _scripted_answer(self, payload: dict, step: dict, request_headers: dict) -> tuple[int, dict, Any]:
+        """The status, headers and body (a JSON value, bytes or text) of the answer to the chat request
+        ``payload`` under the scripted ``step`` (``{}``: none), without waiting or writing a response."""
+        model = str(payload.get("model", ""))
+        messages = payload.get("messages", [])
         if "status" in step:
             status = int(step["status"])
             headers = dict(step.get("headers") or {})
             body = step.get("body")
             if body is None and step.get("echo_headers"):
                 # like a careless provider that quotes the request back in its error
-                body = _error_body(status, f"rejected request with headers {dict(request.headers)}")
+                body = _error_body(status, f"rejected request with headers {request_headers}")
             if body is None:
                 body = _error_body(status)
-            if isinstance(body, (dict, list)):
-                return web.json_response(body, status=status, headers=headers)
-            if isinstance(body, bytes):
-                return web.Response(body=body, status=status, headers=headers)
-            return web.Response(text=str(body), status=status, headers=headers)
+            return status, headers, body
 
         if "raw" in step:
             raw = step["raw"]
             data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8")
-            self._answered(request, payload, messages)
-            return web.Response(body=data, status=200, headers={"Content-Type": "application/json"})
+            return 200, {"Content-Type": "application/json"}, data
 
         prompt = _last_user_content(messages)
         logprobs = None
@@ -658,8 +729,7 @@ class OpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        self._answered(request, payload, messages)
-        return web.json_response(body, headers=dict(step.get("headers") or {}))
+        return 200, dict(step.get("headers") or {}), body
 
     def app_url(self, name: str) -> str:
         """The URL of the application ``name``: an API of its own, not OpenAI's (see ``_handle_app``)."""
@@ -772,6 +842,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="every other answer at temperature 0 ends in other words, as a busy batching server's may",
     )
+    parser.add_argument("--batch-step", type=float, default=0.05, help="seconds a batch spends in each state")
+    parser.add_argument("--batch-chunk", type=int, default=None, help="batch lines run a step (default: a tenth)")
+    parser.add_argument("--batch-expire-after", type=int, default=None, help="a batch expires after N lines")
+    parser.add_argument("--batch-seed", type=int, default=None, help="seed of the output files' shuffle")
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
@@ -787,6 +861,10 @@ def main(argv: list[str] | None = None) -> int:
         fault_seed=args.fault_seed,
         rate_limit=args.rate_limit,
         rate_retry_after=args.rate_retry_after,
+        batch_step=args.batch_step,
+        batch_chunk=args.batch_chunk,
+        batch_expire_after=args.batch_expire_after,
+        batch_seed=args.batch_seed,
     )
 
     async def run() -> None:
