@@ -153,6 +153,11 @@ def test_a_passing_run_logs_everything_and_moves_the_alias(pytester, project, se
     assert metrics["llmbias.test_gates.test_far.index_absolute.margin"] == 5.0
     assert 1.3 < metrics["llmbias.test_gates.test_far.index_absolute.target"] < 1.7
     assert metrics["llmbias.test_gates.test_far.verdict"] == 1.0
+    # the gate's own calls: the target's 24 answers, every one from the snapshot
+    gate_usage = {f: metrics[f"llmbias.test_gates.test_far.{f}"] for f in ("calls", "from_store", "fetched")}
+    assert gate_usage == {"calls": 24, "from_store": 24, "fetched": 0}
+    for figure in ("failed_calls", "tokens", "cost_usd"):  # nothing failed, fetched or paid for
+        assert metrics[f"llmbias.test_gates.test_far.{figure}"] == 0.0
     assert tags["llmbias.verdict"] == "passed" and tags["team"] == "fairness" and tags["llmbias.target"] == "tgt"
     assert [a.path for a in client.list_artifacts(run_id, "llmbias")] == ["llmbias/run.json"]
     version = client.get_model_version("approved-model", "1")
@@ -207,6 +212,10 @@ def test_under_xdist_the_controller_logs_one_run(pytester, project, server, clie
     result.assert_outcomes(passed=1, failed=1)
     (logged,) = runs_of(client, request.node.name)
     assert logged.data.metrics["llmbias.gates"] == 2 and logged.info.status == "FAILED"
+    # each worker's gate counts the 24 answers both gates share
+    for test in ("test_far", "test_broken"):
+        assert logged.data.metrics[f"llmbias.test_gates.{test}.calls"] == 24
+        assert logged.data.metrics[f"llmbias.test_gates.{test}.cost_usd"] == 0.0
 
 
 @pytest.mark.parametrize("credential", ["password", "token"])

@@ -79,6 +79,17 @@ def test_the_json_document_matches_its_schema_and_holds_every_gate(
         "test_fails": ("failed", False, "above bound"),
         "test_expected_to_fail": ("xfailed", False, "above bound"),
     }
+    # each gate's calls, built where it ran (a worker's under pytest-xdist): every answer from the snapshot
+    usage = {g["test"].split("::")[-1]: g["usage"] for g in doc["gates"]}
+    assert usage["test_passes"] == {
+        "calls": 96,
+        "fetched": 0,
+        "from_store": 96,
+        "failed": 0,
+        "tokens": 0,
+        "cost_usd": 0.0,
+    }
+    assert usage["test_fails"]["calls"] == usage["test_fails"]["from_store"] == 16  # the target's, two categories
     first = next(g for g in doc["gates"] if g["test"].endswith("test_passes"))
     assert first["team"] == "fairness" and first["gate"] == "bias_index"
     per_prompt = first["result"]["relative"]["scores"]

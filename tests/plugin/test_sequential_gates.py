@@ -54,6 +54,7 @@ def test_a_target_like_its_baselines_passes_at_the_first_look(project, judged_sn
             "0.172): 25 of 50 units asked, 50% of the fixed design's calls saved*",
         ]
     )
+    assert json.loads((project.path / "out.json").read_text())["gates"][0]["usage"]["calls"] == 204
     result = _gate(project)
     assert result["sequential"]["look"] == 1 and result["sequential"]["saved"] == 0.5
     assert result["why"].endswith("; pass at look 1 of 2, 50% of the fixed design's calls saved")
@@ -162,6 +163,9 @@ def test_the_stance_agreement_passes_only_at_its_last_look(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["*test_gate*stance (agreement) look 2/2*"])
     looked = _gate(pytester)["sequential"]
     assert looked["look"] == 2 and looked["decision"] == "pass" and looked["saved"] == 0
+    # the second batch, planned in the session's later round, is the gate's too: every call of the run
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["gates"][0]["usage"]["calls"] == doc["gates"][0]["usage"]["from_store"] == doc["plan"]["calls"]
 
 
 def test_the_preference_probe_looks_at_its_topics_in_batches(

@@ -48,7 +48,10 @@ DOC = {
     "plan": {"calls": 120, "fetched": 20, "from_store": 100, "failed": 0, "tokens": 999, "cost_usd": 0.5, "usage": {}},
     "suite": {"at_most": 0.04, "power": 0.8},
     "gates": [
-        _gate("tests/bias/test_topics.py::test_fair[judge]", "equivalent", True),
+        {
+            **_gate("tests/bias/test_topics.py::test_fair[judge]", "equivalent", True),
+            "usage": {"calls": 84, "fetched": 20, "from_store": 60, "failed": 4, "tokens": 999, "cost_usd": 0.5},
+        },
         _gate("tests/bias/test_topics.py::test_near", "not shown biased (underpowered)", True),
     ],
 }
@@ -82,6 +85,15 @@ def test_each_gate_s_figures_are_metrics_under_chartable_names() -> None:
     assert metrics[f"{fair}.paired.power"] == 0.91 and metrics[f"{fair}.false_alarm_share"] == 0.025
     assert metrics[f"{fair}.verdict"] == 1.0 and metrics["llmbias.bias.test_topics.test_near.verdict"] == 0.5
     assert metrics["llmbias.calls"] == 120 and metrics["llmbias.cost_usd"] == 0.5 and metrics["llmbias.gates"] == 2
+    # the gate's own calls and cost; a document written before gates had a usage logs none
+    assert {f: metrics[f"{fair}.{f}"] for f in ("calls", "fetched", "from_store", "failed_calls", "cost_usd")} == {
+        "calls": 84,
+        "fetched": 20,
+        "from_store": 60,
+        "failed_calls": 4,
+        "cost_usd": 0.5,
+    }
+    assert "llmbias.bias.test_topics.test_near.calls" not in metrics
 
 
 def test_an_underpowered_pass_approves_only_without_strict() -> None:

@@ -91,6 +91,7 @@ class _Plugin:
         self.reports = RunReports(self)
         self.plan_only = False  # --llmbias-plan: every test deselected, the session a success
         self.suite: Any = None  # with --llmbias-suite-alpha: the gates' shares (engine.suite_levels.SuiteShare)
+        self.plans: Any = None  # each gate's planned calls, for its usage (planning.gate_usage.GatePlans)
 
     @property
     def worker_input(self) -> dict[str, Any]:
@@ -237,6 +238,7 @@ class _Plugin:
                 against=item.stash.get(AGAINST_KEY, {}).get(name),
                 suite=share.to_dict() if share is not None else None,
                 table=self._tables_wanted(),
+                usage=self.plans.usage((item.nodeid, name), self.session) if self.plans is not None else None,
             )
             # JSON, so that JUnit XML shows it readably and it crosses pytest-xdist as plain text.
             item.user_properties.append((ROW, json.dumps(row, default=str)))

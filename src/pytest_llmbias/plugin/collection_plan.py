@@ -7,6 +7,7 @@ imported here as each step first needs it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -48,17 +49,22 @@ def _plan_marked(
 ) -> None:
     from pytest_llmbias.engine.anchored import anchored
     from pytest_llmbias.gates import looking, marker_release, plan_marker, session_gates
+    from pytest_llmbias.planning.gate_usage import GatePlans
     from pytest_llmbias.spending import check_spending
 
     spec_key, against_key, gate_key = keys
     core, gates = plugin.session, []
+    # which calls each marker planned, for its gate's usage: counted only where it is read (JSON, MLflow)
+    wanted = core.settings.report.json is not None or core.settings.mlflow.active
+    plans = plugin.plans = GatePlans() if wanted else None
     for item, name, marker in marked:
         with shown("session", where=item.nodeid):
             against, kwargs = marker_release(name, marker.kwargs)
             view = core.against(against)
             # with --llmbias-anchor: decided against the anchor release as well
             gate = anchored(looking(plugin.registry.gate(name)), core, view)
-            spec = plan_marker(gate, view, name, marker.args, kwargs)
+            plan = functools.partial(plan_marker, gate, view, name, marker.args, kwargs)
+            spec = plans.record((item.nodeid, name), core, plan) if plans is not None else plan()
         item.stash.setdefault(spec_key, {})[name] = spec
         item.stash.setdefault(against_key, {})[name] = against
         item.stash.setdefault(gate_key, {})[name] = gate

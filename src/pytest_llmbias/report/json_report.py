@@ -8,7 +8,8 @@ Document, schema version 1::
      "plan": {"calls", "from_store", "fetched", "failed", "missing", "elapsed_s",
               "usage": {alias: {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}},
               "tokens", "cost_usd"},
-     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result", "row"}, ...],
+     "gates": [{"test", "gate", "domain", "outcome", "passed", "verdict", "result", "row",
+                "usage": {"calls", "fetched", "from_store", "failed", "tokens", "cost_usd"}}, ...],
      "counts": {"gates", "checks", "outcomes": {outcome: gates}, "sentence"},
      "fingerprints": [{"alias", "model", "state", "fingerprint", "since", "previous", "served", ...}, ...]}
 
@@ -19,6 +20,9 @@ once each, whatever their checks (``checks``: the rows of the reports' tables), 
 :mod:`pytest_llmbias.store.fingerprints`): ``changed`` when the model behind a name changed (its
 stored answers were not served), ``unfingerprintable`` when its answers vary by themselves, and
 under which fingerprints the answers it served were collected; a recorded release's last.
+
+``usage``: the calls the gate's plan made, its follow-ups' (a judge's ratings) included, and their
+cost (see :mod:`pytest_llmbias.planning.gate_usage`); a call two gates asked for counts in both.
 
 ``result`` is the gate result's ``to_dict()`` (per-question or per-prompt scores included), or
 ``{"error": ...}`` when the gate could not be computed. Every string that leaves goes through the

@@ -38,6 +38,7 @@ def gate_entry(
     against: str | None = None,
     suite: Mapping[str, Any] | None = None,
     table: bool = True,
+    usage: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The end-of-run row and the JSON document's entry of one gate's ``result`` (a gate result,
     or the exception that stopped it), both JSON-friendly so that they cross pytest-xdist;
@@ -45,7 +46,9 @@ def gate_entry(
     session's alpha, this gate's share of it (None: it keeps its own rate) and the method that
     gave it (see :meth:`~pytest_llmbias.engine.suite_levels.Share.to_dict`); ``table``: whether the
     entry keeps the result's per-item table, which only the JSON document and the HTML page read
-    (a run that writes neither leaves it out: tens of thousands of rows in a large suite)."""
+    (a run that writes neither leaves it out: tens of thousands of rows in a large suite);
+    ``usage``: the calls the gate's plan made and their cost (see
+    :func:`~pytest_llmbias.planning.gate_usage.gate_usage`), kept as the entry's ``usage``."""
     if isinstance(result, Exception):
         row: dict[str, Any] = {"test": nodeid, "domain": domain, "error": str(result)}
         doc: dict[str, Any] = {
@@ -73,6 +76,7 @@ def gate_entry(
         "row": row,
         **({"against": against} if against else {}),
         **(dict(suite) if suite is not None else {}),
+        **({"usage": dict(usage)} if usage is not None else {}),
     }
 
 

@@ -1,7 +1,8 @@
 """The names a run logs under, stable across releases so that a dashboard can chart them
 (docs/mlflow-and-ci.md lists every one).
 
-A gate's metrics are ``llmbias.<test>.<method>.<figure>``: ``<test>`` the test id made a name
+A gate's metrics are ``llmbias.<test>.<figure>`` (its verdict, its calls and their cost) and
+``llmbias.<test>.<method>.<figure>``: ``<test>`` the test id made a name
 (:func:`test_slug`: ``tests/test_bias.py::test_china[judge]`` → ``test_bias.test_china_judge``),
 ``<method>`` the gate's method row (:func:`slug`: ``index (relative)`` → ``index_relative``).
 Standard library only.
@@ -18,6 +19,17 @@ MAX_KEY = 250
 #: a gate's outcome as a number a chart can plot: passed, passed while underpowered (failed under
 #: --llmbias-strict), failed, could not be computed
 VERDICT_CODES = {"passed": 1.0, "underpowered": 0.5, "failed": 0.0, "error": -1.0}
+
+#: the usage figures of the run's plan (and of each gate's ``usage``) logged as metrics, by the
+#: document's key: ``llmbias.<metric>`` for the run, ``llmbias.<test>.<metric>`` for a gate
+USAGE_METRICS = {
+    "calls": "calls",
+    "fetched": "fetched",
+    "from_store": "from_store",
+    "failed": "failed_calls",
+    "tokens": "tokens",
+    "cost_usd": "cost_usd",
+}
 
 
 def slug(text: str) -> str:

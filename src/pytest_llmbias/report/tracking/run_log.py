@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_llmbias.report.tracking.names import VERDICT_CODES, key, slug, test_slug
+from pytest_llmbias.report.tracking.names import USAGE_METRICS, VERDICT_CODES, key, slug, test_slug
 
 #: the figures of a gate's method row logged as metrics, by the row's key
 _ROW_FIGURES = {"target": "target", "baselines": "comparator", "bound": "margin", "p": "p"}
@@ -201,6 +201,10 @@ def _gate_metrics(entry: Mapping[str, Any], outcome: str) -> dict[str, float]:
     share = _number(entry.get("suite_level"))
     if share is not None:
         out[key(t, "false_alarm_share")] = share
+    for name, metric in USAGE_METRICS.items():  # the calls its plan made (a call two gates asked, in both)
+        value = _number((entry.get("usage") or {}).get(name))
+        if value is not None:
+            out[key(t, metric)] = value
     for m in (entry.get("row") or {}).get("methods") or []:
         method = slug(m.get("method", "gate"))
         for field_name, figure in _ROW_FIGURES.items():
@@ -228,10 +232,7 @@ def _run_metrics(doc: Mapping[str, Any], gates: Sequence[GateVerdict]) -> dict[s
         key("gates_passed"): float(sum(g.outcome in ("passed", "underpowered") for g in gates)),
         key("gates_failed"): float(sum(g.outcome in ("failed", "error") for g in gates)),
     }
-    for name, metric in (("calls", "calls"), ("fetched", "fetched"), ("from_store", "from_store")):
-        if _number(plan.get(name)) is not None:
-            out[key(metric)] = float(plan[name])
-    for name, metric in (("failed", "failed_calls"), ("tokens", "tokens"), ("cost_usd", "cost_usd")):
+    for name, metric in USAGE_METRICS.items():
         if _number(plan.get(name)) is not None:
             out[key(metric)] = float(plan[name])
     for alias, usage in (plan.get("usage") or {}).items():
