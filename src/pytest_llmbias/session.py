@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.clients.aio import LoopThread
+from pytest_llmbias.clients.batching import batch_runner
 from pytest_llmbias.clients.litellm_client import ModelClient
 from pytest_llmbias.clients.openai_transport import OpenAITransport
 from pytest_llmbias.clients.pricing import Budget
@@ -359,16 +360,18 @@ class BiasSession:
                 from pytest_llmbias.planning.probes import check_fingerprints
 
                 self.fingerprints = check_fingerprints(self, lambda c: self._loop.run(lock.beating(c) if lock else c))
+            batches = batch_runner(self.store, s) if s.collection.batch and not s.store.offline else None
             work = collect(
                 planned,
                 store=self.store,
-                client=lambda alias: self.client(self.model(alias)),
-                concurrency=s.collection.concurrency,
+                client=(batches.wrap if batches else lambda f: f)(lambda alias: self.client(self.model(alias))),
+                concurrency=batches.concurrency if batches else s.collection.concurrency,
                 offline=s.store.offline,
                 on_progress=self.on_progress,
                 claim_ttl=s.collection.lock_timeout,
                 faults=self.limits.faults,
             )
+            work = batches.closing(work) if batches else work
             report = self._loop.run(lock.beating(work) if lock is not None else work)
         self.errors.update(report.errors)
         self.reports.append(report)

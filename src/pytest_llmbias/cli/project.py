@@ -97,6 +97,7 @@ EXAMPLES = {
     "store import": "llmbias store import snapshots/baselines.jsonl",
     "store migrate": "llmbias store migrate --to redis://ci-redis:6379/0   # the folder's answers into the team store",
     "store clear": "llmbias store clear --yes",
+    "store batches": "llmbias store batches --cancel batch_abc123   # the open batches; cancel one",
     "release list": "llmbias release list",
     "release show": "llmbias release show v1",
     "history": "llmbias history --gate bias_equivalent --last 10",

@@ -1,4 +1,4 @@
-"""``llmbias store stats|verify|check|repair|export|import|migrate|clear``: the project's response store (its
+"""``llmbias store stats|verify|check|repair|export|import|migrate|clear|batches``: the project's response store (its
 settings' team store ``store.url`` or folder ``store.dir``, or ``--store DIR|URL``) and its
 snapshots (``store.snapshots``, or ``--snapshot``).
 
@@ -6,7 +6,9 @@ snapshots (``store.snapshots``, or ``--snapshot``).
 ``check`` examines a disk store without changing anything (exit status 1 when it is damaged);
 ``repair`` heals it as a run would, keeping every answer that can be read (see
 :mod:`pytest_llmbias.store.checkup`). ``migrate --to DIR|URL`` copies every record of the store
-into another (a folder into Redis, or back), keeping what the other already holds.
+into another (a folder into Redis, or back), keeping what the other already holds. ``batches``
+lists (and cancels) the provider batches of batch mode the store has open
+(:mod:`pytest_llmbias.cli.store_batches`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def add_commands(commands: Any) -> None:
         ("import", _import, "write the responses of snapshots into the store"),
         ("migrate", _migrate, "copy every stored response into another store (a folder into Redis, or back)"),
         ("clear", _clear, "delete the store folder, or the team store's records"),
+        ("batches", _batches, "list the provider batches the store has open (batch mode), or cancel them"),
     ):
         p = store.add_parser(
             name,
@@ -67,6 +70,10 @@ def add_commands(commands: Any) -> None:
             p.add_argument("--to", required=True, metavar="DIR|URL", help="the store to copy into")
         if name == "clear":
             p.add_argument("--yes", action="store_true", help="really delete it")
+        if name == "batches":
+            from pytest_llmbias.cli import store_batches
+
+            store_batches.add_arguments(p)
         p.set_defaults(run=run)
 
 
@@ -265,6 +272,12 @@ def _migrate(args: argparse.Namespace, out: TextIO) -> int:
         file=out,
     )
     return OK
+
+
+def _batches(args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_llmbias.cli import store_batches
+
+    return store_batches.run(args, out)
 
 
 def _clear(args: argparse.Namespace, out: TextIO) -> int:

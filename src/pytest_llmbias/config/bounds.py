@@ -62,6 +62,7 @@ BOUNDS: dict[str, Bound] = {
     "collection.retries": Bound(0, 100, "further tries of a failed call", integer=True),
     "collection.timeout": Bound(0, 86_400, "seconds a call, at most a day", low_open=True),
     "collection.lock_timeout": Bound(0, 86_400, "seconds without a sign of life, at most a day", low_open=True),
+    "collection.batch_wait": Bound(0, 7 * 86_400, "seconds, at most a week", low_open=True),
     "collection.max_cost": Bound(0, 1e9, "a budget in USD; leave it unset for none", low_open=True),
     "collection.max_calls": Bound(1, 100_000_000, "calls one request may plan", integer=True),
 }

@@ -214,6 +214,28 @@ OPTIONS: tuple[Option, ...] = (
         metavar="USD",
     ),
     Option(
+        name="batch",
+        key="collection.batch",
+        kind="bool",
+        help="send the calls through the provider's Batch API (OpenAI-compatible endpoints: half the price, within "
+        "24 hours), each batch journaled in the store so that a run killed or stopped waiting resumes it",
+        flag="--llmbias-batch",
+        env="LLMBIAS_BATCH",
+        ini="llmbias_batch",
+        default=False,
+    ),
+    Option(
+        name="batch_wait",
+        key="collection.batch_wait",
+        kind="posfloat",
+        help="with --llmbias-batch, the seconds a run polls a batch before it stops waiting (its calls then fail "
+        "as not yet answered, and the next run reads the batch back); unset: wait until it ends",
+        flag="--llmbias-batch-wait",
+        env="LLMBIAS_BATCH_WAIT",
+        ini="llmbias_batch_wait",
+        metavar="SECONDS",
+    ),
+    Option(
         name="max_unparsed",
         key="collection.max_unparsed",
         kind="fraction",

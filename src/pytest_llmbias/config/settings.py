@@ -160,7 +160,9 @@ class CollectionSettings:
     :mod:`pytest_llmbias.engine.extension`; 5 by default, chosen in ``benchmarks/sampling_budget.py``;
     1: none beyond its own). ``fingerprint``: ask each model
     a few fixed probes first and serve no answer of a predecessor (see
-    :mod:`pytest_llmbias.store.fingerprints`); ``no_fingerprint`` (the command line's way) turns it off."""
+    :mod:`pytest_llmbias.store.fingerprints`); ``no_fingerprint`` (the command line's way) turns it off.
+    ``batch``: calls go through the provider's Batch API (see :mod:`pytest_llmbias.clients.batching`),
+    each batch polled for at most ``batch_wait`` seconds (None: until it ends)."""
 
     concurrency: int = 32
     rpm: int = 0
@@ -179,6 +181,8 @@ class CollectionSettings:
     #: the most calls one request (a marker's models x questions x samples) may plan: more is
     #: refused before the plan is built (see :mod:`pytest_llmbias.config.bounds`)
     max_calls: int = MAX_CALLS_DEFAULT
+    batch: bool = False
+    batch_wait: float | None = None
 
     @property
     def fingerprints(self) -> bool:

@@ -314,6 +314,21 @@ class DiskCache:
                 + repair_hint(self.directory)
             ) from None
 
+    def keys(self, prefix: str = "") -> list[str]:
+        """Every stored key that starts with ``prefix`` (this process's journal included)."""
+        if self._open() is None:
+            return [k for k in self._pending if k.startswith(prefix)]
+        found = self._guarded(
+            "listed", lambda c: [k for k in c.iterkeys() if isinstance(k, str) and k.startswith(prefix)]
+        )
+        return sorted({*found, *(k for k in self._pending if k.startswith(prefix))})
+
+    def delete(self, key: str) -> None:
+        """Forget ``key`` (nothing when it is not stored)."""
+        self._writable()
+        self._pending.pop(key, None)
+        self._guarded("written", lambda c: c.delete(key))
+
     def _writable(self) -> Any:
         """The cache, opened; a :class:`StoreError` when the store was opened read-only."""
         if not self._create:

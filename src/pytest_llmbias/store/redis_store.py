@@ -245,6 +245,11 @@ class RedisCache:
         for raw in self.guard("list keys", lambda: list(client.scan_iter(match=NAMESPACE + prefix + "*", count=1000))):
             yield raw.decode()[cut:] if isinstance(raw, bytes) else raw[cut:]
 
+    def delete(self, key: str) -> None:
+        """Forget ``key`` (nothing when it is not stored)."""
+        client = self.client
+        self.guard("delete an entry", lambda: client.delete(NAMESPACE + key))
+
     def clear(self) -> int:
         """Delete every key of this project's namespace (records, claims, limits); the number deleted."""
         keys = [NAMESPACE + k for k in self.keys()]

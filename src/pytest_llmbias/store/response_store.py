@@ -236,6 +236,15 @@ class ResponseStore:
         if self._disk is not None:
             self._disk.set(key, value)
 
+    def meta_keys(self, prefix: str) -> list[str]:
+        """The side entries' keys that start with ``prefix`` (none when the store keeps nothing)."""
+        return [] if self._disk is None else list(self._disk.keys(prefix))
+
+    def delete_meta(self, key: str) -> None:
+        """Forget a side entry; nothing when the store keeps nothing (``off``)."""
+        if self._disk is not None:
+            self._disk.delete(key)
+
     def _parse(self, key: str, data: Any, call: ModelCall | None = None) -> Response:
         """The response ``data`` records under ``key``; raises ``KeyError``/``TypeError``/
         ``ValueError``/``AttributeError`` where it is no record of that call."""
