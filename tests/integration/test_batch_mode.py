@@ -78,6 +78,7 @@ def _chat_requests(server: OpenAIServer) -> list[dict]:
 
 
 def test_batch_mode_reaches_ordinary_mode_s_verdicts_and_a_warm_rerun_submits_nothing(pytester, server):
+    """Ordinary mode serially, then batch mode on a new store under pytest-xdist, then warm."""
     _write(pytester, server)
     ordinary = _run(pytester)
     ordinary.assert_outcomes(passed=2)
@@ -92,7 +93,7 @@ def test_batch_mode_reaches_ordinary_mode_s_verdicts_and_a_warm_rerun_submits_no
 
     shutil.rmtree(pytester.path / ".llmbias")
     _write(pytester, server, batch=True)
-    batched = _run(pytester)
+    batched = _run(pytester, "-n", "2")  # each worker batches its own gates' calls
     batched.assert_outcomes(passed=2)
     assert _verdicts(pytester) == expected
     counts = server.batches.counters()
