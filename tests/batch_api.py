@@ -33,6 +33,7 @@ Test controls (Python, and ``/_admin/batches/...`` for a server in another proce
     server.batches.vanish(batch_id)          # POST /_admin/batches/{id}/vanish  (404 from then on; it stops)
     server.batches.fail_polls(2)             # POST /_admin/batches/fail_polls?n=2[&batch=ID]: the next polls 500
     server.batches.drop_creates = 1          # the next POST /v1/batches creates its batch, then cuts the line
+    server.batches.absent = True             # POST /v1/files answers 404: an endpoint with no Batch API
     server.batches.counters()                # GET /_admin/batches: files uploaded, batches created, lines run
                                              #   (in all and per custom_id), polls served, lists served
     server.batches.reset()                   # POST /_admin/batches/reset: forget every file and batch
@@ -127,6 +128,7 @@ class BatchAPI:
     ):
         self.server = server
         self.step = step  # seconds each state (and each chunk of lines) takes
+        self.absent = False  # True: /v1/files answers 404, as an endpoint with no Batch API does
         self.chunk = chunk  # lines run a step (None: a tenth of the batch, at least one)
         self.expire_after = expire_after  # a new batch expires once this many of its lines have run
         self.max_lines = 50_000
@@ -210,6 +212,8 @@ class BatchAPI:
         app.router.add_post("/_admin/batches/{id}/{action}", self._admin)
 
     async def _upload(self, request: web.Request) -> web.Response:
+        if self.absent:  # a server with no Files API (vLLM's, Ollama's): 404 as aiohttp gives it
+            return _error(404, "Not Found")
         try:
             form = await request.post()
         except ValueError:

@@ -141,9 +141,14 @@ def test_every_line_s_fate_is_read(pytester, server):
 
 
 def test_a_create_whose_answer_was_lost_is_found_not_made_twice(pytester, server):
+    """And the fingerprint probes stay ordinary calls: every chat request is a probe."""
+    from pytest_llmbias.planning.probes import PROBES
+
     server.batches.drop_creates = 1  # the batch is made, the connection cut before its id arrives
-    _write(pytester, server, batch=True)
+    _write(pytester, server, batch=True, fingerprint=True)
     _run(pytester).assert_outcomes(passed=2)
+    chats = _chat_requests(server)
+    assert chats and {r["messages"][-1]["content"] for r in chats} <= set(PROBES)
     counts = server.batches.counters()
     assert counts["lists"] >= 1  # looked for the batch of its file before creating another
     assert max(counts["executed_by_custom_id"].values()) == 1
@@ -243,3 +248,13 @@ def test_store_batches_lists_and_cancels_a_run_s_open_batches(pytester, server, 
     assert main(["store", "batches"], out=after) == 0
     assert "no open batch" in after.getvalue()
     assert main(["store", "batches", "--cancel", "batch_nope"], out=io.StringIO()) == 0  # nothing open: nothing to do
+
+
+def test_an_endpoint_with_no_batch_api_is_called_one_by_one(pytester, server):
+    server.batches.absent = True  # POST /v1/files answers 404, as vLLM's server does
+    _write(pytester, server, batch=True)
+    result = _run(pytester)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*has no Batch API (POST /files answered HTTP 404)*one by one*"])
+    assert server.batches.counters()["batches_created"] == 0
+    assert len(_chat_requests(server)) == len(server.requests) > 0
