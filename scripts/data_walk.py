@@ -44,7 +44,7 @@ WALKS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-_ENTRY_MODULES = ("session",) + tuple(
+_ENTRY_MODULES = ("session", "stats.evenhanded") + tuple(
     f"gates.{g}.gate"
     for g in ("benchmark", "equivalent", "impact_ratio", "index", "stance", "preference", "evenhanded")
 )
