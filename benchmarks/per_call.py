@@ -7,7 +7,8 @@ the network ideal.
 Against the local OpenAI-compatible server (``tests/openai_server.py``, its own process, so its CPU
 is not charged to the client; on a small machine it still shares the cores):
 
-1. *CPU a call, cold and warm*: a child process plans ``N`` distinct prompts to one model on the
+1. *CPU a call, cold and warm*, twice: the core session, and the whole pytest process a user runs.
+   The core: a child process plans ``N`` distinct prompts to one model on the
    direct transport (a ``bias_responses`` request through :class:`BiasSession`), collects them
    into a fresh store at ``--concurrency`` (server latency ``--latency``) and reads them back: its
    CPU time (process-wide, the session's loop thread included) from plan to the last answer read.
@@ -19,6 +20,9 @@ is not charged to the client; on a small machine it still shares the cores):
    store, the warm one on the same store filled): CPU time on a shared machine moved by a third
    within an hour, a count of instructions does not, so a change is told from the machine's load
    by it. So is the warm example suite's (below): the whole pytest process's instructions, once.
+   The whole process: ``python -m pytest`` (a user's plugins only) on a project whose one
+   ``bias_responses`` test asks the same ``N`` prompts, cold then warm: the process's CPU (user +
+   system) from start to exit, the same slope, so start-up and imports cancel.
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -143,6 +147,61 @@ def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, w
             f"warm {1e6 * slopes['warm'][-1]:.1f} us CPU a call "
             f"(cold {got[small]['cold']['cpu_s']:.2f}/{got[large]['cold']['cpu_s']:.2f} s, "
             f"warm {got[small]['warm']['cpu_s']:.2f}/{got[large]['warm']['cpu_s']:.2f} s CPU at {small}/{large})",
+            flush=True,
+        )
+    return {
+        "cold_us": 1e6 * statistics.median(slopes["cold"]),
+        "warm_us": 1e6 * statistics.median(slopes["warm"]),
+        "cold_rounds_us": [1e6 * s for s in slopes["cold"]],
+        "warm_rounds_us": [1e6 * s for s in slopes["warm"]],
+    }
+
+
+WHOLE_TEST = """
+import pytest
+
+
+@pytest.mark.bias_responses("bench", models="target")
+def test_answers(bias_responses):
+    assert len(bias_responses.responses) == {n}
+"""
+
+#: pytest as a user's project runs it: none of this repository's development plugins
+USER_PYTEST = ("-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist", "-p", "no:randomly")
+
+
+def run_pytest_process(base: str, n: int, concurrency: int, workdir: Path, tag: str) -> dict:
+    """``python -m pytest`` on a project whose one ``bias_responses`` test asks ``n`` distinct
+    prompts, cold (a fresh store) then warm: each process's CPU (user + system), start to exit."""
+    project = workdir / tag
+    write_project(project, base, n, concurrency, tag, probes=False)
+    (project / "test_answers.py").write_text(WHOLE_TEST.format(n=n))
+    data = {}
+    for phase in ("cold", "warm"):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", *USER_PYTEST], cwd=project, env=child_env(), capture_output=True, text=True
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"the pytest process failed:\n{(done.stdout + done.stderr)[-4000:]}")
+        data[phase] = {"cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+    return data
+
+
+def whole_process(base: str, small: int, large: int, concurrency: int, rounds: int, workdir: Path) -> dict:
+    """CPU a call of the whole pytest process, cold and warm, as slopes between ``small`` and
+    ``large`` prompts (start-up and imports cancel): what a user's ``pytest`` pays a call, beside
+    the core session's figure of :func:`per_call`."""
+    slopes: dict[str, list[float]] = {"cold": [], "warm": []}
+    for r in range(rounds):
+        sizes = (small, large) if r % 2 == 0 else (large, small)
+        got = {n: run_pytest_process(base, n, concurrency, workdir, f"whole-{r}-{n}") for n in sizes}
+        for phase in slopes:
+            slopes[phase].append((got[large][phase]["cpu_s"] - got[small][phase]["cpu_s"]) / (large - small))
+        print(
+            f"  round {r + 1}: the pytest process: cold {1e6 * slopes['cold'][-1]:.0f} us, "
+            f"warm {1e6 * slopes['warm'][-1]:.1f} us CPU a call",
             flush=True,
         )
     return {
@@ -310,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         proc, base = start_server(latency=args.latency)
         try:
             results["per_call"] = per_call(base, args.small, args.large, args.concurrency, args.rounds, Path(tmp))
+            results["whole_process"] = whole_process(
+                base, args.small, args.large, args.concurrency, args.rounds, Path(tmp)
+            )
             if args.instructions:
                 results["instructions"] = call_instructions(base, args.small, args.large, args.concurrency, Path(tmp))
         finally:
@@ -328,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.small}->{args.large}): {pc['cold_us']:.0f} us (target <= 300 us)"
     )
     print(f"CPU a call, warm (every call stored; same slope): {pc['warm_us']:.1f} us (target <= 40 us)")
+    wp = results["whole_process"]
+    print(
+        f"the whole pytest process (one bias_responses test, same slope): cold {wp['cold_us']:.0f} us "
+        f"(target <= 300 us), warm {wp['warm_us']:.1f} us (target <= 40 us) a call"
+    )
     if results.get("instructions"):
         for phase in ("cold", "warm"):
             count = results["instructions"][f"{phase}_instructions"]

@@ -37,11 +37,17 @@ def load_yaml_text(text: str, *, source: str, error: type[Exception]) -> tuple[A
 
     loader = _safe_loader(yaml)(text)
     try:
-        node = compose_bounded(loader, source, error)  # composed once: its marks give the lines, then the data
+        # composed once: its marks give the lines, then the data. Without an anchor ("&") there is
+        # no alias, so the nodes form a tree that the walk for the lines visits once each: it counts
+        # them and their depth itself, and the graph walk of check_bounds is not needed.
+        tree = "&" not in text
+        node = compose_bounded(loader, source, error, check=not tree)
         if node is None:
             return None, {}
         lines: dict[str, int] = {}
-        _walk(node, "", lines, source, error)
+        counted = _walk(node, "", lines, source, error)
+        if tree and counted > MAX_NODES:
+            raise error(f"{source}: the YAML holds more than {MAX_NODES:,} values; split it")
         # Composing accepts any tag; constructing refuses the unsafe ones (!!python/object...).
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
@@ -51,16 +57,19 @@ def load_yaml_text(text: str, *, source: str, error: type[Exception]) -> tuple[A
     return data, lines
 
 
-def compose_bounded(loader: Any, source: str, error: type[Exception], *, lines: bool = True) -> Any:
+def compose_bounded(
+    loader: Any, source: str, error: type[Exception], *, lines: bool = True, check: bool = True
+) -> Any:
     """The document's root node from ``loader`` (None for an empty document), checked by
-    :func:`check_bounds`. The pure-Python composer recurses once per level: a document nested
-    deeper than Python's stack is refused as too deep (libyaml refuses 1,000 levels itself).
-    ``lines``: name the line in errors (not for a one-line value given on the command line)."""
+    :func:`check_bounds` (unless ``check`` is false: the caller bounds a document it knows holds no
+    alias itself). The pure-Python composer recurses once per level: a document nested deeper than
+    Python's stack is refused as too deep (libyaml refuses 1,000 levels itself). ``lines``: name
+    the line in errors (not for a one-line value given on the command line)."""
     try:
         node = loader.get_single_node()
     except RecursionError:
         raise error(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels of mappings and lists") from None
-    if node is not None:
+    if node is not None and check:
         check_bounds(node, source, error, lines=lines)
     return node
 
@@ -138,9 +147,19 @@ def _safe_loader(yaml: Any) -> type:
     return c_loader if getattr(_yaml, "ScalarNode", None) is yaml.nodes.ScalarNode else yaml.SafeLoader
 
 
-def _walk(node: Any, prefix: str, lines: dict[str, int], path: str, error: type[Exception]) -> None:
+def _walk(
+    node: Any, prefix: str, lines: dict[str, int], path: str, error: type[Exception], depth: int = 1
+) -> int:
+    """Record the line of every key and list item under ``node`` in ``lines``; the values visited
+    (``node`` included). Raises ``error`` on a duplicate key, or where the nesting passes
+    :data:`MAX_DEPTH`."""
     import yaml
 
+    if depth > MAX_DEPTH:
+        raise error(
+            f"{path}:{node.start_mark.line + 1}: the YAML nests deeper than {MAX_DEPTH} levels of mappings and lists"
+        )
+    count = 1
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -151,12 +170,13 @@ def _walk(node: Any, prefix: str, lines: dict[str, int], path: str, error: type[
             seen[key] = line
             dotted = f"{prefix}.{key}" if prefix else key
             lines[dotted] = line
-            _walk(value_node, dotted, lines, path, error)
+            count += 1 + _walk(value_node, dotted, lines, path, error, depth + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             dotted = f"{prefix}[{i}]"
             lines[dotted] = item.start_mark.line + 1
-            _walk(item, dotted, lines, path, error)
+            count += _walk(item, dotted, lines, path, error, depth + 1)
+    return count
 
 
 def _describe(path: str, exc: Exception) -> str:
