@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _server import start_server, stop_server
 
@@ -133,28 +134,34 @@ def run_child(
     return data
 
 
-def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, workdir: Path) -> dict:
-    """CPU a call, cold and warm, as slopes between ``small`` and ``large`` prompts."""
-    slopes: dict[str, list[float]] = {"cold": [], "warm": []}
+def slopes(run: Any, small: int, large: int, rounds: int, what: str) -> dict:
+    """CPU a call, cold and warm, as slopes between ``small`` and ``large`` prompts: ``run(n, tag)``
+    gives each phase's ``cpu_s`` for ``n`` prompts; the median over ``rounds`` rounds, the sizes'
+    order alternating."""
+    got_slopes: dict[str, list[float]] = {"cold": [], "warm": []}
     for r in range(rounds):
         sizes = (small, large) if r % 2 == 0 else (large, small)
-        got = {n: run_child(base, n, concurrency, workdir, f"slope-{r}-{n}") for n in sizes}
-        for phase in slopes:
-            slope = (got[large][phase]["cpu_s"] - got[small][phase]["cpu_s"]) / (large - small)
-            slopes[phase].append(slope)
+        got = {n: run(n, f"{what}-{r}-{n}") for n in sizes}
+        for phase in got_slopes:
+            got_slopes[phase].append((got[large][phase]["cpu_s"] - got[small][phase]["cpu_s"]) / (large - small))
         print(
-            f"  round {r + 1}: cold {1e6 * slopes['cold'][-1]:.0f} us CPU a call, "
-            f"warm {1e6 * slopes['warm'][-1]:.1f} us CPU a call "
+            f"  round {r + 1}, {what}: cold {1e6 * got_slopes['cold'][-1]:.0f} us CPU a call, "
+            f"warm {1e6 * got_slopes['warm'][-1]:.1f} us CPU a call "
             f"(cold {got[small]['cold']['cpu_s']:.2f}/{got[large]['cold']['cpu_s']:.2f} s, "
             f"warm {got[small]['warm']['cpu_s']:.2f}/{got[large]['warm']['cpu_s']:.2f} s CPU at {small}/{large})",
             flush=True,
         )
     return {
-        "cold_us": 1e6 * statistics.median(slopes["cold"]),
-        "warm_us": 1e6 * statistics.median(slopes["warm"]),
-        "cold_rounds_us": [1e6 * s for s in slopes["cold"]],
-        "warm_rounds_us": [1e6 * s for s in slopes["warm"]],
+        "cold_us": 1e6 * statistics.median(got_slopes["cold"]),
+        "warm_us": 1e6 * statistics.median(got_slopes["warm"]),
+        "cold_rounds_us": [1e6 * s for s in got_slopes["cold"]],
+        "warm_rounds_us": [1e6 * s for s in got_slopes["warm"]],
     }
+
+
+def per_call(base: str, small: int, large: int, concurrency: int, rounds: int, workdir: Path) -> dict:
+    """CPU a call of the core session, cold and warm (see :func:`slopes`)."""
+    return slopes(lambda n, tag: run_child(base, n, concurrency, workdir, tag), small, large, rounds, "session")
 
 
 WHOLE_TEST = """
@@ -190,26 +197,11 @@ def run_pytest_process(base: str, n: int, concurrency: int, workdir: Path, tag: 
 
 
 def whole_process(base: str, small: int, large: int, concurrency: int, rounds: int, workdir: Path) -> dict:
-    """CPU a call of the whole pytest process, cold and warm, as slopes between ``small`` and
-    ``large`` prompts (start-up and imports cancel): what a user's ``pytest`` pays a call, beside
-    the core session's figure of :func:`per_call`."""
-    slopes: dict[str, list[float]] = {"cold": [], "warm": []}
-    for r in range(rounds):
-        sizes = (small, large) if r % 2 == 0 else (large, small)
-        got = {n: run_pytest_process(base, n, concurrency, workdir, f"whole-{r}-{n}") for n in sizes}
-        for phase in slopes:
-            slopes[phase].append((got[large][phase]["cpu_s"] - got[small][phase]["cpu_s"]) / (large - small))
-        print(
-            f"  round {r + 1}: the pytest process: cold {1e6 * slopes['cold'][-1]:.0f} us, "
-            f"warm {1e6 * slopes['warm'][-1]:.1f} us CPU a call",
-            flush=True,
-        )
-    return {
-        "cold_us": 1e6 * statistics.median(slopes["cold"]),
-        "warm_us": 1e6 * statistics.median(slopes["warm"]),
-        "cold_rounds_us": [1e6 * s for s in slopes["cold"]],
-        "warm_rounds_us": [1e6 * s for s in slopes["warm"]],
-    }
+    """CPU a call of the whole pytest process, cold and warm (see :func:`slopes`; start-up and
+    imports cancel): what a user's ``pytest`` pays a call, beside the core session's figure."""
+    return slopes(
+        lambda n, tag: run_pytest_process(base, n, concurrency, workdir, tag), small, large, rounds, "pytest process"
+    )
 
 
 def call_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> dict | None:
