@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmbias.store.kept import IdentityCache
+
 #: statuses whose responses have no body
 _NO_BODY = frozenset({204, 304})
 
@@ -195,8 +197,8 @@ class HTTP1Pool:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        #: (host, port, target, id(headers)) -> (headers, head before the length, after it)
-        self._heads: dict[tuple[Any, ...], tuple[Mapping[str, str], bytes, bytes]] = {}
+        #: (head before the length, after it), by (host, port, target, id(headers))
+        self._heads: IdentityCache[tuple[bytes, bytes]] = IdentityCache(256)
 
     async def post(
         self, host: str, port: int, target: str, headers: Mapping[str, str], body: bytes, timeout: float
@@ -205,13 +207,11 @@ class HTTP1Pool:
         seconds in all (:class:`asyncio.TimeoutError` past it). Raises :class:`ConnectionError`
         (or an :class:`OSError` of the connect) when no complete response came back."""
         memo = (host, port, target, id(headers))
-        kept = self._heads.get(memo)
-        if kept is None or kept[0] is not headers:
-            kept = (headers, *_head(host, port, target, headers))
-            if len(self._heads) >= 256:
-                self._heads.clear()
-            self._heads[memo] = kept
-        _, opening, closing = kept
+        kept = self._heads.find(memo)
+        if kept is not None and kept[0] is headers:
+            opening, closing = kept[2]
+        else:
+            opening, closing = self._heads.put(memo, _head(host, port, target, headers), headers)
         data = b"".join((opening, b"%d" % len(body), closing, body))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

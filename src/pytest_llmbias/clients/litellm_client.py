@@ -34,6 +34,7 @@ from pytest_llmbias.config.redaction import Redactor, merge_credentials, strip_u
 from pytest_llmbias.config.settings import ModelSpec
 from pytest_llmbias.errors import ConfigError, ProviderError
 from pytest_llmbias.store.calls import ModelCall, Response, construct
+from pytest_llmbias.store.kept import IdentityCache
 
 #: statuses that say "slow down": they halve the endpoint's adaptive limit and are retried on
 #: their own budget (RetryPolicy.throttle_retries)
@@ -144,7 +145,7 @@ class ModelClient:
         self._rng = rng or random.Random()
         self.attempts = 0
         self._credentials_checked = False
-        self._merged: dict[tuple[int, int], tuple[Any, Any, Mapping[str, Any]]] = {}
+        self._merged: IdentityCache[Mapping[str, Any]] = IdentityCache(256)  # by (id(params), id(credentials))
 
     async def complete(self, call: ModelCall) -> Response:
         if not self._credentials_checked:  # a missing key is a configuration error: fail now, not after retries
@@ -290,14 +291,10 @@ class ModelClient:
         credentials objects (which the calls of one model and sample share): the direct
         transport keeps what it builds of a request per parameters object. Read-only."""
         memo = (id(call.params), id(call.credentials))
-        kept = self._merged.get(memo)
+        kept = self._merged.find(memo)
         if kept is not None and kept[0] is call.params and kept[1] is call.credentials:
             return kept[2]
-        merged = merge_credentials(call.params, call.credentials)
-        if len(self._merged) >= 256:
-            self._merged.clear()
-        self._merged[memo] = (call.params, call.credentials, merged)
-        return merged
+        return self._merged.put(memo, merge_credentials(call.params, call.credentials), call.params, call.credentials)
 
     def _direct_key(self) -> str | None:
         """The key the direct transport sends: the entry's variable, or at OpenAI's own endpoint

@@ -29,6 +29,7 @@ from pytest_llmbias.clients.retry import parse_retry_after, retryable_status
 from pytest_llmbias.config.redaction import strip_userinfo
 from pytest_llmbias.errors import ProviderError
 from pytest_llmbias.store.calls import ModelCall, answer_alternatives, construct
+from pytest_llmbias.store.kept import IdentityCache
 
 #: where an ``openai/`` model without an ``api_base`` goes
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -40,6 +41,8 @@ DIRECT_PREFIXES = ("openai/", "hosted_vllm/", "lm_studio/", "llamafile/")
 
 #: parameters that are not part of the request body
 _NOT_BODY = frozenset({"extra_headers", "extra_body", "extra_query", "api_key", "api_base", "timeout"})
+#: what the lean client sends of a call: (host, port, path), headers, the body around its messages
+_Prepared = tuple[tuple[str, int, str], Mapping[str, str], str, str]
 
 
 def resolve_transport(model: str, api_base: str | None, transport: str | Transport = Transport.AUTO) -> Transport:
@@ -92,8 +95,8 @@ class OpenAITransport:
         self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
         self._lean: dict[str, tuple[str, int, str] | None] = {}  # URL -> (host, port, path) when plain http
         self._pool: HTTP1Pool | None = None  # the lean client's connections
-        #: (model, api_base, key, id(params)) -> (params, what _prepared gives)
-        self._requests: dict[tuple[Any, ...], tuple[Mapping[str, Any], Any]] = {}
+        #: what _prepared gives, by (model, api_base, key, id(params))
+        self._requests: IdentityCache[_Prepared | None] = IdentityCache(256)
 
     @property
     def open(self) -> bool:
@@ -158,7 +161,7 @@ class OpenAITransport:
 
     def _prepared(
         self, model: str, params: Mapping[str, Any], api_base: str | None, api_key: str | None
-    ) -> tuple[tuple[str, int, str], Mapping[str, str], str, str] | None:
+    ) -> _Prepared | None:
         """For a call the lean client sends: its (host, port, path), headers, and the JSON body's
         text before and after its messages. That is the body :meth:`complete` builds, as
         ``json.dumps`` writes it without escaping what is not ASCII (UTF-8 on the wire, as the
@@ -168,9 +171,9 @@ class OpenAITransport:
         call (query parameters, no plain ``http://`` endpoint, a body member named ``model`` or
         ``messages`` among its parameters, a parameter that is no JSON value)."""
         memo = (model, api_base, api_key, id(params))
-        kept = self._requests.get(memo)
+        kept = self._requests.find(memo)
         if kept is not None and kept[0] is params:
-            return kept[1]
+            return kept[2]
         prepared = None
         if not isinstance(params.get("extra_query"), Mapping):
             url, headers = self._headers(params, api_base, api_key)
@@ -183,10 +186,7 @@ class OpenAITransport:
             if target is not None and rest is not None:
                 opening = '{"model": ' + _dumps(wire_model(model)) + ', "messages": ['
                 prepared = (target, headers, opening, "]" + (", " + rest if rest else "") + "}")
-        if len(self._requests) >= 256:
-            self._requests.clear()
-        self._requests[memo] = (params, prepared)
-        return prepared
+        return self._requests.put(memo, prepared, params)
 
     def _lean_target(self, url: str) -> tuple[str, int, str] | None:
         """(host, port, path) of a plain-``http://`` URL, which :mod:`~pytest_llmbias.clients.http1`

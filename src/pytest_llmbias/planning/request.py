@@ -19,7 +19,8 @@ from pytest_llmbias.domains.domain import Domain, Question
 from pytest_llmbias.errors import ConfigError, MissingResponsesError
 from pytest_llmbias.planning.collector import FollowUp, PlannedCall
 from pytest_llmbias.planning.response_set import ResponseSet
-from pytest_llmbias.store.calls import ModelCall, Response, construct, drop_oldest
+from pytest_llmbias.store.calls import ModelCall, Response, construct
+from pytest_llmbias.store.kept import IdentityCache
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,7 @@ def select_models(settings: Settings, models: str | tuple[str, ...]) -> tuple[Mo
 #: the cells of the requests built lately, by request and the identity of its settings and domain
 #: (kept with them, so an id is never taken for another object's): a run plans a request and reads
 #: it back, and gates share requests
-_GRIDS: dict[tuple[ResponseRequest, int, int], tuple[Settings, Domain, tuple[GridCell, ...]]] = {}
-_GRIDS_KEPT = 64
+_GRIDS: IdentityCache[tuple[GridCell, ...]] = IdentityCache(64, oldest_first=True)
 
 
 def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> tuple[GridCell, ...]:
@@ -101,13 +101,9 @@ def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> tuple[
     settings and domain. Raises :class:`ConfigError` when the selection is empty or names an
     unknown model or category."""
     key = (request, id(settings), id(domain))
-    kept = _GRIDS.get(key)
-    if kept is not None and kept[0] is settings and kept[1] is domain:
-        return kept[2]
-    cells = tuple(_cells(request, settings, domain))
-    if len(_GRIDS) >= _GRIDS_KEPT:
-        drop_oldest(_GRIDS)
-    _GRIDS[key] = (settings, domain, cells)
+    cells = _GRIDS.get(key, settings, domain)
+    if cells is None:
+        cells = _GRIDS.put(key, tuple(_cells(request, settings, domain)), settings, domain)
     return cells
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -20,6 +19,7 @@ from pytest_llmbias.store.alternatives import (
     number_positions,
     number_record,
 )
+from pytest_llmbias.store.kept import IdentityCache, drop_oldest
 
 KEY_VERSION = 1
 
@@ -110,16 +110,14 @@ class ModelCall:
                 # by the identity of the spec and settings (kept with the call, so never another's):
                 # equal ones may differ in a number's type, which the key tells apart
                 memo = (id(spec), id(generation), asked, sample, shape)
-                kept = _BUILT.get(memo)
+                kept = _BUILT.find(memo)
             except (TypeError, ValueError):  # params that are no JSON values: built afresh
                 memo = kept = None
             if kept is not None and kept[0] is spec and kept[1] is generation:
                 return kept[2]
         call = cls._build(spec, prompt, generation, sample, params, shape)
         if memo is not None:
-            if len(_BUILT) >= _BUILT_KEPT:
-                drop_oldest(_BUILT)
-            _BUILT[memo] = (spec, generation, call)
+            _BUILT.put(memo, call, spec, generation)
             if "key" in vars(call):  # its key known at build (see _build)
                 if len(_BY_KEY) >= _BUILT_KEPT:
                     drop_oldest(_BY_KEY)
@@ -139,7 +137,14 @@ class ModelCall:
         if params and shape is None:  # params that are no JSON values (or a subclass's call): afresh
             identity = _identity(spec, generation, sample, params)
         else:
-            identity = _spec_identity(spec, generation, sample, params, shape)
+            # once per model, settings (by identity, as _BUILT), sample and extra params (by shape,
+            # their JSON: a judge's calls share theirs): the calls of a run share its (read-only) mappings
+            memo = (id(spec), id(generation), sample, type(sample), shape)
+            kept = _IDENTITIES.find(memo)
+            if kept is not None and kept[0] is spec and kept[1] is generation:
+                identity = kept[2]
+            else:
+                identity = _IDENTITIES.put(memo, _identity(spec, generation, sample, params), spec, generation)
         messages = as_messages(prompt)
         if spec.messages:
             messages = (*spec.messages, *messages)
@@ -271,39 +276,13 @@ def _identity(
     return _Identity(public, credentials, api_base, request, tail, endpoint)
 
 
-def _spec_identity(
-    spec: ModelSpec,
-    generation: GenerationSettings,
-    sample: int,
-    params: Mapping[str, Any] | None = None,
-    shape: str | None = None,
-) -> _Identity:
-    """:func:`_identity`, once per model, settings (by identity, as :data:`_BUILT`), sample and
-    extra ``params`` (by ``shape``, their JSON: a judge's calls share theirs): the calls of a run
-    share its (read-only) mappings."""
-    memo = (id(spec), id(generation), sample, type(sample), shape)
-    kept = _IDENTITIES.get(memo)
-    if kept is not None and kept[0] is spec and kept[1] is generation:
-        return kept[2]
-    identity = _identity(spec, generation, sample, params)
-    if len(_IDENTITIES) >= 1024:
-        drop_oldest(_IDENTITIES)
-    _IDENTITIES[memo] = (spec, generation, identity)
-    return identity
-
-
-_IDENTITIES: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, _Identity]] = {}
-
-
-def drop_oldest(kept: dict[Any, Any]) -> None:
-    """Forget the oldest entry of ``kept`` (a miss, where another thread changed it meanwhile)."""
-    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-        kept.pop(next(iter(kept)))
+#: what :func:`_identity` gave lately, by the identity of the spec and settings, the sample and the params' JSON
+_IDENTITIES: IdentityCache[_Identity] = IdentityCache(1024, oldest_first=True)
 
 
 #: the calls :meth:`ModelCall.build` made lately, by what they were built from (the oldest dropped first)
-_BUILT: dict[tuple[Any, ...], tuple[ModelSpec, GenerationSettings, ModelCall]] = {}
 _BUILT_KEPT = 1 << 17
+_BUILT: IdentityCache[ModelCall] = IdentityCache(_BUILT_KEPT, oldest_first=True)
 #: the same calls by key (see :func:`built_call`)
 _BY_KEY: dict[str, ModelCall] = {}
 

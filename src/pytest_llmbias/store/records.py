@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_llmbias.store.calls import ModelCall, Response, number_record
 from pytest_llmbias.store.disk import encode_value
+from pytest_llmbias.store.kept import IdentityCache
 from pytest_llmbias.store.seal import seal, unseal
 
 __all__ = ["answer_fields", "record", "record_text", "seal", "unseal"]
@@ -141,7 +142,7 @@ def _call_parts(call: ModelCall) -> tuple[str, str] | None:
     if type(call) is not ModelCall or type(call.sample) is not int:
         return None
     memo = (call.model, call.api_base, id(call.params), id(call.request), call.sample, call.version)
-    kept = _PARTS.get(memo)
+    kept = _PARTS.find(memo)
     if kept is not None and kept[0] is call.params and kept[1] is call.request:
         return kept[2]
     try:
@@ -155,11 +156,7 @@ def _call_parts(call: ModelCall) -> tuple[str, str] | None:
             tail += ',"request":' + encode_value(call.request)
     except (TypeError, ValueError):  # no JSON value: the encoder says so, as it always did
         return None
-    parts = (head + ',"messages":[', tail + "}")
-    if len(_PARTS) >= 1024:
-        _PARTS.clear()
-    _PARTS[memo] = (call.params, call.request, parts)
-    return parts
+    return _PARTS.put(memo, (head + ',"messages":[', tail + "}"), call.params, call.request)
 
 
-_PARTS: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str]]] = {}
+_PARTS: IdentityCache[tuple[str, str]] = IdentityCache(1024)
