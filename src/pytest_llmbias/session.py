@@ -107,7 +107,7 @@ class BiasSession:
         release_ref = against or self.settings.release.against
         key = self._domain_key(name, release_ref)
         if key not in self._domains:
-            domain = load_domain(name, self.settings.domains.paths, self.settings.domains)
+            domain = load_domain(name, (s := self.settings).domains.paths, s.domains, cache=s.store.domain_cache)
             self._loaded[name] = domain
             if release_ref:
                 from pytest_llmbias.releases.release import Release, shared_domain

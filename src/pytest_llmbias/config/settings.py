@@ -209,6 +209,12 @@ class StoreSettings:
     #: the environment variable holding the Redis password (else the URL's own, if any)
     password_env: str | None = None
 
+    @property
+    def domain_cache(self) -> Path | None:
+        """The folder where domain files' parsed YAML is kept between runs (``<dir>/domains``);
+        None when the store writes nothing (offline, or ``cache: off``)."""
+        return None if self.offline or self.cache == CacheMode.OFF else Path(self.dir) / "domains"
+
 
 @dataclass(frozen=True)
 class ReportSettings:

@@ -71,10 +71,14 @@ def list_domains(search_paths: Iterable[Path] = ()) -> dict[str, Path]:
     return found
 
 
-def load_domain(name_or_path: str | Path, search_paths: Iterable[Path] = (), sources: Any = None) -> Domain:
+def load_domain(
+    name_or_path: str | Path, search_paths: Iterable[Path] = (), sources: Any = None, *, cache: Path | None = None
+) -> Domain:
     """Load a domain by name (configured paths first, then built-ins) or by file path. ``sources``
     (the settings' ``domains`` section): a published paired-prompt file configured there
-    (``evenhandedness``) is the domain of that name.
+    (``evenhandedness``) is the domain of that name. ``cache``: a folder where a file's parsed
+    YAML is kept for the next run (see :mod:`pytest_llmbias.domains.parsed_cache`); the domain is
+    validated from it as from the file, so a kept parse fails, or not, as the file does.
 
     Raises :class:`DomainError` naming the file and line for malformed files, and listing the known
     names for an unknown one.
@@ -93,21 +97,41 @@ def load_domain(name_or_path: str | Path, search_paths: Iterable[Path] = (), sou
     if candidate.suffix in _SUFFIXES or isinstance(name_or_path, Path) or len(candidate.parts) > 1:
         if not candidate.is_file():
             raise DomainError(f"domain file {candidate} does not exist")
-        return _load_file(candidate)
+        return _load_file(candidate, cache)
     known = list_domains(search_paths)
     if str(name_or_path) not in known:
         raise DomainError(
             f"unknown domain {str(name_or_path)!r}; known domains: {', '.join(sorted(known)) or 'none'}"
             + (f" (searched {', '.join(str(p) for p in search_paths)} and the built-ins)" if search_paths else "")
         )
-    return _load_file(known[str(name_or_path)])
+    return _load_file(known[str(name_or_path)], cache)
 
 
-def _load_file(path: Path) -> Domain:
-    from pytest_llmbias.config.yamlutil import load_yaml_with_lines
+def _load_file(path: Path, cache: Path | None = None) -> Domain:
+    from pytest_llmbias.config.yamlutil import load_yaml_text, load_yaml_with_lines
 
-    data, lines = load_yaml_with_lines(path, error=DomainError)
-    domain = parse_domain(data, path=path, lines=lines)
+    if cache is None:
+        data, lines = load_yaml_with_lines(path, error=DomainError)
+        return _named(parse_domain(data, path=path, lines=lines), path, lines)
+    from pytest_llmbias.domains import parsed_cache
+
+    try:
+        content = path.read_bytes()
+        # as Path.read_text reads it: universal newlines
+        text = content.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DomainError(f"{path}: cannot read: {exc}") from None
+    entry = parsed_cache.entry_path(cache, content)
+    kept = parsed_cache.read_entry(entry)
+    data, lines = kept if kept is not None else load_yaml_text(text, source=str(path), error=DomainError)
+    domain = _named(parse_domain(data, path=path, lines=lines), path, lines)
+    if kept is None:
+        parsed_cache.write_entry(entry, data, lines)
+    return domain
+
+
+def _named(domain: Domain, path: Path, lines: Mapping[str, int]) -> Domain:
+    """``domain``, read from ``path``, once its name is the file's."""
     if domain.name != path.stem:
         raise DomainError(
             f"{path}:{lines.get('name', 1)}: domain name {domain.name!r} does not match the file name "

@@ -1,0 +1,84 @@
+"""A domain file's parsed YAML kept between runs, so that a re-run does not parse it again.
+
+Parsing a domain of ten thousand questions costs more than the rest of a warm run's per-question
+work; the file rarely changes between runs. The parsed data and its key -> line map are kept as
+JSON in a folder of the store (``<store>/domains/<sha256 of the file's bytes>.json``): a file
+whose bytes changed is another entry, however its modification time reads. Only data that JSON
+gives back unchanged is kept (a YAML date, a non-string key or a set is not: such a file is parsed
+every time). An entry that cannot be read, or does not hold what one writes, is ignored and
+written again; writing fails silently (a read-only folder only costs the parse).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+#: bumped when the entries' layout, or what the YAML loader gives for the same text, changes
+FORMAT = 1
+
+
+def entry_path(folder: Path, content: bytes) -> Path:
+    """Where the parse of a file holding ``content`` is kept under ``folder``."""
+    return folder / f"{hashlib.sha256(content).hexdigest()}.json"
+
+
+def read_entry(path: Path) -> tuple[Any, dict[str, int]] | None:
+    """The (data, key -> line map) kept at ``path``; None when there is none, or it is damaged."""
+    try:
+        kept = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(kept, dict) or kept.get("format") != FORMAT or "data" not in kept:
+        return None
+    lines = kept.get("lines")
+    if not isinstance(lines, dict) or not all(isinstance(v, int) for v in lines.values()):
+        return None
+    return kept["data"], lines
+
+
+def write_entry(path: Path, data: Any, lines: dict[str, int]) -> None:
+    """Keep ``data`` and ``lines`` at ``path`` if JSON gives them back as they are; a failure to
+    write leaves nothing behind and raises nothing."""
+    if not _plain(data):
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(
+            json.dumps({"format": FORMAT, "data": data, "lines": lines}, ensure_ascii=False, allow_nan=False),
+            encoding="utf-8",
+        )
+        os.replace(temporary, path)  # whole or not at all, for a process reading it meanwhile
+    except (OSError, ValueError):
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _plain(root: Any) -> bool:
+    """Whether ``root`` is made of what JSON writes and reads back as the same types: strings,
+    whole and finite numbers, booleans, None, lists, and mappings of string keys."""
+    stack = [root]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            continue
+        if kind is float:
+            if value != value or value in (float("inf"), float("-inf")):
+                return False
+            continue
+        if kind is list:
+            stack.extend(value)
+        elif kind is dict:
+            if not all(type(k) is str for k in value):
+                return False
+            stack.extend(value.values())
+        else:
+            return False
+    return True

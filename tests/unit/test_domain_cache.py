@@ -1,0 +1,148 @@
+"""The parsed YAML of a domain file kept between runs (pytest_llmbias.domains.parsed_cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_llmbias.choices import CacheMode
+from pytest_llmbias.config.settings import StoreSettings
+from pytest_llmbias.domains import Domain, Question, load_domain, parsed_cache
+from pytest_llmbias.errors import DomainError
+
+BODY = """
+name: kept
+description: d
+focus: f
+instruction: i
+title: "Kept domain"
+categories:
+  - id: alpha
+    name: Alpha
+    weight: 2.5
+    questions:
+      - {id: a-1, text: "First?"}
+      - {id: a-2, text: {en: "Second?", es: "¿Segunda?"}, reference: "ref"}
+  - id: beta
+    questions:
+      - {id: b-1, split: {en: ["Is A better than B?", "Is B better than A?"]}}
+"""
+
+
+def write(directory: Path, body: str = BODY, name: str = "kept") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.yaml"
+    path.write_text(textwrap.dedent(body).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def question(domain: Domain, qid: str) -> Question:
+    return next(q for q in domain.questions if q.id == qid)
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("*.json")) if cache.exists() else []
+
+
+def test_a_hit_gives_the_same_domain_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, cache = write(tmp_path / "domains"), tmp_path / "store" / "domains"
+    fresh = load_domain(path)
+    first = load_domain(path, cache=cache)
+    assert first == fresh
+    [entry] = entries(cache)
+    assert entry.name == parsed_cache.entry_path(cache, path.read_bytes()).name
+
+    import pytest_llmbias.config.yamlutil as yamlutil
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a kept parse must not be parsed again")
+
+    monkeypatch.setattr(yamlutil, "load_yaml_text", refuse)
+    again = load_domain("kept", [tmp_path / "domains"], cache=cache)
+    assert again == fresh
+    assert again.categories[0].weight == 2.5 and question(again, "a-2").texts["es"] == "¿Segunda?"
+
+
+def test_a_changed_file_misses(tmp_path: Path) -> None:
+    path, cache = write(tmp_path / "domains"), tmp_path / "cache"
+    load_domain(path, cache=cache)
+    stat = path.stat()
+    write(tmp_path / "domains", BODY.replace("First?", "Changed?"))
+    # the same size and modification time: only the bytes tell the files apart
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = load_domain(path, cache=cache)
+    assert question(changed, "a-1").text == "Changed?"
+    assert len(entries(cache)) == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"", b"{not json", b"[]", b'{"format": 1}', b'{"format": 1, "data": {}, "lines": {"name": "x"}}', b"\xff\xfe"],
+)
+def test_a_damaged_entry_is_ignored_and_written_again(tmp_path: Path, damage: bytes) -> None:
+    path, cache = write(tmp_path / "domains"), tmp_path / "cache"
+    fresh = load_domain(path, cache=cache)
+    [entry] = entries(cache)
+    entry.write_bytes(damage)
+    assert load_domain(path, cache=cache) == fresh
+    assert json.loads(entry.read_text(encoding="utf-8"))["data"]["name"] == "kept"
+
+
+def test_a_kept_parse_is_validated_as_the_file_is(tmp_path: Path) -> None:
+    path, cache = write(tmp_path / "domains"), tmp_path / "cache"
+    load_domain(path, cache=cache)
+    [entry] = entries(cache)
+    kept = json.loads(entry.read_text(encoding="utf-8"))
+    kept["data"]["categories"][0]["questions"][0]["colour"] = "red"
+    entry.write_text(json.dumps(kept), encoding="utf-8")
+    with pytest.raises(DomainError, match=r"kept\.yaml: unknown key 'colour'"):
+        load_domain(path, cache=cache)
+
+
+def test_an_invalid_file_fails_the_same_and_is_not_kept(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    bad = write(tmp_path / "domains", BODY.replace("  - id: beta\n", "  - id: alpha\n"))
+    with pytest.raises(DomainError) as plain:
+        load_domain(bad)
+    with pytest.raises(DomainError) as cached:
+        load_domain(bad, cache=cache)
+    assert str(cached.value) == str(plain.value)
+    broken = write(tmp_path / "domains", "name: kept\n  categories: [", name="kept")
+    with pytest.raises(DomainError) as plain:
+        load_domain(broken)
+    with pytest.raises(DomainError) as cached:
+        load_domain(broken, cache=cache)
+    assert str(cached.value) == str(plain.value)
+    misnamed = write(tmp_path / "domains", BODY, name="other")
+    with pytest.raises(DomainError, match="does not match the file name"):
+        load_domain(misnamed, cache=cache)
+    assert entries(cache) == []
+
+
+def test_data_json_would_change_is_not_kept(tmp_path: Path) -> None:
+    body = BODY.replace('reference: "ref"', "reference: 2024-05-01")
+    path, cache = write(tmp_path / "domains", body), tmp_path / "cache"
+    domain = load_domain(path, cache=cache)
+    assert entries(cache) == []
+    assert domain == load_domain(path)
+
+
+def test_an_unwritable_cache_is_only_slower(tmp_path: Path) -> None:
+    path = write(tmp_path / "domains")
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert load_domain(path, cache=blocked / "domains") == load_domain(path)
+
+
+def test_offline_and_cache_off_keep_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert StoreSettings(dir=store).domain_cache == store / "domains"
+    assert StoreSettings(dir=store, cache=CacheMode.REFRESH).domain_cache == store / "domains"
+    assert StoreSettings(dir=store, offline=True).domain_cache is None
+    assert StoreSettings(dir=store, cache=CacheMode.OFF).domain_cache is None
+    load_domain(write(tmp_path / "domains"), cache=StoreSettings(dir=store, offline=True).domain_cache)
+    assert not store.exists()
