@@ -31,11 +31,17 @@ def check_spending(
     if c.plan and worker:
         raise ConfigError("--llmbias-plan runs in one process: drop -n")
     estimate = estimated()
+    rounds, by_batch = None, _by_batch(core)
+    if c.plan or c.batch:
+        from pytest_llmbias.planning.estimate import price_batches
+
+        rounds = price_batches(estimate, by_batch)
     if c.plan:
         if write is not None:
             from pytest_llmbias.engine.expected_power import expected_power
             from pytest_llmbias.engine.sizing import sizing
 
+            one_by_one = {a for a in estimate if not by_batch(a)}
             powers = [(n, e) for n, gate, spec in gates for e in expected_power(gate, spec, core)]
             sizes = []
             for n, gate, spec in gates:
@@ -43,15 +49,31 @@ def check_spending(
                 designed = {e.check or "": e.units_needed for t, e in powers if t == n and e.units_needed is not None}
                 sizes += [(n, z) for z in sizing(gate, spec, core, measured, designed)]
             for line in (
-                plan_table(estimate, budget=c.max_cost) + (power_table(powers) if gates else []) + sizing_table(sizes)
+                plan_table(estimate, budget=c.max_cost, rounds=rounds, batch=c.batch, one_by_one=one_by_one)
+                + (power_table(powers) if gates else [])
+                + sizing_table(sizes)
             ):
                 write(line)
         return True
     assert c.max_cost is not None
-    error = budget_error(estimate, c.max_cost)
+    error = budget_error(estimate, c.max_cost, batch=c.batch)
     if error is not None:
         raise ConfigError(error)
     return False
+
+
+def _by_batch(core: BiasSession) -> Callable[[str], bool]:
+    """Whether batch mode sends an alias's calls by batch (see
+    :func:`~pytest_llmbias.clients.batch_costs.sent_by_batch`)."""
+    from pytest_llmbias.clients.batch_costs import sent_by_batch
+
+    def by_batch(alias: str) -> bool:
+        try:
+            return sent_by_batch(core.model(alias))
+        except (LLMBiasError, KeyError):
+            return False
+
+    return by_batch
 
 
 def short_of_sizing(

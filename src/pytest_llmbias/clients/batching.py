@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmbias.choices import Transport
-from pytest_llmbias.clients.batch_api import CHAT_ENDPOINT, MAX_BYTES, MAX_LINES, TERMINAL, BatchAPI
-from pytest_llmbias.clients.openai_transport import OPENAI_BASE, _members, parse_completion, wire_model
+from pytest_llmbias.clients import batch_costs
+from pytest_llmbias.clients.batch_api import CHAT_ENDPOINT, TERMINAL, BatchAPI
+from pytest_llmbias.clients.batch_lines import cut, fate, persist, request_parts
+from pytest_llmbias.clients.openai_transport import parse_completion
 from pytest_llmbias.errors import LLMBiasWarning, ProviderError
 
 if TYPE_CHECKING:
@@ -49,9 +51,8 @@ QUIET_S = 0.05
 #: the first poll's wait; each later one waits twice as long, up to :data:`POLL_MAX_S`
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 30.0
-#: statuses (and error codes of the error file) that another round may cure
-TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-TRANSIENT_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error", "timeout"})
+#: what ``POST /files`` answers where an endpoint has no Batch API (vLLM's, Ollama's, llama.cpp's)
+NO_BATCH_API = frozenset({404, 405, 501})
 
 
 def batch_runner(store: ResponseStore, settings: Settings) -> BatchRunner:
@@ -86,6 +87,7 @@ class _Line:
     call: ModelCall
     future: asyncio.Future[Response]
     tries: int = 0
+    held: float = 0.0  # what this line may cost, held against the budget while its batch runs
 
 
 @dataclass
@@ -120,6 +122,7 @@ class BatchRunner:
         self._polls: dict[str, asyncio.Task[None]] = {}
         self._apis: dict[tuple[str, tuple[tuple[str, str], ...]], BatchAPI] = {}
         self._fallback: set[str] = set()
+        self._unbatched: set[str] = set()  # endpoints whose /files answered that they have no Batch API
 
     # -- the client side ------------------------------------------------------------------------
 
@@ -199,8 +202,14 @@ class BatchRunner:
                 break
         groups, self._groups = self._groups, {}
         for group in groups.values():
-            for part in _parts(list(group.lines.values())):
+            for part in cut(list(group.lines.values())):
                 lines = {line.call.key: line for line, _ in part}
+                refused = batch_costs.hold(list(lines.values()))  # a batch counts when it is submitted
+                if refused is not None:
+                    for line in lines.values():
+                        if not line.future.done():
+                            line.future.set_exception(refused)
+                    continue
                 data = b"\n".join(text for _, text in part) + b"\n"
                 task = asyncio.ensure_future(self._send(group, lines, data))
                 self._polls[f"sending-{id(task)}"] = task
@@ -214,8 +223,24 @@ class BatchRunner:
     async def _send(self, group: _Group, lines: dict[str, _Line], data: bytes) -> None:
         """Upload one part, journal it, create its batch, then follow it to its end."""
         api = self._api(group.base_url, group.headers)
+        if group.base_url in self._unbatched:
+            return await self._one_by_one(lines)
         try:
-            file_id = await _persist(lambda: api.upload(data, f"llmbias-{group.alias}.jsonl"))
+            file_id = await persist(lambda: api.upload(data, f"llmbias-{group.alias}.jsonl"))
+        except ProviderError as exc:
+            if exc.status not in NO_BATCH_API:
+                self._fail(lines, exc)
+                return None
+            self._unbatched.add(group.base_url)
+            warnings.warn(
+                LLMBiasWarning(
+                    f"batch mode: {group.base_url} has no Batch API (POST /files answered HTTP {exc.status}); "
+                    f"{group.alias}'s calls there are made one by one"
+                ),
+                stacklevel=2,
+            )
+            return await self._one_by_one(lines)
+        try:
             entry = self.journal.opened(
                 file_id,
                 base_url=group.base_url,
@@ -227,11 +252,31 @@ class BatchRunner:
             self._waiting.setdefault(file_id, {}).update(lines)
             entry = await self._create(api, entry)
         except ProviderError as exc:
-            for line in lines.values():
-                if not line.future.done():
-                    line.future.set_exception(exc)
-            return
+            self._fail(lines, exc)
+            return None
         await self._follow(entry, api)
+
+    @staticmethod
+    def _fail(lines: Mapping[str, _Line], exc: ProviderError) -> None:
+        """Fail every line of a batch that could not be submitted (their reserved cost let go)."""
+        for line in lines.values():
+            batch_costs.release(line)
+            if not line.future.done():
+                line.future.set_exception(exc)
+
+    @staticmethod
+    async def _one_by_one(lines: Mapping[str, _Line]) -> None:
+        """Ordinary calls, for an endpoint that has no Batch API (each spends as an ordinary call)."""
+        for line in lines.values():
+            batch_costs.release(line)
+
+        async def one(line: _Line) -> None:
+            try:
+                line.future.set_result(await line.client.complete(line.call))
+            except Exception as exc:
+                line.future.set_exception(exc)
+
+        await asyncio.gather(*(one(line) for line in lines.values()))
 
     async def _create(self, api: BatchAPI, entry: OpenBatch) -> OpenBatch:
         """Create the batch of ``entry``'s file, journaled with its id. A create whose answer was
@@ -240,7 +285,7 @@ class BatchRunner:
         pause = 0.2
         for attempt in range(6):
             if attempt:
-                for batch in await _persist(lambda: api.listed(100)):
+                for batch in await persist(lambda: api.listed(100)):
                     if batch.get("input_file_id") == entry.input_file_id and isinstance(batch.get("id"), str):
                         return self.journal.created(entry, batch["id"])
             try:
@@ -271,6 +316,7 @@ class BatchRunner:
                 self._again(list(waiting.values()), exc)
                 return
             for line in waiting.values():
+                batch_costs.release(line)
                 if not line.future.done():
                     line.future.set_exception(exc)
             return
@@ -290,7 +336,7 @@ class BatchRunner:
 
     async def _adopt(self, api: BatchAPI, entry: OpenBatch) -> OpenBatch:
         """The batch the provider made of ``entry``'s file before the run stopped, else a new one."""
-        for batch in await _persist(lambda: api.listed(100)):
+        for batch in await persist(lambda: api.listed(100)):
             if batch.get("input_file_id") == entry.input_file_id and isinstance(batch.get("id"), str):
                 return self.journal.created(entry, batch["id"])
         return await self._create(api, entry)
@@ -300,7 +346,7 @@ class BatchRunner:
         started = time.monotonic()
         wait = POLL_FIRST_S
         while True:
-            batch = await _persist(lambda: api.retrieve(entry.batch_id))
+            batch = await persist(lambda: api.retrieve(entry.batch_id))
             if batch.get("status") in TERMINAL:
                 return batch
             if self.wait_s is not None and time.monotonic() - started >= self.wait_s:
@@ -316,7 +362,7 @@ class BatchRunner:
             file_id = batch.get(name)
             if not isinstance(file_id, str) or not file_id:
                 continue
-            raw = await _persist(functools.partial(api.content, file_id))
+            raw = await persist(functools.partial(api.content, file_id))
             for text in raw.splitlines():
                 try:
                     line = json.loads(text)
@@ -337,7 +383,7 @@ class BatchRunner:
             if line.future.done():
                 continue
             result = results.get(key)
-            answer, error = _fate(result, status, entry)
+            answer, error = fate(result, status, entry)
             if answer is not None:
                 try:
                     response = line.client._to_response(
@@ -347,13 +393,13 @@ class BatchRunner:
                     again.append(line)
                     last = exc
                     continue
-                if line.client.budget is not None:
-                    line.client.budget.spend(line.call.model, response.prompt_tokens, response.completion_tokens)
+                batch_costs.settle(line, response.prompt_tokens, response.completion_tokens)
                 line.future.set_result(response)
             elif error is not None and error.retryable:
                 again.append(line)
                 last = error
             elif error is not None:
+                batch_costs.release(line)
                 line.future.set_exception(error)
         if again:
             self._again(again, last)
@@ -361,6 +407,7 @@ class BatchRunner:
     def _again(self, lines: list[_Line], why: ProviderError | None) -> None:
         """Send ``lines`` in the next round, those that have used up their retries failed."""
         for line in lines:
+            batch_costs.release(line)
             line.tries += 1
             retries = getattr(getattr(line.client, "policy", None), "retries", 5)
             if line.tries > retries:
@@ -369,77 +416,6 @@ class BatchRunner:
                 )
             elif not line.future.done():
                 self._add(line)
-
-
-def _fate(result: Any, status: str, entry: OpenBatch) -> tuple[bytes | None, ProviderError | None]:
-    """A line's answer body (a 200), or its error (retryable where another round may cure it)."""
-    if not isinstance(result, Mapping):
-        if status == "cancelled":
-            return None, ProviderError(f"batch {entry.batch_id} was cancelled before this call ran", retryable=False)
-        return None, ProviderError(f"batch {entry.batch_id} ended {status} without this call", retryable=True)
-    response = result.get("response")
-    error = result.get("error")
-    if isinstance(response, Mapping) and response.get("status_code") == 200:
-        return json.dumps(response.get("body")).encode("utf-8"), None
-    if isinstance(response, Mapping) and isinstance(response.get("status_code"), int):
-        code = int(response["status_code"])
-        body = response.get("body")
-        detail = body.get("error") if isinstance(body, Mapping) else None
-        message = detail.get("message") if isinstance(detail, Mapping) else None
-        return None, ProviderError(
-            f"HTTP {code} in batch {entry.batch_id}: {message or 'the line failed'}",
-            status=code,
-            retryable=code in TRANSIENT_STATUSES,
-        )
-    why = str(error.get("code")) if isinstance(error, Mapping) else "unknown"
-    message = error.get("message") if isinstance(error, Mapping) else None
-    if why == "batch_cancelled":
-        return None, ProviderError(f"batch {entry.batch_id} was cancelled: {message or why}", retryable=False)
-    return None, ProviderError(
-        f"{why} in batch {entry.batch_id}: {message or 'no answer'}", retryable=why in TRANSIENT_CODES
-    )
-
-
-def _parts(lines: list[tuple[_Line, bytes]]) -> list[list[tuple[_Line, bytes]]]:
-    """``lines`` cut at the provider's limits on one file."""
-    parts: list[list[tuple[_Line, bytes]]] = [[]]
-    size = 0
-    for item in lines:
-        if parts[-1] and (len(parts[-1]) >= MAX_LINES or size + len(item[1]) + 1 > MAX_BYTES):
-            parts.append([])
-            size = 0
-        parts[-1].append(item)
-        size += len(item[1]) + 1
-    return parts
-
-
-async def _persist(request: Callable[[], Coroutine[Any, Any, Any]], tries: int = 6) -> Any:
-    """``request()``, again after a growing pause where the failure is retryable (a poll that met a
-    transient 500, a dropped connection)."""
-    pause = 0.2
-    for attempt in range(tries):
-        try:
-            return await request()
-        except ProviderError as exc:
-            if not exc.retryable or attempt == tries - 1:
-                raise
-            await asyncio.sleep(pause if exc.retry_after is None else min(exc.retry_after, 60.0))
-            pause = min(pause * 2, 10.0)
-    raise AssertionError("unreachable")
-
-
-def request_parts(client: ModelClient, call: ModelCall) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """The endpoint's base URL, the headers and the JSON body that the direct transport would send
-    for ``call`` (see :meth:`~pytest_llmbias.clients.openai_transport.OpenAITransport.complete`)."""
-    params = client._sent_params(call)
-    base = call.credentials.get("api_base", call.api_base) or OPENAI_BASE
-    _, headers = client._direct._headers(params, base, client._direct_key())
-    body: dict[str, Any] = {
-        "model": wire_model(call.model),
-        "messages": [{"role": r, "content": c} for r, c in call.messages],
-    }
-    body.update(_members(params))
-    return str(base).rstrip("/"), headers, body
 
 
 class BatchingClient:

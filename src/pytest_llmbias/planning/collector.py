@@ -109,13 +109,16 @@ class ExpectedCall:
 
 
 def expected_follow_ups(
-    planned: Iterable[PlannedCall] | Mapping[str, PlannedCall], get: Callable[[str], Response | None]
+    planned: Iterable[PlannedCall] | Mapping[str, PlannedCall],
+    get: Callable[[str], Response | None],
+    parents: dict[str, str] | None = None,
 ) -> list[ExpectedCall]:
     """Every call the follow-ups of ``planned`` (or of a mapping :func:`deduplicate` gave) will
     lead to, told before any call: each
     follow-up's :meth:`~FollowUp.expect`, then the follow-ups of each exact call it tells, and so
     on. One entry per key, in the order first told; a call that is itself in ``planned`` is left
-    out (it is counted there); a call told after an optional one is optional too."""
+    out (it is counted there); a call told after an optional one is optional too. ``parents``,
+    when given, is filled with each told call's key -> the key of the call whose follow-up told it."""
     unique = planned if isinstance(planned, Mapping) else deduplicate(list(planned))
     seen = set(unique)
     out: list[ExpectedCall] = []
@@ -126,6 +129,8 @@ def expected_follow_ups(
                 if expected.key in seen:
                     continue
                 seen.add(expected.key)
+                if parents is not None:
+                    parents[expected.key] = item.call.key
                 if optional and not expected.optional:  # what an optional call leads to is optional too
                     expected = dataclasses.replace(expected, optional=True)
                 out.append(expected)

@@ -3,7 +3,7 @@ power and the budget check."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_llmbias.report import readable
@@ -118,12 +118,26 @@ def compact_table(
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
 
 
-def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | None = None) -> list[str]:
+def plan_table(
+    estimate: Mapping[str, Mapping[str, Any]],
+    *,
+    budget: float | None = None,
+    rounds: Sequence[Mapping[str, Any]] | None = None,
+    batch: bool = False,
+    one_by_one: Collection[str] = (),
+) -> list[str]:
     """The plan's lines: per model the calls planned (of which follow-ups: calls made on answers,
     such as judge ratings; and, when a gate takes looks, the later looks' calls), stored, to fetch, the estimated tokens
     and cost of those, then the
-    total (and the budget when there is one), and how many of the calls are fingerprint probes."""
+    total (and the budget when there is one), and how many of the calls are fingerprint probes.
+    Where the estimate is priced at batch prices too
+    (:func:`~pytest_llmbias.planning.estimate.price_batches`, whose ``rounds`` these are): in
+    batch mode (``batch``) a column of each model's cost at batch prices (``one_by_one``: the
+    aliases batch mode calls one by one) and the table of rounds, their calls and their cost at
+    both prices; otherwise one line with what batch mode would cost."""
     looks = any(e.get("optional") for e in estimate.values())  # group-sequential gates' later batches
+    priced = rounds is not None and all("batch_cost_usd" in e for e in estimate.values())
+    wide = batch and priced
     header = (
         "model",
         "calls",
@@ -133,6 +147,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
         "to fetch",
         "est. tokens",
         "est. cost",
+        *(("at batch prices",) if wide else ()),
     )
     table = [header]
     total, unknown = 0.0, False
@@ -150,6 +165,7 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
                 str(e["to_fetch"]),
                 f"{e['prompt_tokens'] + e['completion_tokens']:,}",
                 "unknown price" if cost is None else f"${cost:.4f}",
+                *((_batch_cell(e, alias in one_by_one),) if wide else ()),
             )
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
@@ -164,17 +180,57 @@ def plan_table(estimate: Mapping[str, Mapping[str, Any]], *, budget: float | Non
         + "):"
     ]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    cheap = sum(e.get("batch_cost_usd") or 0.0 for e in estimate.values())
+    lacking = sorted({e["model"] for e in estimate.values() if e["to_fetch"] and not e.get("batch_priced", True)})
     lines.append(
         f"  total estimated cost: ${total:.4f}"
+        + (f" at standard prices, ${cheap:.4f} at batch prices" if wide else "")
         + (" plus models of unknown price" if unknown else "")
         + (f"; budget ${budget:g}" if budget is not None else "")
     )
+    no_batch = f"no batch price in litellm's map for {', '.join(lacking)}, counted at standard prices"
+    if wide and lacking:
+        lines.append(f"  {no_batch}")
+    if priced and not batch and cheap < total:  # where batch mode would cost less
+        lines.append(f"  at batch prices: ${cheap:.4f} (--llmbias-batch)" + (f"; {no_batch}" if lacking else ""))
     probes = sum(int(e.get("probes") or 0) for e in estimate.values())
     if probes:
         lines.append(
             f"  of the calls to fetch, {probes} are fingerprint probes (asked live every run: 3 a model, "
             "twice over for one whose answers were last seen to vary; --llmbias-no-fingerprint turns them off)"
         )
+    if wide and rounds:
+        lines += _rounds_table(rounds)
+    return lines
+
+
+def _batch_cell(e: Mapping[str, Any], one_by_one: bool) -> str:
+    cost = e.get("batch_cost_usd")
+    if cost is None:
+        return "unknown price"
+    if one_by_one and e["to_fetch"]:
+        return f"${cost:.4f} (called one by one)"
+    return f"${cost:.4f}" + ("" if e.get("batch_priced", True) or not e["to_fetch"] else " (no batch price)")
+
+
+def _rounds_table(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rounds of batch mode: each round's calls and their cost at standard and at batch prices."""
+    header = ("round", "calls", "est. cost", "at batch prices")
+    table: list[tuple[str, ...]] = [header]
+    for r in rounds:
+        table.append(
+            (
+                str(r["round"]),
+                str(r["calls"]),
+                *("unknown price" if r[k] is None else f"${r[k]:.4f}" for k in ("cost_usd", "batch_cost_usd")),
+            )
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = [
+        "  batch rounds (--llmbias-batch; round 1: the calls not stored; each later one: the follow-ups, such "
+        "as judge ratings, of the answers the round before brings; fingerprint probes are ordinary calls):"
+    ]
+    lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return lines
 
 
@@ -241,20 +297,22 @@ def sizing_table(rows: Iterable[tuple[str, Any]]) -> list[str]:
     return lines
 
 
-def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float) -> str | None:
+def budget_error(estimate: Mapping[str, Mapping[str, Any]], budget: float, *, batch: bool = False) -> str | None:
     """Why the planned calls cannot be made within ``budget`` USD (``--llmbias-max-cost``), with
-    the plan's table; None when they can."""
-    unpriced = sorted({e["model"] for e in estimate.values() if e["to_fetch"] and e["cost_usd"] is None})
-    total = sum(e["cost_usd"] or 0.0 for e in estimate.values())
+    the plan's table; None when they can. ``batch``: batch mode's, the estimate's cost at batch
+    prices (``batch_cost_usd``) counted."""
+    cost = "batch_cost_usd" if batch and all("batch_cost_usd" in e for e in estimate.values()) else "cost_usd"
+    unpriced = sorted({e["model"] for e in estimate.values() if e["to_fetch"] and e[cost] is None})
+    total = sum(e[cost] or 0.0 for e in estimate.values())
     if not unpriced and total <= budget:
         return None
     why = (
         f"litellm's price map does not know {', '.join(unpriced)}, so the budget cannot be kept"
         if unpriced
-        else f"the estimate, ${total:.4f}, exceeds it"
+        else f"the estimate{' at batch prices' if cost == 'batch_cost_usd' else ''}, ${total:.4f}, exceeds it"
     )
     return f"the budget is ${budget:g} (--llmbias-max-cost) and {why}; no call was made.\n" + "\n".join(
-        plan_table(estimate, budget=budget)
+        plan_table(estimate, budget=budget, rounds=[] if cost == "batch_cost_usd" else None, batch=batch)
     )
 
 
