@@ -52,6 +52,8 @@ _TOP_KEYS = (
     "pairs",
 )
 _REQUIRED = ("name", "description", "focus", "instruction")
+#: the keys a question may have (id, and text or split)
+_QUESTION_KEYS = frozenset(("id", "text", "split", "reference"))
 
 
 def list_domains(search_paths: Iterable[Path] = ()) -> dict[str, Path]:
@@ -168,7 +170,11 @@ def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int
         raise fail("title", "'title' must be a string")
 
     categories = _parse_categories(data.get("categories"), where, fail)
-    taken = {q.id: f"a question id (category {c.id!r})" for c in categories for q in c.questions}
+    taken = (
+        {q.id: f"a question id (category {c.id!r})" for c in categories for q in c.questions}
+        if data.get("counterfactual") is not None
+        else {}
+    )
     counterfactual = parse_counterfactual(data.get("counterfactual"), where, fail, taken)
     perspectives, topics = _parse_topics(data.get("perspectives"), data.get("topics"), fail)
     pairs: tuple[Pair, ...] = ()
@@ -273,27 +279,33 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
         questions = []
         for j, q in enumerate(questions_raw):
             qkey = f"{key}.questions[{j}]"
-            if not isinstance(q, Mapping):
+            # the common question, {id, text} with both strings, is checked in a few steps: a
+            # domain of ten thousand questions is validated on every run
+            plain = type(q) is dict and q.keys() <= _QUESTION_KEYS
+            if not plain and not isinstance(q, Mapping):
                 raise fail(qkey, "each question must be a mapping with keys id, text")
-            for k in q:
-                if k not in ("id", "text", "split", "reference"):
-                    raise fail(
-                        f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, split, reference"
-                    )
+            if not plain:
+                for k in q:
+                    if k not in _QUESTION_KEYS:
+                        raise fail(
+                            f"{qkey}.{k}", f"unknown key {k!r} in a question; accepted keys: id, text, split, reference"
+                        )
             qid = q.get("id")
             if not isinstance(qid, str) or not qid.strip():
                 raise fail(qkey, "a question needs a non-empty string 'id'")
             qid = qid.strip()
             if ("text" in q) == ("split" in q):
                 raise fail(qkey, f"question {qid!r} needs either a 'text' or a 'split' pair, not both")
-            parsed = (
-                [_question_text(q["text"], qid, f"{qkey}.text", fail) + (qid, None)]
-                if "text" in q
-                else [
+            text = q.get("text")
+            if type(text) is str and (stripped := text.strip()):
+                parsed = [(stripped, {}, qid, None)]
+            elif "text" in q:
+                parsed = [_question_text(text, qid, f"{qkey}.text", fail) + (qid, None)]
+            else:
+                parsed = [
                     (*half, f"{qid}:{tag}", qid)
                     for tag, half in zip("ab", _split_pair(q["split"], qid, f"{qkey}.split", fail), strict=True)
                 ]
-            )
             for text, texts, question_id, pair in parsed:
                 if question_id in seen_questions:
                     raise fail(
