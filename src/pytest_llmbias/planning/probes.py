@@ -308,6 +308,7 @@ def report_entries(
     """The run's fingerprint entries for its reports (``to_dict()`` of each), each with the
     fingerprints its served answers were collected under (read from ``store``, None when none
     was opened); the recorded releases' last."""
-    served = served_under(store.used_with_labels() if store is not None else [])
+    # every answer the run served is counted: only when there is a fingerprint to count them under
+    served = served_under(store.used_with_labels()) if store is not None and fingerprints else {}
     entries = [dataclasses.replace(f, served=served.get(f.alias, {})) for f in fingerprints]
     return [e.to_dict() for e in (*entries, *release_fingerprints(releases))]
