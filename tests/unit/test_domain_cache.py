@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llmbias.choices import CacheMode
 from pytest_llmbias.config.settings import StoreSettings
-from pytest_llmbias.domains import Domain, Question, load_domain, parsed_cache
+from pytest_llmbias.domains import BUILTIN_DIR, Domain, Question, load_domain, parsed_cache
 from pytest_llmbias.errors import DomainError
 
 BODY = """
@@ -146,3 +146,41 @@ def test_offline_and_cache_off_keep_nothing(tmp_path: Path) -> None:
     assert StoreSettings(dir=store, cache=CacheMode.OFF).domain_cache is None
     load_domain(write(tmp_path / "domains"), cache=StoreSettings(dir=store, offline=True).domain_cache)
     assert not store.exists()
+
+
+SNIPPETS = [
+    "a: 1\nb: 1.5\nc: yes\nd: ~\ne: 2024-01-01\nf: 0x1f\ng: 1_000\nh: 1:30\ni: .inf\n",
+    "<<: {a: 1}\nb: 2\n",
+    "a: !!set {x}\nb: !!omap [{x: 1}]\nc: !!binary aGVsbG8=\nd: !!str 123\ne: !!int '7'\n",
+    "? [a, b]\n: c\n",
+    "a: !foo bar\n",
+    "a: !!python/object:os.system x\n",
+    "1: x\ntrue: y\n? a\n",
+    "- !!map {a: [1, 'two', {b: null}]}\n- !!seq [1]\n- 'multi\n  line'\n",
+]
+
+
+#: the built-in domains without an "&" (with one, the loader's own construction is used)
+TREES = {p.stem: t for p in sorted(BUILTIN_DIR.glob("*.yaml")) if "&" not in (t := p.read_text(encoding="utf-8"))}
+
+
+@pytest.mark.parametrize(
+    "text", [*SNIPPETS, *TREES.values()], ids=[*(f"snippet{i}" for i in range(len(SNIPPETS))), *TREES]
+)
+def test_yaml_without_anchors_is_built_as_pyyaml_builds_it(text: str) -> None:
+    import yaml
+
+    from pytest_llmbias.config.yamlutil import _construct_tree, _safe_loader
+
+    def built(fast: bool) -> tuple[str, str]:
+        loader = _safe_loader(yaml)(text)
+        try:
+            node = loader.get_single_node()
+            data = _construct_tree(loader, node) if fast else loader.construct_document(node)
+            return "data", repr(data)
+        except yaml.YAMLError as exc:
+            return "error", str(exc)
+        finally:
+            loader.dispose()
+
+    assert built(True) == built(False)
