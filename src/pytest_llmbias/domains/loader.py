@@ -298,7 +298,7 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
                 raise fail(qkey, f"question {qid!r} needs either a 'text' or a 'split' pair, not both")
             text = q.get("text")
             if type(text) is str and (stripped := text.strip()):
-                parsed = [(stripped, {}, qid, None)]
+                parsed: list[tuple[str, dict[str, str], str, str | None]] = [(stripped, {}, qid, None)]
             elif "text" in q:
                 parsed = [_question_text(text, qid, f"{qkey}.text", fail) + (qid, None)]
             else:
