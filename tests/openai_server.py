@@ -49,6 +49,7 @@ OpenAI's Batch API on the same scripted answers (``server.batches``; described i
     python tests/openai_server.py --batch-step 0.05 --batch-expire-after 100
     # POST /v1/files, POST /v1/batches, GET /v1/batches/{id}, GET /v1/files/{id}/content; each batch
     # moves on one state (or one chunk of lines, --batch-chunk) every 0.05 s; GET /_admin/batches
+    # Anthropic's POST /v1/messages and /v1/messages/batches at the root (tests/anthropic_batches.py)
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ from typing import Any
 from aiohttp import web
 
 if __package__:
+    from .anthropic_batches import AnthropicBatches
     from .batch_api import BatchAPI
 else:  # run as a script, from the tests folder
+    from anthropic_batches import AnthropicBatches  # type: ignore[no-redef]
     from batch_api import BatchAPI  # type: ignore[no-redef]
 
 HOST = "127.0.0.1"
@@ -288,6 +291,9 @@ class OpenAIServer:
         self.batches = BatchAPI(
             self, step=batch_step, chunk=batch_chunk, expire_after=batch_expire_after, seed=batch_seed
         )
+        # Anthropic's Messages and Message Batches APIs on the same answers, at the server's root
+        # (tests/anthropic_batches.py)
+        self.anthropic = AnthropicBatches(self, step=batch_step, chunk=batch_chunk, seed=batch_seed)
 
     # ------------------------------------------------------------------ API
 
@@ -321,6 +327,7 @@ class OpenAIServer:
             self._scripts.clear()
             self._clear_counters()
         self.batches.reset()
+        self.anthropic.reset()
 
     def reset_counters(self) -> None:
         """Forget the requests received and the fault/answer counters, the Batch API's too (scripts,
@@ -329,6 +336,7 @@ class OpenAIServer:
             self._requests.clear()
             self._clear_counters()
         self.batches.reset_counters()
+        self.anthropic.reset_counters()
 
     def _clear_counters(self) -> None:  # with self._lock held
         self._ok.clear()
@@ -416,6 +424,7 @@ class OpenAIServer:
         app.router.add_get("/_admin/counters", self._handle_counters)
         app.router.add_post("/_admin/reset", self._handle_reset)
         self.batches.mount(app)
+        self.anthropic.mount(app)
         app.router.add_route("*", "/{tail:.*}", self._handle_not_found)
         return app
 

@@ -1,6 +1,8 @@
-"""A batch's lines on the wire: the request a call makes (as the direct transport would send it),
-the lines cut at the provider's limits on one file, each line's fate read back from the output or
-error file, and the retries of a Batch API request (see :mod:`pytest_llmbias.clients.batching`).
+"""A batch's lines on the wire: the request a call makes (as the direct transport would send it,
+or Anthropic's Messages API takes it for an ``anthropic/`` model), the lines cut at the provider's
+limits on one file, each line's fate read back from the output or error file, the batch API a
+group of lines goes to, and the retries of a Batch API request (see
+:mod:`pytest_llmbias.clients.batching`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbias.clients.batch_api import MAX_BYTES, MAX_LINES
+from pytest_llmbias.clients import anthropic_batch_api as anthropic
+from pytest_llmbias.clients.batch_api import MAX_BYTES, MAX_LINES, BatchAPI
 from pytest_llmbias.clients.openai_transport import OPENAI_BASE, _members, wire_model
 from pytest_llmbias.errors import ProviderError
 
@@ -53,12 +56,15 @@ def fate(result: Any, status: str, entry: OpenBatch) -> tuple[bytes | None, Prov
     )
 
 
-def cut(lines: list[tuple[Any, bytes]]) -> list[list[tuple[Any, bytes]]]:
-    """``lines`` cut at the provider's limits on one file."""
+def cut(
+    lines: list[tuple[Any, bytes]], limits: tuple[int, int] = (MAX_LINES, MAX_BYTES)
+) -> list[list[tuple[Any, bytes]]]:
+    """``lines`` cut at the provider's ``limits`` (lines, bytes) on one file (see :func:`limits_of`)."""
+    most_lines, most_bytes = limits
     parts: list[list[tuple[Any, bytes]]] = [[]]
     size = 0
     for item in lines:
-        if parts[-1] and (len(parts[-1]) >= MAX_LINES or size + len(item[1]) + 1 > MAX_BYTES):
+        if parts[-1] and (len(parts[-1]) >= most_lines or size + len(item[1]) + 1 > most_bytes):
             parts.append([])
             size = 0
         parts[-1].append(item)
@@ -81,9 +87,28 @@ async def persist(request: Callable[[], Coroutine[Any, Any, Any]], tries: int = 
     raise AssertionError("unreachable")
 
 
+def limits_of(headers: Mapping[str, str]) -> tuple[int, int]:
+    """The lines and bytes one batch may hold at the provider a group's ``headers`` are for."""
+    if anthropic.speaks_anthropic(headers):
+        return anthropic.MAX_REQUESTS, anthropic.MAX_BYTES
+    return MAX_LINES, MAX_BYTES
+
+
+def batch_api(base_url: str, headers: Mapping[str, str]) -> BatchAPI:
+    """The batch API that takes a group's lines: Anthropic's Message Batches for Anthropic's
+    headers (see :func:`request_parts`), else the endpoint's OpenAI-compatible Batch API."""
+    if anthropic.speaks_anthropic(headers):
+        return anthropic.AnthropicBatchAPI(base_url, headers)
+    return BatchAPI(base_url, headers)
+
+
 def request_parts(client: ModelClient, call: ModelCall) -> tuple[str, dict[str, str], dict[str, Any]]:
     """The endpoint's base URL, the headers and the JSON body that the direct transport would send
-    for ``call`` (see :meth:`~pytest_llmbias.clients.openai_transport.OpenAITransport.complete`)."""
+    for ``call`` (see :meth:`~pytest_llmbias.clients.openai_transport.OpenAITransport.complete`);
+    for an ``anthropic/`` model, Anthropic's (see
+    :func:`~pytest_llmbias.clients.anthropic_batch_api.anthropic_parts`)."""
+    if call.model.startswith(anthropic.PREFIX):
+        return anthropic.anthropic_parts(client, call)
     params = client._sent_params(call)
     base = call.credentials.get("api_base", call.api_base) or OPENAI_BASE
     _, headers = client._direct._headers(params, base, client._direct_key())

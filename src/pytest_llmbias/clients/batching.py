@@ -16,8 +16,9 @@ the status in ``response.status_code``) fails that call as an ordinary call woul
 expired, was throttled or met a server error is sent again in the next round, within the run's
 retry budget; a cancelled batch's lines fail. A call whose key is in a journaled batch (a run
 killed, or one that stopped waiting: ``collection.batch_wait``) is not sent again: the runner
-polls that batch instead. Models whose endpoint has no OpenAI-compatible Batch API (litellm's
-providers, Python targets, HTTP applications) are called one by one, said once.
+polls that batch instead. ``anthropic/`` models go to Anthropic's Message Batches
+(:mod:`~pytest_llmbias.clients.anthropic_batch_api`); models whose endpoint has neither (litellm's
+other providers, Python targets, HTTP applications) are called one by one, said once.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmbias.choices import Transport
 from pytest_llmbias.clients import batch_costs
 from pytest_llmbias.clients.batch_api import CHAT_ENDPOINT, TERMINAL, BatchAPI
-from pytest_llmbias.clients.batch_lines import cut, fate, persist, request_parts
+from pytest_llmbias.clients.batch_lines import batch_api, cut, fate, limits_of, persist, request_parts
 from pytest_llmbias.clients.openai_transport import parse_completion
 from pytest_llmbias.errors import LLMBiasWarning, ProviderError
 
@@ -68,10 +69,12 @@ def batch_runner(store: ResponseStore, settings: Settings) -> BatchRunner:
 
 def batchable(client: Any) -> bool:
     """Whether ``client`` (a :class:`ModelClient`) reaches an OpenAI-compatible chat endpoint
-    directly, the only kind whose Batch API the runner speaks."""
+    directly, or is an ``anthropic/`` model (on either transport): the kinds whose batch APIs the
+    runner speaks."""
     spec = getattr(client, "spec", None)
+    anthropic = str(getattr(spec, "model", "")).startswith("anthropic/")
     return (
-        getattr(client, "transport", None) is Transport.OPENAI
+        (getattr(client, "transport", None) is Transport.OPENAI or anthropic)
         and getattr(client, "_python", None) is None
         and spec is not None
         and spec.http is None
@@ -139,7 +142,7 @@ class BatchRunner:
                     warnings.warn(
                         LLMBiasWarning(
                             f"batch mode: {alias}'s endpoint has no OpenAI-compatible Batch API (only the direct "
-                            "transport's endpoints do); its calls are made one by one"
+                            "transport's endpoints and anthropic/ models are batched); its calls are made one by one"
                         ),
                         stacklevel=2,
                     )
@@ -202,7 +205,7 @@ class BatchRunner:
                 break
         groups, self._groups = self._groups, {}
         for group in groups.values():
-            for part in cut(list(group.lines.values())):
+            for part in cut(list(group.lines.values()), limits_of(group.headers)):
                 lines = {line.call.key: line for line, _ in part}
                 refused = batch_costs.hold(list(lines.values()))  # a batch counts when it is submitted
                 if refused is not None:
@@ -217,7 +220,7 @@ class BatchRunner:
     def _api(self, base_url: str, headers: Mapping[str, str]) -> BatchAPI:
         key = (base_url, tuple(sorted(headers.items())))
         if key not in self._apis:
-            self._apis[key] = BatchAPI(base_url, headers)
+            self._apis[key] = batch_api(base_url, headers)
         return self._apis[key]
 
     async def _send(self, group: _Group, lines: dict[str, _Line], data: bytes) -> None:
@@ -430,7 +433,7 @@ class BatchingClient:
         if not self.inner._credentials_checked:  # a missing key fails now, as an ordinary call does
             from pytest_llmbias.clients.litellm_client import check_credentials
 
-            check_credentials(self.inner.spec, direct=True)
+            check_credentials(self.inner.spec, direct=self.inner.transport is Transport.OPENAI)
             self.inner._credentials_checked = True
         return await self.runner.ask(self.inner, call)
 
