@@ -165,3 +165,15 @@ def test_a_model_called_one_by_one_costs_its_standard_price_in_batch_mode() -> N
     rounds = price_batches(estimate, lambda alias: False)
     assert rounds[0]["batch_cost_usd"] == pytest.approx(price(MINI, 1000, 1000))
     assert "(called one by one)" in "\n".join(plan_table(estimate, rounds=rounds, batch=True, one_by_one={"tgt"}))
+
+
+def test_the_plan_counts_what_batch_mode_sends_by_batch() -> None:
+    from pytest_llmbias.config.settings import ModelSpec
+
+    def entry(model: str, **extra: object) -> ModelSpec:
+        return ModelSpec(model=model, alias="m", **extra)  # type: ignore[arg-type]
+
+    assert batch_costs.sent_by_batch(entry(MINI))  # OpenAI itself, on the direct transport
+    assert batch_costs.sent_by_batch(entry("anthropic/claude-3-5-haiku-20241022"))  # Message Batches
+    assert not batch_costs.sent_by_batch(entry("bedrock/anthropic.claude-v2"))  # litellm's, one by one
+    assert not batch_costs.sent_by_batch(entry(MINI, transport="litellm"))

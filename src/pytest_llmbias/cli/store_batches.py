@@ -56,15 +56,26 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _cancel(entry: Any, settings: Any) -> str:
-    """Ask the endpoint to cancel ``entry``'s batch with its model's key; the status it answers."""
-    from pytest_llmbias.clients.batch_api import BatchAPI
+    """Ask the endpoint to cancel ``entry``'s batch with its model's key (Anthropic's headers for an
+    ``anthropic/`` model); the status it answers."""
+    import os
+
+    from pytest_llmbias.clients.anthropic_batch_api import ANTHROPIC_KEY, ANTHROPIC_VERSION
+    from pytest_llmbias.clients.batch_lines import batch_api
     from pytest_llmbias.errors import ProviderError
 
     if not entry.batch_id:
         return "never created"
     spec = next((s for s in (*settings.roster, *settings.panel) if s.alias == entry.alias), None)
     key = spec.api_key() if spec is not None else None
-    api = BatchAPI(entry.base_url, {"Authorization": f"Bearer {key}"} if key else {})
+    headers: dict[str, str]
+    if spec is not None and spec.model.startswith("anthropic/"):
+        headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
+        if key or os.environ.get(ANTHROPIC_KEY):
+            headers["x-api-key"] = key or os.environ[ANTHROPIC_KEY]
+    else:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+    api = batch_api(entry.base_url, headers)
     try:
         return str((await api.cancel(entry.batch_id)).get("status"))
     except ProviderError as exc:

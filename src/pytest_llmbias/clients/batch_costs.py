@@ -20,10 +20,13 @@ from pytest_llmbias.errors import ProviderError
 
 def sent_by_batch(spec: Any) -> bool:
     """Whether batch mode sends ``spec``'s calls (a model entry) by batch: a model reached by the
-    direct transport, not an application or a recorded release (the others are called one by
-    one; see :func:`~pytest_llmbias.clients.batching.batchable`, which asks the same of a client)."""
+    direct transport, or an ``anthropic/`` model, not an application or a recorded release (the
+    others are called one by one; see :func:`~pytest_llmbias.clients.batching.batchable`, which
+    asks the same of a client)."""
     if getattr(spec, "is_app", False) or getattr(spec, "recorded", None) is not None:
         return False
+    if str(spec.model).startswith("anthropic/"):
+        return True
     return resolve_transport(spec.model, spec.api_base, spec.transport) is Transport.OPENAI
 
 
