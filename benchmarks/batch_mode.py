@@ -120,8 +120,7 @@ def example_suite_cost(price_model: str) -> dict[str, Any]:
     prompt_tokens, answer_tokens = prompt_chars / 4, answer_chars / 4
     standard = prompt_tokens * prices["input_cost_per_token"] + answer_tokens * prices["output_cost_per_token"]
     batch = (
-        prompt_tokens * prices["input_cost_per_token_batches"]
-        + answer_tokens * prices["output_cost_per_token_batches"]
+        prompt_tokens * prices["input_cost_per_token_batches"] + answer_tokens * prices["output_cost_per_token_batches"]
     )
     return {
         "price_model": price_model,
