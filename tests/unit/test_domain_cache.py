@@ -50,6 +50,7 @@ def entries(cache: Path) -> list[Path]:
 
 def test_a_hit_gives_the_same_domain_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, cache = write(tmp_path / "domains"), tmp_path / "store" / "domains"
+    (tmp_path / "store").mkdir()  # a store a run has made
     fresh = load_domain(path)
     first = load_domain(path, cache=cache)
     assert first == fresh
@@ -184,3 +185,10 @@ def test_yaml_without_anchors_is_built_as_pyyaml_builds_it(text: str) -> None:
             loader.dispose()
 
     assert built(True) == built(False)
+
+
+def test_a_store_no_run_has_made_is_not_made_for_the_cache(tmp_path: Path) -> None:
+    # planning, a usage error or --collect-only in a fresh project write nothing
+    path, cache = write(tmp_path / "domains"), tmp_path / ".llmbias" / "domains"
+    assert load_domain(path, cache=cache) == load_domain(path)
+    assert not (tmp_path / ".llmbias").exists()

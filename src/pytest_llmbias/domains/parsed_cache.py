@@ -41,9 +41,11 @@ def read_entry(path: Path) -> tuple[Any, dict[str, int]] | None:
 
 
 def write_entry(path: Path, data: Any, lines: dict[str, int]) -> None:
-    """Keep ``data`` and ``lines`` at ``path`` if JSON gives them back as they are; a failure to
-    write leaves nothing behind and raises nothing."""
-    if not _plain(data):
+    """Keep ``data`` and ``lines`` at ``path`` if JSON gives them back as they are, and only in a
+    store that a run has already made (``path``'s folder's parent exists): planning, a usage error
+    or ``--collect-only`` in a fresh project writes nothing. A failure to write leaves nothing
+    behind and raises nothing."""
+    if not _plain(data) or not path.parent.parent.is_dir():
         return
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
