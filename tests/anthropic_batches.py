@@ -37,10 +37,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import math
 import random
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -48,6 +46,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if __package__:
+    from .scripted_batches import ScriptedBatches
+else:  # imported by openai_server.py run as a script, from the tests folder
+    from scripted_batches import ScriptedBatches  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from tests.openai_server import OpenAIServer
@@ -143,61 +146,28 @@ class _Batch:
         }
 
 
-class AnthropicBatches:
+class AnthropicBatches(ScriptedBatches):
     """Anthropic's Messages and Message Batches APIs of one scripted server (see the module docstring)."""
 
+    #: batches created, polls, lists and results served, messages answered (the headers of each create too)
+    COUNTED = ("batches_created", "polls", "lists", "results_fetched", "messages")
+
     def __init__(self, server: OpenAIServer, *, step: float = 0.05, chunk: int | None = None, seed: int | None = None):
+        super().__init__()
         self.server = server
         self.step = step
         self.chunk = chunk
         self.expire_after: int | None = None
         self.max_requests = 100_000
         self.max_bytes = 256 * 1024 * 1024
-        self.drop_creates = 0
         self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self._batches: dict[str, _Batch] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._clear_counters()
 
-    # ------------------------------------------------------------------ test controls
-
-    def counters(self) -> dict:
-        with self._lock:
-            return {
-                "batches_created": self._created,
-                "lines_executed": sum(self._executed.values()),
-                "executed_by_custom_id": dict(self._executed),
-                "polls": self._polls,
-                "lists": self._lists,
-                "results_fetched": self._fetched,
-                "messages": self._messages,
-                "headers": list(self._headers),
-            }
-
-    def reset_counters(self) -> None:
-        with self._lock:
-            self._clear_counters()
+    def _counters(self) -> dict:  # lock held
+        return {**super()._counters(), "headers": list(self._headers)}
 
     def _clear_counters(self) -> None:  # lock held
-        self._created = self._polls = self._lists = self._fetched = self._messages = 0
-        self._executed: collections.Counter[str] = collections.Counter()
+        super()._clear_counters()
         self._headers: list[dict] = []  # the headers of each batch request
-
-    def reset(self) -> None:
-        with self._lock:
-            self._batches.clear()
-            self.drop_creates = 0
-            self._clear_counters()
-
-    def batch(self, batch_id: str) -> dict | None:
-        with self._lock:
-            found = self._batches.get(batch_id)
-            return found.object() if found else None
-
-    def vanish(self, batch_id: str) -> None:
-        with self._lock:
-            self._batches.pop(batch_id, None)
 
     # ------------------------------------------------------------------ routes
 
@@ -228,7 +198,7 @@ class AnthropicBatches:
         if not isinstance(params, dict) or not params.get("model") or not params.get("max_tokens"):
             return _error(400, "model and max_tokens are required")
         with self._lock:
-            self._messages += 1
+            self._count("messages")
         result = self._answer(params)
         if result["type"] == "succeeded":
             return web.json_response(result["message"])
@@ -264,21 +234,9 @@ class AnthropicBatches:
                 return _error(400, f"requests.{number}.params.messages: the system prompt goes in 'system'")
         batch = _Batch(f"msgbatch_{uuid.uuid4().hex[:24]}", requests, self.expire_after)
         with self._lock:
-            self._batches[batch.id] = batch
-            self._created += 1
+            answer, drop = self._created(batch)
             self._headers.append(dict(request.headers))
-            answer = batch.object()
-            drop = self.drop_creates > 0
-            self.drop_creates -= drop
-        root = f"http://{request.host}"
-        task = asyncio.get_running_loop().create_task(self._run(batch, root))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        if drop:  # the batch exists, but its creator never hears of it
-            if request.transport is not None:
-                request.transport.abort()
-            return web.Response(status=500)
-        return web.json_response(answer)
+        return self._launch(request, self._run(batch, f"http://{request.host}"), answer, drop)
 
     def _find(self, request: web.Request) -> _Batch | web.Response:
         batch_id = request.match_info["id"]
@@ -288,7 +246,7 @@ class AnthropicBatches:
 
     async def _poll(self, request: web.Request) -> web.Response:
         with self._lock:
-            self._polls += 1
+            self._count("polls")
         found = self._find(request)
         if isinstance(found, web.Response):
             return found
@@ -298,7 +256,7 @@ class AnthropicBatches:
     async def _list(self, request: web.Request) -> web.Response:
         limit = max(1, min(1000, int(request.query.get("limit", "20"))))
         with self._lock:
-            self._lists += 1
+            self._count("lists")
             newest = [b.object() for b in reversed(self._batches.values())]
         page = newest[:limit]
         first, last = (page[0]["id"], page[-1]["id"]) if page else (None, None)
@@ -321,7 +279,7 @@ class AnthropicBatches:
         with self._lock:
             if found.status != "ended":
                 return _error(404, f"Batch {found.id} has not ended; its results are not ready")
-            self._fetched += 1
+            self._count("results_fetched")
             results = list(found.results)
         self._rng.shuffle(results)
         data = "".join(json.dumps(r) + "\n" for r in results).encode("utf-8")
@@ -331,12 +289,12 @@ class AnthropicBatches:
 
     async def _run(self, batch: _Batch, root: str) -> None:
         """Runs ``chunk`` of the batch's requests every ``step`` seconds, then ends it."""
-        chunk = self.chunk or max(1, math.ceil(len(batch.requests) / 10))
+        chunk = self._chunk_size(len(batch.requests))
         at = 0
         while True:
             await asyncio.sleep(self.step)
             with self._lock:
-                if self._batches.get(batch.id) is not batch:
+                if self._gone(batch):
                     return
                 rest = [r["custom_id"] for r in batch.requests[at:]]
                 why = "canceled" if batch.status == "canceling" else None
@@ -353,7 +311,7 @@ class AnthropicBatches:
                     break
                 result = self._answer(item["params"], batch=batch.id, custom_id=item["custom_id"])
                 with self._lock:
-                    if self._batches.get(batch.id) is not batch:
+                    if self._gone(batch):
                         return
                     self._executed[item["custom_id"]] += 1
                     batch.results.append({"custom_id": item["custom_id"], "result": result})

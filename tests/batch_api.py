@@ -44,15 +44,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import math
 import random
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if __package__:
+    from .scripted_batches import ScriptedBatches
+else:  # imported by openai_server.py run as a script, from the tests folder
+    from scripted_batches import ScriptedBatches  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from tests.openai_server import OpenAIServer
@@ -114,8 +117,11 @@ _STATES = "in_progress finalizing completed failed expired cancelling cancelled"
 _FIELDS = ("errors", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at")
 
 
-class BatchAPI:
+class BatchAPI(ScriptedBatches):
     """The Batch API of one scripted server: its files, its batches, their clock and the test controls."""
+
+    #: files uploaded, batches created, polls of a batch served (500s included), lists served
+    COUNTED = ("files_uploaded", "batches_created", "polls", "lists")
 
     def __init__(
         self,
@@ -126,6 +132,7 @@ class BatchAPI:
         expire_after: int | None = None,
         seed: int | None = None,
     ):
+        super().__init__()
         self.server = server
         self.step = step  # seconds each state (and each chunk of lines) takes
         self.absent = False  # True: /v1/files answers 404, as an endpoint with no Batch API does
@@ -133,62 +140,21 @@ class BatchAPI:
         self.expire_after = expire_after  # a new batch expires once this many of its lines have run
         self.max_lines = 50_000
         self.max_bytes = 200 * 1024 * 1024
-        self.drop_creates = 0  # creates whose answer is cut off after the batch is made
         self._rng = random.Random(seed)
-        self._lock = threading.Lock()
         self._files: dict[str, _File] = {}
-        self._batches: dict[str, _Batch] = {}
         self._poll_faults: collections.Counter[str | None] = collections.Counter()  # batch id (None: any) -> 500s
-        self._tasks: set[asyncio.Task] = set()
-        self._clear_counters()
 
     # ------------------------------------------------------------------ test controls
 
-    def counters(self) -> dict:
-        """Files uploaded, batches created, lines run (in all and per ``custom_id``: more than one for an
-        id means it was paid for more than once), polls of a batch served (500s included), lists served."""
-        with self._lock:
-            return {
-                "files_uploaded": self._uploaded,
-                "batches_created": self._created,
-                "lines_executed": sum(self._executed.values()),
-                "executed_by_custom_id": dict(self._executed),
-                "polls": self._polls,
-                "lists": self._lists,
-            }
-
-    def reset_counters(self) -> None:
-        with self._lock:
-            self._clear_counters()
-
-    def _clear_counters(self) -> None:  # with self._lock held
-        self._uploaded = self._created = self._polls = self._lists = 0
-        self._executed: collections.Counter[str] = collections.Counter()
-
-    def reset(self) -> None:
-        """Forget every file, batch (a running one stops) and control, and the counters."""
-        with self._lock:
-            self._files.clear()
-            self._batches.clear()
-            self._poll_faults.clear()
-            self.drop_creates = 0
-            self._clear_counters()
-
-    def batch(self, batch_id: str) -> dict | None:
-        """The batch object ``GET /v1/batches/{batch_id}`` would answer now (None: there is none)."""
-        with self._lock:
-            found = self._batches.get(batch_id)
-            return found.object() if found else None
+    def _forget(self) -> None:  # lock held
+        """Every file and poll fault too."""
+        self._files.clear()
+        self._poll_faults.clear()
 
     def expire(self, batch_id: str, *, after: int = 0) -> None:
         """Let the batch run ``after`` lines in all (those already run count), then expire."""
         with self._lock:
             self._batches[batch_id].expire_after = after
-
-    def vanish(self, batch_id: str) -> None:
-        """The batch is gone: 404 on every request about it from now on; it runs no more lines."""
-        with self._lock:
-            self._batches.pop(batch_id, None)
 
     def fail_polls(self, n: int, batch_id: str | None = None) -> None:
         """The next ``n`` polls (of ``batch_id``, or of any batch) are answered 500."""
@@ -226,7 +192,7 @@ class BatchAPI:
         stored = _File(f"file-{uuid.uuid4().hex[:24]}", upload.file.read(), upload.filename, str(purpose))
         with self._lock:
             self._files[stored.id] = stored
-            self._uploaded += 1
+            self._count("files_uploaded")
         return web.json_response(stored.object())
 
     def _find_file(self, request: web.Request) -> _File | web.Response:
@@ -274,24 +240,13 @@ class BatchAPI:
             batch = _Batch(
                 f"batch_{uuid.uuid4().hex[:24]}", found.id, "24h", payload.get("metadata"), self.expire_after
             )
-            self._batches[batch.id] = batch
-            self._created += 1
-            answer = batch.object()
-            drop = self.drop_creates > 0
-            self.drop_creates -= drop
-        task = asyncio.get_running_loop().create_task(self._run(batch, found.data))
-        self._tasks.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._tasks.discard)
-        if drop:  # the batch exists, but its creator never hears of it
-            if request.transport is not None:
-                request.transport.abort()
-            return web.Response(status=500)
-        return web.json_response(answer)
+            answer, drop = self._created(batch)
+        return self._launch(request, self._run(batch, found.data), answer, drop)
 
     async def _poll(self, request: web.Request) -> web.Response:
         batch_id = request.match_info["id"]
         with self._lock:
-            self._polls += 1
+            self._count("polls")
             faulty = [key for key in (batch_id, None) if self._poll_faults[key] > 0]
             if faulty:
                 self._poll_faults[faulty[0]] -= 1
@@ -310,7 +265,7 @@ class BatchAPI:
             return _error(400, "limit must be an integer", param="limit")
         after = request.query.get("after")
         with self._lock:
-            self._lists += 1
+            self._count("lists")
             newest = [b.object() for b in reversed(self._batches.values())]
         if after:
             ids = [b["id"] for b in newest]
@@ -342,7 +297,7 @@ class BatchAPI:
         await asyncio.sleep(self.step)
         problems, lines = self._validate(data)
         with self._lock:
-            if self._batches.get(batch.id) is not batch:
+            if self._gone(batch):
                 return
             if problems and not batch.cancel_requested:
                 batch.errors = {"object": "list", "data": problems}
@@ -352,12 +307,12 @@ class BatchAPI:
             if not batch.cancel_requested:
                 batch.status = "in_progress"
                 batch.times["in_progress_at"] = int(time.time())
-        chunk = self.chunk or max(1, math.ceil(len(lines) / 10))
+        chunk = self._chunk_size(len(lines))
         at = 0
         while True:
             await asyncio.sleep(self.step)
             with self._lock:
-                if self._batches.get(batch.id) is not batch:
+                if self._gone(batch):
                     return
                 if batch.cancel_requested:
                     break
@@ -367,7 +322,7 @@ class BatchAPI:
                     break
             for line in lines[at : at + chunk]:
                 with self._lock:
-                    if self._batches.get(batch.id) is not batch:  # vanished (or reset) midway
+                    if self._gone(batch):
                         return
                     if batch.expire_after is not None and at >= batch.expire_after:
                         self._finish(batch, at, "expired", "batch_expired", _EXPIRED)
@@ -376,7 +331,7 @@ class BatchAPI:
                 at += 1
         await asyncio.sleep(self.step)
         with self._lock:
-            if self._batches.get(batch.id) is not batch:
+            if self._gone(batch):
                 return
             if batch.cancel_requested:
                 self._finish(batch, at, "cancelled", "batch_cancelled", _CANCELLED)

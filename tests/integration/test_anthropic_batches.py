@@ -12,17 +12,14 @@ import shutil
 
 import pytest
 
-from tests.integration._data import QUIET
-from tests.integration.test_batch_mode import BASELINES, JUDGE, TESTS, _start, judge
+from tests.integration._batches import Entry, chat_requests, kill_once_batched, serving, verdicts, write_project
+from tests.integration._data import KEY_ENV
 from tests.openai_server import OpenAIServer
-
-KEY_ENV = "LLMBIAS_IT_API_KEY"
 
 
 @pytest.fixture
 def server():
-    with OpenAIServer(latency=0.0, responders={JUDGE: judge}) as s:
-        s.anthropic.step = 0.02
+    with serving("anthropic") as s:
         yield s
 
 
@@ -30,110 +27,79 @@ def _root(server: OpenAIServer) -> str:
     return server.base_url.removesuffix("/v1")
 
 
-def _entry(alias: str, name: str, server: OpenAIServer) -> dict:
-    return {"model": f"anthropic/{name}", "alias": alias, "api_base": _root(server), "api_key_env": KEY_ENV}
+def _anthropic(server: OpenAIServer) -> Entry:
+    def entry(alias: str, name: str) -> dict:
+        return {"model": f"anthropic/{name}", "alias": alias, "api_base": _root(server), "api_key_env": KEY_ENV}
+
+    return entry
 
 
 def _write(pytester: pytest.Pytester, server: OpenAIServer, **collection: object) -> None:
-    config = {
-        "target": _entry("tgt", "tgt-model", server),
-        "judge": _entry("judge", JUDGE, server),
-        "baselines": [_entry(a, n, server) for a, n in BASELINES.items()],
-        "collection": {"fingerprint": False, "max_samples": 1, **collection},
-        "report": {"json": "out/run.json"},
-    }
-    (pytester.path / "llmbias.yaml").write_text(json.dumps(config), encoding="utf-8")
-    (pytester.path / "test_suite.py").write_text(TESTS, encoding="utf-8")
+    write_project(pytester.path, _anthropic(server), **collection)
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*QUIET, "-rA", *args)
-
-
-def _verdicts(pytester: pytest.Pytester) -> dict[str, str]:
-    gates = json.loads((pytester.path / "out" / "run.json").read_text(encoding="utf-8"))["gates"]
-    return {g["test"].rsplit("::", 1)[1]: g["verdict"] for g in gates}
-
-
-def _messages(server: OpenAIServer) -> list[dict]:
-    return [r for r in server.requests if not r.get("batch")]
-
-
-def test_batch_mode_reaches_ordinary_mode_s_verdicts_and_a_warm_rerun_submits_nothing(pytester, server):
+def test_batch_mode_reaches_ordinary_mode_s_verdicts_and_a_warm_rerun_submits_nothing(pytester, server, run_project):
     _write(pytester, server)
-    ordinary = _run(pytester)
+    ordinary = run_project()
     ordinary.assert_outcomes(passed=2)
-    expected = _verdicts(pytester)
+    expected = verdicts(pytester.path)
     asked = len(server.requests)
     assert server.anthropic.counters()["messages"] == asked > 0  # litellm's client, on /v1/messages
 
     server.reset()
     shutil.rmtree(pytester.path / ".llmbias")
     _write(pytester, server, batch=True)
-    batched = _run(pytester)
+    batched = run_project()
     batched.assert_outcomes(passed=2)
-    assert _verdicts(pytester) == expected
+    assert verdicts(pytester.path) == expected
     counts = server.anthropic.counters()
-    assert _messages(server) == [] and counts["messages"] == 0
+    assert chat_requests(server) == [] and counts["messages"] == 0
     assert counts["lines_executed"] == asked and max(counts["executed_by_custom_id"].values()) == 1
     assert counts["batches_created"] >= 2  # the answers, then the judge's ratings
     sent = counts["headers"][0]
     assert sent["x-api-key"] == "sk-integration-test" and sent["anthropic-version"] == "2023-06-01"
     assert server.batches.counters()["batches_created"] == 0  # nothing went to OpenAI's Batch API
 
-    _run(pytester).assert_outcomes(passed=2)
+    run_project().assert_outcomes(passed=2)
     assert server.anthropic.counters()["batches_created"] == counts["batches_created"]  # nothing submitted
     assert server.anthropic.counters()["lines_executed"] == asked
 
 
-def test_a_run_that_stops_waiting_is_resumed_by_the_next_without_running_a_line_twice(pytester, server):
+def test_a_run_that_stops_waiting_is_resumed_by_the_next_without_running_a_line_twice(pytester, server, run_project):
     server.anthropic.step = 0.5
     _write(pytester, server, batch=True, batch_wait=0.3)
-    first = _run(pytester)
+    first = run_project()
     assert first.ret != 0
     first.stdout.fnmatch_lines(["*collection.batch_wait*"])
     assert server.anthropic.counters()["batches_created"] >= 1
 
     server.anthropic.step = 0.02
     _write(pytester, server, batch=True)
-    _run(pytester).assert_outcomes(passed=2)
+    run_project().assert_outcomes(passed=2)
     counts = server.anthropic.counters()
     assert max(counts["executed_by_custom_id"].values()) == 1, "a line was run twice"
-    assert _messages(server) == []
+    assert chat_requests(server) == []
 
 
-def test_a_killed_run_s_batch_is_polled_by_the_next_not_sent_again(pytester, server, monkeypatch):
-    import signal
-    import time
-
+def test_a_killed_run_s_batch_is_polled_by_the_next_not_sent_again(pytester, server, monkeypatch, run_project):
     server.anthropic.step = 0.4
     _write(pytester, server, batch=True)
-    first = _start(pytester.path)
-    try:
-        deadline = time.monotonic() + 60
-        while server.anthropic.counters()["batches_created"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.3)  # journaled, polling
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
-    finally:
-        if first.poll() is None:
-            first.kill()
+    kill_once_batched(pytester.path, server.anthropic)
     assert server.anthropic.counters()["batches_created"] >= 1
     server.anthropic.step = 0.02
-    _run(pytester).assert_outcomes(passed=2)
+    run_project().assert_outcomes(passed=2)
     counts = server.anthropic.counters()
     assert max(counts["executed_by_custom_id"].values()) == 1, "a line of the killed run's batch was sent again"
 
 
-def test_every_line_s_fate_is_read(pytester, server):
+def test_every_line_s_fate_is_read(pytester, server, run_project):
     """A 400 inside an ended batch fails its call as an ordinary call's would; an expired batch's
     requests go out again in the next round; a 529 (overloaded) too."""
     server.script("tgt-model", {"status": 400, "body": {"error": {"message": "the prompt was refused"}}})
     server.script("base-a-model", {"status": 529})
     server.anthropic.expire_after = 5
     _write(pytester, server, batch=True, retries=2)
-    result = _run(pytester)
+    result = run_project()
     counts = server.anthropic.counters()
     assert counts["batches_created"] >= 3
     assert max(counts["executed_by_custom_id"].values()) <= 2  # once, or once more after a 529
@@ -141,10 +107,10 @@ def test_every_line_s_fate_is_read(pytester, server):
     assert "HTTP 400" in out and "the prompt was refused" in out
 
 
-def test_a_create_whose_answer_was_lost_is_found_not_made_twice(pytester, server):
+def test_a_create_whose_answer_was_lost_is_found_not_made_twice(pytester, server, run_project):
     server.anthropic.drop_creates = 1
     _write(pytester, server, batch=True)
-    _run(pytester).assert_outcomes(passed=2)
+    run_project().assert_outcomes(passed=2)
     counts = server.anthropic.counters()
     assert counts["lists"] >= 1
     assert max(counts["executed_by_custom_id"].values()) == 1
