@@ -77,7 +77,10 @@ def _project(
             "params": {"temperature": 1.0, "max_tokens": 24},
         },
         "generation": {"temperature": 0.7, "max_tokens": max_tokens, "samples": 1, "seed": 0},
-        "collection": {"concurrency": 8, "timeout": 300, "retries": 1, "fingerprint": fingerprint},
+        # one sample an item: a gate's test is about reading real text, and the default budget's extra
+        # samples (up to five for a design these few items cannot size) would multiply its CPU-bound
+        # calls; the budget is exercised over the scripted server (test_suite_over_http.py)
+        "collection": {"concurrency": 8, "timeout": 300, "retries": 1, "fingerprint": fingerprint, "max_samples": 1},
         "report": {"json": "out/run.json"},
         # 5 second draws of the judge (20 by default): enough to measure it, on a CPU-bound model
         "judging": {"retest": 5},
