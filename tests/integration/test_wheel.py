@@ -15,6 +15,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from tests.wheels import build, site_packages
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = (
     "pytest_llmbias/py.typed",
@@ -24,31 +26,8 @@ DATA = (
 )
 
 
-def _build(tmp: Path) -> tuple[Path, Path]:
-    """The wheel and the sdist, built from a copy of the sources (the build writes beside them)."""
-    source = tmp / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    dist = tmp / "dist"
-    built = []
-    for hook in ("build_wheel", "build_sdist"):  # one process each: setuptools keeps state between the two
-        out = tmp / f"{hook}.txt"
-        code = (
-            f"import sys; from setuptools import build_meta as b; open(sys.argv[2], 'w').write(b.{hook}(sys.argv[1]))"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(dist), str(out)], cwd=source, capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        built.append(dist / out.read_text().strip())
-    wheel, sdist = built
-    return wheel, sdist
-
-
 def test_the_wheel_installs_and_runs_the_example_suite_and_init(tmp_path: Path) -> None:
-    wheel, sdist = _build(tmp_path)
+    wheel, sdist = build(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     assert set(DATA) <= names, set(DATA) - names
     assert "pytest_llmbias/local/server.py" in names
@@ -69,14 +48,7 @@ def test_the_wheel_installs_and_runs_the_example_suite_and_init(tmp_path: Path) 
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    site = site_packages(python)
     (site / "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLMBIAS_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
