@@ -22,7 +22,9 @@ is not charged to the client; on a small machine it still shares the cores):
    by it. So is the warm example suite's (below): the whole pytest process's instructions, once.
    The whole process: ``python -m pytest`` (a user's plugins only) on a project whose one
    ``bias_responses`` test asks the same ``N`` prompts, cold then warm: the process's CPU (user +
-   system) from start to exit, the same slope, so start-up and imports cancel.
+   system) from start to exit, the same slope, so start-up and imports cancel. With
+   ``--instructions``, its warm call also as instructions, counted by callgrind over the whole
+   warm process at the two sizes (the store filled by a cold run first, outside callgrind).
 2. *The warm example suite*: ``python -m pytest`` in ``example_suite/`` (offline, from its
    snapshot), as a user's install runs it (this environment's development plugins, hypothesis's
    and pytest-xdist's, turned off) and as it runs here with them: the session's time as pytest
@@ -237,6 +239,33 @@ def call_instructions(base: str, small: int, large: int, concurrency: int, workd
     return {"cold_instructions": slopes["cold"], "warm_instructions": slopes["warm"], "counts": counts}
 
 
+def process_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> float | None:
+    """Instructions a warm call of the whole pytest process (see :func:`run_pytest_process`), as
+    callgrind counts the whole warm process at ``small`` and ``large`` prompts: the slope, so that
+    start-up and imports cancel; the garbage collections and the exit are counted. None where
+    valgrind is not installed."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    counts: dict[int, int] = {}
+    for n in (small, large):
+        tag = f"process-instructions-{n}"
+        run_pytest_process(base, n, concurrency, workdir, tag)  # the store filled, as a first run fills it
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "pytest"]
+        done = subprocess.run(
+            [*command, *USER_PYTEST], cwd=workdir / tag, env=child_env(), capture_output=True, text=True
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"the warm pytest process under callgrind failed:\n{(done.stdout + done.stderr)[-4000:]}")
+        counts[n] = int(found.group(1))
+    slope = (counts[large] - counts[small]) / (large - small)
+    print(f"  the whole pytest process: {slope:,.0f} instructions a warm call ({counts[small]:,} at {small}, "
+          f"{counts[large]:,} at {large})", flush=True)  # fmt: skip
+    return slope
+
+
 #: pytest plugins of this project's development environment that a user's install of the example
 #: suite (the README's first command: the ``embeddings`` and ``html`` extras) does not have
 DEV_PLUGINS = ("hypothesispytest", "xdist.plugin", "xdist.looponfail")
@@ -350,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="also count the instructions of a cold and a warm call and of the warm example suite (about 5 min)",
+        help="also count the instructions of a cold and a warm call, of a warm call of the whole pytest process "
+        "and of the warm example suite (about 8 min)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -366,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             if args.instructions:
                 results["instructions"] = call_instructions(base, args.small, args.large, args.concurrency, Path(tmp))
+                results["process_instructions"] = process_instructions(
+                    base, args.small, args.large, args.concurrency, Path(tmp)
+                )
         finally:
             stop_server(proc)
         if not args.skip_suite:
@@ -398,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"warm example suite, {what}: {s['pytest_s']:.2f} s in pytest (target <= 2 s), "
                 f"{s['wall_s']:.2f} s wall, {s['cpu_s']:.2f} s CPU as a process"
             )
+    if results.get("process_instructions"):
+        print(f"instructions a warm call, the whole pytest process (callgrind): {results['process_instructions']:,.0f}")
     if results.get("suite_instructions"):
         print(f"instructions of the warm example suite (callgrind): {results['suite_instructions']:,}")
     for row in results.get("cold_ratios", []):

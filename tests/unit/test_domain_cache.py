@@ -192,3 +192,86 @@ def test_a_store_no_run_has_made_is_not_made_for_the_cache(tmp_path: Path) -> No
     path, cache = write(tmp_path / "domains"), tmp_path / ".llmbias" / "domains"
     assert load_domain(path, cache=cache) == load_domain(path)
     assert not (tmp_path / ".llmbias").exists()
+
+
+def test_the_line_map_is_decoded_only_when_an_error_reads_it(tmp_path: Path) -> None:
+    path, cache = write(tmp_path / "domains"), tmp_path / "cache"
+    load_domain(path, cache=cache)
+    [entry] = entries(cache)
+    kept = json.loads(entry.read_text(encoding="utf-8"))
+    lines = json.loads(kept["lines"])  # one JSON string in the entry
+    assert lines["categories[1].id"] == 13
+    read = parsed_cache.read_entry(entry, lambda: pytest.fail("a kept line map that decodes is not parsed again"))
+    assert read is not None and read[1].get("categories[1].id") == 13 and dict(read[1]) == lines
+    # a line map that does not decode is the file's, parsed again: the error still names the line
+    kept["lines"] = "{not json"
+    kept["data"]["categories"][1]["id"] = "alpha"
+    entry.write_text(json.dumps(kept), encoding="utf-8")
+    with pytest.raises(DomainError, match=r"kept\.yaml:13: duplicate category id 'alpha'"):
+        load_domain(path, cache=cache)
+
+
+def test_the_common_question_is_the_one_the_full_check_builds(tmp_path: Path) -> None:
+    import dataclasses
+
+    path = write(tmp_path / "domains", BODY.replace('{id: a-1, text: "First?"}', '{id: " a-1 ", text: " First? "}'))
+    first = question(load_domain(path), "a-1")
+    built = Question(id="a-1", text="First?", category="alpha")
+    assert first == built and hash(first) == hash(built) and repr(first) == repr(built)
+    assert first.to_dict() == built.to_dict() and first.texts == {} and first.unit == "a-1"
+    assert dataclasses.replace(first, text="Other?") == dataclasses.replace(built, text="Other?")
+    for body, message in [
+        (BODY.replace('text: "First?"', 'text: "  "'), "question 'a-1' needs a non-empty 'text'"),
+        (BODY.replace("{id: a-2,", "{id: a-1,"), "duplicate question id 'a-1'"),
+    ]:
+        with pytest.raises(DomainError, match=message):
+            load_domain(write(tmp_path / "domains", body))
+
+
+def _tags(node: object) -> object:
+    value = node.value  # type: ignore[attr-defined]
+    if isinstance(value, list):
+        value = [tuple(map(_tags, v)) if isinstance(v, tuple) else _tags(v) for v in value]
+    return (type(node).__name__, node.tag, value)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *SNIPPETS,
+        "a:\nb: ''\nc: =\nd: ~\ne: Yes\nf: '1'\ng: [0o7, 12:30, 2001-12-14]\n",
+        "[1, y, n, '', ~, null, +1, -.5, 1e3]\n",
+        *TREES.values(),
+    ],
+    ids=[*(f"snippet{i}" for i in range(len(SNIPPETS) + 2)), *TREES],
+)
+def test_the_lean_composer_gives_every_node_the_tag_pyyaml_gives(text: str) -> None:
+    import yaml
+
+    from pytest_llmbias.config.yamlutil import _lean_loader, _safe_loader
+
+    def composed(loader_class: type) -> object:
+        loader = loader_class(text)
+        try:
+            return _tags(loader.get_single_node())
+        except yaml.YAMLError as exc:
+            return str(exc)
+        finally:
+            loader.dispose()
+
+    base = _safe_loader(yaml)
+    assert _lean_loader(base) is not base and _lean_loader(base) is _lean_loader(base)
+    assert composed(_lean_loader(base)) == composed(base)
+
+
+def test_a_loader_with_a_path_resolver_is_used_as_it_is() -> None:
+    import yaml
+
+    from pytest_llmbias.config.yamlutil import _lean_loader
+
+    class Pathed(yaml.SafeLoader):
+        pass
+
+    Pathed.add_path_resolver("!pathed", ["a"], str)  # on this class alone
+    assert _lean_loader(Pathed) is Pathed
+    assert _lean_loader(yaml.SafeLoader) is not yaml.SafeLoader

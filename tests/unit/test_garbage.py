@@ -85,3 +85,37 @@ def test_a_session_plans_and_reads_back_under_fewer_collections(thresholds, tmp_
     finally:
         gc.callbacks.remove(count)
         session.close()
+
+
+def test_the_runs_end_lets_go_of_its_calls_and_grids(tmp_path) -> None:
+    """Closing the run's session (the plugin's end of the run) lets go of the calls and request
+    grids the process kept for it, so that pytest's full collections at exit do not walk them; a
+    call built again is a new object with the same key."""
+    import weakref
+
+    from pytest_llmbias.config.settings import CollectionSettings, ModelSpec, Settings, StoreSettings
+    from pytest_llmbias.planning import request as requests
+    from pytest_llmbias.plugin.core_session import close_session
+    from pytest_llmbias.session import BiasSession
+    from pytest_llmbias.store.calls import ModelCall, built_call
+
+    models = [ModelSpec(f"openai/m{i}", f"m{i}") for i in range(2)]
+    settings = Settings(
+        target=models[0],
+        baselines=(models[1],),
+        store=StoreSettings(dir=tmp_path / "store"),
+        collection=CollectionSettings(fingerprint=False),
+    )
+    session = BiasSession(settings)
+    request = requests.ResponseRequest("us_politics")
+    planned = session.plan(request)
+    call = planned[0].call
+    assert built_call(call.key) is call and requests.grid(request, settings, session.domain("us_politics"))
+    kept = weakref.ref(call)
+    close_session(session)
+    assert built_call(call.key) is None and len(requests._GRIDS) == 0
+    again = ModelCall.build(models[0], call.messages[-1][1], settings.generation)
+    assert again is not call and again == call and again.key == call.key
+    del session, planned, call
+    gc.collect()
+    assert kept() is None

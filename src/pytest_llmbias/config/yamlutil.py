@@ -7,6 +7,7 @@ refers to a node containing it."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def load_yaml_text(text: str, *, source: str, error: type[Exception]) -> tuple[A
     """:func:`load_yaml_with_lines` for ``text`` already read; ``source`` names it in errors."""
     import yaml
 
-    loader = _safe_loader(yaml)(text)
+    loader = _lean_loader(_safe_loader(yaml))(text)
     try:
         # composed once: its marks give the lines, then the data. Without an anchor ("&") there is
         # no alias, so the nodes form a tree that the walk for the lines visits once each: it counts
@@ -143,6 +144,44 @@ def _safe_loader(yaml: Any) -> type:
     except ImportError:  # pragma: no cover - CSafeLoader exists only with the binding
         return yaml.SafeLoader
     return c_loader if getattr(_yaml, "ScalarNode", None) is yaml.nodes.ScalarNode else yaml.SafeLoader
+
+
+def _lean_loader(base: type) -> type:
+    """``base`` where it has a path resolver (PyYAML's ``add_path_resolver``); else ``base`` with
+    the composer's calls for each node made lighter, the tags unchanged: libyaml's composer asks
+    the Python resolver for every node's tag, and tells it every step down and up the tree, which
+    it ignores without a path resolver (a domain of ten thousand questions makes 50,000 of each)."""
+    if base.yaml_path_resolvers:  # type: ignore[attr-defined]
+        return base
+    return _lean_class(base)
+
+
+@functools.lru_cache(maxsize=8)  # a few: each import of PyYAML has its own loader classes
+def _lean_class(base: type) -> type:
+    """The class of :func:`_lean_loader`: :meth:`resolve` as PyYAML's resolver answers
+    without a path resolver (an implicit plain scalar's tag by the resolvers of its first
+    character, then the wildcard ones; every other scalar a string; a list or a mapping its
+    default tag), with the implicit resolvers read at each call as PyYAML reads them; the steps
+    down and up, which only a path resolver reads, as built-in callables that do nothing (they
+    take the same arguments and cost no Python frame)."""
+    scalar_node = base.resolve.__globals__["ScalarNode"]  # type: ignore[attr-defined]
+    default = base.resolve  # type: ignore[attr-defined]
+
+    def resolve(self: Any, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not scalar_node:
+            return default(self, kind, value, implicit)
+        if implicit[0]:
+            table = self.yaml_implicit_resolvers
+            first = table.get(value[0] if value else "")
+            wildcard = table.get(None)
+            if first is not None or wildcard is not None:
+                for tag, regexp in (first or []) + (wildcard or []):
+                    if regexp.match(value):
+                        return tag
+        return self.DEFAULT_SCALAR_TAG
+
+    methods = {"resolve": resolve, "descend_resolver": slice, "ascend_resolver": tuple}
+    return type(f"Lean{base.__name__}", (base,), methods)
 
 
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"

@@ -112,6 +112,7 @@ def load_domain(
 def _load_file(path: Path, cache: Path | None = None) -> Domain:
     from pytest_llmbias.config.yamlutil import load_yaml_text, load_yaml_with_lines
 
+    lines: Mapping[str, int]
     if cache is None:
         data, lines = load_yaml_with_lines(path, error=DomainError)
         return _named(parse_domain(data, path=path, lines=lines), path, lines)
@@ -124,7 +125,7 @@ def _load_file(path: Path, cache: Path | None = None) -> Domain:
     except (OSError, UnicodeDecodeError) as exc:
         raise DomainError(f"{path}: cannot read: {exc}") from None
     entry = parsed_cache.entry_path(cache, content)
-    kept = parsed_cache.read_entry(entry)
+    kept = parsed_cache.read_entry(entry, lambda: load_yaml_text(text, source=str(path), error=DomainError)[1])
     data, lines = kept if kept is not None else load_yaml_text(text, source=str(path), error=DomainError)
     domain = _named(parse_domain(data, path=path, lines=lines), path, lines)
     if kept is None:
@@ -143,8 +144,9 @@ def _named(domain: Domain, path: Path, lines: Mapping[str, int]) -> Domain:
 
 
 def parse_domain(data: Any, *, path: Path | None = None, lines: Mapping[str, int] | None = None) -> Domain:
-    """Validate parsed YAML into a :class:`Domain`."""
-    lines = lines or {}
+    """Validate parsed YAML into a :class:`Domain`; ``lines`` (dotted key -> line) is read only
+    to name a line in an error."""
+    lines = {} if lines is None else lines
     label = str(path) if path else "<domain>"
 
     def where(key: str) -> str:
@@ -278,9 +280,20 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             raise fail(f"{key}.questions" if "questions" in cat else key, f"category {cid!r} has no questions")
         questions = []
         for j, q in enumerate(questions_raw):
+            # the common question, {id, text} with both non-blank strings, is checked and built in a
+            # few steps: a domain of ten thousand questions is validated on every run
+            if (
+                type(q) is dict
+                and len(q) == 2
+                and type(qid := q.get("id")) is str
+                and type(text := q.get("text")) is str
+            ):
+                qid, text = qid.strip(), text.strip()
+                if qid and text and qid not in seen_questions:
+                    seen_questions[qid] = cid
+                    questions.append(_question(qid, text, cid))
+                    continue
             qkey = f"{key}.questions[{j}]"
-            # the common question, {id, text} with both strings, is checked in a few steps: a
-            # domain of ten thousand questions is validated on every run
             plain = type(q) is dict and q.keys() <= _QUESTION_KEYS
             if not plain and not isinstance(q, Mapping):
                 raise fail(qkey, "each question must be a mapping with keys id, text")
@@ -330,6 +343,15 @@ def _parse_categories(raw: Any, where: Any, fail: Any) -> tuple[Category, ...]:
             )
         )
     return tuple(categories)
+
+
+def _question(qid: str, text: str, category: str) -> Question:
+    """``Question(id=qid, text=text, category=category)``, without the frozen dataclass's
+    ``__init__`` and its one ``object.__setattr__`` a field: the fields left out are read from the
+    class, at their defaults, as ``__init__`` would have set them."""
+    question = object.__new__(Question)
+    vars(question).update(id=qid, text=text, category=category, texts={})
+    return question
 
 
 def _parse_topics(

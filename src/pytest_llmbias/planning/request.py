@@ -107,6 +107,13 @@ def grid(request: ResponseRequest, settings: Settings, domain: Domain) -> tuple[
     return cells
 
 
+def release_grids() -> None:
+    """Forget the cells of every request :func:`grid` kept (see
+    :func:`~pytest_llmbias.store.calls.release_built`): a request asked afterwards gets new cells,
+    with the same calls' keys."""
+    _GRIDS.clear()
+
+
 def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iterator[GridCell]:
     questions = domain.select(request.categories)
     if not questions:
@@ -114,11 +121,13 @@ def _cells(request: ResponseRequest, settings: Settings, domain: Domain) -> Iter
     samples = request.samples or settings.generation.samples
     models = select_models(settings, request.models)
     check_size(request, settings, len(models), len(questions), samples)
+    build, generation, new = ModelCall.build, settings.generation, object.__new__
     for model in models:
         for q in questions:
             for s in range(samples):
-                call = ModelCall.build(model, q.text, settings.generation, sample=s)
-                yield construct(GridCell, {"model": model, "question": q, "sample": s, "call": call})
+                cell = new(GridCell)  # as construct() does, inline: once a call of a plan
+                vars(cell).update(model=model, question=q, sample=s, call=build(model, q.text, generation, sample=s))
+                yield cell
 
 
 def check_size(request: ResponseRequest, settings: Settings, models: int, questions: int, samples: int) -> None:
@@ -155,7 +164,13 @@ def plan_calls(
     request: ResponseRequest, settings: Settings, domain: Domain, then: Sequence[FollowUp] = ()
 ) -> list[PlannedCall]:
     """The calls to make for ``request``; each carries the follow-ups ``then`` (e.g. the judge)."""
-    return [cell.planned(domain.name, then) for cell in grid(request, settings, domain)]
+    name, follow, new = domain.name, tuple(then), object.__new__
+    planned = []
+    for cell in grid(request, settings, domain):
+        call = new(PlannedCall)  # what cell.planned(name, then) gives, inline: once a call of a plan
+        vars(call).update(alias=cell.model.alias, call=cell.call, domain=name, question=cell.question.id, then=follow)
+        planned.append(call)
+    return planned
 
 
 def read_responses(

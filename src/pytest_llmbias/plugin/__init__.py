@@ -73,6 +73,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if plugin is not None:
         with shown("finish", config=config):
             plugin.close()
+        # the run is over: what the closed session holds (every call, answer and question) is let
+        # go before pytest's full garbage collections at exit, which would walk it twice
+        plugin._session = None
 
 
 def plugin_of(config: pytest.Config) -> _Plugin:
@@ -106,6 +109,8 @@ class _Plugin:
     @property
     def session(self) -> BiasSession:
         if self._session is None:
+            if self._closed:
+                raise RuntimeError("pytest-llmbias: the run's core session is closed")
             from pytest_llmbias.plugin.core_session import open_session
 
             self._session = open_session(self)
@@ -119,9 +124,13 @@ class _Plugin:
         return run_settings(self.config, check_release=check_release)
 
     def close(self) -> None:
+        """Close the core session, if one was opened (see ``close_session``); the reports still
+        read it."""
         if self._session is not None and not self._closed:
+            from pytest_llmbias.plugin.core_session import close_session
+
             self._closed = True
-            self._session.close()
+            close_session(self._session)
 
     def marked(self, items: list[pytest.Item]) -> list[tuple[pytest.Item, str, pytest.Mark]]:
         """(item, marker name, marker) for every marker of this plugin on ``items``."""

@@ -54,3 +54,18 @@ def open_session(plugin: Any) -> BiasSession:  # the run's plugin object (pytest
         add_features=lambda r: config.hook.pytest_llmbias_add_features(registry=r, config=config),
         add_models=lambda r: config.hook.pytest_llmbias_add_models(registry=r, config=config),
     )
+
+
+def close_session(session: BiasSession) -> None:
+    """Close the run's core session, then let go of the calls and request grids the process kept
+    for it (:func:`~pytest_llmbias.store.calls.release_built`,
+    :func:`~pytest_llmbias.planning.request.release_grids`), even where closing failed: the tests
+    have run, and pytest's two full garbage collections at exit need not walk them."""
+    try:
+        session.close()
+    finally:
+        from pytest_llmbias.planning.request import release_grids
+        from pytest_llmbias.store.calls import release_built
+
+        release_grids()
+        release_built()

@@ -166,13 +166,12 @@ class ModelCall:
             fields["request"] = identity.request
         if identity.tail is not None:  # the key, as :attr:`key` computes it, from the shared part
             # the JSON json.dumps(..., sort_keys=True, ensure_ascii=False) writes, string by string
-            if len(messages) == 1:  # a prompt alone, most calls: no generator to join
+            if len(messages) == 1:  # a prompt alone, most calls: one string built, no generator to join
                 ((r, c),) = messages
-                listed = '{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}"
+                blob = f'{identity.head}{{"content":{_json_str(c)},"role":{_json_str(r)}}}],{identity.tail}'
             else:
-                listed = ",".join('{"content":' + _json_str(c) + ',"role":' + _json_str(r) + "}" for r, c in messages)
-            api_base = "null" if identity.api_base is None else _json_str(identity.api_base)
-            blob = '{"api_base":' + api_base + ',"messages":[' + listed + "]," + identity.tail
+                listed = ",".join(f'{{"content":{_json_str(c)},"role":{_json_str(r)}}}' for r, c in messages)
+                blob = f"{identity.head}{listed}],{identity.tail}"
             fields["key"] = hashlib.sha256(blob.encode("utf-8")).hexdigest()  # the cached property's value
         if identity.endpoint is not None:
             fields["endpoint"] = identity.endpoint
@@ -246,6 +245,8 @@ class _Identity:
     tail: str | None
     #: :attr:`ModelCall.endpoint` of these calls (None for an HTTP application's: computed per call)
     endpoint: str | None = None
+    #: the JSON of the key's fields before the messages' list, up to its opening bracket
+    head: str = ""
 
 
 def _identity(
@@ -273,7 +274,8 @@ def _identity(
     except TypeError:
         tail = None
     endpoint = _endpoint(spec.model, api_base, spec.version) if request is None else None
-    return _Identity(public, credentials, api_base, request, tail, endpoint)
+    head = '{"api_base":' + ("null" if api_base is None else _json_str(api_base)) + ',"messages":['
+    return _Identity(public, credentials, api_base, request, tail, endpoint, head)
 
 
 #: what :func:`_identity` gave lately, by the identity of the spec and settings, the sample and the params' JSON
@@ -285,6 +287,16 @@ _BUILT_KEPT = 1 << 17
 _BUILT: IdentityCache[ModelCall] = IdentityCache(_BUILT_KEPT, oldest_first=True)
 #: the same calls by key (see :func:`built_call`)
 _BY_KEY: dict[str, ModelCall] = {}
+
+
+def release_built() -> None:
+    """Forget every call :meth:`ModelCall.build` kept, and the identities its calls shared: once a
+    run is over none is asked again, and a process that keeps them alive to its end has the garbage
+    collector walk them in each full collection (pytest runs two at exit). A call built afterwards
+    is a new object with the same key."""
+    _BUILT.clear()
+    _BY_KEY.clear()
+    _IDENTITIES.clear()
 
 
 def built_call(key: str, asked: ModelCall | None = None) -> ModelCall | None:
