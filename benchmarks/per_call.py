@@ -179,14 +179,17 @@ def test_answers(bias_responses):
 USER_PYTEST = ("-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist", "-p", "no:randomly")
 
 
-def run_pytest_process(base: str, n: int, concurrency: int, workdir: Path, tag: str) -> dict:
+def run_pytest_process(
+    base: str, n: int, concurrency: int, workdir: Path, tag: str, phases: tuple[str, ...] = ("cold", "warm")
+) -> dict:
     """``python -m pytest`` on a project whose one ``bias_responses`` test asks ``n`` distinct
-    prompts, cold (a fresh store) then warm: each process's CPU (user + system), start to exit."""
+    prompts, cold (a fresh store) then warm (``phases``: the cold run alone): each process's CPU
+    (user + system), start to exit."""
     project = workdir / tag
     write_project(project, base, n, concurrency, tag, probes=False)
     (project / "test_answers.py").write_text(WHOLE_TEST.format(n=n))
     data = {}
-    for phase in ("cold", "warm"):
+    for phase in phases:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(
             [sys.executable, "-m", "pytest", *USER_PYTEST], cwd=project, env=child_env(), capture_output=True, text=True
@@ -242,8 +245,9 @@ def call_instructions(base: str, small: int, large: int, concurrency: int, workd
 def process_instructions(base: str, small: int, large: int, concurrency: int, workdir: Path) -> float | None:
     """Instructions a warm call of the whole pytest process (see :func:`run_pytest_process`), as
     callgrind counts the whole warm process at ``small`` and ``large`` prompts: the slope, so that
-    start-up and imports cancel; the garbage collections and the exit are counted. None where
-    valgrind is not installed."""
+    start-up and imports cancel; the garbage collections and the exit are counted. Each the
+    first run after a cold one, as the CPU figure's warm run is. None where valgrind is not
+    installed."""
     import shutil
 
     if shutil.which("valgrind") is None:
@@ -251,7 +255,7 @@ def process_instructions(base: str, small: int, large: int, concurrency: int, wo
     counts: dict[int, int] = {}
     for n in (small, large):
         tag = f"process-instructions-{n}"
-        run_pytest_process(base, n, concurrency, workdir, tag)  # the store filled, as a first run fills it
+        run_pytest_process(base, n, concurrency, workdir, tag, ("cold",))  # the store filled by a first run
         command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "pytest"]
         done = subprocess.run(
             [*command, *USER_PYTEST], cwd=workdir / tag, env=child_env(), capture_output=True, text=True

@@ -275,3 +275,23 @@ def test_a_loader_with_a_path_resolver_is_used_as_it_is() -> None:
     Pathed.add_path_resolver("!pathed", ["a"], str)  # on this class alone
     assert _lean_loader(Pathed) is Pathed
     assert _lean_loader(yaml.SafeLoader) is not yaml.SafeLoader
+
+
+def test_a_parse_read_before_the_run_made_its_store_is_kept_at_the_runs_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first run in a fresh project plans before its store exists, then makes it
+    path, cache = write(tmp_path / "domains"), tmp_path / "store" / "domains"
+    fresh = load_domain(path, cache=cache)
+    parsed_cache.write_pending()  # a run that made no store (planning alone, --collect-only)
+    assert not (tmp_path / "store").exists()
+    load_domain(path, cache=cache)
+    (tmp_path / "store").mkdir()  # the run's collection made it
+    parsed_cache.write_pending()
+    [entry] = entries(cache)
+    assert entry.name == parsed_cache.entry_path(cache, path.read_bytes()).name
+    parsed_cache.write_pending()  # each kept parse is written once
+    import pytest_llmbias.config.yamlutil as yamlutil
+
+    monkeypatch.setattr(yamlutil, "load_yaml_text", lambda *a, **k: pytest.fail("the next run parses nothing"))
+    assert load_domain(path, cache=cache) == fresh

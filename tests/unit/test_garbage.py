@@ -114,6 +114,9 @@ def test_the_runs_end_lets_go_of_its_calls_and_grids(tmp_path) -> None:
     kept = weakref.ref(call)
     close_session(session)
     assert built_call(call.key) is None and len(requests._GRIDS) == 0
+    from pytest_llmbias.domains import parsed_cache
+
+    assert parsed_cache._PENDING == {}  # what was parsed before the store was made: written, or forgotten
     again = ModelCall.build(models[0], call.messages[-1][1], settings.generation)
     assert again is not call and again == call and again.key == call.key
     del session, planned, call

@@ -78,13 +78,41 @@ class KeptLines(Mapping[str, int]):
         return len(self._lines())
 
 
+#: the parses read before their store was made, by entry (the latest few): see :func:`write_pending`
+_PENDING: dict[Path, tuple[Any, Mapping[str, int]]] = {}
+_PENDING_KEPT = 16
+
+
 def write_entry(path: Path, data: Any, lines: Mapping[str, int]) -> None:
     """Keep ``data`` and ``lines`` at ``path`` if JSON gives them back as they are, and only in a
     store that a run has already made (``path``'s folder's parent exists): planning, a usage error
-    or ``--collect-only`` in a fresh project writes nothing. A failure to write leaves nothing
-    behind and raises nothing."""
-    if not _plain(data) or not path.parent.parent.is_dir():
+    or ``--collect-only`` in a fresh project writes nothing. In a store not made yet, they wait for
+    :func:`write_pending` at the run's end. A failure to write leaves nothing behind and raises
+    nothing."""
+    if not _plain(data):
         return
+    if not path.parent.parent.is_dir():
+        _PENDING.pop(path, None)
+        if len(_PENDING) >= _PENDING_KEPT:
+            del _PENDING[next(iter(_PENDING))]
+        _PENDING[path] = (data, lines)
+        return
+    _write(path, data, lines)
+
+
+def write_pending() -> None:
+    """At a run's end: write the parses :func:`write_entry` kept for a store not made yet, where
+    the run has made it since (its first collection: the next run reads its domains without
+    parsing them); planning alone, a usage error or ``--collect-only`` made none, and nothing is
+    written. Every kept parse is forgotten."""
+    pending = list(_PENDING.items())
+    _PENDING.clear()
+    for path, (data, lines) in pending:
+        if path.parent.parent.is_dir():
+            _write(path, data, lines)
+
+
+def _write(path: Path, data: Any, lines: Mapping[str, int]) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -60,12 +60,17 @@ def close_session(session: BiasSession) -> None:
     """Close the run's core session, then let go of the calls and request grids the process kept
     for it (:func:`~pytest_llmbias.store.calls.release_built`,
     :func:`~pytest_llmbias.planning.request.release_grids`), even where closing failed: the tests
-    have run, and pytest's two full garbage collections at exit need not walk them."""
+    have run, and pytest's two full garbage collections at exit need not walk them. The domains
+    parsed before the run made its store are kept in it now
+    (:func:`~pytest_llmbias.domains.parsed_cache.write_pending`): a first run in a fresh project
+    makes the store, and the run after it reads them without parsing."""
     try:
         session.close()
     finally:
+        from pytest_llmbias.domains.parsed_cache import write_pending
         from pytest_llmbias.planning.request import release_grids
         from pytest_llmbias.store.calls import release_built
 
         release_grids()
         release_built()
+        write_pending()
