@@ -7,15 +7,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tests.integration._data import KEY_ENV, QUIET
+from tests.integration._data import start_pytest
 from tests.openai_server import OpenAIServer, _anchor_scores, _rated_answer
 from tests.scripted_batches import ScriptedBatches
 
@@ -90,19 +88,8 @@ def chat_requests(server: OpenAIServer) -> list[dict]:
 
 
 def start(folder: Path, *args: str) -> subprocess.Popen[str]:
-    """A pytest process on the project in ``folder`` (quiet, its output in ``stdout``), with the
-    test key and none of this process's ``LLMBIAS_``/``PYTEST_`` variables: for a run that is
-    killed, or runs beside another."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
-    env[KEY_ENV] = "sk-batch-test"
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    """A pytest process on the project in ``folder`` with the batch tests' key (:func:`start_pytest`)."""
+    return start_pytest(folder, *args, key="sk-batch-test")
 
 
 def kill_once_batched(folder: Path, api: ScriptedBatches) -> None:

@@ -1,6 +1,11 @@
-"""The roster of the network-path tests, as the scripted local server sees it (plain data)."""
+"""The roster of the network-path tests, as the scripted local server sees it, and the pytest process they start."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 KEY_ENV = "LLMBIAS_IT_API_KEY"
 """The variable the test rosters name in ``api_key_env``."""
@@ -30,3 +35,20 @@ def entry(alias: str, name: str, base_url: str, *, transport: str = "openai", **
         "transport": transport,
         **extra,
     }
+
+
+def start_pytest(folder: Path, *args: str, key: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A pytest process on the project in ``folder`` (quiet, its output in ``stdout``), with ``key`` in
+    :data:`KEY_ENV`, ``env`` added, and none of this process's ``LLMBIAS_``/``PYTEST_`` variables: for a
+    run that is killed, or runs beside another."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}
+    environ.update(env or {})
+    environ[KEY_ENV] = key
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args],
+        cwd=folder,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )

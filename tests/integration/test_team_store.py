@@ -11,17 +11,15 @@ shared rpm cap holds across processes; an unreachable or full Redis is a clear e
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET
+from tests.integration._data import BASELINES, KEY_ENV, MODELS, QUIET, TARGET, start_pytest
 from tests.openai_server import OpenAIServer
 from tests.redis_server import RedisServer, free_port
 
@@ -79,16 +77,7 @@ def project(folder: Path, server: OpenAIServer, url: str, **collection) -> Path:
 
 
 def start(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LLMBIAS_", "PYTEST_"))}, **(env or {})}
-    env[KEY_ENV] = "sk-team-test"
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", *QUIET, "-p", "no:randomly", *args],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return start_pytest(folder, *args, key="sk-team-test", env=env)
 
 
 def run_here(pytester: pytest.Pytester, folder: Path, *args: str) -> str:
