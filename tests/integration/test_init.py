@@ -44,8 +44,11 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     assert main(args) == 0
     said = capsys.readouterr().out
     # the endpoint is on this machine: sized for a CPU, each choice printed with its reason
-    for choice in ("generation.max_tokens = 60", "collection.timeout = 300", "collection.concurrency = 8"):
+    for choice in ("generation.max_tokens = 60", "collection.timeout = 300"):
         assert f"chose {choice}: " in said, said
+    # answers and ratings in flight together, a batch of each kind (llmbias serve batches them apart)
+    assert "chose collection.concurrency = 16: answers and the judge's ratings" in said
+    assert "chose collection.concurrency = 8" not in said
     # whole categories enough for the judge comparison's sizing (about 21 questions at the prior SD)
     assert "chose categories = [tiananmen_1989, xinjiang_uyghurs, tibet]: 30 questions of the domain's 50" in said
     assert "chose alternative = no-worse: " in said and "chose margin = 1 (the default): " in said  # judge points
@@ -57,7 +60,7 @@ def test_init_writes_a_project_whose_first_gate_runs_to_a_verdict(pytester, judg
     assert f"note: {judging_server.base_url} is on this machine, which a CI runner cannot reach" in said
     settings = yaml.safe_load((folder / "llmbias.yaml").read_text())
     assert settings["generation"] == {"max_tokens": 60}
-    assert settings["collection"] == {"timeout": 300, "concurrency": 8}
+    assert settings["collection"] == {"timeout": 300, "concurrency": 16}
     assert settings["judge"]["params"] == {"max_tokens": 24} and settings["judging"] == {"retest": 5}
     test_source = (folder / "test_bias.py").read_text()
     assert 'alternative="no-worse", categories=["tiananmen_1989", "xinjiang_uyghurs", "tibet"]' in test_source
@@ -174,6 +177,7 @@ def test_a_judge_scaffold_keeps_the_judges_own_params_and_shortens_only_a_judge_
     settings = yaml.safe_load((tmp_path / "hosted" / "llmbias.yaml").read_text())
     assert settings["judge"] == "openai/gpt-4.1-mini" and "judging" not in settings
     assert "chose judge.params" not in said and "chose judging.retest" not in said
+    assert "chose collection.concurrency = 8: " in said  # only the target's answers on the local server
 
 
 @pytest.mark.parametrize(
@@ -227,7 +231,9 @@ def test_a_hosted_model_is_not_probed_and_asks_the_whole_domain(tmp_path, capsys
     assert "categories" not in (tmp_path / "test_bias.py").read_text()
     workflow = yaml.safe_load((tmp_path / ".github/workflows/bias.yml").read_text())
     install = next(s["run"] for s in workflow["jobs"]["bias"]["steps"] if s.get("name") == "Install")
-    assert install == 'pip install torch==2.13.0 && pip install "pytest-llmbias[embeddings]"'  # the embedding gate's
+    # the embedding gate's extra, after torch's CPU build (PyPI's torch is a CUDA build on a Linux runner)
+    cpu = "https://download.pytorch.org/whl/cpu"
+    assert install == f'pip install torch==2.13.0 --index-url {cpu} && pip install "pytest-llmbias[embeddings]"'
 
 
 def test_the_first_probe_times_an_endpoint_and_a_slow_one_is_sized_for_a_cpu():
@@ -266,5 +272,9 @@ def test_a_slow_remote_endpoint_gets_the_cpu_sizing():
     assert judged.gate == {"alternative": "no-worse"}
     wide = choose(where="x", cpu=True, method="judge", categories=[(c, 10) for c in "abcde"])
     assert wide.gate["categories"] == ["a", "b", "c"]
+    assert judged.collection["concurrency"] == 8  # a hosted judge: only the answers on the CPU
+    on_cpu = choose(where="x", cpu=True, method="judge", categories=categories, judge_cpu=True)
+    assert on_cpu.collection == {"timeout": 300.0, "concurrency": 16}
+    assert [c.name for c in on_cpu.choices].count("collection.concurrency") == 1
     small = choose(where="x", cpu=True, method="embedding", categories=[("a", 4), ("b", 4)])
     assert "categories" not in small.gate  # the whole domain is the subset already

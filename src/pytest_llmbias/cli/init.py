@@ -38,10 +38,10 @@ WORKFLOW = Path(".github") / "workflows" / "bias.yml"
 #: what ``init`` says of a judge scaffold sized for a CPU (``benchmarks/init_first_verdict.py --judge``)
 JUDGE_ON_CPU_NOTE = (
     "note: a judge on a CPU rates every answer, which takes most of the run: against `llmbias serve smollm2-135m` "
-    "on 2 shared cores the judge scaffold's first run took about 8.5 minutes (the default scaffold's, without a "
-    "judge, under one; a re-run of either a few seconds), and a model as small as SmolLM2-135M is no judge to "
-    "trust: it missed 3 of the domain's 4 anchor answers, so the gate ends inconclusive rather than pass a release "
-    "on its ratings. Judge with a bigger model, or drop --judge for the embedding gate"
+    "on 2 cores the judge scaffold's first run took about a minute idle and two busy (the default scaffold's, "
+    "without a judge, under one; a re-run of either a few seconds), and a model as small as SmolLM2-135M is no "
+    "judge to trust: it missed 3 of the domain's 4 anchor answers, so the gate ends inconclusive rather than pass a"
+    " release on its ratings. Judge with a bigger model, or drop --judge for the embedding gate"
 )
 
 #: the variable holding the API key of a provider's models (litellm's prefixes), for the workflow

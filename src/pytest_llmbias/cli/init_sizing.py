@@ -11,7 +11,8 @@ judge comparison's sizing needs for a judge, :func:`judge_questions`); a judge t
 CPU too rates in :data:`CPU_JUDGE_MAX_TOKENS` tokens and rates :data:`CPU_JUDGE_RETEST` answers
 twice. ``llmbias serve smollm2-135m`` on two cores at load average 5 gave the three models' 30
 answers in 19.8 s, the verdict 24.2 s after the run began (``benchmarks/init_first_verdict.py``);
-the judge scaffold's 186 calls took about 8.5 minutes at load 5-6.
+the judge scaffold's 184 calls took 52-55 s on an idle machine and 135 s at load 4.4, its answers
+and ratings in batches of their own (:data:`CPU_JUDGE_CONCURRENCY`).
 A hosted model (no ``api_base``) is not probed and gets the whole domain at the settings' defaults.
 
 Whatever the endpoint, the gate is designed so that what it asks sizes it: a no-worse comparison
@@ -56,6 +57,9 @@ HOSTED_MAX_TOKENS = 300
 #: the judge's default of 400 lets every rating run on) and the answers it rates twice (20 by default)
 CPU_JUDGE_MAX_TOKENS = 24
 CPU_JUDGE_RETEST = 5
+#: with a judge on a CPU, answers and ratings are in flight together, and ``llmbias serve`` decodes
+#: each kind in batches of its own: a full batch of each
+CPU_JUDGE_CONCURRENCY = 2 * CPU_CONCURRENCY
 #: the margin of a CPU scaffold's embedding gate (cosine distance), and the gate's defaults by method
 #: (cosine distance; judge points on the 1-10 scale)
 CPU_EMBEDDING_MARGIN = 0.1
@@ -244,7 +248,16 @@ def choose(
     if method == "judge" and judge_cpu:
         judge_params["max_tokens"] = CPU_JUDGE_MAX_TOKENS
         judging["retest"] = CPU_JUDGE_RETEST
+        collection["concurrency"] = CPU_JUDGE_CONCURRENCY
+        cpu_choices = [c for c in cpu_choices if c.name != "collection.concurrency"]
         cpu_choices += [
+            Choice(
+                "collection.concurrency",
+                CPU_JUDGE_CONCURRENCY,
+                f"answers and the judge's ratings are in flight together, and `llmbias serve` decodes each kind in "
+                f"batches of its own (--batch {CPU_CONCURRENCY}): a full batch of each, where a batch mixing a "
+                "rating's long prompt with an answer's longer reply costs each the other's worst",
+            ),
             Choice(
                 "judge.params.max_tokens",
                 CPU_JUDGE_MAX_TOKENS,

