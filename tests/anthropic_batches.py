@@ -27,6 +27,9 @@ Test controls (Python)::
     server.anthropic.expire_after = 3          # a new batch expires once 3 of its requests ran
     server.anthropic.vanish(batch_id)          # 404 from now on; it stops
     server.anthropic.drop_creates = 1          # the next create makes its batch, then cuts the line
+    server.anthropic.hold_creates = 5.0        # a create's answer waits 5 s after its batch is made
+    server.anthropic.absent = True             # /v1/messages/batches answers 404 (a gateway that passes
+                                               #   messages on but has no batches); /v1/messages answers
     server.anthropic.counters()                # batches created, requests run (in all and per custom_id),
                                                #   polls, lists, results fetched, messages answered
     server.anthropic.reset()                   # forget every batch and counter
@@ -208,6 +211,8 @@ class AnthropicBatches(ScriptedBatches):
 
     async def _create(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        if self.absent:
+            return _error(404, "Not Found")
         if len(raw) > self.max_bytes:
             return _error(413, f"The batch exceeds {self.max_bytes} bytes")
         try:
@@ -236,7 +241,7 @@ class AnthropicBatches(ScriptedBatches):
         with self._lock:
             answer, drop = self._created(batch)
             self._headers.append(dict(request.headers))
-        return self._launch(request, self._run(batch, f"http://{request.host}"), answer, drop)
+        return await self._launch(request, self._run(batch, f"http://{request.host}"), answer, drop)
 
     def _find(self, request: web.Request) -> _Batch | web.Response:
         batch_id = request.match_info["id"]
@@ -247,6 +252,8 @@ class AnthropicBatches(ScriptedBatches):
     async def _poll(self, request: web.Request) -> web.Response:
         with self._lock:
             self._count("polls")
+        if self.absent:
+            return _error(404, "Not Found")
         found = self._find(request)
         if isinstance(found, web.Response):
             return found
@@ -254,6 +261,8 @@ class AnthropicBatches(ScriptedBatches):
             return web.json_response(found.object())
 
     async def _list(self, request: web.Request) -> web.Response:
+        if self.absent:
+            return _error(404, "Not Found")
         limit = max(1, min(1000, int(request.query.get("limit", "20"))))
         with self._lock:
             self._count("lists")

@@ -33,6 +33,7 @@ Test controls (Python, and ``/_admin/batches/...`` for a server in another proce
     server.batches.vanish(batch_id)          # POST /_admin/batches/{id}/vanish  (404 from then on; it stops)
     server.batches.fail_polls(2)             # POST /_admin/batches/fail_polls?n=2[&batch=ID]: the next polls 500
     server.batches.drop_creates = 1          # the next POST /v1/batches creates its batch, then cuts the line
+    server.batches.hold_creates = 5.0        # a create's answer waits 5 s after its batch is made
     server.batches.absent = True             # POST /v1/files answers 404: an endpoint with no Batch API
     server.batches.counters()                # GET /_admin/batches: files uploaded, batches created, lines run
                                              #   (in all and per custom_id), polls served, lists served
@@ -135,7 +136,6 @@ class BatchAPI(ScriptedBatches):
         super().__init__()
         self.server = server
         self.step = step  # seconds each state (and each chunk of lines) takes
-        self.absent = False  # True: /v1/files answers 404, as an endpoint with no Batch API does
         self.chunk = chunk  # lines run a step (None: a tenth of the batch, at least one)
         self.expire_after = expire_after  # a new batch expires once this many of its lines have run
         self.max_lines = 50_000
@@ -241,7 +241,7 @@ class BatchAPI(ScriptedBatches):
                 f"batch_{uuid.uuid4().hex[:24]}", found.id, "24h", payload.get("metadata"), self.expire_after
             )
             answer, drop = self._created(batch)
-        return self._launch(request, self._run(batch, found.data), answer, drop)
+        return await self._launch(request, self._run(batch, found.data), answer, drop)
 
     async def _poll(self, request: web.Request) -> web.Response:
         batch_id = request.match_info["id"]

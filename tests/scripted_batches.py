@@ -32,6 +32,8 @@ class ScriptedBatches:
 
     def __init__(self) -> None:
         self.drop_creates = 0  # creates whose answer is cut off after the batch is made
+        self.absent = False  # True: the batch API answers 404, as an endpoint with none does
+        self.hold_creates = 0.0  # seconds a create's answer waits after its batch is made
         self._lock = threading.Lock()
         self._batches: dict[str, Any] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -100,11 +102,12 @@ class ScriptedBatches:
         self.drop_creates -= drop
         return batch.object(), drop
 
-    def _launch(
+    async def _launch(
         self, request: web.Request, clock: Coroutine[Any, Any, None], answer: dict, drop: bool
     ) -> web.StreamResponse:
-        """Starts a new batch's ``clock`` and answers its create with ``answer``, or cuts the line
-        (``drop``): the batch exists, but its creator never hears of it."""
+        """Starts a new batch's ``clock`` and answers its create with ``answer`` (after
+        ``hold_creates`` seconds: a run killed meanwhile never journals the batch's id), or cuts the
+        line (``drop``): the batch exists, but its creator never hears of it."""
         task = asyncio.get_running_loop().create_task(clock)
         self._tasks.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._tasks.discard)
@@ -112,4 +115,6 @@ class ScriptedBatches:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)
+        if self.hold_creates:
+            await asyncio.sleep(self.hold_creates)
         return web.json_response(answer)

@@ -92,6 +92,22 @@ def test_a_killed_run_s_batch_is_polled_by_the_next_not_sent_again(pytester, ser
     assert max(counts["executed_by_custom_id"].values()) == 1, "a line of the killed run's batch was sent again"
 
 
+def test_a_run_killed_between_the_create_and_its_journal_is_matched_not_sent_again(pytester, server, run_project):
+    """The run is killed while its create's answer is on its way: the journal holds the lines' keys
+    and when the create was posted, not the batch's id (Anthropic's batch names no input file).
+    The next run finds the batch among the listed ones by its request count and time, polls it,
+    and no line runs twice."""
+    server.anthropic.hold_creates = 30.0
+    _write(pytester, server, batch=True)
+    kill_once_batched(pytester.path, server.anthropic)
+    assert server.anthropic.counters()["batches_created"] >= 1
+    server.anthropic.hold_creates = 0.0
+    run_project().assert_outcomes(passed=2)
+    counts = server.anthropic.counters()
+    assert counts["lists"] >= 1  # looked for the killed run's batch before creating one
+    assert max(counts["executed_by_custom_id"].values()) == 1, "a line of the killed run's batch was sent again"
+
+
 def test_every_line_s_fate_is_read(pytester, server, run_project):
     """A 400 inside an ended batch fails its call as an ordinary call's would; an expired batch's
     requests go out again in the next round; a 529 (overloaded) too."""
@@ -114,6 +130,26 @@ def test_a_create_whose_answer_was_lost_is_found_not_made_twice(pytester, server
     counts = server.anthropic.counters()
     assert counts["lists"] >= 1
     assert max(counts["executed_by_custom_id"].values()) == 1
+
+
+def test_an_endpoint_whose_batch_create_answers_404_is_called_one_by_one_said_once(pytester, server, run_project):
+    """A gateway that passes Anthropic's messages on but has no Message Batches: the first create's
+    404 sends every call of that endpoint, the judge's ratings of the next round included, through
+    ``/v1/messages``, one warning says so, no batch is left journaled, and a warm re-run asks nothing."""
+    server.anthropic.absent = True
+    _write(pytester, server, batch=True)
+    result = run_project()
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert out.count("has no batch API (POST /v1/messages/batches answered HTTP 404)") == 1, out
+    counts = server.anthropic.counters()
+    assert counts["batches_created"] == 0 and counts["messages"] > 0
+    assert len(chat_requests(server)) == len(server.requests) == counts["messages"]
+    # nothing journaled open: a warm re-run reads every answer from the store and polls nothing
+    server.anthropic.reset_counters()
+    run_project().assert_outcomes(passed=2)
+    after = server.anthropic.counters()
+    assert after["messages"] == after["polls"] == after["lists"] == 0
 
 
 def test_the_api_translates_results_to_openai_s_output_lines(server):

@@ -165,6 +165,6 @@ def test_an_endpoint_with_no_batch_api_is_called_one_by_one(pytester, server, ru
     _write(pytester, server, batch=True)
     result = run_project()
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*has no Batch API (POST /files answered HTTP 404)*one by one*"])
+    result.stdout.fnmatch_lines(["*has no batch API (POST /files answered HTTP 404)*one by one*"])
     assert server.batches.counters()["batches_created"] == 0
     assert len(chat_requests(server)) == len(server.requests) > 0

@@ -11,9 +11,11 @@ rewrites each result in OpenAI's output-line shape, so that
 a call's request (Anthropic's params and headers) from what the call would send through litellm.
 
 Anthropic's batch object names no input file: a create whose answer was lost is found among the
-listed batches by what this process knows of the file it posted (its request count, the time of
-the post). A run killed between the create and its journal entry cannot be matched that way (its
-lines were kept only in the killed process); the next run sends those lines again.
+listed batches by what is known of the file posted (its request count, the time of the post): this
+process's own posts, and those a run killed between its create and the batch's id journaled
+(the journal holds the lines' keys and when the create was about to be posted,
+:meth:`~AnthropicBatchAPI.expect`). A batch so matched is read back like any other: a line whose
+key its results do not hold is sent again.
 """
 
 from __future__ import annotations
@@ -130,11 +132,15 @@ class AnthropicBatchAPI(BatchAPI):
     with a model's headers, behind :class:`~pytest_llmbias.clients.batch_api.BatchAPI`'s methods
     (see the module docstring). One aiohttp session, opened on first use, closed by :meth:`aclose`."""
 
+    #: no upload (the lines go in the create); where a batch is created
+    FILES, BATCHES = "(no upload)", "/v1/messages/batches"
+
     def __init__(self, base_url: str, headers: Mapping[str, str], *, timeout: float = 60.0) -> None:
         super().__init__(anthropic_base(base_url), headers, timeout=timeout)
         self._files: dict[str, bytes] = {}  # local file id -> the part's lines
         self._posted: dict[str, tuple[float, int]] = {}  # local file id -> (when its create was posted, requests)
         self._made: dict[str, str] = {}  # batch id -> the local file id it was made of
+        self._guesses: set[str] = set()  # the batches of ``_made`` matched by request count and time
 
     async def upload(self, lines: bytes, filename: str) -> str:
         """Keep a part's lines (OpenAI's input lines) for :meth:`create`; their local file id. No request."""
@@ -155,11 +161,17 @@ class AnthropicBatchAPI(BatchAPI):
             line = json.loads(text)
             requests.append({"custom_id": line["custom_id"], "params": line["body"]})
         self._posted[input_file_id] = (time.time(), len(requests))
-        data = await self._json("POST", "/v1/messages/batches", json={"requests": requests})
+        data = await self._json("POST", self.BATCHES, json={"requests": requests})
         if not isinstance(data.get("id"), str):
             raise ProviderError(f"the batch API at {self.base_url} gave the new batch no id", retryable=True)
         self._made[data["id"]] = input_file_id
         return self._openai(data)
+
+    def expect(self, input_file_id: str, posted: float, requests: int) -> None:
+        """A create of ``requests`` requests may have been posted at ``posted`` (a run's journal
+        says so, the run having stopped before the answer): :meth:`listed` matches it as it matches
+        this process's own posts."""
+        self._posted.setdefault(input_file_id, (posted, requests))
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch in OpenAI's shape: its ``status``, ``request_counts`` and, once it has ended, its
@@ -171,7 +183,8 @@ class AnthropicBatchAPI(BatchAPI):
 
     async def listed(self, limit: int = 100) -> list[dict[str, Any]]:
         """The most recent batches (one page), in OpenAI's shape; ``input_file_id`` where this process
-        made the batch, or posted a create of that many requests shortly before it was made."""
+        made the batch, or posted a create of that many requests shortly before it was made (or was
+        told of such a post, :meth:`expect`): then ``guessed`` is true."""
         data = await self._json("GET", "/v1/messages/batches", params={"limit": str(limit)})
         out = [self._openai(b) for b in data.get("data") or () if isinstance(b, dict)]
         claimed = {b["input_file_id"] for b in out if b.get("input_file_id")}
@@ -183,8 +196,9 @@ class AnthropicBatchAPI(BatchAPI):
                 if file_id in claimed or made is None or made < posted - _SKEW_S:
                     continue
                 if batch["request_counts"]["total"] == count:
-                    batch["input_file_id"] = file_id
+                    batch["input_file_id"], batch["guessed"] = file_id, True
                     self._made[str(batch["id"])] = file_id
+                    self._guesses.add(str(batch["id"]))
                     claimed.add(file_id)
                     break
         return out
@@ -225,6 +239,7 @@ class AnthropicBatchAPI(BatchAPI):
             "object": "batch",
             "status": status,
             "input_file_id": self._made.get(str(batch.get("id"))),
+            "guessed": str(batch.get("id")) in self._guesses,
             "output_file_id": results if status in ("completed", "cancelled", "expired") and results else None,
             "error_file_id": None,
             "created_at": batch.get("created_at"),

@@ -32,6 +32,9 @@ class BatchAPI:
     with the request headers of its model (the key as a bearer token). One aiohttp session,
     opened on first use on the running loop, closed by :meth:`aclose`."""
 
+    #: where a part is uploaded, and where a batch of it is created (relative to ``base_url``)
+    FILES, BATCHES = "/files", "/batches"
+
     def __init__(self, base_url: str, headers: Mapping[str, str], *, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
@@ -80,7 +83,7 @@ class BatchAPI:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", lines, filename=filename, content_type="application/jsonl")
-        data = await self._json("POST", "/files", data=form)
+        data = await self._json("POST", self.FILES, data=form)
         if not isinstance(data.get("id"), str):
             raise ProviderError(f"the batch API at {self.base_url} gave the uploaded file no id", retryable=True)
         return str(data["id"])
@@ -93,7 +96,7 @@ class BatchAPI:
             "completion_window": "24h",
             "metadata": dict(metadata),
         }
-        data = await self._json("POST", "/batches", json=body)
+        data = await self._json("POST", self.BATCHES, json=body)
         if not isinstance(data.get("id"), str):
             raise ProviderError(f"the batch API at {self.base_url} gave the new batch no id", retryable=True)
         return data
@@ -104,6 +107,11 @@ class BatchAPI:
 
     async def cancel(self, batch_id: str) -> dict[str, Any]:
         return await self._json("POST", f"/batches/{batch_id}/cancel")
+
+    def expect(self, input_file_id: str, posted: float, requests: int) -> None:
+        """A create of ``input_file_id`` (``requests`` lines) may have been posted at ``posted`` by a
+        run that stopped before it heard the answer. Nothing to do here: OpenAI's batches name their
+        input file, which :meth:`listed` gives."""
 
     async def listed(self, limit: int = 100) -> list[dict[str, Any]]:
         """The endpoint's most recent batches (one page)."""

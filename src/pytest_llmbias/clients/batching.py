@@ -18,7 +18,8 @@ retry budget; a cancelled batch's lines fail. A call whose key is in a journaled
 killed, or one that stopped waiting: ``collection.batch_wait``) is not sent again: the runner
 polls that batch instead. ``anthropic/`` models go to Anthropic's Message Batches
 (:mod:`~pytest_llmbias.clients.anthropic_batch_api`); models whose endpoint has neither (litellm's
-other providers, Python targets, HTTP applications) are called one by one, said once.
+other providers, Python targets, HTTP applications), and endpoints that answer the upload or the
+create with 404, 405 or 501, are called one by one, said once.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ QUIET_S = 0.05
 #: the first poll's wait; each later one waits twice as long, up to :data:`POLL_MAX_S`
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 30.0
-#: what ``POST /files`` answers where an endpoint has no Batch API (vLLM's, Ollama's, llama.cpp's)
+#: what ``POST /files`` or a batch's create answers where an endpoint has no batch API (vLLM's,
+#: Ollama's, llama.cpp's; a gateway that passes Anthropic's messages on but not its batches)
 NO_BATCH_API = frozenset({404, 405, 501})
 
 
@@ -125,7 +127,9 @@ class BatchRunner:
         self._polls: dict[str, asyncio.Task[None]] = {}
         self._apis: dict[tuple[str, tuple[tuple[str, str], ...]], BatchAPI] = {}
         self._fallback: set[str] = set()
-        self._unbatched: set[str] = set()  # endpoints whose /files answered that they have no Batch API
+        self._unbatched: set[str] = set()  # endpoints whose upload or create said they have no batch API
+        self._guessed: set[str] = set()  # files whose batch was matched by a guess, still followed
+        self._deferred: dict[str, _Line] = {}  # lines no guessed batch read so far held
 
     # -- the client side ------------------------------------------------------------------------
 
@@ -224,7 +228,9 @@ class BatchRunner:
         return self._apis[key]
 
     async def _send(self, group: _Group, lines: dict[str, _Line], data: bytes) -> None:
-        """Upload one part, journal it, create its batch, then follow it to its end."""
+        """Upload one part, journal it, create its batch, then follow it to its end. An endpoint
+        that answers the upload or the create as one with no batch API (:data:`NO_BATCH_API`) has
+        its calls made one by one from then on, said once: nothing was submitted."""
         api = self._api(group.base_url, group.headers)
         if group.base_url in self._unbatched:
             return await self._one_by_one(lines)
@@ -234,30 +240,34 @@ class BatchRunner:
             if exc.status not in NO_BATCH_API:
                 self._fail(lines, exc)
                 return None
-            self._unbatched.add(group.base_url)
-            warnings.warn(
-                LLMBiasWarning(
-                    f"batch mode: {group.base_url} has no Batch API (POST /files answered HTTP {exc.status}); "
-                    f"{group.alias}'s calls there are made one by one"
-                ),
-                stacklevel=2,
-            )
-            return await self._one_by_one(lines)
+            return await self._unbatch(group, lines, f"POST {api.FILES} answered HTTP {exc.status}")
+        entry = self.journal.opened(
+            file_id, base_url=group.base_url, model=group.model, alias=group.alias, keys=list(lines), owner=self.owner
+        )
         try:
-            entry = self.journal.opened(
-                file_id,
-                base_url=group.base_url,
-                model=group.model,
-                alias=group.alias,
-                keys=list(lines),
-                owner=self.owner,
-            )
             self._waiting.setdefault(file_id, {}).update(lines)
             entry = await self._create(api, entry)
         except ProviderError as exc:
+            if exc.status in NO_BATCH_API and not entry.batch_id:
+                self.journal.closed(entry)  # no batch was made of it
+                self._waiting.pop(file_id, None)
+                return await self._unbatch(group, lines, f"POST {api.BATCHES} answered HTTP {exc.status}")
             self._fail(lines, exc)
             return None
         await self._follow(entry, api)
+
+    async def _unbatch(self, group: _Group, lines: Mapping[str, _Line], why: str) -> None:
+        """``group``'s endpoint has no batch API (``why``): its calls go one by one, said once."""
+        if group.base_url not in self._unbatched:
+            self._unbatched.add(group.base_url)
+            warnings.warn(
+                LLMBiasWarning(
+                    f"batch mode: {group.base_url} has no batch API ({why}); {group.alias}'s calls and those of "
+                    "every model there are made one by one"
+                ),
+                stacklevel=2,
+            )
+        await self._one_by_one(lines)
 
     @staticmethod
     def _fail(lines: Mapping[str, _Line], exc: ProviderError) -> None:
@@ -287,10 +297,8 @@ class BatchRunner:
         through for one of this file before another create, so a file is never batched twice."""
         pause = 0.2
         for attempt in range(6):
-            if attempt:
-                for batch in await persist(lambda: api.listed(100)):
-                    if batch.get("input_file_id") == entry.input_file_id and isinstance(batch.get("id"), str):
-                        return self.journal.created(entry, batch["id"])
+            if attempt and (found := await self._found(api, entry)) is not None:
+                return found
             try:
                 created = await api.create(entry.input_file_id, {"llmbias_alias": entry.alias})
             except ProviderError as exc:
@@ -300,17 +308,30 @@ class BatchRunner:
                 pause = min(pause * 2, 10.0)
                 continue
             self.submitted += 1
+            self._guessed.discard(entry.input_file_id)
             return self.journal.created(entry, str(created["id"]))
         raise AssertionError("unreachable")
 
     async def _follow(self, entry: OpenBatch, api: BatchAPI | None = None) -> None:
         """Poll ``entry``'s batch to its end and settle its lines (see the module docstring)."""
+        try:
+            await self._follow_one(entry, api)
+        finally:
+            self._guessed.discard(entry.input_file_id)
+            if not self._guessed and self._deferred:  # what no guessed batch held goes out again
+                rest = [line for line in self._deferred.values() if not line.future.done()]
+                self._deferred.clear()
+                why = "none of the batches matched by request count and time held this call"
+                self._again(rest, ProviderError(why, retryable=True))
+
+    async def _follow_one(self, entry: OpenBatch, api: BatchAPI | None) -> None:
         waiting = self._waiting.setdefault(entry.input_file_id, {})
         try:
             if api is None:
                 first = next(iter(waiting.values()))
                 api = self._api(entry.base_url, request_parts(first.client, first.call)[1])
             if not entry.batch_id:  # stopped between the upload and the create
+                self._guessed.add(entry.input_file_id)  # its lines may be in any batch matched by a guess
                 entry = await self._adopt(api, entry)
             batch = await self._poll(api, entry)
         except ProviderError as exc:
@@ -339,10 +360,21 @@ class BatchRunner:
 
     async def _adopt(self, api: BatchAPI, entry: OpenBatch) -> OpenBatch:
         """The batch the provider made of ``entry``'s file before the run stopped, else a new one."""
+        api.expect(entry.input_file_id, entry.submitted, len(entry.keys))
+        return await self._found(api, entry) or await self._create(api, entry)
+
+    async def _found(self, api: BatchAPI, entry: OpenBatch) -> OpenBatch | None:
+        """``entry`` with the id of the listed batch made of its file, journaled; None if none is.
+        A batch matched by a guess (``guessed``: Anthropic's, by request count and time) is
+        followed as one of a pool whose results are pooled (see :meth:`_settle`)."""
         for batch in await persist(lambda: api.listed(100)):
             if batch.get("input_file_id") == entry.input_file_id and isinstance(batch.get("id"), str):
+                if batch.get("guessed"):
+                    self._guessed.add(entry.input_file_id)
+                else:
+                    self._guessed.discard(entry.input_file_id)
                 return self.journal.created(entry, batch["id"])
-        return await self._create(api, entry)
+        return None
 
     async def _poll(self, api: BatchAPI, entry: OpenBatch) -> dict[str, Any] | None:
         """The batch once it is terminal; None when ``wait_s`` passed first."""
@@ -378,14 +410,26 @@ class BatchRunner:
     def _settle(
         self, entry: OpenBatch, batch: Mapping[str, Any], results: Mapping[str, Any], waiting: Mapping[str, _Line]
     ) -> None:
-        """Each line's fate: an answer, an error, or another round."""
+        """Each line's fate: an answer, an error, or another round. A batch matched by a guess may
+        hold the lines of another guessed batch (two parts of one size posted together): its
+        results settle any followed line they hold, and a line of its own they lack waits for the
+        pool's other batches before it goes out again."""
         status = str(batch.get("status"))
         again: list[_Line] = []
         last: ProviderError | None = None
-        for key, line in waiting.items():
+        guessed = entry.input_file_id in self._guessed
+        pool = dict(waiting)
+        if guessed:  # the lines of the other guessed batches, those still followed and those ended
+            for other in self._guessed:
+                pool.update({k: line for k, line in self._waiting.get(other, {}).items() if k in results})
+            pool.update({k: line for k, line in self._deferred.items() if k in results})
+        for key, line in pool.items():
             if line.future.done():
                 continue
             result = results.get(key)
+            if result is None and guessed:
+                self._deferred[key] = line
+                continue
             answer, error = fate(result, status, entry)
             if answer is not None:
                 try:
