@@ -81,31 +81,28 @@ def test_a_run_that_stops_waiting_is_resumed_by_the_next_without_running_a_line_
     assert chat_requests(server) == []
 
 
-def test_a_killed_run_s_batch_is_polled_by_the_next_not_sent_again(pytester, server, monkeypatch, run_project):
-    server.anthropic.step = 0.4
+@pytest.mark.parametrize(
+    ("control", "value", "after"),
+    [("step", 0.4, 0.02), ("hold_creates", 30.0, 0.0)],
+    ids=["killed-while-polling", "killed-before-the-create-s-answer"],
+)
+def test_a_killed_run_s_batch_is_polled_by_the_next_not_sent_again(
+    pytester, server, run_project, control, value, after
+):
+    """Killed while it polls its batches, or while its creates' answers are held back: then the
+    journal holds the lines' keys and when each create was posted, not the batch's id (Anthropic's
+    batch names no input file), and the next run finds the batches among the listed ones by their
+    request count and time. Either way the next run polls them and no line runs twice."""
+    setattr(server.anthropic, control, value)
     _write(pytester, server, batch=True)
     kill_once_batched(pytester.path, server.anthropic)
     assert server.anthropic.counters()["batches_created"] >= 1
-    server.anthropic.step = 0.02
+    setattr(server.anthropic, control, after)
     run_project().assert_outcomes(passed=2)
     counts = server.anthropic.counters()
     assert max(counts["executed_by_custom_id"].values()) == 1, "a line of the killed run's batch was sent again"
-
-
-def test_a_run_killed_between_the_create_and_its_journal_is_matched_not_sent_again(pytester, server, run_project):
-    """The run is killed while its create's answer is on its way: the journal holds the lines' keys
-    and when the create was posted, not the batch's id (Anthropic's batch names no input file).
-    The next run finds the batch among the listed ones by its request count and time, polls it,
-    and no line runs twice."""
-    server.anthropic.hold_creates = 30.0
-    _write(pytester, server, batch=True)
-    kill_once_batched(pytester.path, server.anthropic)
-    assert server.anthropic.counters()["batches_created"] >= 1
-    server.anthropic.hold_creates = 0.0
-    run_project().assert_outcomes(passed=2)
-    counts = server.anthropic.counters()
-    assert counts["lists"] >= 1  # looked for the killed run's batch before creating one
-    assert max(counts["executed_by_custom_id"].values()) == 1, "a line of the killed run's batch was sent again"
+    if control == "hold_creates":
+        assert counts["lists"] >= 1  # looked for the killed run's batches before creating any
 
 
 def test_every_line_s_fate_is_read(pytester, server, run_project):
