@@ -199,9 +199,23 @@ def choose(
         choices.insert(0, Choice("generation.max_tokens", HOSTED_MAX_TOKENS, f"{where}: full answers"))
         choices.append(Choice("questions", "all", f"{where}: the whole domain"))
         return Sizing(False, generation, collection, gate, tuple(choices))
+    judged_here = method == "judge" and judge_cpu
+    concurrency = Choice(
+        "collection.concurrency",
+        CPU_CONCURRENCY,
+        f"as many calls as `llmbias serve` decodes together (--batch {CPU_CONCURRENCY}): more only queue",
+    )
+    if judged_here:
+        concurrency = Choice(
+            "collection.concurrency",
+            CPU_JUDGE_CONCURRENCY,
+            "answers and the judge's ratings are in flight together, and `llmbias serve` decodes each kind in "
+            f"batches of its own (--batch {CPU_CONCURRENCY}): a full batch of each, where a batch mixing a "
+            "rating's long prompt with an answer's longer reply costs each the other's worst",
+        )
     generation["max_tokens"] = CPU_MAX_TOKENS
     collection["timeout"] = CPU_TIMEOUT_S
-    collection["concurrency"] = CPU_CONCURRENCY
+    collection["concurrency"] = concurrency.value
     cpu_choices = [
         Choice(
             "generation.max_tokens",
@@ -214,11 +228,7 @@ def choose(
             CPU_TIMEOUT_S,
             "the server decodes a batch at a time, so the last calls of a queue wait for the ones before them",
         ),
-        Choice(
-            "collection.concurrency",
-            CPU_CONCURRENCY,
-            f"as many calls as `llmbias serve` decodes together (--batch {CPU_CONCURRENCY}): more only queue",
-        ),
+        concurrency,
     ]
     wanted, because = CPU_QUESTIONS, "so that a CPU model answers every model in a few minutes"
     if method == "judge":
@@ -245,19 +255,10 @@ def choose(
         )
     judging: dict[str, Any] = {}
     judge_params: dict[str, Any] = {}
-    if method == "judge" and judge_cpu:
+    if judged_here:
         judge_params["max_tokens"] = CPU_JUDGE_MAX_TOKENS
         judging["retest"] = CPU_JUDGE_RETEST
-        collection["concurrency"] = CPU_JUDGE_CONCURRENCY
-        cpu_choices = [c for c in cpu_choices if c.name != "collection.concurrency"]
         cpu_choices += [
-            Choice(
-                "collection.concurrency",
-                CPU_JUDGE_CONCURRENCY,
-                f"answers and the judge's ratings are in flight together, and `llmbias serve` decodes each kind in "
-                f"batches of its own (--batch {CPU_CONCURRENCY}): a full batch of each, where a batch mixing a "
-                "rating's long prompt with an answer's longer reply costs each the other's worst",
-            ),
             Choice(
                 "judge.params.max_tokens",
                 CPU_JUDGE_MAX_TOKENS,

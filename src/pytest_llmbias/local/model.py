@@ -6,6 +6,7 @@ beginnings that prompts share (a judge's rubric) run once (:class:`Prefixes`).""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -324,8 +325,6 @@ def kind(job: Job) -> tuple[int, str]:
     its canonical JSON). A batch runs as many steps as its longest answer may take, every row
     through the prompt of its longest row, so mixing a judge's long, short-answered rating prompts
     with short-prompted, longer answers costs each kind the other's worst."""
-    import json
-
     return job.max_tokens, "" if job.schema is None else json.dumps(job.schema, sort_keys=True)
 
 
